@@ -1,0 +1,50 @@
+# The few commands this project is run with. `make help` lists them.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+# Debian packages the tracker and its tests need: redis-server (embedded default and tests),
+# libev-dev (bjoern builds against it), wrk (whole-server benchmarks).
+APT_PACKAGES := redis-server libev-dev wrk
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+ARGS ?=
+
+.PHONY: help deps venv build run test test-fast bench lint clean
+
+help:  ## List the commands.
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+
+deps:  ## Install the Debian packages that are missing.
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:$$missing"; \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+$(VENV)/.installed: requirements.txt requirements-dev.txt setup.py pyproject.toml $(wildcard src/tracker_core/*.pyx)
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q -r requirements-dev.txt
+	$(PIP) install -q --no-build-isolation -e .
+	touch $@
+
+venv: deps $(VENV)/.installed  ## Create .venv with the pinned packages and the Cython build.
+
+build: venv  ## Rebuild the Cython extensions in place.
+	$(PIP) install -q --no-build-isolation -e .
+
+run: venv  ## Start the tracker with a demo project on the embedded Redis (var/).
+	$(VENV)/bin/tracker run --demo $(ARGS)
+
+test: venv  ## Run the whole test suite (compiled and pure-Python twins).
+	$(PY) -m pytest $(ARGS)
+
+test-fast: venv  ## Run the suite without the slow end-to-end tests.
+	$(PY) -m pytest -m "not slow" $(ARGS)
+
+bench: venv  ## Run the benchmarks; figures land in benchmarks/results/.
+	$(PY) -m pytest benchmarks $(ARGS)
+	$(PY) benchmarks/server_bench.py
+
+clean:  ## Remove the virtualenv, build products and var/.
+	rm -rf $(VENV) build src/*.egg-info src/tracker_core/*.c src/tracker_core/*.so var

@@ -1,0 +1,1 @@
+"""The HTTP side of the tracker: warrior protocol, stats, admin; Falcon served by bjoern."""

@@ -1,0 +1,52 @@
+"""Wire the routes: ``create_app(engine)`` returns the WSGI application."""
+from __future__ import annotations
+
+import falcon
+
+from tracker_api import stats, warrior
+from tracker_api.errors import Refused, refuse_handler, storage_handler
+from tracker_core.engine import Engine
+from tracker_core.rawredis import RedisError
+
+
+def _collapse_slashes(app):
+    """Route /P/multi=K//request like /P/multi=K/request.
+
+    Grab scripts build URLs as BASE + "/" + command with a BASE that already ends in "/"; the
+    client turns a redirected POST into a GET and drops the body, so we must answer in place.
+    """
+    def wsgi(environ, start_response):
+        path = environ.get("PATH_INFO", "")
+        if "//" in path:
+            while "//" in path:
+                path = path.replace("//", "/")
+            environ["PATH_INFO"] = path
+        return app(environ, start_response)
+    wsgi.falcon_app = app
+    return wsgi
+
+
+def create_app(engine: Engine, trust_forwarded: bool = False):
+    app = falcon.App(media_type=falcon.MEDIA_JSON)
+    app.req_options.strip_url_path_trailing_slash = True
+    app.add_error_handler(RedisError, storage_handler)
+    app.add_error_handler(Refused, refuse_handler(engine))
+
+    def protocol(resource_cls):
+        return resource_cls(engine, trust_forwarded=trust_forwarded)
+
+    request = protocol(warrior.RequestResource)
+    done = protocol(warrior.DoneResource)
+    done_request = protocol(warrior.DoneRequestResource)
+    app.add_route("/{project}/request", request)
+    app.add_route("/{project}/multi={multi:int}/request", request)
+    app.add_route("/{project}/done", done)
+    app.add_route("/{project}/multi={multi:int}/done", done)
+    app.add_route("/{project}/done+request", done_request)
+    app.add_route("/{project}/multi={multi:int}/done+request", done_request)
+    app.add_route("/{project}/release", protocol(warrior.ReleaseResource))
+    app.add_route("/{project}/upload", protocol(warrior.UploadResource))
+    app.add_route("/{project}/uploaded", protocol(warrior.UploadedResource))
+    app.add_route("/{project}/items/{item}.json", protocol(warrior.ItemStatusResource))
+    app.add_route("/{project}/stats.json", stats.StatsResource(engine))
+    return _collapse_slashes(app)

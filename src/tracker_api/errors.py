@@ -1,0 +1,38 @@
+"""Refusals with a one-line reason: every bad request is answered 4xx, counted, and changes nothing."""
+from __future__ import annotations
+
+import falcon
+
+from tracker_core.rawredis import RedisError
+
+
+class Refused(Exception):
+    """Answer STATUS with the one-line REASON as text, and count it under FIELD."""
+
+    def __init__(self, status: int, reason: str, field: str, project: str | None = None):
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+        self.field = field
+        self.project = project
+
+
+def refuse_handler(engine):
+    def handle(req, resp, ex: Refused, params):
+        resp.status = ex.status
+        resp.content_type = falcon.MEDIA_TEXT
+        resp.text = ex.reason + "\n"
+        try:
+            # Only a project that exists gets the count; anything else would create its keys.
+            known = ex.project is not None and engine.settings(ex.project) is not None
+            engine.count(ex.project if known else None, ex.field)
+        except RedisError:
+            pass  # counting must never turn a 4xx into a 5xx
+    return handle
+
+
+def storage_handler(req, resp, ex: RedisError, params):
+    """Redis unreachable: 503, so clients retry; nothing was acknowledged."""
+    resp.status = 503
+    resp.content_type = falcon.MEDIA_TEXT
+    resp.text = "tracker storage unavailable, retry later\n"

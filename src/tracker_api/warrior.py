@@ -1,0 +1,195 @@
+"""The warrior protocol (PROTOCOL.md): request, done, done+request, release, upload, uploaded, item status.
+
+Every resource parses and checks its input fully before it touches Redis, then makes one script
+call. A check that fails raises ``Refused`` (4xx, one-line reason, counted, nothing changed).
+"""
+from __future__ import annotations
+
+import falcon
+import orjson
+
+from tracker_core import protocol
+from tracker_core.engine import UNKNOWN_PROJECT, Engine
+from tracker_api.errors import Refused
+
+MAX_BODY_BYTES = 1 << 20
+MAX_ITEM_CHARS = 4096
+MAX_DONE_ITEMS = 1000
+
+
+def read_json(req, project: str) -> dict:
+    """The request body as a JSON object, or Refused."""
+    length = req.content_length
+    if length is not None and length > MAX_BODY_BYTES:
+        raise Refused(413, f"body too large (limit {MAX_BODY_BYTES} bytes)", "bad_too_large", project)
+    raw = req.bounded_stream.read(MAX_BODY_BYTES + 1)
+    if len(raw) > MAX_BODY_BYTES:
+        raise Refused(413, f"body too large (limit {MAX_BODY_BYTES} bytes)", "bad_too_large", project)
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        raise Refused(400, "body is not valid JSON", "bad_json", project) from None
+    if type(body) is not dict:
+        raise Refused(400, "body must be a JSON object", "bad_json", project)
+    return body
+
+
+def downloader_of(body: dict, project: str, field: str = "downloader") -> str:
+    name = body.get(field)
+    if not protocol.valid_downloader(name):
+        raise Refused(400, f"{field} must match ^[-_a-zA-Z0-9]{{3,30}}$", "bad_downloader", project)
+    return name
+
+
+def version_of(body: dict, project: str) -> str:
+    version = body.get("version", "")
+    if version is None:
+        return ""
+    if type(version) is not str or len(version) > 64:
+        raise Refused(400, "version must be a string of at most 64 characters", "bad_version", project)
+    return version
+
+
+def item_names(value, project: str) -> list[str]:
+    if type(value) is not str:
+        raise Refused(400, "item must be a string (names joined by NUL)", "bad_item", project)
+    names = protocol.split_items(value, MAX_DONE_ITEMS, MAX_ITEM_CHARS)
+    if names is None:
+        raise Refused(400, f"item must hold 1 to {MAX_DONE_ITEMS} names of 1 to {MAX_ITEM_CHARS} "
+                           "characters", "bad_item", project)
+    return names
+
+
+class ProtocolResource:
+    def __init__(self, engine: Engine, trust_forwarded: bool = False):
+        self.engine = engine
+        self.trust_forwarded = trust_forwarded
+
+    def known_project(self, project: str):
+        settings = self.engine.settings(project)
+        if settings is None:
+            raise Refused(404, f"unknown project {project!r}", "bad_unknown_project")
+        return settings
+
+    def client_ip(self, req) -> str:
+        if self.trust_forwarded:
+            route = req.access_route
+            if route:
+                return route[0]
+        return req.remote_addr or ""
+
+    def claim(self, req, resp, project: str, body: dict, multi: int) -> None:
+        """Answer a request body: items as JSON (api_version 2) or bare text, else 404/429/455/403."""
+        settings = self.known_project(project)
+        downloader = downloader_of(body, project)
+        version = version_of(body, project)
+        if settings.min_version and protocol.version_older(version, settings.min_version):
+            raise Refused(455, f"client version {version or 'unknown'} is older than "
+                               f"{settings.min_version}; update your warrior", "requests_outdated",
+                          project)
+        legacy = body.get("api_version") != "2"
+        wanted = 1 if legacy else max(1, min(multi, settings.max_multi))
+        status, items = self.engine.claim(project, downloader, self.client_ip(req), wanted)
+        if status == 200:
+            resp.status = 200
+            if legacy:
+                resp.content_type = falcon.MEDIA_TEXT
+                resp.text = items[0]
+            else:
+                resp.content_type = falcon.MEDIA_JSON
+                resp.data = orjson.dumps({"item_name": "\0".join(items)})
+            return
+        if status == UNKNOWN_PROJECT:
+            raise Refused(404, f"unknown project {project!r}", "bad_unknown_project")
+        # 404 (nothing available), 429 (rate limited), 403 (blocked): empty body, as clients expect.
+        # The claim script counted them already.
+        resp.status = status
+        resp.data = b""
+
+    def complete(self, project: str, body: dict) -> None:
+        """Apply a done body; Refused on bad input. Unknown names are counted, never added."""
+        self.known_project(project)
+        downloader = downloader_of(body, project)
+        version = version_of(body, project)
+        names = item_names(body.get("item"), project)
+        domain_bytes = protocol.flatten_bytes(body.get("bytes", {}))
+        if domain_bytes is None:
+            raise Refused(400, "bytes must map domain names to non-negative integers", "bad_bytes",
+                          project)
+        item_id = orjson.dumps(body.get("id")).decode()
+        if len(item_id) > 4096:
+            raise Refused(400, "id is too large (limit 4096 bytes as JSON)", "bad_id", project)
+        if self.engine.done(project, downloader, version, names, domain_bytes, item_id) is None:
+            raise Refused(404, f"unknown project {project!r}", "bad_unknown_project")
+
+
+class RequestResource(ProtocolResource):
+    def on_post(self, req, resp, project: str, multi: int = 1):
+        if multi < 1:
+            raise Refused(400, "multi must be at least 1", "bad_multi", project)
+        self.claim(req, resp, project, read_json(req, project), multi)
+
+
+class DoneResource(ProtocolResource):
+    def on_post(self, req, resp, project: str, multi: int = 1):
+        self.complete(project, read_json(req, project))
+        resp.content_type = falcon.MEDIA_TEXT
+        resp.text = "OK"
+
+
+class DoneRequestResource(ProtocolResource):
+    """done+request: complete the finished items, then claim new ones, in one HTTP round trip."""
+
+    def on_post(self, req, resp, project: str, multi: int = 1):
+        body = read_json(req, project)
+        if "item" in body:
+            self.complete(project, body)
+        self.claim(req, resp, project, body, multi)
+
+
+class ReleaseResource(ProtocolResource):
+    def on_post(self, req, resp, project: str):
+        self.known_project(project)
+        body = read_json(req, project)
+        names = item_names(body.get("item"), project)
+        # The open-source tracker released without asking who; a named downloader may only
+        # give back its own claims.
+        downloader = downloader_of(body, project) if "downloader" in body else ""
+        self.engine.release(project, downloader, names)
+        resp.content_type = falcon.MEDIA_TEXT
+        resp.text = "OK"
+
+
+class UploadResource(ProtocolResource):
+    def on_post(self, req, resp, project: str):
+        self.known_project(project)
+        body = read_json(req, project)
+        downloader = downloader_of(body, project)
+        target = self.engine.upload_target(project, downloader)
+        resp.content_type = falcon.MEDIA_JSON
+        resp.data = orjson.dumps({"upload_target": target} if target else {})
+
+
+class UploadedResource(ProtocolResource):
+    def on_post(self, req, resp, project: str):
+        self.known_project(project)
+        body = read_json(req, project)
+        uploader = downloader_of(body, project, "uploader")
+        item, server = body.get("item"), body.get("server", "")
+        if type(item) is not str or not 0 < len(item) <= MAX_ITEM_CHARS:
+            raise Refused(400, "item must be a non-empty string", "bad_item", project)
+        if type(server) is not str or len(server) > 512:
+            raise Refused(400, "server must be a string", "bad_server", project)
+        self.engine.uploaded(project, uploader, item, server)
+        resp.content_type = falcon.MEDIA_TEXT
+        resp.text = "OK"
+
+
+class ItemStatusResource(ProtocolResource):
+    def on_get(self, req, resp, project: str, item: str):
+        self.known_project(project)
+        if not 0 < len(item) <= MAX_ITEM_CHARS:
+            raise Refused(400, "bad item name", "bad_item", project)
+        status, downloader = self.engine.item_status(project, item)
+        resp.content_type = falcon.MEDIA_JSON
+        resp.data = orjson.dumps({"status": status, "downloader": downloader})

@@ -1,0 +1,172 @@
+"""Admin operations over redis-py: projects, settings, items, blocks, upload targets, status.
+
+The CLI and (later) the admin API both call these; every change is one script or one atomic
+command, like the hot path.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator
+
+import redis
+
+from tracker_core import keys as keyspace
+from tracker_core import scripts, settings as settings_mod
+
+ADD_BATCH = 5000
+
+
+class AdminError(ValueError):
+    """A bad admin request: unknown project, bad name, bad setting. The message is one line."""
+
+
+def connect(url: str) -> redis.Redis:
+    return redis.Redis.from_url(url, decode_responses=True, encoding_errors="surrogateescape")
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Admin:
+    def __init__(self, client: redis.Redis):
+        self.r = client
+
+    @classmethod
+    def from_url(cls, url: str) -> "Admin":
+        return cls(connect(url))
+
+    def _keys(self, project: str, must_exist: bool = True) -> keyspace.ProjectKeys:
+        if not keyspace.valid_project_name(project):
+            raise AdminError(f"bad project name {project!r}: use a-z, 0-9, - and _ (at most 64)")
+        k = keyspace.ProjectKeys(project)
+        if must_exist and not self.r.exists(k.settings):
+            raise AdminError(f"unknown project {project!r}")
+        return k
+
+    # -- projects -------------------------------------------------------------------------------
+
+    def create_project(self, project: str, **values: str) -> bool:
+        """Create PROJECT with default settings (overridden by VALUES); False if it exists."""
+        k = self._keys(project, must_exist=False)
+        initial = settings_mod.defaults()
+        for name, value in values.items():
+            initial[name] = settings_mod.validate(name, value)
+        flat = [x for pair in initial.items() for x in pair]
+        blocked = sorted(self.r.smembers(keyspace.GLOBAL_BLOCKED))
+        created = scripts.run(self.r, "create_project", (k.settings, k.blocked),
+                              (_now_ms(), *flat, "--blocked", *blocked))
+        self.r.sadd(keyspace.PROJECTS, project)
+        return bool(created)
+
+    def projects(self) -> list[str]:
+        return sorted(self.r.smembers(keyspace.PROJECTS))
+
+    def set_settings(self, project: str, values: dict[str, str]) -> int:
+        """Validate and store VALUES in one step; return the new settings age."""
+        k = self._keys(project)
+        flat = []
+        for name, value in values.items():
+            flat += [name, settings_mod.validate(name, value)]
+        age = scripts.run(self.r, "set_settings", (k.settings,),
+                          (project, keyspace.SETTINGS_CHANNEL, *flat))
+        if age == -1:
+            raise AdminError(f"unknown project {project!r}")
+        return age
+
+    def show_project(self, project: str) -> dict:
+        k = self._keys(project)
+        values = settings_mod.defaults()
+        values.update(self.r.hgetall(k.settings))
+        return {"project": project, "settings": values,
+                "upload_targets": self.r.hgetall(k.upload_targets),
+                "blocked": sorted(self.r.smembers(k.blocked))}
+
+    def set_upload_target(self, project: str, url: str, state: str) -> int:
+        """Mark URL 'active' or 'inactive', or remove it (state ''); bumps the settings age."""
+        k = self._keys(project)
+        if state and not settings_mod.valid_upload_target(url):
+            raise AdminError(f"bad upload target {url!r}: must match ^rsync://.+/$ or ^https?://.+/$")
+        if state not in ("active", "inactive", ""):
+            raise AdminError("state must be active, inactive or empty")
+        if state:
+            self.r.hset(k.upload_targets, url, state)
+        else:
+            self.r.hdel(k.upload_targets, url)
+        return self.set_settings(project, {})
+
+    # -- blocks -----------------------------------------------------------------------------------
+
+    @staticmethod
+    def _block_entry(entry: str) -> str:
+        kind, _, value = entry.partition(":")
+        if kind not in ("ip", "name") or not value:
+            raise AdminError(f"bad block entry {entry!r}: use ip:ADDRESS or name:DOWNLOADER")
+        return entry
+
+    def block(self, entry: str, project: str | None = None, remove: bool = False) -> None:
+        """Block (or unblock) an IP or a downloader name in one project, or in all of them.
+
+        Global blocks are copied into every project's own set, so the claim script reads one key
+        in the project's slot (Redis Cluster) and new projects copy the global list.
+        """
+        entry = self._block_entry(entry)
+        op = self.r.srem if remove else self.r.sadd
+        if project is not None:
+            op(self._keys(project).blocked, entry)
+            return
+        op(keyspace.GLOBAL_BLOCKED, entry)
+        for name in self.projects():
+            op(keyspace.ProjectKeys(name).blocked, entry)
+
+    # -- items ------------------------------------------------------------------------------------
+
+    def add_items(self, project: str, names: Iterable[str], queue: str = "todo",
+                  batch: int = ADD_BATCH) -> Iterator[tuple[int, int]]:
+        """Queue NAMES in batches; yield (added, duplicates) per batch so callers show progress."""
+        k = self._keys(project)
+        try:
+            target = k.queue(queue)
+        except ValueError as exc:
+            raise AdminError(str(exc)) from None
+        owner = queue[len("downloader:"):] if queue.startswith("downloader:") else ""
+        keys_ = (k.settings, target, k.todo, k.backfeed, k.secondary, k.redo, k.out, k.done,
+                 k.stats, k.downloader_queues)
+        chunk: list[str] = []
+        for name in names:
+            if not name:
+                continue
+            chunk.append(name)
+            if len(chunk) >= batch:
+                yield tuple(scripts.run(self.r, "add_items", keys_, (owner, *chunk)))
+                chunk = []
+        if chunk:
+            yield tuple(scripts.run(self.r, "add_items", keys_, (owner, *chunk)))
+
+    def status(self, project: str) -> dict:
+        """Size of every queue, out and done, and the counters (JSON-ready)."""
+        k = self._keys(project)
+        owners = sorted(self.r.smembers(k.downloader_queues))
+        pipe = self.r.pipeline(transaction=False)
+        for key in k.shared_queues():
+            pipe.scard(key)
+        for owner in owners:
+            pipe.scard(k.downloader_queue(owner))
+        pipe.zcard(k.out)
+        pipe.scard(k.done)
+        pipe.hgetall(k.stats)
+        replies = pipe.execute()
+        shared = dict(zip(keyspace.SHARED_QUEUES, replies[:4]))
+        per_downloader = {o: n for o, n in zip(owners, replies[4:4 + len(owners)]) if n}
+        out, done_kept, stats = replies[4 + len(owners):]
+        counters = {f: int(v) for f, v in stats.items()}
+        queued = sum(shared.values()) + sum(per_downloader.values())
+        return {
+            "project": project,
+            "queues": {**shared, "downloader": per_downloader},
+            "todo_total": queued,
+            "out": out,
+            "done": counters.get("items_done", 0),
+            "done_kept": done_kept,
+            "counters": counters,
+        }

@@ -1,0 +1,170 @@
+"""The request hot path: claim, done, release, upload and item status, one script per call.
+
+An ``Engine`` belongs to one process (one bjoern worker) and holds one raw hiredis connection and
+a cache of project settings. Each public method makes one Redis round trip in the common case.
+"""
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass
+
+from tracker_core import keys as keyspace
+from tracker_core import scripts
+from tracker_core.rawredis import RawRedis
+from tracker_core.settings import ProjectSettings
+
+UNKNOWN_PROJECT = -1
+_NEGATIVE_CACHE_S = 1.0
+
+
+def _pairs_to_dict(flat) -> dict:
+    return dict(zip(flat[::2], flat[1::2]))
+
+
+@dataclass
+class DoneResult:
+    new: int
+    repeated: int
+    unknown: int
+
+
+class Engine:
+    def __init__(self, redis_url: str, clock=time.time):
+        self.redis_url = redis_url
+        self.conn = RawRedis(redis_url)
+        self.clock = clock
+        self._keys: dict[str, keyspace.ProjectKeys] = {}
+        self._settings: dict[str, ProjectSettings] = {}
+        self._unknown: dict[str, float] = {}
+
+    # -- settings cache -------------------------------------------------------------------------
+
+    def keys(self, project: str) -> keyspace.ProjectKeys:
+        k = self._keys.get(project)
+        if k is None:
+            k = self._keys[project] = keyspace.ProjectKeys(project)
+        return k
+
+    def settings(self, project: str) -> ProjectSettings | None:
+        """Cached settings of PROJECT, loaded on first use; None for a project that doesn't exist."""
+        cached = self._settings.get(project)
+        if cached is not None:
+            return cached
+        if self._unknown.get(project, 0) > time.monotonic():
+            return None
+        k = keyspace.ProjectKeys(project)
+        values, targets = self.conn.pipeline((("HGETALL", k.settings), ("HGETALL", k.upload_targets)))
+        if not values:
+            # Remember briefly that it doesn't exist, so a flood of requests for a wrong project
+            # costs no Redis round trip each; a newly created project is seen within a second.
+            if len(self._unknown) > 10000:
+                self._unknown.clear()
+            self._unknown[project] = time.monotonic() + _NEGATIVE_CACHE_S
+            return None
+        settings = ProjectSettings.from_redis(_pairs_to_dict(values), _pairs_to_dict(targets))
+        self._keys.setdefault(project, k)
+        self._settings[project] = settings
+        return settings
+
+    def _note_age(self, project: str, age) -> None:
+        cached = self._settings.get(project)
+        if cached is not None and cached.age != int(age):
+            del self._settings[project]
+
+    def _now_ms(self) -> int:
+        return int(self.clock() * 1000)
+
+    # -- the warrior protocol -------------------------------------------------------------------
+
+    def claim(self, project: str, downloader: str, ip: str, wanted: int) -> tuple[int, list[str]]:
+        """Claim up to WANTED items; return (status, names), status as in claim-13.lua."""
+        k = self.keys(project)
+        now_ms = self._now_ms()
+        reply = scripts.run(self.conn, "claim", (
+            k.settings, k.blocked, k.downloader_queue(downloader), k.todo, k.backfeed,
+            k.secondary, k.redo, k.out, k.claims, k.downloader_claims, k.ratelimit, k.stats,
+            k.minute(now_ms // 60000)), (now_ms, downloader, ip, wanted))
+        self._note_age(project, reply[1])
+        return reply[0], reply[2:]
+
+    def done(self, project: str, downloader: str, version: str, items: list[str],
+             domain_bytes: list, item_id: str) -> DoneResult | None:
+        """Mark ITEMS done (idempotent); None for an unknown project."""
+        k = self.keys(project)
+        now_ms = self._now_ms()
+        reply = scripts.run(self.conn, "done", (
+            k.settings, k.out, k.claims, k.done, k.downloader_claims, k.log, k.downloader_count,
+            k.downloader_bytes, k.downloader_version, k.domain_bytes, k.stats,
+            k.minute(now_ms // 60000), k.todo, k.backfeed, k.secondary, k.redo,
+            k.downloader_queue(downloader), k.bad_dones),
+            (now_ms, downloader, version, item_id, len(domain_bytes) // 2, *domain_bytes, *items))
+        if reply[0] == UNKNOWN_PROJECT:
+            return None
+        self._note_age(project, reply[1])
+        return DoneResult(reply[2], reply[3], reply[4])
+
+    def release(self, project: str, downloader: str, items: list[str]) -> int | None:
+        """Give back claims DOWNLOADER holds ('' = whoever holds them); the number released."""
+        k = self.keys(project)
+        reply = scripts.run(self.conn, "release", (
+            k.settings, k.out, k.claims, k.todo, k.downloader_claims, k.stats),
+            (self._now_ms(), downloader, *items))
+        if reply[0] == UNKNOWN_PROJECT:
+            return None
+        return reply[2]
+
+    def uploaded(self, project: str, uploader: str, item: str, server: str) -> bool:
+        k = self.keys(project)
+        reply = scripts.run(self.conn, "uploaded", (k.settings, k.uploads, k.stats),
+                            (self._now_ms(), uploader, item, server))
+        return reply[0] != UNKNOWN_PROJECT
+
+    def item_status(self, project: str, item: str) -> tuple[str | None, str | None]:
+        """(status, claimant) of ITEM: status 'todo', 'out', 'done' or None."""
+        k = self.keys(project)
+        reply = scripts.run(self.conn, "item_status", (
+            k.settings, k.out, k.claims, k.done, k.todo, k.backfeed, k.secondary, k.redo), (item,))
+        return (reply[1] or None), (reply[2] or None)
+
+    def upload_target(self, project: str, downloader: str) -> str | None:
+        """One of the project's active targets at random, ':downloader' filled in; None if none."""
+        settings = self.settings(project)
+        if settings is None or not settings.upload_targets:
+            return None
+        return random.choice(settings.upload_targets).replace(":downloader", downloader)
+
+    def count(self, project: str | None, field: str) -> None:
+        """Count a refused request (bad input, old version) in the project's or the global stats."""
+        key = self.keys(project).stats if project else keyspace.GLOBAL_STATS
+        self.conn.execute_command("HINCRBY", key, field, 1)
+
+    # -- read-only views for the API ------------------------------------------------------------
+
+    def counts(self, project: str) -> dict:
+        """Queue sizes and counters of PROJECT (for stats.json and status)."""
+        k = self.keys(project)
+        replies = self.conn.pipeline((
+            ("SCARD", k.todo), ("SCARD", k.backfeed), ("SCARD", k.secondary), ("SCARD", k.redo),
+            ("ZCARD", k.out), ("SCARD", k.done), ("HGETALL", k.stats), ("HGETALL", k.domain_bytes)))
+        stats = {f: int(v) for f, v in _pairs_to_dict(replies[6]).items()}
+        return {
+            "queues": {"todo": replies[0], "backfeed": replies[1], "secondary": replies[2],
+                       "redo": replies[3]},
+            "out": replies[4],
+            "done": stats.get("items_done", 0),
+            "done_kept": replies[5],
+            "domain_bytes": {d: int(b) for d, b in _pairs_to_dict(replies[7]).items()},
+            "counters": stats,
+        }
+
+    def leaderboard(self, project: str, top: int) -> list[dict]:
+        k = self.keys(project)
+        flat = self.conn.execute_command("ZREVRANGE", k.downloader_bytes, 0, top - 1, "WITHSCORES")
+        names = flat[::2]
+        if not names:
+            return []
+        counts, versions = self.conn.pipeline((("HMGET", k.downloader_count, *names),
+                                               ("HMGET", k.downloader_version, *names)))
+        return [{"downloader": n, "bytes": int(float(b)), "items": int(c or 0), "version": v}
+                for n, b, c, v in zip(names, flat[1::2], counts, versions)]

@@ -1,0 +1,19 @@
+--[[ create_project: create a project's settings with defaults, unless it exists.
+
+KEYS[1] settings (hash)  KEYS[2] blocked (set)
+ARGV[1] now (ms)  ARGV[2...] field, value pairs of the initial settings, then
+the literal '--blocked' and the globally blocked entries to copy (global blocks live in every
+project's own set so the claim script never reads a key outside the project's slot).
+Returns 1 if created, 0 if it already existed.
+]]
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+local i = 2
+local fields = {'settings_age', 1, 'created_ms', ARGV[1]}
+while i <= #ARGV and ARGV[i] ~= '--blocked' do
+  fields[#fields + 1] = ARGV[i]
+  fields[#fields + 1] = ARGV[i + 1]
+  i = i + 2
+end
+redis.call('HSET', KEYS[1], unpack(fields))
+for j = i + 1, #ARGV do redis.call('SADD', KEYS[2], ARGV[j]) end
+return 1

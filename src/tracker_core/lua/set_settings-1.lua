@@ -1,0 +1,20 @@
+--[[ set_settings: change project settings and bump the settings age, in one step.
+
+KEYS[1] settings (hash)
+ARGV[1] project name (for the notification)  ARGV[2] channel to publish on
+ARGV[3...] field, value pairs; an empty value deletes the field
+Returns the new settings age, or -1 for an unknown project. Every node compares the age that
+each claim and done returns with its cached one, and reloads settings when it changed; the
+publication tells the other processes (live feed, maintenance) at once.
+]]
+if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+for i = 3, #ARGV, 2 do
+  if ARGV[i + 1] == '' then
+    redis.call('HDEL', KEYS[1], ARGV[i])
+  else
+    redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
+  end
+end
+local age = redis.call('HINCRBY', KEYS[1], 'settings_age', 1)
+redis.call('PUBLISH', ARGV[2], ARGV[1] .. ' ' .. age)
+return age

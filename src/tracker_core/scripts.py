@@ -1,0 +1,71 @@
+"""Load the Lua scripts of ``lua/`` and run them by SHA, reloading on NOSCRIPT.
+
+Each file is ``NAME-NKEYS.lua`` and opens with its contract. A line ``--@include FILE`` is replaced
+by ``lua/includes/FILE.lua`` at load time, so shared pieces are written once.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+LUA_DIR = Path(__file__).with_name("lua")
+_INCLUDE_RE = re.compile(r"^--@include (\w+)\s*$", re.M)
+_NAME_RE = re.compile(r"(?P<name>[a-z_]+)-(?P<keys>\d+)\.lua\Z")
+
+
+class ScriptError(Exception):
+    """A script failed inside Redis (a bug or a broken data structure)."""
+
+
+@dataclass(frozen=True)
+class Script:
+    name: str
+    num_keys: int
+    source: str
+    sha: str
+
+
+def _inline(source: str) -> str:
+    return _INCLUDE_RE.sub(lambda m: (LUA_DIR / "includes" / f"{m[1]}.lua").read_text(), source)
+
+
+def load_scripts() -> dict[str, Script]:
+    scripts = {}
+    for path in sorted(LUA_DIR.glob("*.lua")):
+        match = _NAME_RE.match(path.name)
+        if not match:
+            raise ValueError(f"script file {path.name} is not named NAME-NKEYS.lua")
+        source = _inline(path.read_text())
+        scripts[match["name"]] = Script(match["name"], int(match["keys"]), source,
+                                        hashlib.sha1(source.encode()).hexdigest())
+    return scripts
+
+
+SCRIPTS = load_scripts()
+
+
+def _is_noscript(exc: Exception) -> bool:
+    # redis-py raises NoScriptError with its own message; the raw connection passes Redis's text.
+    return type(exc).__name__ == "NoScriptError" or str(exc).startswith("NOSCRIPT")
+
+
+def run(conn, name: str, keys, args):
+    """Run script NAME on CONN (RawRedis or redis-py) with KEYS and ARGV; raise ScriptError."""
+    script = SCRIPTS[name]
+    if len(keys) != script.num_keys:
+        raise ValueError(f"{name} takes {script.num_keys} keys, got {len(keys)}")
+    try:
+        return conn.execute_command("EVALSHA", script.sha, script.num_keys, *keys, *args)
+    except Exception as exc:  # both clients raise their own error types for a Redis error reply
+        if not _is_noscript(exc):
+            if type(exc).__name__ in ("RedisError", "ResponseError"):
+                raise ScriptError(f"{name}: {exc}") from exc
+            raise
+    try:
+        return conn.execute_command("EVAL", script.source, script.num_keys, *keys, *args)
+    except Exception as exc:
+        if type(exc).__name__ in ("RedisError", "ResponseError"):
+            raise ScriptError(f"{name}: {exc}") from exc
+        raise

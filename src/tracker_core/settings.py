@@ -1,0 +1,118 @@
+"""Project settings: their names, types and defaults, validation, and the per-process cache entry.
+
+Settings live in the project's ``settings`` hash. Every change goes through the ``set_settings``
+script, which bumps ``settings_age``; claim and done return the age, so a process notices a change
+on its next request to that project and reloads (no restart, no polling).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from tracker_core import protocol
+
+UPLOAD_TARGET_RE = re.compile(r"(rsync://.+/|https?://.+/)\Z")
+
+
+def _non_negative_int(value: str) -> str:
+    number = int(value)
+    if number < 0:
+        raise ValueError("must be 0 or more")
+    return str(number)
+
+
+def _non_negative_number(value: str) -> str:
+    number = float(value)
+    if not number >= 0 or number == float("inf"):
+        raise ValueError("must be a number, 0 or more")
+    return repr(number) if number != int(number) else str(int(number))
+
+
+def _flag(value: str) -> str:
+    lowered = value.lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return "1"
+    if lowered in ("0", "false", "no", "off"):
+        return "0"
+    raise ValueError("must be true or false")
+
+
+def _version(value: str) -> str:
+    if value and not protocol.version_key(value):
+        raise ValueError("must contain a number, like 20240102.01")
+    return value
+
+
+def _done_mode(value: str) -> str:
+    if value not in ("keep", "discard"):
+        raise ValueError("must be keep or discard")
+    return value
+
+
+def _text(limit: int):
+    def check(value: str) -> str:
+        if len(value) > limit:
+            raise ValueError(f"must be at most {limit} characters")
+        return value
+    return check
+
+
+# name -> (validator, default, what it means). The defaults are what a new project gets.
+SETTINGS = {
+    "title": (_text(200), "", "human-readable project name"),
+    "description": (_text(5000), "", "shown on the leaderboard and in projects.json"),
+    "paused": (_flag, "0", "when true, requests get 404 and nothing is handed out"),
+    "rate_limit": (_non_negative_number, "0", "items handed out per minute, spread evenly; 0 = unlimited"),
+    "rate_burst": (_non_negative_number, "0", "items that may go out at once; 0 = one second's worth"),
+    "max_claims_per_downloader": (_non_negative_int, "0", "claims one downloader may hold; 0 = unlimited"),
+    "max_multi": (_non_negative_int, "100", "most items one request may claim (multi=K is capped)"),
+    "min_version": (_version, "", "oldest grab-script version accepted (older ones get 455)"),
+    "done_mode": (_done_mode, "keep", "keep: done items stay in `done`; discard: only counted"),
+    "log_maxlen": (_non_negative_int, "100000", "entries kept in the capped log stream"),
+}
+MAX_MULTI_CEILING = 1000  # the claim script returns all names in one reply
+
+
+def validate(name: str, value: str) -> str:
+    """Return the normalised value of setting NAME, or raise ValueError with a one-line reason."""
+    if name not in SETTINGS:
+        raise ValueError(f"unknown setting {name!r} (known: {', '.join(sorted(SETTINGS))})")
+    try:
+        normalised = SETTINGS[name][0](value)
+    except ValueError as exc:
+        raise ValueError(f"{name}: {exc}") from None
+    if name == "max_multi" and not 1 <= int(normalised) <= MAX_MULTI_CEILING:
+        raise ValueError(f"max_multi: must be between 1 and {MAX_MULTI_CEILING}")
+    return normalised
+
+
+def defaults() -> dict[str, str]:
+    return {name: spec[1] for name, spec in SETTINGS.items()}
+
+
+def valid_upload_target(url: str) -> bool:
+    return bool(UPLOAD_TARGET_RE.match(url))
+
+
+@dataclass
+class ProjectSettings:
+    """What one process caches about a project: its settings as of age ``age``."""
+
+    age: int
+    values: dict[str, str]
+    upload_targets: list[str] = field(default_factory=list)
+
+    @property
+    def min_version(self) -> str:
+        return self.values.get("min_version", "")
+
+    @property
+    def max_multi(self) -> int:
+        return int(self.values.get("max_multi") or 100)
+
+    @classmethod
+    def from_redis(cls, values: dict, targets: dict) -> "ProjectSettings":
+        merged = defaults()
+        merged.update(values)
+        active = sorted(t for t, state in targets.items() if state == "active")
+        return cls(int(values.get("settings_age", 0)), merged, active)
