@@ -54,7 +54,7 @@ class Engine:
         if self._unknown.get(project, 0) > time.monotonic():
             return None
         k = keyspace.ProjectKeys(project)
-        values, targets = self.conn.pipeline((("HGETALL", k.settings), ("HGETALL", k.upload_targets)))
+        values = self.conn.execute_command("HGETALL", k.settings)
         if not values:
             # Remember briefly that it doesn't exist, so a flood of requests for a wrong project
             # costs no Redis round trip each; a newly created project is seen within a second.
@@ -62,7 +62,7 @@ class Engine:
                 self._unknown.clear()
             self._unknown[project] = time.monotonic() + _NEGATIVE_CACHE_S
             return None
-        settings = ProjectSettings.from_redis(_pairs_to_dict(values), _pairs_to_dict(targets))
+        settings = ProjectSettings.from_redis(_pairs_to_dict(values))
         self._keys.setdefault(project, k)
         self._settings[project] = settings
         return settings
@@ -128,11 +128,16 @@ class Engine:
         return (reply[1] or None), (reply[2] or None)
 
     def upload_target(self, project: str, downloader: str) -> str | None:
-        """One of the project's active targets at random, ':downloader' filled in; None if none."""
-        settings = self.settings(project)
-        if settings is None or not settings.upload_targets:
+        """One of the project's active targets at random, ':downloader' filled in; None if none.
+
+        Read fresh each time: uploads are once per item, and no script reply on this path would
+        tell the settings cache that targets changed.
+        """
+        targets = _pairs_to_dict(self.conn.execute_command("HGETALL", self.keys(project).upload_targets))
+        active = [t for t, state in targets.items() if state == "active"]
+        if not active:
             return None
-        return random.choice(settings.upload_targets).replace(":downloader", downloader)
+        return random.choice(active).replace(":downloader", downloader)
 
     def count(self, project: str | None, field: str) -> None:
         """Count a refused request (bad input, old version) in the project's or the global stats."""

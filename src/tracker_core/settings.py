@@ -7,7 +7,7 @@ on its next request to that project and reloads (no restart, no polling).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from tracker_core import protocol
 
@@ -100,7 +100,6 @@ class ProjectSettings:
 
     age: int
     values: dict[str, str]
-    upload_targets: list[str] = field(default_factory=list)
 
     @property
     def min_version(self) -> str:
@@ -111,8 +110,7 @@ class ProjectSettings:
         return int(self.values.get("max_multi") or 100)
 
     @classmethod
-    def from_redis(cls, values: dict, targets: dict) -> "ProjectSettings":
+    def from_redis(cls, values: dict) -> "ProjectSettings":
         merged = defaults()
         merged.update(values)
-        active = sorted(t for t, state in targets.items() if state == "active")
-        return cls(int(values.get("settings_age", 0)), merged, active)
+        return cls(int(values.get("settings_age", 0)), merged)

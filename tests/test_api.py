@@ -1,0 +1,211 @@
+"""The warrior protocol over HTTP (falcon's test client), once per protocol implementation."""
+import orjson
+import pytest
+
+from tracker_core.keys import GLOBAL_STATS, ProjectKeys
+
+P = "proj"
+K = ProjectKeys(P)
+
+
+@pytest.fixture
+def project(admin):
+    admin.create_project(P)
+    list(admin.add_items(P, [f"item{n}" for n in range(20)]))
+    return P
+
+
+def post(client, path, body, **kw):
+    raw = body if isinstance(body, bytes) else orjson.dumps(body)
+    return client.simulate_post(path, body=raw, headers={"Content-Type": "application/json"}, **kw)
+
+
+def snapshot(r):
+    """Everything in Redis except the counters, to prove a refused request changed nothing."""
+    state = {}
+    for key in r.scan_iter():
+        kind = r.type(key)
+        if key.endswith(":stats") or key == GLOBAL_STATS:
+            continue
+        state[key] = {"set": r.smembers, "zset": lambda k: r.zrange(k, 0, -1, withscores=True),
+                      "hash": r.hgetall, "string": r.get,
+                      "stream": lambda k: r.xrange(k)}[kind](key)
+    return state
+
+
+@pytest.mark.parametrize("path", ["/proj/multi=5//request", "/proj/multi=5/request"])
+def test_multi_request_returns_nul_joined_names(client, project, path, r):
+    res = post(client, path, {"downloader": "alice", "api_version": "2", "version": "1"})
+    assert res.status_code == 200
+    assert res.headers["content-type"].startswith("application/json")
+    names = res.json["item_name"].split("\0")
+    assert len(names) == 5 and set(names) <= {f"item{n}" for n in range(20)}
+    assert r.zcard(K.out) == 5
+
+
+def test_multi_is_capped_by_the_project(client, project, admin):
+    admin.set_settings(P, {"max_multi": "3"})
+    res = post(client, "/proj/multi=50//request", {"downloader": "alice", "api_version": "2"})
+    assert len(res.json["item_name"].split("\0")) == 3
+
+
+def test_legacy_request_gets_bare_name(client, project):
+    res = post(client, "/proj/request", {"downloader": "alice"})
+    assert res.status_code == 200 and res.text.startswith("item")
+    assert res.headers["content-type"].startswith("text/plain") and "\0" not in res.text
+
+
+def test_empty_queue_is_404_with_empty_body(client, admin):
+    admin.create_project("empty")
+    res = post(client, "/empty/request", {"downloader": "alice", "api_version": "2"})
+    assert res.status_code == 404 and res.content == b""
+
+
+def test_rate_limited_is_429_with_empty_body(client, project, admin):
+    admin.set_settings(P, {"rate_limit": "1", "rate_burst": "1"})
+    assert post(client, "/proj/request", {"downloader": "alice", "api_version": "2"}).status_code == 200
+    res = post(client, "/proj/request", {"downloader": "alice", "api_version": "2"})
+    assert res.status_code == 429 and res.content == b""
+
+
+def test_old_version_gets_455_and_claims_nothing(client, project, admin, r):
+    admin.set_settings(P, {"min_version": "20240101.02"})
+    for version in ("9", "20240101.01", None):
+        body = {"downloader": "alice", "api_version": "2"}
+        if version:
+            body["version"] = version
+        assert post(client, "/proj/request", body).status_code == 455
+    assert r.zcard(K.out) == 0 and r.hget(K.stats, "requests_outdated") == "3"
+    ok = post(client, "/proj/request", {"downloader": "alice", "api_version": "2",
+                                        "version": "20240101.10"})
+    assert ok.status_code == 200
+
+
+def test_blocked_is_403(client, project, admin):
+    admin.block("name:mallory", P)
+    res = post(client, "/proj/request", {"downloader": "mallory", "api_version": "2"})
+    assert res.status_code == 403
+
+
+def test_done_answers_ok_and_is_idempotent(client, project, r):
+    names = post(client, "/proj/multi=3//request",
+                 {"downloader": "alice", "api_version": "2"}).json["item_name"]
+    body = {"downloader": "alice", "version": "1", "item": names, "bytes": {"data": 30},
+            "id": {"hashes": ["x"]}}
+    for _ in range(3):
+        res = post(client, "/proj/done", body)
+        assert res.status_code == 200 and res.text == "OK"
+    assert r.scard(K.done) == 3 and r.hget(K.downloader_count, "alice") == "3"
+    assert r.zscore(K.downloader_bytes, "alice") == 30
+
+
+def test_done_for_a_name_never_seen_answers_ok_and_adds_nothing(client, project, r):
+    res = post(client, "/proj/done", {"downloader": "alice", "item": "nope", "bytes": {}})
+    assert res.status_code == 200 and res.text == "OK"
+    assert not r.sismember(K.done, "nope") and r.hget(K.stats, "dones_unknown") == "1"
+
+
+def test_done_plus_request(client, project, r):
+    first = post(client, "/proj/request", {"downloader": "alice", "api_version": "2"})
+    name = first.json["item_name"]
+    res = post(client, "/proj/done+request", {"downloader": "alice", "api_version": "2",
+                                               "item": name, "bytes": {"data": 1}})
+    assert res.status_code == 200 and res.json["item_name"] != name
+    assert r.sismember(K.done, name)
+
+
+def test_release_returns_the_claim(client, project, r):
+    name = post(client, "/proj/request", {"downloader": "alice", "api_version": "2"}).json["item_name"]
+    res = post(client, "/proj/release", {"downloader": "alice", "item": name})
+    assert res.status_code == 200 and r.sismember(K.todo, name) and r.zcard(K.out) == 0
+
+
+def test_upload_target(client, project, admin):
+    res = post(client, "/proj/upload", {"downloader": "alice", "item_name": "x", "version": "1"})
+    assert res.status_code == 200 and res.json == {}
+    admin.set_upload_target(P, "rsync://up.example/mod/:downloader/", "active")
+    res = post(client, "/proj/upload", {"downloader": "alice", "item_name": "x", "version": "1"})
+    assert res.json == {"upload_target": "rsync://up.example/mod/alice/"}
+
+
+def test_uploaded_is_logged(client, project, r):
+    res = post(client, "/proj/uploaded", {"uploader": "alice", "item": "item1", "server": "s1"})
+    assert res.status_code == 200 and res.text == "OK"
+    assert r.xrange(K.uploads)[0][1]["server"] == "s1"
+
+
+def test_item_status_json(client, project):
+    name = post(client, "/proj/request", {"downloader": "alice", "api_version": "2"}).json["item_name"]
+    res = client.simulate_get(f"/proj/items/{name}.json")
+    assert res.json == {"status": "out", "downloader": "alice"}
+    assert client.simulate_get("/proj/items/zzz.json").json == {"status": None, "downloader": None}
+
+
+def test_stats_json(client, project):
+    names = post(client, "/proj/multi=2//request",
+                 {"downloader": "alice", "api_version": "2"}).json["item_name"]
+    post(client, "/proj/done", {"downloader": "alice", "item": names, "bytes": {"data": 7}})
+    stats = client.simulate_get("/proj/stats.json").json
+    assert stats["done"] == 2 and stats["out"] == 0 and stats["todo_total"] == 18
+    assert stats["leaderboard"] == [{"downloader": "alice", "bytes": 7, "items": 2, "version": None}]
+    assert stats["irsr"] == 1.0 and stats["domain_bytes"] == {"data": 7}
+
+
+BAD_REQUESTS = [
+    ("/proj/request", b"{not json", 400, "bad_json"),
+    ("/proj/request", b"[1, 2]", 400, "bad_json"),
+    ("/proj/request", {"downloader": "ab"}, 400, "bad_downloader"),
+    ("/proj/request", {"downloader": "alice\n"}, 400, "bad_downloader"),
+    ("/proj/request", {"downloader": "alice\nbob"}, 400, "bad_downloader"),
+    ("/proj/request", {"downloader": 12345}, 400, "bad_downloader"),
+    ("/proj/request", {"downloader": "alice", "version": 5}, 400, "bad_version"),
+    ("/proj/multi=0/request", {"downloader": "alice", "api_version": "2"}, 400, "bad_multi"),
+    ("/proj/request", b"x" * (1 << 20 + 1), 413, "bad_too_large"),
+    ("/proj/done", {"downloader": "alice", "item": 5}, 400, "bad_item"),
+    ("/proj/done", {"downloader": "alice", "item": ""}, 400, "bad_item"),
+    ("/proj/done", {"downloader": "alice", "item": "a\0\0b"}, 400, "bad_item"),
+    ("/proj/done", {"downloader": "alice", "item": "x" * 5000}, 400, "bad_item"),
+    ("/proj/done", {"downloader": "alice", "item": "item1", "bytes": {"d": -1}}, 400, "bad_bytes"),
+    ("/proj/done", {"downloader": "alice", "item": "item1", "bytes": [1]}, 400, "bad_bytes"),
+    ("/proj/done", {"downloader": "alice", "item": "item1", "bytes": {"d": "1"}}, 400, "bad_bytes"),
+    ("/proj/done", {"item": "item1"}, 400, "bad_downloader"),
+    ("/proj/release", {"item": 3}, 400, "bad_item"),
+    ("/proj/upload", {"downloader": "a b c"}, 400, "bad_downloader"),
+    ("/proj/uploaded", {"uploader": "alice", "item": ""}, 400, "bad_item"),
+]
+
+
+@pytest.mark.parametrize("path,body,status,field", BAD_REQUESTS)
+def test_bad_input_is_refused_counted_and_changes_nothing(client, project, r, path, body, status,
+                                                          field):
+    before = snapshot(r)
+    res = post(client, path, body)
+    assert res.status_code == status
+    assert res.text.strip() and "\n" not in res.text.strip()  # one line of reason
+    assert snapshot(r) == before
+    assert r.hget(K.stats, field) == "1"
+
+
+def test_unknown_project_is_404_counted_globally_and_creates_nothing(client, project, r):
+    keys_before = set(r.scan_iter())
+    for path in ("/nope/request", "/nope/done", "/nope/multi=2//request"):
+        res = post(client, path, {"downloader": "alice", "api_version": "2", "item": "x"})
+        assert res.status_code == 404 and "unknown project" in res.text
+    assert set(r.scan_iter()) - keys_before == {GLOBAL_STATS}
+    assert r.hget(GLOBAL_STATS, "bad_unknown_project") == "3"
+
+
+def test_protocol_paths_never_redirect(client, project):
+    for path in ("/proj/request/", "/proj//request", "//proj/multi=2//request"):
+        res = post(client, path, {"downloader": "alice", "api_version": "2"})
+        assert res.status_code == 200, path
+
+
+def test_redis_down_is_503_not_500(engine, implementation, admin, redis_server):
+    from falcon import testing
+    from tracker_api.app import create_app
+    from tracker_core.engine import Engine
+    admin.create_project(P)
+    dead = Engine("redis://127.0.0.1:1/0")
+    res = post(testing.TestClient(create_app(dead)), "/proj/request", {"downloader": "alice"})
+    assert res.status_code == 503 and "retry" in res.text
