@@ -198,7 +198,8 @@ def items_add(ctx, slug, source, queue, batch):
                 added += a
                 duplicates += d
                 if size:
-                    bar.pos = min(size, source.tell() if source.seekable() else 0)
+                    # Text-mode tell() is disabled while iterating; the byte buffer below knows.
+                    bar.pos = min(size, source.buffer.tell())
                     bar.update(0)
                 else:
                     bar.update(a + d)

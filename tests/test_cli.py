@@ -1,0 +1,106 @@
+"""The `tracker` command against a real Redis."""
+import json
+import os
+import signal
+import subprocess
+import time
+
+import orjson
+import pytest
+from click.testing import CliRunner
+
+from conftest import TRACKER_BIN, wait_for_port
+from tracker_api.cli import main
+from tracker_core.embedded import free_port
+
+
+@pytest.fixture
+def cli(redis_url):
+    runner = CliRunner()
+
+    def invoke(*args, input=None):
+        return runner.invoke(main, ["--redis-url", redis_url, *args], input=input)
+    return invoke
+
+
+def test_project_lifecycle(cli, r):
+    assert cli("project", "create", "p1", "--title", "Project one").exit_code == 0
+    again = cli("project", "create", "p1")
+    assert again.exit_code == 2 and "already exists" in again.output
+    res = cli("project", "set", "p1", "rate_limit=120", "min_version=20240101.01", "paused=yes")
+    assert res.exit_code == 0, res.output
+    shown = json.loads(cli("project", "show", "p1").output)
+    assert shown["settings"]["rate_limit"] == "120" and shown["settings"]["paused"] == "1"
+    assert shown["settings"]["title"] == "Project one"
+    assert cli("project", "list").output.split() == ["p1"]
+
+
+@pytest.mark.parametrize("args,message", [
+    (("project", "set", "p1", "rate_limit=-1"), "rate_limit"),
+    (("project", "set", "p1", "nonsense=1"), "unknown setting"),
+    (("project", "set", "p1", "rate_limit"), "KEY=VALUE"),
+    (("project", "set", "nope", "paused=1"), "unknown project"),
+    (("project", "create", "Bad Name"), "bad project name"),
+    (("project", "show", "nope"), "unknown project"),
+    (("status", "nope"), "unknown project"),
+    (("items", "add", "p1", "-", "--queue", "elsewhere"), "unknown queue"),
+    (("block", "1.2.3.4"), "ip:ADDRESS"),
+    (("upload-target", "p1", "ftp://x/"), "bad upload target"),
+])
+def test_bad_arguments_exit_2_with_a_reason(cli, r, args, message):
+    cli("project", "create", "p1")
+    before = r.hgetall("{p1}:settings")
+    res = cli(*args, input="a\n")
+    assert res.exit_code == 2 and message in res.output
+    assert r.hgetall("{p1}:settings") == before
+
+
+def test_items_add_from_file_and_stdin_then_status(cli, tmp_path):
+    cli("project", "create", "p1")
+    path = tmp_path / "items.txt"
+    path.write_text("".join(f"name{n}\n" for n in range(12000)) + "\n")
+    res = cli("items", "add", "p1", str(path))
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output.strip().splitlines()[-1]) == {"added": 12000, "duplicates": 0}
+    res = cli("items", "add", "p1", "-", "--queue", "downloader:alice", input="name1\nnew1\nnew2\n")
+    assert json.loads(res.output.strip().splitlines()[-1]) == {"added": 2, "duplicates": 1}
+    status = json.loads(cli("status", "p1").output)
+    assert status["queues"]["todo"] == 12000
+    assert status["queues"]["downloader"] == {"alice": 2}
+    assert status["todo_total"] == 12002 and status["out"] == 0 and status["done"] == 0
+
+
+def test_block_and_upload_target(cli, r):
+    cli("project", "create", "p1")
+    assert cli("block", "name:mallory").exit_code == 0
+    assert r.sismember("{p1}:blocked", "name:mallory")
+    assert cli("block", "name:mallory", "--remove").exit_code == 0
+    assert not r.sismember("{p1}:blocked", "name:mallory")
+    assert cli("upload-target", "p1", "rsync://h/m/:downloader/").exit_code == 0
+    assert r.hget("{p1}:upload_targets", "rsync://h/m/:downloader/") == "active"
+
+
+@pytest.mark.slow
+def test_run_demo_starts_embedded_redis_and_serves(tmp_path):
+    """`tracker run --demo`: a private Redis under the data dir, the demo project, the API."""
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k != "TRACKER_REDIS_URL"}
+    proc = subprocess.Popen([str(TRACKER_BIN), "--data-dir", str(tmp_path / "var"), "run", "--demo",
+                             "--port", str(port), "--workers", "1"], env=env,
+                            stdin=subprocess.DEVNULL)
+    try:
+        wait_for_port(port, process=proc)
+        import http.client
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        conn.request("POST", "/demo/multi=3//request",
+                     orjson.dumps({"downloader": "tester", "api_version": "2"}))
+        res = conn.getresponse()
+        assert res.status == 200
+        assert len(orjson.loads(res.read())["item_name"].split("\0")) == 3
+        assert (tmp_path / "var" / "redis" / "redis.sock").exists()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 0
+    # The embedded Redis was shut down with the tracker and kept its data in an AOF under var/.
+    assert not (tmp_path / "var" / "redis" / "redis.sock").exists()
+    assert any((tmp_path / "var" / "redis").glob("appendonlydir/*.aof"))
