@@ -4,8 +4,9 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 # Debian packages the tracker and its tests need: redis-server (embedded default and tests),
-# libev-dev (bjoern builds against it), wrk (whole-server benchmarks).
-APT_PACKAGES := redis-server libev-dev wrk
+# libev-dev (bjoern builds against it), wrk (whole-server benchmarks), rsync and curl (the real
+# warrior client uploads with them in the end-to-end tests).
+APT_PACKAGES := redis-server libev-dev wrk rsync curl
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 ARGS ?=
 
