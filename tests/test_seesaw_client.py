@@ -8,17 +8,16 @@ done exactly once, none out, none left, counters equal to the truth.
 from __future__ import annotations
 
 import http.server
-import json
 import os
 import shutil
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
 import pytest
 from conftest import wait_for_port
+from seesaw_runner import finish_warrior, run_warrior, start_warrior
 
 from tracker_core.embedded import free_port
 from tracker_core.keys import ProjectKeys
@@ -26,38 +25,6 @@ from tracker_core.keys import ProjectKeys
 pytestmark = pytest.mark.slow
 
 P = "seesawtest"
-DRIVER = Path(__file__).with_name("warrior_driver.py")
-
-
-def start_warrior(live_server, tmp_path, claims, *, multi=1, concurrent=1, upload=False,
-                  version="20240101.01", downloader="e2e-warrior"):
-    work_dir = tmp_path / f"warrior-{downloader}"
-    work_dir.mkdir(exist_ok=True)
-    command = [sys.executable, str(DRIVER), "--tracker", live_server.base, "--project", P,
-               "--downloader", downloader, "--version", version, "--multi", str(multi),
-               "--claims", str(claims), "--concurrent", str(concurrent),
-               "--work-dir", str(work_dir)]
-    if upload:
-        command.append("--upload")
-    return subprocess.Popen(command, cwd=work_dir, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-
-
-def finish_warrior(process, timeout_s=90) -> tuple[dict, str]:
-    try:
-        output, _ = process.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        output, _ = process.communicate()
-        pytest.fail("the warrior did not finish; its log:\n" + output[-4000:])
-    assert process.returncode == 0, output[-4000:]
-    result_lines = [line for line in output.splitlines() if line.startswith("RESULT ")]
-    assert result_lines, output[-4000:]
-    return json.loads(result_lines[-1][len("RESULT "):]), output
-
-
-def run_warrior(live_server, tmp_path, claims, **options) -> tuple[dict, str]:
-    return finish_warrior(start_warrior(live_server, tmp_path, claims, **options))
 
 
 def assert_all_done(admin, r, names, downloaders):
@@ -82,7 +49,7 @@ def project_with_items(admin, count, **settings):
 
 def test_single_items_complete_through_the_real_client(admin, r, live_server, tmp_path):
     names = project_with_items(admin, 6)
-    result, log = run_warrior(live_server, tmp_path, claims=6)
+    result, log = run_warrior(live_server, tmp_path, project=P, claims=6)
     assert sorted(result["names"]) == names and result["failed"] == []
     assert log.count("Tracker confirmed item") == 6
     assert_all_done(admin, r, names, {"e2e-warrior": 6})
@@ -96,7 +63,7 @@ def test_single_items_complete_through_the_real_client(admin, r, live_server, tm
 
 def test_multi_claims_travel_as_nul_joined_batches(admin, r, live_server, tmp_path):
     names = project_with_items(admin, 20)
-    result, log = run_warrior(live_server, tmp_path, claims=4, multi=5)
+    result, log = run_warrior(live_server, tmp_path, project=P, claims=4, multi=5)
     assert result["claims"] == 4
     assert sorted(result["names"]) == names
     # The wire path was BASE/multi=5//request, answered in place (no redirect).
@@ -106,9 +73,9 @@ def test_multi_claims_travel_as_nul_joined_batches(admin, r, live_server, tmp_pa
 
 def test_concurrent_items_and_two_warriors_share_the_queue(admin, r, live_server, tmp_path):
     names = project_with_items(admin, 60)
-    first = start_warrior(live_server, tmp_path, claims=5, multi=3, concurrent=4,
+    first = start_warrior(live_server, tmp_path, project=P, claims=5, multi=3, concurrent=4,
                           downloader="warrior-one")
-    second = start_warrior(live_server, tmp_path, claims=15, multi=3, concurrent=3,
+    second = start_warrior(live_server, tmp_path, project=P, claims=15, multi=3, concurrent=3,
                            downloader="warrior-two")
     (one, _), (two, _) = finish_warrior(first), finish_warrior(second)
     assert not set(one["names"]) & set(two["names"])
@@ -120,7 +87,7 @@ def test_rate_limited_warrior_backs_off_on_429_and_finishes(admin, r, live_serve
     # 120 items per minute with no burst: one claim every 0.5 s, so a second concurrent
     # request is refused with 429 and seesaw retries it.
     names = project_with_items(admin, 5, rate_limit="120", rate_burst="1")
-    result, log = run_warrior(live_server, tmp_path, claims=5, concurrent=3)
+    result, log = run_warrior(live_server, tmp_path, project=P, claims=5, concurrent=3)
     assert sorted(result["names"]) == names
     assert "Tracker rate limiting is active" in log
     assert int(r.hget(ProjectKeys(P).stats, "requests_limited")) >= 1
@@ -130,7 +97,7 @@ def test_rate_limited_warrior_backs_off_on_429_and_finishes(admin, r, live_serve
 def test_outdated_warrior_gets_455_until_the_minimum_version_allows_it(admin, r, live_server,
                                                                         tmp_path):
     names = project_with_items(admin, 3, min_version="20240101.02")
-    warrior = start_warrior(live_server, tmp_path, claims=3, version="20240101.01")
+    warrior = start_warrior(live_server, tmp_path, project=P, claims=3, version="20240101.01")
     k = ProjectKeys(P)
     deadline = time.monotonic() + 30
     while not int(r.hget(k.stats, "requests_outdated") or 0):
@@ -201,7 +168,7 @@ def test_upload_with_tracker_sends_data_to_the_announced_target(admin, r, live_s
     names = project_with_items(admin, 4)
     admin.set_upload_target(P, url, "active")
     admin.set_upload_target(P, "rsync://192.0.2.1/retired/", "inactive")
-    result, log = run_warrior(live_server, tmp_path, claims=2, multi=2, upload=True)
+    result, log = run_warrior(live_server, tmp_path, project=P, claims=2, multi=2, upload=True)
     assert sorted(result["names"]) == names
     files = sorted(received.rglob("*.txt"))
     assert len(files) == 2, log[-3000:]

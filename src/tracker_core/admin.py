@@ -11,7 +11,7 @@ from collections.abc import Iterable, Iterator
 import redis
 
 from tracker_core import keys as keyspace
-from tracker_core import scripts, settings as settings_mod
+from tracker_core import scripts, settings as settings_mod, topology
 
 ADD_BATCH = 5000
 
@@ -21,7 +21,8 @@ class AdminError(ValueError):
 
 
 def connect(url: str) -> redis.Redis:
-    return redis.Redis.from_url(url, decode_responses=True, encoding_errors="surrogateescape")
+    """A redis-py client for URL: single Redis, Sentinel primary or Cluster (see topology)."""
+    return topology.admin_client(url, decode_responses=True, encoding_errors="surrogateescape")
 
 
 def _now_ms() -> int:

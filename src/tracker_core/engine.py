@@ -10,8 +10,7 @@ import time
 from dataclasses import dataclass
 
 from tracker_core import keys as keyspace
-from tracker_core import scripts
-from tracker_core.rawredis import RawRedis
+from tracker_core import scripts, topology
 from tracker_core.settings import ProjectSettings
 
 UNKNOWN_PROJECT = -1
@@ -32,7 +31,7 @@ class DoneResult:
 class Engine:
     def __init__(self, redis_url: str, clock=time.time):
         self.redis_url = redis_url
-        self.conn = RawRedis(redis_url)
+        self.conn = topology.connect(redis_url)
         self.clock = clock
         self._keys: dict[str, keyspace.ProjectKeys] = {}
         self._settings: dict[str, ProjectSettings] = {}

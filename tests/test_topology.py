@@ -1,0 +1,254 @@
+"""The data layer beyond one Redis: a real three-primary Redis Cluster and a real Sentinel group.
+
+The hot path's raw hiredis connection routes each project to the node owning its hash slot and
+follows MOVED/ASK; under Sentinel it finds the new primary after a failover, and a state change is
+answered only once a replica holds it, so a crash of the primary loses no acknowledged done.
+"""
+from __future__ import annotations
+
+import http.client
+import json
+import threading
+import time
+
+import pytest
+import redis
+from conftest import start_live_server, stop_live_server
+from redis_topologies import Cluster, SentinelGroup
+from seesaw_runner import finish_warrior, start_warrior
+
+from tracker_core import topology
+from tracker_core.admin import Admin
+from tracker_core.engine import Engine
+from tracker_core.keys import ProjectKeys
+
+pytestmark = pytest.mark.slow
+
+
+# -- URL forms (no server needed) ---------------------------------------------------------------
+
+def test_topology_urls_parse_into_their_parts():
+    spec = topology.parse_topology_url("redis+sentinel://:s%40cret@10.0.0.1:26379,10.0.0.2:26380/"
+                                       "tracker/2?wait_replicas=0")
+    assert spec == {"kind": "sentinel", "password": "s@cret",
+                    "sentinels": [("10.0.0.1", 26379), ("10.0.0.2", 26380)], "service": "tracker",
+                    "db": 2, "wait_replicas": 0, "wait_timeout_ms": 2000}
+    assert topology.parse_topology_url("redis+cluster://a:7000,b:7001")["nodes"] == [("a", 7000),
+                                                                                 ("b", 7001)]
+    assert topology.parse_topology_url("redis://h:1/0") == {"kind": "single", "url": "redis://h:1/0"}
+
+
+@pytest.mark.parametrize("url", ["redis+sentinel://h:1", "redis+sentinel://h:1/svc/x",
+                                 "redis+cluster://h:1/3", "redis+cluster://h", "redis+cluster://h:x"])
+def test_malformed_topology_urls_are_refused(url):
+    with pytest.raises(ValueError):
+        topology.parse_topology_url(url)
+
+
+# -- Redis Cluster -----------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    group = Cluster(tmp_path_factory.mktemp("cluster")).start()
+    yield group
+    group.stop()
+
+
+@pytest.fixture
+def cluster_url(cluster):
+    for node in cluster.nodes:
+        redis.Redis(port=node.port).flushall()
+    return cluster.url
+
+
+def projects_on_every_node(cluster, count_per_node=1) -> list[str]:
+    """Project names whose hash slots fall on each of the cluster's primaries."""
+    wanted = {node.port: count_per_node for node in cluster.nodes}
+    names, i = [], 0
+    while any(wanted.values()):
+        name = f"proj{i}"
+        owner = cluster.owner_port(f"{{{name}}}")
+        if wanted[owner]:
+            wanted[owner] -= 1
+            names.append(name)
+        i += 1
+    return names
+
+
+def test_projects_spread_over_the_cluster_complete_with_the_real_client(cluster, cluster_url,
+                                                                       tmp_path):
+    projects = projects_on_every_node(cluster)
+    admin = Admin.from_url(cluster_url)
+    for project in projects:
+        admin.create_project(project)
+        assert sum(a for a, _ in admin.add_items(project, [f"{project}-{i}" for i in range(12)])) == 12
+    server = start_live_server(cluster_url)
+    try:
+        warriors = [start_warrior(server, tmp_path, project=project, claims=4, multi=3,
+                                  concurrent=2) for project in projects]
+        results = [finish_warrior(w)[0] for w in warriors]
+    finally:
+        stop_live_server(server)
+    for project, result in zip(projects, results):
+        assert sorted(result["names"]) == sorted(f"{project}-{i}" for i in range(12))
+        status = admin.status(project)
+        assert (status["todo_total"], status["out"], status["done"]) == (0, 0, 12)
+        # The project's keys live on the node that owns its slot, and only there.
+        k = ProjectKeys(project)
+        owner = cluster.owner_port(k.tag)
+        for node in cluster.nodes:
+            held = redis.Redis(port=node.port).execute_command(
+                "CLUSTER", "COUNTKEYSINSLOT", _slot_of(project, node.port))
+            assert (held > 0) == (node.port == owner)
+
+
+def _slot_of(project: str, port: int) -> int:
+    return redis.Redis(port=port).cluster("keyslot", ProjectKeys(project).tag)
+
+
+def start_migration(project: str, source_port: int, target_port: int) -> None:
+    """Move PROJECT's keys from SOURCE to TARGET as `redis-cli --cluster reshard` does, but leave
+    the slot owned by SOURCE (MIGRATING/IMPORTING): SOURCE then answers ASK for them."""
+    source, target = redis.Redis(port=source_port), redis.Redis(port=target_port)
+    slot = _slot_of(project, source_port)
+    target.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", source.cluster("myid"))
+    source.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", target.cluster("myid"))
+    keys = source.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 1000)
+    source.execute_command("MIGRATE", "127.0.0.1", target_port, "", 0, 5000, "KEYS", *keys)
+
+
+def finish_migration(cluster, project: str, target_port: int) -> None:
+    """Give the slot to TARGET on every node: SOURCE then answers MOVED."""
+    target_id = redis.Redis(port=target_port).cluster("myid")
+    for node in cluster.nodes:
+        redis.Redis(port=node.port).execute_command(
+            "CLUSTER", "SETSLOT", _slot_of(project, node.port), "NODE", target_id)
+
+
+def test_engine_follows_ask_during_a_migration_and_moved_after_it(cluster, cluster_url, clock):
+    project = projects_on_every_node(cluster)[0]
+    admin = Admin.from_url(cluster_url)
+    admin.create_project(project)
+    list(admin.add_items(project, [f"x{i}" for i in range(10)]))
+    engine = Engine(cluster_url, clock=clock)
+    status, items = engine.claim(project, "alice", "127.0.0.1", 2)  # learns the slot map
+    assert status == 200 and len(items) == 2
+    source = cluster.owner_port(ProjectKeys(project).tag)
+    target = next(n.port for n in cluster.nodes if n.port != source)
+
+    start_migration(project, source, target)
+    # Mid-migration the source answers ASK, and the target TRYAGAIN for a script whose keys
+    # are not all there yet: the engine keeps retrying until the reshard completes.
+    finisher = threading.Timer(0.5, finish_migration, (cluster, project, target))
+    finisher.start()
+    status, more = engine.claim(project, "alice", "127.0.0.1", 3)
+    finisher.join()
+    assert status == 200 and len(more) == 3
+    assert redis.Redis(port=target).zcard(ProjectKeys(project).out) == 5
+
+    # Another engine whose map still says SOURCE gets MOVED, follows it and remembers.
+    engine = Engine(cluster_url, clock=clock)
+    engine.conn.refresh_slots()
+    engine.conn._slots[_slot_of(project, source)] = ("127.0.0.1", source)
+    assert engine.done(project, "alice", "", items + more, {"data": 5}, "null").new == 5
+    assert engine.conn._slots[_slot_of(project, target)] == ("127.0.0.1", target)
+    assert redis.Redis(port=target).scard(ProjectKeys(project).done) == 5
+    assert redis.Redis(port=source).execute_command(
+        "CLUSTER", "COUNTKEYSINSLOT", _slot_of(project, source)) == 0
+
+
+# -- Sentinel ----------------------------------------------------------------------------------
+
+@pytest.fixture
+def sentinel_group(tmp_path):
+    group = SentinelGroup(tmp_path / "sentinel").start()
+    yield group
+    group.stop()
+
+
+def _post(port: int, path: str, body: dict) -> tuple[int, bytes]:
+    """POST as a warrior does; a connection that breaks without an answer is status 0."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        conn.request("POST", path, json.dumps(body), {"Content-Type": "application/json",
+                                                      "Connection": "close"})
+        response = conn.getresponse()
+        return response.status, response.read()
+    except (OSError, http.client.HTTPException):
+        return 0, b""
+    finally:
+        conn.close()
+
+
+def test_a_primary_crash_during_load_loses_no_acknowledged_done(sentinel_group):
+    url = sentinel_group.url()
+    project, total = "failover", 600
+    admin = Admin.from_url(url)
+    admin.create_project(project)
+    list(admin.add_items(project, [f"f{i:04d}" for i in range(total)]))
+    server = start_live_server(url, workers=2)
+    acknowledged: set[str] = set()
+    errors: list[int] = []
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def warrior(name: str) -> None:
+        while not stop.is_set():
+            status, body = _post(server.port, f"/{project}/multi=5/request",
+                                 {"downloader": name, "api_version": "2"})
+            if status == 404:
+                return
+            if status != 200:
+                with lock:
+                    errors.append(status)
+                time.sleep(0.1)
+                continue
+            names = json.loads(body)["item_name"].split("\0")
+            while not stop.is_set():  # as seesaw does: retry the done until it is OK
+                status, body = _post(server.port, f"/{project}/done",
+                                     {"downloader": name, "item": "\0".join(names),
+                                      "bytes": {"data": 1}})
+                if status == 200 and body == b"OK":
+                    with lock:
+                        acknowledged.update(names)
+                    break
+                with lock:
+                    errors.append(status)
+                time.sleep(0.1)
+
+    threads = [threading.Thread(target=warrior, args=(f"warrior{i}",)) for i in range(4)]
+    try:
+        for thread in threads:
+            thread.start()
+        deadline = time.monotonic() + 20
+        while len(acknowledged) < total // 4:
+            assert time.monotonic() < deadline, "no progress before the crash"
+            time.sleep(0.02)
+        old_primary = sentinel_group.primary.port
+        sentinel_group.crash_primary()
+        at_crash = set(acknowledged)
+        for thread in threads:
+            thread.join(timeout=90)
+        assert not any(thread.is_alive() for thread in threads)
+    finally:
+        stop.set()
+        stop_live_server(server)
+
+    assert sentinel_group.current_primary_port() == sentinel_group.replica.port != old_primary
+    survivor = redis.Redis(port=sentinel_group.replica.port, decode_responses=True)
+    k = ProjectKeys(project)
+    done = survivor.smembers(k.done)
+    # Every done the warriors were told OK is on the new primary: before and after the crash.
+    assert at_crash <= done
+    assert acknowledged <= done
+    # And the invariant holds on the survivor: each item in exactly one place. The warriors
+    # stopped at 404, so nothing is queued; a claim whose answer was lost in the crash stays
+    # out (reclaiming brings those back), at most one batch per worker.
+    queued = survivor.smembers(k.todo)
+    out = set(survivor.zrange(k.out, 0, -1))
+    assert not queued
+    assert not (out & done)
+    assert len(out | done) == total
+    assert len(out) <= 5 * len(threads)
+    # The outage was short and visible as 503s, never as a wrong answer.
+    assert set(errors) <= {503}
