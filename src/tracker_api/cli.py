@@ -30,7 +30,9 @@ def _fail(exc: Exception):
 
 @click.group()
 @click.option("--redis-url", envvar="TRACKER_REDIS_URL", default=None,
-              help="Redis to use (redis://HOST:PORT/DB or unix:///PATH). Default: the embedded one.")
+              help="Redis to use: redis://HOST:PORT/DB, unix:///PATH, "
+                   "redis+sentinel://HOST:PORT,.../SERVICE or redis+cluster://HOST:PORT,... "
+                   "Default: the embedded one.")
 @click.option("--data-dir", envvar="TRACKER_DATA_DIR", default=DEFAULT_DATA_DIR, show_default=True,
               help="Where the embedded Redis keeps its data.")
 @click.pass_context
