@@ -5,12 +5,13 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 # Debian packages the tracker and its tests need: redis-server (embedded default and tests),
 # libev-dev (bjoern builds against it), wrk (whole-server benchmarks), rsync and curl (the real
-# warrior client uploads with them in the end-to-end tests).
-APT_PACKAGES := redis-server libev-dev wrk rsync curl
+# warrior client uploads with them in the end-to-end tests), chromium (the leaderboard page's
+# headless browser test).
+APT_PACKAGES := redis-server libev-dev wrk rsync curl chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 ARGS ?=
 
-.PHONY: help deps venv build run test test-fast bench lint clean
+.PHONY: help deps venv build run test test-fast bench lint vendor clean deploy-lint deploy-test
 
 help:  ## List the commands.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -43,9 +44,31 @@ test: venv  ## Run the whole test suite (compiled and pure-Python twins).
 test-fast: venv  ## Run the suite without the slow end-to-end tests.
 	$(PY) -m pytest -m "not slow" $(ARGS)
 
-bench: venv  ## Run the benchmarks; figures land in benchmarks/results/.
+bench: venv  ## Run the benchmarks (~5 min; BENCH_ARGS=--quick: ~1 min); figures in benchmarks/results/.
 	$(PY) -m pytest benchmarks $(ARGS)
-	$(PY) benchmarks/server_bench.py
+	$(PY) benchmarks/server_bench.py $(BENCH_ARGS)
+
+$(VENV)/.deploy-installed: requirements-deploy.txt $(VENV)/.installed
+	$(PIP) install -q -r requirements-deploy.txt
+	touch $@
+
+deploy-lint: venv $(VENV)/.deploy-installed  ## Lint the Ansible playbooks (ansible/).
+	cd ansible && ../$(VENV)/bin/ansible-lint
+
+# Needs root: debootstraps Debian roots (base cached in /var/cache/tracker-deploy), provisions them
+# with ansible/site.yml and drives them through HAProxy in network namespaces. Several minutes.
+deploy-test: deploy-lint  ## Deploy with Ansible to throwaway Debian roots and work a project through it.
+	@dpkg -s debootstrap >/dev/null 2>&1 || $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap
+	$(SUDO) env TRACKER_DEPLOY_TEST=1 $(PY) -m pytest tests/deploy -m deploy -p no:cacheprovider $(ARGS)
+
+# The leaderboard's front-end library, from its npm package, is shipped in the repository
+# (src/tracker_api/static/, with its licence) so the page loads nothing from other hosts.
+UPLOT_VERSION := 1.6.32
+vendor:  ## Refresh the vendored front-end files from npm (needs npm; not part of the build).
+	rm -rf build/vendor && mkdir -p build/vendor
+	cd build/vendor && npm pack --silent uplot@$(UPLOT_VERSION) && tar xzf uplot-$(UPLOT_VERSION).tgz
+	cp build/vendor/package/dist/uPlot.iife.min.js build/vendor/package/dist/uPlot.min.css src/tracker_api/static/
+	cp build/vendor/package/LICENSE src/tracker_api/static/uPlot.LICENSE
 
 clean:  ## Remove the virtualenv, build products and var/.
 	rm -rf $(VENV) build src/*.egg-info src/tracker_core/*.c src/tracker_core/*.so var

@@ -6,7 +6,7 @@ import os
 
 from setuptools import setup
 
-COMPILED_MODULES = ["_protocol_c"]
+COMPILED_MODULES = ["_protocol_c", "_bloom_c", "_classify_c"]
 
 
 def extensions():

@@ -28,7 +28,7 @@ def snapshot(r):
         if key.endswith(":stats") or key == GLOBAL_STATS:
             continue
         state[key] = {"set": r.smembers, "zset": lambda k: r.zrange(k, 0, -1, withscores=True),
-                      "hash": r.hgetall, "string": r.get,
+                      "hash": r.hgetall, "string": r.dump,  # dump: bitmaps are not text
                       "stream": lambda k: r.xrange(k)}[kind](key)
     return state
 

@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import falcon
+import redis
 
-from tracker_api import stats, warrior
+from tracker_api import admin_api, admin_pages, backfeed, metrics, stats, stats_page, warrior
 from tracker_api.errors import Refused, refuse_handler, storage_handler
+from tracker_core.admin import Admin
 from tracker_core.engine import Engine
 from tracker_core.rawredis import RedisError
 
@@ -30,6 +32,7 @@ def create_app(engine: Engine, trust_forwarded: bool = False):
     app = falcon.App(media_type=falcon.MEDIA_JSON)
     app.req_options.strip_url_path_trailing_slash = True
     app.add_error_handler(RedisError, storage_handler)
+    app.add_error_handler(redis.exceptions.ConnectionError, storage_handler)   # admin paths
     app.add_error_handler(Refused, refuse_handler(engine))
 
     def protocol(resource_cls):
@@ -49,4 +52,14 @@ def create_app(engine: Engine, trust_forwarded: bool = False):
     app.add_route("/{project}/uploaded", protocol(warrior.UploadedResource))
     app.add_route("/{project}/items/{item}.json", protocol(warrior.ItemStatusResource))
     app.add_route("/{project}/stats.json", stats.StatsResource(engine))
+    app.add_route("/backfeed/legacy/{name}", backfeed.BackfeedResource(engine))
+    app.add_route("/metrics", metrics.MetricsResource(engine))
+    app.add_route("/static/{name}", stats_page.StaticResource())
+    admin = Admin.from_url(engine.redis_url)   # redis-py: admin paths, not the hot path
+    admin_api.add_admin_routes(app, admin)
+    admin_pages.add_admin_pages(app, admin)
+    app.add_route("/projects.json", admin_api.ProjectsDocument(admin))
+    app.add_route("/api/register.json", admin_api.RegisterWarrior(admin, trust_forwarded))
+    app.add_route("/api/update.json", admin_api.UpdateWarrior(admin))
+    app.add_route("/{project}", stats_page.LeaderboardPage(engine))
     return _collapse_slashes(app)

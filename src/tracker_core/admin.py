@@ -5,13 +5,16 @@ command, like the hot path.
 """
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterable, Iterator
 
 import redis
 
 from tracker_core import keys as keyspace
-from tracker_core import scripts, settings as settings_mod, topology
+from tracker_core import bloom, scripts, settings as settings_mod, topology
+from tracker_core import limits as limits_mod
+from tracker_core import offload as offload_mod
 
 ADD_BATCH = 5000
 
@@ -131,18 +134,40 @@ class Admin:
         except ValueError as exc:
             raise AdminError(str(exc)) from None
         owner = queue[len("downloader:"):] if queue.startswith("downloader:") else ""
-        keys_ = (k.settings, target, k.todo, k.backfeed, k.secondary, k.redo, k.out, k.done,
-                 k.stats, k.downloader_queues)
+        # Every way in passes the project's Bloom filter, so backfeed never re-queues an item
+        # loaded here and a name seen before (queued, claimed or done) is counted and dropped.
+        seen_filter = bloom.BloomFilter(self.r, k)
+        # Items that match a limit are held in its sub-queue (classified once, here), unless
+        # they go to one downloader's own queue.
+        held = None if owner else limits_mod.CompiledLimits(limits_mod.load(self.r, k))
+
+        def add(chunk: list[str]) -> tuple[int, int]:
+            added = duplicates = 0
+            for start in range(0, len(chunk), bloom.BATCH):   # short scripts: Redis stays responsive
+                part = chunk[start:start + bloom.BATCH]
+                groups = [(part, part, target)]
+                if held is not None and held.limits:
+                    groups = limits_mod.split_held(part, held.names_of(part), target, k)
+                for entries, dedup_keys, group_target in groups:
+                    result = seen_filter.add(entries, dedup_keys, target=group_target, owner=owner)
+                    if result.status != bloom.OK:
+                        return (-1, 0)
+                    added += result.new
+                    duplicates += result.seen
+                    if group_target == k.limited_in and result.new:
+                        limits_mod.hold_new(self.r, k)
+            return (added, duplicates)
+
         chunk: list[str] = []
         for name in names:
             if not name:
                 continue
             chunk.append(name)
             if len(chunk) >= batch:
-                yield tuple(scripts.run(self.r, "add_items", keys_, (owner, *chunk)))
+                yield add(chunk)
                 chunk = []
         if chunk:
-            yield tuple(scripts.run(self.r, "add_items", keys_, (owner, *chunk)))
+            yield add(chunk)
 
     def status(self, project: str) -> dict:
         """Size of every queue, out and done, and the counters (JSON-ready)."""
@@ -156,18 +181,86 @@ class Admin:
         pipe.zcard(k.out)
         pipe.scard(k.done)
         pipe.hgetall(k.stats)
+        pipe.zcard(k.limited)
+        pipe.scard(k.limited_in)
+        pipe.hlen(k.dead)
+        pipe.hgetall(k.segments)
+        pipe.scard(k.offloading)
         replies = pipe.execute()
         shared = dict(zip(keyspace.SHARED_QUEUES, replies[:4]))
         per_downloader = {o: n for o, n in zip(owners, replies[4:4 + len(owners)]) if n}
-        out, done_kept, stats = replies[4 + len(owners):]
+        out, done_kept, stats, held, held_in, dead, segments, offloading = replies[4 + len(owners):]
         counters = {f: int(v) for f, v in stats.items()}
-        queued = sum(shared.values()) + sum(per_downloader.values())
+        segments.pop(offload_mod.NEXT_FIELD, None)
+        # Offloaded items: in segment files, or on their way to one (not in todo_total).
+        offloaded = sum(int(n) for n in segments.values()) + offloading
+        queued = sum(shared.values()) + sum(per_downloader.values()) + held + held_in
         return {
             "project": project,
-            "queues": {**shared, "downloader": per_downloader},
+            # "limited": items held back by a pattern limit (in its sub-queue or on their way in).
+            "queues": {**shared, "downloader": per_downloader, "limited": held + held_in},
             "todo_total": queued,
             "out": out,
+            "dead": dead,
+            "offloaded": offloaded,
+            "segments": len(segments),
             "done": counters.get("items_done", 0),
             "done_kept": done_kept,
             "counters": counters,
         }
+
+    # -- pattern and item-type limits (tracker_core.limits) -------------------------------------
+
+    def add_limit(self, project: str, name: str, pattern: str, rate: str,
+                  reclassify: bool = True) -> int:
+        """Add or replace a limit; return the new settings age (every node reloads).
+
+        With RECLASSIFY, queued items the limit now matches move to its sub-queue (a scan of
+        the shared queues: pass False when adding many limits, then call reclassify once).
+        """
+        k = self._keys(project)
+        try:
+            age = limits_mod.add(self.r, k, name, pattern, rate)
+        except limits_mod.LimitError as exc:
+            raise AdminError(str(exc)) from None
+        if reclassify:
+            limits_mod.reclassify(self.r, k)
+        return age
+
+    def reclassify(self, project: str) -> int:
+        """Hold the queued items that the current limits match; return how many moved."""
+        return limits_mod.reclassify(self.r, self._keys(project))
+
+    def remove_limit(self, project: str, name: str) -> int:
+        """Remove a limit; return the new settings age."""
+        try:
+            return limits_mod.remove(self.r, self._keys(project), name)
+        except limits_mod.LimitError as exc:
+            raise AdminError(str(exc)) from None
+
+    def dead_items(self, project: str, count: int = 1000) -> list[dict]:
+        """List up to COUNT dead items (reclaimed too often) with their history."""
+        k = self._keys(project)
+        items = []
+        for item, history in self.r.hscan_iter(k.dead, count=min(count, 1000)):
+            items.append({"item": item, **json.loads(history)})
+            if len(items) >= count:
+                break
+        return items
+
+    def requeue_dead(self, project: str, names: list[str], queue: str = "todo") -> int:
+        """Put dead items back into QUEUE; return how many were dead."""
+        k = self._keys(project)
+        try:
+            target = k.queue(queue)
+        except ValueError as exc:
+            raise AdminError(str(exc)) from None
+        moved = 0
+        for start in range(0, len(names), ADD_BATCH):
+            moved += scripts.run(self.r, "requeue_dead", (k.dead, target, k.stats),
+                                 names[start:start + ADD_BATCH])
+        return moved
+
+    def limits(self, project: str) -> list[dict]:
+        """List a project's limits in classification order."""
+        return [limit.as_dict() for limit in limits_mod.load(self.r, self._keys(project))]

@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass
 
 from tracker_core import keys as keyspace
+from tracker_core import limits as limits_mod
 from tracker_core import scripts, topology
 from tracker_core.settings import ProjectSettings
 
@@ -36,6 +37,7 @@ class Engine:
         self._keys: dict[str, keyspace.ProjectKeys] = {}
         self._settings: dict[str, ProjectSettings] = {}
         self._unknown: dict[str, float] = {}
+        self._limits: dict[str, tuple[int, limits_mod.CompiledLimits]] = {}
 
     # -- settings cache -------------------------------------------------------------------------
 
@@ -66,6 +68,18 @@ class Engine:
         self._settings[project] = settings
         return settings
 
+    def limits(self, project: str) -> limits_mod.CompiledLimits | None:
+        """PROJECT's limits with their compiled classifier, reloaded when the settings age moves."""
+        settings = self.settings(project)
+        if settings is None:
+            return None
+        cached = self._limits.get(project)
+        if cached is None or cached[0] != settings.age:
+            values = self.conn.execute_command("HGETALL", self.keys(project).limits)
+            compiled = limits_mod.CompiledLimits(limits_mod.from_hash(_pairs_to_dict(values)))
+            cached = self._limits[project] = (settings.age, compiled)
+        return cached[1]
+
     def _note_age(self, project: str, age) -> None:
         cached = self._settings.get(project)
         if cached is not None and cached.age != int(age):
@@ -77,13 +91,16 @@ class Engine:
     # -- the warrior protocol -------------------------------------------------------------------
 
     def claim(self, project: str, downloader: str, ip: str, wanted: int) -> tuple[int, list[str]]:
-        """Claim up to WANTED items; return (status, names), status as in claim-13.lua."""
+        """Claim up to WANTED items; return (status, names), status as in claim-21.lua."""
         k = self.keys(project)
         now_ms = self._now_ms()
+        day = now_ms // 86_400_000
         reply = scripts.run(self.conn, "claim", (
             k.settings, k.blocked, k.downloader_queue(downloader), k.todo, k.backfeed,
             k.secondary, k.redo, k.out, k.claims, k.downloader_claims, k.ratelimit, k.stats,
-            k.minute(now_ms // 60000)), (now_ms, downloader, ip, wanted))
+            k.minute(now_ms // 60000), k.uniques("downloaders", day), k.uniques("ips", day),
+            k.limited, k.limits_ready, k.limit_tat, k.limits, k.reclaim_at, k.dead),
+            (now_ms, downloader, ip, wanted))
         self._note_age(project, reply[1])
         return reply[0], reply[2:]
 

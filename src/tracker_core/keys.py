@@ -14,6 +14,16 @@ PROJECTS = "tracker:projects"
 GLOBAL_BLOCKED = "tracker:blocked"
 GLOBAL_STATS = "tracker:stats"
 SETTINGS_CHANNEL = "tracker:settings"
+# Admin API: tokens (id -> record with the secret's hash), the audit log (capped stream), the
+# warrior HQ document's global fields and the warrior registry (records and last-seen times,
+# one hash tag so the registry's script stays in one Cluster slot).
+ADMIN_TOKENS = "tracker:admin_tokens"
+AUDIT = "tracker:audit"
+HQ = "tracker:hq"
+WARRIORS = "tracker:{warriors}"
+WARRIORS_SEEN = "tracker:{warriors}:seen"
+# Held by the one `tracker maintain` process that may move segments right now (node id, expiry).
+MAINTAIN_LEASE = "tracker:maintain_lease"
 
 # The queues a claim visits after the downloader's own queue, in serve order.
 SHARED_QUEUES = ("todo", "backfeed", "secondary", "redo")
@@ -33,7 +43,9 @@ class ProjectKeys:
         "project", "tag", "settings", "blocked", "todo", "backfeed", "secondary", "redo",
         "downloader_queues", "out", "claims", "done", "downloader_claims", "ratelimit", "stats",
         "log", "bad_dones", "uploads", "upload_targets", "downloader_count", "downloader_bytes",
-        "downloader_version", "domain_bytes",
+        "downloader_version", "domain_bytes", "audit", "bloom", "backfeed_secrets",
+        "backfeed_shards", "backfeed_shard_map", "limits", "limited", "limited_in",
+        "limits_ready", "limit_tat", "reclaim_at", "dead", "segments", "offloading",
     )
 
     def __init__(self, project: str):
@@ -61,13 +73,50 @@ class ProjectKeys:
         self.downloader_bytes = f"{tag}:downloader_bytes"
         self.downloader_version = f"{tag}:downloader_version"
         self.domain_bytes = f"{tag}:domain_bytes"
+        self.audit = f"{tag}:audit"
+        # Backfeed: the Bloom filter's geometry and counts (its bitmaps are bloom_chunk keys),
+        # the hashes of the backfeed secrets, items per shard, and shard -> queue mapping.
+        self.bloom = f"{tag}:bloom"
+        self.backfeed_secrets = f"{tag}:backfeed_secrets"
+        self.backfeed_shards = f"{tag}:backfeed_shards"
+        self.backfeed_shard_map = f"{tag}:backfeed_shard_map"
+        # Pattern and item-type limits: name -> JSON {pattern, rate, rate_per_s, seq}.
+        self.limits = f"{tag}:limits"
+        # Items held back by a limit: a score-0 zset of "LIMIT\0ITEM" (one lex range per limit),
+        # the set new ones pass through on their way in, the limits that have items (score: when
+        # their bucket next has a token, ms) and the buckets of limits whose items ran out.
+        self.limited = f"{tag}:todo:limited"
+        self.limited_in = f"{tag}:todo:limited_in"
+        self.limits_ready = f"{tag}:limits_ready"
+        self.limit_tat = f"{tag}:limit_tat"
+        # Reclaims: claimed item -> when it may be reclaimed (ms); items reclaimed too often.
+        self.reclaim_at = f"{tag}:reclaim_at"
+        self.dead = f"{tag}:dead"
+        # Offloading: segment number -> items in its file (the registry decides what exists), the
+        # items on their way to a segment file, and the segment counter (field "seq" of segments).
+        self.segments = f"{tag}:segments"
+        self.offloading = f"{tag}:offloading"
 
     def downloader_queue(self, downloader: str) -> str:
         return f"{self.tag}:todo:d:{downloader}"
 
+    def bloom_chunk(self, layer: int, chunk: int) -> str:
+        """One bitmap of the Bloom filter: layers grow the filter, chunks keep each under 512 MB."""
+        return f"{self.tag}:bloom:{layer}:{chunk}"
+
     def minute(self, minute: int) -> str:
         """Per-minute counters (requests, items, bytes), kept two days for the charts."""
         return f"{self.tag}:minute:{minute}"
+
+    def uniques(self, kind: str, day: int) -> str:
+        """HyperLogLog of the downloaders or IPs (KIND) seen on DAY (days since the epoch, UTC)."""
+        if kind not in ("downloaders", "ips"):
+            raise ValueError(f"unknown uniques kind {kind!r}")
+        return f"{self.tag}:uniq:{kind}:{day}"
+
+    def hour(self, hour: int) -> str:
+        """Per-hour roll-up of the minute counters (charts past two days), kept 60 days."""
+        return f"{self.tag}:hour:{hour}"
 
     def queue(self, name: str) -> str:
         """Key of a queue named as the CLI and admin API name them."""

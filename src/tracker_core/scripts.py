@@ -1,6 +1,7 @@
 """Load the Lua scripts of ``lua/`` and run them by SHA, reloading on NOSCRIPT.
 
-Each file is ``NAME-NKEYS.lua`` and opens with its contract. A line ``--@include FILE`` is replaced
+Each file is ``NAME-NKEYS.lua`` and opens with its contract; ``NAME-n.lua`` takes a variable
+number of keys (the Bloom filter's bitmaps), all still passed in KEYS. A line ``--@include FILE`` is replaced
 by ``lua/includes/FILE.lua`` at load time, so shared pieces are written once.
 """
 from __future__ import annotations
@@ -12,7 +13,7 @@ from pathlib import Path
 
 LUA_DIR = Path(__file__).with_name("lua")
 _INCLUDE_RE = re.compile(r"^--@include (\w+)\s*$", re.M)
-_NAME_RE = re.compile(r"(?P<name>[a-z_]+)-(?P<keys>\d+)\.lua\Z")
+_NAME_RE = re.compile(r"(?P<name>[a-z_]+)-(?P<keys>\d+|n)\.lua\Z")
 
 
 class ScriptError(Exception):
@@ -38,7 +39,8 @@ def load_scripts() -> dict[str, Script]:
         if not match:
             raise ValueError(f"script file {path.name} is not named NAME-NKEYS.lua")
         source = _inline(path.read_text())
-        scripts[match["name"]] = Script(match["name"], int(match["keys"]), source,
+        num_keys = -1 if match["keys"] == "n" else int(match["keys"])
+        scripts[match["name"]] = Script(match["name"], num_keys, source,
                                         hashlib.sha1(source.encode()).hexdigest())
     return scripts
 
@@ -54,17 +56,17 @@ def _is_noscript(exc: Exception) -> bool:
 def run(conn, name: str, keys, args):
     """Run script NAME on CONN (RawRedis or redis-py) with KEYS and ARGV; raise ScriptError."""
     script = SCRIPTS[name]
-    if len(keys) != script.num_keys:
+    if script.num_keys >= 0 and len(keys) != script.num_keys:
         raise ValueError(f"{name} takes {script.num_keys} keys, got {len(keys)}")
     try:
-        return conn.execute_command("EVALSHA", script.sha, script.num_keys, *keys, *args)
+        return conn.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
     except Exception as exc:  # both clients raise their own error types for a Redis error reply
         if not _is_noscript(exc):
             if type(exc).__name__ in ("RedisError", "ResponseError"):
                 raise ScriptError(f"{name}: {exc}") from exc
             raise
     try:
-        return conn.execute_command("EVAL", script.source, script.num_keys, *keys, *args)
+        return conn.execute_command("EVAL", script.source, len(keys), *keys, *args)
     except Exception as exc:
         if type(exc).__name__ in ("RedisError", "ResponseError"):
             raise ScriptError(f"{name}: {exc}") from exc

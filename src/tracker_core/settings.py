@@ -57,6 +57,15 @@ def _text(limit: int):
     return check
 
 
+def _lat_lng(value: str) -> str:
+    if not value:
+        return value
+    lat, sep, lng = value.partition(",")
+    if not sep or not (-90 <= float(lat) <= 90 and -180 <= float(lng) <= 180):
+        raise ValueError("must be LAT,LNG in degrees")
+    return f"{float(lat):g},{float(lng):g}"
+
+
 # name -> (validator, default, what it means). The defaults are what a new project gets.
 SETTINGS = {
     "title": (_text(200), "", "human-readable project name"),
@@ -66,9 +75,25 @@ SETTINGS = {
     "rate_burst": (_non_negative_number, "0", "items that may go out at once; 0 = one second's worth"),
     "max_claims_per_downloader": (_non_negative_int, "0", "claims one downloader may hold; 0 = unlimited"),
     "max_multi": (_non_negative_int, "100", "most items one request may claim (multi=K is capped)"),
+    "reclaim_ttl_s": (_non_negative_number, "0",
+                      "a claim may be reclaimed once older than this x its claim count; 0 = never"),
+    "claims_limit": (_non_negative_int, "0", "most items out at once (reclaims served first); 0 = no cap"),
+    "max_reclaims": (_non_negative_int, "0", "reclaims after which an item goes to `dead`; 0 = never"),
+    "offload_high": (_non_negative_int, "0",
+                     "todo items above which `tracker maintain` moves the excess to disk; 0 = off"),
+    "offload_low": (_non_negative_int, "0", "todo items below which offloaded segments come back"),
+    "offload_segment_items": (_non_negative_int, "50000", "items per offloaded segment file"),
     "min_version": (_version, "", "oldest grab-script version accepted (older ones get 455)"),
     "done_mode": (_done_mode, "keep", "keep: done items stay in `done`; discard: only counted"),
     "log_maxlen": (_non_negative_int, "100000", "entries kept in the capped log stream"),
+    # The warrior HQ document (projects.json) is built from these.
+    "warrior_listed": (_flag, "1", "list the project in projects.json for warriors"),
+    "repository": (_text(500), "", "projects.json: the grab script's git repository"),
+    "logo": (_text(500), "", "projects.json: logo URL"),
+    "marker_html": (_text(2000), "", "projects.json: HTML of the map marker"),
+    "lat_lng": (_lat_lng, "", "projects.json: map position as LAT,LNG"),
+    "deadline": (_text(40), "", "projects.json: when the site goes away, like 2013-04-30T23:59:59Z"),
+    "host": (_text(200), "", "projects.json: the site's host name"),
 }
 MAX_MULTI_CEILING = 1000  # the claim script returns all names in one reply
 

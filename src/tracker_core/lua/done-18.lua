@@ -27,8 +27,17 @@ An item counts once: a claimed item (in out, whoever claimed it) or one still qu
 and is attributed to the sender; an item already done is a repeat; a name found nowhere is unknown
 (recorded in bad_dones, never added). Bytes are shared out over the items of the call, so a
 repeated call adds nothing. With done_mode=discard done items are only counted, not kept.
+RTT (claim to done) goes into a bounded histogram: field rtt_le_B counts items done within B
+seconds (rtt_le_inf: the rest), in stats and in the minute hash, so percentiles need no samples.
 ]]
 --@include counters
+local RTT_BOUNDS_S = {1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 10800, 43200}
+local function rtt_field(rtt_ms)
+  for _, bound in ipairs(RTT_BOUNDS_S) do
+    if rtt_ms <= bound * 1000 then return 'rtt_le_' .. bound end
+  end
+  return 'rtt_le_inf'
+end
 local settings = redis.call('HMGET', KEYS[1], 'settings_age', 'done_mode', 'log_maxlen')
 local age = settings[1]
 if not age then return {-1, 0} end
@@ -41,7 +50,7 @@ local first_item = 6 + 2 * n_domains
 local stats, minute = KEYS[11], KEYS[12]
 
 local new_items, unknown_items = {}, {}
-local repeated, rtt_sum, rtt_n = 0, 0, 0
+local repeated, rtt_sum, rtt_n, rtt_hist = 0, 0, 0, {}
 for i = first_item, #ARGV do
   local item = ARGV[i]
   local claimed_at = redis.call('ZSCORE', KEYS[2], item)
@@ -56,8 +65,11 @@ for i = first_item, #ARGV do
         redis.call('HDEL', KEYS[5], claimant)
       end
     end
-    rtt_sum = rtt_sum + (now - tonumber(claimed_at))
+    local rtt_ms = now - tonumber(claimed_at)
+    local field = rtt_field(rtt_ms)
+    rtt_sum = rtt_sum + rtt_ms
     rtt_n = rtt_n + 1
+    rtt_hist[field] = (rtt_hist[field] or 0) + 1
     found = true
   elseif redis.call('SISMEMBER', KEYS[4], item) == 1 then
     repeated = repeated + 1
@@ -93,8 +105,9 @@ if new > 0 then
              'id', id, 'at', now)
   bump(stats, minute, 'items_done', new)
   bump(stats, minute, 'bytes_done', bytes_total)
-  bump(stats, nil, 'rtt_sum_ms', rtt_sum)
-  bump(stats, nil, 'rtt_count', rtt_n)
+  bump(stats, minute, 'rtt_sum_ms', rtt_sum)
+  bump(stats, minute, 'rtt_count', rtt_n)
+  for field, n in pairs(rtt_hist) do bump(stats, minute, field, n) end
 end
 bump(stats, minute, 'done_requests', 1)
 bump(stats, nil, 'dones_repeated', repeated)

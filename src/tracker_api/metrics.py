@@ -1,0 +1,106 @@
+"""GET /metrics: every project's counters and gauges in the Prometheus text format.
+
+Counters are the scripts' own (requests by outcome, items, bytes, RTT histogram), so rates come
+from Prometheus's rate(); gauges are queue sizes and unique visitors. One pipelined round trip
+per project; no per-item or per-downloader series, so a scrape stays small however big a
+project grows.
+"""
+from __future__ import annotations
+
+import math
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
+
+from tracker_core import keys as keyspace
+from tracker_core import stats as stats_mod
+from tracker_core.engine import Engine
+
+# Counter fields of a project's stats hash -> (metric name, help). Request outcomes share one
+# metric with an outcome label.
+REQUEST_OUTCOMES = {
+    "requests_served": "served", "requests_empty": "empty", "requests_limited": "limited",
+    "requests_blocked": "blocked", "requests_paused": "paused", "requests_capped": "capped",
+    "requests_outdated": "outdated",
+}
+PROJECT_COUNTERS = {
+    "items_claimed": ("tracker_items_claimed", "Items handed out (reclaims included)."),
+    "items_done": ("tracker_items_done", "Items completed (each counted once)."),
+    "bytes_done": ("tracker_bytes_done", "Bytes reported by done calls that completed items."),
+    "done_requests": ("tracker_done_requests", "Done calls received."),
+    "dones_repeated": ("tracker_dones_repeated", "Done calls' names that were already done."),
+    "dones_unknown": ("tracker_dones_unknown", "Done calls' names the project never had."),
+}
+
+
+class TrackerCollector:
+    """Read Redis on every scrape (no state in the process, so any worker answers alike)."""
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+
+    def _projects(self) -> list[str]:
+        return sorted(self.engine.conn.execute_command("SMEMBERS", keyspace.PROJECTS))
+
+    def collect(self):
+        requests = CounterMetricFamily("tracker_requests", "Item requests by outcome.",
+                                       labels=["project", "outcome"])
+        counters = {field: CounterMetricFamily(name, text, labels=["project"])
+                    for field, (name, text) in PROJECT_COUNTERS.items()}
+        queue = GaugeMetricFamily("tracker_queue_items", "Items waiting, by queue.",
+                                  labels=["project", "queue"])
+        out = GaugeMetricFamily("tracker_items_out", "Items claimed and not done.", labels=["project"])
+        uniques = GaugeMetricFamily("tracker_unique_visitors",
+                                    "Unique downloaders and IPs this UTC day and month.",
+                                    labels=["project", "kind", "period"])
+        rtt = HistogramMetricFamily("tracker_rtt_seconds", "Claim-to-done time of completed items.",
+                                    labels=["project"])
+        refused = CounterMetricFamily("tracker_refused", "Refused requests outside any project.",
+                                      labels=["reason"])
+        now_ms = self.engine._now_ms()
+        for project in self._projects():
+            counts = self.engine.counts(project)
+            c = counts["counters"]
+            for field, outcome in REQUEST_OUTCOMES.items():
+                requests.add_metric([project, outcome], c.get(field, 0))
+            for field, family in counters.items():
+                family.add_metric([project], c.get(field, 0))
+            for name, size in counts["queues"].items():
+                queue.add_metric([project, name], size)
+            out.add_metric([project], counts["out"])
+            for key, value in self._uniques(project, now_ms).items():
+                kind, period = key.split("_")
+                uniques.add_metric([project, kind, period], value)
+            histogram = stats_mod.rtt_histogram(c)
+            cumulative, buckets = 0, []
+            for bound, count in histogram:
+                cumulative += count
+                buckets.append(("+Inf" if math.isinf(bound) else f"{bound:g}", cumulative))
+            rtt.add_metric([project], buckets, c.get("rtt_sum_ms", 0) / 1000)
+        flat = self.engine.conn.execute_command("HGETALL", keyspace.GLOBAL_STATS)
+        for field, value in zip(flat[::2], flat[1::2]):
+            refused.add_metric([field], int(value))
+        yield requests
+        yield from counters.values()
+        yield from (queue, out, uniques, rtt, refused)
+
+    def _uniques(self, project: str, now_ms: int) -> dict[str, int]:
+        k = self.engine.keys(project)
+        day = now_ms // stats_mod.DAY_MS
+        days = stats_mod.month_days(now_ms)
+        replies = self.engine.conn.pipeline((
+            ("PFCOUNT", k.uniques("downloaders", day)), ("PFCOUNT", k.uniques("ips", day)),
+            ("PFCOUNT", *(k.uniques("downloaders", d) for d in days)),
+            ("PFCOUNT", *(k.uniques("ips", d) for d in days))))
+        return dict(zip(("downloaders_day", "ips_day", "downloaders_month", "ips_month"), replies))
+
+
+class MetricsResource:
+    def __init__(self, engine: Engine):
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(TrackerCollector(engine))
+
+    def on_get(self, req, resp):
+        resp.content_type = CONTENT_TYPE_PLAIN_0_0_4  # the format every Prometheus reads
+        resp.data = generate_latest(self.registry)

@@ -1,0 +1,202 @@
+// The live leaderboard: numbers, tables, log and charts of one project.
+// Updates come from the websocket feed (`tracker live`); while it is down the page polls
+// stats.json, so it keeps working without the feed. Nothing is loaded from other hosts.
+(function () {
+  "use strict";
+  const project = document.querySelector('meta[name="tracker-project"]').content;
+  const liveSetting = document.querySelector('meta[name="tracker-live-url"]').content;
+  const POLL_MS = 5000, RETRY_WS_MS = 10000, LOG_LINES = 200, TOP_SERIES = 5, TOP_POINTS = 720;
+  const TABLE_ROWS = 100;
+  let showAll = false, polling = null, socket = null;
+  const seenLog = new Set();
+  const topHistory = {t: [], series: {}};   // downloader -> bytes per snapshot, bounded
+  const charts = {};
+
+  const $ = (id) => document.getElementById(id);
+  const num = (n) => (n === null || n === undefined) ? "–" : Math.round(n).toLocaleString("en-US");
+  const pct = (x) => (x === null || x === undefined) ? "–" : (100 * x).toFixed(1) + "%";
+  function bytes(n) {
+    if (n === null || n === undefined) return "–";
+    const units = ["B", "KB", "MB", "GB", "TB", "PB"];
+    let i = 0;
+    while (n >= 1000 && i < units.length - 1) { n /= 1000; i++; }
+    return (i ? n.toFixed(1) : Math.round(n)) + " " + units[i];
+  }
+  function duration(s) {
+    if (s === null || s === undefined) return "–";
+    if (s < 90) return s.toFixed(0) + " s";
+    if (s < 5400) return (s / 60).toFixed(0) + " min";
+    if (s < 172800) return (s / 3600).toFixed(1) + " h";
+    return (s / 86400).toFixed(1) + " d";
+  }
+  function cell(row, text, numeric) {
+    const td = row.insertCell();
+    td.textContent = text;
+    if (numeric) td.className = "num";
+  }
+
+  function liveUrl() {
+    const scheme = location.protocol === "https:" ? "wss:" : "ws:";
+    if (liveSetting.startsWith(":")) {   // ":PORT": this host, another port
+      return scheme + "//" + location.hostname + liveSetting + "/" + encodeURIComponent(project);
+    }
+    if (liveSetting) {
+      const base = liveSetting.startsWith("/") ? scheme + "//" + location.host + liveSetting : liveSetting;
+      return base.replace(/\/$/, "") + "/" + encodeURIComponent(project);
+    }
+    // Default: the feed listens one port above the page's server (`tracker run` does that).
+    const port = (parseInt(location.port, 10) || (scheme === "wss:" ? 443 : 80)) + 1;
+    return scheme + "//" + location.hostname + ":" + port + "/" + encodeURIComponent(project);
+  }
+
+  function renderSnapshot(data) {
+    $("title").textContent = data.title;
+    $("done").textContent = num(data.done);
+    $("out").textContent = num(data.out);
+    $("todo").textContent = num(data.todo_total);
+    const s = data.stats || {};
+    $("irsr").textContent = pct(s.irsr_recent !== null && s.irsr_recent !== undefined ? s.irsr_recent : s.irsr);
+    const rtt = s.rtt || {};
+    $("rtt").textContent = duration(rtt.mean_s) + (rtt.p50_s !== null && rtt.p50_s !== undefined ? " (" + duration(rtt.p50_s) + ")" : "");
+    $("reclaim").textContent = pct(s.reclaim_rate);
+    $("items-per-s").textContent = s.items_per_s === undefined ? "–" : s.items_per_s.toFixed(2);
+    $("bytes-per-s").textContent = bytes(s.bytes_per_s);
+    $("eta").textContent = s.backlog_growing ? "∞" : duration(s.eta_s);
+    $("backlog-warning").hidden = !s.backlog_growing;
+    const u = s.uniques || {};
+    $("uniques").textContent = num(u.downloaders_day) + " / " + num(u.downloaders_month);
+    $("warriors").textContent = num(data.warriors_active);
+    // After "show all" the feed's top rows must not replace the full table fetched by poll().
+    const rows = data.leaderboard || [];
+    if (!showAll || rows.length >= (data.downloaders_total || 0)) renderDownloaders(rows, data.downloaders_total || 0);
+    renderDomains(data.domain_bytes || {});
+    if (data.recent_log) addLog(data.recent_log);
+    recordTop(data.leaderboard || []);
+    renderCharts(s.charts);
+  }
+
+  function renderDownloaders(rows, total) {
+    const body = $("downloaders").tBodies[0];
+    body.replaceChildren();
+    const shown = showAll ? rows : rows.slice(0, TABLE_ROWS);
+    shown.forEach((d, i) => {
+      const row = body.insertRow();
+      cell(row, i + 1, true); cell(row, d.downloader); cell(row, num(d.items), true);
+      cell(row, bytes(d.bytes), true); cell(row, d.version || "");
+    });
+    $("downloader-count").textContent = "(" + num(total) + ")";
+    $("show-all").hidden = showAll || total <= TABLE_ROWS;
+  }
+
+  function renderDomains(domains) {
+    const body = $("domains").tBodies[0];
+    body.replaceChildren();
+    Object.entries(domains).sort((a, b) => b[1] - a[1]).forEach(([domain, n]) => {
+      const row = body.insertRow();
+      cell(row, domain); cell(row, bytes(n), true);
+    });
+  }
+
+  // Log lines arrive newest first or oldest first; each is shown once, newest on top.
+  function addLog(lines) {
+    const log = $("log");
+    lines.slice().sort((a, b) => compareIds(a.id, b.id)).forEach((line) => {
+      if (seenLog.has(line.id)) return;
+      seenLog.add(line.id);
+      const li = document.createElement("li");
+      const when = new Date(line.at).toISOString().slice(11, 19);
+      const items = line.items.length === 1 ? line.items[0] : line.items.length + " items: " + line.items.join(", ");
+      li.textContent = when + " " + line.downloader + " " + items + " (" + bytes(line.bytes) + ")";
+      li.dataset.id = line.id;
+      log.prepend(li);
+    });
+    while (log.children.length > LOG_LINES) {
+      seenLog.delete(log.lastElementChild.dataset.id);
+      log.lastElementChild.remove();
+    }
+  }
+  function compareIds(a, b) {
+    const [am, as] = a.split("-").map(Number), [bm, bs] = b.split("-").map(Number);
+    return am - bm || as - bs;
+  }
+
+  function recordTop(rows) {
+    const now = Date.now() / 1000;
+    topHistory.t.push(now);
+    const names = rows.slice(0, TOP_SERIES).map((d) => d.downloader);
+    const byName = Object.fromEntries(rows.map((d) => [d.downloader, d.bytes]));
+    names.forEach((n) => { if (!topHistory.series[n]) topHistory.series[n] = topHistory.t.slice(0, -1).map(() => null); });
+    Object.keys(topHistory.series).forEach((n) => topHistory.series[n].push(byName[n] === undefined ? null : byName[n]));
+    if (topHistory.t.length > TOP_POINTS) {
+      topHistory.t.shift();
+      Object.values(topHistory.series).forEach((s) => s.shift());
+    }
+  }
+
+  const COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"];
+  function chart(id, series, data, format) {
+    const el = $(id);
+    const width = Math.max(280, el.clientWidth || 500);
+    const key = id + ":" + series.map((s) => s.label).join("|");
+    if (!charts[id] || charts[id].key !== key) {
+      if (charts[id]) charts[id].plot.destroy();
+      const show = format || num;
+      const opts = {width, height: 180,
+        axes: [{}, {size: 70, values: (u, ticks) => ticks.map(show)}],
+        series: [{}].concat(series.map((s, i) => ({
+          label: s.label, stroke: COLORS[i % COLORS.length], width: 1.5, spanGaps: true,
+          value: (u, v) => (v === null || v === undefined) ? "–" : show(v)})))};
+      charts[id] = {key, plot: new uPlot(opts, data, el)};
+    } else {
+      charts[id].plot.setData(data);
+    }
+  }
+  function renderCharts(c) {
+    if (!c || typeof uPlot === "undefined") return;
+    chart("chart-done", [{label: "done"}], [c.hour.t, c.hour.done_total]);
+    chart("chart-hourly", [{label: "items/hour"}], [c.hour.t, c.hour.items_done]);
+    chart("chart-bytes", [{label: "bytes/s"}], [c.minute.t, c.minute.bytes_done.map((b) => b / 60)], bytes);
+    const names = Object.keys(topHistory.series).slice(-TOP_SERIES * 2);
+    if (names.length) chart("chart-top", names.map((n) => ({label: n})),
+                            [topHistory.t].concat(names.map((n) => topHistory.series[n])), bytes);
+  }
+
+  function setFeed(mode) {
+    const feed = $("feed");
+    feed.className = "feed " + mode;
+    feed.textContent = mode === "live" ? "live" : "polling every " + POLL_MS / 1000 + " s";
+    document.body.dataset.feed = mode;
+  }
+
+  async function poll() {
+    try {
+      const top = showAll ? 10000 : TABLE_ROWS;
+      const res = await fetch("/" + encodeURIComponent(project) + "/stats.json?top=" + top, {cache: "no-store"});
+      if (res.ok) renderSnapshot(await res.json());
+    } catch (e) { /* the next poll tries again */ }
+  }
+  function startPolling() {
+    setFeed("polling");
+    if (polling === null) { poll(); polling = setInterval(poll, POLL_MS); }
+  }
+  function stopPolling() {
+    if (polling !== null) { clearInterval(polling); polling = null; }
+  }
+
+  function connect() {
+    let ws;
+    try { ws = new WebSocket(liveUrl()); } catch (e) { startPolling(); setTimeout(connect, RETRY_WS_MS); return; }
+    socket = ws;
+    ws.onopen = () => { stopPolling(); setFeed("live"); };
+    ws.onmessage = (event) => {
+      const msg = JSON.parse(event.data);
+      if (msg.type === "log") addLog(msg.lines);
+      else if (msg.type === "snapshot") renderSnapshot(msg.data);
+    };
+    ws.onclose = () => { socket = null; startPolling(); setTimeout(connect, RETRY_WS_MS); };
+  }
+
+  $("show-all").addEventListener("click", () => { showAll = true; poll(); setInterval(poll, 6 * POLL_MS); });
+  poll();          // numbers at once, whatever the feed does
+  connect();
+})();

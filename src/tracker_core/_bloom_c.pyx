@@ -1,0 +1,82 @@
+# cython: language_level=3
+"""Bloom-filter hashing for a batch, compiled. The twin in _bloom_py.py gives identical output."""
+from libc.stdint cimport uint64_t
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+
+cdef uint64_t FNV_OFFSET = 0xCBF29CE484222325ULL
+cdef uint64_t FNV_PRIME = 0x100000001B3ULL
+cdef uint64_t SEED_A = 0x9E3779B97F4A7C15ULL
+cdef uint64_t SEED_B = 0xC2B2AE3D27D4EB4FULL
+cdef uint64_t SEED_C = 0x165667B19E3779F9ULL
+
+
+cdef inline uint64_t _fnv1a64(const unsigned char *data, Py_ssize_t n) nogil:
+    cdef uint64_t h = FNV_OFFSET
+    cdef Py_ssize_t i
+    for i in range(n):
+        h = (h ^ data[i]) * FNV_PRIME
+    return h
+
+
+cdef inline uint64_t _fmix64(uint64_t h) nogil:
+    h ^= h >> 33
+    h *= 0xFF51AFD7ED558CCDULL
+    h ^= h >> 33
+    h *= 0xC4CEB9FE1A85EC53ULL
+    h ^= h >> 33
+    return h
+
+
+def fnv1a64(data):
+    """Hash DATA (bytes) with 64-bit FNV-1a."""
+    cdef bytes b = bytes(data)
+    return _fnv1a64(<const unsigned char *>PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b))
+
+
+def fmix64(uint64_t h):
+    """Mix all bits of H (murmur3's finalizer)."""
+    return _fmix64(h)
+
+
+def layer_positions(uint64_t fingerprint, uint64_t seed, Py_ssize_t k, uint64_t chunks,
+                    uint64_t chunk_bits):
+    """Return (chunk, [k bit positions]) of a hashed key in one layer."""
+    cdef uint64_t salt = seed + 1
+    cdef uint64_t a = _fmix64(fingerprint ^ (SEED_A * salt))
+    cdef uint64_t b = _fmix64(fingerprint ^ (SEED_B * salt))
+    cdef Py_ssize_t i
+    return (_fmix64(a ^ SEED_C) % chunks,
+            [(a + <uint64_t>i * b) % chunk_bits for i in range(k)])
+
+
+def script_args(entries, dedup_keys, layers):
+    """Build the per-item ARGV of the backfeed script for a batch (see _bloom_py.script_args)."""
+    cdef list out = []
+    cdef list plan = [tuple(layer) for layer in layers]
+    cdef Py_ssize_t n_layers = len(plan)
+    cdef Py_ssize_t li, i, k
+    cdef uint64_t fingerprint, salt, a, b, chunks, chunk_bits
+    cdef long long first_key
+    cdef bytes raw
+    for entry, key in zip(entries, dedup_keys):
+        if type(key) is bytes:
+            raw = <bytes>key
+        elif type(key) is str:
+            raw = (<str>key).encode("utf-8", "surrogateescape")
+        else:
+            raw = bytes(key)
+        fingerprint = _fnv1a64(<const unsigned char *>PyBytes_AS_STRING(raw), PyBytes_GET_SIZE(raw))
+        out.append(entry)
+        for li in range(n_layers):
+            seed_, k_, chunks_, chunk_bits_, first_key_ = <tuple>plan[li]
+            salt = <uint64_t>seed_ + 1
+            k = k_
+            chunks = chunks_
+            chunk_bits = chunk_bits_
+            first_key = first_key_
+            a = _fmix64(fingerprint ^ (SEED_A * salt))
+            b = _fmix64(fingerprint ^ (SEED_B * salt))
+            out.append(first_key + <long long>(_fmix64(a ^ SEED_C) % chunks))
+            for i in range(k):
+                out.append(<unsigned long long>((a + <uint64_t>i * b) % chunk_bits))
+    return out

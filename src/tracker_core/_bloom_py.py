@@ -1,0 +1,64 @@
+"""Bloom-filter hashing for a batch, in pure Python: the readable twin of _bloom_c.pyx.
+
+Both build the same flat argument list for the backfeed script, bit for bit (property tests
+compare them). An item's dedup key is hashed once with 64-bit FNV-1a; each filter layer then
+derives its own chunk and k bit positions from that hash with the murmur3 finalizer (different
+seeds per layer, so layers are independent) and double hashing: position i = (a + i*b) mod bits.
+"""
+from __future__ import annotations
+
+MASK64 = 0xFFFFFFFFFFFFFFFF
+FNV_OFFSET = 0xCBF29CE484222325
+FNV_PRIME = 0x100000001B3
+SEED_A = 0x9E3779B97F4A7C15
+SEED_B = 0xC2B2AE3D27D4EB4F
+SEED_C = 0x165667B19E3779F9
+
+
+def _as_bytes(key) -> bytes:
+    return key.encode("utf-8", "surrogateescape") if isinstance(key, str) else bytes(key)
+
+
+def fnv1a64(data: bytes) -> int:
+    """Hash DATA with 64-bit FNV-1a."""
+    h = FNV_OFFSET
+    for byte in data:
+        h = ((h ^ byte) * FNV_PRIME) & MASK64
+    return h
+
+
+def fmix64(h: int) -> int:
+    """Mix all bits of H (murmur3's finalizer), so every output bit depends on every input bit."""
+    h ^= h >> 33
+    h = (h * 0xFF51AFD7ED558CCD) & MASK64
+    h ^= h >> 33
+    h = (h * 0xC4CEB9FE1A85EC53) & MASK64
+    h ^= h >> 33
+    return h
+
+
+def layer_positions(fingerprint: int, seed: int, k: int, chunks: int, chunk_bits: int):
+    """Return (chunk, [k bit positions]) of a hashed key in one layer."""
+    salt = (seed + 1) & MASK64
+    a = fmix64(fingerprint ^ ((SEED_A * salt) & MASK64))
+    b = fmix64(fingerprint ^ ((SEED_B * salt) & MASK64))
+    chunk = fmix64(a ^ SEED_C) % chunks
+    return chunk, [((a + i * b) & MASK64) % chunk_bits for i in range(k)]
+
+
+def script_args(entries, dedup_keys, layers) -> list:
+    """Build the per-item ARGV of the backfeed script for a batch.
+
+    ENTRIES are what gets queued, DEDUP_KEYS (same length) what the filter keys on; LAYERS is a
+    sequence of (seed, k, chunks, chunk_bits, first_key_index). For each item the list holds the
+    entry, then per layer the 1-based KEYS index of its chunk and its k bit positions.
+    """
+    out: list = []
+    for entry, key in zip(entries, dedup_keys):
+        fingerprint = fnv1a64(_as_bytes(key))
+        out.append(entry)
+        for seed, k, chunks, chunk_bits, first_key in layers:
+            chunk, positions = layer_positions(fingerprint, seed, k, chunks, chunk_bits)
+            out.append(first_key + chunk)
+            out.extend(positions)
+    return out

@@ -1,0 +1,222 @@
+"""A project's Bloom filter in Redis: geometry, growth, and the batch add that dedups items.
+
+Every way an item enters a project (backfeed, ``tracker items add``, the admin API) goes through
+``BloomFilter.add``: the hashing runs here (compiled, or the pure twin when TRACKER_PURE_PYTHON=1)
+and one script tests and sets the bits and queues the new items.
+
+Geometry: the first layer holds ``capacity`` items at a rate a little under the target
+(``fp_rate * (1 - tightening)``), k = bits-per-item * ln 2 (optimal). When a layer is full the
+filter adds one ``growth`` times larger whose rate is ``tightening`` times tighter, so the sum of
+all layers' rates (the rate an absent item sees) stays under ``fp_rate``. Each layer is split into
+equal chunks of at most ``chunk_bits`` bits, one Redis string each, so the 512 MB string limit
+never caps a project; an item's bits all live in one chunk, chosen by its hash.
+"""
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+
+from tracker_core import keys as keyspace
+from tracker_core import scripts
+
+if os.environ.get("TRACKER_PURE_PYTHON") == "1":
+    from tracker_core._bloom_py import script_args
+    COMPILED = False
+else:
+    try:
+        from tracker_core._bloom_c import script_args
+        COMPILED = True
+    except ImportError:
+        from tracker_core._bloom_py import script_args
+        COMPILED = False
+
+DEFAULT_CAPACITY = 1_000_000
+DEFAULT_FP_RATE = 1e-6
+DEFAULT_GROWTH = 2
+DEFAULT_TIGHTENING = 0.1
+MAX_CHUNK_BITS = 2**30          # 128 MiB per Redis string, far under the 512 MB limit
+BATCH = 400
+FIXED_KEYS = 7                  # keys of bloom_add before the bitmaps
+
+OK, UNKNOWN_PROJECT, STALE_GEOMETRY, WRONG_SECRET = 0, -1, -2, -3
+
+
+def optimal_bits_per_item(fp_rate: float) -> float:
+    """Bits per item a Bloom filter with the best k needs for FP_RATE: -ln(p) / ln(2)^2."""
+    return -math.log(fp_rate) / math.log(2) ** 2
+
+
+@dataclass(frozen=True)
+class Layer:
+    index: int
+    capacity: int
+    fp_rate: float
+    k: int
+    chunks: int
+    chunk_bits: int
+
+    @property
+    def bits(self) -> int:
+        return self.chunks * self.chunk_bits
+
+
+@dataclass(frozen=True)
+class Geometry:
+    capacity: int = DEFAULT_CAPACITY
+    fp_rate: float = DEFAULT_FP_RATE
+    growth: int = DEFAULT_GROWTH
+    tightening: float = DEFAULT_TIGHTENING
+    chunk_bits: int = MAX_CHUNK_BITS
+    layers: int = 1
+
+    def __post_init__(self):
+        if self.capacity < 1 or not 0 < self.fp_rate < 1 or self.growth < 1:
+            raise ValueError("capacity >= 1, 0 < fp_rate < 1 and growth >= 1 are required")
+        if not 0 < self.tightening < 1 or not 64 <= self.chunk_bits <= 2**32:
+            raise ValueError("0 < tightening < 1 and 64 <= chunk_bits <= 2**32 are required")
+
+    @classmethod
+    def from_redis(cls, fields: dict) -> Geometry:
+        return cls(capacity=int(fields["capacity"]), fp_rate=float(fields["fp_rate"]),
+                   growth=int(fields["growth"]), tightening=float(fields["tightening"]),
+                   chunk_bits=int(fields["chunk_bits"]), layers=int(fields.get("layers", 1)))
+
+    def layer(self, index: int) -> Layer:
+        capacity = self.capacity * self.growth ** index
+        fp_rate = self.fp_rate * (1 - self.tightening) * self.tightening ** index
+        bits = math.ceil(capacity * optimal_bits_per_item(fp_rate))
+        chunks = math.ceil(bits / self.chunk_bits)
+        chunk_bits = math.ceil(bits / chunks)
+        k = max(1, round(chunk_bits * chunks / capacity * math.log(2)))
+        return Layer(index, capacity, fp_rate, k, chunks, chunk_bits)
+
+    def all_layers(self) -> list[Layer]:
+        return [self.layer(i) for i in range(self.layers)]
+
+    def bits_total(self) -> int:
+        return sum(layer.bits for layer in self.all_layers())
+
+
+class Plan:
+    """What one script call needs: the bitmap keys and, per layer, where its chunks start."""
+
+    def __init__(self, keys: keyspace.ProjectKeys, geometry: Geometry):
+        self.geometry = geometry
+        self.layers = geometry.all_layers()
+        self.chunk_keys: list[str] = []
+        self.hash_plan: list[tuple] = []
+        for layer in self.layers:
+            first_key = FIXED_KEYS + 1 + len(self.chunk_keys)
+            self.hash_plan.append((layer.index, layer.k, layer.chunks, layer.chunk_bits, first_key))
+            self.chunk_keys.extend(keys.bloom_chunk(layer.index, c) for c in range(layer.chunks))
+        self.ks = [layer.k for layer in self.layers]
+
+
+def _as_dict(reply) -> dict:
+    if isinstance(reply, dict):
+        return {_text(k): _text(v) for k, v in reply.items()}
+    return {_text(k): _text(v) for k, v in zip(reply[::2], reply[1::2])}
+
+
+def _text(value):
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def configure(conn, keys: keyspace.ProjectKeys, geometry: Geometry | None = None,
+              replace: bool = False) -> Geometry | int:
+    """Fix the geometry (defaults when None); return the geometry in force, or an error code."""
+    g = geometry or Geometry()
+    reply = scripts.run(conn, "bloom_configure", (keys.settings, keys.bloom),
+                        (g.capacity, repr(g.fp_rate), g.growth, repr(g.tightening), g.chunk_bits,
+                         "1" if replace else "0"))
+    if reply and not isinstance(reply, dict) and reply[0] in (-1, -2):
+        return reply[0]
+    return Geometry.from_redis(_as_dict(reply))
+
+
+@dataclass
+class AddResult:
+    status: int
+    new: int = 0
+    seen: int = 0
+
+
+class BloomFilter:
+    """The filter of one project, seen from one process; caches the geometry until it changes."""
+
+    def __init__(self, conn, keys: keyspace.ProjectKeys):
+        self.conn = conn
+        self.keys = keys
+        self._plan: Plan | None = None
+
+    def plan(self, reload: bool = False) -> Plan | None:
+        if self._plan is None or reload:
+            fields = _as_dict(self.conn.execute_command("HGETALL", self.keys.bloom))
+            if fields:
+                geometry = Geometry.from_redis(fields)
+            else:
+                geometry = configure(self.conn, self.keys)
+                if isinstance(geometry, int):
+                    return None
+            self._plan = Plan(self.keys, geometry)
+        return self._plan
+
+    def add(self, entries, dedup_keys=None, target: str | None = None, owner: str = "",
+            secret_digest: str = "", shard: str = "",
+            fields: tuple[str, str] = ("items_added", "items_duplicate")) -> AddResult:
+        """Queue the ENTRIES whose DEDUP_KEYS the filter has not seen, in one script call.
+
+        The caller keeps batches to a few hundred items (one script blocks Redis while it runs).
+        """
+        k = self.keys
+        dedup_keys = entries if dedup_keys is None else dedup_keys
+        for _attempt in range(8):
+            plan = self.plan()
+            if plan is None:
+                return AddResult(UNKNOWN_PROJECT)
+            args = script_args(entries, dedup_keys, plan.hash_plan)
+            last = plan.layers[-1]
+            reply = scripts.run(
+                self.conn, "bloom_add",
+                (k.settings, target or k.backfeed, k.stats, k.bloom, k.downloader_queues,
+                 k.backfeed_secrets, k.backfeed_shards, *plan.chunk_keys),
+                (len(plan.layers), last.capacity, owner, secret_digest, shard, fields[0],
+                 fields[1], len(entries), *plan.ks, *args))
+            status, new, seen = (int(x) for x in reply)
+            if status != STALE_GEOMETRY:
+                return AddResult(status, new, seen)
+            self.plan(reload=True)
+        raise RuntimeError("the Bloom filter's geometry kept changing under this call")
+
+    def contains_many(self, dedup_keys) -> list[bool]:
+        """Tell for each key whether the filter has (probably) seen it; reads only, one round trip.
+
+        CONN must be a RawRedis (its ``pipeline``); used by the tests and the benchmarks.
+        """
+        plan = self.plan()
+        if plan is None or not dedup_keys:
+            return [False] * len(dedup_keys)
+        args = script_args([b""] * len(dedup_keys), dedup_keys, plan.hash_plan)
+        commands, i = [], 0
+        for _ in dedup_keys:
+            i += 1                                   # the entry
+            for k in plan.ks:
+                chunk_key = plan.chunk_keys[args[i] - FIXED_KEYS - 1]
+                ops = []
+                for position in args[i + 1:i + 1 + k]:
+                    ops += ("GET", "u1", position)
+                commands.append(("BITFIELD_RO", chunk_key, *ops))
+                i += 1 + k
+        replies = self.conn.pipeline(commands)
+        layers = len(plan.ks)
+        return [any(all(replies[n * layers + l]) for l in range(layers))
+                for n in range(len(dedup_keys))]
+
+
+def all_chunk_keys(r, keys: keyspace.ProjectKeys) -> list[str]:
+    """Every bitmap key the project's filter may have (to delete a project without KEYS)."""
+    fields = _as_dict(r.execute_command("HGETALL", keys.bloom))
+    if not fields:
+        return []
+    return Plan(keys, Geometry.from_redis(fields)).chunk_keys

@@ -1,0 +1,174 @@
+"""Pattern and item-type limits of a project: validate, store, list, remove, compile.
+
+A limit is a name, a pattern (see classify: `type:`, `prefix:`, `domain:`, `regex:`) and a rate
+shared by every item that matches (`10/s`, `30/m`; a bare number is per second). Limits live in
+the project's `limits` hash; each change goes through the set_limit script, which bumps the
+settings age, so every node reloads its compiled pattern set on its next request.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+from tracker_core import keys as keyspace
+from tracker_core import scripts
+from tracker_core.classify import Classifier, PatternError, parse_pattern
+
+LIMIT_NAME_RE = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}\Z")
+RATE_RE = re.compile(r"(?P<count>[0-9]+(?:\.[0-9]+)?)(?:/(?P<unit>s|m))?\Z")
+MAX_RATE_PER_S = 1_000_000.0
+MAX_LIMITS = 5000
+SET_LIMIT_ERRORS = {-1: "unknown project {project!r}", -2: "unknown limit {name!r}",
+                    -3: f"too many limits (at most {MAX_LIMITS})"}
+
+
+class LimitError(ValueError):
+    """A bad limit request; the message is one line for the admin."""
+
+
+@dataclass(frozen=True)
+class Limit:
+    name: str
+    pattern: str
+    rate: str
+    rate_per_s: float
+    seq: int
+
+    def as_dict(self) -> dict:
+        return {"name": self.name, "pattern": self.pattern, "rate": self.rate,
+                "rate_per_s": self.rate_per_s, "seq": self.seq}
+
+
+def parse_rate(rate: str) -> tuple[str, float]:
+    """Turn `10/s`, `30/m` or `10` into (normalised text, items per second)."""
+    match = RATE_RE.match(str(rate).strip())
+    if not match:
+        raise LimitError(f"bad rate {rate!r}: use N/s or N/m (N > 0)")
+    count = float(match["count"])
+    unit = match["unit"] or "s"
+    per_s = count if unit == "s" else count / 60.0
+    if not 0 < per_s <= MAX_RATE_PER_S:
+        raise LimitError(f"bad rate {rate!r}: must be above 0 and at most {MAX_RATE_PER_S:.0f}/s")
+    text = f"{int(count) if count == int(count) else count}/{unit}"
+    return text, per_s
+
+
+def check_name(name: str) -> str:
+    if not isinstance(name, str) or not LIMIT_NAME_RE.match(name):
+        raise LimitError(f"bad limit name {name!r}: use a-z, 0-9, '.', '-' and '_' (at most 64)")
+    return name
+
+
+def check_pattern(pattern: str) -> str:
+    try:
+        kind, value = parse_pattern(pattern)
+    except PatternError as exc:
+        raise LimitError(str(exc)) from None
+    return f"{kind}:{value}"
+
+
+def _run(client, k: keyspace.ProjectKeys, op: str, name: str, record: str = "") -> int:
+    age = scripts.run(client, "set_limit", (k.settings, k.limits, k.limits_ready, k.limit_tat),
+                      (k.project, keyspace.SETTINGS_CHANNEL, op, name, record, MAX_LIMITS))
+    if age < 0:
+        raise LimitError(SET_LIMIT_ERRORS[age].format(project=k.project, name=name))
+    return age
+
+
+def add(client, k: keyspace.ProjectKeys, name: str, pattern: str, rate: str) -> int:
+    """Add or replace limit NAME; return the new settings age."""
+    check_name(name)
+    pattern = check_pattern(pattern)
+    rate_text, per_s = parse_rate(rate)
+    record = json.dumps({"pattern": pattern, "rate": rate_text, "rate_per_s": per_s})
+    return _run(client, k, "set", name, record)
+
+
+def remove(client, k: keyspace.ProjectKeys, name: str) -> int:
+    """Remove limit NAME; return the new settings age."""
+    check_name(name)
+    return _run(client, k, "remove", name)
+
+
+def from_hash(values: dict) -> list[Limit]:
+    """Decode the limits hash into limits in classification order (oldest first)."""
+    limits = []
+    for name, raw in values.items():
+        name = name.decode() if isinstance(name, bytes) else name
+        record = json.loads(raw)
+        limits.append(Limit(name, record["pattern"], record["rate"], float(record["rate_per_s"]),
+                            int(record["seq"])))
+    return sorted(limits, key=lambda limit: limit.seq)
+
+
+def load(client, k: keyspace.ProjectKeys) -> list[Limit]:
+    """Read a project's limits, in classification order."""
+    return from_hash(client.hgetall(k.limits))
+
+
+class CompiledLimits:
+    """A project's limits with their compiled classifier: name_of(item) -> limit name or None."""
+
+    def __init__(self, limits: list[Limit]):
+        self.limits = limits
+        self.classifier = Classifier([limit.pattern for limit in limits])
+
+    def name_of(self, item: str) -> str | None:
+        index = self.classifier.classify(item)
+        return None if index < 0 else self.limits[index].name
+
+    def names_of(self, items: list[str]) -> list:
+        return [None if i < 0 else self.limits[i].name for i in self.classifier.classify_many(items)]
+
+
+def split_held(names: list[str], limit_names: list, target: str, k: keyspace.ProjectKeys) -> list:
+    """Split a batch into (entries, dedup keys, target) groups: free items, then held ones."""
+    free = [name for name, limit in zip(names, limit_names) if limit is None]
+    held = [(f"{limit}\0{name}", name) for name, limit in zip(names, limit_names) if limit is not None]
+    groups = [(free, free, target)] if free else []
+    if held:
+        groups.append(([entry for entry, _ in held], [name for _, name in held], k.limited_in))
+    return groups
+
+
+HOLD_BATCH = 5000
+
+
+def hold_new(client, k: keyspace.ProjectKeys) -> int:
+    """Move held items from their way-in set into the held zset; return how many moved."""
+    moved = 0
+    while True:
+        n = scripts.run(client, "hold_limited", (k.limited_in, k.limited, k.limits_ready, k.limit_tat),
+                        (HOLD_BATCH,))
+        moved += n
+        if n < HOLD_BATCH:
+            return moved
+
+
+def reclassify(client, k: keyspace.ProjectKeys, batch: int = 1000) -> int:
+    """Hold the queued items that the project's current limits match; return how many moved.
+
+    Run after limits change (and by maintenance): items queued before a limit existed, or put
+    back by a release, then wait in the limit's sub-queue like newly added ones.
+    """
+    compiled = CompiledLimits(load(client, k))
+    if not compiled.limits:
+        return 0
+    moved = 0
+    for queue in k.shared_queues():
+        cursor = 0
+        while True:
+            cursor, names = client.sscan(queue, cursor, count=batch)
+            names = [n.decode() if isinstance(n, bytes) else n for n in names]
+            args = []
+            for name, limit in zip(names, compiled.names_of(names)):
+                if limit is not None:
+                    args += [name, f"{limit}\0{name}"]
+            if args:
+                moved += scripts.run(client, "hold_queued", (queue, k.limited_in), args)
+            if int(cursor) == 0:
+                break
+    if moved:
+        hold_new(client, k)
+    return moved

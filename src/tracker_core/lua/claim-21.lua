@@ -1,0 +1,228 @@
+--[[ claim: hand up to N items to one downloader, atomically.
+
+KEYS[1]  settings           hash  project settings (its absence means: unknown project)
+KEYS[2]  blocked            set   "ip:ADDRESS" and "name:DOWNLOADER" entries
+KEYS[3]  todo:d:DOWNLOADER  set   the downloader's own queue
+KEYS[4]  todo               set
+KEYS[5]  todo:backfeed      set
+KEYS[6]  todo:secondary     set
+KEYS[7]  todo:redo          set
+KEYS[8]  out                zset  item -> claim time (ms)
+KEYS[9]  claims             hash  item -> "DOWNLOADER\tIP\tTIMES_CLAIMED"
+KEYS[10] downloader_claims  hash  downloader -> claims held
+KEYS[11] ratelimit          string  GCRA theoretical arrival time (ms)
+KEYS[12] stats              hash  counters
+KEYS[13] minute:M           hash  this minute's counters
+KEYS[14] uniq:downloaders:D hyperloglog  downloaders seen on day D (UTC)
+KEYS[15] uniq:ips:D         hyperloglog  IPs seen on day D (UTC)
+KEYS[16] todo:limited       zset  score 0, "LIMIT\0ITEM": items held back by a limit
+KEYS[17] limits_ready       zset  limit with held items -> when its bucket next has a token (ms)
+KEYS[18] limit_tat          hash  limit -> that time, kept while the limit has no held items
+KEYS[19] limits             hash  limit -> JSON {pattern, rate, rate_per_s, seq}
+KEYS[20] reclaim_at         zset  claimed item -> when it may be reclaimed (ms)
+KEYS[21] dead               hash  item -> JSON history of an item reclaimed too often
+
+ARGV[1] now (ms)   ARGV[2] downloader   ARGV[3] ip   ARGV[4] items wanted (1..1000)
+
+Returns {code, settings_age, item...}:
+  200 items given (at least one)     404 nothing to give: queues empty, project paused, the
+  403 downloader or IP blocked           downloader holds its maximum of claims, or the claims
+  429 rate limited                       limit is reached and no claim may be reclaimed
+  -1  unknown project
+Unique downloaders and IPs are counted per day in HyperLogLogs (12 KB at most each, kept 62 days);
+a month's count is PFCOUNT over its days, so each is counted once per period with bounded memory.
+Serve order: when `out` holds claims_limit items, only reclaims; otherwise held items of limits
+whose bucket has a token, then the queues KEYS[3..7] (random within each, SPOP), then reclaims.
+A claim may be reclaimed once older than reclaim_ttl_s x its claim count, so an item that keeps
+failing waits longer each round (a decaying priority); after max_reclaims reclaims it goes to
+`dead` instead. A limit's bucket holds one second's worth of its rate. Every step costs what it
+serves: due limits come from a zset range, held items from a lex range, reclaims from a score
+range, so the cost does not grow with the share of the queue that is held back. The project rate
+limit is a GCRA: only items actually given consume it (a 404 costs nothing).
+]]
+--@include counters
+local UNIQUES_TTL_S = 62 * 86400
+local settings = redis.call('HMGET', KEYS[1], 'settings_age', 'paused', 'rate_limit',
+                            'rate_burst', 'max_claims_per_downloader', 'reclaim_ttl_s',
+                            'claims_limit', 'max_reclaims')
+local age = settings[1]
+if not age then return {-1, 0} end
+local now = tonumber(ARGV[1])
+local downloader, ip = ARGV[2], ARGV[3]
+local wanted = tonumber(ARGV[4])
+local stats, minute = KEYS[12], KEYS[13]
+
+bump(stats, minute, 'requests', 1)
+local function refuse(code, field)
+  bump(stats, minute, field, 1)
+  return {code, age}
+end
+
+if redis.call('SISMEMBER', KEYS[2], 'name:' .. downloader) == 1
+    or redis.call('SISMEMBER', KEYS[2], 'ip:' .. ip) == 1 then
+  return refuse(403, 'requests_blocked')
+end
+-- Counted after the block check: blocked clients are not participants. EXPIRE only when the
+-- estimate changed (a new name or IP), so the common repeat costs one PFADD each.
+for u = 14, 15 do
+  if redis.call('PFADD', KEYS[u], u == 14 and downloader or ip) == 1 then
+    redis.call('EXPIRE', KEYS[u], UNIQUES_TTL_S)
+  end
+end
+if settings[2] == '1' then return refuse(404, 'requests_paused') end
+
+local cap = tonumber(settings[5]) or 0
+if cap > 0 then
+  local room = cap - (tonumber(redis.call('HGET', KEYS[10], downloader)) or 0)
+  if room <= 0 then return refuse(404, 'requests_capped') end
+  if room < wanted then wanted = room end
+end
+
+local rate = tonumber(settings[3]) or 0
+local interval, tat
+if rate > 0 then
+  interval = 60000 / rate
+  local burst = tonumber(settings[4]) or 0
+  if burst < 1 then burst = math.max(1, rate / 60) end
+  tat = tonumber(redis.call('GET', KEYS[11])) or now
+  if tat < now then tat = now end
+  local allowed = math.floor((now + burst * interval - tat) / interval)
+  if allowed < 1 then return refuse(429, 'requests_limited') end
+  if allowed < wanted then wanted = allowed end
+end
+
+local ttl_ms = (tonumber(settings[6]) or 0) * 1000
+local claims_limit = tonumber(settings[7]) or 0
+local max_reclaims = tonumber(settings[8]) or 0
+local reply = {200, age}
+local given, reclaimed = 0, 0
+local fresh = {}
+local function give(item)
+  given = given + 1
+  reply[given + 2] = item
+end
+
+-- Hand out claims that may be reclaimed, oldest due first. Entries of items done or released
+-- since are dropped as they come due (each once), so the scan is bounded by what it clears.
+local claim = downloader .. '\t' .. ip .. '\t'
+local function take_reclaims(need)
+  if ttl_ms <= 0 then return end
+  local budget = 4 * need + 100
+  while need > 0 and budget > 0 do
+    local due = redis.call('ZRANGEBYSCORE', KEYS[20], '-inf', now, 'LIMIT', 0, need)
+    if #due == 0 then return end
+    for _, item in ipairs(due) do
+      budget = budget - 1
+      local claimed_at = redis.call('ZSCORE', KEYS[8], item)
+      local record = claimed_at and redis.call('HGET', KEYS[9], item)
+      if not record then
+        redis.call('ZREM', KEYS[20], item)
+      else
+        local holder, holder_ip, times = string.match(record, '^(.*)\t(.*)\t(%d+)$')
+        times = tonumber(times) or 1
+        local at = tonumber(claimed_at) + ttl_ms * times
+        if at > now then
+          redis.call('ZADD', KEYS[20], at, item)        -- the TTL grew since it was claimed
+        else
+          if redis.call('HINCRBY', KEYS[10], holder, -1) <= 0 then redis.call('HDEL', KEYS[10], holder) end
+          if max_reclaims > 0 and times > max_reclaims then
+            redis.call('ZREM', KEYS[8], item)
+            redis.call('HDEL', KEYS[9], item)
+            redis.call('ZREM', KEYS[20], item)
+            redis.call('HSET', KEYS[21], item, cjson.encode({claims = times, last_downloader = holder,
+              last_ip = holder_ip, last_claimed_ms = tonumber(claimed_at), dead_ms = now}))
+            bump(stats, minute, 'items_dead', 1)
+          else
+            redis.call('ZADD', KEYS[8], now, item)
+            redis.call('HSET', KEYS[9], item, claim .. (times + 1))
+            redis.call('HINCRBY', KEYS[10], downloader, 1)
+            redis.call('ZADD', KEYS[20], now + ttl_ms * (times + 1), item)
+            reclaimed = reclaimed + 1
+            need = need - 1
+            give(item)
+          end
+        end
+      end
+      if need <= 0 then break end
+    end
+  end
+end
+
+-- Held items of limits whose bucket has a token; a removed limit's items go out unthrottled.
+local function take_limited(need)
+  local due = redis.call('ZRANGEBYSCORE', KEYS[17], '-inf', now, 'WITHSCORES', 'LIMIT', 0, need)
+  for j = 1, #due, 2 do
+    if need <= 0 then return end
+    local name, next_at = due[j], tonumber(due[j + 1])
+    local record = redis.call('HGET', KEYS[19], name)
+    local interval, allowed = 0, need
+    if record then
+      local per_s = tonumber(cjson.decode(record)['rate_per_s'])
+      interval = 1000 / per_s
+      local burst = math.max(1, math.floor(per_s))
+      if next_at < now - (burst - 1) * interval then next_at = now - (burst - 1) * interval end
+      allowed = math.min(need, math.floor((now - next_at) / interval) + 1)
+    end
+    local held = redis.call('ZRANGEBYLEX', KEYS[16], '[' .. name .. '\0', '(' .. name .. '\1',
+                            'LIMIT', 0, allowed + 1)
+    local n = math.min(allowed, #held)
+    for m = 1, n do give(string.sub(held[m], #name + 2)) fresh[#fresh + 1] = reply[given + 2] end
+    if n > 0 then redis.call('ZREM', KEYS[16], unpack(held, 1, n)) end
+    need = need - n
+    next_at = next_at + n * interval
+    if #held <= n then
+      redis.call('ZREM', KEYS[17], name)
+      if record then redis.call('HSET', KEYS[18], name, next_at) end
+    else
+      redis.call('ZADD', KEYS[17], next_at, name)
+    end
+  end
+end
+
+local out_size = redis.call('ZCARD', KEYS[8])
+if claims_limit > 0 and out_size >= claims_limit then
+  take_reclaims(wanted)
+  if given == 0 then return refuse(404, 'requests_claims_limited') end
+else
+  if claims_limit > 0 and claims_limit - out_size < wanted then wanted = claims_limit - out_size end
+  take_limited(wanted)
+  for q = 3, 7 do
+    local need = wanted - given
+    if need <= 0 then break end
+    local popped = redis.call('SPOP', KEYS[q], need)
+    for i = 1, #popped do
+      give(popped[i])
+      fresh[#fresh + 1] = popped[i]
+    end
+  end
+  take_reclaims(wanted - given)
+  if given == 0 then return refuse(404, 'requests_empty') end
+end
+
+local first = claim .. '1'
+local count = #fresh
+if count > 0 then
+  local out_args, claim_args = {}, {}
+  for i = 1, count do
+    local item = fresh[i]
+    out_args[2 * i - 1] = now
+    out_args[2 * i] = item
+    claim_args[2 * i - 1] = item
+    claim_args[2 * i] = first
+  end
+  redis.call('ZADD', KEYS[8], unpack(out_args))
+  redis.call('HSET', KEYS[9], unpack(claim_args))
+  redis.call('HINCRBY', KEYS[10], downloader, count)
+  if ttl_ms > 0 then
+    for i = 1, count do out_args[2 * i - 1] = now + ttl_ms end
+    redis.call('ZADD', KEYS[20], unpack(out_args))
+  end
+end
+if rate > 0 then
+  tat = tat + given * interval
+  redis.call('SET', KEYS[11], tostring(tat), 'PX', math.ceil(tat - now) + 1000)
+end
+bump(stats, minute, 'requests_served', 1)
+bump(stats, minute, 'items_claimed', count)
+bump(stats, minute, 'items_reclaimed', reclaimed)
+return reply

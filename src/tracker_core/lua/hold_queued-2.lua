@@ -1,0 +1,15 @@
+--[[ hold_queued: move queued items that a limit now matches to the way-in set of held items.
+
+KEYS[1] a shared queue (set)  KEYS[2] todo:limited_in (set of "LIMIT\0ITEM")
+ARGV[1], ARGV[2], ... pairs: item name, "LIMIT\0ITEM"
+Returns the number moved. An item claimed since the caller read the queue is not there any more
+and is skipped, so no item ends up in two places; hold_limited then files the moved ones.
+]]
+local moved = 0
+for i = 1, #ARGV, 2 do
+  if redis.call('SREM', KEYS[1], ARGV[i]) == 1 then
+    redis.call('SADD', KEYS[2], ARGV[i + 1])
+    moved = moved + 1
+  end
+end
+return moved

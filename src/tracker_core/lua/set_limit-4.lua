@@ -1,0 +1,35 @@
+--[[ set_limit: add, replace or remove one pattern limit and bump the settings age, in one step.
+
+KEYS[1] settings (hash)  KEYS[2] limits (hash: name -> JSON record)
+KEYS[3] limits_ready (zset: limit with held items -> when its bucket has a token)
+KEYS[4] limit_tat (hash: that time for limits without held items)
+ARGV[1] project name (for the notification)  ARGV[2] channel to publish on
+ARGV[3] 'set' or 'remove'  ARGV[4] limit name  ARGV[5] JSON record without its seq (for 'set')
+ARGV[6] the most limits a project may have
+Returns the new settings age; -1 unknown project, -2 unknown limit (remove), -3 too many limits.
+A replaced limit keeps its seq, so its place in the classification order does not move; the
+age bump makes every node reload its compiled pattern set. A removed limit's held items are due
+at once (the claim script hands them out unthrottled) and its bucket is forgotten.
+]]
+if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+local name = ARGV[4]
+if ARGV[3] == 'remove' then
+  if redis.call('HDEL', KEYS[2], name) == 0 then return -2 end
+  if redis.call('ZSCORE', KEYS[3], name) then redis.call('ZADD', KEYS[3], 0, name) end
+  redis.call('HDEL', KEYS[4], name)
+else
+  local old = redis.call('HGET', KEYS[2], name)
+  local seq
+  if old then
+    seq = cjson.decode(old)['seq']
+  else
+    if redis.call('HLEN', KEYS[2]) >= tonumber(ARGV[6]) then return -3 end
+    seq = redis.call('HINCRBY', KEYS[1], 'limits_seq', 1)
+  end
+  local record = cjson.decode(ARGV[5])
+  record['seq'] = seq
+  redis.call('HSET', KEYS[2], name, cjson.encode(record))
+end
+local age = redis.call('HINCRBY', KEYS[1], 'settings_age', 1)
+redis.call('PUBLISH', ARGV[2], ARGV[1] .. ' ' .. age)
+return age

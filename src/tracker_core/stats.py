@@ -1,0 +1,278 @@
+"""Compute a project's statistics: IRSR, RTT, throughput, ETA, unique visitors and chart data.
+
+Everything is read from counters the claim and done scripts keep (the project's ``stats`` hash,
+per-minute hashes, per-day HyperLogLogs) in one pipelined round trip, so a snapshot costs the
+same whether the project has a hundred items or a hundred million. A snapshot also maintains the
+bounded chart data: it samples the backlog once per minute and rolls completed hours of minute
+counters into hour hashes (each one script, written once).
+"""
+from __future__ import annotations
+
+import datetime as dt
+import math
+import time
+
+from tracker_core import keys as keyspace
+from tracker_core import scripts
+
+MINUTE_MS = 60_000
+HOUR_MS = 3_600_000
+DAY_MS = 86_400_000
+MINUTE_TTL_S = 172_800          # as in lua/includes/counters.lua
+HOUR_TTL_S = 60 * 86_400
+RATE_WINDOW_MIN = 10            # items/s, bytes/s over the last ten minutes
+RECENT_WINDOW_MIN = 60          # "recent" IRSR and RTT
+MINUTE_POINTS = 120             # minute chart: the last two hours
+HOUR_POINTS = 168               # hour chart: the last week
+ROLLUP_DELAY_MIN = 3            # roll an hour up only once writers on a slow clock are past it
+ROLLUP_LOOKBACK_H = 46          # minute hashes live 48 h: older hours can no longer be summed
+MIN_GROWTH_WINDOW_MIN = 5       # backlog growth needs samples at least this far apart
+PERCENTILES = (50, 90, 99)
+
+# Reclaims (issue 5) are counted by the reclaim path under these names: items reclaimed at
+# least once (counted at their first reclaim) and claims that served a reclaimed item.
+RECLAIMED_ITEMS_FIELD = "items_reclaimed"
+RECLAIMS_SERVED_FIELD = "reclaims_served"
+
+RTT_FIELD_PREFIX = "rtt_le_"
+# The histogram's upper bounds (seconds), as RTT_BOUNDS_S in lua/done-18.lua (a test compares).
+RTT_BOUNDS_S = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 10800, 43200)
+
+
+def _to_int(value) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return 0
+
+
+def _flat_to_counts(flat) -> dict[str, int]:
+    return {f: _to_int(v) for f, v in zip(flat[::2], flat[1::2])}
+
+
+def ratio(part: int, whole: int) -> float | None:
+    return part / whole if whole else None
+
+
+def rtt_histogram(counters: dict[str, int]) -> list[tuple[float, int]]:
+    """(upper bound in seconds, count) for every bucket of the rtt_le_* fields, by bound."""
+    buckets = {float(b): 0 for b in RTT_BOUNDS_S}
+    buckets[math.inf] = 0
+    for field, count in counters.items():
+        if field.startswith(RTT_FIELD_PREFIX):
+            bound = field[len(RTT_FIELD_PREFIX):]
+            buckets[math.inf if bound == "inf" else float(bound)] = count
+    return sorted(buckets.items())
+
+
+def percentile(histogram: list[tuple[float, int]], q: float) -> float | None:
+    """Estimate the Q-th percentile (0-100) in seconds, linear within a bucket.
+
+    The open top bucket has no upper edge, so a percentile that lands there is reported as its
+    lower edge: a floor, never an invented number.
+    """
+    total = sum(count for _, count in histogram)
+    if not total:
+        return None
+    rank = q / 100 * total
+    seen, lower = 0, 0.0
+    for bound, count in histogram:
+        if count and seen + count >= rank:
+            if math.isinf(bound):
+                return lower
+            return lower + (bound - lower) * max(0.0, rank - seen) / count
+        seen += count
+        lower = bound if not math.isinf(bound) else lower
+    return lower
+
+
+def rtt_summary(counters: dict[str, int]) -> dict:
+    histogram = rtt_histogram(counters)
+    n = counters.get("rtt_count", 0)
+    return {
+        "mean_s": (counters.get("rtt_sum_ms", 0) / n / 1000) if n else None,
+        "count": n,
+        **{f"p{q}_s": percentile(histogram, q) for q in PERCENTILES},
+        "histogram": [["inf" if math.isinf(b) else b, c] for b, c in histogram if c],
+    }
+
+
+def _sum_counts(hashes) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for counts in hashes:
+        for field, value in counts.items():
+            if field != "backlog":
+                total[field] = total.get(field, 0) + value
+    return total
+
+
+def month_days(now_ms: int) -> range:
+    """Day numbers (days since the epoch, UTC) of the calendar month of NOW_MS, up to today."""
+    today = now_ms // DAY_MS
+    date = dt.datetime.fromtimestamp(now_ms / 1000, dt.timezone.utc).date()
+    first = (date.replace(day=1) - dt.date(1970, 1, 1)).days
+    return range(first, today + 1)
+
+
+def backlog_trend(samples: list[tuple[int, int]], done_between: int) -> dict:
+    """Compare the oldest and newest backlog samples (minute, backlog) of the recent window.
+
+    The backlog grows faster than it drains when it is bigger now than it was, although items
+    were done in between: the count-vs-processed check. Returns the growth per second (None
+    without two samples far enough apart) and whether to warn.
+    """
+    if len(samples) < 2 or samples[-1][0] - samples[0][0] < MIN_GROWTH_WINDOW_MIN:
+        return {"growth_per_s": None, "growing": False}
+    (m0, b0), (m1, b1) = samples[0], samples[-1]
+    growth = (b1 - b0) / ((m1 - m0) * 60)
+    return {"growth_per_s": growth, "growing": growth > 0 and done_between >= 0 and b1 > 0}
+
+
+def eta_seconds(backlog: int, items_per_s: float, growth_per_s: float | None) -> float | None:
+    """Seconds until the backlog is empty at the current pace; None when it will not drain.
+
+    With a backlog trend the net drain (which includes items still arriving, e.g. backfeed)
+    decides; without one, the throughput alone.
+    """
+    if backlog <= 0:
+        return 0.0
+    if growth_per_s is not None:
+        return backlog / -growth_per_s if growth_per_s < 0 else None
+    return backlog / items_per_s if items_per_s > 0 else None
+
+
+def log_line(entry_id: str, flat: list) -> dict:
+    """One entry of the project's log stream as the page shows it."""
+    fields = dict(zip(flat[::2], flat[1::2]))
+    return {"id": entry_id, "downloader": fields.get("downloader", ""),
+            "items": fields.get("items", "").split("\0"), "bytes": _to_int(fields.get("bytes")),
+            "version": fields.get("version", ""), "at": _to_int(fields.get("at"))}
+
+
+class StatsReader:
+    """Snapshots of projects' statistics over one connection (RawRedis or a topology client)."""
+
+    def __init__(self, conn):
+        self.conn = conn
+
+    def recent_log(self, project: str, count: int) -> list[dict]:
+        """The COUNT newest lines of the log of completed items, newest first."""
+        entries = self.conn.execute_command("XREVRANGE", keyspace.ProjectKeys(project).log,
+                                            "+", "-", "COUNT", count)
+        return [log_line(entry_id, flat) for entry_id, flat in entries]
+
+    def downloader_total(self, project: str) -> int:
+        """How many downloaders ever completed an item (the page's "show all" count)."""
+        return self.conn.execute_command("ZCARD", keyspace.ProjectKeys(project).downloader_bytes)
+
+    def warriors_active(self, within_s: int = 3600) -> int:
+        """Registered warriors (all projects) that sent a heartbeat within WITHIN_S (wall clock)."""
+        since_ms = int((time.time() - within_s) * 1000)
+        return self.conn.execute_command("ZCOUNT", keyspace.WARRIORS_SEEN, since_ms, "+inf")
+
+    def _read(self, k: keyspace.ProjectKeys, now_ms: int) -> dict:
+        minute_now = now_ms // MINUTE_MS
+        hour_now = now_ms // HOUR_MS
+        day = now_ms // DAY_MS
+        minutes = list(range(minute_now - MINUTE_POINTS + 1, minute_now + 1))
+        hours = list(range(hour_now - HOUR_POINTS + 1, hour_now + 1))
+        days = list(month_days(now_ms))
+        commands = [("HGETALL", k.minute(m)) for m in minutes]
+        commands += [("HGETALL", k.hour(h)) for h in hours]
+        commands += [
+            ("PFCOUNT", k.uniques("downloaders", day)),
+            ("PFCOUNT", k.uniques("ips", day)),
+            ("PFCOUNT", *(k.uniques("downloaders", d) for d in days)),
+            ("PFCOUNT", *(k.uniques("ips", d) for d in days)),
+        ]
+        replies = self.conn.pipeline(commands)
+        n_m, n_h = len(minutes), len(hours)
+        return {
+            "minutes": dict(zip(minutes, (_flat_to_counts(f) for f in replies[:n_m]))),
+            "hours": dict(zip(hours, (_flat_to_counts(f) for f in replies[n_m:n_m + n_h]))),
+            "uniques": dict(zip(("downloaders_day", "ips_day", "downloaders_month", "ips_month"),
+                                (_to_int(x) for x in replies[n_m + n_h:]))),
+        }
+
+    def _maintain(self, k: keyspace.ProjectKeys, now_ms: int, backlog: int, hours: dict) -> None:
+        """Sample the backlog for this minute and roll up completed hours not yet rolled up."""
+        minute_now = now_ms // MINUTE_MS
+        scripts.run(self.conn, "sample_backlog", (k.minute(minute_now),), (backlog, MINUTE_TTL_S))
+        newest = (now_ms - ROLLUP_DELAY_MIN * MINUTE_MS) // HOUR_MS - 1
+        for hour in range(newest - ROLLUP_LOOKBACK_H + 1, newest + 1):
+            if hours.get(hour, {}) == {}:
+                first = hour * 60
+                hour_keys = (k.hour(hour), *(k.minute(first + i) for i in range(60)))
+                if scripts.run(self.conn, "rollup_hour", hour_keys, (HOUR_TTL_S,)) == 1:
+                    hours[hour] = _flat_to_counts(self.conn.execute_command("HGETALL", k.hour(hour)))
+
+    def snapshot(self, project: str, counts: dict, now_ms: int) -> dict:
+        """Statistics of PROJECT; COUNTS is Engine.counts(project) (queues, out, counters)."""
+        k = keyspace.ProjectKeys(project)
+        counters = counts["counters"]
+        backlog = sum(counts["queues"].values()) + counts["out"]
+        data = self._read(k, now_ms)
+        minutes, hours = data["minutes"], data["hours"]
+        self._maintain(k, now_ms, backlog, hours)
+        minute_now = now_ms // MINUTE_MS
+        minutes.setdefault(minute_now, {})["backlog"] = minutes[minute_now].get("backlog", backlog)
+
+        recent = _sum_counts(minutes[m] for m in minutes if m > minute_now - RECENT_WINDOW_MIN)
+        window = _sum_counts(minutes[m] for m in minutes if m > minute_now - RATE_WINDOW_MIN)
+        window_s = (RATE_WINDOW_MIN - 1) * 60 + (now_ms % MINUTE_MS) / 1000
+        items_per_s = window.get("items_done", 0) / window_s
+        samples = sorted((m, c["backlog"]) for m, c in minutes.items()
+                         if "backlog" in c and m > minute_now - RECENT_WINDOW_MIN)
+        trend = backlog_trend(samples, recent.get("items_done", 0))
+        claimed = counters.get("items_claimed", 0)
+        reclaims_served = counters.get(RECLAIMS_SERVED_FIELD, 0)
+        return {
+            "irsr": ratio(counters.get("requests_served", 0), counters.get("requests", 0)),
+            "irsr_recent": ratio(recent.get("requests_served", 0), recent.get("requests", 0)),
+            "reclaim_rate": ratio(counters.get(RECLAIMED_ITEMS_FIELD, 0), claimed - reclaims_served)
+            if RECLAIMED_ITEMS_FIELD in counters else None,
+            "reclaim_serve_rate": ratio(reclaims_served, claimed)
+            if RECLAIMS_SERVED_FIELD in counters else None,
+            "rtt": rtt_summary(counters),
+            "rtt_recent": rtt_summary(recent),
+            "items_per_s": items_per_s,
+            "bytes_per_s": window.get("bytes_done", 0) / window_s,
+            "requests_per_s": window.get("requests", 0) / window_s,
+            "backlog": backlog,
+            "backlog_growth_per_s": trend["growth_per_s"],
+            "backlog_growing": trend["growing"],
+            "eta_s": eta_seconds(backlog, items_per_s, trend["growth_per_s"]),
+            "uniques": data["uniques"],
+            "charts": self._charts(minutes, hours, counts["done"]),
+        }
+
+    @staticmethod
+    def _charts(minutes: dict, hours: dict, done_total: int) -> dict:
+        """Columnar series (uPlot's shape): per minute for two hours, per hour for a week."""
+        by_minute = sorted(minutes.items())
+        minute_chart = {
+            "t": [m * 60 for m, _ in by_minute],
+            "items_done": [c.get("items_done", 0) for _, c in by_minute],
+            "bytes_done": [c.get("bytes_done", 0) for _, c in by_minute],
+            "requests": [c.get("requests", 0) for _, c in by_minute],
+            "irsr": [ratio(c.get("requests_served", 0), c.get("requests", 0)) for _, c in by_minute],
+            "backlog": [c.get("backlog") for _, c in by_minute],
+        }
+        # Hours not rolled up yet (the current one, the few before the roll-up delay) are summed
+        # from the minutes we hold; older ones come from their roll-up.
+        rows = []
+        for hour in sorted(hours):
+            counts = hours[hour] or _sum_counts(c for m, c in minutes.items() if m // 60 == hour)
+            rows.append((hour, counts))
+        items = [c.get("items_done", 0) for _, c in rows]
+        cumulative, running = [], done_total - sum(items)
+        for n in items:
+            running += n
+            cumulative.append(max(running, 0))
+        hour_chart = {
+            "t": [h * 3600 for h, _ in rows],
+            "items_done": items,
+            "bytes_done": [c.get("bytes_done", 0) for _, c in rows],
+            "done_total": cumulative,
+        }
+        return {"minute": minute_chart, "hour": hour_chart}

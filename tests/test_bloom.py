@@ -1,0 +1,167 @@
+"""The Bloom filter: twin hashing agrees, geometry meets its memory bound, and it dedups in Redis."""
+import math
+import os
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tracker_core import _bloom_py as pure
+from tracker_core import bloom
+from tracker_core.keys import ProjectKeys
+from tracker_core.rawredis import RawRedis
+
+if os.environ.get("TRACKER_NO_EXTENSIONS") == "1":
+    compiled = pytest.importorskip("tracker_core._bloom_c")
+else:
+    # Built normally, the compiled module must import: a silent fallback would hide a broken build.
+    from tracker_core import _bloom_c as compiled
+
+P = "bf"
+
+
+def test_compiled_module_is_the_one_in_use():
+    if os.environ.get("TRACKER_PURE_PYTHON") == "1":
+        assert bloom.COMPILED is False
+    else:
+        assert bloom.COMPILED is True
+        assert bloom.script_args is compiled.script_args
+        assert compiled.__file__.endswith(".so")
+
+
+layer_st = st.tuples(st.integers(0, 40), st.integers(1, 40), st.integers(1, 9),
+                     st.integers(1, 2**33), st.integers(8, 100))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.binary(max_size=200), st.text(max_size=60)), max_size=20),
+       st.lists(layer_st, min_size=1, max_size=4))
+def test_twins_give_identical_arguments(keys, layers):
+    entries = [b"e%d" % i for i in range(len(keys))]
+    assert compiled.script_args(entries, keys, layers) == pure.script_args(entries, keys, layers)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=300), st.integers(0, 2**64 - 1))
+def test_twin_hash_primitives_agree(data, h):
+    assert compiled.fnv1a64(data) == pure.fnv1a64(data)
+    assert compiled.fmix64(h) == pure.fmix64(h)
+
+
+def test_fnv1a64_matches_the_published_vectors():
+    assert pure.fnv1a64(b"") == 0xCBF29CE484222325
+    assert pure.fnv1a64(b"a") == 0xAF63DC4C8601EC8C
+    assert pure.fnv1a64(b"foobar") == 0x85944171F73967E8
+
+
+def test_positions_stay_inside_their_chunk_and_spread():
+    chunk, positions = pure.layer_positions(pure.fnv1a64(b"item"), 0, 20, 7, 1000)
+    assert 0 <= chunk < 7 and len(positions) == 20
+    assert all(0 <= p < 1000 for p in positions) and len(set(positions)) > 15
+
+
+def test_first_layer_memory_is_within_five_percent_of_the_theory():
+    g = bloom.Geometry(capacity=10_000_000, fp_rate=1e-6)
+    layer = g.layer(0)
+    theory = bloom.optimal_bits_per_item(1e-6)
+    assert math.isclose(theory, 28.755, abs_tol=0.01)
+    assert theory <= layer.bits / layer.capacity <= theory * 1.05
+    assert layer.k == 20
+
+
+def test_growth_keeps_the_total_rate_and_chunks_stay_under_the_string_limit():
+    g = bloom.Geometry(capacity=10**10, fp_rate=1e-6, layers=12)
+    layers = g.all_layers()
+    assert sum(layer.fp_rate for layer in layers) < 1e-6
+    assert [layer.capacity for layer in layers[:3]] == [10**10, 2 * 10**10, 4 * 10**10]
+    assert all(layer.chunk_bits <= bloom.MAX_CHUNK_BITS < 512 * 8 * 2**20 for layer in layers)
+    assert layers[0].chunks == math.ceil(layers[0].bits / bloom.MAX_CHUNK_BITS)
+
+
+@pytest.fixture
+def filt(admin, redis_url):
+    admin.create_project(P)
+    return bloom.BloomFilter(RawRedis(redis_url), ProjectKeys(P))
+
+
+@pytest.fixture(params=["compiled", "pure"])
+def hashing(request, monkeypatch):
+    """Run a Redis test once over each hashing implementation."""
+    monkeypatch.setattr(bloom, "script_args",
+                        compiled.script_args if request.param == "compiled" else pure.script_args)
+    return request.param
+
+
+def test_add_queues_new_items_once_and_counts_seen(filt, r, hashing):
+    assert filt.add([b"a", b"b", b"a"]) == bloom.AddResult(bloom.OK, 2, 1)
+    assert filt.add([b"a", b"c"]) == bloom.AddResult(bloom.OK, 1, 1)
+    assert r.smembers(ProjectKeys(P).backfeed) == {"a", "b", "c"}
+    stats = r.hgetall(ProjectKeys(P).stats)
+    assert stats["items_added"] == "3" and stats["items_duplicate"] == "2"
+    assert r.hget(ProjectKeys(P).bloom, "items") == "3"
+
+
+def test_both_hashings_mark_the_same_bits(filt, r, monkeypatch):
+    k = ProjectKeys(P)
+    filt.add([b"x%d" % i for i in range(50)])
+    bits = r.execute_command("BITCOUNT", k.bloom_chunk(0, 0))
+    monkeypatch.setattr(bloom, "script_args", pure.script_args)
+    assert filt.add([b"x%d" % i for i in range(50)]) == bloom.AddResult(bloom.OK, 0, 50)
+    assert r.execute_command("BITCOUNT", k.bloom_chunk(0, 0)) == bits > 0
+
+
+def test_unknown_project_and_wrong_secret_change_nothing(admin, redis_url, r):
+    conn = RawRedis(redis_url)
+    ghost = bloom.BloomFilter(conn, ProjectKeys("ghost"))
+    assert ghost.add([b"a"]).status == bloom.UNKNOWN_PROJECT
+    admin.create_project(P)
+    filt = bloom.BloomFilter(conn, ProjectKeys(P))
+    assert filt.add([b"a"], secret_digest="0" * 64).status == bloom.WRONG_SECRET
+    assert r.keys("{ghost}*") == [] and not r.exists(ProjectKeys(P).backfeed)
+    assert not r.exists(ProjectKeys(P).bloom_chunk(0, 0))
+
+
+def test_filter_grows_by_layers_over_chunks_and_never_forgets(admin, redis_url, r, hashing):
+    admin.create_project(P)
+    k = ProjectKeys(P)
+    conn = RawRedis(redis_url)
+    geometry = bloom.configure(conn, k, bloom.Geometry(capacity=100, fp_rate=1e-6, chunk_bits=512))
+    assert geometry.layers == 1 and geometry.layer(0).chunks > 1
+    filt = bloom.BloomFilter(conn, k)
+    items = [b"item-%d" % i for i in range(1000)]
+    new = sum(filt.add(items[i:i + 50]).new for i in range(0, 1000, 50))
+    assert new == 1000 and r.scard(k.backfeed) == 1000
+    layers = int(r.hget(k.bloom, "layers"))
+    assert layers >= 4
+    assert filt.add(items[::7]) == bloom.AddResult(bloom.OK, 0, len(items[::7]))
+    assert all(filt.contains_many(items))
+    chunk_keys = bloom.all_chunk_keys(r, k)
+    assert len(chunk_keys) > layers
+    assert all(r.strlen(key) <= 512 // 8 + 8 for key in chunk_keys)
+
+
+def test_geometry_is_fixed_once_items_are_in(admin, redis_url):
+    admin.create_project(P)
+    k = ProjectKeys(P)
+    conn = RawRedis(redis_url)
+    small = bloom.Geometry(capacity=10, fp_rate=0.01)
+    assert bloom.configure(conn, k, small, replace=True).capacity == 10
+    bloom.BloomFilter(conn, k).add([b"a"])
+    assert bloom.configure(conn, k, bloom.Geometry(capacity=99), replace=True) == -2
+    assert bloom.configure(conn, k).capacity == 10
+
+
+def test_false_positive_rate_matches_the_design_at_small_capacity(admin, redis_url):
+    """At capacity, absent items are reported seen at about the layer's rate (0.9% here)."""
+    admin.create_project(P)
+    k = ProjectKeys(P)
+    conn = RawRedis(redis_url)
+    geometry = bloom.configure(conn, k, bloom.Geometry(capacity=4000, fp_rate=0.01))
+    filt = bloom.BloomFilter(conn, k)
+    for start in range(0, 4000, 400):
+        assert filt.add([b"in-%d" % i for i in range(start, start + 400)]).status == bloom.OK
+    absent = [b"out-%d" % i for i in range(40_000)]
+    hits = sum(sum(filt.contains_many(absent[i:i + 2000])) for i in range(0, len(absent), 2000))
+    expected = geometry.layer(0).fp_rate * len(absent)      # 360
+    # Six standard deviations either side: a broken hash (correlated positions) lands far above.
+    assert expected - 6 * math.sqrt(expected) < hits < expected + 6 * math.sqrt(expected)

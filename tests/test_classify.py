@@ -1,0 +1,134 @@
+"""Pattern classification: each form's rule, first-in-list priority, and twin == compiled."""
+import os
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tracker_core import _classify_py as pure
+from tracker_core import classify
+
+if os.environ.get("TRACKER_NO_EXTENSIONS") == "1":
+    compiled = pytest.importorskip("tracker_core._classify_c")
+else:
+    # Built normally, the compiled module must import: a silent fallback would hide a broken build.
+    from tracker_core import _classify_c as compiled
+
+IMPLEMENTATIONS = pytest.mark.parametrize("impl", [pure, compiled], ids=["pure", "compiled"])
+
+
+def test_compiled_module_is_the_one_in_use():
+    if os.environ.get("TRACKER_PURE_PYTHON") == "1":
+        assert classify.COMPILED is False
+    else:
+        assert classify.COMPILED is True
+        assert classify.Classifier is compiled.Classifier
+        assert compiled.__file__.endswith(".so")
+
+
+@IMPLEMENTATIONS
+@pytest.mark.parametrize("pattern,name,matches", [
+    ("type:user", "user:alice", True),
+    ("type:user", "users:alice", False),
+    ("type:user", "user", False),
+    ("type:user", ":user:x", False),
+    ("prefix:http://a.com/x", "http://a.com/xyz", True),
+    ("prefix:http://a.com/x", "http://a.com/", False),
+    ("domain:Example.com", "https://www.example.com/p", True),
+    ("domain:example.com", "HTTPS://WWW.EXAMPLE.COM/P", True),
+    ("domain:*.example.com", "example.com/a", True),
+    ("domain:example.com", "http://u:pw@deep.sub.example.com:8080/x?q#f", True),
+    ("domain:example.com", "http://notexample.com/", False),
+    ("domain:example.com", "http://example.com.evil.net/", False),
+    ("domain:example.com", "http://evil.net/example.com", False),
+    ("regex:^user:[0-9]+$", "user:123", True),
+    ("regex:^user:[0-9]+$", "user:12a", False),
+    ("regex:foo\\d+bar", "xxfoo12bar", True),
+    ("regex:foo\\d+bar", "xxfoobar", False),
+    ("regex:(?i)^ABC", "abcdef", True),
+    ("regex:(?m)^abc", "x\nabc", True),
+    ("regex:a|^zz", "zzz", True),
+    ("regex:.", "anything", True),
+])
+def test_each_form_matches_by_its_rule(impl, pattern, name, matches):
+    assert impl.Classifier([pattern]).classify(name) == (0 if matches else -1)
+
+
+@IMPLEMENTATIONS
+def test_first_pattern_in_the_list_wins_whatever_its_form(impl):
+    patterns = ["regex:alice$", "prefix:user:al", "domain:a.org", "type:user", "regex:^user:"]
+    c = impl.Classifier(patterns)
+    assert c.classify("user:alice") == 0
+    assert c.classify("user:alex") == 1
+    assert c.classify("user:bob") == 3
+    assert c.classify_many(["user:alice", "http://a.org/", "bob"]) == [0, 2, -1]
+    assert impl.Classifier(list(reversed(patterns))).classify("user:alice") == 0
+
+
+@IMPLEMENTATIONS
+def test_no_patterns_classify_nothing(impl):
+    c = impl.Classifier([])
+    assert len(c) == 0
+    assert c.classify_many(["a", "", "user:x"]) == [-1, -1, -1]
+
+
+@IMPLEMENTATIONS
+@pytest.mark.parametrize("pattern", [
+    "user", "kind:x", "type:", "type:a:b", "regex:(", "domain:a.com/x", "domain:*.", "prefix:",
+    "regex:" + "a" * 1000, 7,
+])
+def test_bad_patterns_are_refused_with_a_reason(impl, pattern):
+    with pytest.raises(pure.PatternError) as info:
+        impl.Classifier([pattern])
+    assert str(info.value) and "\n" not in str(info.value)
+
+
+def test_literal_analysis_feeds_the_fast_paths():
+    assert pure.anchored_literal_prefix("^user:[0-9]+") == "user:"
+    assert pure.anchored_literal_prefix("user:") == ""
+    assert pure.anchored_literal_prefix("(?i)^user") == ""
+    assert pure.anchored_literal_prefix("^ab*") == "a"
+    assert pure.required_literal("x[0-9]/tags/[a-z]+") == "/tags/"
+    assert pure.required_literal("(?i)abc") == ""
+
+
+def reference(patterns, name):
+    """Classify by brute force: the first pattern whose plain `re` translation matches."""
+    for index, pattern in enumerate(patterns):
+        kind, value = pure.parse_pattern(pattern)
+        if kind == "type":
+            hit = name.split(":", 1)[0] == value and ":" in name
+        elif kind == "prefix":
+            hit = name.startswith(value)
+        elif kind == "domain":
+            host = pure.host_of(name)
+            hit = host == value or host.endswith("." + value)
+        else:
+            hit = re.search(value, name) is not None
+        if hit:
+            return index
+    return -1
+
+
+ALPHABET = "ab:/.@?#uxé1"
+fragments = st.text(alphabet=ALPHABET, min_size=1, max_size=6)
+patterns_st = st.lists(st.one_of(
+    fragments.filter(lambda s: ":" not in s).map(lambda s: "type:" + s),
+    fragments.map(lambda s: "prefix:" + s),
+    st.sampled_from(["a", "a.b", "xa.b", "u", "é.a"]).map(lambda s: "domain:" + s),
+    fragments.map(lambda s: "regex:^" + re.escape(s) + "[a-z]*"),
+    fragments.map(lambda s: "regex:" + re.escape(s) + "(?:b|x)?"),
+    fragments.map(lambda s: "regex:" + re.escape(s)),
+    st.sampled_from(["regex:b+1", "regex:^.?a", "regex:[ux]{2}", "regex:(?i)A:"]),
+), max_size=25)
+names_st = st.lists(st.text(alphabet=ALPHABET, max_size=20)
+                    | st.builds(lambda h, p: f"http://{h}/{p}", fragments, fragments), max_size=30)
+
+
+@settings(max_examples=400, deadline=None)
+@given(patterns_st, names_st)
+def test_compiled_and_twin_agree_with_brute_force(patterns, names):
+    expected = [reference(patterns, name) for name in names]
+    assert pure.Classifier(patterns).classify_many(names) == expected
+    assert compiled.Classifier(patterns).classify_many(names) == expected

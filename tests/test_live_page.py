@@ -1,0 +1,248 @@
+"""The leaderboard page, its static files, the live feed (`tracker live`) and headless Chromium."""
+import json
+import os
+import re
+import socket
+import subprocess
+import urllib.request
+
+import pytest
+from falcon import testing
+from websockets.sync.client import connect
+
+from cdp import Browser, find_chromium
+from conftest import ROOT, TRACKER_BIN, start_live_server, stop_live_server, wait_for_port
+from tracker_api.app import create_app
+from tracker_core.embedded import free_port
+
+P = "proj"
+ARTIFACTS = ROOT / "tests" / "artifacts"
+
+
+@pytest.fixture
+def project(admin):
+    admin.create_project(P, title="A <b>bold</b> rescue")
+    list(admin.add_items(P, [f"item{n:03d}" for n in range(60)]))
+    return P
+
+
+@pytest.fixture
+def web(engine):
+    return testing.TestClient(create_app(engine))
+
+
+def start_feed(redis_url: str, interval_s: float = 0.2):
+    port = free_port()
+    process = subprocess.Popen(
+        [str(TRACKER_BIN), "--redis-url", redis_url, "live", "--host", "127.0.0.1",
+         "--port", str(port), "--interval", str(interval_s)], stdin=subprocess.DEVNULL)
+    wait_for_port(port, process=process)
+    return process, port
+
+
+def stop(process):
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+@pytest.fixture
+def feed(redis_url):
+    process, port = start_feed(redis_url)
+    yield port
+    stop(process)
+
+
+def complete(engine, downloader, n, nbytes=1000):
+    status, items = engine.claim(P, downloader, "10.0.0.1", n)
+    assert status == 200
+    assert engine.done(P, downloader, "1", items, ["data", nbytes], "{}").new == n
+    return items
+
+
+def receive(ws, kind):
+    """The next message of KIND (log or snapshot)."""
+    while True:
+        message = json.loads(ws.recv(timeout=15))
+        if message["type"] == kind:
+            return message
+
+
+# -- the page and its files -------------------------------------------------------------------
+
+def test_page_is_served_with_the_project_filled_in_and_escaped(web, project):
+    res = web.simulate_get(f"/{P}/")
+    assert res.status_code == 200 and res.headers["content-type"].startswith("text/html")
+    assert '<meta name="tracker-project" content="proj">' in res.text
+    assert "A &lt;b&gt;bold&lt;/b&gt; rescue" in res.text and "<b>bold</b>" not in res.text
+    assert "{{" not in res.text
+
+
+def test_page_loads_nothing_from_other_hosts(web, project):
+    page = web.simulate_get(f"/{P}").text
+    sources = re.findall(r'(?:src|href)="([^"]+)"', page)
+    assert sources and all(s.startswith("/static/") for s in sources)
+    for source in sources:
+        res = web.simulate_get(source)
+        assert res.status_code == 200 and len(res.content) > 100
+    js = web.simulate_get("/static/leaderboard.js").text
+    assert "http://" not in js and "https://" not in js
+    assert "MIT License" in (ROOT / "src/tracker_api/static/uPlot.LICENSE").read_text()
+
+
+def test_unknown_project_and_static_name_are_404(web, project, r):
+    assert web.simulate_get("/nope/").status_code == 404
+    assert web.simulate_get("/static/../app.py").status_code == 404
+    assert web.simulate_get("/static/secret.py").status_code == 404
+    assert r.hget("tracker:stats", "bad_static_name") == "1"
+
+
+def test_stats_json_carries_recent_log_newest_first(web, engine, project):
+    first = complete(engine, "alice", 2)
+    second = complete(engine, "bob", 1)
+    log = web.simulate_get(f"/{P}/stats.json").json["recent_log"]
+    assert [line["items"] for line in log] == [second, sorted(first, key=first.index)]
+    assert log[0]["downloader"] == "bob" and log[0]["bytes"] == 1000
+
+
+# -- the live feed ----------------------------------------------------------------------------
+
+def test_new_viewer_gets_recent_log_then_snapshot_then_updates(engine, project, feed):
+    earlier = complete(engine, "alice", 3)
+    with connect(f"ws://127.0.0.1:{feed}/{P}") as ws:
+        first = json.loads(ws.recv(timeout=15))
+        assert first["type"] == "log" and first["lines"][0]["items"] == earlier
+        snapshot = json.loads(ws.recv(timeout=15))
+        assert snapshot["type"] == "snapshot" and snapshot["data"]["done"] == 3
+        later = complete(engine, "bob", 2)
+        assert receive(ws, "log")["lines"][0]["items"] == later
+        assert receive(ws, "snapshot")["data"]["done"] == 5
+
+
+def test_feed_coalesces_many_dones_into_few_messages(engine, project, redis_url):
+    process, port = start_feed(redis_url, interval_s=1.0)
+    try:
+        with connect(f"ws://127.0.0.1:{port}/{P}") as ws:
+            receive(ws, "snapshot")
+            done_items = set()
+            for _ in range(30):
+                done_items.update(complete(engine, "alice", 1))
+            seen, log_messages = set(), 0
+            while seen != done_items:
+                message = receive(ws, "log")
+                log_messages += 1
+                for line in message["lines"]:
+                    seen.update(line["items"])
+            assert log_messages < 30
+    finally:
+        stop(process)
+
+
+def test_feed_refuses_unknown_project(feed, project):
+    with connect(f"ws://127.0.0.1:{feed}/nope") as ws:
+        with pytest.raises(Exception):
+            ws.recv(timeout=15)
+        assert ws.close_code == 4404
+
+
+def test_feed_without_redis_closes_viewers_so_pages_poll():
+    process, port = start_feed(f"redis://127.0.0.1:{free_port()}/0")
+    try:
+        with connect(f"ws://127.0.0.1:{port}/{P}") as ws:
+            with pytest.raises(Exception):
+                ws.recv(timeout=15)
+            assert ws.close_code == 1011
+    finally:
+        stop(process)
+
+
+def test_feed_pushes_a_snapshot_when_settings_change(engine, project, feed, admin):
+    with connect(f"ws://127.0.0.1:{feed}/{P}") as ws:
+        receive(ws, "snapshot")
+        admin.set_settings(P, {"title": "Renamed"})
+        while receive(ws, "snapshot")["data"]["title"] != "Renamed":
+            pass
+
+
+@pytest.mark.slow
+def test_tracker_run_starts_the_feed_and_stops_it(redis_url, project):
+    port = free_port()
+    run = subprocess.Popen([str(TRACKER_BIN), "--redis-url", redis_url, "run", "--port", str(port),
+                            "--workers", "1", "--live-port", str(port + 1)],
+                           stdin=subprocess.DEVNULL)
+    try:
+        wait_for_port(port, process=run)
+        wait_for_port(port + 1, process=run)
+        with connect(f"ws://127.0.0.1:{port + 1}/{P}") as ws:
+            assert json.loads(ws.recv(timeout=15))["type"] == "log"
+    finally:
+        stop(run)
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", port + 1), timeout=1).close()
+
+
+# -- the page in headless Chromium ------------------------------------------------------------
+
+def post(base, path, body):
+    request = urllib.request.Request(base + path, data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=10) as res:
+        return res.status, res.read().decode()
+
+
+def complete_over_http(base, downloader, n):
+    status, body = post(base, f"/{P}/multi={n}/request",
+                        {"downloader": downloader, "api_version": "2", "version": "1"})
+    assert status == 200
+    items = json.loads(body)["item_name"].split("\0")
+    assert post(base, f"/{P}/done", {"downloader": downloader, "version": "1",
+                                     "item": "\0".join(items), "bytes": {"data": 2048 * n},
+                                     "id": {}}) == (200, "OK")
+    return items
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(find_chromium() is None and os.environ.get("CI") != "true",
+                    reason="Debian's chromium is not installed (make deps installs it)")
+def test_leaderboard_in_headless_chromium(redis_url, project):
+    feed_process, feed_port = start_feed(redis_url)
+    server = start_live_server(redis_url, workers=1,
+                               extra_env={"TRACKER_LIVE_URL": f":{feed_port}"})
+    browser = Browser(find_chromium())
+    try:
+        browser.navigate(f"{server.base}/{P}/")
+        assert browser.wait_for("document.body.dataset.feed === 'live' && "
+                                "document.getElementById('done').textContent === '0'")
+        assert browser.evaluate("typeof uPlot") == "function"
+        first = complete_over_http(server.base, "alice", 3)
+        browser.wait_for("document.getElementById('done').textContent === '3'")
+        assert browser.evaluate("document.getElementById('todo').textContent") == "57"
+        assert browser.evaluate("document.getElementById('irsr').textContent") == "100.0%"
+        assert browser.evaluate("document.getElementById('uniques').textContent") == "1 / 1"
+        log = browser.wait_for("document.querySelector('#log li') && "
+                               "document.querySelector('#log li').textContent")
+        assert "alice" in log and all(item in log for item in first)
+        rows = browser.evaluate("[...document.querySelectorAll('#downloaders tbody tr')]"
+                                ".map(r => r.cells[1].textContent)")
+        assert rows == ["alice"]
+        assert browser.evaluate("document.querySelectorAll('.charts canvas').length") >= 3
+        browser.screenshot(ARTIFACTS / "leaderboard.png")
+
+        # The feed goes down: the page falls back to polling stats.json and keeps counting.
+        stop(feed_process)
+        browser.wait_for("document.body.dataset.feed === 'polling'")
+        second = complete_over_http(server.base, "bob", 2)
+        browser.wait_for("document.getElementById('done').textContent === '5'", timeout_s=30)
+        log = browser.wait_for("[...document.querySelectorAll('#log li')]"
+                               ".map(li => li.textContent).join('\\n')")
+        assert all(item in log for item in second + first)
+        browser.screenshot(ARTIFACTS / "leaderboard-polling.png")
+    finally:
+        browser.close()
+        stop_live_server(server)
+        if feed_process.poll() is None:
+            stop(feed_process)
+    assert (ARTIFACTS / "leaderboard.png").stat().st_size > 10000

@@ -1,0 +1,255 @@
+"""Reclaims, the claims limit, dead items, limited sub-queues and the serve order (claim-21.lua),
+against a real Redis with a controlled clock."""
+import json
+
+import pytest
+
+from tracker_core.keys import ProjectKeys
+
+P = "recl"
+K = ProjectKeys(P)
+A, B, C = ("alice", "10.0.0.1"), ("bob", "10.0.0.2"), ("carol", "10.0.0.3")
+
+
+@pytest.fixture
+def project(admin):
+    admin.create_project(P)
+    return P
+
+
+def add(admin, names, queue="todo"):
+    return [tuple(x) for x in admin.add_items(P, names, queue=queue)]
+
+
+def claim(engine, who, n=1):
+    return engine.claim(P, who[0], who[1], n)
+
+
+def counter(r, field):
+    return int(r.hget(K.stats, field) or 0)
+
+
+def test_reclaims_are_off_by_default(project, admin, engine, clock):
+    add(admin, ["x"])
+    assert claim(engine, A) == (200, ["x"])
+    clock.advance(10 ** 6)
+    assert claim(engine, B) == (404, [])
+
+
+def test_reclaim_waits_ttl_times_claim_count(project, admin, engine, clock, r):
+    admin.set_settings(P, {"reclaim_ttl_s": "60"})
+    add(admin, ["x"])
+    assert claim(engine, A) == (200, ["x"])
+    clock.advance(59.9)
+    assert claim(engine, B) == (404, [])
+    clock.advance(0.2)                     # older than 60 s x 1 claim
+    assert claim(engine, B) == (200, ["x"])
+    assert r.hget(K.claims, "x") == "bob\t10.0.0.2\t2"
+    assert r.zscore(K.out, "x") == int(clock.now * 1000)
+    assert r.hget(K.downloader_claims, "bob") == "1" and r.hget(K.downloader_claims, "alice") is None
+    clock.advance(119)                     # second round: 60 s x 2 claims
+    assert claim(engine, C) == (404, [])
+    clock.advance(1.1)
+    assert claim(engine, C) == (200, ["x"])
+    assert r.hget(K.claims, "x") == "carol\t10.0.0.3\t3"
+    # A reclaim changes only the claim count and the reclaim statistics.
+    assert counter(r, "items_claimed") == 1 and counter(r, "items_reclaimed") == 2
+    assert r.zcard(K.out) == 1 and r.scard(K.todo) == 0
+
+
+def test_done_or_released_claims_are_not_reclaimed(project, admin, engine, clock, r):
+    admin.set_settings(P, {"reclaim_ttl_s": "10"})
+    add(admin, ["a", "b"])
+    status, items = claim(engine, A, 2)
+    assert status == 200 and sorted(items) == ["a", "b"]
+    engine.done(P, "alice", "1", ["a"], [], "id1")
+    assert engine.release(P, "alice", ["b"]) == 1
+    clock.advance(100)
+    assert claim(engine, B) == (200, ["b"])    # from todo, as a fresh claim
+    assert r.hget(K.claims, "b") == "bob\t10.0.0.2\t1"
+    assert claim(engine, C) == (404, [])       # "a" is done: its stale entry is dropped
+    assert r.zscore(K.reclaim_at, "a") is None
+
+
+def test_ordinary_reclaims_come_after_every_queue(project, admin, engine, clock):
+    admin.set_settings(P, {"reclaim_ttl_s": "10"})
+    add(admin, ["old"])
+    assert claim(engine, A) == (200, ["old"])
+    clock.advance(11)
+    add(admin, ["redo1"], "redo")
+    add(admin, ["new1"])
+    assert claim(engine, B) == (200, ["new1"])
+    assert claim(engine, B) == (200, ["redo1"])
+    assert claim(engine, B) == (200, ["old"])
+
+
+def test_claims_limit_serves_reclaims_first_then_404_without_change(project, admin, engine, clock, r):
+    admin.set_settings(P, {"claims_limit": "2", "reclaim_ttl_s": "30"})
+    add(admin, ["a", "b", "c", "d"])
+    status, first = claim(engine, A, 5)
+    assert status == 200 and len(first) == 2          # capped to the room left in `out`
+    before = (r.zrange(K.out, 0, -1, withscores=True), r.hgetall(K.claims), r.smembers(K.todo))
+    assert claim(engine, B) == (404, [])
+    assert (r.zrange(K.out, 0, -1, withscores=True), r.hgetall(K.claims),
+            r.smembers(K.todo)) == before
+    assert counter(r, "requests_claims_limited") == 1
+    clock.advance(31)
+    status, again = claim(engine, B, 5)                # the limit is hit: only reclaims
+    assert status == 200 and sorted(again) == sorted(first)
+    assert r.scard(K.todo) == 2 and r.zcard(K.out) == 2
+
+
+def test_items_reclaimed_too_often_go_dead_and_can_be_requeued(project, admin, engine, clock, r):
+    admin.set_settings(P, {"reclaim_ttl_s": "1", "max_reclaims": "2"})
+    add(admin, ["x"])
+    assert claim(engine, A) == (200, ["x"])
+    for n, who in ((1, B), (2, C)):
+        clock.advance(n + 0.5)
+        assert claim(engine, who) == (200, ["x"])
+    clock.advance(3.5)
+    assert claim(engine, A) == (404, [])             # the third reclaim would exceed the maximum
+    assert r.zscore(K.out, "x") is None and r.hget(K.claims, "x") is None
+    assert r.hget(K.downloader_claims, "carol") is None
+    history = json.loads(r.hget(K.dead, "x"))
+    assert history["claims"] == 3 and history["last_downloader"] == "carol"
+    assert counter(r, "items_dead") == 1
+    assert [d["item"] for d in admin.dead_items(P)] == ["x"]
+    assert admin.requeue_dead(P, ["x", "nope"]) == 1
+    assert not r.exists(K.dead) and r.smembers(K.todo) == {"x"}
+    assert claim(engine, A) == (200, ["x"])
+    assert r.hget(K.claims, "x") == "alice\t10.0.0.1\t1"
+
+
+def test_limited_items_wait_for_their_bucket_and_others_go_first(project, admin, engine, clock, r):
+    admin.add_limit(P, "users", "type:user", "1/s")
+    add(admin, ["user:a", "user:b", "user:c", "page:1", "page:2"])
+    assert r.zcard(K.limited) == 3 and r.scard(K.todo) == 2 and r.scard(K.limited_in) == 0
+    got = [claim(engine, A) for _ in range(4)]
+    # One token: one user item (held items that are due come first), then the free ones.
+    assert got[0][1][0].startswith("user:")
+    assert sorted(x[1][0] for x in got[1:3]) == ["page:1", "page:2"]
+    assert got[3] == (404, [])
+    clock.advance(1.0)
+    status, items = claim(engine, A, 10)
+    assert status == 200 and len(items) == 1 and items[0].startswith("user:")
+    clock.advance(5)                                  # the bucket holds one second's worth
+    status, items = claim(engine, A, 10)
+    assert status == 200 and len(items) == 1
+    assert r.zcard(K.limited) == 0 and r.zscore(K.limits_ready, "users") is None
+    assert r.hget(K.limit_tat, "users") is not None   # the bucket survives an empty sub-queue
+    add(admin, ["user:d"])
+    assert claim(engine, A) == (404, [])              # no token yet: it stays held
+    clock.advance(1)
+    assert claim(engine, A) == (200, ["user:d"])
+
+
+def test_a_request_gets_free_items_however_much_is_held(project, admin, engine, r):
+    for i in range(50):
+        admin.add_limit(P, f"site{i}", f"domain:site{i}.org", "1/m")
+    held = [f"http://site{i % 50}.org/{i}" for i in range(2000)]
+    add(admin, held + ["free1", "free2"])
+    assert r.zcard(K.limited) == 2000
+    status, items = claim(engine, A, 100)
+    # 50 tokens, one per limit, then both free items: nothing depends on luck.
+    assert status == 200 and len(items) == 52 and {"free1", "free2"} <= set(items)
+    assert claim(engine, A, 100) == (404, [])
+
+
+def test_removed_limit_releases_its_items_and_items_for_one_downloader_are_not_held(
+        project, admin, engine, r):
+    admin.add_limit(P, "users", "type:user", "1/m")
+    add(admin, ["user:a", "user:b"])
+    add(admin, ["user:own"], "downloader:alice")
+    assert r.smembers(K.downloader_queue("alice")) == {"user:own"}
+    assert claim(engine, A) == (200, ["user:a"])      # the one token, held items first
+    assert claim(engine, A) == (200, ["user:own"])
+    assert claim(engine, A) == (404, [])
+    admin.remove_limit(P, "users")
+    assert claim(engine, A) == (200, ["user:b"])
+
+
+def test_serve_order_across_every_source(project, admin, engine, clock):
+    admin.set_settings(P, {"reclaim_ttl_s": "5"})
+    admin.add_limit(P, "users", "type:user", "1/s")
+    add(admin, ["reclaimme"])
+    assert claim(engine, B) == (200, ["reclaimme"])
+    clock.advance(6)
+    add(admin, ["user:held"])
+    add(admin, ["own1"], "downloader:alice")
+    add(admin, ["main1"])
+    add(admin, ["bf1"], "backfeed")
+    add(admin, ["sec1"], "secondary")
+    add(admin, ["redo1"], "redo")
+    got = [claim(engine, A)[1] for _ in range(8)]
+    assert got == [["user:held"], ["own1"], ["main1"], ["bf1"], ["sec1"], ["redo1"],
+                   ["reclaimme"], []]
+
+
+def test_cli_lists_and_requeues_dead_items(project, admin, engine, clock, r, redis_url):
+    from click.testing import CliRunner
+
+    from tracker_api.cli import main
+    admin.set_settings(P, {"reclaim_ttl_s": "1", "max_reclaims": "1"})
+    add(admin, ["x", "y"])
+    claim(engine, A, 2)
+    clock.advance(1.5)
+    claim(engine, B, 2)
+    clock.advance(2.5)
+    assert claim(engine, C, 2) == (404, [])
+    assert admin.status(P)["dead"] == 2
+    runner = CliRunner()
+    res = runner.invoke(main, ["--redis-url", redis_url, "dead", "list", P])
+    assert res.exit_code == 0
+    assert sorted(json.loads(line)["item"] for line in res.output.splitlines()) == ["x", "y"]
+    res = runner.invoke(main, ["--redis-url", redis_url, "dead", "requeue", P])
+    assert res.exit_code == 2 and "--all" in res.output
+    res = runner.invoke(main, ["--redis-url", redis_url, "dead", "requeue", P, "x", "--queue", "redo"])
+    assert res.exit_code == 0 and "requeued 1" in res.output
+    assert r.smembers(K.redo) == {"x"}
+    res = runner.invoke(main, ["--redis-url", redis_url, "dead", "requeue", P, "--all"])
+    assert "requeued 1" in res.output and r.smembers(K.todo) == {"y"} and not r.exists(K.dead)
+    status = admin.status(P)
+    assert status["dead"] == 0 and status["todo_total"] == 2
+
+
+def test_status_counts_held_items(project, admin):
+    admin.add_limit(P, "users", "type:user", "1/s")
+    add(admin, ["user:a", "user:b", "free"])
+    status = admin.status(P)
+    assert status["queues"]["limited"] == 2 and status["todo_total"] == 3
+
+
+def test_a_new_limit_holds_queued_and_released_items(project, admin, engine, r, redis_url):
+    from click.testing import CliRunner
+
+    from tracker_api.cli import main
+    add(admin, ["user:a", "user:b", "page:1"])
+    add(admin, ["user:c"], "secondary")
+    assert claim(engine, A)[0] == 200
+    out_before = r.zrange(K.out, 0, -1)
+    admin.add_limit(P, "users", "type:user", "1/m")
+    held = {m.split("\0", 1)[1] for m in r.zrange(K.limited, 0, -1)}
+    assert held == {"user:a", "user:b", "user:c"} - set(out_before)
+    assert r.scard(K.todo) + r.scard(K.secondary) + r.zcard(K.limited) + r.zcard(K.out) == 4
+    # A release puts an item back in todo; reclassifying holds it again.
+    released = out_before[0]
+    engine.release(P, "alice", [released])
+    res = CliRunner().invoke(main, ["--redis-url", redis_url, "limit", "reclassify", P])
+    assert res.exit_code == 0
+    expected = 1 if released.startswith("user:") else 0
+    assert f"held {expected} queued items" in res.output
+    assert r.zcard(K.limited) == 3 and r.scard(K.todo) == 1
+
+
+def test_done_from_the_old_holder_after_a_reclaim_counts_once(project, admin, engine, clock, r):
+    admin.set_settings(P, {"reclaim_ttl_s": "10"})
+    add(admin, ["x"])
+    claim(engine, A)
+    clock.advance(11)
+    assert claim(engine, B) == (200, ["x"])
+    assert engine.done(P, "alice", "1", ["x"], [], "late").new == 1
+    assert engine.done(P, "bob", "1", ["x"], [], "again").new == 0
+    assert r.hgetall(K.downloader_claims) == {} and r.zcard(K.out) == 0
+    clock.advance(100)
+    assert claim(engine, C) == (404, [])      # nothing left to reclaim
+    assert r.zcard(K.reclaim_at) == 0

@@ -1,0 +1,249 @@
+"""Statistics: counters kept by claim/done, the stats module, GET /P/stats.json and GET /metrics."""
+import math
+import re
+
+import pytest
+from falcon import testing
+from prometheus_client.parser import text_string_to_metric_families
+
+from tracker_api.app import create_app
+from tracker_core import stats as stats_mod
+from tracker_core.keys import ProjectKeys
+from tracker_core.scripts import LUA_DIR
+
+P = "proj"
+K = ProjectKeys(P)
+
+
+@pytest.fixture
+def project(admin):
+    admin.create_project(P)
+    list(admin.add_items(P, [f"item{n}" for n in range(100)]))
+    return P
+
+
+@pytest.fixture
+def web(engine):
+    return testing.TestClient(create_app(engine))
+
+
+def stats_json(web, project=P):
+    res = web.simulate_get(f"/{project}/stats.json")
+    assert res.status_code == 200
+    return res.json
+
+
+def claim_and_done(engine, clock, downloader, n, rtt_s, nbytes=0, ip="10.0.0.1"):
+    status, items = engine.claim(P, downloader, ip, n)
+    assert status == 200 and len(items) == n
+    clock.advance(rtt_s)
+    result = engine.done(P, downloader, "1", items, ["data", nbytes], "{}")
+    assert result.new == n
+    return items
+
+
+# -- counters kept by the scripts -------------------------------------------------------------
+
+def test_lua_and_python_agree_on_rtt_bounds():
+    source = (LUA_DIR / "done-18.lua").read_text()
+    bounds = re.search(r"RTT_BOUNDS_S = \{([^}]*)\}", source)[1]
+    assert tuple(int(b) for b in bounds.split(",")) == stats_mod.RTT_BOUNDS_S
+
+
+def test_done_counts_rtt_into_histogram_buckets(engine, clock, project, r):
+    minute = int(clock.now * 1000) // 60000
+    claim_and_done(engine, clock, "alice", 3, rtt_s=20)        # 20 s -> le 30
+    claim_and_done(engine, clock, "alice", 2, rtt_s=4000)      # 4000 s -> le 10800
+    claim_and_done(engine, clock, "alice", 1, rtt_s=50000)     # beyond the last bound
+    stats = r.hgetall(K.stats)
+    assert stats["rtt_le_30"] == "3" and stats["rtt_le_10800"] == "2" and stats["rtt_le_inf"] == "1"
+    assert stats["rtt_count"] == "6"
+    assert int(stats["rtt_sum_ms"]) == (3 * 20 + 2 * 4000 + 50000) * 1000
+    # The minute of the done call has its own histogram (recent percentiles).
+    done_minute = r.hgetall(K.minute(minute))
+    assert done_minute["rtt_le_30"] == "3" and r.ttl(K.minute(minute)) > 0
+
+
+def test_repeated_done_adds_no_rtt(engine, clock, project, r):
+    items = claim_and_done(engine, clock, "alice", 2, rtt_s=10)
+    engine.done(P, "alice", "1", items, ["data", 5], "{}")
+    assert r.hget(K.stats, "rtt_count") == "2" and r.hget(K.stats, "rtt_le_15") == "2"
+
+
+def test_unique_downloaders_and_ips_per_day_and_month(engine, clock, project, admin, web):
+    for name, ip in (("alice", "10.0.0.1"), ("bob", "10.0.0.1"), ("carol", "10.0.0.2"),
+                     ("alice", "10.0.0.1")):
+        assert engine.claim(P, name, ip, 1)[0] == 200
+    admin.block("name:mallory", P)
+    assert engine.claim(P, "mallory", "10.0.0.9", 1)[0] == 403
+    day = int(clock.now * 1000) // 86_400_000
+    uniques = stats_json(web)["stats"]["uniques"]
+    assert uniques == {"downloaders_day": 3, "ips_day": 2, "downloaders_month": 3, "ips_month": 2}
+    clock.advance(86400)   # 2023-11-15: same month, a new day
+    assert engine.claim(P, "dave", "10.0.0.3", 1)[0] == 200
+    assert engine.claim(P, "alice", "10.0.0.1", 1)[0] == 200
+    uniques = stats_json(web)["stats"]["uniques"]
+    assert uniques == {"downloaders_day": 2, "ips_day": 2, "downloaders_month": 4, "ips_month": 3}
+    assert 0 < engine.conn.execute_command("TTL", K.uniques("ips", day)) <= 62 * 86400
+    clock.advance(16 * 86400)  # December: a new month counts afresh
+    assert engine.claim(P, "erin", "10.0.0.4", 1)[0] == 200
+    uniques = stats_json(web)["stats"]["uniques"]
+    assert uniques["downloaders_month"] == 1 and uniques["ips_month"] == 1
+
+
+# -- the stats module -------------------------------------------------------------------------
+
+def test_percentile_interpolates_within_buckets():
+    counters = {"rtt_le_5": 10, "rtt_le_15": 10}
+    histogram = stats_mod.rtt_histogram(counters)
+    assert stats_mod.percentile(histogram, 50) == pytest.approx(5.0)
+    assert stats_mod.percentile(histogram, 75) == pytest.approx(10.0)
+    assert stats_mod.percentile(histogram, 25) == pytest.approx(3.0)   # bucket 1..5 s
+    assert stats_mod.percentile(stats_mod.rtt_histogram({}), 50) is None
+    # A percentile in the open top bucket is reported as its floor, not invented.
+    assert stats_mod.percentile(stats_mod.rtt_histogram({"rtt_le_inf": 4}), 99) == 43200
+
+
+def test_irsr_overall_and_recent(engine, clock, project, admin, web):
+    for _ in range(3):
+        assert engine.claim(P, "alice", "10.0.0.1", 1)[0] == 200
+    admin.set_settings(P, {"paused": "1"})
+    assert engine.claim(P, "alice", "10.0.0.1", 1)[0] == 404
+    stats = stats_json(web)["stats"]
+    assert stats["irsr"] == pytest.approx(0.75) and stats["irsr_recent"] == pytest.approx(0.75)
+    clock.advance(61 * 60)
+    admin.set_settings(P, {"paused": "0"})
+    assert engine.claim(P, "alice", "10.0.0.1", 1)[0] == 200
+    stats = stats_json(web)["stats"]
+    assert stats["irsr"] == pytest.approx(0.8) and stats["irsr_recent"] == pytest.approx(1.0)
+
+
+def test_rtt_summary_in_stats_json(engine, clock, project, web):
+    claim_and_done(engine, clock, "alice", 4, rtt_s=20)
+    rtt = stats_json(web)["stats"]["rtt"]
+    assert rtt["count"] == 4 and rtt["mean_s"] == pytest.approx(20.0)
+    assert 15 <= rtt["p50_s"] <= 30 and rtt["histogram"] == [[30.0, 4]]
+
+
+def test_items_and_bytes_per_second_over_the_window(engine, clock, project, web):
+    claim_and_done(engine, clock, "alice", 10, rtt_s=1, nbytes=5000)
+    now_ms = int(clock.now * 1000)
+    window_s = 9 * 60 + (now_ms % 60000) / 1000
+    stats = stats_json(web)["stats"]
+    assert stats["items_per_s"] == pytest.approx(10 / window_s)
+    assert stats["bytes_per_s"] == pytest.approx(5000 / window_s)
+    clock.advance(11 * 60)   # out of the window
+    stats = stats_json(web)["stats"]
+    assert stats["items_per_s"] == 0 and stats["eta_s"] is None
+
+
+def test_eta_from_net_drain_and_warning_when_backlog_grows(engine, clock, project, admin, web):
+    first = stats_json(web)["stats"]          # samples the backlog (100) for this minute
+    assert first["backlog"] == 100 and first["backlog_growth_per_s"] is None
+    clock.advance(10 * 60)
+    claim_and_done(engine, clock, "alice", 20, rtt_s=1)
+    stats = stats_json(web)["stats"]
+    assert stats["backlog"] == 80 and not stats["backlog_growing"]
+    growth = (80 - 100) / (10 * 60)
+    assert stats["backlog_growth_per_s"] == pytest.approx(growth)
+    assert stats["eta_s"] == pytest.approx(80 / -growth)
+    # Backfeed outpaces the work: the backlog grows although items are done.
+    clock.advance(10 * 60)
+    list(admin.add_items(P, [f"more{n}" for n in range(200)]))
+    claim_and_done(engine, clock, "alice", 5, rtt_s=1)
+    stats = stats_json(web)["stats"]
+    assert stats["backlog"] == 275 and stats["backlog_growing"] and stats["eta_s"] is None
+
+
+def test_eta_helpers():
+    assert stats_mod.eta_seconds(0, 0.0, None) == 0.0
+    assert stats_mod.eta_seconds(100, 2.0, None) == 50.0
+    assert stats_mod.eta_seconds(100, 0.0, None) is None
+    assert stats_mod.eta_seconds(100, 2.0, 1.0) is None
+    trend = stats_mod.backlog_trend([(0, 10), (2, 50)], 5)
+    assert trend["growth_per_s"] is None      # samples too close together to judge
+
+
+def test_hours_are_rolled_up_once_and_outlive_the_minutes(engine, clock, project, r, web):
+    hour = int(clock.now * 1000) // 3_600_000
+    claim_and_done(engine, clock, "alice", 7, rtt_s=2, nbytes=700)
+    clock.now = (hour + 1) * 3600 + 5 * 60     # five minutes into the next hour
+    stats = stats_json(web)["stats"]
+    rolled = r.hgetall(K.hour(hour))
+    assert rolled["items_done"] == "7" and rolled["bytes_done"] == "700"
+    assert rolled["minutes"] == "1" and 0 < r.ttl(K.hour(hour)) <= stats_mod.HOUR_TTL_S
+    # Minute data expires after two days; the hour chart still has the hour.
+    for minute in range(hour * 60, hour * 60 + 60):
+        r.delete(K.minute(minute))
+    chart = stats_json(web)["stats"]["charts"]["hour"]
+    assert chart["items_done"][chart["t"].index(hour * 3600)] == 7
+    assert chart["done_total"][-1] == 7
+    # Written once: a changed minute afterwards does not rewrite the roll-up.
+    r.hset(K.minute(hour * 60), "items_done", 99)
+    stats_json(web)
+    assert r.hget(K.hour(hour), "items_done") == "7"
+    assert len(stats["charts"]["minute"]["t"]) == stats_mod.MINUTE_POINTS
+    assert len(stats["charts"]["hour"]["t"]) == stats_mod.HOUR_POINTS
+
+
+def test_backlog_sampled_once_per_minute(engine, clock, project, r, web):
+    minute = int(clock.now * 1000) // 60000
+    stats_json(web)
+    list(engine.claim(P, "alice", "10.0.0.1", 30))
+    stats_json(web)     # same minute: the first sample stays
+    assert r.hget(K.minute(minute), "backlog") == "100"
+    assert 0 < r.ttl(K.minute(minute)) <= stats_mod.MINUTE_TTL_S
+
+
+def test_stats_json_counts_and_leaderboard(engine, clock, project, web):
+    claim_and_done(engine, clock, "alice", 3, rtt_s=5, nbytes=300)
+    claim_and_done(engine, clock, "bob", 1, rtt_s=5, nbytes=900)
+    body = stats_json(web)
+    assert body["done"] == 4 and body["todo_total"] == 96 and body["out"] == 0
+    assert body["downloaders_total"] == 2
+    assert [row["downloader"] for row in body["leaderboard"]] == ["bob", "alice"]
+    assert body["stats"]["reclaim_rate"] is None   # no reclaim counters yet
+    assert web.simulate_get("/nope/stats.json").status_code == 404
+
+
+# -- /metrics ---------------------------------------------------------------------------------
+
+def metric_samples(text):
+    samples = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            samples[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return samples
+
+
+def test_metrics_exposes_counters_gauges_and_rtt_histogram(engine, clock, project, admin, web):
+    admin.create_project("other")
+    claim_and_done(engine, clock, "alice", 3, rtt_s=20, nbytes=1500)
+    engine.claim(P, "bob", "10.0.0.2", 2)
+    res = web.simulate_get("/metrics")
+    assert res.status_code == 200 and res.headers["content-type"].startswith("text/plain")
+    samples = metric_samples(res.text)
+    lab = (("project", P),)
+    assert samples[("tracker_items_done_total", lab)] == 3
+    assert samples[("tracker_bytes_done_total", lab)] == 1500
+    assert samples[("tracker_items_out", lab)] == 2
+    assert samples[("tracker_queue_items", (("project", P), ("queue", "todo")))] == 95
+    assert samples[("tracker_requests_total", (("outcome", "served"), ("project", P)))] == 2
+    assert samples[("tracker_rtt_seconds_bucket", (("le", "15"), ("project", P)))] == 0
+    assert samples[("tracker_rtt_seconds_bucket", (("le", "30"), ("project", P)))] == 3
+    assert samples[("tracker_rtt_seconds_count", lab)] == 3
+    assert samples[("tracker_rtt_seconds_sum", lab)] == pytest.approx(60.0)
+    assert samples[("tracker_unique_visitors",
+                    (("kind", "downloaders"), ("period", "day"), ("project", P)))] == 2
+    assert samples[("tracker_items_done_total", (("project", "other"),))] == 0
+    assert not math.isnan(samples[("tracker_rtt_seconds_sum", (("project", "other"),))])
+
+
+def test_stats_json_is_built_at_most_once_a_second(engine, clock, project, web):
+    assert stats_json(web)["done"] == 0
+    status, items = engine.claim(P, "alice", "10.0.0.1", 2)
+    engine.done(P, "alice", "1", items, ["data", 1], "{}")
+    assert stats_json(web)["done"] == 0            # same second: the cached body
+    assert web.simulate_get(f"/{P}/stats.json?top=5").json["done"] == 2   # another size
+    clock.advance(1)
+    assert stats_json(web)["done"] == 2
