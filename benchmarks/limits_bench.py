@@ -1,0 +1,152 @@
+"""Claims from a queue where 95% of the items are held by 1,000 limits whose buckets are empty.
+
+Three runs over one private redis-server on 127.0.0.1 (TCP), one claim (multi=1) per request:
+- held: 1,000 limits (benchmarks/classify_workload.py's mix, 1/min each, their first tokens
+  spent), ITEMS items of which 95% match a limit; claims until the free items run out;
+- unlimited: the same number of free items in a project without limits (the latency reference);
+- claim-then-filter: what the production tracker does (seed 001): take a random item, classify
+  it, and put it back and answer 404 when its limit has no token.
+IRSR = requests served / requests made while free items exist. Writes results/limits.json.
+
+    .venv/bin/python benchmarks/limits_bench.py [--items 100000]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from classify_workload import make_patterns
+
+from tracker_core.admin import Admin
+from tracker_core.classify import COMPILED, Classifier
+from tracker_core.embedded import EmbeddedRedis, free_port
+from tracker_core.engine import Engine
+from tracker_core.keys import ProjectKeys
+
+RESULTS = Path(__file__).with_name("results") / "limits.json"
+HELD_SHARE = 0.95
+
+
+def matching_name(pattern: str, i: int) -> str:
+    """Return a name that PATTERN (from classify_workload) matches."""
+    kind, _, value = pattern.partition(":")
+    if kind == "domain":
+        return f"https://www.{value}/p/{i}"
+    if kind == "type":
+        return f"{value}:u{i}"
+    if kind == "prefix":
+        return f"{value}{i}.jpg"
+    if value.startswith("^post"):
+        return f"{value[1:value.index(':') + 1]}{i}"
+    return f"http://blog.example.net{value.split('[')[0]}words{i}"
+
+
+def load(admin: Admin, project: str, items: int, patterns: list) -> int:
+    held = int(items * HELD_SHARE)
+    names = [matching_name(patterns[i % len(patterns)], i) for i in range(held)]
+    names += [f"free-{i:09d}" for i in range(items - held)]
+    list(admin.add_items(project, names))
+    return items - held
+
+
+def latency_run(engine: Engine, project: str, free: int) -> dict:
+    latencies, served = [], 0
+    requests = 0
+    while served < free:
+        start = time.perf_counter()
+        status, _ = engine.claim(project, "bench", "127.0.0.1", 1)
+        latencies.append(time.perf_counter() - start)
+        requests += 1
+        if status == 200:
+            served += 1
+        elif requests > 3 * free:
+            break
+    return summary(latencies, requests, served)
+
+
+def summary(latencies: list, requests: int, served: int) -> dict:
+    latencies.sort()
+    return {"requests": requests, "served": served, "irsr": round(served / requests, 4),
+            "claim_latency_us_median": round(statistics.median(latencies) * 1e6, 1),
+            "claim_latency_us_p99": round(latencies[int(len(latencies) * 0.99)] * 1e6, 1),
+            "claim_latency_us_mean": round(statistics.fmean(latencies) * 1e6, 1)}
+
+
+def claim_then_filter(admin: Admin, project: str, free: int, patterns: list, requests: int) -> dict:
+    """Take a random item, classify it, put it back when its limit has no token (seed 001)."""
+    k = ProjectKeys(project)
+    classifier = Classifier(patterns)
+    latencies, served = [], 0
+    for _ in range(requests):
+        start = time.perf_counter()
+        item = admin.r.spop(k.todo)
+        if item is not None and classifier.classify(item) >= 0:
+            admin.r.sadd(k.todo, item)       # its bucket is empty: the request gets nothing
+        elif item is not None:
+            admin.r.zadd(k.out, {item: int(time.time() * 1000)})
+            served += 1
+        latencies.append(time.perf_counter() - start)
+    return summary(latencies, requests, served)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--items", type=int, default=100_000)
+    args = parser.parse_args()
+    patterns = make_patterns()
+    with tempfile.TemporaryDirectory() as tmp:
+        server = EmbeddedRedis(tmp, port=free_port())
+        server.start()
+        try:
+            admin, engine = Admin.from_url(server.url), Engine(server.url)
+            admin.create_project("held")
+            for i, pattern in enumerate(patterns):
+                admin.add_limit("held", f"l{i}", pattern, "1/m", reclassify=False)
+            t0 = time.perf_counter()
+            free = load(admin, "held", args.items, patterns)
+            load_s = time.perf_counter() - t0
+            # Spend every limit's first token, so all buckets are empty while we measure.
+            spent = 0
+            while spent < len(patterns):
+                status, got = engine.claim("held", "warmup", "127.0.0.1", 1000)
+                spent += sum(1 for name in got if not name.startswith("free-"))
+                if status != 200 or all(name.startswith("free-") for name in got):
+                    break
+            free_left = admin.status("held")["queues"]["todo"]
+            held_run = latency_run(engine, "held", free_left)
+
+            admin.create_project("plain")
+            list(admin.add_items("plain", [f"free-{i:09d}" for i in range(free_left)]))
+            plain_run = latency_run(engine, "plain", free_left)
+
+            admin.create_project("filter")
+            with_held = [matching_name(patterns[i % len(patterns)], i)
+                         for i in range(int(args.items * HELD_SHARE))]
+            admin.r.sadd(ProjectKeys("filter").todo, *with_held,
+                         *[f"free-{i:09d}" for i in range(free)])
+            filter_run = claim_then_filter(admin, "filter", free, patterns, min(20_000, args.items))
+        finally:
+            server.stop()
+    result = {
+        "command": " ".join(["benchmarks/limits_bench.py", *sys.argv[1:]]),
+        "python": platform.python_version(), "classifier_compiled": COMPILED,
+        "items": args.items, "held_share": HELD_SHARE, "limits": len(patterns),
+        "load_s_with_classification": round(load_s, 2), "tokens_spent_before": spent,
+        "held_95pct": held_run, "unlimited": plain_run, "claim_then_filter": filter_run,
+        "held_latency_vs_unlimited_median": round(
+            held_run["claim_latency_us_median"] / plain_run["claim_latency_us_median"], 3),
+    }
+    RESULTS.parent.mkdir(exist_ok=True)
+    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
