@@ -1,0 +1,366 @@
+"""Apply ansible/site.yml to throwaway Debian roots and drive the deployed tracker through HAProxy.
+
+Four "servers" (a Redis host, two tracker nodes, a load balancer) are Debian roots made by
+debootstrap and provisioned by the playbook over Ansible's chroot connection. Each then runs in
+its own network namespace on a private bridge, with the commands of the units Ansible wrote (a
+chroot has no systemd), and real seesaw-kit warriors in a fifth namespace work a seeded project
+through the load balancer until every item is done. Needs root; `make deploy-test` runs it.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+ANSIBLE_DIR = REPO / "ansible"
+VENV_BIN = Path(sys.executable).parent
+DRIVER = REPO / "tests" / "warrior_driver.py"
+BASE_CACHE = Path(os.environ.get("TRACKER_DEPLOY_CACHE", "/var/cache/tracker-deploy"))
+BASE_TARBALL = BASE_CACHE / "bookworm-server.tar"
+ROOTS = REPO / "var" / "deploy-roots"
+LAST_RUN = ANSIBLE_DIR / "LAST_RUN.md"
+# What a freshly installed Debian server has and the roles rely on: systemd (units), procps
+# (sysctl), Python for Ansible.
+SERVER_PACKAGES = "python3,python3-apt,ca-certificates,systemd,systemd-sysv,procps,iproute2"
+SUBNET = "10.213.0"
+BRIDGE = "trkdbr0"
+# name -> (last octet, inventory groups); tracker2's root is a copy of tracker1's, re-provisioned.
+SERVERS = {"redis1": (11, ["redis"]), "tracker1": (21, ["tracker"]), "tracker2": (22, ["tracker"]),
+           "lb": (31, ["loadbalancer"])}
+CLIENT = ("client", 99)
+PROJECT = "deploydemo"
+ITEMS = 400
+WARRIORS, MULTI = 2, 10
+LOCUST_PROJECT, LOCUST_ITEMS, LOCUST_USERS, LOCUST_SECONDS = "deploylocust", 600, 10, 20
+
+pytestmark = [pytest.mark.deploy, pytest.mark.timeout(3600)]
+
+
+def run(command, *, check=True, **kwargs):
+    """Run a command, failing the test with its output when it fails."""
+    result = subprocess.run(command, text=True, capture_output=True, **kwargs)
+    if check and result.returncode != 0:
+        pytest.fail(f"{command!r} failed ({result.returncode}):\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+    return result
+
+
+def ip(name: str) -> str:
+    return f"{SUBNET}.{dict((n, o) for n, (o, _) in SERVERS.items())[name]}"
+
+
+def debian_mirror() -> str:
+    """Use the host's own Debian mirror (from its apt sources) for the throwaway roots."""
+    for source in [Path("/etc/apt/sources.list.d/debian.sources"), Path("/etc/apt/sources.list")]:
+        if source.exists():
+            match = re.search(r"^(?:URIs:|deb)\s+(\S+/debian)\s", source.read_text(), re.M)
+            if match:
+                return match.group(1)
+    pytest.fail("no Debian mirror in the host's apt sources")
+
+
+def ensure_base_tarball() -> None:
+    """Debootstrap a minimal bookworm server once; reruns extract the cached tarball."""
+    if BASE_TARBALL.exists():
+        return
+    if not shutil.which("debootstrap"):
+        run(["apt-get", "install", "-y", "-qq", "debootstrap"], env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+    BASE_CACHE.mkdir(parents=True, exist_ok=True)
+    scratch = BASE_CACHE / "base.tmp"
+    shutil.rmtree(scratch, ignore_errors=True)
+    run(["debootstrap", "--variant=minbase", "--include=" + SERVER_PACKAGES,
+         "bookworm", str(scratch), debian_mirror()])
+    run(["tar", "-C", str(scratch), "-cf", f"{BASE_TARBALL}.part", "."])
+    os.replace(f"{BASE_TARBALL}.part", BASE_TARBALL)
+    shutil.rmtree(scratch)
+
+
+class Lab:
+    """Roots, mounts, namespaces and processes of one run; close() undoes all of them."""
+
+    def __init__(self):
+        self.mounts: list[Path] = []
+        self.namespaces: list[str] = []
+        self.processes: list[subprocess.Popen] = []
+        self.bridge = False
+
+    def root(self, name: str) -> Path:
+        return ROOTS / name
+
+    def make_root(self, name: str, copy_of: str | None = None) -> Path:
+        root = self.root(name)
+        shutil.rmtree(root, ignore_errors=True)
+        root.mkdir(parents=True)
+        if copy_of:
+            run(["cp", "-ax", f"{self.root(copy_of)}/.", str(root)])
+        else:
+            run(["tar", "-C", str(root), "-xf", str(BASE_TARBALL)])
+        # Package scripts must not start daemons in the host's namespace (no systemd in a chroot).
+        policy = root / "usr/sbin/policy-rc.d"
+        policy.write_text("#!/bin/sh\nexit 101\n")
+        policy.chmod(0o755)
+        shutil.copy("/etc/resolv.conf", root / "etc/resolv.conf")
+        # The host's trusted CAs (a network may intercept TLS with its own CA): pip on the node
+        # fetches the pinned packages. Under local/ too, so update-ca-certificates keeps them.
+        shutil.copy("/etc/ssl/certs/ca-certificates.crt", root / "etc/ssl/certs/ca-certificates.crt")
+        shutil.copy("/etc/ssl/certs/ca-certificates.crt", root / "usr/local/share/ca-certificates/host.crt")
+        for target, args in [("proc", ["-t", "proc", "proc"]), ("dev", ["--bind", "/dev"]),
+                             ("dev/pts", ["--bind", "/dev/pts"])]:
+            point = root / target
+            point.mkdir(exist_ok=True)
+            run(["mount", *args, str(point)])
+            self.mounts.append(point)
+        return root
+
+    def network(self) -> None:
+        run(["ip", "link", "add", BRIDGE, "type", "bridge"])
+        self.bridge = True
+        run(["ip", "link", "set", BRIDGE, "up"])
+        for name, octet in [*((n, o) for n, (o, _) in SERVERS.items()), CLIENT]:
+            ns, veth = f"trkd-{name}", f"vtrkd-{name}"[:15]
+            run(["ip", "netns", "add", ns])
+            self.namespaces.append(ns)
+            run(["ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns])
+            run(["ip", "link", "set", veth, "master", BRIDGE, "up"])
+            run(["ip", "-n", ns, "addr", "add", f"{SUBNET}.{octet}/24", "dev", "eth0"])
+            run(["ip", "-n", ns, "link", "set", "eth0", "up"])
+            run(["ip", "-n", ns, "link", "set", "lo", "up"])
+
+    def start(self, name: str, command: list[str], *, user: str | None = None, env=None, log: str):
+        """Start a command chrooted into NAME's root, inside NAME's namespace."""
+        root = self.root(name)
+        chroot = ["chroot"] + ([f"--userspec={user}:{user}"] if user else []) + [str(root)]
+        env_prefix = ["env", "-i", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8",
+                      *[f"{k}={v}" for k, v in (env or {}).items()]]
+        log_file = open(ROOTS / f"{name}-{log}.log", "ab")
+        process = subprocess.Popen(["ip", "netns", "exec", f"trkd-{name}", *chroot, *env_prefix, *command],
+                                   stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                   start_new_session=True)
+        self.processes.append(process)
+        return process
+
+    def close(self) -> None:
+        for process in reversed(self.processes):
+            try:
+                os.killpg(process.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                continue
+        for process in self.processes:
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+        for ns in self.namespaces:
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+        if self.bridge:
+            subprocess.run(["ip", "link", "del", BRIDGE], capture_output=True)
+        for point in reversed(self.mounts):
+            if subprocess.run(["umount", str(point)], capture_output=True).returncode:
+                subprocess.run(["umount", "-l", str(point)], capture_output=True)
+        if os.environ.get("TRACKER_DEPLOY_KEEP") != "1":
+            shutil.rmtree(ROOTS, ignore_errors=True)
+
+
+def write_inventory(path: Path) -> None:
+    hosts = {name: {"ansible_host": str(ROOTS / name),
+                    "ansible_connection": "community.general.chroot",
+                    "ansible_python_interpreter": "/usr/bin/python3",
+                    "private_ip": ip(name)} for name in SERVERS}
+    children = {}
+    for name, (_, groups) in SERVERS.items():
+        for group in groups:
+            children.setdefault(group, {"hosts": {}})["hosts"][name] = None
+    inventory = {"all": {"hosts": hosts, "children": children,
+                         "vars": {"deploy_live": False, "redis_mode": "single", "tracker_workers": 2,
+                                  "redis_maxmemory_mb": 256}}}
+    path.write_text(json.dumps(inventory, indent=1))
+
+
+def playbook(inventory: Path, limit: str, log: Path) -> str:
+    env = {**os.environ, "ANSIBLE_CONFIG": str(ANSIBLE_DIR / "ansible.cfg"),
+           "PATH": f"{VENV_BIN}:{os.environ['PATH']}", "ANSIBLE_FORCE_COLOR": "0"}
+    result = subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", str(inventory), "--limit", limit,
+                             "site.yml"], cwd=ANSIBLE_DIR, env=env, text=True, capture_output=True)
+    log.write_text(result.stdout + result.stderr)
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
+    return result.stdout
+
+
+def unit_exec(root: Path, unit: str, instance: str = "") -> tuple[list[str], str | None, dict]:
+    """The ExecStart, User and EnvironmentFile variables of a unit Ansible wrote."""
+    text = (root / "etc/systemd/system" / unit).read_text()
+    fields = dict(re.findall(r"^(\w+)=(.*)$", text, re.M))
+    env = {}
+    if "EnvironmentFile" in fields:
+        env_text = (root / fields["EnvironmentFile"].lstrip("-/")).read_text()
+        env = dict(re.findall(r"^([A-Z_]+)=(.*)$", env_text, re.M))
+    return shlex.split(fields["ExecStart"].replace("%i", instance)), fields.get("User"), env
+
+
+def in_client(*command, check=True):
+    return run(["ip", "netns", "exec", f"trkd-{CLIENT[0]}", *command], check=check)
+
+
+def haproxy_servers() -> dict[str, dict]:
+    csv = in_client("curl", "-sf", f"http://{ip('lb')}:8404/stats;csv", check=False).stdout
+    lines = [line for line in csv.splitlines() if line]
+    if not lines:
+        return {}
+    header = lines[0].lstrip("# ").split(",")
+    rows = [dict(zip(header, line.split(","))) for line in lines[1:]]
+    return {row["svname"]: row for row in rows if row["pxname"] == "trackers"
+            and row["svname"] not in ("FRONTEND", "BACKEND")}
+
+
+def wait_for(predicate, what: str, timeout_s: float = 120):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.5)
+    pytest.fail(f"timed out waiting for {what}")
+
+
+def tracker_cli(lab: Lab, *args, stdin: str | None = None):
+    command, _, env = unit_exec(lab.root("tracker1"), "tracker-api.service")
+    tracker = command[0]
+    return run(["ip", "netns", "exec", "trkd-tracker1", "chroot", str(lab.root("tracker1")), "env",
+                "LANG=C.UTF-8", f"TRACKER_REDIS_URL={env['TRACKER_REDIS_URL']}", tracker, *args], input=stdin)
+
+
+def run_locust(host: str, redis_url: str, workdir: Path) -> dict:
+    """Run loadtest.runner.run_headless inside the client namespace; return its figures."""
+    code = (
+        "import json, sys\n"
+        f"sys.path.insert(0, {str(REPO)!r})\n"
+        "from loadtest.runner import run_headless\n"
+        f"r = run_headless({host!r}, redis_url={redis_url!r}, project={LOCUST_PROJECT!r},"
+        f" seed_items={LOCUST_ITEMS}, users={LOCUST_USERS}, run_time_s={LOCUST_SECONDS}, workers=2,"
+        " multi='1-10', download_time='uniform:0.01,0.03', retry_delay_s=0.2, min_irsr=0.0,"
+        f" workdir={str(workdir)!r})\n"
+        "print('RESULT ' + json.dumps({k: r[k] for k in ('exit_code', 'passed', 'failures', 'accounting')}"
+        " | {'counts': r['summary']['counts'], 'log': r['log'][-2000:]}))\n")
+    output = in_client(sys.executable, "-c", code).stdout
+    lines = [line for line in output.splitlines() if line.startswith("RESULT ")]
+    assert lines, output[-3000:]
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+def test_playbook_deploys_a_working_tracker_behind_haproxy(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("needs root (debootstrap, chroot, network namespaces)")
+    started = time.monotonic()
+    ensure_base_tarball()
+    lab = Lab()
+    try:
+        for name in ("redis1", "tracker1", "lb"):
+            lab.make_root(name)
+        inventory = tmp_path / "inventory.json"
+        write_inventory(inventory)
+        playbook(inventory, "redis1,tracker1,lb", ROOTS / "ansible-first.log")
+        lab.make_root("tracker2", copy_of="tracker1")  # cp -x: the mounts are not copied
+        second = playbook(inventory, "tracker2", ROOTS / "ansible-tracker2.log")
+        assert re.search(r"tracker2\s*:\s*ok=\d+\s+changed=\d+\s+unreachable=0\s+failed=0", second)
+
+        # What the playbook wrote, checked before anything runs.
+        redis_root = lab.root("redis1")
+        conf = (redis_root / "etc/redis/tracker-6379.conf").read_text()
+        for line in ["appendonly yes", "appendfsync everysec", "maxmemory-policy noeviction",
+                     "tcp-backlog 4096", f"bind {ip('redis1')}", "maxmemory 256mb"]:
+            assert line in conf.splitlines(), line
+        sysctl = (redis_root / "etc/sysctl.d/60-tracker-redis.conf").read_text()
+        assert "vm.overcommit_memory = 1" in sysctl and "net.core.somaxconn = 4096" in sysctl
+        assert (redis_root / "etc/systemd/system/multi-user.target.wants/disable-thp.service").is_symlink()
+        haproxy_cfg = (lab.root("lb") / "etc/haproxy/haproxy.cfg").read_text()
+        assert f"{ip('tracker1')}:8080" in haproxy_cfg and f"{ip('tracker2')}:8080" in haproxy_cfg
+        for node in ("tracker1", "tracker2"):
+            _, _, env = unit_exec(lab.root(node), "tracker-api.service")
+            assert env["TRACKER_REDIS_URL"] == f"redis://{ip('redis1')}:6379/0"
+            assert (lab.root(node) / "etc/logrotate.d/tracker").exists()
+        t2_command, _, _ = unit_exec(lab.root("tracker2"), "tracker-api.service")
+        assert t2_command[t2_command.index("--host") + 1] == ip("tracker2")
+
+        lab.network()
+        # The namespace's own kernel settings (net.* are per namespace; vm.* would be the host's).
+        for line in sysctl.splitlines():
+            if line.startswith("net."):
+                key, value = (part.strip() for part in line.split("="))
+                run(["ip", "netns", "exec", "trkd-redis1", "sysctl", "-qw", f"{key}={value}"])
+        command, user, _ = unit_exec(redis_root, "redis-tracker@.service", "6379")
+        lab.start("redis1", command, user=user, log="redis")
+        wait_for(lambda: run(["ip", "netns", "exec", "trkd-redis1", "chroot", str(redis_root), "redis-cli",
+                              "-h", ip("redis1"), "ping"], check=False).stdout.strip() == "PONG", "Redis")
+        for node in ("tracker1", "tracker2"):
+            for unit, log in [("tracker-api.service", "api"), ("tracker-live.service", "live")]:
+                command, user, env = unit_exec(lab.root(node), unit)
+                lab.start(node, command, user=user, env=env, log=log)
+        (lab.root("lb") / "run/haproxy").mkdir(parents=True, exist_ok=True)  # systemd's RuntimeDirectory
+        lab.start("lb", ["/usr/sbin/haproxy", "-db", "-f", "/etc/haproxy/haproxy.cfg"], log="haproxy")
+        wait_for(lambda: (s := haproxy_servers()) and all(r["status"] == "UP" for r in s.values())
+                 and len(s) == 2, "both tracker nodes UP in HAProxy")
+
+        names = [f"deploy-item-{i:05d}" for i in range(ITEMS)]
+        tracker_cli(lab, "project", "create", PROJECT)
+        added = json.loads(tracker_cli(lab, "items", "add", PROJECT, "-", stdin="\n".join(names) + "\n").stdout)
+        assert added == {"added": ITEMS, "duplicates": 0}
+
+        claims = ITEMS // (WARRIORS * MULTI)
+        warriors = []
+        for number in range(WARRIORS):
+            work_dir = tmp_path / f"warrior-{number}"
+            work_dir.mkdir()
+            warriors.append(subprocess.Popen(
+                ["ip", "netns", "exec", f"trkd-{CLIENT[0]}", sys.executable, str(DRIVER),
+                 "--tracker", f"http://{ip('lb')}", "--project", PROJECT, "--downloader", f"deploy-w{number}",
+                 "--multi", str(MULTI), "--claims", str(claims), "--work-dir", str(work_dir)],
+                cwd=work_dir, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                text=True))
+        for process in warriors:
+            output, _ = process.communicate(timeout=600)
+            assert process.returncode == 0, output[-4000:]
+            assert any(line.startswith("RESULT ") for line in output.splitlines()), output[-4000:]
+
+        status = json.loads(tracker_cli(lab, "status", PROJECT).stdout)
+        assert status["done"] == ITEMS, status
+        assert status.get("out", 0) == 0 and status.get("todo", 0) == 0, status
+        # The Locust warriors, distributed (a master and two workers) in the client namespace,
+        # seed a second project straight into the deployed Redis and work it through HAProxy.
+        locust = run_locust(f"http://{ip('lb')}", f"redis://{ip('redis1')}:6379/0", tmp_path / "locust")
+        assert locust["exit_code"] == 0 and locust["passed"], locust
+        assert locust["accounting"]["ok"], locust["accounting"]
+        assert locust["counts"]["server_5xx"] == 0 and locust["counts"]["transport_errors"] == 0
+        locust_status = json.loads(tracker_cli(lab, "status", LOCUST_PROJECT).stdout)
+        assert locust_status["done"] == LOCUST_ITEMS, locust_status
+
+        servers = haproxy_servers()
+        # Both nodes answered warriors (leastconn spreads two warriors' connections).
+        assert set(servers) == {"tracker1", "tracker2"}
+        assert all(int(row["stot"]) > 0 for row in servers.values()), servers
+        duration = time.monotonic() - started
+        LAST_RUN.write_text(
+            "# Last run of the deployment test\n\n"
+            f"- date: {datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC}\n"
+            f"- command: `make deploy-test`\n"
+            f"- duration: {duration:.0f} s (base root cached: see /var/cache/tracker-deploy)\n"
+            f"- servers: redis, tracker1, tracker2 (2 bjoern workers each), HAProxy, in network namespaces\n"
+            f"- items done through HAProxy: {status['done']} of {ITEMS} "
+            f"({WARRIORS} seesaw-kit warriors, multi={MULTI})\n"
+            f"- requests per node (HAProxy stot): "
+            + ", ".join(f"{name} {row['stot']}" for name, row in sorted(servers.items())) + "\n"
+            f"- Locust (master + 2 workers, {LOCUST_USERS} users, {LOCUST_SECONDS} s): "
+            f"{locust_status['done']} of {LOCUST_ITEMS} items done, "
+            f"{locust['counts']['items_claimed']} claimed, 5xx {locust['counts']['server_5xx']}\n")
+    finally:
+        lab.close()
