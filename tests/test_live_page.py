@@ -4,6 +4,7 @@ import os
 import re
 import socket
 import subprocess
+import time
 import urllib.request
 
 import pytest
@@ -246,3 +247,30 @@ def test_leaderboard_in_headless_chromium(redis_url, project):
         if feed_process.poll() is None:
             stop(feed_process)
     assert (ARTIFACTS / "leaderboard.png").stat().st_size > 10000
+
+
+def test_many_watched_projects_each_get_their_updates_promptly(engine, admin, feed):
+    # More projects than asyncio's default pool has threads (about six here). Idle watchers
+    # each hold a thread for a whole XREAD block (1 s), so with a shared small pool one busy
+    # project's update waited seconds for a thread; the feed's own pool has one per project.
+    names = [f"many{n:02d}" for n in range(30)]
+    for name in names:
+        admin.create_project(name)
+        list(admin.add_items(name, [f"{name}-item{i}" for i in range(5)]))
+    viewers = {name: connect(f"ws://127.0.0.1:{feed}/{name}") for name in names}
+    try:
+        for ws in viewers.values():
+            receive(ws, "snapshot")                      # every watcher is running
+        time.sleep(1.5)                                  # and idle, blocked in XREAD
+        delays = []
+        for name in names[::6]:
+            status, items = engine.claim(name, "alice", "10.0.0.1", 1)
+            assert engine.done(name, "alice", "1", items, ["data", 1], "{}").new == 1
+            started = time.monotonic()
+            assert receive(viewers[name], "log")["lines"][0]["items"] == items
+            delays.append(time.monotonic() - started)
+            time.sleep(0.3)
+        assert max(delays) < 1.0, delays
+    finally:
+        for ws in viewers.values():
+            ws.close()

@@ -247,3 +247,30 @@ def test_stats_json_is_built_at_most_once_a_second(engine, clock, project, web):
     assert web.simulate_get(f"/{P}/stats.json?top=5").json["done"] == 2   # another size
     clock.advance(1)
     assert stats_json(web)["done"] == 2
+
+
+def test_reclaim_rate_and_reclaim_serve_rate(engine, clock, admin, web):
+    admin.create_project("rec")
+    list(admin.add_items("rec", ["a", "b", "c", "d"]))
+    admin.set_settings("rec", {"reclaim_ttl_s": "10"})
+    assert len(engine.claim("rec", "alice", "10.0.0.1", 4)[1]) == 4
+    clock.advance(11)                                # every claim is due: four first reclaims
+    assert len(engine.claim("rec", "bob", "10.0.0.2", 4)[1]) == 4
+    clock.advance(21)                                # 10 s x 2 claims: due again, not first ones
+    assert len(engine.claim("rec", "carol", "10.0.0.3", 2)[1]) == 2
+    counters = engine.counts("rec")["counters"]
+    assert (counters["items_claimed"], counters["reclaims_served"], counters["items_reclaimed"]) == (4, 6, 4)
+    stats = stats_json(web, "rec")["stats"]
+    assert stats["reclaim_rate"] == 1.0              # every item was reclaimed at least once
+    assert stats["reclaim_serve_rate"] == pytest.approx(6 / 10)
+
+
+def test_to_do_total_counts_held_and_downloader_queues(engine, admin, web):
+    admin.create_project("held")
+    admin.add_limit("held", "users", "type:user", "1/m")
+    list(admin.add_items("held", ["user:a", "user:b", "page:1"]))
+    list(admin.add_items("held", ["mine-1", "mine-2"], queue="downloader:alice"))
+    body = stats_json(web, "held")
+    assert body["todo_total"] == 5                   # 2 held by the limit, 1 free, 2 alice's own
+    assert body["todo_total"] == admin.status("held")["todo_total"]
+    assert engine.counts("held")["queues"]["limited"] == 2

@@ -8,7 +8,13 @@ message per update, whatever the done rate. A new viewer gets the recent log lin
 the latest snapshot. The page falls back to polling stats.json while this process is down.
 
 Redis I/O is blocking (the hot path's own clients, so every topology works) and runs in worker
-threads, one connection per watcher; the event loop only moves messages.
+threads, one connection per watcher; the event loop only moves messages. The feed has its own
+thread pool with one thread per watched project (asyncio's default pool has about six on a
+small machine, and every watcher blocks in XREAD for up to a second, so a seventh project would
+wait behind the others). One XREAD over all streams would need fewer threads, but in a Redis
+Cluster each project's stream lives in its own slot, so one reader per project is what works in
+every topology. Past MAX_WATCHED_PROJECTS a new project's viewers are closed with 1013 (try
+again later) and its page polls stats.json instead.
 """
 from __future__ import annotations
 
@@ -18,6 +24,7 @@ import signal
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import orjson
 from websockets.asyncio.server import broadcast, serve
@@ -33,6 +40,8 @@ SNAPSHOT_IDLE_S = 5.0        # claims change "out" without a log line: refresh n
 RECENT_LINES = 50            # what a new viewer gets first
 BLOCK_MS = 1000
 UNKNOWN_PROJECT_CLOSE = 4404
+TRY_AGAIN_LATER_CLOSE = 1013
+MAX_WATCHED_PROJECTS = 256
 
 
 def _text(message: dict) -> str:
@@ -138,6 +147,9 @@ class LiveFeed:
             await websocket.close(UNKNOWN_PROJECT_CLOSE, "unknown project")
             return
         watcher = self.watchers.get(project)
+        if watcher is None and len(self.watchers) >= MAX_WATCHED_PROJECTS:
+            await websocket.close(TRY_AGAIN_LATER_CLOSE, "too many projects watched")
+            return
         if watcher is None:
             watcher = self.watchers[project] = ProjectWatcher(self, project)
             watcher.viewers.add(websocket)
@@ -180,6 +192,9 @@ class LiveFeed:
 
     async def serve(self, host: str, port: int, ready=None) -> None:
         self.loop = asyncio.get_running_loop()
+        # One thread per watched project (each blocks in XREAD), plus a few for their start-ups.
+        self.loop.set_default_executor(ThreadPoolExecutor(max_workers=MAX_WATCHED_PROJECTS + 8,
+                                                          thread_name_prefix="live-redis"))
         stop = self.loop.create_future()
         for sig in (signal.SIGTERM, signal.SIGINT):
             self.loop.add_signal_handler(sig, lambda: stop.done() or stop.set_result(None))

@@ -22,10 +22,13 @@ from tracker_core.engine import Engine
 REQUEST_OUTCOMES = {
     "requests_served": "served", "requests_empty": "empty", "requests_limited": "limited",
     "requests_blocked": "blocked", "requests_paused": "paused", "requests_capped": "capped",
-    "requests_outdated": "outdated",
+    "requests_outdated": "outdated", "requests_claims_limited": "claims_limited",
 }
 PROJECT_COUNTERS = {
-    "items_claimed": ("tracker_items_claimed", "Items handed out (reclaims included)."),
+    "items_claimed": ("tracker_items_claimed", "Fresh items handed out (reclaims not included)."),
+    "reclaims_served": ("tracker_reclaims_served", "Reclaimed claims handed out again."),
+    "items_reclaimed": ("tracker_items_reclaimed", "Items reclaimed at least once."),
+    "items_dead": ("tracker_items_dead", "Items sent to dead after too many reclaims."),
     "items_done": ("tracker_items_done", "Items completed (each counted once)."),
     "bytes_done": ("tracker_bytes_done", "Bytes reported by done calls that completed items."),
     "done_requests": ("tracker_done_requests", "Done calls received."),

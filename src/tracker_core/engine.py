@@ -16,6 +16,7 @@ from tracker_core.settings import ProjectSettings
 
 UNKNOWN_PROJECT = -1
 _NEGATIVE_CACHE_S = 1.0
+DOWNLOADER_QUEUES_COUNTED = 1000
 
 
 def _pairs_to_dict(flat) -> dict:
@@ -163,15 +164,27 @@ class Engine:
     # -- read-only views for the API ------------------------------------------------------------
 
     def counts(self, project: str) -> dict:
-        """Queue sizes and counters of PROJECT (for stats.json and status)."""
+        """Queue sizes and counters of PROJECT (for stats.json, /metrics and the live page).
+
+        "queues" holds every place an item waits to be served, so its sum is the to-do total:
+        the shared queues, items held back by a limit ("limited", in their sub-queue or on
+        their way in) and the downloaders' own queues ("downloader"; the first
+        DOWNLOADER_QUEUES_COUNTED of them, so a page never reads a huge set: `tracker status`
+        counts them all).
+        """
         k = self.keys(project)
         replies = self.conn.pipeline((
             ("SCARD", k.todo), ("SCARD", k.backfeed), ("SCARD", k.secondary), ("SCARD", k.redo),
-            ("ZCARD", k.out), ("SCARD", k.done), ("HGETALL", k.stats), ("HGETALL", k.domain_bytes)))
+            ("ZCARD", k.out), ("SCARD", k.done), ("HGETALL", k.stats), ("HGETALL", k.domain_bytes),
+            ("ZCARD", k.limited), ("SCARD", k.limited_in),
+            ("SRANDMEMBER", k.downloader_queues, DOWNLOADER_QUEUES_COUNTED)))
+        owners = replies[10]
+        own = self.conn.pipeline([("SCARD", k.downloader_queue(o)) for o in owners]) if owners else []
         stats = {f: int(v) for f, v in _pairs_to_dict(replies[6]).items()}
         return {
             "queues": {"todo": replies[0], "backfeed": replies[1], "secondary": replies[2],
-                       "redo": replies[3]},
+                       "redo": replies[3], "limited": replies[8] + replies[9],
+                       "downloader": sum(own)},
             "out": replies[4],
             "done": stats.get("items_done", 0),
             "done_kept": replies[5],

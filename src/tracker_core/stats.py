@@ -29,8 +29,8 @@ ROLLUP_LOOKBACK_H = 46          # minute hashes live 48 h: older hours can no lo
 MIN_GROWTH_WINDOW_MIN = 5       # backlog growth needs samples at least this far apart
 PERCENTILES = (50, 90, 99)
 
-# Reclaims (issue 5) are counted by the reclaim path under these names: items reclaimed at
-# least once (counted at their first reclaim) and claims that served a reclaimed item.
+# Reclaims are counted by the claim script under these names: items reclaimed at least once
+# (counted at their first reclaim) and reclaims handed out (every one).
 RECLAIMED_ITEMS_FIELD = "items_reclaimed"
 RECLAIMS_SERVED_FIELD = "reclaims_served"
 
@@ -229,9 +229,10 @@ class StatsReader:
         return {
             "irsr": ratio(counters.get("requests_served", 0), counters.get("requests", 0)),
             "irsr_recent": ratio(recent.get("requests_served", 0), recent.get("requests", 0)),
-            "reclaim_rate": ratio(counters.get(RECLAIMED_ITEMS_FIELD, 0), claimed - reclaims_served)
+            # items_claimed counts fresh claims only; reclaims are counted apart (claim-21.lua).
+            "reclaim_rate": ratio(counters.get(RECLAIMED_ITEMS_FIELD, 0), claimed)
             if RECLAIMED_ITEMS_FIELD in counters else None,
-            "reclaim_serve_rate": ratio(reclaims_served, claimed)
+            "reclaim_serve_rate": ratio(reclaims_served, claimed + reclaims_served)
             if RECLAIMS_SERVED_FIELD in counters else None,
             "rtt": rtt_summary(counters),
             "rtt_recent": rtt_summary(recent),

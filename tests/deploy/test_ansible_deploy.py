@@ -77,12 +77,27 @@ def ensure_base_tarball() -> None:
         run(["apt-get", "install", "-y", "-qq", "debootstrap"], env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
     BASE_CACHE.mkdir(parents=True, exist_ok=True)
     scratch = BASE_CACHE / "base.tmp"
-    shutil.rmtree(scratch, ignore_errors=True)
+    remove_tree(scratch)
     run(["debootstrap", "--variant=minbase", "--include=" + SERVER_PACKAGES,
          "bookworm", str(scratch), debian_mirror()])
     run(["tar", "-C", str(scratch), "-cf", f"{BASE_TARBALL}.part", "."])
     os.replace(f"{BASE_TARBALL}.part", BASE_TARBALL)
-    shutil.rmtree(scratch)
+    remove_tree(scratch)
+
+
+def remove_tree(path: Path) -> None:
+    """Delete PATH without ever following a mount out of it (a root has the host's /dev bound in).
+
+    Mounts left under PATH by an interrupted run are detached first (deepest first), and
+    `rm --one-file-system` then refuses to descend into any that could not be.
+    """
+    prefix = str(path.resolve()) + "/"
+    with open("/proc/self/mounts") as mounts:
+        points = [line.split()[1] for line in mounts if line.split()[1].startswith(prefix)]
+    for point in sorted(points, key=len, reverse=True):
+        if subprocess.run(["umount", point], capture_output=True).returncode:
+            subprocess.run(["umount", "-l", point], capture_output=True)
+    subprocess.run(["rm", "-rf", "--one-file-system", str(path)], capture_output=True)
 
 
 class Lab:
@@ -99,7 +114,7 @@ class Lab:
 
     def make_root(self, name: str, copy_of: str | None = None) -> Path:
         root = self.root(name)
-        shutil.rmtree(root, ignore_errors=True)
+        remove_tree(root)
         root.mkdir(parents=True)
         if copy_of:
             run(["cp", "-ax", f"{self.root(copy_of)}/.", str(root)])
@@ -169,7 +184,7 @@ class Lab:
             if subprocess.run(["umount", str(point)], capture_output=True).returncode:
                 subprocess.run(["umount", "-l", str(point)], capture_output=True)
         if os.environ.get("TRACKER_DEPLOY_KEEP") != "1":
-            shutil.rmtree(ROOTS, ignore_errors=True)
+            remove_tree(ROOTS)
 
 
 def write_inventory(path: Path) -> None:

@@ -38,7 +38,9 @@ failing waits longer each round (a decaying priority); after max_reclaims reclai
 `dead` instead. A limit's bucket holds one second's worth of its rate. Every step costs what it
 serves: due limits come from a zset range, held items from a lex range, reclaims from a score
 range, so the cost does not grow with the share of the queue that is held back. The project rate
-limit is a GCRA: only items actually given consume it (a 404 costs nothing).
+limit is a GCRA: only items actually given consume it (a 404 costs nothing).Counters: items_claimed counts fresh items only (a reclaim changes no other counter), reclaims_served
+every reclaim handed out, items_reclaimed each item at its first reclaim (so reclaim rate =
+items_reclaimed / items_claimed), items_dead each item sent to `dead`.
 ]]
 --@include counters
 local UNIQUES_TTL_S = 62 * 86400
@@ -95,7 +97,7 @@ local ttl_ms = (tonumber(settings[6]) or 0) * 1000
 local claims_limit = tonumber(settings[7]) or 0
 local max_reclaims = tonumber(settings[8]) or 0
 local reply = {200, age}
-local given, reclaimed = 0, 0
+local given, reclaimed, first_reclaims = 0, 0, 0
 local fresh = {}
 local function give(item)
   given = given + 1
@@ -138,6 +140,7 @@ local function take_reclaims(need)
             redis.call('HINCRBY', KEYS[10], downloader, 1)
             redis.call('ZADD', KEYS[20], now + ttl_ms * (times + 1), item)
             reclaimed = reclaimed + 1
+            if times == 1 then first_reclaims = first_reclaims + 1 end
             need = need - 1
             give(item)
           end
@@ -224,5 +227,6 @@ if rate > 0 then
 end
 bump(stats, minute, 'requests_served', 1)
 bump(stats, minute, 'items_claimed', count)
-bump(stats, minute, 'items_reclaimed', reclaimed)
+bump(stats, minute, 'reclaims_served', reclaimed)
+bump(stats, minute, 'items_reclaimed', first_reclaims)
 return reply
