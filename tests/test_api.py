@@ -1,4 +1,6 @@
 """The warrior protocol over HTTP (falcon's test client), once per protocol implementation."""
+import time
+
 import orjson
 import pytest
 
@@ -79,6 +81,17 @@ def test_old_version_gets_455_and_claims_nothing(client, project, admin, r):
     ok = post(client, "/proj/request", {"downloader": "alice", "api_version": "2",
                                         "version": "20240101.10"})
     assert ok.status_code == 200
+
+
+def test_lowering_the_minimum_version_is_seen_without_any_claim(client, project, admin):
+    # A 455 is decided in the API worker from its cached settings and reaches no script, so no
+    # script reply can tell the worker that the minimum changed: the cache must expire by itself.
+    body = {"downloader": "alice", "api_version": "2", "version": "20240101.01"}
+    admin.set_settings(P, {"min_version": "20240101.02"})
+    assert post(client, "/proj/request", body).status_code == 455      # cached now
+    admin.set_settings(P, {"min_version": "20240101.01"})
+    time.sleep(1.1)
+    assert post(client, "/proj/request", body).status_code == 200
 
 
 def test_blocked_is_403(client, project, admin):
@@ -164,6 +177,11 @@ BAD_REQUESTS = [
     ("/proj/done", {"downloader": "alice", "item": 5}, 400, "bad_item"),
     ("/proj/done", {"downloader": "alice", "item": ""}, 400, "bad_item"),
     ("/proj/done", {"downloader": "alice", "item": "a\0\0b"}, 400, "bad_item"),
+    # Lua would print such totals in exponent form and Redis refuse them mid-script.
+    ("/proj/done", {"downloader": "alice", "item": "item0",
+                    "bytes": {f"d{n}": 2**53 - 1 for n in range(20)}}, 400, "bad_bytes"),
+    ("/proj/done", {"downloader": "alice", "item": "item0",
+                    "bytes": {f"d{n}": 1 for n in range(33)}}, 400, "bad_bytes"),
     ("/proj/done", {"downloader": "alice", "item": "x" * 5000}, 400, "bad_item"),
     ("/proj/done", {"downloader": "alice", "item": "item1", "bytes": {"d": -1}}, 400, "bad_bytes"),
     ("/proj/done", {"downloader": "alice", "item": "item1", "bytes": [1]}, 400, "bad_bytes"),
@@ -209,3 +227,15 @@ def test_redis_down_is_503_not_500(engine, implementation, admin, redis_server):
     dead = Engine("redis://127.0.0.1:1/0")
     res = post(testing.TestClient(create_app(dead)), "/proj/request", {"downloader": "alice"})
     assert res.status_code == 503 and "retry" in res.text
+
+
+def test_a_script_redis_refuses_is_503_and_changes_nothing(client, project, r):
+    # Out of memory under noeviction: Redis refuses the claim script's first write.
+    before = snapshot(r)
+    r.config_set("maxmemory", 1)
+    try:
+        res = post(client, "/proj/request", {"downloader": "alice", "api_version": "2"})
+    finally:
+        r.config_set("maxmemory", 0)
+    assert res.status_code == 503 and "retry" in res.text
+    assert snapshot(r) == before

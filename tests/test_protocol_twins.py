@@ -62,8 +62,11 @@ def test_flatten_bytes(impl):
     assert impl.flatten_bytes({"data": 5, "warc": 0}) == ["data", 5, "warc", 0]
     assert impl.flatten_bytes({}) == []
     for bad in ({"data": -1}, {"data": 1.5}, {"data": "5"}, {"data": True}, {"": 1},
-                {"data": 2**53}, [1], None, "x"):
+                {"data": 2**53}, {"data": 10**13}, {"a": 6 * 10**12, "b": 4 * 10**12},
+                {f"d{n}": 1 for n in range(33)}, {"data": 2**70}, [1], None, "x"):
         assert impl.flatten_bytes(bad) is None
+    assert len(impl.flatten_bytes({f"d{n}": 1 for n in range(32)})) == 64
+    assert impl.flatten_bytes({"a": 10**13 - 2, "b": 1}) == ["a", 10**13 - 2, "b", 1]
 
 
 @settings(max_examples=400, deadline=None)
@@ -92,6 +95,7 @@ def test_twins_agree_on_long_versions(a, b):
 
 @settings(max_examples=200, deadline=None)
 @given(st.dictionaries(st.text(max_size=5), st.one_of(st.integers(-5, 2**54), st.floats(),
-                                                      st.booleans(), st.text())))
+                                                      st.integers(10**13 // 4, 10**13),
+                                                      st.booleans(), st.text()), max_size=40))
 def test_twins_agree_on_bytes(value):
     assert compiled.flatten_bytes(value) == pure.flatten_bytes(value)

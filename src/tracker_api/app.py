@@ -5,10 +5,11 @@ import falcon
 import redis
 
 from tracker_api import admin_api, admin_pages, backfeed, metrics, stats, stats_page, warrior
-from tracker_api.errors import Refused, refuse_handler, storage_handler
+from tracker_api.errors import Refused, refuse_handler, script_handler, storage_handler
 from tracker_core.admin import Admin
 from tracker_core.engine import Engine
 from tracker_core.rawredis import RedisError
+from tracker_core.scripts import ScriptError
 
 
 def _collapse_slashes(app):
@@ -32,6 +33,7 @@ def create_app(engine: Engine, trust_forwarded: bool = False):
     app = falcon.App(media_type=falcon.MEDIA_JSON)
     app.req_options.strip_url_path_trailing_slash = True
     app.add_error_handler(RedisError, storage_handler)
+    app.add_error_handler(ScriptError, script_handler)
     app.add_error_handler(redis.exceptions.ConnectionError, storage_handler)   # admin paths
     app.add_error_handler(Refused, refuse_handler(engine))
 

@@ -1,6 +1,8 @@
 """Refusals with a one-line reason: every bad request is answered 4xx, counted, and changes nothing."""
 from __future__ import annotations
 
+import sys
+
 import falcon
 
 from tracker_core.rawredis import RedisError
@@ -36,3 +38,15 @@ def storage_handler(req, resp, ex: RedisError, params):
     resp.status = 503
     resp.content_type = falcon.MEDIA_TEXT
     resp.text = "tracker storage unavailable, retry later\n"
+
+
+def script_handler(req, resp, ex: Exception, params):
+    """A script refused by Redis (out of memory under noeviction, busy, loading...): 503.
+
+    A warrior retries any non-200 after its back-off; a 500 would say the request was wrong.
+    The reason goes to the log, not to the client.
+    """
+    print(f"tracker: {req.method} {req.path}: {ex}", file=sys.stderr, flush=True)
+    resp.status = 503
+    resp.content_type = falcon.MEDIA_TEXT
+    resp.text = "tracker storage refused the change, retry later\n"

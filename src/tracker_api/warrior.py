@@ -114,8 +114,8 @@ class ProtocolResource:
         names = item_names(body.get("item"), project)
         domain_bytes = protocol.flatten_bytes(body.get("bytes", {}))
         if domain_bytes is None:
-            raise Refused(400, "bytes must map domain names to non-negative integers", "bad_bytes",
-                          project)
+            raise Refused(400, "bytes must map at most 32 domain names to non-negative integers"
+                          " totalling under 10 TB", "bad_bytes", project)
         item_id = orjson.dumps(body.get("id")).decode()
         if len(item_id) > 4096:
             raise Refused(400, "id is too large (limit 4096 bytes as JSON)", "bad_id", project)

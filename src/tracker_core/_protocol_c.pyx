@@ -1,7 +1,9 @@
 # cython: language_level=3
 """Per-request protocol checks, compiled. The twin in _protocol_py.py has the same signatures."""
 
-cdef long long MAX_DOMAIN_BYTES = 2**53
+# As in _protocol_py.py: Lua prints numbers from 1e14 on in exponent form (see there).
+cdef long long MAX_DONE_BYTES = 10**13
+cdef Py_ssize_t MAX_DOMAINS = 32
 
 
 def valid_downloader(name):
@@ -71,13 +73,17 @@ def split_items(str text, Py_ssize_t max_items, Py_ssize_t max_length):
 def flatten_bytes(value):
     """Turn {"domain": bytes, ...} into [domain, bytes, ...]; None when it is malformed."""
     cdef list flat = []
-    if type(value) is not dict:
+    cdef long long total = 0
+    if type(value) is not dict or len(<dict>value) > MAX_DOMAINS:
         return None
     for domain, count in (<dict>value).items():
-        if type(count) is not int or count < 0 or count >= MAX_DOMAIN_BYTES:
+        if type(count) is not int or count < 0 or count >= MAX_DONE_BYTES:
             return None
         if not domain or len(domain) > 100:
             return None
+        total += <long long>count
         flat.append(domain)
         flat.append(count)
+    if total >= MAX_DONE_BYTES:
+        return None
     return flat

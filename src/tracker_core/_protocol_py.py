@@ -1,7 +1,11 @@
 """Per-request protocol checks: the readable twin of ``_protocol_c.pyx`` (same signatures)."""
 from __future__ import annotations
 
-MAX_DOMAIN_BYTES = 2**53  # larger counts lose precision in Redis's float scores
+# Bytes one done may report, all domains together. The done script handles counts as Lua
+# numbers, which print in exponent form from 1e14 on: Redis then refuses them as integers in the
+# middle of the script. 10 TB per item is far above any real one.
+MAX_DONE_BYTES = 10**13
+MAX_DOMAINS = 32          # domains per done: each becomes a field of the project's domain_bytes
 
 
 def valid_downloader(name) -> bool:
@@ -53,15 +57,23 @@ def split_items(text: str, max_items: int, max_length: int):
 
 
 def flatten_bytes(value):
-    """Turn {"domain": bytes, ...} into [domain, bytes, ...]; None when it is malformed."""
-    if type(value) is not dict:
+    """Turn {"domain": bytes, ...} into [domain, bytes, ...]; None when it is malformed.
+
+    Malformed: not an object, more than MAX_DOMAINS domains, an empty or over-long domain, a
+    count that is not a non-negative integer, or counts summing to MAX_DONE_BYTES or more.
+    """
+    if type(value) is not dict or len(value) > MAX_DOMAINS:
         return None
     flat = []
+    total = 0
     for domain, count in value.items():
-        if type(count) is not int or count < 0 or count >= MAX_DOMAIN_BYTES:
+        if type(count) is not int or count < 0 or count >= MAX_DONE_BYTES:
             return None
         if not domain or len(domain) > 100:
             return None
+        total += count
         flat.append(domain)
         flat.append(count)
+    if total >= MAX_DONE_BYTES:
+        return None
     return flat

@@ -17,6 +17,7 @@ from tracker_core.settings import ProjectSettings
 UNKNOWN_PROJECT = -1
 _NEGATIVE_CACHE_S = 1.0
 DOWNLOADER_QUEUES_COUNTED = 1000
+_SETTINGS_CACHE_S = 1.0
 
 
 def _pairs_to_dict(flat) -> dict:
@@ -37,6 +38,7 @@ class Engine:
         self.clock = clock
         self._keys: dict[str, keyspace.ProjectKeys] = {}
         self._settings: dict[str, ProjectSettings] = {}
+        self._settings_until: dict[str, float] = {}
         self._unknown: dict[str, float] = {}
         self._limits: dict[str, tuple[int, limits_mod.CompiledLimits]] = {}
 
@@ -51,7 +53,7 @@ class Engine:
     def settings(self, project: str) -> ProjectSettings | None:
         """Cached settings of PROJECT, loaded on first use; None for a project that doesn't exist."""
         cached = self._settings.get(project)
-        if cached is not None:
+        if cached is not None and self._settings_until.get(project, 0) > time.monotonic():
             return cached
         if self._unknown.get(project, 0) > time.monotonic():
             return None
@@ -67,6 +69,10 @@ class Engine:
         settings = ProjectSettings.from_redis(_pairs_to_dict(values))
         self._keys.setdefault(project, k)
         self._settings[project] = settings
+        # Script replies carry the settings age and drop a stale entry at once, but a request
+        # refused in Python (455 for an old client) reaches no script: without an expiry a
+        # worker that cached a high minimum version would refuse every client forever.
+        self._settings_until[project] = time.monotonic() + _SETTINGS_CACHE_S
         return settings
 
     def limits(self, project: str) -> limits_mod.CompiledLimits | None:
