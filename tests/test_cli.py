@@ -104,3 +104,14 @@ def test_run_demo_starts_embedded_redis_and_serves(tmp_path):
     # The embedded Redis was shut down with the tracker and kept its data in an AOF under var/.
     assert not (tmp_path / "var" / "redis" / "redis.sock").exists()
     assert any((tmp_path / "var" / "redis").glob("appendonlydir/*.aof"))
+
+
+def test_items_for_a_queue_no_downloader_can_ask_for_are_refused(cli, r):
+    assert cli("project", "create", "cliproj").exit_code == 0
+    for queue in ("downloader:bad name", "downloader:x", "downloader:"):
+        result = cli("items", "add", "cliproj", "-", "--queue", queue, input="a\nb\n")
+        assert result.exit_code == 2 and "bad downloader name" in result.output, result.output
+    assert not list(r.scan_iter("{cliproj}:todo:d*"))
+    assert cli("items", "add", "cliproj", "-", "--queue", "downloader:alice",
+               input="a\nb\n").exit_code == 0
+    assert r.scard("{cliproj}:todo:d:alice") == 2

@@ -29,6 +29,8 @@ MAINTAIN_LEASE = "tracker:maintain_lease"
 SHARED_QUEUES = ("todo", "backfeed", "secondary", "redo")
 
 PROJECT_NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}\Z")
+# The names warriors may use (PROTOCOL.md), anchored to the whole string as the request path does.
+DOWNLOADER_RE = re.compile(r"[-_a-zA-Z0-9]{3,30}\Z")
 RESERVED_PROJECT_NAMES = frozenset({"api", "admin", "backfeed", "metrics", "static", "projects.json"})
 
 
@@ -125,7 +127,11 @@ class ProjectKeys:
         if name in ("backfeed", "secondary", "redo"):
             return getattr(self, name)
         if name.startswith("downloader:"):
-            return self.downloader_queue(name[len("downloader:"):])
+            downloader = name[len("downloader:"):]
+            # A queue no valid downloader name can ask for would strand its items.
+            if not DOWNLOADER_RE.match(downloader):
+                raise ValueError(f"bad downloader name {downloader!r} in queue {name!r}")
+            return self.downloader_queue(downloader)
         raise ValueError(f"unknown queue {name!r}")
 
     def shared_queues(self) -> tuple[str, ...]:
