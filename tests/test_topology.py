@@ -8,19 +8,29 @@ from __future__ import annotations
 
 import http.client
 import json
+import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 import redis
 from conftest import start_live_server, stop_live_server
+from falcon import testing
 from redis_topologies import Cluster, SentinelGroup
 from seesaw_runner import finish_warrior, start_warrior
 
+from tracker_api.app import create_app
 from tracker_core import topology
 from tracker_core.admin import Admin
+from tracker_core.embedded import free_port
 from tracker_core.engine import Engine
 from tracker_core.keys import ProjectKeys
+from tracker_core.rawredis import ConnectionLost, OutcomeUnknown, RawRedis
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # loadtest/ sits beside src/
+from loadtest.runner import run_headless  # noqa: E402 - after the path it needs
 
 pytestmark = pytest.mark.slow
 
@@ -43,6 +53,74 @@ def test_topology_urls_parse_into_their_parts():
 def test_malformed_topology_urls_are_refused(url):
     with pytest.raises(ValueError):
         topology.parse_topology_url(url)
+
+
+# -- A connection that breaks: resent only when Redis cannot have seen the commands ------------
+
+# Counts its runs in KEYS[1], then keeps Redis busy for ARGV[1] ms: longer than a short client
+# timeout, so the client gives up after its commands left, while Redis runs them to the end.
+SLOW_INCR = """
+redis.call('INCR', KEYS[1])
+local t0 = redis.call('TIME')
+repeat
+  local t = redis.call('TIME')
+until (t[1] - t0[1]) * 1000000 + (t[2] - t0[2]) >= tonumber(ARGV[1]) * 1000
+return 1
+"""
+
+
+def _short_timeout(conn: RawRedis, seconds: float) -> RawRedis:
+    conn.timeout_s = seconds
+    conn.close()  # the timeout is set when connecting
+    return conn
+
+
+def test_a_script_whose_answer_times_out_is_not_sent_again(redis_url, r):
+    conn = _short_timeout(RawRedis(redis_url), 0.2)
+    with pytest.raises(OutcomeUnknown):
+        conn.execute_command("EVAL", SLOW_INCR, 1, "runs", 600)
+    time.sleep(1.0)  # a resent copy would have queued behind the first and run by now
+    assert r.get("runs") == "1"
+    assert conn.execute_command("INCR", "runs") == 2  # the connection is reopened afterwards
+
+
+def test_a_connection_redis_closed_while_idle_is_reopened_before_sending(redis_url, r):
+    conn = RawRedis(redis_url)
+    assert conn.execute_command("CLIENT", "SETNAME", "victim") == "OK"
+    assert r.client_kill_filter(_type="normal", skipme=True) >= 1
+    time.sleep(0.1)
+    assert conn.execute_command("INCR", "runs") == 1
+    assert conn.execute_command("CLIENT", "GETNAME") is None  # a new connection
+    assert r.get("runs") == "1"
+
+
+def test_an_unreachable_redis_is_connection_lost_without_the_password():
+    conn = RawRedis(f"redis://:s3cret@127.0.0.1:{free_port()}/0")
+    with pytest.raises(ConnectionLost) as caught:
+        conn.execute_command("PING")
+    assert "s3cret" not in str(caught.value)
+
+
+def test_an_answer_lost_after_the_claim_was_sent_is_a_503(redis_url, admin, clock):
+    admin.create_project("slowclaim")
+    list(admin.add_items("slowclaim", [f"s{i}" for i in range(10)]))
+    engine = Engine(redis_url, clock=clock)
+    client = testing.TestClient(create_app(engine))
+    body = {"downloader": "alice", "api_version": "2"}
+    assert client.simulate_post("/slowclaim/request", json=body).status_code == 200
+    _short_timeout(engine.conn, 0.3)
+    busy = threading.Thread(target=redis.Redis.from_url(redis_url).eval, args=(SLOW_INCR, 1, "x", 900))
+    busy.start()
+    time.sleep(0.1)
+    try:
+        answer = client.simulate_post("/slowclaim/request", json=body)
+    finally:
+        busy.join()
+    assert answer.status_code == 503 and "retry" in answer.text
+    # The claim ran once when Redis got to it (its answer was lost: the item is out, and is
+    # reclaimed like any claim whose warrior vanished); the next request is served normally.
+    assert client.simulate_post("/slowclaim/request", json=body).status_code == 200
+    assert admin.status("slowclaim")["out"] == 3
 
 
 # -- Redis Cluster -----------------------------------------------------------------------------
@@ -157,6 +235,89 @@ def test_engine_follows_ask_during_a_migration_and_moved_after_it(cluster, clust
         "CLUSTER", "COUNTKEYSINSLOT", _slot_of(project, source)) == 0
 
 
+def _migrate_keys(source_port: int, target_port: int, keys: list) -> None:
+    redis.Redis(port=source_port).execute_command("MIGRATE", "127.0.0.1", target_port, "", 0, 5000,
+                                                  "KEYS", *keys)
+
+
+def test_a_pipeline_follows_ask_command_by_command_during_a_migration(cluster, cluster_url, clock):
+    project = projects_on_every_node(cluster)[1]
+    admin = Admin.from_url(cluster_url)
+    admin.create_project(project)
+    list(admin.add_items(project, [f"m{i}" for i in range(20)]))
+    engine = Engine(cluster_url, clock=clock)
+    status, items = engine.claim(project, "alice", "127.0.0.1", 6)
+    assert status == 200 and engine.done(project, "alice", "", items[:4], {"data": 4}, "null").new == 4
+    before = engine.counts(project)  # an 11-command pipeline over the project's keys
+    assert (before["queues"]["todo"], before["out"], before["done_kept"]) == (14, 2, 4)
+    source = cluster.owner_port(ProjectKeys(project).tag)
+    target = next(n.port for n in cluster.nodes if n.port != source)
+    slot = _slot_of(project, source)
+    source_r, target_r = redis.Redis(port=source), redis.Redis(port=target)
+    target_r.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", source_r.cluster("myid"))
+    source_r.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", target_r.cluster("myid"))
+    keys = sorted(source_r.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 1000))
+    assert len(keys) >= 4
+    # Half the keys moved: the source answers for the others and ASKs for these; each asked
+    # command is resent to the target after its own ASKING, and only those.
+    _migrate_keys(source, target, keys[::2])
+    started = time.monotonic()
+    assert engine.counts(project) == before
+    # Every key moved, the slot still the source's: every command is asked.
+    _migrate_keys(source, target, keys[1::2])
+    assert engine.counts(project) == before
+    assert time.monotonic() - started < 2
+    # The slot handed over: the source answers MOVED and the engine follows it.
+    finish_migration(cluster, project, target)
+    assert engine.counts(project) == before
+    assert engine.done(project, "alice", "", items[4:], {"data": 2}, "null").new == 2
+    assert redis.Redis(port=target).scard(ProjectKeys(project).done) == 6
+
+
+def test_a_cluster_script_whose_answer_times_out_is_not_sent_again(cluster, cluster_url):
+    conn = topology.connect(cluster_url)
+    key = "{runs}:count"
+    assert conn.execute_command("SET", key, 0) == "OK"
+    owner = ("127.0.0.1", cluster.owner_port(key))
+    _short_timeout(conn._node(owner), 0.2)
+    with pytest.raises(OutcomeUnknown):
+        conn.execute_command("EVAL", SLOW_INCR, 1, key, 600)
+    time.sleep(1.0)
+    assert redis.Redis(port=owner[1]).get(key) == b"1"
+    assert conn.execute_command("INCR", key) == 2
+
+
+def test_locust_warriors_complete_projects_spread_over_the_cluster(cluster, cluster_url, tmp_path):
+    """Locust warriors (one headless run per project, all at once) through a tracker whose
+    projects live on different primaries: every item done, IRSR and error thresholds met."""
+    projects = projects_on_every_node(cluster)
+    seeded = 300
+    server = start_live_server(cluster_url, workers=2)
+    try:
+        def run(project):
+            return run_headless(server.base, redis_url=cluster_url, project=project,
+                                seed_items=seeded, users=4, spawn_rate=4, run_time_s=12,
+                                multi="1-10", download_time="uniform:0.005,0.02",
+                                retry_delay_s=0.2, workdir=tmp_path / project)
+        with ThreadPoolExecutor(len(projects)) as pool:
+            results = list(pool.map(run, projects))
+    finally:
+        stop_live_server(server)
+    admin = Admin.from_url(cluster_url)
+    for project, result in zip(projects, results):
+        summary, counts = result["summary"], result["summary"]["counts"]
+        assert result["exit_code"] == 0 and result["passed"], (result["failures"], result["log"])
+        assert summary["irsr"] >= 0.99
+        assert counts["server_5xx"] == 0 and counts["transport_errors"] == 0
+        assert counts["done_not_ok"] == 0
+        assert counts["items_done"] == seeded and result["accounting"]["ok"]
+        status = admin.status(project)
+        assert (status["todo_total"], status["out"], status["done"]) == (0, 0, seeded)
+        # Each project was served by the primary owning its slot.
+        owner = cluster.owner_port(ProjectKeys(project).tag)
+        assert redis.Redis(port=owner).scard(ProjectKeys(project).done) == seeded
+
+
 # -- Sentinel ----------------------------------------------------------------------------------
 
 @pytest.fixture
@@ -164,6 +325,27 @@ def sentinel_group(tmp_path):
     group = SentinelGroup(tmp_path / "sentinel").start()
     yield group
     group.stop()
+
+
+def test_the_first_script_after_discovery_waits_for_a_replica(sentinel_group):
+    conn = topology.connect(sentinel_group.url())
+    primary = redis.Redis(port=sentinel_group.primary.port)
+
+    def waits() -> int:
+        return primary.info("commandstats").get("cmdstat_wait", {}).get("calls", 0)
+
+    assert conn.execute_command("EVAL", "return redis.call('INCR', KEYS[1])", 1, "n") == 1
+    assert waits() == 1  # the very first script, before any ROLE check of its own
+    assert redis.Redis(port=sentinel_group.replica.port).get("n") == b"1"
+    # An answer lost after the script was sent is not resent, and the primary is asked for anew.
+    _short_timeout(conn._primary, 0.2)
+    with pytest.raises(OutcomeUnknown):
+        conn.execute_command("EVAL", SLOW_INCR, 1, "runs", 600)
+    assert conn._primary is None
+    time.sleep(1.0)
+    assert primary.get("runs") == b"1"
+    assert conn.execute_command("EVAL", "return redis.call('INCR', KEYS[1])", 1, "runs") == 2
+    assert waits() == 3
 
 
 def _post(port: int, path: str, body: dict) -> tuple[int, bytes]:

@@ -34,7 +34,9 @@ def create_app(engine: Engine, trust_forwarded: bool = False):
     app.req_options.strip_url_path_trailing_slash = True
     app.add_error_handler(RedisError, storage_handler)
     app.add_error_handler(ScriptError, script_handler)
-    app.add_error_handler(redis.exceptions.ConnectionError, storage_handler)   # admin paths
+    # Admin paths (redis-py): unreachable, timed out or refused. Falcon picks the most specific
+    # handler, so the admin API's own errors keep theirs.
+    app.add_error_handler(redis.exceptions.RedisError, storage_handler)
     app.add_error_handler(Refused, refuse_handler(engine))
 
     def protocol(resource_cls):

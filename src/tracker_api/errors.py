@@ -34,7 +34,12 @@ def refuse_handler(engine):
 
 
 def storage_handler(req, resp, ex: RedisError, params):
-    """Redis unreachable: 503, so clients retry; nothing was acknowledged."""
+    """Redis unreachable or the connection broke mid-call (rawredis.ConnectionLost,
+    OutcomeUnknown; topology.NotAcknowledged): 503, so clients retry; nothing was acknowledged.
+
+    A change whose outcome is unknown may have been made: the retry is safe because every
+    warrior call is (done is idempotent; a claim whose answer was lost stays out and is
+    reclaimed), and a warrior retries on any non-200."""
     resp.status = 503
     resp.content_type = falcon.MEDIA_TEXT
     resp.text = "tracker storage unavailable, retry later\n"

@@ -6,6 +6,7 @@ request, so that overhead is most of the client-side cost. Admin paths use redis
 """
 from __future__ import annotations
 
+import select
 import socket
 from urllib.parse import parse_qs, unquote, urlparse
 
@@ -17,7 +18,15 @@ class RedisError(Exception):
 
 
 class ConnectionLost(RedisError):
-    pass
+    """Redis could not be reached and none of the commands reached it: safe to send them again."""
+
+
+class OutcomeUnknown(RedisError):
+    """The connection broke after the commands were (partly) sent: they may have run.
+
+    Never resent (a claim would run twice); the caller answers 503 and the client retries, as it
+    does for any non-200. Not a ConnectionLost, so that no layer above resends on it either.
+    """
 
 
 def parse_redis_url(url: str) -> dict:
@@ -46,6 +55,7 @@ class RawRedis:
         self.timeout_s = timeout_s
         self._sock: socket.socket | None = None
         self._reader: hiredis.Reader | None = None
+        self._poll: select.poll | None = None
 
     def _connect(self) -> None:
         opts = self.options
@@ -58,6 +68,8 @@ class RawRedis:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._sock = sock
         self._reader = hiredis.Reader(encoding="utf-8", errors="surrogateescape")
+        self._poll = select.poll()
+        self._poll.register(sock, select.POLLIN)
         setup = []
         if opts.get("password"):
             setup.append(("AUTH", opts["username"], opts["password"]) if opts.get("username")
@@ -77,12 +89,21 @@ class RawRedis:
             finally:
                 self._sock = None
                 self._reader = None
+                self._poll = None
+
+    def _stale(self) -> bool:
+        """True when the idle connection is readable: with no request outstanding that is Redis
+        having closed it (timeout, restart, CLIENT KILL), or a stray reply; either way reopen."""
+        return bool(self._poll.poll(0))
 
     def _roundtrip(self, commands) -> list:
+        self._sock.sendall(b"".join(hiredis.pack_command(tuple(c)) for c in commands))
+        return self._replies(len(commands))
+
+    def _replies(self, count: int) -> list:
         sock, reader = self._sock, self._reader
-        sock.sendall(b"".join(hiredis.pack_command(tuple(c)) for c in commands))
         replies = []
-        while len(replies) < len(commands):
+        while len(replies) < count:
             reply = reader.gets()
             if reply is False:
                 data = sock.recv(65536)
@@ -96,19 +117,36 @@ class RawRedis:
     def pipeline(self, commands) -> list:
         """Send all commands in one write and return their replies; errors come back as values.
 
-        A connection found dead is reopened once: Redis closes idle or old connections (timeout,
-        restart), and a command on a socket Redis had already closed was never executed.
+        A connection Redis closed while it was idle (timeout, restart) is noticed before the
+        write and reopened; a failed connect or a write refused before its first byte left is
+        tried once more: Redis never saw those commands. Once any byte has left, a broken
+        connection or a timeout raises OutcomeUnknown and nothing is resent: Redis may have run
+        the commands (a claim run twice would hand out items nobody reports).
         """
+        payload = b"".join(hiredis.pack_command(tuple(c)) for c in commands)
         for attempt in (1, 2):
+            sent = 0
             try:
+                if self._sock is not None and self._stale():
+                    self.close()
                 if self._sock is None:
                     self._connect()
-                return self._roundtrip(commands)
+                sent = self._sock.send(payload)  # raises before any byte leaves, or sends some
+                if sent < len(payload):
+                    self._sock.sendall(memoryview(payload)[sent:])
+                return self._replies(len(commands))
             except (OSError, ConnectionLost) as exc:
                 self.close()
+                if sent:
+                    raise OutcomeUnknown(f"connection to Redis at {self._where()} broke after "
+                                         f"the commands were sent: {exc}") from exc
                 if attempt == 2:
-                    raise ConnectionLost(f"cannot reach Redis at {self.url}: {exc}") from exc
+                    raise ConnectionLost(f"cannot reach Redis at {self._where()}: {exc}") from exc
         raise AssertionError("unreachable")
+
+    def _where(self) -> str:
+        opts = self.options
+        return opts["path"] if "path" in opts else f"{opts['host']}:{opts['port']}"
 
     def execute_command(self, *args):
         reply = self.pipeline((args,))[0]

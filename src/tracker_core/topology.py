@@ -16,6 +16,11 @@ The hot path keeps its raw hiredis connection (``RawRedis``) in all three:
   owns its key's hash slot (every project key carries the hash tag ``{PROJECT}``, so a project's
   scripts run on one node) and follows MOVED and ASK redirections.
 
+Commands are sent again (to a new primary, or to the slot's new owner) only when none of them
+can have reached Redis (``ConnectionLost``); once they were sent, a broken connection or a
+timeout raises ``OutcomeUnknown`` (answered 503) and nothing is resent: a claim must not run
+twice.
+
 Admin paths get the matching redis-py client from ``admin_client``.
 """
 from __future__ import annotations
@@ -25,9 +30,11 @@ from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 import hiredis
 import redis
+from redis.backoff import NoBackoff
 from redis.crc import key_slot
+from redis.retry import Retry
 
-from tracker_core.rawredis import ConnectionLost, RawRedis, RedisError
+from tracker_core.rawredis import ConnectionLost, OutcomeUnknown, RawRedis, RedisError
 
 
 class NotAcknowledged(RedisError):
@@ -96,8 +103,15 @@ def connect(url: str):
 
 
 def admin_client(url: str, **options):
-    """The redis-py client for admin paths, of the same topology as ``connect(url)``."""
+    """The redis-py client for admin paths, of the same topology as ``connect(url)``.
+
+    No retries of its own (redis-py 8 retries after a timeout by default): a change whose answer
+    was lost must not be made twice; the caller reports the error (the admin API answers 503).
+    A Cluster client keeps its own retries, which follow MOVED and ASK redirections.
+    """
     spec = parse_topology_url(url)
+    if spec["kind"] != "cluster":
+        options.setdefault("retry", Retry(NoBackoff(), 0))
     if spec["kind"] == "sentinel":
         from redis.sentinel import Sentinel
         sentinel = Sentinel(spec["sentinels"], socket_timeout=10, password=None)
@@ -186,17 +200,23 @@ class SentinelRedis:
         """Run COMMANDS on the primary; on a failover find the new primary and run them there."""
         deadline = time.monotonic() + FAILOVER_WAIT_S
         while True:
-            framed, role, wait = self._framed(commands)
             try:
+                # Discovery first: it reads the new primary's replicas, which decides the WAIT.
                 if self._primary is None:
                     self._primary = self._discover()
+                framed, role, wait = self._framed(commands)
                 replies = self._primary.pipeline(framed)
                 if not any((_error_text(r) or "").startswith("READONLY") for r in replies):
                     break
                 # The old primary was demoted: nothing was written; go find the new one.
                 self.close()
             except ConnectionLost:
+                # Nothing reached Redis (RawRedis raises OutcomeUnknown once anything was sent):
+                # safe to send again, to whichever node is the primary by then.
                 self.close()
+            except OutcomeUnknown:
+                self.close()  # the next call asks Sentinel again
+                raise
             if time.monotonic() > deadline:
                 raise ConnectionLost(f"no writable primary for {self.spec['service']!r} "
                                      f"after {FAILOVER_WAIT_S:.0f} s")
@@ -292,24 +312,33 @@ class ClusterRedis:
     def pipeline(self, commands) -> list:
         """Send COMMANDS (all for one hash slot, as the engine's are) to the slot's owner.
 
-        A MOVED reply updates the map and resends; ASK sends ASKING and the command to the node
-        that is importing the slot. Commands of one pipeline must share a slot: the engine only
-        pipelines reads of one project.
+        Each command that comes back redirected was not run, and only those are sent again: a
+        MOVED reply updates the map and resends them to the new owner; ASK sends them to the node
+        that is importing the slot, each preceded by its own ASKING (ASKING covers one command
+        only). Mid-migration some of a pipeline's keys may still be on the old owner and some on
+        the new: every reply comes from the node that ran its command. Commands of one pipeline
+        must share a slot: the engine only pipelines commands of one project.
+
+        A node that cannot be reached (nothing sent) is dropped and the slot map reloaded; a
+        connection that broke after the commands left raises OutcomeUnknown, never resends.
         """
         commands = list(commands)
         key = next((k for k in map(_command_key, commands) if k is not None), None)
         slot = self._slot(key) if key is not None else None
         addr = self._owner(slot)
+        replies: list = [None] * len(commands)
+        pending = list(range(len(commands)))
         asking = False
         deadline = time.monotonic() + FAILOVER_WAIT_S
         redirects = 0
         while True:
             conn = self._node(addr)
+            batch = [commands[i] for i in pending]
             try:
                 if asking:
-                    replies = conn.pipeline([("ASKING",), *commands])[1:]
+                    got = conn.pipeline([c for command in batch for c in (("ASKING",), command)])[1::2]
                 else:
-                    replies = conn.pipeline(commands)
+                    got = conn.pipeline(batch)
             except ConnectionLost:
                 self._forget(addr)
                 if time.monotonic() > deadline:
@@ -318,11 +347,20 @@ class ClusterRedis:
                 self.refresh_slots_quietly()
                 addr, asking = self._owner(slot), False
                 continue
-            redirect = next((t for t in map(_error_text, replies)
-                             if t and t.split(" ", 1)[0] in ("MOVED", "ASK", "TRYAGAIN",
-                                                              "CLUSTERDOWN")), None)
+            except OutcomeUnknown:
+                self._forget(addr)
+                raise
+            redirected, redirect = [], None
+            for index, reply in zip(pending, got):
+                text = _error_text(reply)
+                if text and text.split(" ", 1)[0] in ("MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN"):
+                    redirected.append(index)
+                    redirect = redirect or text
+                else:
+                    replies[index] = reply
             if redirect is None:
                 return replies
+            pending = redirected
             redirects += 1
             if redirects > _MAX_REDIRECTS and time.monotonic() > deadline:
                 raise RedisError(f"cluster keeps redirecting: {redirect}")

@@ -198,7 +198,11 @@ def write_inventory(path: Path) -> None:
             children.setdefault(group, {"hosts": {}})["hosts"][name] = None
     inventory = {"all": {"hosts": hosts, "children": children,
                          "vars": {"deploy_live": False, "redis_mode": "single", "tracker_workers": 2,
-                                  "redis_maxmemory_mb": 256}}}
+                                  "redis_maxmemory_mb": 256,
+                                  # HAProxy refuses to start when it cannot get the file descriptors
+                                  # maxconn needs (2 per connection); a test box may cap them lower
+                                  # than a server (here 20000).
+                                  "loadbalancer_maxconn": 4096}}}
     path.write_text(json.dumps(inventory, indent=1))
 
 
@@ -238,14 +242,21 @@ def haproxy_servers() -> dict[str, dict]:
             and row["svname"] not in ("FRONTEND", "BACKEND")}
 
 
-def wait_for(predicate, what: str, timeout_s: float = 120):
+def wait_for(predicate, what: str, timeout_s: float = 120, logs: tuple[str, ...] = ()):
+    """Poll PREDICATE; on timeout fail with the tails of the named process logs (ROOTS/NAME.log)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         value = predicate()
         if value:
             return value
         time.sleep(0.5)
-    pytest.fail(f"timed out waiting for {what}")
+    tails = "".join(f"\n--- {name}.log:\n" + log_tail(name) for name in logs)
+    pytest.fail(f"timed out waiting for {what}{tails}")
+
+
+def log_tail(name: str, chars: int = 3000) -> str:
+    path = ROOTS / f"{name}.log"
+    return path.read_text(errors="replace")[-chars:] if path.exists() else "(no log)"
 
 
 def tracker_cli(lab: Lab, *args, stdin: str | None = None):
@@ -300,10 +311,27 @@ def test_playbook_deploys_a_working_tracker_behind_haproxy(tmp_path):
         assert (redis_root / "etc/systemd/system/multi-user.target.wants/disable-thp.service").is_symlink()
         haproxy_cfg = (lab.root("lb") / "etc/haproxy/haproxy.cfg").read_text()
         assert f"{ip('tracker1')}:8080" in haproxy_cfg and f"{ip('tracker2')}:8080" in haproxy_cfg
+        # The health check's /metrics is refused on the public port; no request line with a
+        # query string or a backfeed path (it holds the project's secret) is ever logged.
+        assert "http-request deny" in haproxy_cfg and "metrics" in haproxy_cfg
+        assert not re.search(r"%(\{[^}]*\})?r\b", haproxy_cfg) and "option httplog" not in haproxy_cfg
+        assert "/backfeed/HIDDEN" in haproxy_cfg
+        # Redis's own settings are kept beside the running file Redis/Sentinel may rewrite.
+        assert (redis_root / "etc/redis/tracker-6379.conf.ansible").exists()
+        assert "protected-mode no" in conf.splitlines()
+        wants = "etc/systemd/system/multi-user.target.wants"
         for node in ("tracker1", "tracker2"):
             _, _, env = unit_exec(lab.root(node), "tracker-api.service")
             assert env["TRACKER_REDIS_URL"] == f"redis://{ip('redis1')}:6379/0"
+            assert env["TRACKER_LIVE_URL"] == "/live"  # the feed behind HAProxy's port 80
             assert (lab.root(node) / "etc/logrotate.d/tracker").exists()
+            m_command, _, _ = unit_exec(lab.root(node), "tracker-maintain.service")
+            assert m_command[1:3] == ["maintain", "--segments-dir"]
+            assert (lab.root(node) / m_command[3].lstrip("/")).is_dir()
+        # The maintenance process runs on the first tracker node only (segments are local disk);
+        # tracker2, a copy of tracker1's disk, had it switched off by the playbook.
+        assert (lab.root("tracker1") / wants / "tracker-maintain.service").is_symlink()
+        assert not (lab.root("tracker2") / wants / "tracker-maintain.service").exists()
         t2_command, _, _ = unit_exec(lab.root("tracker2"), "tracker-api.service")
         assert t2_command[t2_command.index("--host") + 1] == ip("tracker2")
 
@@ -316,15 +344,31 @@ def test_playbook_deploys_a_working_tracker_behind_haproxy(tmp_path):
         command, user, _ = unit_exec(redis_root, "redis-tracker@.service", "6379")
         lab.start("redis1", command, user=user, log="redis")
         wait_for(lambda: run(["ip", "netns", "exec", "trkd-redis1", "chroot", str(redis_root), "redis-cli",
-                              "-h", ip("redis1"), "ping"], check=False).stdout.strip() == "PONG", "Redis")
+                              "-h", ip("redis1"), "ping"], check=False).stdout.strip() == "PONG", "Redis",
+                 logs=("redis1-redis",))
+        maintainers = {}
         for node in ("tracker1", "tracker2"):
-            for unit, log in [("tracker-api.service", "api"), ("tracker-live.service", "live")]:
+            # The units the playbook enabled on this node, as systemd would start them at boot.
+            for unit, log in [("tracker-api.service", "api"), ("tracker-live.service", "live"),
+                              ("tracker-maintain.service", "maintain")]:
+                if not (lab.root(node) / wants / unit).is_symlink():
+                    continue
                 command, user, env = unit_exec(lab.root(node), unit)
-                lab.start(node, command, user=user, env=env, log=log)
+                process = lab.start(node, command, user=user, env=env, log=log)
+                if log == "maintain":
+                    maintainers[node] = process
+        assert set(maintainers) == {"tracker1"}
         (lab.root("lb") / "run/haproxy").mkdir(parents=True, exist_ok=True)  # systemd's RuntimeDirectory
         lab.start("lb", ["/usr/sbin/haproxy", "-db", "-f", "/etc/haproxy/haproxy.cfg"], log="haproxy")
         wait_for(lambda: (s := haproxy_servers()) and all(r["status"] == "UP" for r in s.values())
-                 and len(s) == 2, "both tracker nodes UP in HAProxy")
+                 and len(s) == 2, "both tracker nodes UP in HAProxy",
+                 logs=("lb-haproxy", "tracker1-api", "tracker2-api"))
+        # /metrics: refused through HAProxy in any spelling the nodes route, served on a node
+        # (where the health checks, which keep both nodes UP, go).
+        for path in ("/metrics", "//metrics/", "/%6detrics"):
+            refused = in_client("curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", f"http://{ip('lb')}{path}")
+            assert refused.stdout == "403", (path, refused.stdout)
+        assert in_client("curl", "-sf", "-o", "/dev/null", f"http://{ip('tracker1')}:8080/metrics").returncode == 0
 
         names = [f"deploy-item-{i:05d}" for i in range(ITEMS)]
         tracker_cli(lab, "project", "create", PROJECT)
@@ -350,6 +394,14 @@ def test_playbook_deploys_a_working_tracker_behind_haproxy(tmp_path):
         status = json.loads(tracker_cli(lab, "status", PROJECT).stdout)
         assert status["done"] == ITEMS, status
         assert status.get("out", 0) == 0 and status.get("todo", 0) == 0, status
+        # The live page finds its feed where TRACKER_LIVE_URL says, through HAProxy's port 80.
+        page = in_client("curl", "-sf", f"http://{ip('lb')}/{PROJECT}").stdout
+        assert '<meta name="tracker-live-url" content="/live">' in page
+        feed = in_client(sys.executable, "-c", (
+            "import json\nfrom websockets.sync.client import connect\n"
+            f"with connect('ws://{ip('lb')}/live/{PROJECT}', open_timeout=10) as ws:\n"
+            "    print(json.loads(ws.recv(timeout=10))['type'])\n")).stdout
+        assert feed.strip() == "log", feed
         # The Locust warriors, distributed (a master and two workers) in the client namespace,
         # seed a second project straight into the deployed Redis and work it through HAProxy.
         locust = run_locust(f"http://{ip('lb')}", f"redis://{ip('redis1')}:6379/0", tmp_path / "locust")
@@ -359,6 +411,10 @@ def test_playbook_deploys_a_working_tracker_behind_haproxy(tmp_path):
         locust_status = json.loads(tracker_cli(lab, "status", LOCUST_PROJECT).stdout)
         assert locust_status["done"] == LOCUST_ITEMS, locust_status
 
+        # The maintenance process ran all along (it exits only on an error; systemd would
+        # restart it, hiding the failure).
+        assert maintainers["tracker1"].poll() is None, log_tail("tracker1-maintain")
+        assert "Traceback" not in log_tail("tracker1-maintain", 100_000), log_tail("tracker1-maintain")
         servers = haproxy_servers()
         # Both nodes answered warriors (leastconn spreads two warriors' connections).
         assert set(servers) == {"tracker1", "tracker2"}
@@ -369,7 +425,9 @@ def test_playbook_deploys_a_working_tracker_behind_haproxy(tmp_path):
             f"- date: {datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC}\n"
             f"- command: `make deploy-test`\n"
             f"- duration: {duration:.0f} s (base root cached: see /var/cache/tracker-deploy)\n"
-            f"- servers: redis, tracker1, tracker2 (2 bjoern workers each), HAProxy, in network namespaces\n"
+            f"- servers: redis, tracker1, tracker2 (2 bjoern workers each; tracker1 also runs "
+            f"`tracker maintain`), HAProxy, in network namespaces\n"
+            f"- HAProxy: /metrics refused on port 80 (403), live feed reached at ws://LB/live/{PROJECT}\n"
             f"- items done through HAProxy: {status['done']} of {ITEMS} "
             f"({WARRIORS} seesaw-kit warriors, multi={MULTI})\n"
             f"- requests per node (HAProxy stot): "
