@@ -48,6 +48,8 @@ def _ratio(figures, a, b):
 
 
 def _record(benchmark, label, batch, matched):
+    if benchmark.disabled or benchmark.stats is None:
+        return  # --benchmark-disable: the call ran once, untimed; no figures to write
     mean_s = benchmark.stats.stats.mean
     FIGURES[label] = {"batch": batch, "mean_round_s": mean_s, "names_per_s": round(batch / mean_s),
                       "matched_share": round(matched / batch, 4)}

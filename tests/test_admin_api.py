@@ -55,15 +55,19 @@ def ok(res):
 
 # -- authentication: every route ------------------------------------------------------------
 
-def route_path(path):
-    return path.format(project=P, queue="todo", token_id="0123456789ab")
+def route_path(path, project=P, **given):
+    values = dict(project=project, queue="todo", token_id="0123456789ab", name="users",
+                  secret_id="0123456789ab", shard="s1")
+    return path.format(**dict(values, **given))
 
 
 BODIES = {"create_project": {"project": "newproj"}, "set_settings": {"title": "x"},
           "move": {"to": "secondary"}, "release": {"older_than_s": 0},
           "block": {"entry": "name:mallory"}, "upload_target": {"url": "rsync://h/m/"},
           "create_token": {"scope": "*"}, "set_hq": {"broadcast_message": "hi"},
-          "add_items": {"items": ["zzz"]}}
+          "add_items": {"items": ["zzz"]},
+          "add_limit": {"name": "users", "pattern": "type:user", "rate": "10/m"},
+          "map_shard": {"queue": "secondary"}, "requeue_dead": {"all": True}}
 
 
 @pytest.mark.parametrize("method,path,needs,handler", ADMIN_ROUTES,
@@ -384,3 +388,271 @@ def test_cli_offers_the_same_operations(redis_url, projects, r, engine):
     assert actions[:6] == ["project.delete", "queue.clear", "project.resume", "project.pause",
                            "claims.release", "queue.move"]
     assert {f["actor"] for _, f in r.xrevrange(keyspace.AUDIT)} == {"cli"}
+
+
+# -- malformed input: every route answers 4xx with a reason, counts it, and changes nothing ----
+
+BIG = 1 << 20   # admin_api.MAX_JSON_BYTES
+# handler name -> cases: dict(body=..., raw=..., query="a=1", path={param: value}, ctype=...)
+MALFORMED = {
+    "list_projects": [],
+    "create_project": [
+        dict(body={"project": 5}), dict(body={"project": None}), dict(body={}),
+        dict(body={"project": "Bad Name"}), dict(body={"project": "x" * 100}),
+        dict(body={"project": "fresh", "settings": []}),
+        dict(body={"project": "fresh", "settings": "title=x"}),
+        dict(body={"project": "fresh", "settings": {"title": None}}),
+        dict(body={"project": "fresh", "settings": {"project": "other"}}),
+        dict(body={"project": "fresh", "settings": {"rate_limit": "-1"}}),
+        dict(body={"project": P})],
+    "show_project": [dict(path={"project": "nope"}), dict(path={"project": "BAD"})],
+    "delete_project": [dict(path={"project": "nope"}), dict(path={"project": "admin"})],
+    "set_settings": [
+        dict(body={}), dict(body={"title": None}), dict(body={"title": [1]}),
+        dict(body={"title": {"a": 1}}), dict(body={"rate_limit": "lots"}),
+        dict(body={"paused": "maybe"}), dict(body={"paused": None}), dict(body={"max_multi": 0}),
+        dict(body={"lat_lng": "500,1"}), dict(body={"title": "x" * 201}),
+        dict(body={"rate_limit": True}), dict(body={"title": "ok", "nonsense": "1"}),
+        dict(body={"title": "x"}, path={"project": "nope"})],
+    "pause": [dict(path={"project": "nope"})],
+    "resume": [dict(path={"project": "nope"})],
+    "queues": [dict(path={"project": "nope"})],
+    "count_queue": [dict(path={"queue": "nowhere"}), dict(path={"queue": "downloader:x"}),
+                    dict(path={"project": "nope"})],
+    "add_items": [
+        dict(body={"items": "x"}), dict(body={"items": [1]}), dict(body={"items": [None]}),
+        dict(body={"items": ["ok", "a\0b"]}), dict(body={"items": ["ok", "x" * 5000]}),
+        dict(body={"items": ["x"]}, path={"queue": "nowhere"}),
+        dict(body={"items": ["x"]}, path={"queue": "downloader:a b"}),
+        dict(body={"items": ["x"]}, path={"project": "nope"}),
+        dict(raw=b"fine\n" + b"y" * 5000 + b"\n", ctype="text/plain"),
+        dict(raw=b"fine\nnul\0inside\n", ctype="text/plain")],
+    "sample": [dict(query="count=0"), dict(query="count=abc"), dict(query="count=1001"),
+               dict(query="count=1&count=2"), dict(query="count=-1"),
+               dict(path={"queue": "nowhere"})],
+    "clear": [dict(path={"queue": "nowhere"}), dict(path={"project": "nope"})],
+    "move": [
+        dict(body={"to": 5}), dict(body={}), dict(body={"to": "todo"}),
+        dict(body={"to": "nowhere"}), dict(body={"to": "secondary", "pattern": 5}),
+        dict(body={"to": "secondary", "pattern": "x" * 1001}),
+        dict(body={"to": "secondary", "cursor": -1}), dict(body={"to": "secondary", "cursor": "abc"}),
+        dict(raw=b'{"to": "secondary", "cursor": 18446744073709551616}'), dict(body={"to": "secondary", "limit": 0}),
+        dict(body={"to": "secondary", "limit": 1e308}), dict(body={"to": "secondary", "limit": True})],
+    "claims": [dict(query="pattern=" + "x" * 1001), dict(query="cursor=-1"),
+               dict(query="cursor=99999999999999999999999"), dict(query="count=0"),
+               dict(query="count=10001"), dict(path={"project": "nope"})],
+    "release": [
+        dict(body={"pattern": 5}), dict(body={"pattern": ["a"]}), dict(body={"pattern": ""}),
+        dict(body={"older_than_s": 1e308}), dict(body={"older_than_s": -1}),
+        dict(body={"older_than_s": True}), dict(body={"older_than_s": "soon"}),
+        dict(body={"downloader": 5}), dict(body={}), dict(body={"downloader": "a", "pattern": "*"}),
+        dict(body={"older_than_s": 0, "cursor": -1}), dict(body={"older_than_s": 0, "limit": "x"}),
+        dict(body={"older_than_s": 0}, path={"project": "nope"})],
+    "block": [dict(body={"entry": "name:mallory", "remove": "no"}), dict(body={"entry": 5}),
+              dict(body={"entry": "mallory"}), dict(body={"entry": "name:" + "x" * 300}),
+              dict(body={}), dict(body={"entry": "name:mallory", "remove": 1})],
+    "upload_target": [dict(body={"url": 5}), dict(body={"url": "ftp://x/"}),
+                      dict(body={"url": "rsync://h/m/", "state": "gone"}),
+                      dict(body={"url": "rsync://h/m/", "state": 1}), dict(body={})],
+    "project_audit": [dict(query="before=zzz"), dict(query="before=1-2-3"),
+                      dict(query="before=99999999999999999999"), dict(query="count=0"),
+                      dict(query="count=x")],
+    "global_audit": [dict(query="before=zzz"), dict(query="before=-1"), dict(query="count=1001")],
+    "list_tokens": [],
+    "create_token": [dict(body={"scope": 5}), dict(body={"scope": "No Way"}), dict(body={}),
+                     dict(body={"scope": "*", "note": "x" * 201}),
+                     dict(body={"scope": "*", "note": 5})],
+    "revoke_token": [dict(path={"token_id": "nothex"}), dict(path={"token_id": "0123456789ab"})],
+    "warriors": [dict(query="offset=-1"), dict(query="count=0"), dict(query="count=5000")],
+    "set_hq": [dict(body={"nope": "1"}), dict(body={"broadcast_message": None}),
+               dict(body={"broadcast_message": 5}), dict(body={"auto_project": "Bad Name"}),
+               dict(body={"broadcast_message": "x" * 6000}), dict(body={})],
+    "list_limits": [dict(path={"project": "nope"})],
+    "add_limit": [
+        dict(body={"name": "users"}), dict(body={"name": 5, "pattern": "type:user", "rate": "1/s"}),
+        dict(body={"name": "Bad Name", "pattern": "type:user", "rate": "1/s"}),
+        dict(body={"name": "users", "pattern": "nokind", "rate": "1/s"}),
+        dict(body={"name": "users", "pattern": "regex:(", "rate": "1/s"}),
+        dict(body={"name": "users", "pattern": ["type:user"], "rate": "1/s"}),
+        dict(body={"name": "users", "pattern": "type:user", "rate": "lots"}),
+        dict(body={"name": "users", "pattern": "type:user", "rate": True}),
+        dict(body={"name": "users", "pattern": "type:user", "rate": 0}),
+        dict(body={"name": "users", "pattern": "type:user", "rate": 1e308}),
+        dict(body={"name": "users", "pattern": "type:user", "rate": "1/s", "reclassify": "yes"})],
+    "remove_limit": [dict(path={"name": "ghost"}), dict(path={"name": "BAD"}),
+                     dict(path={"project": "nope"})],
+    "reclassify": [dict(path={"project": "nope"})],
+    "list_backfeed_secrets": [dict(path={"project": "nope"})],
+    "create_backfeed_secret": [dict(body={"secret": "mine"}), dict(path={"project": "nope"})],
+    "revoke_backfeed_secret": [dict(path={"secret_id": "abc"}), dict(path={"secret_id": "zzzzzz"}),
+                               dict(path={"secret_id": "0123456789ab"}),
+                               dict(path={"secret_id": "0123456789abcd"})],
+    "shard_map": [dict(query="cursor=x"), dict(query="count=0")],
+    "map_shard": [dict(path={"shard": "bad*shard"}, body={"queue": "secondary"}),
+                  dict(body={"queue": "nowhere"}),
+                  dict(body={"queue": 5}), dict(body={}),
+                  dict(body={"queue": "downloader:x"})],
+    "unmap_shard": [dict(path={"shard": "s9"}), dict(path={"shard": "bad*shard"})],
+    "list_dead": [dict(query="count=0"), dict(query="cursor=x"), dict(path={"project": "nope"})],
+    "requeue_dead": [
+        dict(body={}), dict(body={"all": True, "items": ["a"]}), dict(body={"all": "yes"}),
+        dict(body={"items": "a"}), dict(body={"items": [1]}), dict(body={"items": []}),
+        dict(body={"items": ["deaditem"], "cursor": 5}),
+        dict(body={"all": True, "queue": "nowhere"}), dict(body={"all": True, "cursor": -1}),
+        dict(body={"items": ["deaditem"], "queue": "downloader:x"})],
+    "list_segments": [dict(path={"project": "nope"})],
+}
+
+
+def _malformed_cases():
+    cases = []
+    for method, path, _, handler in ADMIN_ROUTES:
+        name = handler.__name__
+        generic = [dict(query="nonsense=1", body=BODIES.get(name))]
+        if method != "GET":
+            generic += [dict(raw=b"{"), dict(raw=b"[1]"), dict(raw=b'"x"'), dict(raw=b" " * (BIG + 1)),
+                        dict(body=dict(BODIES.get(name, {}), nonsense=1))]
+        for n, case in enumerate(generic + MALFORMED[name]):
+            cases.append(pytest.param(method, path, case, id=f"{method} {path} #{n}"))
+    return cases
+
+
+def test_every_route_has_malformed_cases():
+    assert {h.__name__ for _, _, _, h in ADMIN_ROUTES} == set(MALFORMED)
+
+
+def refusals(r):
+    return sum(int(v) for key in (keyspace.GLOBAL_STATS, K.stats, ProjectKeys(OTHER).stats)
+               for f, v in r.hgetall(key).items() if f.startswith("admin_"))
+
+
+@pytest.fixture
+def busy(tok, admin, r, engine):
+    """Some of everything the routes touch: a limit, a secret, a mapped shard, a dead item, claims."""
+    admin.add_limit(P, "pages", "prefix:page", "5/s")
+    from tracker_core import backfeed_secrets
+    backfeed_secrets.create(r, K)
+    r.hset(K.backfeed_shard_map, "s1", "secondary")
+    r.hset(K.dead, "deaditem", json.dumps({"times_claimed": 3}))
+    engine.claim(P, "alice", "10.0.0.1", 3)
+    return tok
+
+
+@pytest.mark.parametrize("method,path,case", _malformed_cases())
+def test_malformed_input_is_refused_counted_and_changes_nothing(web, r, busy, method, path, case):
+    url = route_path(path, **case.get("path", {}))
+    if case.get("query"):
+        url += "?" + case["query"]
+    before, counted = snapshot(r), refusals(r)
+    res = call(web, method, url, busy["global"], case.get("body"), raw=case.get("raw"),
+               content_type=case.get("ctype", "application/json"))
+    assert res.status_code in (400, 404, 409, 413), (res.status_code, res.text)
+    assert res.text.count("\n") == 1 and len(res.text) <= 400, res.text
+    assert refusals(r) == counted + 1
+    assert snapshot(r) == before
+
+
+# -- limits, backfeed secrets and shards, dead items, segments --------------------------------
+
+def test_limits_list_add_remove_reclassify_and_audit(web, tok, r, admin):
+    base = f"/api/admin/projects/{P}"
+    res = ok(call(web, "POST", base + "/limits", tok[P],
+                  {"name": "early", "pattern": "regex:^item00", "rate": "2/m"}))
+    assert res["limit"] == "early" and res["settings_age"] > 0
+    # Reclassified at once: the ten queued items it matches are held in its sub-queue.
+    status = ok(call(web, "GET", base + "/queues", tok[P]))
+    assert status["queues"]["limited"] == 10 and status["queues"]["todo"] == 40
+    listed = ok(call(web, "GET", base + "/limits", tok[P]))["limits"]
+    assert [(x["name"], x["pattern"], x["rate"]) for x in listed] == [("early", "regex:^item00", "2/m")]
+    ok(call(web, "POST", base + "/limits", tok[P],
+            {"name": "late", "pattern": "prefix:item04", "rate": 3, "reclassify": False}))
+    assert ok(call(web, "GET", base + "/queues", tok[P]))["queues"]["limited"] == 10
+    assert ok(call(web, "POST", base + "/reclassify", tok[P])) == {"held": 10}
+    assert ok(call(web, "DELETE", base + "/limits/late", tok[P]))["removed"] == "late"
+    assert call(web, "DELETE", base + "/limits/late", tok[P]).status_code == 404
+    assert [x["name"] for x in admin.limits(P)] == ["early"]
+    actions = [e["action"] for e in ok(call(web, "GET", base + "/audit", tok[P]))["entries"]]
+    assert actions == ["limit.remove", "limit.reclassify", "limit.add", "limit.add"]
+
+
+def test_backfeed_secrets_shown_once_listed_without_secret_revoked_by_id(web, tok, r, engine):
+    base = f"/api/admin/projects/{P}/backfeed-secrets"
+    created = ok(call(web, "POST", base, tok[P]))
+    assert created["path"] == f"/backfeed/legacy/{P}-{created['secret']}"
+    res = web.simulate_post(created["path"], body=b"fed1\0fed2\0")
+    assert res.status_code == 200, res.text
+    listed = ok(call(web, "GET", base, tok[P]))["secrets"]
+    assert [s["id"] for s in listed] == [created["id"]]
+    assert created["secret"] not in json.dumps(listed)
+    entries = ok(call(web, "GET", f"/api/admin/projects/{P}/audit", tok[P]))["entries"]
+    assert entries[0]["action"] == "backfeed_secret.create"
+    assert created["secret"] not in json.dumps(entries)
+    assert ok(call(web, "DELETE", f"{base}/{created['id']}", tok[P])) == {"revoked": created["id"]}
+    assert web.simulate_post(created["path"], body=b"fed3\0").status_code == 403
+    assert call(web, "DELETE", f"{base}/{created['id']}", tok[P]).status_code == 404
+
+
+def test_secret_revoke_refuses_an_ambiguous_prefix(r, admin, projects):
+    from tracker_core import backfeed_secrets
+    first, second = "abcdef1" + "0" * 57, "abcdef2" + "0" * 57
+    for hashed in (first, second):
+        r.hset(K.backfeed_secrets, hashed, json.dumps({"id": hashed[:12], "created": 1}))
+    with pytest.raises(backfeed_secrets.SecretError, match="ambiguous"):
+        backfeed_secrets.revoke(r, K, "abcdef")
+    assert r.hlen(K.backfeed_secrets) == 2
+    with pytest.raises(backfeed_secrets.SecretError, match="bad secret id"):
+        backfeed_secrets.revoke(r, K, "abcde")
+    assert backfeed_secrets.revoke(r, K, "ABCDEF2") == second[:12]
+    assert backfeed_secrets.revoke(r, K, first[:12]) == first[:12]
+    assert backfeed_secrets.revoke(r, K, first[:12]) is None and r.hlen(K.backfeed_secrets) == 0
+
+
+def test_shard_map_routes(web, tok, r):
+    base = f"/api/admin/projects/{P}/backfeed-shards"
+    r.hset(K.backfeed_shards, mapping={"s1": 4, "s2": 1})
+    assert ok(call(web, "POST", base + "/s1", tok[P], {"queue": "secondary"})) == \
+        {"shard": "s1", "queue": "secondary"}
+    ok(call(web, "POST", base + "/s3", tok[P], {"queue": "downloader:bob"}))
+    shown = ok(call(web, "GET", base, tok[P]))
+    assert shown == {"map": {"s1": "secondary", "s3": "downloader:bob"},
+                     "items": {"s1": 4, "s2": 1}, "cursor": 0}
+    assert ok(call(web, "DELETE", base + "/s1", tok[P])) == {"shard": "s1", "queue": "backfeed"}
+    assert r.hgetall(K.backfeed_shard_map) == {"s3": "downloader:bob"}
+    actions = [e["action"] for e in ok(call(web, "GET", f"/api/admin/projects/{P}/audit",
+                                             tok[P]))["entries"]]
+    assert actions == ["backfeed_shard.unmap", "backfeed_shard.map", "backfeed_shard.map"]
+
+
+def test_dead_items_paginated_and_requeued(web, tok, r, admin):
+    base = f"/api/admin/projects/{P}/dead"
+    r.hset(K.dead, mapping={f"dead{n:02d}": json.dumps({"times_claimed": 4}) for n in range(30)})
+    seen, cursor = {}, 0
+    while True:
+        page = ok(call(web, "GET", f"{base}?count=7&cursor={cursor}", tok[P]))
+        seen.update((row["item"], row) for row in page["dead"])
+        cursor = page["cursor"]
+        if cursor == 0:
+            break
+    assert len(seen) == 30 and seen["dead07"]["times_claimed"] == 4
+    assert ok(call(web, "POST", base + "/requeue", tok[P],
+                   {"items": ["dead00", "dead01", "nosuch"], "queue": "redo"})) == {"requeued": 2}
+    assert r.smembers(K.redo) == {"dead00", "dead01"}
+    requeued, cursor = 0, 0
+    while True:
+        page = ok(call(web, "POST", base + "/requeue", tok[P], {"all": True, "cursor": cursor,
+                                                                 "limit": 5}))
+        requeued, cursor = requeued + page["requeued"], page["cursor"]
+        if cursor == 0:
+            break
+    assert requeued == 28 and r.hlen(K.dead) == 0 and r.scard(K.todo) == 50 + 28
+    entries = ok(call(web, "GET", f"/api/admin/projects/{P}/audit", tok[P]))["entries"]
+    assert {e["action"] for e in entries} == {"dead.requeue"}
+    assert sum(e["detail"]["requeued"] for e in entries) == 30
+
+
+def test_segments_listed(web, tok, r):
+    r.hset(K.segments, mapping={"1": 400, "2": 250, "#next": 3})
+    r.hset(K.segment_queues, "2", "secondary")
+    assert ok(call(web, "GET", f"/api/admin/projects/{P}/segments", tok[P])) == \
+        {"segments": {"1": {"items": 400, "source": "todo"},
+                      "2": {"items": 250, "source": "secondary"}}, "offloading": 0}

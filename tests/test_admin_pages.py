@@ -1,4 +1,5 @@
 """Server-rendered admin pages: login cookie, CSRF, the daily operations, 401/403 everywhere."""
+import json
 import re
 import urllib.parse
 
@@ -15,6 +16,8 @@ P, OTHER = "proj", "other"
 K = ProjectKeys(P)
 ACTIONS = {"add-items": {"items": "a1\na2\n", "queue": "todo"},
            "limits": {"rate_limit": "120", "max_claims_per_downloader": "4"},
+           "limit-add": {"name": "users", "pattern": "type:user", "rate": "10/m"},
+           "limit-remove": {"name": "users"},
            "release": {"downloader": "alice"},
            "block": {"entry": "name:mallory"}}
 
@@ -62,7 +65,11 @@ def test_project_page_shows_queues_and_carries_csrf(web, tok):
     res = page(web, f"/admin/{P}", tok[P])
     assert res.status_code == 200 and res.headers["content-type"].startswith("text/html")
     assert re.search(r"<td>todo</td><td>10</td>", res.text)
-    assert res.text.count(f'name=csrf value="{csrf_for(tok[P])}"') == len(ACTIONS)
+    forms = res.text.count("<form method=post")
+    assert forms == len(ACTIONS) - 1          # limit-remove: one form per limit, none yet
+    assert res.text.count(f'name=csrf value="{csrf_for(tok[P])}"') == forms
+    for action in set(ACTIONS) - {"limit-remove"}:
+        assert f'action="/admin/{P}/{action}"' in res.text
 
 
 @pytest.mark.parametrize("action", sorted(ACTIONS))
@@ -99,3 +106,83 @@ def test_page_actions_change_state_and_are_audited(web, r, tok, engine):
     assert form_post(web, f"/admin/{P}/nothing", {"csrf": csrf}, tok[P]).status_code == 404
     actions = [fields["action"] for _, fields in r.xrevrange(K.audit)]
     assert actions == ["page.block", "page.release", "page.limits", "page.add-items"]
+
+
+def test_pattern_limits_listed_added_and_removed_from_the_page(web, r, tok, admin):
+    csrf = csrf_for(tok[P])
+    res = form_post(web, f"/admin/{P}/limit-add", dict(ACTIONS["limit-add"], csrf=csrf), tok[P])
+    assert res.status_code == 303 and "limit+users+set" in res.headers["location"]
+    assert [(x["name"], x["pattern"], x["rate"]) for x in admin.limits(P)] == \
+        [("users", "type:user", "10/m")]
+    shown = page(web, f"/admin/{P}", tok[P]).text
+    assert "<td>users</td><td>type:user</td><td>10/m</td>" in shown
+    assert shown.count("<form method=post") == len(ACTIONS)        # now one remove form
+    assert shown.count(f'name=csrf value="{csrf}"') == len(ACTIONS)
+    res = form_post(web, f"/admin/{P}/limit-remove", {"name": "users", "csrf": csrf}, tok[P])
+    assert res.status_code == 303 and admin.limits(P) == []
+    actions = [fields["action"] for _, fields in r.xrevrange(K.audit)]
+    assert actions == ["page.limit-remove", "page.limit-add"]
+
+
+def test_release_continues_past_its_budget(web, r, tok, engine, monkeypatch):
+    from tracker_api import admin_pages
+    from tracker_core import operations
+    monkeypatch.setattr(operations, "MAX_PAGE", 3)          # pages of 3 claims ...
+    monkeypatch.setattr(admin_pages, "RELEASE_PAGES", 1)    # ... and one page per post
+    engine.claim(P, "alice", "10.0.0.1", 10)
+    csrf = csrf_for(tok[P])
+    res = form_post(web, f"/admin/{P}/release", {"older_than_s": "60", "csrf": csrf}, tok[P])
+    assert res.status_code == 303 and "more+left" in res.headers["location"]
+    assert r.zcard(K.out) == 7
+    posts = 1
+    while True:
+        shown = page(web, res.headers["location"], tok[P]).text
+        if "Continue releasing" not in shown:
+            break
+        form = re.search(r'<form method=post action="/admin/proj/release">(.*?)</form>', shown).group(1)
+        fields = dict(re.findall(r'name="?(\w+)"? value="([^"]*)"', form))
+        assert fields["csrf"] == csrf and fields["older_than_s"] == "60" and fields["cursor"]
+        res = form_post(web, f"/admin/{P}/release", fields, tok[P])
+        assert res.status_code == 303
+        posts += 1
+    assert r.zcard(K.out) == 0 and posts == 4
+    released = [json.loads(f["detail"])["released"] for _, f in r.xrevrange(K.audit)]
+    assert sorted(released) == [1, 3, 3, 3]
+
+
+def test_admin_index_shows_warriors(web, r, tok):
+    from tracker_core import hq
+    warrior_id = hq.register(r, {"version": "<b>3.2</b>"}, "10.1.2.3")
+    listing = page(web, "/admin", tok["global"]).text
+    assert "1 active in the last hour" in listing and warrior_id[:12] in listing
+    assert "&lt;b&gt;3.2&lt;/b&gt;" in listing and "10.1.2.3" in listing and "UTC" in listing
+    mine = page(web, "/admin", tok[P]).text
+    assert "1 active in the last hour" in mine and warrior_id[:12] not in mine
+
+
+@pytest.mark.parametrize("action,fields,status", [
+    ("release", {"older_than_s": "1e308"}, 400),
+    ("release", {"older_than_s": "nan"}, 400),
+    ("release", {"older_than_s": "soon"}, 400),
+    ("release", {"downloader": "alice", "cursor": "-1"}, 400),
+    ("release", {}, 400),
+    ("add-items", {"items": "ok\n" + "x" * 5000}, 400),
+    ("add-items", {"items": "ok", "queue": "downloader:x"}, 400),
+    ("add-items", {"items": "ok", "queue": "nowhere"}, 400),
+    ("limits", {"paused": "maybe"}, 400),
+    ("limit-add", {"name": "users", "pattern": "nokind", "rate": "1/s"}, 400),
+    ("limit-add", {"name": "users", "pattern": "type:user", "rate": "lots"}, 400),
+    ("limit-remove", {"name": "ghost"}, 404),
+    ("block", {"entry": "mallory"}, 400),
+    ("-init--", {}, 404),
+    ("nothing", {}, 404),
+])
+def test_bad_form_input_is_refused_counted_and_changes_nothing(web, r, tok, engine, action,
+                                                                fields, status):
+    engine.claim(P, "alice", "10.0.0.1", 2)
+    before = snapshot(r)
+    counted = int(r.hget(K.stats, "admin_bad_request") or 0)
+    res = form_post(web, f"/admin/{P}/{action}", dict(fields, csrf=csrf_for(tok[P])), tok[P])
+    assert res.status_code == status and res.text.count("\n") == 1, res.text
+    assert int(r.hget(K.stats, "admin_bad_request") or 0) == counted + 1
+    assert snapshot(r) == before

@@ -115,3 +115,74 @@ def test_items_for_a_queue_no_downloader_can_ask_for_are_refused(cli, r):
     assert cli("items", "add", "cliproj", "-", "--queue", "downloader:alice",
                input="a\nb\n").exit_code == 0
     assert r.scard("{cliproj}:todo:d:alice") == 2
+
+
+def test_every_cli_change_is_audited_as_cli(cli, r):
+    def ok(*args, input=None):
+        res = cli(*args, input=input)
+        assert res.exit_code == 0, res.output
+        return res.output
+    ok("project", "create", "p1", "--title", "One")
+    ok("project", "set", "p1", "rate_limit=60")
+    ok("items", "add", "p1", "-", input="user:a\nuser:b\npage:c\n")
+    ok("block", "name:mallory", "--project", "p1")
+    ok("upload-target", "p1", "rsync://h/m/:downloader/")
+    ok("limit", "add", "p1", "users", "type:user", "10/m")
+    ok("limit", "reclassify", "p1")
+    ok("limit", "remove", "p1", "users")
+    secret = json.loads(ok("backfeed", "secret", "create", "p1"))
+    ok("backfeed", "secret", "revoke", "p1", secret["id"])
+    ok("backfeed", "shard-map", "p1", "s1", "secondary")
+    ok("backfeed", "shard-map", "p1", "s1", "--remove")
+    r.hset("{p1}:dead", "gone", json.dumps({"times_claimed": 3}))
+    ok("dead", "requeue", "p1", "--all")
+    ok("admin", "hq", "broadcast_message=hello")
+    entries = json.loads(ok("admin", "audit", "--count", "100"))["entries"]
+    assert [e["action"] for e in entries][::-1] == [
+        "project.create", "project.settings", "items.add", "block.add", "upload_target",
+        "limit.add", "limit.reclassify", "limit.remove", "backfeed_secret.create",
+        "backfeed_secret.revoke", "backfeed_shard.map", "backfeed_shard.unmap", "dead.requeue",
+        "hq.set"]
+    assert {e["actor"] for e in entries} == {"cli"}
+    assert secret["secret"] not in json.dumps(entries)
+    assert entries[-3]["detail"] == {"added": 3, "duplicates": 0, "queue": "todo"}
+    # A project's own log has its changes only; pages continue with "next".
+    mine = json.loads(ok("admin", "audit", "--project", "p1", "--count", "5"))
+    assert len(mine["entries"]) == 5 and mine["entries"][0]["action"] == "dead.requeue"
+    rest = json.loads(ok("admin", "audit", "--project", "p1", "--before", mine["next"]))
+    assert len(rest["entries"]) == 8 and rest["next"] is None
+    bad = cli("admin", "audit", "--before", "zzz")
+    assert bad.exit_code == 2 and "bad 'before'" in bad.output
+
+
+def test_admin_reads_match_the_api(cli, r):
+    from tracker_core import hq, tokens
+    text, record = tokens.create(r, "*", "ops")
+    listed = json.loads(cli("admin", "token", "list").output)["tokens"]
+    assert [t["token_id"] for t in listed] == [record.token_id] and text not in json.dumps(listed)
+    warrior_id = hq.register(r, {"version": "3.2"}, "10.0.0.1")
+    shown = json.loads(cli("admin", "warriors").output)
+    assert shown["active_last_hour"] == 1 and shown["warriors"][0]["warrior_id"] == warrior_id
+    res = cli("admin", "hq", "auto_project=p1", "seesaw_version=0.10.3")
+    assert res.exit_code == 0, res.output
+    assert r.hgetall("tracker:hq") == {"auto_project": "p1", "seesaw_version": "0.10.3"}
+    for args, message in ((("admin", "hq", "nope=1"), "unknown HQ field"),
+                          (("admin", "hq", "broadcast_message"), "KEY=VALUE"),
+                          (("admin", "hq", "auto_project=Bad Name"), "project name")):
+        res = cli(*args)
+        assert res.exit_code == 2 and message in res.output, res.output
+    assert r.hgetall("tracker:hq") == {"auto_project": "p1", "seesaw_version": "0.10.3"}
+
+
+def test_cli_refuses_what_the_api_refuses(cli, r):
+    cli("project", "create", "p1")
+    res = cli("items", "add", "p1", "-", input="fine\n" + "x" * 5000 + "\n")
+    assert res.exit_code == 2 and "line 2" in res.output
+    assert r.scard("{p1}:todo") == 0
+    res = cli("claims", "release", "p1", "--older-than", "1e308")
+    assert res.exit_code == 2 and "older_than_s" in res.output
+    res = cli("backfeed", "shard-map", "p1", "bad*shard", "todo")
+    assert res.exit_code == 2 and "bad shard name" in res.output
+    res = cli("backfeed", "secret", "revoke", "p1", "abc")
+    assert res.exit_code == 2 and "bad secret id" in res.output
+    assert not r.exists("{p1}:backfeed_shard_map")

@@ -1,14 +1,21 @@
-"""Pattern limits: stored in Redis, listed, replaced, removed; each change reaches every node."""
+"""Pattern limits: stored in Redis, listed, replaced, removed; each change reaches every node;
+every way an item enters a shared queue holds the items a limit matches."""
 import json
+from collections import Counter
 
 import pytest
 import redis
 from click.testing import CliRunner
+from falcon import testing
 
+from tracker_api.app import create_app
 from tracker_api.cli import main
+from tracker_core import backfeed as backfeed_mod
+from tracker_core import backfeed_secrets, bloom, operations
 from tracker_core import keys as keyspace
 from tracker_core import limits
 from tracker_core.admin import AdminError
+from tracker_core.backfeed import Backfeed, split_body
 from tracker_core.engine import Engine
 
 P = "lim"
@@ -118,3 +125,252 @@ def test_cli_limit_commands(project, cli, admin):
     assert cli("limit", "remove", P, "users").exit_code == 0
     assert admin.limits(P) == []
     assert cli("limit", "list", "nope").exit_code == 2
+
+
+# -- every way in holds limited items ---------------------------------------------------------
+# Items that a limit matches wait in its sub-queue (todo:limited) whichever way they enter a
+# shared queue: add, backfeed, release, requeue of dead items, queue moves. Each test drains
+# what it queued and checks that every item was in exactly one place all along.
+
+K = keyspace.ProjectKeys(P)
+ALICE = ("alice", "10.0.0.1")
+
+
+def add(admin, names, queue="todo"):
+    return list(admin.add_items(P, names, queue=queue))
+
+
+def claim(engine, n=100, who=ALICE):
+    status, items = engine.claim(P, who[0], who[1], n)
+    return items if status == 200 else []
+
+
+def held_names(r):
+    return sorted(m.split("\0", 1)[1] for m in r.zrange(K.limited, 0, -1))
+
+
+def places(r) -> Counter:
+    """How many places hold each item: queues, held (both sets), out, done and dead."""
+    found = Counter()
+    for queue in K.shared_queues():
+        found.update(r.smembers(queue))
+    for owner in r.smembers(K.downloader_queues):
+        found.update(r.smembers(K.downloader_queue(owner)))
+    found.update(m.split("\0", 1)[1] for m in r.zrange(K.limited, 0, -1))
+    found.update(m.split("\0", 1)[1] for m in r.smembers(K.limited_in))
+    found.update(r.zrange(K.out, 0, -1))
+    found.update(r.smembers(K.done))
+    found.update(r.hkeys(K.dead))
+    return found
+
+
+def assert_each_once(r, names):
+    found = places(r)
+    assert {n: found[n] for n in names} == {n: 1 for n in names}
+    assert set(found) == set(names)
+
+
+def drain_held(engine, clock, limit_items: int, every_s: float) -> list:
+    """Claim one limit's items as its bucket allows: exactly one per EVERY_S seconds."""
+    served = []
+    for _ in range(limit_items):
+        clock.advance(every_s)
+        got = claim(engine)
+        assert len(got) == 1, got
+        assert claim(engine) == []          # nothing more before the next token
+        served += got
+    return served
+
+
+@pytest.fixture
+def secret(project, r):
+    return backfeed_secrets.create(r, K)[1]
+
+
+def test_backfeed_holds_limited_items_and_serves_them_at_the_rate(project, admin, engine, clock,
+                                                                  r, secret):
+    # The auditor's case: 50 user: items backfed into a project limited to 1/m.
+    admin.add_limit(P, "users", "type:user", "1/m")
+    client = testing.TestClient(create_app(engine))
+    body = b"\0".join([f"user:u{i}".encode() for i in range(50)] + [b"page:1", b"page:2"])
+    res = client.simulate_post(f"/backfeed/legacy/{P}-{secret}", body=body)
+    assert res.status_code == 200, res.text
+    assert r.zcard(K.limited) == 50 and r.scard(K.limited_in) == 0
+    assert r.smembers(K.backfeed) == {"page:1", "page:2"}
+    assert r.zscore(K.limits_ready, "users") is not None
+    # A repeat is deduplicated like any backfeed, held or not.
+    res = client.simulate_post(f"/backfeed/legacy/{P}-{secret}", body=b"user:u1\0page:1\0user:new")
+    assert res.status_code == 200
+    stats = r.hgetall(K.stats)
+    assert (stats["backfeed_new"], stats["backfeed_seen"]) == ("53", "2")
+    users = [f"user:u{i}" for i in range(50)] + ["user:new"]
+    assert_each_once(r, users + ["page:1", "page:2"])
+    first = claim(engine)
+    assert sorted(first) == sorted(first[:1] + ["page:1", "page:2"]) and first[0].startswith("user:")
+    assert claim(engine) == []               # one token a minute, not 51 items at once
+    served = first[:1] + drain_held(engine, clock, 50, 60)
+    assert sorted(served) == sorted(users)
+    assert r.zcard(K.limited) == 0 and r.zcard(K.out) == 53
+    assert_each_once(r, users + ["page:1", "page:2"])
+
+
+def test_backfeed_classifies_the_dedup_key_and_keeps_the_whole_entry(project, admin, engine,
+                                                                     clock, r, secret):
+    admin.add_limit(P, "users", r"regex:^user:[a-z]+$", "1/m")   # matches the key, not the entry
+    feed = Backfeed(engine)
+    entries, keys = split_body(b"user:bob\x1fdata1\0user:bob\x1fdata2\0page:1\x1fx", b"\0", b"\x1f")
+    outcome = feed.submit(P, secret, entries, keys)
+    assert (outcome.status, outcome.new, outcome.seen) == (bloom.OK, 2, 1)
+    assert r.zrange(K.limited, 0, -1) == ["users\0user:bob\x1fdata1"]
+    assert r.smembers(K.backfeed) == {"page:1\x1fx"}
+    outcome = feed.submit(P, secret, *split_body(b"user:bob\x1fdata3", b"\0", b"\x1f"))
+    assert (outcome.new, outcome.seen) == (0, 1)
+    assert sorted(claim(engine)) == ["page:1\x1fx", "user:bob\x1fdata1"]
+
+
+def test_backfeed_shards_mapped_to_a_downloader_are_not_held_shared_ones_are(
+        project, admin, engine, r, secret):
+    admin.add_limit(P, "users", "type:user", "1/m")
+    r.hset(K.backfeed_shard_map, "mine", "downloader:alice")
+    r.hset(K.backfeed_shard_map, "sec", "secondary")
+    feed = Backfeed(engine)
+    assert feed.submit(P, secret, [b"user:a", b"user:b"], [b"user:a", b"user:b"], "mine").new == 2
+    assert r.smembers(K.downloader_queue("alice")) == {"user:a", "user:b"}
+    assert feed.submit(P, secret, [b"user:c", b"x"], [b"user:c", b"x"], "sec").new == 2
+    assert held_names(r) == ["user:c"] and r.smembers(K.secondary) == {"x"}
+    assert r.hgetall(K.backfeed_shards) == {"mine": "2", "sec": "2"}
+    assert_each_once(r, ["user:a", "user:b", "user:c", "x"])
+
+
+def test_backfeed_sees_a_new_limit_within_a_second(project, admin, engine, r, secret,
+                                                   monkeypatch):
+    monkeypatch.setattr(backfeed_mod, "LIMITS_TTL_S", 0.0)   # as if a second passed each time
+    feed = Backfeed(engine)
+    assert feed.submit(P, secret, [b"user:a"], [b"user:a"]).new == 1    # caches the settings
+    admin.add_limit(P, "users", "type:user", "1/m")
+    assert feed.submit(P, secret, [b"user:b"], [b"user:b"]).new == 1
+    assert held_names(r) == ["user:a", "user:b"]       # user:a by add_limit's reclassify
+
+
+def test_release_holds_limited_items(project, admin, engine, clock, r, redis_url):
+    add(admin, ["user:a", "user:b", "page:1"])
+    got = claim(engine)
+    assert sorted(got) == ["page:1", "user:a", "user:b"]
+    # Another node whose cached limits predate the limit: the script sees the settings age
+    # moved and the node classifies again, so the release cannot slip past the limit.
+    node = Engine(redis_url, clock=clock)
+    assert node.limits(P).limits == []
+    admin.add_limit(P, "users", "type:user", "1/m")
+    assert node.release(P, "alice", ["user:a", "user:b", "page:1"]) == 3
+    assert held_names(r) == ["user:a", "user:b"] and r.smembers(K.todo) == {"page:1"}
+    assert r.scard(K.limited_in) == 0 and r.hget(K.stats, "items_released") == "3"
+    assert_each_once(r, ["user:a", "user:b", "page:1"])
+    first = claim(engine)
+    assert len(first) == 2 and "page:1" in first
+    assert claim(engine) == []
+    served = [x for x in first if x != "page:1"] + drain_held(engine, clock, 1, 60)
+    assert sorted(served) == ["user:a", "user:b"]
+    assert_each_once(r, ["user:a", "user:b", "page:1"])
+
+
+def test_admin_release_holds_limited_items(project, admin, engine, r):
+    add(admin, ["user:a", "page:1"])
+    claim(engine)
+    admin.add_limit(P, "users", "type:user", "1/m")
+    assert operations.release(admin, P, pattern="*")["released"] == 2
+    assert held_names(r) == ["user:a"] and r.smembers(K.todo) == {"page:1"}
+    assert_each_once(r, ["user:a", "page:1"])
+
+
+def test_requeued_dead_items_are_held_unless_for_a_downloader(project, admin, engine, clock, r):
+    admin.set_settings(P, {"reclaim_ttl_s": "1", "max_reclaims": "1"})
+    names = ["user:a", "user:b", "user:c", "page:1"]
+    add(admin, names)
+    claim(engine)
+    clock.advance(1.5)
+    claim(engine, who=("bob", "10.0.0.2"))
+    clock.advance(2.5)
+    assert claim(engine) == [] and r.hlen(K.dead) == 4
+    admin.add_limit(P, "users", "type:user", "1/m")
+    assert admin.requeue_dead(P, ["user:a", "user:b", "page:1", "ghost"]) == 3
+    assert held_names(r) == ["user:a", "user:b"] and r.smembers(K.todo) == {"page:1"}
+    # A downloader's own queue takes limited items as they are, and is registered.
+    assert admin.requeue_dead(P, ["user:c"], "downloader:carol") == 1
+    assert r.smembers(K.downloader_queue("carol")) == {"user:c"}
+    assert admin.status(P)["queues"]["downloader"] == {"carol": 1}
+    assert_each_once(r, names)
+    assert r.hget(K.stats, "items_requeued_dead") == "4"
+    admin.set_settings(P, {"reclaim_ttl_s": "0"})
+    first = claim(engine)
+    assert len(first) == 2 and "page:1" in first and claim(engine) == []
+    drain_held(engine, clock, 1, 60)
+
+
+def test_moved_items_are_held_in_a_shared_queue_not_in_a_downloader_queue(project, admin, engine,
+                                                                          clock, r):
+    add(admin, ["user:a", "user:b", "page:1"], queue="secondary")
+    add(admin, ["user:c"], queue="redo")
+    admin.add_limit(P, "users", "type:user", "1/m", reclassify=False)
+    assert operations.move(admin, P, "secondary", "todo")["moved"] == 3
+    assert held_names(r) == ["user:a", "user:b"] and r.smembers(K.todo) == {"page:1"}
+    assert not r.exists(K.secondary)
+    assert operations.move(admin, P, "redo", "downloader:alice")["moved"] == 1
+    assert r.smembers(K.downloader_queue("alice")) == {"user:c"}
+    assert r.sismember(K.downloader_queues, "alice")
+    assert_each_once(r, ["user:a", "user:b", "user:c", "page:1"])
+    first = claim(engine)
+    assert len(first) == 3 and {"page:1", "user:c"} < set(first) and claim(engine) == []
+    drain_held(engine, clock, 1, 60)
+    assert_each_once(r, ["user:a", "user:b", "user:c", "page:1"])
+
+
+def test_item_status_reports_held_items_as_todo(project, admin, engine, r, redis_url):
+    admin.add_limit(P, "users", "type:user", "1/m")
+    add(admin, ["user:a", "user:b"])
+    assert engine.item_status(P, "user:a") == ("todo", None)
+    r.sadd(K.limited_in, "users\0user:in")             # between bloom_add and hold_limited
+    assert engine.item_status(P, "user:in") == ("todo", None)
+    r.srem(K.limited_in, "users\0user:in")
+    assert engine.item_status(P, "user:zzz") == (None, None)
+    # Held under a limit that no longer matches it (removed; its items wait for the next
+    # claim): a node with the current limits still finds it, through limits_ready.
+    admin.add_limit(P, "pages", "type:page", "1/m")
+    add(admin, ["page:1"])
+    admin.remove_limit(P, "pages")
+    node = Engine(redis_url)
+    assert node.limits(P).name_of("page:1") is None
+    assert r.zscore(K.limited, "pages\0page:1") is not None
+    assert node.item_status(P, "page:1") == ("todo", None)
+    assert node.item_status(P, "user:b") == ("todo", None)
+    assert node.item_status(P, "page:2") == (None, None)
+
+
+def test_done_for_a_held_item_is_not_lost_nor_counted_twice(project, admin, engine, clock, r):
+    admin.add_limit(P, "users", "type:user", "1/m")
+    add(admin, ["user:a", "user:b"])
+    first = claim(engine)
+    other = ({"user:a", "user:b"} - set(first)).pop()
+    # A done for the item still held (never claimed) finds it in none of the places done looks
+    # in: recorded as unknown, it stays held and counts nothing.
+    result = engine.done(P, "alice", "1", [other], [], "x")
+    assert (result.new, result.unknown) == (0, 1)
+    assert held_names(r) == [other] and r.hget(K.stats, "items_done") is None
+    assert_each_once(r, ["user:a", "user:b"])
+    assert engine.done(P, "alice", "1", first, [], "y").new == 1
+    clock.advance(60)
+    assert claim(engine) == [other]
+    assert engine.done(P, "alice", "1", [other], [], "z").new == 1
+    assert r.hget(K.stats, "items_done") == "2" and r.smembers(K.done) == {"user:a", "user:b"}
+    assert_each_once(r, ["user:a", "user:b"])
+
+
+def test_held_entries_and_split_entries():
+    compiled = limits.CompiledLimits([limits.Limit("users", "type:user", "1/s", 1.0, 1)])
+    assert limits.held_entries(compiled, ["user:a", "page:1"]) == ["users\0user:a", ""]
+    assert limits.held_entries(None, ["user:a"]) == [""]
+    groups = limits.split_entries([b"user:a\x1fp", b"x\x1fq"], [b"user:a", b"x"],
+                                  ["users", None], None, K)
+    assert groups == [([b"x\x1fq"], [b"x"], None), ([b"users\0user:a\x1fp"], [b"user:a"],
+                                                    K.limited_in)]
+    assert limits.split_held(["user:a", "b"], ["users", None], K.todo, K) == [
+        (["b"], ["b"], K.todo), (["users\0user:a"], ["user:a"], K.limited_in)]

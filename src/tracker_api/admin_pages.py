@@ -10,19 +10,28 @@ from __future__ import annotations
 import hashlib
 import hmac
 import html
+import time
 import urllib.parse
 
 import falcon
 
 from tracker_api.auth import ANY, PROJECT, Authenticator
 from tracker_api.errors import Refused
-from tracker_core import audit, operations
+from tracker_core import audit, hq, operations
 from tracker_core.admin import Admin, AdminError
 
 COOKIE = "tracker_admin"
 MAX_FORM_BYTES = 16 << 20
 LIMIT_SETTINGS = ("rate_limit", "rate_burst", "max_claims_per_downloader", "max_multi",
                   "min_version", "paused")
+# One release from the page works through at most this many pages of claims (MAX_PAGE each)
+# or this many seconds, then offers to continue from where it stopped.
+RELEASE_PAGES = 20
+RELEASE_SECONDS = 2.0
+RELEASE_FIELDS = ("downloader", "older_than_s", "pattern")
+WARRIORS_SHOWN = 50
+# The forms' actions: POST /admin/P/ACTION runs ProjectAction._ACTION (dashes as underscores).
+PAGE_ACTIONS = frozenset({"add-items", "limits", "limit-add", "limit-remove", "release", "block"})
 
 
 def csrf_for(token_text: str) -> str:
@@ -39,6 +48,30 @@ def _form(action: str, csrf: str, fields: str, button: str) -> str:
     return (f'<form method=post action="{html.escape(action)}">'
             f'<input type=hidden name=csrf value="{csrf}">{fields}'
             f"<button>{html.escape(button)}</button></form>")
+
+
+def _hidden(name: str, value: str) -> str:
+    return f'<input type=hidden name="{html.escape(name)}" value="{html.escape(value)}">'
+
+
+def _when(ms) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(int(ms) / 1000))
+
+
+def _warriors_section(admin: Admin, token) -> str:
+    """Registered warriors by last heartbeat (global admins see the registry, others the count)."""
+    body = f"<h2>Warriors</h2><p>{hq.active_count(admin.r)} active in the last hour</p>"
+    if not token.is_global:
+        return body
+    rows = []
+    for w in hq.list_warriors(admin.r, 0, WARRIORS_SHOWN):
+        info = w.get("warrior") if isinstance(w.get("warrior"), dict) else {}
+        rows.append(f"<tr><td>{html.escape(w['warrior_id'][:12])}</td>"
+                    f"<td>{html.escape(str(info.get('version', ''))[:40])}</td>"
+                    f"<td>{html.escape(str(w.get('ip', ''))[:64])}</td>"
+                    f"<td>{_when(w['last_seen_ms'])}</td></tr>")
+    return body + ("<table><tr><th>warrior</th><th>version</th><th>IP</th><th>last heartbeat"
+                   f"</th></tr>{''.join(rows)}</table>" if rows else "<p>none registered</p>")
 
 
 def _read_form(req, project) -> dict[str, str]:
@@ -82,7 +115,8 @@ class AdminPages:
         names = [n for n in self.admin.projects() if token.allows(n)]
         links = "".join(f'<li><a href="/admin/{html.escape(n)}">{html.escape(n)}</a></li>'
                         for n in names)
-        resp.text = _page("Tracker admin", f"<ul>{links}</ul>")
+        resp.text = _page("Tracker admin", f"<ul>{links}</ul>"
+                          + _warriors_section(self.admin, token))
 
     def on_post(self, req, resp):
         text = _read_form(req, None).get("token", "").strip()
@@ -112,6 +146,11 @@ class ProjectPage:
         limits = "".join(
             f'<label>{name} <input name="{name}" value="{html.escape(shown["settings"].get(name, ""))}">'
             "</label><br>" for name in LIMIT_SETTINGS)
+        pattern_limits = "".join(
+            f"<tr><td>{html.escape(x['name'])}</td><td>{html.escape(x['pattern'])}</td>"
+            f"<td>{html.escape(x['rate'])}</td><td>"
+            + _form(base + "limit-remove", csrf, _hidden("name", x["name"]), "Remove")
+            + "</td></tr>" for x in self.admin.limits(project))
         message = req.get_param("done")
         body = (
             (f"<p class=done>{html.escape(message)}</p>" if message else "")
@@ -121,16 +160,36 @@ class ProjectPage:
                                          "<textarea name=items rows=8 cols=60></textarea><br>"
                                          "<label>queue <input name=queue value=todo></label>", "Add")
             + "<h2>Limits</h2>" + _form(base + "limits", csrf, limits, "Save")
-            + "<h2>Release claims</h2>" + _form(
+            + "<h3>Pattern and item-type limits</h3><p>Items that match share one rate; the first "
+            "matching limit wins. Patterns: type:T, prefix:P, domain:D or regex:R.</p>"
+            "<table><tr><th>name</th><th>pattern</th><th>rate</th><th></th></tr>"
+            f"{pattern_limits}</table>"
+            + _form(base + "limit-add", csrf,
+                    "<label>name <input name=name></label> <label>pattern <input name=pattern>"
+                    "</label> <label>rate <input name=rate placeholder=10/m></label> ", "Add limit")
+            + "<h2>Release claims</h2>" + self._continue_release(req, base, csrf) + _form(
                 base + "release", csrf,
                 "<label>held by downloader <input name=downloader></label> or "
-                "<label>older than (s) <input name=older_than_s></label><br>", "Release")
+                "<label>older than (s) <input name=older_than_s></label> or "
+                "<label>item names matching <input name=pattern placeholder=glob></label><br>",
+                "Release")
             + "<h2>Block</h2>" + _form(
                 base + "block", csrf, "<label>ip:ADDRESS or name:DOWNLOADER <input name=entry>"
                 "</label> <label><input type=checkbox name=remove value=1> unblock</label>",
                 "Apply"))
         resp.content_type = falcon.MEDIA_HTML
         resp.text = _page(f"{project} · admin", body)
+
+    @staticmethod
+    def _continue_release(req, base: str, csrf: str) -> str:
+        """After a release that stopped at its budget: a button that goes on from its cursor."""
+        cursor = req.get_param("release_cursor")
+        if not cursor or not cursor.isdigit():
+            return ""
+        fields = "".join(_hidden(name, req.get_param(name) or "") for name in RELEASE_FIELDS)
+        return ("<p>Claims matching that filter are left." + _form(
+            base + "release", csrf, fields + _hidden("cursor", cursor), "Continue releasing")
+            + "</p>")
 
 
 class ProjectAction:
@@ -146,20 +205,25 @@ class ProjectAction:
         if not hmac.compare_digest(form.get("csrf", ""), csrf_for(text)):
             raise Refused(403, "bad or missing CSRF field: reload the page", "admin_bad_csrf",
                           project)
-        handler = getattr(self, "_" + action.replace("-", "_"), None)
-        if handler is None or action.startswith("_"):
-            raise Refused(404, f"no admin action {action!r}", "admin_bad_request", project)
+        if action not in PAGE_ACTIONS:
+            raise Refused(404, f"no admin action {action[:80]!r}", "admin_bad_request", project)
+        handler = getattr(self, "_" + action.replace("-", "_"))
         try:
-            message, detail = handler(project, form)
+            message, detail, *more = handler(project, form)
         except (AdminError, ValueError) as exc:
-            raise Refused(400, str(exc).splitlines()[0], "admin_bad_request", project) from None
+            text = (str(exc).splitlines() or ["bad request"])[0][:300]
+            status = 404 if isinstance(exc, operations.NotFound) else 400
+            raise Refused(status, text, "admin_bad_request", project) from None
         audit.record(self.admin.r, token.token_id, "page." + action, project, **detail)
         resp.status = falcon.HTTP_303
-        resp.location = f"/admin/{project}?" + urllib.parse.urlencode({"done": message})
+        resp.location = f"/admin/{project}?" + urllib.parse.urlencode(
+            {"done": message, **(more[0] if more else {})})
 
     def _add_items(self, project, form):
-        names = [n.strip() for n in form.get("items", "").splitlines() if n.strip()]
-        queue = form.get("queue") or "todo"
+        names = operations.check_items(
+            [n.strip() for n in form.get("items", "").splitlines() if n.strip()])
+        queue = operations.check_queue(form.get("queue") or "todo")
+        self.admin._keys(project)
         added = duplicates = 0
         for a, d in self.admin.add_items(project, names, queue=queue):
             added, duplicates = added + a, duplicates + d
@@ -170,14 +234,47 @@ class ProjectAction:
         age = self.admin.set_settings(project, values)
         return f"settings saved (age {age})", {"settings": values}
 
+    def _limit_add(self, project, form):
+        name, pattern = form.get("name", "").strip(), form.get("pattern", "").strip()
+        rate = form.get("rate", "").strip()
+        result = operations.add_limit(self.admin, project, name, pattern, rate)
+        return (f"limit {name} set", {"name": name, "pattern": pattern, "rate": rate,
+                                      "settings_age": result["settings_age"]})
+
+    def _limit_remove(self, project, form):
+        name = form.get("name", "").strip()
+        operations.remove_limit(self.admin, project, name)
+        return f"limit {name} removed", {"name": name}
+
     def _release(self, project, form):
+        """Release a page of claims at a time until none is left, or the budget is spent."""
         downloader = form.get("downloader", "").strip() or None
+        pattern = form.get("pattern", "").strip() or None
         age = form.get("older_than_s", "").strip()
-        result = operations.release(self.admin, project, downloader=downloader,
-                                    older_than_s=float(age) if age else None,
-                                    limit=operations.MAX_PAGE)
-        return f"released {result['released']}", {"downloader": downloader, "older_than_s": age,
-                                                  "released": result["released"]}
+        older_than_s = float(age) if age else None
+        cursor = form.get("cursor", "0").strip() or "0"
+        if not cursor.isdigit() or len(cursor) > 20:
+            raise AdminError("cursor must be a number")
+        cursor = int(cursor)
+        released, deadline = 0, time.monotonic() + RELEASE_SECONDS
+        for _ in range(RELEASE_PAGES):
+            page = operations.release(self.admin, project, downloader=downloader,
+                                      older_than_s=older_than_s, pattern=pattern,
+                                      cursor=cursor, limit=operations.MAX_PAGE)
+            released, cursor = released + page["released"], page["cursor"]
+            if cursor == 0 or (older_than_s is not None and page["released"] == 0):
+                cursor = 0
+                break
+            if time.monotonic() > deadline:
+                break
+        more = {}
+        if cursor:       # stopped at the budget: the page offers to continue from here
+            more = {"release_cursor": cursor, "downloader": downloader or "",
+                    "older_than_s": age, "pattern": pattern or ""}
+        message = f"released {released}" + ("; more left, continue below" if cursor else "")
+        detail = {"downloader": downloader, "older_than_s": age, "pattern": pattern,
+                  "released": released, "finished": not cursor}
+        return message, detail, more
 
     def _block(self, project, form):
         entry, remove = form.get("entry", "").strip(), form.get("remove") == "1"

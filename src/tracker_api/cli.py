@@ -29,6 +29,12 @@ def _fail(exc: Exception):
     raise click.UsageError(str(exc))
 
 
+def _audit(admin: Admin, action: str, project: str | None = None, **detail) -> None:
+    """Write a change made with the CLI to the audit log (actor "cli"), as the API does."""
+    from tracker_core import audit
+    audit.record(admin.r, audit.CLI_ACTOR, action, project, **detail)
+
+
 @click.group()
 @click.option("--redis-url", envvar="TRACKER_REDIS_URL", default=None,
               help="Redis to use: redis://HOST:PORT/DB, unix:///PATH, "
@@ -95,7 +101,11 @@ def run(ctx, host, port, workers, trust_forwarded, demo, live_port):
     finally:
         if maintainer is not None:   # crash-safe by design: a plain terminate is enough
             maintainer.terminate()
-            maintainer.wait(timeout=10)
+            try:
+                maintainer.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                maintainer.kill()
+                maintainer.wait()
         if live is not None:
             live.terminate()
             try:
@@ -108,9 +118,11 @@ def run(ctx, host, port, workers, trust_forwarded, demo, live_port):
 
 
 def _start_maintain_process(redis_url: str, data_dir: str):
-    """Start `tracker maintain` (offloading, with a lease, so every node may run one)."""
+    """Start `tracker maintain --supervise` (offloading, with a lease, so every node may run one):
+    a small supervisor that restarts the maintainer whenever it dies."""
     return subprocess.Popen([sys.executable, "-m", "tracker_api.cli", "--redis-url", redis_url,
-                             "--data-dir", data_dir, "maintain"], stdin=subprocess.DEVNULL)
+                             "--data-dir", data_dir, "maintain", "--supervise"],
+                            stdin=subprocess.DEVNULL)
 
 
 def _start_live_process(redis_url: str, host: str, port: int):
@@ -153,12 +165,15 @@ def project():
 @click.pass_context
 def project_create(ctx, slug, title):
     """Create project SLUG with default settings."""
+    admin = _admin(ctx)
+    values = {"title": title} if title else {}
     try:
-        created = _admin(ctx).create_project(slug, **({"title": title} if title else {}))
+        created = admin.create_project(slug, **values)
     except (AdminError, ValueError) as exc:
         _fail(exc)
     if not created:
         raise click.UsageError(f"project {slug!r} already exists")
+    _audit(admin, "project.create", slug, settings=values)
     click.echo(f"created project {slug}")
 
 
@@ -174,10 +189,12 @@ def project_set(ctx, slug, assignments):
         if not sep:
             raise click.UsageError(f"expected KEY=VALUE, got {assignment!r}")
         values[name] = value
+    admin = _admin(ctx)
     try:
-        age = _admin(ctx).set_settings(slug, values)
+        age = admin.set_settings(slug, values)
     except (AdminError, ValueError) as exc:
         _fail(exc)
+    _audit(admin, "project.settings", slug, settings=values)
     click.echo(f"settings of {slug} now at age {age}")
 
 
@@ -213,9 +230,14 @@ def items():
 
 
 def _lines(stream):
-    for raw in stream:
+    """The item names of STREAM, one a line (blank lines skipped), checked like the API's."""
+    from tracker_core import operations
+    for number, raw in enumerate(stream, 1):
         name = raw.rstrip("\r\n")
         if name:
+            if len(name) > operations.MAX_ITEM_CHARS or "\0" in name:
+                raise AdminError(f"line {number}: an item name has 1 to "
+                                 f"{operations.MAX_ITEM_CHARS} characters and no NUL")
             yield name
 
 
@@ -227,8 +249,13 @@ def _lines(stream):
 @click.pass_context
 def items_add(ctx, slug, source, queue, batch):
     """Add one item per line of SOURCE (a file, or - for standard input)."""
+    from tracker_core import operations
     admin = _admin(ctx)
     added = duplicates = 0
+    try:
+        operations.check_queue(queue)
+    except AdminError as exc:
+        _fail(exc)
     size = None
     if source is not sys.stdin and hasattr(source, "fileno"):
         try:
@@ -249,7 +276,12 @@ def items_add(ctx, slug, source, queue, batch):
                 else:
                     bar.update(a + d)
     except AdminError as exc:
+        if added or duplicates:    # earlier batches went in: say so, and audit them
+            _audit(admin, "items.add", slug, queue=queue, added=added, duplicates=duplicates,
+                   stopped=str(exc))
+            _fail(AdminError(f"{exc} (stopped: {added} items added before it)"))
         _fail(exc)
+    _audit(admin, "items.add", slug, queue=queue, added=added, duplicates=duplicates)
     click.echo(json.dumps({"added": added, "duplicates": duplicates}))
 
 
@@ -271,10 +303,12 @@ def status(ctx, slug):
 @click.pass_context
 def block(ctx, entry, project, remove):
     """Block ip:ADDRESS or name:DOWNLOADER (403 on request)."""
+    admin = _admin(ctx)
     try:
-        _admin(ctx).block(entry, project, remove)
+        admin.block(entry, project, remove)
     except AdminError as exc:
         _fail(exc)
+    _audit(admin, "block.remove" if remove else "block.add", project, entry=entry)
     click.echo(("unblocked " if remove else "blocked ") + entry)
 
 
@@ -285,10 +319,12 @@ def block(ctx, entry, project, remove):
 @click.pass_context
 def upload_target(ctx, slug, url, state):
     """Add, deactivate or remove an upload target (':downloader' is replaced per warrior)."""
+    admin = _admin(ctx)
     try:
-        _admin(ctx).set_upload_target(slug, url, "" if state == "remove" else state)
+        admin.set_upload_target(slug, url, "" if state == "remove" else state)
     except AdminError as exc:
         _fail(exc)
+    _audit(admin, "upload_target", slug, url=url, state="removed" if state == "remove" else state)
     click.echo(f"{url}: {state}")
 
 
@@ -445,7 +481,58 @@ def claims_release(ctx, slug, downloader, older_than_s, pattern):
 
 @main.group("admin")
 def admin_group():
-    """Admin API access: tokens."""
+    """Admin tokens, the audit log, the warrior registry and the HQ document (as the admin API)."""
+
+
+@admin_group.command("audit")
+@click.option("--project", default=None, help="This project's log (default: the global one).")
+@click.option("--count", default=100, show_default=True, type=click.IntRange(1, 1000))
+@click.option("--before", default=None, help="Continue from the 'next' of the previous page.")
+@click.pass_context
+def admin_audit(ctx, project, count, before):
+    """One page of the audit log as JSON, newest first (like GET /api/admin/audit)."""
+    from tracker_core import audit
+    admin = _admin(ctx)
+    try:
+        if project is not None:
+            admin._keys(project, must_exist=False)     # a name check; a deleted project's log stays
+        click.echo(json.dumps(audit.read(admin.r, project, count, before)))
+    except (AdminError, ValueError) as exc:
+        _fail(exc)
+
+
+@admin_group.command("warriors")
+@click.option("--offset", default=0, show_default=True, type=click.IntRange(0, 10**9))
+@click.option("--count", default=100, show_default=True, type=click.IntRange(1, 1000))
+@click.pass_context
+def admin_warriors(ctx, offset, count):
+    """Registered warriors by last heartbeat, newest first, as JSON (GET /api/admin/warriors)."""
+    from tracker_core import hq
+    admin = _admin(ctx)
+    click.echo(json.dumps({"active_last_hour": hq.active_count(admin.r),
+                           "warriors": hq.list_warriors(admin.r, offset, count)}))
+
+
+@admin_group.command("hq")
+@click.argument("assignments", nargs=-1, required=True)
+@click.pass_context
+def admin_hq(ctx, assignments):
+    """Set projects.json's global fields: tracker admin hq KEY=VALUE... (auto_project,
+    broadcast_message, seesaw_version)."""
+    from tracker_core import operations
+    admin = _admin(ctx)
+    values = {}
+    for assignment in assignments:
+        name, sep, value = assignment.partition("=")
+        if not sep:
+            raise click.UsageError(f"expected KEY=VALUE, got {assignment!r}")
+        values[name] = value
+    try:
+        result = operations.set_hq(admin, values)
+    except AdminError as exc:
+        _fail(exc)
+    _audit(admin, "hq.set", fields=result["hq"])
+    click.echo(json.dumps(result))
 
 
 @admin_group.group("token")
@@ -469,6 +556,15 @@ def admin_token_create(ctx, scope, note):
     audit.record(admin.r, "cli", "token.create", None if record.is_global else scope,
                  token_id=record.token_id, scope=scope)
     click.echo(json.dumps({"token": text, "token_id": record.token_id, "scope": scope}))
+
+
+@admin_token.command("list")
+@click.pass_context
+def admin_token_list(ctx):
+    """List the tokens (id, scope, note, creation time; never a secret) as JSON."""
+    from tracker_core import tokens
+    admin = _admin(ctx)
+    click.echo(json.dumps({"tokens": [t.__dict__ for t in tokens.list_tokens(admin.r)]}))
 
 
 @admin_token.command("revoke")
@@ -506,11 +602,14 @@ def _project_keys(admin: Admin, slug: str):
 @click.pass_context
 def backfeed_secret_create(ctx, slug):
     """Create a secret for SLUG; it is printed once (only its hash is stored)."""
-    from tracker_core import backfeed_secrets
+    from tracker_core import operations
     admin = _admin(ctx)
-    secret_id, secret = backfeed_secrets.create(admin.r, _project_keys(admin, slug))
-    click.echo(json.dumps({"id": secret_id, "secret": secret,
-                           "path": f"/backfeed/legacy/{slug}-{secret}"}))
+    try:
+        result = operations.create_backfeed_secret(admin, slug)
+    except AdminError as exc:
+        _fail(exc)
+    _audit(admin, "backfeed_secret.create", slug, id=result["id"])    # never the secret
+    click.echo(json.dumps(result))
 
 
 @backfeed_secret.command("list")
@@ -518,9 +617,11 @@ def backfeed_secret_create(ctx, slug):
 @click.pass_context
 def backfeed_secret_list(ctx, slug):
     """List the ids and creation times of SLUG's secrets (never the secrets)."""
-    from tracker_core import backfeed_secrets
-    admin = _admin(ctx)
-    click.echo(json.dumps(backfeed_secrets.list_secrets(admin.r, _project_keys(admin, slug))))
+    from tracker_core import operations
+    try:
+        click.echo(json.dumps(operations.list_backfeed_secrets(_admin(ctx), slug)))
+    except AdminError as exc:
+        _fail(exc)
 
 
 @backfeed_secret.command("revoke")
@@ -528,12 +629,16 @@ def backfeed_secret_list(ctx, slug):
 @click.argument("secret_id")
 @click.pass_context
 def backfeed_secret_revoke(ctx, slug, secret_id):
-    """Revoke SLUG's secret with id SECRET_ID."""
-    from tracker_core import backfeed_secrets
+    """Revoke SLUG's secret with id SECRET_ID (the 12 characters `list` shows, or a prefix of 6
+    or more that only one secret has)."""
+    from tracker_core import operations
     admin = _admin(ctx)
-    if not backfeed_secrets.revoke(admin.r, _project_keys(admin, slug), secret_id):
-        _fail(ValueError(f"no secret {secret_id!r} in {slug}"))
-    click.echo(f"revoked {secret_id}")
+    try:
+        revoked = operations.revoke_backfeed_secret(admin, slug, secret_id)["revoked"]
+    except AdminError as exc:
+        _fail(exc)
+    _audit(admin, "backfeed_secret.revoke", slug, id=revoked)
+    click.echo(f"revoked {revoked}")
 
 
 @backfeed.command("shard-map")
@@ -544,28 +649,30 @@ def backfeed_secret_revoke(ctx, slug, secret_id):
 @click.pass_context
 def backfeed_shard_map(ctx, slug, shard, queue, remove):
     """Map backfeed SHARD of SLUG to QUEUE; with no SHARD, show the map and per-shard counts."""
-    from tracker_api.backfeed import SHARD_RE
+    from tracker_core import operations
     admin = _admin(ctx)
-    keys = _project_keys(admin, slug)
-    if shard is None:
-        click.echo(json.dumps({"map": admin.r.hgetall(keys.backfeed_shard_map),
-                               "items": {s: int(n) for s, n in
-                                         admin.r.hgetall(keys.backfeed_shards).items()}}))
-        return
-    if not SHARD_RE.match(shard):
-        _fail(ValueError(f"bad shard name {shard!r}"))
-    if remove:
-        admin.r.hdel(keys.backfeed_shard_map, shard)
-        click.echo(f"{shard} -> backfeed")
-        return
-    if queue is None:
-        _fail(ValueError("give QUEUE, or --remove"))
     try:
-        keys.queue(queue)
-    except ValueError as exc:
+        if shard is None:
+            shown, items, cursor = None, {}, 0
+            while True:                      # the counts a page at a time, printed at once
+                page = operations.shard_map(admin, slug, cursor, operations.MAX_PAGE)
+                shown, cursor = page["map"], page["cursor"]
+                items.update(page["items"])
+                if cursor == 0:
+                    break
+            click.echo(json.dumps({"map": shown, "items": items}))
+            return
+        if remove:
+            result = operations.unmap_shard(admin, slug, shard)
+            _audit(admin, "backfeed_shard.unmap", slug, shard=shard)
+        elif queue is None:
+            raise AdminError("give QUEUE, or --remove")
+        else:
+            result = operations.map_shard(admin, slug, shard, queue)
+            _audit(admin, "backfeed_shard.map", slug, **result)
+    except AdminError as exc:
         _fail(exc)
-    admin.r.hset(keys.backfeed_shard_map, shard, queue)
-    click.echo(f"{shard} -> {queue}")
+    click.echo(f"{result['shard']} -> {result['queue']}")
 
 
 @backfeed.command("filter")
@@ -609,13 +716,20 @@ def limit():
 @click.argument("name")
 @click.argument("pattern")
 @click.argument("rate")
+@click.option("--no-reclassify", is_flag=True,
+              help="Leave queued items where they are (maintain holds them on its next pass).")
 @click.pass_context
-def limit_add(ctx, slug, name, pattern, rate):
+def limit_add(ctx, slug, name, pattern, rate, no_reclassify):
     """Add or replace limit NAME: PATTERN is type:T, prefix:P, domain:D or regex:R; RATE N/s or N/m."""
+    from tracker_core import operations
+    admin = _admin(ctx)
     try:
-        age = _admin(ctx).add_limit(slug, name, pattern, rate)
+        age = operations.add_limit(admin, slug, name, pattern, rate,
+                                   reclassify=not no_reclassify)["settings_age"]
     except AdminError as exc:
         _fail(exc)
+    _audit(admin, "limit.add", slug, name=name, pattern=pattern, rate=rate,
+           reclassify=not no_reclassify)
     click.echo(f"limit {name} of {slug} set; settings now at age {age}")
 
 
@@ -624,10 +738,13 @@ def limit_add(ctx, slug, name, pattern, rate):
 @click.pass_context
 def limit_reclassify(ctx, slug):
     """Move queued items that a limit matches (added before it, or released) to its sub-queue."""
+    from tracker_core import operations
+    admin = _admin(ctx)
     try:
-        moved = _admin(ctx).reclassify(slug)
+        moved = operations.reclassify(admin, slug)["held"]
     except AdminError as exc:
         _fail(exc)
+    _audit(admin, "limit.reclassify", slug, held=moved)
     click.echo(f"held {moved} queued items of {slug}")
 
 
@@ -637,10 +754,13 @@ def limit_reclassify(ctx, slug):
 @click.pass_context
 def limit_remove(ctx, slug, name):
     """Remove limit NAME."""
+    from tracker_core import operations
+    admin = _admin(ctx)
     try:
-        age = _admin(ctx).remove_limit(slug, name)
+        age = operations.remove_limit(admin, slug, name)["settings_age"]
     except AdminError as exc:
         _fail(exc)
+    _audit(admin, "limit.remove", slug, name=name)
     click.echo(f"limit {name} of {slug} removed; settings now at age {age}")
 
 
@@ -665,10 +785,19 @@ def dead():
 @click.option("--count", default=1000, show_default=True, type=click.IntRange(1, 1000000))
 @click.pass_context
 def dead_list(ctx, slug, count):
-    """Print SLUG's dead items, one JSON object (item and history) a line."""
+    """Print up to COUNT of SLUG's dead items, one JSON object (item and history) a line."""
+    from tracker_core import operations
+    admin = _admin(ctx)
+    printed, cursor = 0, 0
     try:
-        for entry in _admin(ctx).dead_items(slug, count):
-            click.echo(json.dumps(entry, sort_keys=True))
+        while printed < count:                  # HSCAN pages: never the whole hash at once
+            page = operations.list_dead(admin, slug, cursor, min(1000, count - printed))
+            for entry in page["dead"][:count - printed]:
+                click.echo(json.dumps(entry, sort_keys=True))
+                printed += 1
+            cursor = page["cursor"]
+            if cursor == 0:
+                break
     except AdminError as exc:
         _fail(exc)
 
@@ -681,15 +810,29 @@ def dead_list(ctx, slug, count):
 @click.pass_context
 def dead_requeue(ctx, slug, names, everything, queue):
     """Put dead items NAMES (or --all) back into a queue with a fresh claim count."""
+    from tracker_core import operations
     admin = _admin(ctx)
+    if everything == bool(names):
+        raise click.UsageError("name the items to requeue, or pass --all")
+    moved, cursor = 0, 0
     try:
         if everything:
-            names = [entry["item"] for entry in admin.dead_items(slug, 10 ** 9)]
-        if not names:
-            raise click.UsageError("name the items to requeue, or pass --all")
-        moved = admin.requeue_dead(slug, list(names), queue)
+            while True:                         # a page at a time, like the API
+                page = operations.requeue_dead_page(admin, slug, cursor, 1000, queue)
+                moved, cursor = moved + page["requeued"], page["cursor"]
+                if cursor == 0:
+                    break
+        else:
+            step = operations.MAX_PAGE
+            for start in range(0, len(names), step):
+                moved += operations.requeue_dead(admin, slug, list(names[start:start + step]),
+                                                 queue)["requeued"]
     except AdminError as exc:
+        if moved:
+            _audit(admin, "dead.requeue", slug, queue=queue, requeued=moved, stopped=str(exc))
         _fail(exc)
+    _audit(admin, "dead.requeue", slug, queue=queue, requeued=moved,
+           **({"all": True} if everything else {"items": len(names)}))
     click.echo(f"requeued {moved} dead items of {slug}")
 
 
@@ -706,24 +849,85 @@ SEGMENTS_DIR_HELP = "Where segment files live (shared by every node that runs ma
 @click.option("--interval", default=1.0, show_default=True, type=click.FloatRange(0.05, 3600),
               help="Seconds between passes.")
 @click.option("--once", is_flag=True, help="Make one pass and exit.")
+@click.option("--supervise", is_flag=True,
+              help="Run the maintainer in a child process and restart it whenever it dies "
+                   "(what `tracker run` does).")
 @click.pass_context
-def maintain(ctx, segments_dir, interval, once):
-    """Offload todo beyond each project's high watermark to disk, refill below the low one, and
-    hold queued items that a changed limit now matches."""
-    import socket
-    import time
-    import uuid
+def maintain(ctx, segments_dir, interval, once, supervise):
+    """Offload each queue (and done, with done_mode=offload) beyond the project's high watermark
+    to disk, refill below the low one, hold queued items that a changed limit now matches, and
+    keep the statistics rolled up. Safe on several nodes at once (a lease per project)."""
+    import signal
+    import threading
     from tracker_core import offload
+    if supervise:
+        args = ["--interval", str(interval)]
+        if segments_dir:
+            args += ["--segments-dir", segments_dir]
+        _supervise_maintain(ctx.obj["redis_url"], ctx.obj["data_dir"], args)
+        return
     admin = _admin(ctx)
-    directory = _segments_dir(ctx, segments_dir)
-    holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-    classified_ages: dict = {}
-    while True:
-        moved = offload.maintain_once(admin.r, holder, directory, classified_ages)
-        if once:
-            click.echo(json.dumps(moved if moved is not None else {"lease": "held elsewhere"}))
-            return
-        time.sleep(interval)
+    maintainer = offload.Maintainer(admin.r, _segments_dir(ctx, segments_dir),
+                                    log=lambda line: click.echo(line, err=True))
+    if once:
+        try:
+            click.echo(json.dumps(maintainer.pass_once()))
+        finally:
+            maintainer.release()
+        return
+    stop = threading.Event()
+
+    def on_signal(*_):   # finish (or abandon: crash-safe) the pass, give the leases up, exit
+        if stop.is_set():
+            raise SystemExit(0)
+        stop.set()
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    maintainer.run(interval, stop)
+
+
+MAINTAIN_RESTART_MAX_S = 60.0
+
+
+def _supervise_maintain(redis_url: str, data_dir: str, args: list[str]) -> None:
+    """Run `tracker maintain ARGS` as a child; restart it after a back-off whenever it exits.
+
+    `tracker run` starts this rather than the maintainer itself: its server loop reaps every
+    child process (os.waitpid(-1)), so it cannot tell when a maintainer of its own died.
+    """
+    import signal
+    import time
+    stopping = False
+    child = None
+
+    def on_signal(*_):
+        nonlocal stopping
+        stopping = True
+        if child is not None and child.poll() is None:
+            child.terminate()
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    backoff = 1.0
+    while not stopping:
+        started = time.monotonic()
+        child = subprocess.Popen([sys.executable, "-m", "tracker_api.cli", "--redis-url", redis_url,
+                                  "--data-dir", data_dir, "maintain", *args],
+                                 stdin=subprocess.DEVNULL)
+        code = child.wait()
+        if stopping:
+            break
+        backoff = 1.0 if time.monotonic() - started > MAINTAIN_RESTART_MAX_S else \
+            min(backoff * 2, MAINTAIN_RESTART_MAX_S)
+        click.echo(f"tracker: maintain exited ({code}); restarting in {backoff:.0f}s", err=True)
+        deadline = time.monotonic() + backoff
+        while not stopping and time.monotonic() < deadline:
+            time.sleep(0.1)
+    if child is not None:
+        try:
+            child.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
 
 
 @main.group()
@@ -752,13 +956,15 @@ def segments_list(ctx, slug):
 @click.pass_context
 def segments_export(ctx, slug, number, destination, segments_dir):
     """Move segment NUMBER out of SLUG into DESTINATION (its items leave the project, counted)."""
-    from tracker_core import offload
+    from tracker_core import audit, offload
     admin = _admin(ctx)
     try:
         n = offload.export_segment(admin.r, _project_keys(admin, slug),
                                    _segments_dir(ctx, segments_dir), number, Path(destination))
     except (AdminError, offload.OffloadError) as exc:
         _fail(exc)
+    audit.record(admin.r, "cli", "segments.export", slug, segment=number, items=n,
+                 destination=str(destination))
     click.echo(f"exported segment {number} of {slug}: {n} items")
 
 
@@ -766,17 +972,27 @@ def segments_export(ctx, slug, number, destination, segments_dir):
 @click.argument("slug")
 @click.argument("source", type=click.Path(dir_okay=False, exists=True))
 @click.option("--segments-dir", envvar="TRACKER_SEGMENTS_DIR", default=None, help=SEGMENTS_DIR_HELP)
+@click.option("--queue", default="todo", show_default=True,
+              help="Queue for the items of a file not exported from SLUG: todo, backfeed, "
+                   "secondary or redo.")
 @click.pass_context
-def segments_import(ctx, slug, source, segments_dir):
-    """Bring an exported segment file into SLUG; maintain refills it like any other."""
-    from tracker_core import offload
+def segments_import(ctx, slug, source, segments_dir, queue):
+    """Bring a segment file into SLUG. One exported from SLUG comes back once, as a segment of the
+    queue it left (maintain refills it like any other); any other file, or the same one again, has
+    its items added through SLUG's Bloom filter (items SLUG has seen are dropped as duplicates)."""
+    from tracker_core import audit, offload
     admin = _admin(ctx)
     try:
-        number, n = offload.import_segment(admin.r, _project_keys(admin, slug),
-                                           _segments_dir(ctx, segments_dir), Path(source))
+        result = offload.import_segment(admin.r, _project_keys(admin, slug),
+                                        _segments_dir(ctx, segments_dir), Path(source), queue)
     except (AdminError, offload.OffloadError) as exc:
         _fail(exc)
-    click.echo(f"imported {n} items into {slug} as segment {number}")
+    audit.record(admin.r, "cli", "segments.import", slug, source=str(source), queue=queue, **result)
+    if result["segment"] is not None:
+        click.echo(f"imported {result['items']} items into {slug} as segment {result['segment']}")
+    else:
+        click.echo(f"imported {result['items']} items into {slug}:{queue} through the Bloom "
+                   f"filter ({result['duplicates']} duplicates dropped)")
 
 if __name__ == "__main__":   # `python -m tracker_api.cli`, how `tracker run` starts the feed
     main()

@@ -13,7 +13,7 @@ from tracker_core.engine import UNKNOWN_PROJECT, Engine
 from tracker_api.errors import Refused
 
 MAX_BODY_BYTES = 1 << 20
-MAX_ITEM_CHARS = 4096
+MAX_ITEM_CHARS = protocol.MAX_ITEM_CHARS
 MAX_DONE_ITEMS = 1000
 
 

@@ -186,14 +186,23 @@ class Admin:
         pipe.hlen(k.dead)
         pipe.hgetall(k.segments)
         pipe.scard(k.offloading)
+        pipe.hgetall(k.segment_queues)
         replies = pipe.execute()
         shared = dict(zip(keyspace.SHARED_QUEUES, replies[:4]))
         per_downloader = {o: n for o, n in zip(owners, replies[4:4 + len(owners)]) if n}
-        out, done_kept, stats, held, held_in, dead, segments, offloading = replies[4 + len(owners):]
+        (out, done_kept, stats, held, held_in, dead, segments, offloading,
+         sources) = replies[4 + len(owners):]
         counters = {f: int(v) for f, v in stats.items()}
-        segments.pop(offload_mod.NEXT_FIELD, None)
-        # Offloaded items: in segment files, or on their way to one (not in todo_total).
-        offloaded = sum(int(n) for n in segments.values()) + offloading
+        segments = {n: int(c) for n, c in segments.items() if not n.startswith("#")}
+        # Offloaded items: in segment files, or on their way to one (not in todo_total), per
+        # queue they came from; done items offloaded (done_mode=offload) are counted apart.
+        by_source = dict.fromkeys(offload_mod.QUEUES, 0) | {offload_mod.DONE: 0}
+        for number, n in segments.items():
+            by_source[sources.get(number, "todo")] += n
+        staged = sources.get(offload_mod.STAGED_FIELD, "0 todo").partition(" ")[2]
+        by_source[staged] = by_source.get(staged, 0) + offloading
+        done_offloaded = by_source.pop(offload_mod.DONE)
+        offloaded = sum(by_source.values())
         queued = sum(shared.values()) + sum(per_downloader.values()) + held + held_in
         return {
             "project": project,
@@ -203,9 +212,11 @@ class Admin:
             "out": out,
             "dead": dead,
             "offloaded": offloaded,
+            "offloaded_queues": by_source,
             "segments": len(segments),
             "done": counters.get("items_done", 0),
             "done_kept": done_kept,
+            "done_offloaded": done_offloaded,
             "counters": counters,
         }
 
@@ -249,16 +260,29 @@ class Admin:
         return items
 
     def requeue_dead(self, project: str, names: list[str], queue: str = "todo") -> int:
-        """Put dead items back into QUEUE; return how many were dead."""
+        """Put dead items back into QUEUE; return how many were dead.
+
+        Into a shared queue, items a limit matches are held in its sub-queue instead (like
+        added ones); a downloader's own queue takes them all.
+        """
         k = self._keys(project)
         try:
             target = k.queue(queue)
         except ValueError as exc:
             raise AdminError(str(exc)) from None
-        moved = 0
+        owner = queue[len("downloader:"):] if queue.startswith("downloader:") else ""
+        compiled = None if owner else limits_mod.CompiledLimits(limits_mod.load(self.r, k))
+        moved = held = 0
         for start in range(0, len(names), ADD_BATCH):
-            moved += scripts.run(self.r, "requeue_dead", (k.dead, target, k.stats),
-                                 names[start:start + ADD_BATCH])
+            part = names[start:start + ADD_BATCH]
+            entries = limits_mod.held_entries(compiled, part)
+            n = scripts.run(self.r, "requeue_dead",
+                            (k.dead, target, k.stats, k.limited_in, k.downloader_queues),
+                            (owner, *[x for pair in zip(part, entries) for x in pair]))
+            moved += n
+            held += n > 0 and any(entries)
+        if held:
+            limits_mod.hold_new(self.r, k)
         return moved
 
     def limits(self, project: str) -> list[dict]:

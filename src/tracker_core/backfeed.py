@@ -3,18 +3,23 @@
 Items discovered by workers arrive as one body joined by a delimiter; each is queued to
 ``todo:backfeed`` (or the queue its shard is mapped to) only if the project's Bloom filter has
 never seen its dedup key, the part before the first ``itemseparator`` when one is given.
+Like every way in, backfeed classifies: an item whose dedup key matches a pattern or item-type
+limit is held in the limit's sub-queue instead (unless its shard maps to one downloader's own
+queue), through the same Bloom filter call, so it is deduplicated exactly like the others.
 """
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
 
-from tracker_core import backfeed_secrets, bloom
+from tracker_core import backfeed_secrets, bloom, protocol
+from tracker_core import limits as limits_mod
 
 SHARD_MAP_TTL_S = 1.0   # an admin's new shard mapping reaches every process within a second
+LIMITS_TTL_S = 1.0      # and a limit change reaches backfeed's classification within a second
 
 MAX_ITEMS_PER_POST = 10_000
-MAX_ITEM_BYTES = 8192
+MAX_ITEM_BYTES = protocol.MAX_ITEM_CHARS   # bytes >= characters: every entry can be done
 
 
 class BadBatch(ValueError):
@@ -50,6 +55,7 @@ class Backfeed:
         self.batch = batch
         self._filters: dict[str, bloom.BloomFilter] = {}
         self._shard_maps: dict[str, tuple[float, dict]] = {}
+        self._age_checked: dict[str, float] = {}
 
     def filter(self, project: str) -> bloom.BloomFilter:
         f = self._filters.get(project)
@@ -77,9 +83,31 @@ class Backfeed:
             cached = self._shard_maps[project] = (time.monotonic() + SHARD_MAP_TTL_S, mapping)
         return cached[1].get(shard, (None, ""))
 
+    def limits(self, project: str):
+        """The engine's compiled limits of PROJECT, its settings age checked at most once a second.
+
+        The engine learns of a new settings age from claim and done replies; this check makes a
+        limit change reach a process that only takes backfeed as well (one HGET a second).
+        """
+        now = time.monotonic()
+        if self._age_checked.get(project, 0.0) < now:
+            age = self.engine.conn.execute_command("HGET", self.engine.keys(project).settings,
+                                                   "settings_age")
+            if age is not None:
+                self.engine._note_age(project, age)
+            if len(self._age_checked) > 10000:
+                self._age_checked.clear()
+            self._age_checked[project] = now + LIMITS_TTL_S
+        return self.engine.limits(project)
+
     def submit(self, project: str, secret: str, entries: list, dedup_keys: list,
                shard: str = "") -> Outcome:
-        """Dedup and queue ENTRIES in batches; the secret is checked inside every script call."""
+        """Dedup and queue ENTRIES in batches; the secret is checked inside every script call.
+
+        Each batch is split by the project's limits (classifying the dedup keys): free items go
+        to the target queue, limited ones to the way-in set of held items, which hold_new then
+        files in their limits' sub-queues. Items for a downloader's own queue are never held.
+        """
         f = self.filter(project)
         digest = backfeed_secrets.digest(secret)
         outcome = Outcome(bloom.OK, len(entries))
@@ -90,13 +118,33 @@ class Backfeed:
                            fields=("backfeed_new", "backfeed_seen"))
             outcome.status = result.status
             return outcome
-        for start in range(0, len(entries), self.batch):
-            result = f.add(entries[start:start + self.batch], dedup_keys[start:start + self.batch],
-                           target=target, owner=owner, secret_digest=digest, shard=shard,
-                           fields=("backfeed_new", "backfeed_seen"))
-            if result.status != bloom.OK:
-                outcome.status = result.status
-                return outcome
-            outcome.new += result.new
-            outcome.seen += result.seen
+        compiled = None if owner else self.limits(project)
+        if compiled is not None and not compiled.limits:
+            compiled = None
+        k = self.engine.keys(project)
+        held = 0
+        try:
+            for start in range(0, len(entries), self.batch):
+                part = entries[start:start + self.batch]
+                part_keys = dedup_keys[start:start + self.batch]
+                groups = [(part, part_keys, target)]
+                if compiled is not None:
+                    names = [key.decode("utf-8", "surrogateescape") if isinstance(key, bytes)
+                             else key for key in part_keys]
+                    groups = limits_mod.split_entries(part, part_keys, compiled.names_of(names),
+                                                      target, k)
+                for group, group_keys, group_target in groups:
+                    result = f.add(group, group_keys, target=group_target, owner=owner,
+                                   secret_digest=digest, shard=shard,
+                                   fields=("backfeed_new", "backfeed_seen"))
+                    if result.status != bloom.OK:
+                        outcome.status = result.status
+                        return outcome
+                    outcome.new += result.new
+                    outcome.seen += result.seen
+                    if group_target == k.limited_in:
+                        held += result.new
+        finally:
+            if held:
+                limits_mod.hold_new(self.engine.conn, k)
         return outcome

@@ -8,10 +8,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import secrets
 import time
 
 SECRET_BYTES = 16
+ID_CHARS = 12                                     # a secret's id: the first characters of its hash
+ID_RE = re.compile(r"[0-9a-fA-F]{6,12}\Z")
+
+
+class SecretError(ValueError):
+    """A bad or ambiguous secret id; the message is one line."""
 
 
 def digest(secret: str | bytes) -> str:
@@ -24,9 +31,9 @@ def create(r, keys) -> tuple[str, str]:
     """Make a new secret for the project of KEYS; return (id, secret). Only the hash is stored."""
     secret = secrets.token_hex(SECRET_BYTES)   # hex: never contains the '-' that ends the project
     hashed = digest(secret)
-    record = json.dumps({"id": hashed[:12], "created": int(time.time())})
+    record = json.dumps({"id": hashed[:ID_CHARS], "created": int(time.time())})
     r.hset(keys.backfeed_secrets, hashed, record)
-    return hashed[:12], secret
+    return hashed[:ID_CHARS], secret
 
 
 def list_secrets(r, keys) -> list[dict]:
@@ -35,11 +42,25 @@ def list_secrets(r, keys) -> list[dict]:
                   key=lambda rec: (rec["created"], rec["id"]))
 
 
-def revoke(r, keys, secret_id: str) -> bool:
-    """Revoke the secret whose id is SECRET_ID; False when there is none."""
-    if len(secret_id) < 6:
-        return False
-    for hashed in r.hkeys(keys.backfeed_secrets):
-        if hashed.startswith(secret_id):
-            return bool(r.hdel(keys.backfeed_secrets, hashed))
-    return False
+def revoke(r, keys, secret_id: str) -> str | None:
+    """Revoke the secret whose id is SECRET_ID; return its id, or None when there is none.
+
+    SECRET_ID is the 12-character id `list_secrets` shows, or a prefix of at least 6 of them
+    that only one secret has: a prefix (or id) that several secrets share raises SecretError
+    and revokes nothing.
+    """
+    if type(secret_id) is not str or not ID_RE.match(secret_id):
+        raise SecretError(f"bad secret id {str(secret_id)[:40]!r}: give the 12 hex characters "
+                          "the list shows (or 6 or more of the first ones)")
+    secret_id = secret_id.lower()
+    matches = []
+    for hashed, _ in r.hscan_iter(keys.backfeed_secrets):
+        hashed = hashed.decode() if isinstance(hashed, bytes) else hashed
+        if hashed[:ID_CHARS].startswith(secret_id):
+            matches.append(hashed)
+    if len(matches) > 1:
+        raise SecretError(f"secret id {secret_id!r} is ambiguous: {len(matches)} secrets start "
+                          "with it; give the full 12-character id")
+    if not matches or not r.hdel(keys.backfeed_secrets, matches[0]):
+        return None
+    return matches[0][:ID_CHARS]

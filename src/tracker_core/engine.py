@@ -128,14 +128,34 @@ class Engine:
         return DoneResult(reply[2], reply[3], reply[4])
 
     def release(self, project: str, downloader: str, items: list[str]) -> int | None:
-        """Give back claims DOWNLOADER holds ('' = whoever holds them); the number released."""
+        """Give back claims DOWNLOADER holds ('' = whoever holds them); the number released.
+
+        Released items go back to todo, or are held in their limit's sub-queue when one of the
+        project's limits matches them (classified here with the cached compiled limits; the
+        script refuses if the settings age moved since, and the call is made again).
+        """
         k = self.keys(project)
-        reply = scripts.run(self.conn, "release", (
-            k.settings, k.out, k.claims, k.todo, k.downloader_claims, k.stats),
-            (self._now_ms(), downloader, *items))
-        if reply[0] == UNKNOWN_PROJECT:
-            return None
-        return reply[2]
+        for attempt in range(3):
+            settings = self.settings(project)
+            compiled = self.limits(project)
+            # No cached settings (a project created a moment ago): "?" never matches, so the
+            # script answers with the age. The last attempt skips the check: limits changing on
+            # every call is no reason to fail a release (maintenance's reclassify follows up).
+            age = "" if attempt == 2 else str(settings.age) if settings is not None else "?"
+            held = limits_mod.held_entries(compiled, items)
+            reply = scripts.run(self.conn, "release", (
+                k.settings, k.out, k.claims, k.todo, k.downloader_claims, k.stats, k.limited_in),
+                (self._now_ms(), downloader, age, *[x for pair in zip(items, held) for x in pair]))
+            if reply[0] == UNKNOWN_PROJECT:
+                return None
+            if reply[0] == limits_mod.STALE_AGE:
+                self._unknown.pop(project, None)
+                self._note_age(project, reply[1])
+                continue
+            if reply[4]:
+                limits_mod.hold_new(self.conn, k)
+            return reply[2]
+        raise AssertionError("unreachable")
 
     def uploaded(self, project: str, uploader: str, item: str, server: str) -> bool:
         k = self.keys(project)
@@ -144,10 +164,17 @@ class Engine:
         return reply[0] != UNKNOWN_PROJECT
 
     def item_status(self, project: str, item: str) -> tuple[str | None, str | None]:
-        """(status, claimant) of ITEM: status 'todo', 'out', 'done' or None."""
+        """(status, claimant) of ITEM: status 'todo', 'out', 'done' or None.
+
+        An item held back by a limit is 'todo'; the script looks it up under the limit that the
+        cached compiled limits name for it first.
+        """
         k = self.keys(project)
+        compiled = self.limits(project)
+        limit = (compiled.name_of(item) if compiled is not None and compiled.limits else None) or ""
         reply = scripts.run(self.conn, "item_status", (
-            k.settings, k.out, k.claims, k.done, k.todo, k.backfeed, k.secondary, k.redo), (item,))
+            k.settings, k.out, k.claims, k.done, k.todo, k.backfeed, k.secondary, k.redo,
+            k.limited, k.limited_in, k.limits_ready), (item, limit))
         return (reply[1] or None), (reply[2] or None)
 
     def upload_target(self, project: str, downloader: str) -> str | None:

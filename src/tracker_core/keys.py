@@ -23,7 +23,10 @@ HQ = "tracker:hq"
 WARRIORS = "tracker:{warriors}"
 WARRIORS_SEEN = "tracker:{warriors}:seen"
 # Held by the one `tracker maintain` process that may move segments right now (node id, expiry).
+# (Superseded by each project's own lease, ProjectKeys.maintain_lease, which its scripts check.)
 MAINTAIN_LEASE = "tracker:maintain_lease"
+# Deleted projects whose segment files a maintainer still has to remove from disk.
+SEGMENTS_DELETED = "tracker:segments_deleted"
 
 # The queues a claim visits after the downloader's own queue, in serve order.
 SHARED_QUEUES = ("todo", "backfeed", "secondary", "redo")
@@ -48,6 +51,7 @@ class ProjectKeys:
         "downloader_version", "domain_bytes", "audit", "bloom", "backfeed_secrets",
         "backfeed_shards", "backfeed_shard_map", "limits", "limited", "limited_in",
         "limits_ready", "limit_tat", "reclaim_at", "dead", "segments", "offloading",
+        "segment_queues", "segment_exports", "maintain_lease",
     )
 
     def __init__(self, project: str):
@@ -98,6 +102,13 @@ class ProjectKeys:
         # items on their way to a segment file, and the segment counter (field "seq" of segments).
         self.segments = f"{tag}:segments"
         self.offloading = f"{tag}:offloading"
+        # Segment number -> the queue its items came from (todo, backfeed, secondary, redo, or
+        # done); field "#staged" names the number and source of the set in `offloading`. Exported
+        # segments that may come back once: digest of their items -> "ITEMS QUEUE". The lease of
+        # the one maintainer that may move this project's segments (holder id, expiry).
+        self.segment_queues = f"{tag}:segment_queues"
+        self.segment_exports = f"{tag}:segment_exports"
+        self.maintain_lease = f"{tag}:maintain_lease"
 
     def downloader_queue(self, downloader: str) -> str:
         return f"{self.tag}:todo:d:{downloader}"

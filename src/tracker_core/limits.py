@@ -124,15 +124,64 @@ class CompiledLimits:
 
 def split_held(names: list[str], limit_names: list, target: str, k: keyspace.ProjectKeys) -> list:
     """Split a batch into (entries, dedup keys, target) groups: free items, then held ones."""
-    free = [name for name, limit in zip(names, limit_names) if limit is None]
-    held = [(f"{limit}\0{name}", name) for name, limit in zip(names, limit_names) if limit is not None]
-    groups = [(free, free, target)] if free else []
+    return split_entries(names, names, limit_names, target, k)
+
+
+def held_entry(limit: str, entry):
+    """The member of the held zset (and its way-in set) for ENTRY held by LIMIT: "LIMIT\\0ENTRY".
+
+    ENTRY may be bytes (a backfeed body's item) or text; the result has the same type.
+    """
+    if isinstance(entry, bytes):
+        return limit.encode() + b"\0" + entry
+    return f"{limit}\0{entry}"
+
+
+def split_entries(entries: list, dedup_keys: list, limit_names: list, target,
+                  k: keyspace.ProjectKeys) -> list:
+    """Split a batch into (entries, dedup keys, target) groups: free items, then held ones.
+
+    LIMIT_NAMES (one per item, None when no limit matches) come from classifying the dedup keys,
+    so copies of one key always land in the same group and the Bloom filter still dedups them
+    within the batch. Held items go to the way-in set as "LIMIT\\0ENTRY" (see hold_new), keyed in
+    the filter by their dedup key like free ones.
+    """
+    free, free_keys, held, held_keys = [], [], [], []
+    for entry, key, limit in zip(entries, dedup_keys, limit_names):
+        if limit is None:
+            free.append(entry)
+            free_keys.append(key)
+        else:
+            held.append(held_entry(limit, entry))
+            held_keys.append(key)
+    groups = [(free, free_keys, target)] if free else []
     if held:
-        groups.append(([entry for entry, _ in held], [name for _, name in held], k.limited_in))
+        groups.append((held, held_keys, k.limited_in))
     return groups
 
 
+def held_entries(compiled: CompiledLimits | None, names: list[str]) -> list[str]:
+    """Per name, "LIMIT\\0NAME" when one of the limits matches it, else '' (script arguments).
+
+    Used where items go back into a shared queue (release, requeue of dead items, queue moves):
+    the script files the held ones in the way-in set instead of the queue.
+    """
+    if compiled is None or not compiled.limits:
+        return [""] * len(names)
+    return ["" if limit is None else held_entry(limit, name)
+            for name, limit in zip(names, compiled.names_of(names))]
+
+
+def current(client, k: keyspace.ProjectKeys) -> tuple[str, CompiledLimits]:
+    """(settings age, compiled limits) read fresh; the age is read first, so a script that
+    compares it with the project's age refuses whenever the limits may have changed since."""
+    age = client.hget(k.settings, "settings_age")
+    age = age.decode() if isinstance(age, bytes) else age
+    return ("" if age is None else str(age)), CompiledLimits(load(client, k))
+
+
 HOLD_BATCH = 5000
+STALE_AGE = -2   # a script's answer when the caller classified at another settings age
 
 
 def hold_new(client, k: keyspace.ProjectKeys) -> int:
@@ -149,14 +198,14 @@ def hold_new(client, k: keyspace.ProjectKeys) -> int:
 def reclassify(client, k: keyspace.ProjectKeys, batch: int = 1000) -> int:
     """Hold the queued items that the project's current limits match; return how many moved.
 
-    Run after limits change (and by maintenance): items queued before a limit existed, or put
-    back by a release, then wait in the limit's sub-queue like newly added ones.
+    Run after limits change (and by maintenance): items queued before a limit existed, or by a
+    node that had not yet seen the change, then wait in the limit's sub-queue like newly added
+    ones. (Every way in classifies: add, backfeed, release, requeue of dead items, queue moves.)
+    It also files held items that a crash left in the way-in set between a script and hold_new.
     """
     compiled = CompiledLimits(load(client, k))
-    if not compiled.limits:
-        return 0
     moved = 0
-    for queue in k.shared_queues():
+    for queue in k.shared_queues() if compiled.limits else ():
         cursor = 0
         while True:
             cursor, names = client.sscan(queue, cursor, count=batch)
@@ -169,6 +218,5 @@ def reclassify(client, k: keyspace.ProjectKeys, batch: int = 1000) -> int:
                 moved += scripts.run(client, "hold_queued", (queue, k.limited_in), args)
             if int(cursor) == 0:
                 break
-    if moved:
-        hold_new(client, k)
+    hold_new(client, k)
     return moved

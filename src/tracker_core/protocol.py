@@ -1,6 +1,10 @@
 """Pick the compiled protocol helpers, or their pure-Python twin when TRACKER_PURE_PYTHON=1."""
 import os
 
+# The longest item name, in characters: what /done takes back. Every way in keeps to it (backfeed
+# counts bytes, never fewer than characters), so no item can be claimed that cannot be done.
+MAX_ITEM_CHARS = 4096
+
 if os.environ.get("TRACKER_PURE_PYTHON") == "1":
     from tracker_core._protocol_py import (  # noqa: F401
         flatten_bytes, split_items, valid_downloader, version_key, version_older)

@@ -44,8 +44,8 @@ def _version(value: str) -> str:
 
 
 def _done_mode(value: str) -> str:
-    if value not in ("keep", "discard"):
-        raise ValueError("must be keep or discard")
+    if value not in ("keep", "discard", "offload"):
+        raise ValueError("must be keep, discard or offload")
     return value
 
 
@@ -80,11 +80,19 @@ SETTINGS = {
     "claims_limit": (_non_negative_int, "0", "most items out at once (reclaims served first); 0 = no cap"),
     "max_reclaims": (_non_negative_int, "0", "reclaims after which an item goes to `dead`; 0 = never"),
     "offload_high": (_non_negative_int, "0",
-                     "todo items above which `tracker maintain` moves the excess to disk; 0 = off"),
-    "offload_low": (_non_negative_int, "0", "todo items below which offloaded segments come back"),
+                     "items of each of todo, todo:backfeed, todo:secondary and todo:redo above "
+                     "which `tracker maintain` moves the excess to disk; 0 = off"),
+    "offload_low": (_non_negative_int, "0",
+                    "items of a queue below which its offloaded segments come back into it"),
     "offload_segment_items": (_non_negative_int, "50000", "items per offloaded segment file"),
     "min_version": (_version, "", "oldest grab-script version accepted (older ones get 455)"),
-    "done_mode": (_done_mode, "keep", "keep: done items stay in `done`; discard: only counted"),
+    "done_mode": (_done_mode, "keep",
+                  "keep: done items stay in `done`; discard: only counted; offload: `done` beyond "
+                  "done_offload_high goes to segment files (counted; item status no longer finds "
+                  "them, as with discard)"),
+    "done_offload_high": (_non_negative_int, "100000",
+                          "with done_mode=offload: done items kept in Redis; `tracker maintain` "
+                          "moves the excess to segment files"),
     "log_maxlen": (_non_negative_int, "100000", "entries kept in the capped log stream"),
     # The warrior HQ document (projects.json) is built from these.
     "warrior_listed": (_flag, "1", "list the project in projects.json for warriors"),

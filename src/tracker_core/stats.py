@@ -149,6 +149,25 @@ def log_line(entry_id: str, flat: list) -> dict:
             "version": fields.get("version", ""), "at": _to_int(fields.get("at"))}
 
 
+def upkeep(conn, project: str, now_ms: int) -> None:
+    """Sample PROJECT's backlog and roll completed hours up, as a snapshot does, with no viewer.
+
+    `tracker maintain` calls this for every project once a minute, so minute counters are rolled
+    into hours before they expire (two days) even when nobody looks at the pages. CONN is any
+    client with ``execute_command`` (redis-py or RawRedis); both scripts are idempotent (an hour
+    already rolled up costs one EXISTS).
+    """
+    k = keyspace.ProjectKeys(project)
+    backlog = sum(int(conn.execute_command("SCARD", key)) for key in k.shared_queues())
+    backlog += int(conn.execute_command("ZCARD", k.out))
+    scripts.run(conn, "sample_backlog", (k.minute(now_ms // MINUTE_MS),), (backlog, MINUTE_TTL_S))
+    newest = (now_ms - ROLLUP_DELAY_MIN * MINUTE_MS) // HOUR_MS - 1
+    for hour in range(newest - ROLLUP_LOOKBACK_H + 1, newest + 1):
+        first = hour * 60
+        scripts.run(conn, "rollup_hour", (k.hour(hour), *(k.minute(first + i) for i in range(60))),
+                    (HOUR_TTL_S,))
+
+
 class StatsReader:
     """Snapshots of projects' statistics over one connection (RawRedis or a topology client)."""
 

@@ -1,0 +1,30 @@
+--[[ move_items: move named items from one queue to another (admin), each only if still there.
+
+KEYS[1] settings  KEYS[2] source queue (set)  KEYS[3] target queue (set)
+KEYS[4] todo:d (set of downloaders that have a queue of their own)
+KEYS[5] todo:limited_in (set of "LIMIT\0ITEM": held items on their way to todo:limited)
+ARGV[1] downloader owning the target queue, or ''
+ARGV[2...] pairs: item name, then "LIMIT\0ITEM" when the item is to be held or '' when not
+
+Returns the number moved; -1 for an unknown project. The caller picks names with SSCAN (a
+pattern filter, a page at a time) and a name claimed or moved meanwhile is simply not in the
+source any more: it is skipped, so an item is never in two places. An item moved into a shared
+queue that a limit matches (the caller classifies; never for a downloader's own queue) goes to
+the way-in set instead of the target, and the caller runs hold_limited to file it, so a move
+cannot bypass a limit.
+]]
+if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+local moved, to_target = 0, 0
+for i = 2, #ARGV - 1, 2 do
+  if redis.call('SREM', KEYS[2], ARGV[i]) == 1 then
+    if ARGV[i + 1] == '' then
+      redis.call('SADD', KEYS[3], ARGV[i])
+      to_target = to_target + 1
+    else
+      redis.call('SADD', KEYS[5], ARGV[i + 1])
+    end
+    moved = moved + 1
+  end
+end
+if to_target > 0 and ARGV[1] ~= '' then redis.call('SADD', KEYS[4], ARGV[1]) end
+return moved

@@ -1,0 +1,22 @@
+--[[ offload_abort: put staged items of an unfinished offload back where they came from, a chunk at a time.
+
+KEYS[1] the project's maintain lease  KEYS[2] offloading (set)  KEYS[3] segment_queues (hash;
+'#staged' is "NUMBER SOURCE")  KEYS[4] the source the staged items came from
+ARGV[1] lease holder  ARGV[2] source name (todo when '#staged' is missing)  ARGV[3] most items to move
+Returns {moved, left}: left is what stays staged (call again until 0; '#staged' goes with the
+last item); {-4, 0} when ARGV[1] does not hold the lease; {-5, 0} when the staged items came from
+another source than ARGV[2]. Nothing changes on -4 and -5. Each call costs O(ARGV[3]), never the
+size of the source queue. The file written for them, if any, is not registered: the caller
+deletes it.
+]]
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {-4, 0} end
+local staged = redis.call('HGET', KEYS[3], '#staged')
+local source = staged and string.match(staged, '^%d+ (.+)$') or 'todo'
+if source ~= ARGV[2] then return {-5, 0} end
+local items = redis.call('SPOP', KEYS[2], tonumber(ARGV[3]))
+for i = 1, #items, 5000 do
+  redis.call('SADD', KEYS[4], unpack(items, i, math.min(i + 4999, #items)))
+end
+local left = redis.call('SCARD', KEYS[2])
+if left == 0 then redis.call('HDEL', KEYS[3], '#staged') end
+return {#items, left}

@@ -1,0 +1,21 @@
+--[[ offload_commit: register a durable segment file and drop its items from Redis, in one step.
+
+KEYS[1] the project's maintain lease  KEYS[2] offloading (set)  KEYS[3] segments (hash: number
+-> items)  KEYS[4] segment_queues (hash: number -> source name)  KEYS[5] stats
+ARGV[1] lease holder  ARGV[2] segment number  ARGV[3] items in the file  ARGV[4] source name
+Returns 1; 0 when the staged set is not the one the caller wrote to the file ('#staged' names
+another number or source, or the set holds another number of items); -4 when ARGV[1] does not
+hold the lease. On 0 and -4 nothing changes: the caller leaves its file unregistered (a stale
+file, removed later) and stops its pass.
+]]
+--@include counters
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -4 end
+if redis.call('HGET', KEYS[4], '#staged') ~= ARGV[2] .. ' ' .. ARGV[4] then return 0 end
+local n = tonumber(ARGV[3])
+if redis.call('SCARD', KEYS[2]) ~= n then return 0 end
+redis.call('HSET', KEYS[3], ARGV[2], n)
+redis.call('HSET', KEYS[4], ARGV[2], ARGV[4])
+redis.call('HDEL', KEYS[4], '#staged')
+redis.call('DEL', KEYS[2])
+bump(KEYS[5], nil, ARGV[4] == 'done' and 'done_items_offloaded' or 'items_offloaded', n)
+return 1

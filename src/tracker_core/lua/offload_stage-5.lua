@@ -1,0 +1,26 @@
+--[[ offload_stage: take items out of a queue (or done) into the set on its way to a segment file.
+
+KEYS[1] the project's maintain lease (string: holder id)  KEYS[2] source: a todo queue, or done
+KEYS[3] offloading (set)  KEYS[4] segments (hash; field '#next' numbers the segments)
+KEYS[5] segment_queues (hash: segment number -> source name; field '#staged')
+ARGV[1] lease holder  ARGV[2] items to take  ARGV[3] source name: todo, backfeed, secondary, redo, done
+Returns {number, item...}: the segment number reserved for the file, then the items taken; the
+number and source are kept in segment_queues' '#staged' field ("NUMBER NAME") until
+offload_commit or offload_abort. {0} when the source is empty; {-2} when an earlier offload was
+not finished (abort it first); {-4} when ARGV[1] does not hold the lease. Only {number, ...}
+changes anything. The items stay counted (offloading is counted as offloaded) until
+offload_commit registers the file, which the caller does once the file is durably on disk.
+]]
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {-4} end
+if redis.call('EXISTS', KEYS[3]) == 1 or redis.call('HEXISTS', KEYS[5], '#staged') == 1 then
+  return {-2}
+end
+local taken = redis.call('SPOP', KEYS[2], tonumber(ARGV[2]))
+if #taken == 0 then return {0} end
+for i = 1, #taken, 5000 do
+  redis.call('SADD', KEYS[3], unpack(taken, i, math.min(i + 4999, #taken)))
+end
+local number = redis.call('HINCRBY', KEYS[4], '#next', 1)
+redis.call('HSET', KEYS[5], '#staged', number .. ' ' .. ARGV[3])
+table.insert(taken, 1, number)
+return taken

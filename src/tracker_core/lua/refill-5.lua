@@ -1,0 +1,26 @@
+--[[ refill: put a segment's items back into the queue they came from and unregister it, in one step.
+
+KEYS[1] the project's maintain lease  KEYS[2] segments (hash)  KEYS[3] segment_queues (hash)
+KEYS[4] the target queue (set)  KEYS[5] stats
+ARGV[1] lease holder  ARGV[2] segment number  ARGV[3] target queue's name
+ARGV[4...] the segment's items, as read from its file
+Returns the number of items refilled; -1 when the segment is not registered (already refilled or
+exported); -4 when ARGV[1] does not hold the lease; -5 when the segment came from another queue
+than ARGV[3] (done segments are never refilled: they are done, not work); -6 when the file holds
+another number of items than the segment registered. Only a count >= 0 changes anything; the
+caller deletes the file only after that.
+]]
+--@include counters
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -4 end
+local registered = redis.call('HGET', KEYS[2], ARGV[2])
+if not registered then return -1 end
+local source = redis.call('HGET', KEYS[3], ARGV[2]) or 'todo'
+if source ~= ARGV[3] or source == 'done' then return -5 end
+if tonumber(registered) ~= #ARGV - 3 then return -6 end
+redis.call('HDEL', KEYS[2], ARGV[2])
+redis.call('HDEL', KEYS[3], ARGV[2])
+for i = 4, #ARGV, 5000 do
+  redis.call('SADD', KEYS[4], unpack(ARGV, i, math.min(i + 4999, #ARGV)))
+end
+bump(KEYS[5], nil, 'items_refilled', #ARGV - 3)
+return #ARGV - 3

@@ -1,0 +1,44 @@
+--[[ release: give claims back: to the main queue, or to their limit's sub-queue when held.
+
+KEYS[1] settings  KEYS[2] out  KEYS[3] claims  KEYS[4] todo  KEYS[5] downloader_claims  KEYS[6] stats
+KEYS[7] todo:limited_in (set of "LIMIT\0ITEM": held items on their way to todo:limited)
+ARGV[1] now (ms)  ARGV[2] downloader, or '' to release whoever holds the claim (admin)
+ARGV[3] the settings age the caller classified the items at, or '' (no check)
+ARGV[4...] pairs: item name, then "LIMIT\0ITEM" when a limit matches it or '' when none does
+
+Returns {code, settings_age, released, ignored, held}; -1 for an unknown project; -2 (nothing
+changed) when ARGV[3] is not the project's settings age: the limits may have changed since the
+caller classified, so it reloads them and calls again. A claim held by another downloader than
+ARGV[2] is left alone (ignored), as is a name that is not claimed. A released item that a limit
+matches goes to the way-in set (counted as queued, like todo), never to todo: the caller then
+runs hold_limited, which files it in the limit's sub-queue, so a release cannot bypass a limit.
+]]
+--@include counters
+local age = redis.call('HGET', KEYS[1], 'settings_age')
+if not age then return {-1, 0} end
+if ARGV[3] ~= '' and ARGV[3] ~= age then return {-2, age} end
+local only = ARGV[2]
+local released, ignored, held = 0, 0, 0
+for i = 4, #ARGV - 1, 2 do
+  local item, entry = ARGV[i], ARGV[i + 1]
+  local claim = redis.call('HGET', KEYS[3], item)
+  local claimant = claim and string.match(claim, '^[^\t]*')
+  if claim and (only == '' or claimant == only) then
+    redis.call('ZREM', KEYS[2], item)
+    redis.call('HDEL', KEYS[3], item)
+    if entry == '' then
+      redis.call('SADD', KEYS[4], item)
+    else
+      redis.call('SADD', KEYS[7], entry)
+      held = held + 1
+    end
+    if redis.call('HINCRBY', KEYS[5], claimant, -1) <= 0 then
+      redis.call('HDEL', KEYS[5], claimant)
+    end
+    released = released + 1
+  else
+    ignored = ignored + 1
+  end
+end
+bump(KEYS[6], nil, 'items_released', released)
+return {200, age, released, ignored, held}

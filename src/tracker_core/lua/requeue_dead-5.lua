@@ -1,0 +1,28 @@
+--[[ requeue_dead: put dead items back into a queue (or their limit's sub-queue), with a fresh claim count.
+
+KEYS[1] dead (hash)  KEYS[2] target queue (set)  KEYS[3] stats (hash)
+KEYS[4] todo:limited_in (set of "LIMIT\0ITEM": held items on their way to todo:limited)
+KEYS[5] todo:d (set of downloaders that have a queue of their own)
+ARGV[1] downloader owning the target queue, or ''
+ARGV[2...] pairs: item name, then "LIMIT\0ITEM" when the item is to be held or '' when not
+Returns the number requeued; names that are not dead are ignored (so a repeat changes nothing).
+An item requeued into a shared queue that a limit matches (the caller classifies; never for a
+downloader's own queue) goes to the way-in set instead, and the caller runs hold_limited to file
+it, so a requeue cannot bypass a limit. A downloader's queue is registered in todo:d.
+]]
+--@include counters
+local moved, to_target = 0, 0
+for i = 2, #ARGV - 1, 2 do
+  if redis.call('HDEL', KEYS[1], ARGV[i]) == 1 then
+    if ARGV[i + 1] == '' then
+      redis.call('SADD', KEYS[2], ARGV[i])
+      to_target = to_target + 1
+    else
+      redis.call('SADD', KEYS[4], ARGV[i + 1])
+    end
+    moved = moved + 1
+  end
+end
+if to_target > 0 and ARGV[1] ~= '' then redis.call('SADD', KEYS[5], ARGV[1]) end
+bump(KEYS[3], nil, 'items_requeued_dead', moved)
+return moved
