@@ -1,4 +1,5 @@
 """The leaderboard page, its static files, the live feed (`tracker live`) and headless Chromium."""
+import contextlib
 import json
 import os
 import re
@@ -257,8 +258,9 @@ def test_many_watched_projects_each_get_their_updates_promptly(engine, admin, fe
     for name in names:
         admin.create_project(name)
         list(admin.add_items(name, [f"{name}-item{i}" for i in range(5)]))
-    viewers = {name: connect(f"ws://127.0.0.1:{feed}/{name}") for name in names}
-    try:
+    with contextlib.ExitStack() as stack:
+        viewers = {name: stack.enter_context(connect(f"ws://127.0.0.1:{feed}/{name}"))
+                   for name in names}
         for ws in viewers.values():
             receive(ws, "snapshot")                      # every watcher is running
         time.sleep(1.5)                                  # and idle, blocked in XREAD
@@ -271,6 +273,3 @@ def test_many_watched_projects_each_get_their_updates_promptly(engine, admin, fe
             delays.append(time.monotonic() - started)
             time.sleep(0.3)
         assert max(delays) < 1.0, delays
-    finally:
-        for ws in viewers.values():
-            ws.close()
