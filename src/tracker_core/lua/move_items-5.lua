@@ -13,16 +13,12 @@ queue that a limit matches (the caller classifies; never for a downloader's own 
 the way-in set instead of the target, and the caller runs hold_limited to file it, so a move
 cannot bypass a limit.
 ]]
+--@include enqueue
 if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
 local moved, to_target = 0, 0
 for i = 2, #ARGV - 1, 2 do
   if redis.call('SREM', KEYS[2], ARGV[i]) == 1 then
-    if ARGV[i + 1] == '' then
-      redis.call('SADD', KEYS[3], ARGV[i])
-      to_target = to_target + 1
-    else
-      redis.call('SADD', KEYS[5], ARGV[i + 1])
-    end
+    if enqueue_or_hold(KEYS[3], KEYS[5], ARGV[i], ARGV[i + 1]) then to_target = to_target + 1 end
     moved = moved + 1
   end
 end

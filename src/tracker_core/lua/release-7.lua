@@ -14,6 +14,7 @@ matches goes to the way-in set (counted as queued, like todo), never to todo: th
 runs hold_limited, which files it in the limit's sub-queue, so a release cannot bypass a limit.
 ]]
 --@include counters
+--@include enqueue
 local age = redis.call('HGET', KEYS[1], 'settings_age')
 if not age then return {-1, 0} end
 if ARGV[3] ~= '' and ARGV[3] ~= age then return {-2, age} end
@@ -26,12 +27,7 @@ for i = 4, #ARGV - 1, 2 do
   if claim and (only == '' or claimant == only) then
     redis.call('ZREM', KEYS[2], item)
     redis.call('HDEL', KEYS[3], item)
-    if entry == '' then
-      redis.call('SADD', KEYS[4], item)
-    else
-      redis.call('SADD', KEYS[7], entry)
-      held = held + 1
-    end
+    if not enqueue_or_hold(KEYS[4], KEYS[7], item, entry) then held = held + 1 end
     if redis.call('HINCRBY', KEYS[5], claimant, -1) <= 0 then
       redis.call('HDEL', KEYS[5], claimant)
     end

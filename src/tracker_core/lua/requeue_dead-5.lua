@@ -11,15 +11,11 @@ downloader's own queue) goes to the way-in set instead, and the caller runs hold
 it, so a requeue cannot bypass a limit. A downloader's queue is registered in todo:d.
 ]]
 --@include counters
+--@include enqueue
 local moved, to_target = 0, 0
 for i = 2, #ARGV - 1, 2 do
   if redis.call('HDEL', KEYS[1], ARGV[i]) == 1 then
-    if ARGV[i + 1] == '' then
-      redis.call('SADD', KEYS[2], ARGV[i])
-      to_target = to_target + 1
-    else
-      redis.call('SADD', KEYS[4], ARGV[i + 1])
-    end
+    if enqueue_or_hold(KEYS[2], KEYS[4], ARGV[i], ARGV[i + 1]) then to_target = to_target + 1 end
     moved = moved + 1
   end
 end
