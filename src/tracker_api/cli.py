@@ -35,7 +35,17 @@ def _audit(admin: Admin, action: str, project: str | None = None, **detail) -> N
     audit.record(admin.r, audit.CLI_ACTOR, action, project, **detail)
 
 
-@click.group()
+class _Commands(click.Group):
+    """The command group: an admin refusal (AdminError) in any command is a one-line error, exit 2."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except AdminError as exc:
+            raise click.UsageError(str(exc)) from None
+
+
+@click.group(cls=_Commands)
 @click.option("--redis-url", envvar="TRACKER_REDIS_URL", default=None,
               help="Redis to use: redis://HOST:PORT/DB, unix:///PATH, "
                    "redis+sentinel://HOST:PORT,.../SERVICE or redis+cluster://HOST:PORT,... "
@@ -203,10 +213,7 @@ def project_set(ctx, slug, assignments):
 @click.pass_context
 def project_show(ctx, slug):
     """Show a project's settings, upload targets and blocks as JSON."""
-    try:
-        click.echo(json.dumps(_admin(ctx).show_project(slug), indent=2, sort_keys=True))
-    except AdminError as exc:
-        _fail(exc)
+    click.echo(json.dumps(_admin(ctx).show_project(slug), indent=2, sort_keys=True))
 
 
 @project.command("list")
@@ -252,10 +259,7 @@ def items_add(ctx, slug, source, queue, batch):
     from tracker_core import operations
     admin = _admin(ctx)
     added = duplicates = 0
-    try:
-        operations.check_queue(queue)
-    except AdminError as exc:
-        _fail(exc)
+    operations.check_queue(queue)
     size = None
     if source is not sys.stdin and hasattr(source, "fileno"):
         try:
@@ -290,10 +294,7 @@ def items_add(ctx, slug, source, queue, batch):
 @click.pass_context
 def status(ctx, slug):
     """Print the size of every queue, out and done, as JSON."""
-    try:
-        click.echo(json.dumps(_admin(ctx).status(slug), indent=2, sort_keys=True))
-    except AdminError as exc:
-        _fail(exc)
+    click.echo(json.dumps(_admin(ctx).status(slug), indent=2, sort_keys=True))
 
 
 @main.command()
@@ -304,10 +305,7 @@ def status(ctx, slug):
 def block(ctx, entry, project, remove):
     """Block ip:ADDRESS or name:DOWNLOADER (403 on request)."""
     admin = _admin(ctx)
-    try:
-        admin.block(entry, project, remove)
-    except AdminError as exc:
-        _fail(exc)
+    admin.block(entry, project, remove)
     _audit(admin, "block.remove" if remove else "block.add", project, entry=entry)
     click.echo(("unblocked " if remove else "blocked ") + entry)
 
@@ -320,10 +318,7 @@ def block(ctx, entry, project, remove):
 def upload_target(ctx, slug, url, state):
     """Add, deactivate or remove an upload target (':downloader' is replaced per warrior)."""
     admin = _admin(ctx)
-    try:
-        admin.set_upload_target(slug, url, "" if state == "remove" else state)
-    except AdminError as exc:
-        _fail(exc)
+    admin.set_upload_target(slug, url, "" if state == "remove" else state)
     _audit(admin, "upload_target", slug, url=url, state="removed" if state == "remove" else state)
     click.echo(f"{url}: {state}")
 
@@ -424,14 +419,11 @@ def queue_move(ctx, slug, source, target, pattern):
     from tracker_core import audit, operations
     admin = _admin(ctx)
     moved, cursor = 0, 0
-    try:
-        while True:
-            page = operations.move(admin, slug, source, target, pattern, cursor, limit=5000)
-            moved, cursor = moved + page["moved"], page["cursor"]
-            if cursor == 0:
-                break
-    except AdminError as exc:
-        _fail(exc)
+    while True:
+        page = operations.move(admin, slug, source, target, pattern, cursor, limit=5000)
+        moved, cursor = moved + page["moved"], page["cursor"]
+        if cursor == 0:
+            break
     audit.record(admin.r, "cli", "queue.move", slug, source=source, target=target,
                  pattern=pattern, moved=moved)
     click.echo(json.dumps({"moved": moved}))
@@ -465,15 +457,12 @@ def claims_release(ctx, slug, downloader, older_than_s, pattern):
     from tracker_core import audit, operations
     admin = _admin(ctx)
     released, cursor = 0, 0
-    try:
-        while True:
-            page = operations.release(admin, slug, downloader, older_than_s, pattern, cursor,
-                                      limit=5000)
-            released, cursor = released + page["released"], page["cursor"]
-            if cursor == 0 or (older_than_s is not None and page["released"] == 0):
-                break
-    except AdminError as exc:
-        _fail(exc)
+    while True:
+        page = operations.release(admin, slug, downloader, older_than_s, pattern, cursor,
+                                  limit=5000)
+        released, cursor = released + page["released"], page["cursor"]
+        if cursor == 0 or (older_than_s is not None and page["released"] == 0):
+            break
     audit.record(admin.r, "cli", "claims.release", slug, downloader=downloader,
                  older_than_s=older_than_s, pattern=pattern, released=released)
     click.echo(json.dumps({"released": released}))
@@ -527,10 +516,7 @@ def admin_hq(ctx, assignments):
         if not sep:
             raise click.UsageError(f"expected KEY=VALUE, got {assignment!r}")
         values[name] = value
-    try:
-        result = operations.set_hq(admin, values)
-    except AdminError as exc:
-        _fail(exc)
+    result = operations.set_hq(admin, values)
     _audit(admin, "hq.set", fields=result["hq"])
     click.echo(json.dumps(result))
 
@@ -591,10 +577,7 @@ def backfeed_secret():
 
 
 def _project_keys(admin: Admin, slug: str):
-    try:
-        return admin._keys(slug)
-    except AdminError as exc:
-        _fail(exc)
+    return admin._keys(slug)
 
 
 @backfeed_secret.command("create")
@@ -604,10 +587,7 @@ def backfeed_secret_create(ctx, slug):
     """Create a secret for SLUG; it is printed once (only its hash is stored)."""
     from tracker_core import operations
     admin = _admin(ctx)
-    try:
-        result = operations.create_backfeed_secret(admin, slug)
-    except AdminError as exc:
-        _fail(exc)
+    result = operations.create_backfeed_secret(admin, slug)
     _audit(admin, "backfeed_secret.create", slug, id=result["id"])    # never the secret
     click.echo(json.dumps(result))
 
@@ -618,10 +598,7 @@ def backfeed_secret_create(ctx, slug):
 def backfeed_secret_list(ctx, slug):
     """List the ids and creation times of SLUG's secrets (never the secrets)."""
     from tracker_core import operations
-    try:
-        click.echo(json.dumps(operations.list_backfeed_secrets(_admin(ctx), slug)))
-    except AdminError as exc:
-        _fail(exc)
+    click.echo(json.dumps(operations.list_backfeed_secrets(_admin(ctx), slug)))
 
 
 @backfeed_secret.command("revoke")
@@ -633,10 +610,7 @@ def backfeed_secret_revoke(ctx, slug, secret_id):
     or more that only one secret has)."""
     from tracker_core import operations
     admin = _admin(ctx)
-    try:
-        revoked = operations.revoke_backfeed_secret(admin, slug, secret_id)["revoked"]
-    except AdminError as exc:
-        _fail(exc)
+    revoked = operations.revoke_backfeed_secret(admin, slug, secret_id)["revoked"]
     _audit(admin, "backfeed_secret.revoke", slug, id=revoked)
     click.echo(f"revoked {revoked}")
 
@@ -651,27 +625,24 @@ def backfeed_shard_map(ctx, slug, shard, queue, remove):
     """Map backfeed SHARD of SLUG to QUEUE; with no SHARD, show the map and per-shard counts."""
     from tracker_core import operations
     admin = _admin(ctx)
-    try:
-        if shard is None:
-            shown, items, cursor = None, {}, 0
-            while True:                      # the counts a page at a time, printed at once
-                page = operations.shard_map(admin, slug, cursor, operations.MAX_PAGE)
-                shown, cursor = page["map"], page["cursor"]
-                items.update(page["items"])
-                if cursor == 0:
-                    break
-            click.echo(json.dumps({"map": shown, "items": items}))
-            return
-        if remove:
-            result = operations.unmap_shard(admin, slug, shard)
-            _audit(admin, "backfeed_shard.unmap", slug, shard=shard)
-        elif queue is None:
-            raise AdminError("give QUEUE, or --remove")
-        else:
-            result = operations.map_shard(admin, slug, shard, queue)
-            _audit(admin, "backfeed_shard.map", slug, **result)
-    except AdminError as exc:
-        _fail(exc)
+    if shard is None:
+        shown, items, cursor = None, {}, 0
+        while True:                      # the counts a page at a time, printed at once
+            page = operations.shard_map(admin, slug, cursor, operations.MAX_PAGE)
+            shown, cursor = page["map"], page["cursor"]
+            items.update(page["items"])
+            if cursor == 0:
+                break
+        click.echo(json.dumps({"map": shown, "items": items}))
+        return
+    if remove:
+        result = operations.unmap_shard(admin, slug, shard)
+        _audit(admin, "backfeed_shard.unmap", slug, shard=shard)
+    elif queue is None:
+        raise AdminError("give QUEUE, or --remove")
+    else:
+        result = operations.map_shard(admin, slug, shard, queue)
+        _audit(admin, "backfeed_shard.map", slug, **result)
     click.echo(f"{result['shard']} -> {result['queue']}")
 
 
@@ -723,11 +694,8 @@ def limit_add(ctx, slug, name, pattern, rate, no_reclassify):
     """Add or replace limit NAME: PATTERN is type:T, prefix:P, domain:D or regex:R; RATE N/s or N/m."""
     from tracker_core import operations
     admin = _admin(ctx)
-    try:
-        age = operations.add_limit(admin, slug, name, pattern, rate,
-                                   reclassify=not no_reclassify)["settings_age"]
-    except AdminError as exc:
-        _fail(exc)
+    age = operations.add_limit(admin, slug, name, pattern, rate,
+                               reclassify=not no_reclassify)["settings_age"]
     _audit(admin, "limit.add", slug, name=name, pattern=pattern, rate=rate,
            reclassify=not no_reclassify)
     click.echo(f"limit {name} of {slug} set; settings now at age {age}")
@@ -740,10 +708,7 @@ def limit_reclassify(ctx, slug):
     """Move queued items that a limit matches (added before it, or released) to its sub-queue."""
     from tracker_core import operations
     admin = _admin(ctx)
-    try:
-        moved = operations.reclassify(admin, slug)["held"]
-    except AdminError as exc:
-        _fail(exc)
+    moved = operations.reclassify(admin, slug)["held"]
     _audit(admin, "limit.reclassify", slug, held=moved)
     click.echo(f"held {moved} queued items of {slug}")
 
@@ -756,10 +721,7 @@ def limit_remove(ctx, slug, name):
     """Remove limit NAME."""
     from tracker_core import operations
     admin = _admin(ctx)
-    try:
-        age = operations.remove_limit(admin, slug, name)["settings_age"]
-    except AdminError as exc:
-        _fail(exc)
+    age = operations.remove_limit(admin, slug, name)["settings_age"]
     _audit(admin, "limit.remove", slug, name=name)
     click.echo(f"limit {name} of {slug} removed; settings now at age {age}")
 
@@ -769,10 +731,7 @@ def limit_remove(ctx, slug, name):
 @click.pass_context
 def limit_list(ctx, slug):
     """List SLUG's limits as JSON, in classification order (the first match wins)."""
-    try:
-        click.echo(json.dumps(_admin(ctx).limits(slug), indent=2))
-    except AdminError as exc:
-        _fail(exc)
+    click.echo(json.dumps(_admin(ctx).limits(slug), indent=2))
 
 
 @main.group()
@@ -789,17 +748,14 @@ def dead_list(ctx, slug, count):
     from tracker_core import operations
     admin = _admin(ctx)
     printed, cursor = 0, 0
-    try:
-        while printed < count:                  # HSCAN pages: never the whole hash at once
-            page = operations.list_dead(admin, slug, cursor, min(1000, count - printed))
-            for entry in page["dead"][:count - printed]:
-                click.echo(json.dumps(entry, sort_keys=True))
-                printed += 1
-            cursor = page["cursor"]
-            if cursor == 0:
-                break
-    except AdminError as exc:
-        _fail(exc)
+    while printed < count:                  # HSCAN pages: never the whole hash at once
+        page = operations.list_dead(admin, slug, cursor, min(1000, count - printed))
+        for entry in page["dead"][:count - printed]:
+            click.echo(json.dumps(entry, sort_keys=True))
+            printed += 1
+        cursor = page["cursor"]
+        if cursor == 0:
+            break
 
 
 @dead.command("requeue")
@@ -942,10 +898,7 @@ def segments_list(ctx, slug):
     """Print SLUG's segments as JSON: number -> items."""
     from tracker_core import offload
     admin = _admin(ctx)
-    try:
-        click.echo(json.dumps(offload.registry(admin.r, _project_keys(admin, slug)), sort_keys=True))
-    except AdminError as exc:
-        _fail(exc)
+    click.echo(json.dumps(offload.registry(admin.r, _project_keys(admin, slug)), sort_keys=True))
 
 
 @segments.command("export")
