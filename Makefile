@@ -11,7 +11,7 @@ APT_PACKAGES := redis-server libev-dev wrk rsync curl chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 ARGS ?=
 
-.PHONY: help deps venv build run test test-fast bench lint vendor clean deploy-lint deploy-test
+.PHONY: help deps venv build run test test-fast bench bench-offload vendor clean deploy-lint deploy-test
 
 help:  ## List the commands.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -44,9 +44,17 @@ test: venv  ## Run the whole test suite (compiled and pure-Python twins).
 test-fast: venv  ## Run the suite without the slow end-to-end tests.
 	$(PY) -m pytest -m "not slow" $(ARGS)
 
-bench: venv  ## Run the benchmarks (~5 min; BENCH_ARGS=--quick: ~1 min); figures in benchmarks/results/.
+bench: venv  ## Run the benchmarks (~10 min); figures in benchmarks/results/ (offloading: make bench-offload).
 	$(PY) -m pytest benchmarks $(ARGS)
 	$(PY) benchmarks/server_bench.py $(BENCH_ARGS)
+	$(PY) benchmarks/bloom_bench.py
+	$(PY) benchmarks/bloom_floor.py
+	$(PY) benchmarks/limits_bench.py --items 100000
+	$(PY) benchmarks/uniques_overhead.py
+
+OFFLOAD_ITEMS ?= 35000000
+bench-offload: venv  ## Load OFFLOAD_ITEMS items with offloading on and drain them (35M: ~45 min).
+	$(PY) benchmarks/offload_bench.py --items $(OFFLOAD_ITEMS)
 
 $(VENV)/.deploy-installed: requirements-deploy.txt $(VENV)/.installed
 	$(PIP) install -q -r requirements-deploy.txt

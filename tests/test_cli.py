@@ -186,3 +186,11 @@ def test_cli_refuses_what_the_api_refuses(cli, r):
     res = cli("backfeed", "secret", "revoke", "p1", "abc")
     assert res.exit_code == 2 and "bad secret id" in res.output
     assert not r.exists("{p1}:backfeed_shard_map")
+
+
+def test_global_options_are_taken_after_the_command_too(redis_url, r):
+    runner = CliRunner()
+    assert runner.invoke(main, ["project", "create", "late", "--redis-url", redis_url]).exit_code == 0
+    res = runner.invoke(main, ["status", f"--redis-url={redis_url}", "late"])
+    assert res.exit_code == 0 and json.loads(res.output)["project"] == "late"
+    assert r.sismember("tracker:projects", "late")

@@ -35,8 +35,31 @@ def _audit(admin: Admin, action: str, project: str | None = None, **detail) -> N
     audit.record(admin.r, audit.CLI_ACTOR, action, project, **detail)
 
 
+GLOBAL_OPTIONS = ("--redis-url", "--data-dir")
+
+
 class _Commands(click.Group):
-    """The command group: an admin refusal (AdminError) in any command is a one-line error, exit 2."""
+    """The command group: an admin refusal (AdminError) in any command is a one-line error, exit 2.
+
+    The global options are also taken after the command (`tracker run --redis-url URL`, as
+    operators write it): they are moved to the front before parsing. Nothing after `--` moves.
+    """
+
+    def parse_args(self, ctx, args):
+        front, rest, i = [], [], 0
+        while i < len(args):
+            arg = args[i]
+            if arg == "--":
+                rest += args[i:]
+                break
+            if arg.split("=", 1)[0] in GLOBAL_OPTIONS:
+                width = 1 if "=" in arg or i + 1 == len(args) else 2
+                front += args[i:i + width]
+                i += width
+                continue
+            rest.append(arg)
+            i += 1
+        return super().parse_args(ctx, front + rest)
 
     def invoke(self, ctx):
         try:
