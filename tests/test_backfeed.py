@@ -222,3 +222,14 @@ def test_an_item_of_the_longest_name_done_takes_is_queued(client, secret, r):
     longest = "é" * 2048                      # 4,096 bytes, 2,048 characters
     assert queued(post(client, secret, longest.encode() + b"\0")) == 1
     assert longest in r.smembers(K.backfeed)
+
+
+def test_a_delimiter_that_is_not_utf8_splits_the_body(client, secret, r):
+    # %FF is one byte; decoded as UTF-8 text it would become U+FFFD and split nothing.
+    res = client.simulate_post(f"/backfeed/legacy/{P}-{secret}", body=b"x1\xffx2\xffx3\xff",
+                               query_string="delimiter=%FF")
+    assert queued(res) == 3
+    assert {"x1", "x2", "x3"} <= r.smembers(K.backfeed)
+    both = client.simulate_post(f"/backfeed/legacy/{P}-{secret}", body=b"y1\x1fa\ny2\x1fb\n",
+                                query_string="delimiter=%0A&itemseparator=%1F")
+    assert queued(both) == 2

@@ -6,6 +6,7 @@ is a 4xx with a JSON ``status_code`` and a one-line ``reason``, is counted, and 
 from __future__ import annotations
 
 import re
+from urllib.parse import unquote_to_bytes
 
 from tracker_core import bloom
 from tracker_core.backfeed import Backfeed, BadBatch, split_body
@@ -23,10 +24,19 @@ class _Refusal(Exception):
 
 
 def _param_bytes(req, name: str, default: bytes | None, project: str) -> bytes | None:
-    value = req.get_param(name)
-    if value is None:
+    """Query parameter NAME as the bytes the client percent-encoded (`%00`, `%1F`, even `%FF`).
+
+    Read from the raw query string: the framework decodes parameters as UTF-8, which would turn a
+    byte like `%FF` into U+FFFD and the body would silently not be split.
+    """
+    raw = None
+    for pair in req.query_string.split("&"):
+        key, _, value = pair.partition("=")
+        if unquote_to_bytes(key.replace("+", " ")) == name.encode():
+            raw = unquote_to_bytes(value.replace("+", " "))
+            break
+    if raw is None:
         return default
-    raw = value.encode("utf-8", "surrogateescape")
     if not 1 <= len(raw) <= 16:
         raise _Refusal(400, f"{name} must be 1 to 16 bytes", "backfeed_bad_params", project)
     return raw
