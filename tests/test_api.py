@@ -239,3 +239,15 @@ def test_a_script_redis_refuses_is_503_and_changes_nothing(client, project, r):
         r.config_set("maxmemory", 0)
     assert res.status_code == 503 and "retry" in res.text
     assert snapshot(r) == before
+
+
+def test_unknown_paths_and_methods_get_one_line_and_are_counted(client, project, r):
+    res = client.simulate_get("/api/admin/nosuchthing/at/all")
+    assert res.status_code == 404 and res.text.count("\n") == 1 and "no such path" in res.text
+    res = client.simulate_put("/proj/request", body=b"{}")
+    assert res.status_code == 405 and "PUT is not allowed" in res.text and "POST" in res.headers["allow"]
+    res = client.simulate_post("/backfeed/legacy/proj-abcdefgh/extra", body=b"a\0")
+    assert res.status_code == 404 and res.json["status_code"] == 404
+    res = client.simulate_get("/backfeed/legacy/proj-abcdefgh")
+    assert res.status_code == 405 and res.json["status_code"] == 405
+    assert r.hget(GLOBAL_STATS, "bad_path") == "2" and r.hget(GLOBAL_STATS, "bad_method") == "2"

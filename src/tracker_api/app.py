@@ -5,7 +5,8 @@ import falcon
 import redis
 
 from tracker_api import admin_api, admin_pages, backfeed, metrics, stats, stats_page, warrior
-from tracker_api.errors import Refused, refuse_handler, script_handler, storage_handler
+from tracker_api.errors import (Refused, refuse_handler, script_handler, storage_handler,
+                                unrouted_handler)
 from tracker_core.admin import Admin
 from tracker_core.engine import Engine
 from tracker_core.rawredis import RedisError
@@ -38,6 +39,8 @@ def create_app(engine: Engine, trust_forwarded: bool = False):
     # handler, so the admin API's own errors keep theirs.
     app.add_error_handler(redis.exceptions.RedisError, storage_handler)
     app.add_error_handler(Refused, refuse_handler(engine))
+    app.add_error_handler(falcon.HTTPRouteNotFound, unrouted_handler(engine))
+    app.add_error_handler(falcon.HTTPMethodNotAllowed, unrouted_handler(engine))
 
     def protocol(resource_cls):
         return resource_cls(engine, trust_forwarded=trust_forwarded)

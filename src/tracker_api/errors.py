@@ -55,3 +55,29 @@ def script_handler(req, resp, ex: Exception, params):
     resp.status = 503
     resp.content_type = falcon.MEDIA_TEXT
     resp.text = "tracker storage refused the change, retry later\n"
+
+
+def unrouted_handler(engine):
+    """No route for the path (404) or no such method on it (405): one line, counted globally.
+
+    Backfeed clients read a JSON `status_code`, so under /backfeed/ the answer is JSON as the
+    endpoint's own refusals are; everything else gets the protocol's one-line text.
+    """
+    def handle(req, resp, ex, params):
+        method_not_allowed = isinstance(ex, falcon.HTTPMethodNotAllowed)
+        status = 405 if method_not_allowed else 404
+        reason = (f"{req.method} is not allowed on {req.path}" if method_not_allowed
+                  else f"no such path {req.path}")[:300]
+        resp.status = status
+        for name, value in (ex.headers or {}).items():     # Allow: on a 405
+            resp.set_header(name, value)
+        if req.path.startswith("/backfeed/"):
+            resp.media = {"status_code": status, "reason": reason}
+        else:
+            resp.content_type = falcon.MEDIA_TEXT
+            resp.text = reason + "\n"
+        try:
+            engine.count(None, "bad_method" if method_not_allowed else "bad_path")
+        except RedisError:
+            pass  # counting must never turn a 4xx into a 5xx
+    return handle
