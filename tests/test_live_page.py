@@ -15,6 +15,7 @@ from websockets.sync.client import connect
 from cdp import Browser, find_chromium
 from conftest import ROOT, TRACKER_BIN, start_live_server, stop_live_server, wait_for_port
 from tracker_api.app import create_app
+from tracker_core import stats as stats_mod
 from tracker_core.embedded import free_port
 
 P = "proj"
@@ -231,6 +232,7 @@ def test_leaderboard_in_headless_chromium(redis_url, project):
                                 ".map(r => r.cells[1].textContent)")
         assert rows == ["alice"]
         assert browser.evaluate("document.querySelectorAll('.charts canvas').length") >= 3
+        assert browser.wait_for("document.getElementById('chart-top').dataset.points > 0")
         browser.screenshot(ARTIFACTS / "leaderboard.png")
 
         # The feed goes down: the page falls back to polling stats.json and keeps counting.
@@ -248,6 +250,40 @@ def test_leaderboard_in_headless_chromium(redis_url, project):
         if feed_process.poll() is None:
             stop(feed_process)
     assert (ARTIFACTS / "leaderboard.png").stat().st_size > 10000
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(find_chromium() is None and os.environ.get("CI") != "true",
+                    reason="Debian's chromium is not installed (make deps installs it)")
+def test_top_downloaders_chart_draws_history_on_first_load(redis_url, engine, r, project):
+    complete(engine, "alice", 5)
+    complete(engine, "bob", 2, nbytes=500)
+    now_ms = int(time.time() * 1000)
+    for hours_ago in (3, 2, 1):             # what `tracker maintain` recorded before anyone looked
+        assert stats_mod.record_top_history(r, P, now_ms - hours_ago * 3_600_000) == 2
+    feed_process, feed_port = start_feed(redis_url)
+    server = start_live_server(redis_url, workers=1,
+                               extra_env={"TRACKER_LIVE_URL": f":{feed_port}"})
+    browser = Browser(find_chromium())
+    try:
+        browser.navigate(f"{server.base}/{P}/")
+        # Drawn from history at once: three recorded points (plus the one this load took).
+        assert browser.wait_for("document.getElementById('chart-top').dataset.points >= 4")
+        first = float(browser.evaluate("document.getElementById('chart-top').dataset.first"))
+        assert abs(first - (now_ms / 1000 - 3 * 3600)) < 5
+        legend = browser.evaluate("document.querySelector('#chart-top .u-legend').textContent")
+        assert "alice" in legend and "bob" in legend
+        points = int(browser.evaluate("document.getElementById('chart-top').dataset.points"))
+        browser.wait_for("document.body.dataset.feed === 'live'")
+        complete_over_http(server.base, "carol", 1)      # live snapshots extend the history
+        browser.wait_for("document.querySelector('#chart-top .u-legend').textContent"
+                         ".includes('carol')")
+        assert int(browser.evaluate("document.getElementById('chart-top').dataset.points")) > points
+        browser.screenshot(ARTIFACTS / "leaderboard-top-history.png")
+    finally:
+        browser.close()
+        stop_live_server(server)
+        stop(feed_process)
 
 
 def test_many_watched_projects_each_get_their_updates_promptly(engine, admin, feed):

@@ -274,3 +274,120 @@ def test_to_do_total_counts_held_and_downloader_queues(engine, admin, web):
     assert body["todo_total"] == 5                   # 2 held by the limit, 1 free, 2 alice's own
     assert body["todo_total"] == admin.status("held")["todo_total"]
     assert engine.counts("held")["queues"]["limited"] == 2
+
+
+# -- the top downloaders' history -------------------------------------------------------------
+
+RECENT_S, HOURLY_S = (tier[0] for tier in stats_mod.TOP_HISTORY_TIERS)
+
+
+def twelve_downloaders(engine, clock):
+    """d00..d11 complete 1..12 items; bytes rank d11 first (the ranking the history keeps)."""
+    for n in range(12):
+        claim_and_done(engine, clock, f"d{n:02d}", n + 1, rtt_s=1, nbytes=1000 * (n + 1))
+
+
+def test_top_downloaders_history_recorded_and_served_in_stats_json(engine, clock, project, r, web):
+    twelve_downloaders(engine, clock)
+    top = stats_json(web)["stats"]["charts"]["top_downloaders"]   # the snapshot takes a point
+    assert len(top["t"]) == 1 and abs(top["t"][0] - clock.now) < 1
+    assert list(top["series"]) == [f"d{n:02d}" for n in range(11, 1, -1)]   # the top 10 only
+    assert top["series"]["d11"] == [12] and top["series"]["d02"] == [3]
+    assert r.xlen(K.top_history(RECENT_S)) == 1 and r.xlen(K.top_history(HOURLY_S)) == 1
+    assert 0 < r.pttl(K.top_history(RECENT_S)) <= stats_mod.TOP_HISTORY_TIERS[0][2] * 1000
+    assert 0 < r.pttl(K.top_history(HOURLY_S)) <= stats_mod.TOP_HISTORY_TIERS[1][2] * 1000
+
+    clock.advance(2)                     # same interval: no new point, however many viewers
+    claim_and_done(engine, clock, "d11", 5, rtt_s=1, nbytes=10)
+    assert len(stats_json(web)["stats"]["charts"]["top_downloaders"]["t"]) == 1
+    assert r.xlen(K.top_history(RECENT_S)) == 1
+
+    clock.now = (int(clock.now) // RECENT_S + 1) * RECENT_S + 30        # the next ten minutes
+    top = stats_json(web)["stats"]["charts"]["top_downloaders"]
+    assert len(top["t"]) == 2 and top["series"]["d11"] == [12, 17]
+    assert r.xlen(K.top_history(RECENT_S)) == 2
+
+    # Hourly points older than the ten-minute window come first; the recent ones follow.
+    r.delete(K.top_history(RECENT_S))
+    clock.now = (int(clock.now) // HOURLY_S + 1) * HOURLY_S + 60        # the next hour
+    top = stats_json(web)["stats"]["charts"]["top_downloaders"]
+    assert r.xlen(K.top_history(HOURLY_S)) == 2 and r.xlen(K.top_history(RECENT_S)) == 1
+    assert top["t"] == sorted(top["t"]) and len(top["t"]) == 2
+    assert top["series"]["d11"] == [12, 17]
+
+
+def test_no_history_before_anything_is_done(engine, clock, project, r, web):
+    assert stats_json(web)["stats"]["charts"]["top_downloaders"] == {"t": [], "series": {}}
+    assert stats_mod.record_top_history(r, P, int(clock.now * 1000)) == 0
+    assert not r.exists(K.top_history(RECENT_S), K.top_history(HOURLY_S))
+
+
+def test_upkeep_records_history_without_a_viewer(engine, clock, project, r):
+    claim_and_done(engine, clock, "alice", 2, rtt_s=1, nbytes=10)
+    now_ms = int(clock.now * 1000)
+    stats_mod.upkeep(r, P, now_ms)
+    stats_mod.upkeep(r, P, now_ms + 60_000)           # the next pass, same ten minutes
+    entries = r.xrange(K.top_history(RECENT_S))
+    assert len(entries) == 1 and entries[0][1] == {"alice": "2"}
+    assert entries[0][0] == f"{now_ms}-0" and r.xlen(K.top_history(HOURLY_S)) == 1
+
+
+def test_duplicate_and_late_points_are_harmless(engine, clock, project, r):
+    claim_and_done(engine, clock, "alice", 2, rtt_s=1, nbytes=10)
+    now_ms = int(clock.now * 1000)
+    assert stats_mod.record_top_history(r, P, now_ms) == 2
+    assert stats_mod.record_top_history(r, P, now_ms) == 0            # same timestamp
+    assert stats_mod.record_top_history(r, P, now_ms - 1) == 0        # a writer on a slow clock
+    assert stats_mod.record_top_history(r, P, now_ms - 86_400_000) == 0
+    assert r.xlen(K.top_history(RECENT_S)) == 1 and r.xlen(K.top_history(HOURLY_S)) == 1
+
+
+def test_top_history_is_bounded(engine, clock, project, r, web, monkeypatch):
+    claim_and_done(engine, clock, "alice", 2, rtt_s=1, nbytes=10)
+    start = int(clock.now * 1000)
+    kept_recent = stats_mod.TOP_HISTORY_TIERS[0][1]
+    for step in range(kept_recent + 12):                   # 50 hours of ten-minute points
+        assert stats_mod.record_top_history(r, P, start + step * RECENT_S * 1000) >= 1
+    assert r.xlen(K.top_history(RECENT_S)) == kept_recent
+    assert r.xlen(K.top_history(HOURLY_S)) == (kept_recent + 12) * RECENT_S // HOURLY_S + 1
+    clock.now = (start + (kept_recent + 11) * RECENT_S * 1000) / 1000
+    top = stats_json(web)["stats"]["charts"]["top_downloaders"]
+    assert len(top["t"]) <= kept_recent + stats_mod.TOP_CHART_HOURS
+    assert top["t"] == sorted(top["t"]) and len(top["t"]) > kept_recent
+    # The hourly stream is capped the same way (a small cap here: 1,440 hours take long).
+    monkeypatch.setattr(stats_mod, "TOP_HISTORY_TIERS", ((RECENT_S, 5, 3600), (HOURLY_S, 3, 7200)))
+    for step in range(10):
+        stats_mod.record_top_history(r, P, start + (100 + step) * HOURLY_S * 1000)
+    assert r.xlen(K.top_history(HOURLY_S)) == 3 and r.xlen(K.top_history(RECENT_S)) == 5
+    assert r.pttl(K.top_history(HOURLY_S)) <= 7_200_000
+
+
+def test_top_history_reads_only_the_top_n(engine, clock, project, r):
+    for n in range(40):
+        engine.conn.execute_command("ZADD", K.downloader_bytes, 1000 + n, f"w{n:02d}")
+        engine.conn.execute_command("HSET", K.downloader_count, f"w{n:02d}", n + 1)
+    with r.monitor() as monitor:
+        stats_mod.upkeep(r, P, int(clock.now * 1000))
+        r.echo("top-history-end")
+        seen = []
+        for command in monitor.listen():
+            if "top-history-end" in command["command"]:
+                break
+            seen.append(command["command"].split(" "))
+    touching = [c for c in seen if K.downloader_bytes in c or K.downloader_count in c]
+    reads = [c for c in touching if c[0].upper() not in ("EVALSHA", "EVAL")]
+    assert [c[0].upper() for c in reads] == ["ZREVRANGE", "HMGET"]
+    assert reads[0][2:] == ["0", str(stats_mod.TOP_HISTORY_N - 1)]
+    assert sorted(reads[1][2:]) == [f"w{n:02d}" for n in range(30, 40)]
+    recorded = r.xrange(K.top_history(RECENT_S))[0][1]
+    assert recorded == {f"w{n:02d}": str(n + 1) for n in range(30, 40)}
+
+
+def test_deleting_a_project_removes_its_history(engine, clock, project, admin, r):
+    from tracker_core import operations
+    claim_and_done(engine, clock, "alice", 2, rtt_s=1, nbytes=10)
+    assert stats_mod.record_top_history(r, P, int(clock.now * 1000)) == 2
+    streams = [K.top_history(s) for s, _, _ in stats_mod.TOP_HISTORY_TIERS]
+    assert all(r.exists(key) for key in streams)
+    operations.delete_project(admin, P)
+    assert not any(r.exists(key) for key in streams)

@@ -131,6 +131,10 @@ class ProjectKeys:
         """Per-hour roll-up of the minute counters (charts past two days), kept 60 days."""
         return f"{self.tag}:hour:{hour}"
 
+    def top_history(self, interval_s: int) -> str:
+        """Capped stream of the top downloaders' item counts, one entry per INTERVAL_S seconds."""
+        return f"{self.tag}:top_history:{int(interval_s)}"
+
     def queue(self, name: str) -> str:
         """Key of a queue named as the CLI and admin API name them."""
         if name == "todo":

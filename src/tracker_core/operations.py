@@ -13,6 +13,7 @@ import time
 from tracker_core import keys as keyspace
 from tracker_core import backfeed_secrets, bloom, hq, offload, protocol, scripts
 from tracker_core import limits as limits_mod
+from tracker_core import stats as stats_mod
 from tracker_core.admin import Admin, AdminError
 
 MAX_PAGE = 10_000
@@ -225,7 +226,8 @@ def delete_project(admin: Admin, project: str) -> None:
     hours = [k.hour(h) for h in range(now_ms // 3_600_000 - 61 * 24, now_ms // 3_600_000 + 2)]
     days = range(now_ms // 86_400_000 - 63, now_ms // 86_400_000 + 2)
     uniques = [k.uniques(kind, d) for d in days for kind in ("downloaders", "ips")]
-    every = (fixed + owners + [k.downloader_queues] + minutes + hours + uniques
+    history = [k.top_history(s) for s, _, _ in stats_mod.TOP_HISTORY_TIERS]
+    every = (fixed + owners + [k.downloader_queues] + minutes + hours + uniques + history
              + bloom.all_chunk_keys(admin.r, k))
     for i in range(0, len(every), DELETE_CHUNK):
         admin.r.unlink(*every[i:i + DELETE_CHUNK])

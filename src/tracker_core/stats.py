@@ -4,7 +4,9 @@ Everything is read from counters the claim and done scripts keep (the project's 
 per-minute hashes, per-day HyperLogLogs) in one pipelined round trip, so a snapshot costs the
 same whether the project has a hundred items or a hundred million. A snapshot also maintains the
 bounded chart data: it samples the backlog once per minute and rolls completed hours of minute
-counters into hour hashes (each one script, written once).
+counters into hour hashes (each one script, written once), and records the top downloaders'
+item counts every ten minutes and every hour when that point is due (one script, once per
+interval), as `tracker maintain` does once a minute for every project.
 """
 from __future__ import annotations
 
@@ -33,6 +35,17 @@ PERCENTILES = (50, 90, 99)
 # (counted at their first reclaim) and reclaims handed out (every one).
 RECLAIMED_ITEMS_FIELD = "items_reclaimed"
 RECLAIMS_SERVED_FIELD = "reclaims_served"
+
+# The top downloaders' progress: the cumulative item counts of the TOP_HISTORY_N downloaders
+# with the most bytes, one point per interval in a capped stream per resolution:
+# (interval in seconds, points kept, expiry in seconds) - ten minutes for two days, an hour for
+# sixty days. The chart serves the ten-minute points and the hourly ones of the week before.
+TOP_HISTORY_N = 10
+TOP_HISTORY_TIERS = ((600, 288, 2 * 86_400), (3600, 1440, 60 * 86_400))
+TOP_CHART_HOURS = HOUR_POINTS
+
+# Written by lua/top_history-n.lua, so two writers (maintain passes, snapshots in several
+# processes) never add two points for one interval: the check and the XADD are atomic.
 
 RTT_FIELD_PREFIX = "rtt_le_"
 # The histogram's upper bounds (seconds), as RTT_BOUNDS_S in lua/done-18.lua (a test compares).
@@ -149,13 +162,64 @@ def log_line(entry_id: str, flat: list) -> dict:
             "version": fields.get("version", ""), "at": _to_int(fields.get("at"))}
 
 
+def record_top_history(conn, project: str, now_ms: int) -> int:
+    """Add the top downloaders' item counts to each history stream whose point is due.
+
+    One script reads the TOP_HISTORY_N downloaders with the most bytes (ZREVRANGE 0 N-1 and one
+    HMGET of those names, never the whole hash or zset) and appends a point to every stream
+    whose newest point lies in an earlier interval, so any number of writers add one point per
+    interval. Returns how many streams got a point.
+    """
+    k = keyspace.ProjectKeys(project)
+    keys = (k.downloader_bytes, k.downloader_count,
+            *(k.top_history(interval_s) for interval_s, _, _ in TOP_HISTORY_TIERS))
+    args = [now_ms, TOP_HISTORY_N]
+    for interval_s, kept, expiry_s in TOP_HISTORY_TIERS:
+        args += [interval_s * 1000, kept, expiry_s * 1000]
+    return _to_int(scripts.run(conn, "top_history", keys, args))
+
+
+def _stream_points(entries) -> list[tuple[int, dict[str, int]]]:
+    """(time in ms, {downloader: items}) of top-history stream entries, in the order given."""
+    if not isinstance(entries, (list, tuple)):
+        return []       # an error reply (a key of another type): no history rather than no page
+    points = []
+    for entry_id, fields in entries:
+        entry_id = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
+        pairs = fields.items() if isinstance(fields, dict) else zip(fields[::2], fields[1::2])
+        points.append((int(entry_id.split("-")[0]),
+                       {(f.decode() if isinstance(f, bytes) else f): _to_int(v) for f, v in pairs}))
+    return points
+
+
+def _top_due(points: list, interval_s: int, now_ms: int) -> bool:
+    interval_ms = interval_s * 1000
+    return not points or points[-1][0] // interval_ms < now_ms // interval_ms
+
+
+def top_chart(recent: list, hourly: list) -> dict:
+    """The top downloaders' chart: hourly points (oldest first) before the recent ones.
+
+    Series are the TOP_HISTORY_N downloaders with the highest last recorded count; a downloader
+    outside the top at some point has null there (uPlot spans the gap).
+    """
+    cutoff = recent[0][0] if recent else math.inf
+    points = [p for p in hourly if p[0] < cutoff] + list(recent)
+    latest: dict[str, int] = {}
+    for _, counts in points:
+        latest.update(counts)
+    names = sorted(latest, key=lambda n: (-latest[n], n))[:TOP_HISTORY_N]
+    return {"t": [ms / 1000 for ms, _ in points],
+            "series": {n: [counts.get(n) for _, counts in points] for n in names}}
+
+
 def upkeep(conn, project: str, now_ms: int) -> None:
     """Sample PROJECT's backlog and roll completed hours up, as a snapshot does, with no viewer.
 
     `tracker maintain` calls this for every project once a minute, so minute counters are rolled
     into hours before they expire (two days) even when nobody looks at the pages. CONN is any
-    client with ``execute_command`` (redis-py or RawRedis); both scripts are idempotent (an hour
-    already rolled up costs one EXISTS).
+    client with ``execute_command`` (redis-py or RawRedis); the scripts are idempotent (an hour
+    already rolled up costs one EXISTS, a top-downloaders point already taken two XREVRANGE).
     """
     k = keyspace.ProjectKeys(project)
     backlog = sum(int(conn.execute_command("SCARD", key)) for key in k.shared_queues())
@@ -166,6 +230,7 @@ def upkeep(conn, project: str, now_ms: int) -> None:
         first = hour * 60
         scripts.run(conn, "rollup_hour", (k.hour(hour), *(k.minute(first + i) for i in range(60))),
                     (HOUR_TTL_S,))
+    record_top_history(conn, project, now_ms)
 
 
 class StatsReader:
@@ -204,14 +269,40 @@ class StatsReader:
             ("PFCOUNT", *(k.uniques("downloaders", d) for d in days)),
             ("PFCOUNT", *(k.uniques("ips", d) for d in days)),
         ]
+        commands += self._top_commands(k)
         replies = self.conn.pipeline(commands)
         n_m, n_h = len(minutes), len(hours)
+        n_u = n_m + n_h + 4
         return {
             "minutes": dict(zip(minutes, (_flat_to_counts(f) for f in replies[:n_m]))),
             "hours": dict(zip(hours, (_flat_to_counts(f) for f in replies[n_m:n_m + n_h]))),
             "uniques": dict(zip(("downloaders_day", "ips_day", "downloaders_month", "ips_month"),
-                                (_to_int(x) for x in replies[n_m + n_h:]))),
+                                (_to_int(x) for x in replies[n_m + n_h:n_u]))),
+            "top": self._top_points(replies[n_u:]),
         }
+
+    @staticmethod
+    def _top_commands(k: keyspace.ProjectKeys) -> list[tuple]:
+        """Read the top-downloaders history: every recent point, the newest hourly ones."""
+        (recent_s, _, _), (hourly_s, _, _) = TOP_HISTORY_TIERS
+        return [("XRANGE", k.top_history(recent_s), "-", "+"),
+                ("XREVRANGE", k.top_history(hourly_s), "+", "-", "COUNT", TOP_CHART_HOURS)]
+
+    @staticmethod
+    def _top_points(replies) -> dict:
+        return {"recent": _stream_points(replies[0]),
+                "hourly": _stream_points(replies[1])[::-1]}
+
+    def _maintain_top(self, k: keyspace.ProjectKeys, now_ms: int, top: dict) -> dict:
+        """Record a top-downloaders point when one is due, so a tracker without `tracker
+        maintain` still gets history while someone looks; return the history to chart."""
+        (recent_s, _, _), (hourly_s, _, _) = TOP_HISTORY_TIERS
+        if not (_top_due(top["recent"], recent_s, now_ms)
+                or _top_due(top["hourly"], hourly_s, now_ms)):
+            return top
+        if not record_top_history(self.conn, k.project, now_ms):
+            return top
+        return self._top_points(self.conn.pipeline(self._top_commands(k)))
 
     def _maintain(self, k: keyspace.ProjectKeys, now_ms: int, backlog: int, hours: dict) -> None:
         """Sample the backlog for this minute and roll up completed hours not yet rolled up."""
@@ -233,6 +324,9 @@ class StatsReader:
         data = self._read(k, now_ms)
         minutes, hours = data["minutes"], data["hours"]
         self._maintain(k, now_ms, backlog, hours)
+        top = data["top"]
+        if counts.get("done"):       # nobody has done anything yet: nothing to record
+            top = self._maintain_top(k, now_ms, top)
         minute_now = now_ms // MINUTE_MS
         minutes.setdefault(minute_now, {})["backlog"] = minutes[minute_now].get("backlog", backlog)
 
@@ -263,12 +357,13 @@ class StatsReader:
             "backlog_growing": trend["growing"],
             "eta_s": eta_seconds(backlog, items_per_s, trend["growth_per_s"]),
             "uniques": data["uniques"],
-            "charts": self._charts(minutes, hours, counts["done"]),
+            "charts": self._charts(minutes, hours, counts["done"], top),
         }
 
     @staticmethod
-    def _charts(minutes: dict, hours: dict, done_total: int) -> dict:
-        """Columnar series (uPlot's shape): per minute for two hours, per hour for a week."""
+    def _charts(minutes: dict, hours: dict, done_total: int, top: dict) -> dict:
+        """Columnar series (uPlot's shape): per minute for two hours, per hour for a week, and
+        the top downloaders' items (every ten minutes for two days, hourly the week before)."""
         by_minute = sorted(minutes.items())
         minute_chart = {
             "t": [m * 60 for m, _ in by_minute],
@@ -295,4 +390,5 @@ class StatsReader:
             "bytes_done": [c.get("bytes_done", 0) for _, c in rows],
             "done_total": cumulative,
         }
-        return {"minute": minute_chart, "hour": hour_chart}
+        return {"minute": minute_chart, "hour": hour_chart,
+                "top_downloaders": top_chart(top["recent"], top["hourly"])}

@@ -5,11 +5,14 @@
   "use strict";
   const project = document.querySelector('meta[name="tracker-project"]').content;
   const liveSetting = document.querySelector('meta[name="tracker-live-url"]').content;
-  const POLL_MS = 5000, RETRY_WS_MS = 10000, LOG_LINES = 200, TOP_SERIES = 5, TOP_POINTS = 720;
+  const POLL_MS = 5000, RETRY_WS_MS = 10000, LOG_LINES = 200, TOP_SERIES = 10, TOP_POINTS = 720;
   const TABLE_ROWS = 100;
   let showAll = false, polling = null, socket = null;
   const seenLog = new Set();
-  const topHistory = {t: [], series: {}};   // downloader -> bytes per snapshot, bounded
+  // The top downloaders' items: the server's history (stats.charts.top_downloaders, every ten
+  // minutes for two days, hourly before) followed by the snapshots received since it was taken.
+  let topServer = {t: [], series: {}};
+  const topLive = [];   // {t, items: {downloader: items}, top: [names]}, bounded
   const charts = {};
 
   const $ = (id) => document.getElementById(id);
@@ -71,7 +74,7 @@
     if (!showAll || rows.length >= (data.downloaders_total || 0)) renderDownloaders(rows, data.downloaders_total || 0);
     renderDomains(data.domain_bytes || {});
     if (data.recent_log) addLog(data.recent_log);
-    recordTop(data.leaderboard || []);
+    recordTop(data.leaderboard || [], (s.charts || {}).top_downloaders);
     renderCharts(s.charts);
   }
 
@@ -120,17 +123,29 @@
     return am - bm || as - bs;
   }
 
-  function recordTop(rows) {
-    const now = Date.now() / 1000;
-    topHistory.t.push(now);
-    const names = rows.slice(0, TOP_SERIES).map((d) => d.downloader);
-    const byName = Object.fromEntries(rows.map((d) => [d.downloader, d.bytes]));
-    names.forEach((n) => { if (!topHistory.series[n]) topHistory.series[n] = topHistory.t.slice(0, -1).map(() => null); });
-    Object.keys(topHistory.series).forEach((n) => topHistory.series[n].push(byName[n] === undefined ? null : byName[n]));
-    if (topHistory.t.length > TOP_POINTS) {
-      topHistory.t.shift();
-      Object.values(topHistory.series).forEach((s) => s.shift());
-    }
+  function recordTop(rows, history) {
+    if (history && history.t) topServer = history;
+    const top = rows.slice(0, TOP_SERIES).map((d) => d.downloader);
+    const wanted = new Set(top.concat(Object.keys(topServer.series)));
+    const items = {};
+    rows.forEach((d) => { if (wanted.has(d.downloader)) items[d.downloader] = d.items; });
+    topLive.push({t: Date.now() / 1000, items, top});
+    // Live points the server's history now covers are dropped; the rest stay bounded.
+    const since = topServer.t.length ? topServer.t[topServer.t.length - 1] : -Infinity;
+    while (topLive.length && (topLive[0].t <= since || topLive.length > TOP_POINTS)) topLive.shift();
+  }
+  function topData() {
+    const latest = {};
+    topServer.t.forEach((_, i) => Object.entries(topServer.series).forEach(([n, v]) => {
+      if (v[i] !== null && v[i] !== undefined) latest[n] = v[i];
+    }));
+    const last = topLive[topLive.length - 1];
+    if (last) last.top.forEach((n) => { if (last.items[n] !== undefined) latest[n] = last.items[n]; });
+    const names = Object.keys(latest).sort((a, b) => latest[b] - latest[a]).slice(0, TOP_SERIES);
+    const t = topServer.t.concat(topLive.map((p) => p.t));
+    const columns = names.map((n) => (topServer.series[n] || topServer.t.map(() => null))
+      .concat(topLive.map((p) => p.items[n] === undefined ? null : p.items[n])));
+    return {names, data: [t].concat(columns)};
   }
 
   const COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"];
@@ -150,15 +165,16 @@
     } else {
       charts[id].plot.setData(data);
     }
+    el.dataset.points = data[0].length;   // for tests and the curious
+    el.dataset.first = data[0].length ? data[0][0] : "";
   }
   function renderCharts(c) {
     if (!c || typeof uPlot === "undefined") return;
     chart("chart-done", [{label: "done"}], [c.hour.t, c.hour.done_total]);
     chart("chart-hourly", [{label: "items/hour"}], [c.hour.t, c.hour.items_done]);
     chart("chart-bytes", [{label: "bytes/s"}], [c.minute.t, c.minute.bytes_done.map((b) => b / 60)], bytes);
-    const names = Object.keys(topHistory.series).slice(-TOP_SERIES * 2);
-    if (names.length) chart("chart-top", names.map((n) => ({label: n})),
-                            [topHistory.t].concat(names.map((n) => topHistory.series[n])), bytes);
+    const top = topData();
+    if (top.names.length) chart("chart-top", top.names.map((n) => ({label: n})), top.data);
   }
 
   function setFeed(mode) {

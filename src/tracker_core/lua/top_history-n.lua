@@ -1,0 +1,36 @@
+--[[ top_history: record the top downloaders' item counts once per interval.
+
+KEYS[1] downloader_bytes  zset  downloader -> bytes (ranks the top N; only those N are read)
+KEYS[2] downloader_count  hash  downloader -> items done
+KEYS[3..] top_history:S   stream, one per resolution: fields downloader -> items done
+
+ARGV[1] now (ms)   ARGV[2] N   then for each stream: interval (ms), entries kept, expiry (ms)
+
+Returns how many streams got a point (0 when all had one for this interval or nobody did
+anything yet).
+]]
+local now = tonumber(ARGV[1])
+local due = {}
+for i = 3, #KEYS do
+  local interval = tonumber(ARGV[3 * (i - 2)])
+  local last = redis.call('XREVRANGE', KEYS[i], '+', '-', 'COUNT', 1)
+  local last_ms = #last > 0 and tonumber(string.match(last[1][1], '^%d+'))
+  if not last_ms or math.floor(last_ms / interval) < math.floor(now / interval) then
+    due[#due + 1] = i
+  end
+end
+if #due == 0 then return 0 end
+local top = redis.call('ZREVRANGE', KEYS[1], 0, tonumber(ARGV[2]) - 1)
+if #top == 0 then return 0 end
+local counts = redis.call('HMGET', KEYS[2], unpack(top))
+local fields = {}
+for j, name in ipairs(top) do
+  fields[#fields + 1] = name
+  fields[#fields + 1] = counts[j] or '0'
+end
+for _, i in ipairs(due) do
+  local n = 3 * (i - 2)
+  redis.call('XADD', KEYS[i], 'MAXLEN', ARGV[n + 1], ARGV[1] .. '-0', unpack(fields))
+  redis.call('PEXPIRE', KEYS[i], ARGV[n + 2])
+end
+return #due
