@@ -207,15 +207,30 @@ def complete_over_http(base, downloader, n):
     return items
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(find_chromium() is None and os.environ.get("CI") != "true",
-                    reason="Debian's chromium is not installed (make deps installs it)")
-def test_leaderboard_in_headless_chromium(redis_url, project):
+needs_chromium = pytest.mark.skipif(find_chromium() is None and os.environ.get("CI") != "true",
+                                    reason="Debian's chromium is not installed (make deps installs it)")
+
+
+@contextlib.contextmanager
+def live_page(redis_url):
+    """The real server with the live feed, and headless Chromium: (server, feed process, browser)."""
     feed_process, feed_port = start_feed(redis_url)
     server = start_live_server(redis_url, workers=1,
                                extra_env={"TRACKER_LIVE_URL": f":{feed_port}"})
     browser = Browser(find_chromium())
     try:
+        yield server, feed_process, browser
+    finally:
+        browser.close()
+        stop_live_server(server)
+        if feed_process.poll() is None:
+            stop(feed_process)
+
+
+@pytest.mark.slow
+@needs_chromium
+def test_leaderboard_in_headless_chromium(redis_url, project):
+    with live_page(redis_url) as (server, feed_process, browser):
         browser.navigate(f"{server.base}/{P}/")
         assert browser.wait_for("document.body.dataset.feed === 'live' && "
                                 "document.getElementById('done').textContent === '0'")
@@ -244,28 +259,18 @@ def test_leaderboard_in_headless_chromium(redis_url, project):
                                ".map(li => li.textContent).join('\\n')")
         assert all(item in log for item in second + first)
         browser.screenshot(ARTIFACTS / "leaderboard-polling.png")
-    finally:
-        browser.close()
-        stop_live_server(server)
-        if feed_process.poll() is None:
-            stop(feed_process)
     assert (ARTIFACTS / "leaderboard.png").stat().st_size > 10000
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(find_chromium() is None and os.environ.get("CI") != "true",
-                    reason="Debian's chromium is not installed (make deps installs it)")
+@needs_chromium
 def test_top_downloaders_chart_draws_history_on_first_load(redis_url, engine, r, project):
     complete(engine, "alice", 5)
     complete(engine, "bob", 2, nbytes=500)
     now_ms = int(time.time() * 1000)
     for hours_ago in (3, 2, 1):             # what `tracker maintain` recorded before anyone looked
         assert stats_mod.record_top_history(r, P, now_ms - hours_ago * 3_600_000) == 2
-    feed_process, feed_port = start_feed(redis_url)
-    server = start_live_server(redis_url, workers=1,
-                               extra_env={"TRACKER_LIVE_URL": f":{feed_port}"})
-    browser = Browser(find_chromium())
-    try:
+    with live_page(redis_url) as (server, feed_process, browser):
         browser.navigate(f"{server.base}/{P}/")
         # Drawn from history at once: three recorded points (plus the one this load took).
         assert browser.wait_for("document.getElementById('chart-top').dataset.points >= 4")
@@ -280,10 +285,6 @@ def test_top_downloaders_chart_draws_history_on_first_load(redis_url, engine, r,
                          ".includes('carol')")
         assert int(browser.evaluate("document.getElementById('chart-top').dataset.points")) > points
         browser.screenshot(ARTIFACTS / "leaderboard-top-history.png")
-    finally:
-        browser.close()
-        stop_live_server(server)
-        stop(feed_process)
 
 
 def test_many_watched_projects_each_get_their_updates_promptly(engine, admin, feed):
