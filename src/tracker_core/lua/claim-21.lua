@@ -60,8 +60,8 @@ local function refuse(code, field)
   return {code, age}
 end
 
-if redis.call('SISMEMBER', KEYS[2], 'name:' .. downloader) == 1
-    or redis.call('SISMEMBER', KEYS[2], 'ip:' .. ip) == 1 then
+local blocked = redis.call('SMISMEMBER', KEYS[2], 'name:' .. downloader, 'ip:' .. ip)
+if blocked[1] == 1 or blocked[2] == 1 then
   return refuse(403, 'requests_blocked')
 end
 -- Counted after the block check: blocked clients are not participants. EXPIRE only when the
@@ -182,7 +182,9 @@ local function take_limited(need)
   end
 end
 
-local out_size = redis.call('ZCARD', KEYS[8])
+-- `out` is counted only when a claims limit is set: most projects have none, and every call here
+-- is paid on every request.
+local out_size = claims_limit > 0 and redis.call('ZCARD', KEYS[8]) or 0
 if claims_limit > 0 and out_size >= claims_limit then
   take_reclaims(wanted)
   if given == 0 then return refuse(404, 'requests_claims_limited') end
