@@ -149,6 +149,9 @@
   }
 
   const COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"];
+  // Counts tick at whole numbers only: 1, 2, 5, 10, 20, 50... (else small ranges repeat labels).
+  const COUNT_INCRS = [];
+  for (let e = 0; e < 13; e++) for (const m of [1, 2, 5]) COUNT_INCRS.push(m * 10 ** e);
   function chart(id, series, data, format) {
     const el = $(id);
     const width = Math.max(280, el.clientWidth || 500);
@@ -157,7 +160,8 @@
       if (charts[id]) charts[id].plot.destroy();
       const show = format || num;
       const opts = {width, height: 180,
-        axes: [{}, {size: 70, values: (u, ticks) => ticks.map(show)}],
+        axes: [{}, Object.assign({size: 70, values: (u, ticks) => ticks.map(show)},
+                                 format ? {} : {incrs: COUNT_INCRS})],
         series: [{}].concat(series.map((s, i) => ({
           label: s.label, stroke: COLORS[i % COLORS.length], width: 1.5, spanGaps: true,
           value: (u, v) => (v === null || v === undefined) ? "–" : show(v)})))};
