@@ -85,8 +85,10 @@ def test_run_demo_starts_embedded_redis_and_serves(tmp_path):
     """`tracker run --demo`: a private Redis under the data dir, the demo project, the API."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k != "TRACKER_REDIS_URL"}
+    live_port = free_port()      # the default, port + 1, may belong to another test's server
     proc = subprocess.Popen([str(TRACKER_BIN), "--data-dir", str(tmp_path / "var"), "run", "--demo",
-                             "--port", str(port), "--workers", "1"], env=env,
+                             "--port", str(port), "--workers", "1", "--live-port", str(live_port)],
+                            env=env,
                             stdin=subprocess.DEVNULL)
     try:
         wait_for_port(port, process=proc)

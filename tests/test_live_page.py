@@ -173,18 +173,21 @@ def test_feed_pushes_a_snapshot_when_settings_change(engine, project, feed, admi
 @pytest.mark.slow
 def test_tracker_run_starts_the_feed_and_stops_it(redis_url, project):
     port = free_port()
+    live_port = free_port()      # not port + 1: that one may belong to another test's server
+    while live_port == port:
+        live_port = free_port()
     run = subprocess.Popen([str(TRACKER_BIN), "--redis-url", redis_url, "run", "--port", str(port),
-                            "--workers", "1", "--live-port", str(port + 1)],
+                            "--workers", "1", "--live-port", str(live_port)],
                            stdin=subprocess.DEVNULL)
     try:
         wait_for_port(port, process=run)
-        wait_for_port(port + 1, process=run)
-        with connect(f"ws://127.0.0.1:{port + 1}/{P}") as ws:
+        wait_for_port(live_port, process=run)
+        with connect(f"ws://127.0.0.1:{live_port}/{P}") as ws:
             assert json.loads(ws.recv(timeout=15))["type"] == "log"
     finally:
         stop(run)
     with pytest.raises(OSError):
-        socket.create_connection(("127.0.0.1", port + 1), timeout=1).close()
+        socket.create_connection(("127.0.0.1", live_port), timeout=1).close()
 
 
 # -- the page in headless Chromium ------------------------------------------------------------

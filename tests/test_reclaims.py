@@ -1,4 +1,4 @@
-"""Reclaims, the claims limit, dead items, limited sub-queues and the serve order (claim-21.lua),
+"""Reclaims, the claims limit, dead items, limited sub-queues and the serve order (claim-22.lua),
 against a real Redis with a controlled clock."""
 import json
 
@@ -113,6 +113,11 @@ def test_items_reclaimed_too_often_go_dead_and_can_be_requeued(project, admin, e
     assert r.hget(K.downloader_claims, "carol") is None
     history = json.loads(r.hget(K.dead, "x"))
     assert history["claims"] == 3 and history["last_downloader"] == "carol"
+    # Every round the item went through, oldest first, with who held it and when.
+    assert [(h["downloader"], h["ip"]) for h in history["rounds"]] == [A, B, C]
+    times = [h["claimed_ms"] for h in history["rounds"]]
+    assert times == sorted(times) and len(set(times)) == 3
+    assert not r.exists(K.reclaim_history)
     assert counter(r, "items_dead") == 1
     assert [d["item"] for d in admin.dead_items(P)] == ["x"]
     assert admin.requeue_dead(P, ["x", "nope"]) == 1
@@ -254,3 +259,19 @@ def test_done_from_the_old_holder_after_a_reclaim_counts_once(project, admin, en
     clock.advance(100)
     assert claim(engine, C) == (404, [])      # nothing left to reclaim
     assert r.zcard(K.reclaim_at) == 0
+
+
+def test_reclaim_history_is_kept_until_done_or_released(project, admin, engine, clock, r):
+    admin.set_settings(P, {"reclaim_ttl_s": "1"})
+    add(admin, ["x", "y", "z"])
+    assert claim(engine, A, 3)[0] == 200
+    clock.advance(1.5)
+    assert sorted(claim(engine, B, 3)[1]) == ["x", "y", "z"]        # three reclaims
+    rounds = json.loads(r.hget(K.reclaim_history, "x"))
+    assert [(h["downloader"], h["ip"]) for h in rounds] == [A]
+    assert engine.done(P, "bob", "1", ["x"], ["data", 1], "{}").new == 1
+    assert engine.release(P, "bob", ["y"]) == 1
+    assert r.hkeys(K.reclaim_history) == ["z"]                      # only the one still out
+    clock.advance(2.5)
+    assert claim(engine, C, 2)[1].count("z") == 1                   # z again: a second round
+    assert len(json.loads(r.hget(K.reclaim_history, "z"))) == 2

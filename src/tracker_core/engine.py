@@ -98,7 +98,7 @@ class Engine:
     # -- the warrior protocol -------------------------------------------------------------------
 
     def claim(self, project: str, downloader: str, ip: str, wanted: int) -> tuple[int, list[str]]:
-        """Claim up to WANTED items; return (status, names), status as in claim-21.lua."""
+        """Claim up to WANTED items; return (status, names), status as in claim-22.lua."""
         k = self.keys(project)
         now_ms = self._now_ms()
         day = now_ms // 86_400_000
@@ -106,7 +106,8 @@ class Engine:
             k.settings, k.blocked, k.downloader_queue(downloader), k.todo, k.backfeed,
             k.secondary, k.redo, k.out, k.claims, k.downloader_claims, k.ratelimit, k.stats,
             k.minute(now_ms // 60000), k.uniques("downloaders", day), k.uniques("ips", day),
-            k.limited, k.limits_ready, k.limit_tat, k.limits, k.reclaim_at, k.dead),
+            k.limited, k.limits_ready, k.limit_tat, k.limits, k.reclaim_at, k.dead,
+            k.reclaim_history),
             (now_ms, downloader, ip, wanted))
         self._note_age(project, reply[1])
         return reply[0], reply[2:]
@@ -120,7 +121,7 @@ class Engine:
             k.settings, k.out, k.claims, k.done, k.downloader_claims, k.log, k.downloader_count,
             k.downloader_bytes, k.downloader_version, k.domain_bytes, k.stats,
             k.minute(now_ms // 60000), k.todo, k.backfeed, k.secondary, k.redo,
-            k.downloader_queue(downloader), k.bad_dones),
+            k.downloader_queue(downloader), k.bad_dones, k.reclaim_history),
             (now_ms, downloader, version, item_id, len(domain_bytes) // 2, *domain_bytes, *items))
         if reply[0] == UNKNOWN_PROJECT:
             return None
@@ -144,7 +145,8 @@ class Engine:
             age = "" if attempt == 2 else str(settings.age) if settings is not None else "?"
             held = limits_mod.held_entries(compiled, items)
             reply = scripts.run(self.conn, "release", (
-                k.settings, k.out, k.claims, k.todo, k.downloader_claims, k.stats, k.limited_in),
+                k.settings, k.out, k.claims, k.todo, k.downloader_claims, k.stats, k.limited_in,
+                k.reclaim_history),
                 (self._now_ms(), downloader, age, *[x for pair in zip(items, held) for x in pair]))
             if reply[0] == UNKNOWN_PROJECT:
                 return None

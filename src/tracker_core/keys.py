@@ -50,7 +50,7 @@ class ProjectKeys:
         "log", "bad_dones", "uploads", "upload_targets", "downloader_count", "downloader_bytes",
         "downloader_version", "domain_bytes", "audit", "bloom", "backfeed_secrets",
         "backfeed_shards", "backfeed_shard_map", "limits", "limited", "limited_in",
-        "limits_ready", "limit_tat", "reclaim_at", "dead", "segments", "offloading",
+        "limits_ready", "limit_tat", "reclaim_at", "reclaim_history", "dead", "segments", "offloading",
         "segment_queues", "segment_exports", "maintain_lease",
     )
 
@@ -97,6 +97,8 @@ class ProjectKeys:
         self.limit_tat = f"{tag}:limit_tat"
         # Reclaims: claimed item -> when it may be reclaimed (ms); items reclaimed too often.
         self.reclaim_at = f"{tag}:reclaim_at"
+        # Earlier claim rounds of items claimed more than once: item -> JSON list (capped).
+        self.reclaim_history = f"{tag}:reclaim_history"
         self.dead = f"{tag}:dead"
         # Offloading: segment number -> items in its file (the registry decides what exists), the
         # items on their way to a segment file, and the segment counter (field "seq" of segments).

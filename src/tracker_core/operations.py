@@ -157,7 +157,8 @@ def _release(admin: Admin, k: keyspace.ProjectKeys, holder: str, names: list[str
         age, compiled = limits_mod.current(admin.r, k)
         held = limits_mod.held_entries(compiled, names)
         reply = scripts.run(admin.r, "release", (k.settings, k.out, k.claims, k.todo,
-                                                 k.downloader_claims, k.stats, k.limited_in),
+                                                 k.downloader_claims, k.stats, k.limited_in,
+                                                 k.reclaim_history),
                             (int(time.time() * 1000), holder, age if attempt < 2 else "",
                              *[x for pair in zip(names, held) for x in pair]))
         if reply[0] != limits_mod.STALE_AGE:

@@ -48,7 +48,7 @@ TOP_CHART_HOURS = HOUR_POINTS
 # processes) never add two points for one interval: the check and the XADD are atomic.
 
 RTT_FIELD_PREFIX = "rtt_le_"
-# The histogram's upper bounds (seconds), as RTT_BOUNDS_S in lua/done-18.lua (a test compares).
+# The histogram's upper bounds (seconds), as RTT_BOUNDS_S in lua/done-19.lua (a test compares).
 RTT_BOUNDS_S = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 10800, 43200)
 
 
@@ -342,7 +342,7 @@ class StatsReader:
         return {
             "irsr": ratio(counters.get("requests_served", 0), counters.get("requests", 0)),
             "irsr_recent": ratio(recent.get("requests_served", 0), recent.get("requests", 0)),
-            # items_claimed counts fresh claims only; reclaims are counted apart (claim-21.lua).
+            # items_claimed counts fresh claims only; reclaims are counted apart (claim-22.lua).
             "reclaim_rate": ratio(counters.get(RECLAIMED_ITEMS_FIELD, 0), claimed)
             if RECLAIMED_ITEMS_FIELD in counters else None,
             "reclaim_serve_rate": ratio(reclaims_served, claimed + reclaims_served)

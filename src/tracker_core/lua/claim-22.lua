@@ -21,6 +21,7 @@ KEYS[18] limit_tat          hash  limit -> that time, kept while the limit has n
 KEYS[19] limits             hash  limit -> JSON {pattern, rate, rate_per_s, seq}
 KEYS[20] reclaim_at         zset  claimed item -> when it may be reclaimed (ms)
 KEYS[21] dead               hash  item -> JSON history of an item reclaimed too often
+KEYS[22] reclaim_history    hash  item -> JSON list of its earlier rounds {downloader, ip, claimed_ms}
 
 ARGV[1] now (ms)   ARGV[2] downloader   ARGV[3] ip   ARGV[4] items wanted (1..1000)
 
@@ -107,6 +108,13 @@ end
 -- Hand out claims that may be reclaimed, oldest due first. Entries of items done or released
 -- since are dropped as they come due (each once), so the scan is bounded by what it clears.
 local claim = downloader .. '\t' .. ip .. '\t'
+-- Each reclaim keeps the round it ends in reclaim_history (the latest HISTORY_ROUNDS), so a dead
+-- item carries every holder it had; done and release clear it.
+local HISTORY_ROUNDS = 50
+local function past_rounds(item)
+  local text = redis.call('HGET', KEYS[22], item)
+  return text and cjson.decode(text) or {}
+end
 local function take_reclaims(need)
   if ttl_ms <= 0 then return end
   local budget = 4 * need + 100
@@ -131,10 +139,18 @@ local function take_reclaims(need)
             redis.call('ZREM', KEYS[8], item)
             redis.call('HDEL', KEYS[9], item)
             redis.call('ZREM', KEYS[20], item)
+            local rounds = past_rounds(item)
+            rounds[#rounds + 1] = {downloader = holder, ip = holder_ip, claimed_ms = tonumber(claimed_at)}
+            redis.call('HDEL', KEYS[22], item)
             redis.call('HSET', KEYS[21], item, cjson.encode({claims = times, last_downloader = holder,
-              last_ip = holder_ip, last_claimed_ms = tonumber(claimed_at), dead_ms = now}))
+              last_ip = holder_ip, last_claimed_ms = tonumber(claimed_at), dead_ms = now,
+              rounds = rounds}))
             bump(stats, minute, 'items_dead', 1)
           else
+            local rounds = past_rounds(item)
+            rounds[#rounds + 1] = {downloader = holder, ip = holder_ip, claimed_ms = tonumber(claimed_at)}
+            if #rounds > HISTORY_ROUNDS then table.remove(rounds, 1) end
+            redis.call('HSET', KEYS[22], item, cjson.encode(rounds))
             redis.call('ZADD', KEYS[8], now, item)
             redis.call('HSET', KEYS[9], item, claim .. (times + 1))
             redis.call('HINCRBY', KEYS[10], downloader, 1)

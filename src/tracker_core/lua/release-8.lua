@@ -2,6 +2,7 @@
 
 KEYS[1] settings  KEYS[2] out  KEYS[3] claims  KEYS[4] todo  KEYS[5] downloader_claims  KEYS[6] stats
 KEYS[7] todo:limited_in (set of "LIMIT\0ITEM": held items on their way to todo:limited)
+KEYS[8] reclaim_history (hash: earlier claim rounds of items claimed more than once; cleared)
 ARGV[1] now (ms)  ARGV[2] downloader, or '' to release whoever holds the claim (admin)
 ARGV[3] the settings age the caller classified the items at, or '' (no check)
 ARGV[4...] pairs: item name, then "LIMIT\0ITEM" when a limit matches it or '' when none does
@@ -27,6 +28,7 @@ for i = 4, #ARGV - 1, 2 do
   if claim and (only == '' or claimant == only) then
     redis.call('ZREM', KEYS[2], item)
     redis.call('HDEL', KEYS[3], item)
+    if tonumber(string.match(claim, '\t(%d+)$') or '1') > 1 then redis.call('HDEL', KEYS[8], item) end
     if not enqueue_or_hold(KEYS[4], KEYS[7], item, entry) then held = held + 1 end
     if redis.call('HINCRBY', KEYS[5], claimant, -1) <= 0 then
       redis.call('HDEL', KEYS[5], claimant)

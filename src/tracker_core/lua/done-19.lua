@@ -18,6 +18,7 @@ KEYS[15] todo:secondary      set
 KEYS[16] todo:redo           set
 KEYS[17] todo:d:SENDER       set
 KEYS[18] bad_dones           stream  dones for names the project never had (capped)
+KEYS[19] reclaim_history     hash  earlier claim rounds of items claimed more than once
 
 ARGV[1] now (ms)  ARGV[2] downloader  ARGV[3] version  ARGV[4] id (JSON text)
 ARGV[5] number of domains D, then D pairs (domain, bytes), then the item names.
@@ -61,6 +62,7 @@ for i = first_item, #ARGV do
     redis.call('HDEL', KEYS[3], item)
     if claim then
       local claimant = string.match(claim, '^[^\t]*')
+      if tonumber(string.match(claim, '\t(%d+)$') or '1') > 1 then redis.call('HDEL', KEYS[19], item) end
       if redis.call('HINCRBY', KEYS[5], claimant, -1) <= 0 then
         redis.call('HDEL', KEYS[5], claimant)
       end
