@@ -3,7 +3,6 @@ import json
 import os
 import signal
 import subprocess
-import time
 
 import orjson
 import pytest

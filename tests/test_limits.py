@@ -10,7 +10,7 @@ from falcon import testing
 
 from tracker_api.app import create_app
 from tracker_api.cli import main
-from tracker_core import backfeed as backfeed_mod
+from tracker_core import engine as engine_mod
 from tracker_core import backfeed_secrets, bloom, operations
 from tracker_core import keys as keyspace
 from tracker_core import limits
@@ -244,7 +244,8 @@ def test_backfeed_shards_mapped_to_a_downloader_are_not_held_shared_ones_are(
 
 def test_backfeed_sees_a_new_limit_within_a_second(project, admin, engine, r, secret,
                                                    monkeypatch):
-    monkeypatch.setattr(backfeed_mod, "LIMITS_TTL_S", 0.0)   # as if a second passed each time
+    # The engine's settings cache expires (1 s) and its limits reload on a new settings age.
+    monkeypatch.setattr(engine_mod, "_SETTINGS_CACHE_S", 0.0)   # as if a second passed each time
     feed = Backfeed(engine)
     assert feed.submit(P, secret, [b"user:a"], [b"user:a"]).new == 1    # caches the settings
     admin.add_limit(P, "users", "type:user", "1/m")

@@ -4,12 +4,6 @@
 local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
 dofile(here .. "report.lua")
 
-local threads_made = 0
-function setup(thread)
-  thread:set("thread_id", threads_made)
-  threads_made = threads_made + 1
-end
-
 local counter = 0
 local mode = "new"
 local fixed_body

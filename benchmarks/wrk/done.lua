@@ -5,12 +5,6 @@
 local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
 dofile(here .. "report.lua")
 
-local threads_made = 0
-function setup(thread)
-  thread:set("thread_id", threads_made)
-  threads_made = threads_made + 1
-end
-
 local claims = {}
 local next_claim = 1
 function init(args)

@@ -1,4 +1,11 @@
--- Shared by the wrk scripts: print the run's figures as one JSON line that server_bench.py reads.
+-- Shared by the wrk scripts: number the threads (each sees its `thread_id`, so threads send
+-- different names), and print the run's figures as one JSON line that server_bench.py reads.
+local threads_made = 0
+function setup(thread)
+  thread:set("thread_id", threads_made)
+  threads_made = threads_made + 1
+end
+
 -- Latencies are wrk's, in microseconds, from writing the request to reading the whole response
 -- (with Connection: close the TCP connect is not included). errors.status counts non-2xx/3xx.
 function done(summary, latency, requests)

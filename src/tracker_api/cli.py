@@ -350,15 +350,13 @@ def upload_target(ctx, slug, url, state):
 
 def _operation(ctx, action: str, project: str | None, fn, *args, **kwargs):
     """Run an operation, audit it as done from the CLI, print its result as JSON."""
-    from tracker_core import audit
     admin = _admin(ctx)
     try:
         result = fn(admin, *args, **kwargs)
     except (AdminError, ValueError) as exc:
         _fail(exc)
     if action:
-        audit.record(admin.r, "cli", action, project,
-                     **(result if isinstance(result, dict) else {"result": result}))
+        _audit(admin, action, project, **(result if isinstance(result, dict) else {"result": result}))
     click.echo(json.dumps(result))
     return result
 
@@ -439,7 +437,7 @@ def queue_clear(ctx, slug, name, yes):
 @click.pass_context
 def queue_move(ctx, slug, source, target, pattern):
     """Move matching items FROM one queue TO another, page by page until done."""
-    from tracker_core import audit, operations
+    from tracker_core import operations
     admin = _admin(ctx)
     moved, cursor = 0, 0
     while True:
@@ -447,7 +445,7 @@ def queue_move(ctx, slug, source, target, pattern):
         moved, cursor = moved + page["moved"], page["cursor"]
         if cursor == 0:
             break
-    audit.record(admin.r, "cli", "queue.move", slug, source=source, target=target,
+    _audit(admin, "queue.move", slug, source=source, target=target,
                  pattern=pattern, moved=moved)
     click.echo(json.dumps({"moved": moved}))
 
@@ -477,7 +475,7 @@ def claims_list(ctx, slug, cursor, count, pattern):
 @click.pass_context
 def claims_release(ctx, slug, downloader, older_than_s, pattern):
     """Give claims back to todo (one filter), page by page until none is left."""
-    from tracker_core import audit, operations
+    from tracker_core import operations
     admin = _admin(ctx)
     released, cursor = 0, 0
     while True:
@@ -486,7 +484,7 @@ def claims_release(ctx, slug, downloader, older_than_s, pattern):
         released, cursor = released + page["released"], page["cursor"]
         if cursor == 0 or (older_than_s is not None and page["released"] == 0):
             break
-    audit.record(admin.r, "cli", "claims.release", slug, downloader=downloader,
+    _audit(admin, "claims.release", slug, downloader=downloader,
                  older_than_s=older_than_s, pattern=pattern, released=released)
     click.echo(json.dumps({"released": released}))
 
@@ -556,13 +554,13 @@ def admin_token():
 @click.pass_context
 def admin_token_create(ctx, scope, note):
     """Create a token and print it once, as JSON."""
-    from tracker_core import audit, tokens
+    from tracker_core import tokens
     admin = _admin(ctx)
     try:
         text, record = tokens.create(admin.r, scope, note)
     except tokens.TokenError as exc:
         _fail(exc)
-    audit.record(admin.r, "cli", "token.create", None if record.is_global else scope,
+    _audit(admin, "token.create", None if record.is_global else scope,
                  token_id=record.token_id, scope=scope)
     click.echo(json.dumps({"token": text, "token_id": record.token_id, "scope": scope}))
 
@@ -581,11 +579,11 @@ def admin_token_list(ctx):
 @click.pass_context
 def admin_token_revoke(ctx, token_id):
     """Revoke the token with id TOKEN_ID (the part after trk_)."""
-    from tracker_core import audit, tokens
+    from tracker_core import tokens
     admin = _admin(ctx)
     if not tokens.revoke(admin.r, token_id):
         _fail(ValueError(f"no token {token_id!r}"))
-    audit.record(admin.r, "cli", "token.revoke", token_id=token_id)
+    _audit(admin, "token.revoke", token_id=token_id)
     click.echo(f"revoked {token_id}")
 
 
@@ -932,14 +930,14 @@ def segments_list(ctx, slug):
 @click.pass_context
 def segments_export(ctx, slug, number, destination, segments_dir):
     """Move segment NUMBER out of SLUG into DESTINATION (its items leave the project, counted)."""
-    from tracker_core import audit, offload
+    from tracker_core import offload
     admin = _admin(ctx)
     try:
         n = offload.export_segment(admin.r, _project_keys(admin, slug),
                                    _segments_dir(ctx, segments_dir), number, Path(destination))
     except (AdminError, offload.OffloadError) as exc:
         _fail(exc)
-    audit.record(admin.r, "cli", "segments.export", slug, segment=number, items=n,
+    _audit(admin, "segments.export", slug, segment=number, items=n,
                  destination=str(destination))
     click.echo(f"exported segment {number} of {slug}: {n} items")
 
@@ -956,14 +954,14 @@ def segments_import(ctx, slug, source, segments_dir, queue):
     """Bring a segment file into SLUG. One exported from SLUG comes back once, as a segment of the
     queue it left (maintain refills it like any other); any other file, or the same one again, has
     its items added through SLUG's Bloom filter (items SLUG has seen are dropped as duplicates)."""
-    from tracker_core import audit, offload
+    from tracker_core import offload
     admin = _admin(ctx)
     try:
         result = offload.import_segment(admin.r, _project_keys(admin, slug),
                                         _segments_dir(ctx, segments_dir), Path(source), queue)
     except (AdminError, offload.OffloadError) as exc:
         _fail(exc)
-    audit.record(admin.r, "cli", "segments.import", slug, source=str(source), queue=queue, **result)
+    _audit(admin, "segments.import", slug, source=str(source), queue=queue, **result)
     if result["segment"] is not None:
         click.echo(f"imported {result['items']} items into {slug} as segment {result['segment']}")
     else:

@@ -16,7 +16,6 @@ from tracker_core import backfeed_secrets, bloom, protocol
 from tracker_core import limits as limits_mod
 
 SHARD_MAP_TTL_S = 1.0   # an admin's new shard mapping reaches every process within a second
-LIMITS_TTL_S = 1.0      # and a limit change reaches backfeed's classification within a second
 
 MAX_ITEMS_PER_POST = 10_000
 MAX_ITEM_BYTES = protocol.MAX_ITEM_CHARS   # bytes >= characters: every entry can be done
@@ -55,7 +54,6 @@ class Backfeed:
         self.batch = batch
         self._filters: dict[str, bloom.BloomFilter] = {}
         self._shard_maps: dict[str, tuple[float, dict]] = {}
-        self._age_checked: dict[str, float] = {}
 
     def filter(self, project: str) -> bloom.BloomFilter:
         f = self._filters.get(project)
@@ -83,23 +81,6 @@ class Backfeed:
             cached = self._shard_maps[project] = (time.monotonic() + SHARD_MAP_TTL_S, mapping)
         return cached[1].get(shard, (None, ""))
 
-    def limits(self, project: str):
-        """The engine's compiled limits of PROJECT, its settings age checked at most once a second.
-
-        The engine learns of a new settings age from claim and done replies; this check makes a
-        limit change reach a process that only takes backfeed as well (one HGET a second).
-        """
-        now = time.monotonic()
-        if self._age_checked.get(project, 0.0) < now:
-            age = self.engine.conn.execute_command("HGET", self.engine.keys(project).settings,
-                                                   "settings_age")
-            if age is not None:
-                self.engine._note_age(project, age)
-            if len(self._age_checked) > 10000:
-                self._age_checked.clear()
-            self._age_checked[project] = now + LIMITS_TTL_S
-        return self.engine.limits(project)
-
     def submit(self, project: str, secret: str, entries: list, dedup_keys: list,
                shard: str = "") -> Outcome:
         """Dedup and queue ENTRIES in batches; the secret is checked inside every script call.
@@ -118,7 +99,9 @@ class Backfeed:
                            fields=("backfeed_new", "backfeed_seen"))
             outcome.status = result.status
             return outcome
-        compiled = None if owner else self.limits(project)
+        # The engine's compiled limits: reloaded when the settings age moves, which its
+        # settings cache notices within a second even in a process that only takes backfeed.
+        compiled = None if owner else self.engine.limits(project)
         if compiled is not None and not compiled.limits:
             compiled = None
         k = self.engine.keys(project)
