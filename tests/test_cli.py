@@ -85,6 +85,8 @@ def test_run_demo_starts_embedded_redis_and_serves(tmp_path):
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k != "TRACKER_REDIS_URL"}
     live_port = free_port()      # the default, port + 1, may belong to another test's server
+    while live_port == port:
+        live_port = free_port()
     proc = subprocess.Popen([str(TRACKER_BIN), "--data-dir", str(tmp_path / "var"), "run", "--demo",
                              "--port", str(port), "--workers", "1", "--live-port", str(live_port)],
                             env=env,

@@ -94,7 +94,7 @@ def test_limit_count_is_capped(project, admin, r, monkeypatch):
 
 def test_a_change_is_published_and_every_node_reloads(project, admin, redis_url, r):
     node1, node2 = Engine(redis_url), Engine(redis_url)
-    admin.add_items(P, ["user:alice", "page:1"])
+    list(admin.add_items(P, ["user:alice", "page:1"]))
     assert node1.limits(P).name_of("user:alice") is None
     assert node2.limits(P).name_of("user:alice") is None
     pubsub = redis.Redis.from_url(redis_url, decode_responses=True).pubsub()
@@ -373,5 +373,5 @@ def test_held_entries_and_split_entries():
                                   ["users", None], None, K)
     assert groups == [([b"x\x1fq"], [b"x"], None), ([b"users\0user:a\x1fp"], [b"user:a"],
                                                     K.limited_in)]
-    assert limits.split_held(["user:a", "b"], ["users", None], K.todo, K) == [
+    assert limits.split_entries(["user:a", "b"], ["user:a", "b"], ["users", None], K.todo, K) == [
         (["b"], ["b"], K.todo), (["users\0user:a"], ["user:a"], K.limited_in)]

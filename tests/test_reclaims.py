@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from tracker_core import operations
 from tracker_core.keys import ProjectKeys
 
 P = "recl"
@@ -119,7 +120,7 @@ def test_items_reclaimed_too_often_go_dead_and_can_be_requeued(project, admin, e
     assert times == sorted(times) and len(set(times)) == 3
     assert not r.exists(K.reclaim_history)
     assert counter(r, "items_dead") == 1
-    assert [d["item"] for d in admin.dead_items(P)] == ["x"]
+    assert [d["item"] for d in operations.list_dead(admin, P)["dead"]] == ["x"]
     assert admin.requeue_dead(P, ["x", "nope"]) == 1
     assert not r.exists(K.dead) and r.smembers(K.todo) == {"x"}
     assert claim(engine, A) == (200, ["x"])

@@ -111,7 +111,15 @@ def test_an_answer_lost_after_the_claim_was_sent_is_a_503(redis_url, admin, cloc
     _short_timeout(engine.conn, 0.3)
     busy = threading.Thread(target=redis.Redis.from_url(redis_url).eval, args=(SLOW_INCR, 1, "x", 900))
     busy.start()
-    time.sleep(0.1)
+    # Redis answers nobody while a script runs: a PING that times out means the slow one started.
+    probe = redis.Redis.from_url(redis_url, socket_timeout=0.05)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            probe.ping()
+        except redis.exceptions.TimeoutError:
+            break
+        time.sleep(0.005)
     try:
         answer = client.simulate_post("/slowclaim/request", json=body)
     finally:

@@ -25,7 +25,6 @@ from tracker_core.admin import Admin, AdminError
 
 MAX_JSON_BYTES = 1 << 20
 MAX_UPLOAD_BYTES = 64 << 20     # an item list uploaded as text, one name per line
-ADD_BATCH = 5000
 MAX_REASON_CHARS = 300
 DIGITS_RE = re.compile(r"[0-9]{1,20}\Z")
 TOKEN_ID_RE = re.compile(r"[0-9a-f]{12}\Z")
@@ -228,7 +227,7 @@ def add_items(c: Call):
     c.admin._keys(c.project)
     names = _upload_names(c)
     added = duplicates = 0
-    for a, d in c.admin.add_items(c.project, names, queue=queue, batch=ADD_BATCH):
+    for a, d in c.admin.add_items(c.project, names, queue=queue):
         added += a
         duplicates += d
     c.audit("items.add", queue=queue, added=added, duplicates=duplicates)

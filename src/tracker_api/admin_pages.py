@@ -262,7 +262,7 @@ class ProjectAction:
                                       older_than_s=older_than_s, pattern=pattern,
                                       cursor=cursor, limit=operations.MAX_PAGE)
             released, cursor = released + page["released"], page["cursor"]
-            if cursor == 0 or (older_than_s is not None and page["released"] == 0):
+            if cursor == 0:
                 cursor = 0
                 break
             if time.monotonic() > deadline:

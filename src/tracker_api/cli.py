@@ -482,7 +482,7 @@ def claims_release(ctx, slug, downloader, older_than_s, pattern):
         page = operations.release(admin, slug, downloader, older_than_s, pattern, cursor,
                                   limit=5000)
         released, cursor = released + page["released"], page["cursor"]
-        if cursor == 0 or (older_than_s is not None and page["released"] == 0):
+        if cursor == 0:
             break
     _audit(admin, "claims.release", slug, downloader=downloader,
                  older_than_s=older_than_s, pattern=pattern, released=released)

@@ -5,7 +5,6 @@ command, like the hot path.
 """
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterable, Iterator
 
@@ -147,7 +146,7 @@ class Admin:
                 part = chunk[start:start + bloom.BATCH]
                 groups = [(part, part, target)]
                 if held is not None and held.limits:
-                    groups = limits_mod.split_held(part, held.names_of(part), target, k)
+                    groups = limits_mod.split_entries(part, part, held.names_of(part), target, k)
                 for entries, dedup_keys, group_target in groups:
                     result = seen_filter.add(entries, dedup_keys, target=group_target, owner=owner)
                     if result.status != bloom.OK:
@@ -248,16 +247,6 @@ class Admin:
             return limits_mod.remove(self.r, self._keys(project), name)
         except limits_mod.LimitError as exc:
             raise AdminError(str(exc)) from None
-
-    def dead_items(self, project: str, count: int = 1000) -> list[dict]:
-        """List up to COUNT dead items (reclaimed too often) with their history."""
-        k = self._keys(project)
-        items = []
-        for item, history in self.r.hscan_iter(k.dead, count=min(count, 1000)):
-            items.append({"item": item, **json.loads(history)})
-            if len(items) >= count:
-                break
-        return items
 
     def requeue_dead(self, project: str, names: list[str], queue: str = "todo") -> int:
         """Put dead items back into QUEUE; return how many were dead.

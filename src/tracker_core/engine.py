@@ -37,8 +37,8 @@ class Engine:
         self.conn = topology.connect(redis_url)
         self.clock = clock
         self._keys: dict[str, keyspace.ProjectKeys] = {}
-        self._settings: dict[str, ProjectSettings] = {}
-        self._settings_until: dict[str, float] = {}
+        # project -> (settings, monotonic time until which they may be used without a reload)
+        self._settings: dict[str, tuple[ProjectSettings, float]] = {}
         self._unknown: dict[str, float] = {}
         self._limits: dict[str, tuple[int, limits_mod.CompiledLimits]] = {}
 
@@ -53,8 +53,8 @@ class Engine:
     def settings(self, project: str) -> ProjectSettings | None:
         """Cached settings of PROJECT, loaded on first use; None for a project that doesn't exist."""
         cached = self._settings.get(project)
-        if cached is not None and self._settings_until.get(project, 0) > time.monotonic():
-            return cached
+        if cached is not None and cached[1] > time.monotonic():
+            return cached[0]
         if self._unknown.get(project, 0) > time.monotonic():
             return None
         k = keyspace.ProjectKeys(project)
@@ -68,11 +68,10 @@ class Engine:
             return None
         settings = ProjectSettings.from_redis(_pairs_to_dict(values))
         self._keys.setdefault(project, k)
-        self._settings[project] = settings
         # Script replies carry the settings age and drop a stale entry at once, but a request
         # refused in Python (455 for an old client) reaches no script: without an expiry a
         # worker that cached a high minimum version would refuse every client forever.
-        self._settings_until[project] = time.monotonic() + _SETTINGS_CACHE_S
+        self._settings[project] = (settings, time.monotonic() + _SETTINGS_CACHE_S)
         return settings
 
     def limits(self, project: str) -> limits_mod.CompiledLimits | None:
@@ -89,7 +88,7 @@ class Engine:
 
     def _note_age(self, project: str, age) -> None:
         cached = self._settings.get(project)
-        if cached is not None and cached.age != int(age):
+        if cached is not None and cached[0].age != int(age):
             del self._settings[project]
 
     def _now_ms(self) -> int:

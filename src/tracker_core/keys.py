@@ -22,9 +22,6 @@ AUDIT = "tracker:audit"
 HQ = "tracker:hq"
 WARRIORS = "tracker:{warriors}"
 WARRIORS_SEEN = "tracker:{warriors}:seen"
-# Held by the one `tracker maintain` process that may move segments right now (node id, expiry).
-# (Superseded by each project's own lease, ProjectKeys.maintain_lease, which its scripts check.)
-MAINTAIN_LEASE = "tracker:maintain_lease"
 # Deleted projects whose segment files a maintainer still has to remove from disk.
 SEGMENTS_DELETED = "tracker:segments_deleted"
 

@@ -122,11 +122,6 @@ class CompiledLimits:
         return [None if i < 0 else self.limits[i].name for i in self.classifier.classify_many(items)]
 
 
-def split_held(names: list[str], limit_names: list, target: str, k: keyspace.ProjectKeys) -> list:
-    """Split a batch into (entries, dedup keys, target) groups: free items, then held ones."""
-    return split_entries(names, names, limit_names, target, k)
-
-
 def held_entry(limit: str, entry):
     """The member of the held zset (and its way-in set) for ENTRY held by LIMIT: "LIMIT\\0ENTRY".
 

@@ -195,7 +195,9 @@ def release(admin: Admin, project: str, downloader: str | None = None,
         cutoff = int(time.time() * 1000 - older_than_s * 1000)
         names = admin.r.zrangebyscore(k.out, "-inf", cutoff, start=0, num=limit)
         released = _release(admin, k, "", names)
-        return {"released": released, "cursor": 1 if len(names) == limit else 0}
+        # Released claims leave `out`, so the next page starts at the oldest left; a full page
+        # that released nothing would be read again forever: then there is nothing more to do.
+        return {"released": released, "cursor": 1 if len(names) == limit and released else 0}
     if downloader is not None:
         next_cursor, page = admin.r.hscan(k.claims, cursor, count=limit)
         names = [n for n, claim in page.items() if claim.split("\t", 1)[0] == downloader]

@@ -224,13 +224,25 @@ def upkeep(conn, project: str, now_ms: int) -> None:
     k = keyspace.ProjectKeys(project)
     backlog = sum(int(conn.execute_command("SCARD", key)) for key in k.shared_queues())
     backlog += int(conn.execute_command("ZCARD", k.out))
+    sample_and_roll_up(conn, k, now_ms, backlog)
+    record_top_history(conn, project, now_ms)
+
+
+def sample_and_roll_up(conn, k: keyspace.ProjectKeys, now_ms: int, backlog: int,
+                       hours: dict | None = None) -> None:
+    """Sample the backlog for this minute and roll completed hours up (both scripts idempotent).
+
+    HOURS, when given, holds the hour hashes already read: hours found there are skipped, and
+    hours rolled up now are added to it.
+    """
     scripts.run(conn, "sample_backlog", (k.minute(now_ms // MINUTE_MS),), (backlog, MINUTE_TTL_S))
     newest = (now_ms - ROLLUP_DELAY_MIN * MINUTE_MS) // HOUR_MS - 1
     for hour in range(newest - ROLLUP_LOOKBACK_H + 1, newest + 1):
-        first = hour * 60
-        scripts.run(conn, "rollup_hour", (k.hour(hour), *(k.minute(first + i) for i in range(60))),
-                    (HOUR_TTL_S,))
-    record_top_history(conn, project, now_ms)
+        if hours is not None and hours.get(hour, {}) != {}:
+            continue
+        hour_keys = (k.hour(hour), *(k.minute(hour * 60 + i) for i in range(60)))
+        if scripts.run(conn, "rollup_hour", hour_keys, (HOUR_TTL_S,)) == 1 and hours is not None:
+            hours[hour] = _flat_to_counts(conn.execute_command("HGETALL", k.hour(hour)))
 
 
 class StatsReader:
@@ -304,18 +316,6 @@ class StatsReader:
             return top
         return self._top_points(self.conn.pipeline(self._top_commands(k)))
 
-    def _maintain(self, k: keyspace.ProjectKeys, now_ms: int, backlog: int, hours: dict) -> None:
-        """Sample the backlog for this minute and roll up completed hours not yet rolled up."""
-        minute_now = now_ms // MINUTE_MS
-        scripts.run(self.conn, "sample_backlog", (k.minute(minute_now),), (backlog, MINUTE_TTL_S))
-        newest = (now_ms - ROLLUP_DELAY_MIN * MINUTE_MS) // HOUR_MS - 1
-        for hour in range(newest - ROLLUP_LOOKBACK_H + 1, newest + 1):
-            if hours.get(hour, {}) == {}:
-                first = hour * 60
-                hour_keys = (k.hour(hour), *(k.minute(first + i) for i in range(60)))
-                if scripts.run(self.conn, "rollup_hour", hour_keys, (HOUR_TTL_S,)) == 1:
-                    hours[hour] = _flat_to_counts(self.conn.execute_command("HGETALL", k.hour(hour)))
-
     def snapshot(self, project: str, counts: dict, now_ms: int) -> dict:
         """Statistics of PROJECT; COUNTS is Engine.counts(project) (queues, out, counters)."""
         k = keyspace.ProjectKeys(project)
@@ -323,7 +323,7 @@ class StatsReader:
         backlog = sum(counts["queues"].values()) + counts["out"]
         data = self._read(k, now_ms)
         minutes, hours = data["minutes"], data["hours"]
-        self._maintain(k, now_ms, backlog, hours)
+        sample_and_roll_up(self.conn, k, now_ms, backlog, hours)
         top = data["top"]
         if counts.get("done"):       # nobody has done anything yet: nothing to record
             top = self._maintain_top(k, now_ms, top)
