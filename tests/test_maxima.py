@@ -1,0 +1,258 @@
+"""Every way in and every admin verb at its documented maximum and just past it.
+
+Each test checks the invariant afterwards: every item in exactly one place (a queue, held by a
+limit, out, done or dead) and the counters equal to what moved. The scripts behind these verbs
+once popped thousands of entries and then failed on `unpack` (Lua stops near 8,000 values), and
+Redis keeps a failed script's earlier writes: the popped items were in no place at all.
+"""
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+from click.testing import CliRunner
+from falcon import testing
+
+from tracker_api.app import create_app
+from tracker_api.cli import main
+from tracker_core import backfeed as backfeed_mod
+from tracker_core import backfeed_secrets, limits, operations
+from tracker_core import keys as keyspace
+from tracker_core.admin import ADD_BATCH, AdminError
+
+P = "max"
+K = keyspace.ProjectKeys(P)
+PER_POST = backfeed_mod.MAX_ITEMS_PER_POST          # 10,000: the backfeed's documented maximum
+LIMIT = ("site", "domain:example.com", "5/s")
+
+
+def url(i: int, tag: str = "u") -> str:
+    """An item name as the biggest projects have them: a URL with ?, %, # and a space."""
+    return f"https://www.example.com/{tag}/{i}/page?q=a%20b&n={i}#frag {i}"
+
+
+@pytest.fixture
+def project(admin):
+    admin.create_project(P)
+    return P
+
+
+def places(r) -> Counter:
+    found = Counter()
+    for queue in K.shared_queues():
+        found.update(r.sscan_iter(queue, count=10_000))
+    for owner in r.smembers(K.downloader_queues):
+        found.update(r.sscan_iter(K.downloader_queue(owner), count=10_000))
+    found.update(m.split("\0", 1)[1] for m in r.zrange(K.limited, 0, -1))
+    found.update(m.split("\0", 1)[1] for m in r.smembers(K.limited_in))
+    found.update(r.zrange(K.out, 0, -1))
+    found.update(r.sscan_iter(K.done, count=10_000))
+    found.update(r.hkeys(K.dead))
+    return found
+
+
+def assert_each_once(r, names) -> None:
+    found = places(r)
+    missing = [n for n in names if found[n] != 1]
+    assert not missing, f"{len(missing)} items not in exactly one place, e.g. {missing[:3]}"
+    assert len(found) == len(names) and sum(found.values()) == len(names)
+
+
+def fill(r, key: str, names: list[str]) -> None:
+    pipe = r.pipeline(transaction=False)
+    for start in range(0, len(names), 10_000):
+        pipe.sadd(key, *names[start:start + 10_000])
+    pipe.execute()
+
+
+# -- backfeed: 10,000 items per post, all matching a limit --------------------------------------
+
+@pytest.fixture
+def secret(project, r):
+    return backfeed_secrets.create(r, K)[1]
+
+
+def post(engine, secret, names):
+    client = testing.TestClient(create_app(engine))
+    return client.simulate_post(f"/backfeed/legacy/{P}-{secret}",
+                                body=b"\0".join(n.encode() for n in names) + b"\0")
+
+
+def test_a_backfeed_post_at_the_maximum_all_limited_holds_every_item(project, admin, engine, r,
+                                                                      secret):
+    admin.add_limit(P, *LIMIT)
+    names = [url(i) for i in range(PER_POST)]
+    res = post(engine, secret, names)
+    assert res.status_code == 200, res.text
+    assert res.json == {"status_code": 200,
+                        "data": f"{PER_POST} items queued for deduplication"}
+    assert r.zcard(K.limited) == PER_POST and r.scard(K.limited_in) == 0
+    assert r.hget(K.stats, "backfeed_new") == str(PER_POST)
+    assert_each_once(r, names)
+
+
+def test_a_backfeed_post_just_past_the_maximum_is_refused_and_changes_nothing(project, admin,
+                                                                            engine, r, secret):
+    admin.add_limit(P, *LIMIT)
+    res = post(engine, secret, [url(i) for i in range(PER_POST + 1)])
+    assert res.status_code == 400
+    assert res.json["reason"] == f"too many items: at most {PER_POST} per post"
+    assert r.zcard(K.limited) == 0 and r.scard(K.backfeed) == 0
+    assert r.hget(K.stats, "backfeed_bad_body") == "1"
+    assert r.hget(K.bloom, "items") in (None, "0")
+
+
+# -- limit add and reclassify over 100k queued items ---------------------------------------------
+
+N_QUEUED = 100_000
+
+
+def test_limit_add_over_100k_queued_items_holds_them_all(project, admin, r):
+    names = [url(i) for i in range(N_QUEUED)]
+    fill(r, K.todo, names)
+    admin.add_limit(P, *LIMIT)
+    assert r.zcard(K.limited) == N_QUEUED and r.scard(K.todo) == 0
+    assert r.scard(K.limited_in) == 0
+    assert_each_once(r, names)
+    # Adding a second limit rescans the queues; the 100k held items stay where they are.
+    admin.add_limit(P, "other", "prefix:ftp://", "1/s")
+    assert r.zcard(K.limited) == N_QUEUED
+    assert admin.status(P)["todo_total"] == N_QUEUED
+
+
+def test_reclassify_over_100k_queued_then_100k_held_items(project, admin, r):
+    free = [f"https://free.example.org/{i}" for i in range(1000)]
+    names = [url(i) for i in range(N_QUEUED)]
+    fill(r, K.backfeed, names + free)
+    admin.add_limit(P, *LIMIT, reclassify=False)
+    assert admin.reclassify(P) == N_QUEUED
+    assert r.zcard(K.limited) == N_QUEUED and r.smembers(K.backfeed) == set(free)
+    assert admin.reclassify(P) == 0                # a second pass over 100k held items
+    assert r.zcard(K.limited) == N_QUEUED
+    assert_each_once(r, names + free)
+
+
+def test_held_items_left_in_the_way_in_set_are_filed_by_reclassify(project, admin, r):
+    # What a crash between a script and hold_new leaves: 100k entries in the way-in set.
+    admin.add_limit(P, *LIMIT)
+    names = [url(i) for i in range(N_QUEUED)]
+    fill(r, K.limited_in, [limits.held_entry("site", n) for n in names])
+    admin.reclassify(P)
+    assert r.scard(K.limited_in) == 0 and r.zcard(K.limited) == N_QUEUED
+    assert_each_once(r, names)
+
+
+# -- admin release of 10,000 claims, requeue of 10,000 dead items --------------------------------
+
+def claim_all(engine, n: int) -> list[str]:
+    got = []
+    while len(got) < n:
+        status, items = engine.claim(P, "alice", "10.0.0.1", 1000)
+        assert status == 200
+        got += items
+    return got
+
+
+def test_admin_release_of_a_full_page_of_claims_that_a_limit_matches(project, admin, engine, r):
+    names = [url(i) for i in range(operations.MAX_PAGE + 1)]
+    fill(r, K.todo, names)
+    claim_all(engine, len(names))
+    admin.add_limit(P, *LIMIT)
+    page = operations.release(admin, P, older_than_s=0, limit=operations.MAX_PAGE)
+    assert page == {"released": operations.MAX_PAGE, "cursor": 1}
+    assert r.zcard(K.limited) == operations.MAX_PAGE and r.zcard(K.out) == 1
+    assert r.hget(K.stats, "items_released") == str(operations.MAX_PAGE)
+    assert r.hlen(K.downloader_claims) == 1 and r.hget(K.downloader_claims, "alice") == "1"
+    assert_each_once(r, names)
+    # Just past the maximum: a page is capped at MAX_PAGE, the rest comes with the next call.
+    assert operations.release(admin, P, older_than_s=0,
+                              limit=operations.MAX_PAGE + 1) == {"released": 1, "cursor": 0}
+    assert r.zcard(K.out) == 0 and r.hlen(K.claims) == 0
+    assert_each_once(r, names)
+
+
+def test_requeue_of_the_most_dead_items_at_once_holds_the_limited(project, admin, r):
+    names = [url(i) for i in range(operations.MAX_PAGE)]
+    record = json.dumps({"claims": 3, "last_downloader": "alice"})
+    pipe = r.pipeline(transaction=False)
+    for start in range(0, len(names), 5000):
+        pipe.hset(K.dead, mapping=dict.fromkeys(names[start:start + 5000], record))
+    pipe.execute()
+    admin.add_limit(P, *LIMIT)
+    with pytest.raises(AdminError, match="give 1 to 10000 item names"):
+        operations.requeue_dead(admin, P, names + ["one more"])
+    assert r.hlen(K.dead) == operations.MAX_PAGE and r.zcard(K.limited) == 0
+    assert operations.requeue_dead(admin, P, names) == {"requeued": operations.MAX_PAGE}
+    assert r.hlen(K.dead) == 0 and r.zcard(K.limited) == operations.MAX_PAGE
+    assert r.hget(K.stats, "items_requeued_dead") == str(operations.MAX_PAGE)
+    assert_each_once(r, names)
+
+
+def test_requeue_of_a_full_page_of_dead_items_by_cursor(project, admin, r):
+    names = [url(i) for i in range(operations.MAX_PAGE)]
+    r.hset(K.dead, mapping=dict.fromkeys(names, "{}"))
+    admin.add_limit(P, *LIMIT)
+    cursor, moved = 0, 0
+    while True:
+        page = operations.requeue_dead_page(admin, P, cursor, count=operations.MAX_PAGE)
+        moved += page["requeued"]
+        cursor = page["cursor"]
+        if cursor == 0:
+            break
+    assert moved == operations.MAX_PAGE and r.zcard(K.limited) == operations.MAX_PAGE
+    assert_each_once(r, names)
+
+
+# -- items add at its batch maximum --------------------------------------------------------------
+
+def test_items_add_at_its_batch_maximum_all_limited(project, admin, r):
+    admin.add_limit(P, *LIMIT)
+    names = [url(i) for i in range(ADD_BATCH + 1)]
+    batches = list(admin.add_items(P, names))
+    assert batches == [(ADD_BATCH, 0), (1, 0)]
+    assert r.zcard(K.limited) == ADD_BATCH + 1
+    assert_each_once(r, names)
+
+
+def test_cli_items_add_at_its_largest_batch_and_just_past_it(project, admin, r, redis_url,
+                                                             tmp_path):
+    admin.add_limit(P, *LIMIT)
+    names = [url(i) for i in range(12_000)] + [f"plain-{i}" for i in range(100)]
+    source = tmp_path / "items.txt"
+    source.write_text("\n".join(names) + "\n")
+    runner = CliRunner()
+    res = runner.invoke(main, ["--redis-url", redis_url, "items", "add", P, str(source),
+                               "--batch", "100000"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output.splitlines()[-1])["added"] == len(names)
+    assert r.zcard(K.limited) == 12_000 and r.scard(K.todo) == 100
+    assert_each_once(r, names)
+    res = runner.invoke(main, ["--redis-url", redis_url, "items", "add", P, str(source),
+                               "--batch", "100001"])
+    assert res.exit_code == 2
+    assert_each_once(r, names)
+
+
+# -- multi=1000 over held items ------------------------------------------------------------------
+
+def test_a_claim_of_1000_held_items_at_once(project, admin, engine, r):
+    admin.add_limit(P, "fast", "domain:example.com", "1000000/s")
+    names = [url(i) for i in range(2500)]
+    list(admin.add_items(P, names))
+    assert r.zcard(K.limited) == 2500
+    status, got = engine.claim(P, "alice", "10.0.0.1", 1000)
+    assert status == 200 and len(got) == 1000 and len(set(got)) == 1000
+    assert r.zcard(K.out) == 1000 and r.zcard(K.limited) == 1500
+    assert_each_once(r, names)
+
+
+def test_hold_limited_that_fails_changes_nothing(project, r):
+    # A failure must come before the first write: with the held zset of the wrong type the
+    # script once popped the way-in set and then failed on ZADD, and the popped items were gone.
+    entries = {limits.held_entry("site", url(i)) for i in range(3)}
+    r.sadd(K.limited_in, *entries)
+    r.set(K.limited, "not a zset")
+    with pytest.raises(Exception, match="WRONGTYPE"):
+        limits.hold_new(r, K)
+    assert r.smembers(K.limited_in) == entries
