@@ -256,3 +256,77 @@ def test_hold_limited_that_fails_changes_nothing(project, r):
     with pytest.raises(Exception, match="WRONGTYPE"):
         limits.hold_new(r, K)
     assert r.smembers(K.limited_in) == entries
+
+
+# -- a script that fails changes nothing ----------------------------------------------------------
+# Each case once wrote first (an item left its place, a counter moved) and failed after.
+
+def run(r, name, keys, args):
+    from tracker_core import scripts
+    return scripts.run(r, name, keys, args)
+
+
+def test_hold_queued_with_a_broken_way_in_set_leaves_the_item_queued(project, r):
+    r.sadd(K.todo, url(1))
+    r.set(K.limited_in, "broken")
+    with pytest.raises(Exception, match="WRONGTYPE"):
+        run(r, "hold_queued", (K.todo, K.limited_in), (url(1), limits.held_entry("site", url(1))))
+    assert r.smembers(K.todo) == {url(1)}
+
+
+def test_move_and_requeue_with_a_broken_way_in_set_change_nothing(project, r):
+    r.sadd(K.todo, url(1), url(2))
+    r.hset(K.dead, url(3), "{}")
+    r.set(K.limited_in, "broken")
+    pairs = (url(2), "", url(1), limits.held_entry("site", url(1)))
+    with pytest.raises(Exception, match="WRONGTYPE"):
+        run(r, "move_items", (K.settings, K.todo, K.secondary, K.downloader_queues, K.limited_in),
+            ("", *pairs))
+    assert r.smembers(K.todo) == {url(1), url(2)} and r.scard(K.secondary) == 0
+    with pytest.raises(Exception, match="WRONGTYPE"):
+        run(r, "requeue_dead", (K.dead, K.todo, K.stats, K.limited_in, K.downloader_queues),
+            ("", url(3), limits.held_entry("site", url(3))))
+    assert r.hkeys(K.dead) == [url(3)]
+
+
+def test_set_limit_with_a_record_that_is_not_json_moves_no_counter(project, r):
+    with pytest.raises(Exception):
+        run(r, "set_limit", (K.settings, K.limits, K.limits_ready, K.limit_tat),
+            (P, keyspace.SETTINGS_CHANNEL, "set", "site", "{not json", 10))
+    assert r.hget(K.settings, "limits_seq") is None and r.hlen(K.limits) == 0
+
+
+def test_set_settings_with_a_half_pair_changes_nothing(project, r):
+    age = r.hget(K.settings, "settings_age")
+    assert run(r, "set_settings", (K.settings,),
+               (P, keyspace.SETTINGS_CHANNEL, "title", "x", "paused")) == -2
+    assert r.hget(K.settings, "title") == "" and r.hget(K.settings, "settings_age") == age
+
+
+def test_refill_into_a_broken_queue_keeps_the_segment_registered(project, r):
+    r.set(K.maintain_lease, "me")
+    r.hset(K.segments, "1", 2)
+    r.hset(K.segment_queues, "1", "todo")
+    r.set(K.todo, "broken")
+    with pytest.raises(Exception, match="WRONGTYPE"):
+        run(r, "refill", (K.maintain_lease, K.segments, K.segment_queues, K.todo, K.stats),
+            ("me", 1, "todo", url(1), url(2)))
+    assert r.hget(K.segments, "1") == "2" and r.hget(K.segment_queues, "1") == "todo"
+
+
+def test_offload_stage_with_a_damaged_counter_takes_nothing(project, r):
+    r.set(K.maintain_lease, "me")
+    r.sadd(K.todo, url(1), url(2))
+    r.hset(K.segments, "#next", "x")
+    reply = run(r, "offload_stage", (K.maintain_lease, K.todo, K.offloading, K.segments,
+                                     K.segment_queues), ("me", 10, "todo"))
+    assert reply == [-3]
+    assert r.scard(K.todo) == 2 and r.scard(K.offloading) == 0
+
+
+def test_rollup_of_an_hour_with_thousands_of_fields(project, r):
+    minute = K.minute(60)
+    r.hset(minute, mapping={f"f{i}": 1 for i in range(5000)})
+    assert run(r, "rollup_hour", (K.hour(1), minute, *[K.minute(61 + i) for i in range(59)]),
+               (3600,)) == 1
+    assert r.hlen(K.hour(1)) == 5001

@@ -75,6 +75,8 @@ class Admin:
                           (project, keyspace.SETTINGS_CHANNEL, *flat))
         if age == -1:
             raise AdminError(f"unknown project {project!r}")
+        if age < 0:
+            raise AdminError(f"the settings of {project!r} are damaged (settings_age is not a number)")
         return age
 
     def show_project(self, project: str) -> dict:
@@ -268,6 +270,8 @@ class Admin:
             n = scripts.run(self.r, "requeue_dead",
                             (k.dead, target, k.stats, k.limited_in, k.downloader_queues),
                             (owner, *[x for pair in zip(part, entries) for x in pair]))
+            if n < 0:
+                raise AdminError("requeue_dead: bad arguments (nothing changed)")
             moved += n
             held += n > 0 and any(entries)
         if held:

@@ -271,6 +271,8 @@ def offload_one(client, k: keyspace.ProjectKeys, directory: Path, count: int,
         raise OffloadError(f"an earlier offload of {k.project} is unfinished (recover it first)")
     if reply[0] == 0:
         return 0
+    if reply[0] < 0:       # a bad count or '#next': refused before anything moved
+        raise OffloadError(f"offload of {k.project} refused by Redis ({reply[0]})")
     number, items = int(reply[0]), [_text(i) for i in reply[1:]]
     try:
         write_segment(segment_path(directory, k.project, number), items)

@@ -5,9 +5,11 @@ ARGV[1] capacity (items in the first layer)  ARGV[2] false-positive rate  ARGV[3
 ARGV[4] tightening ratio  ARGV[5] bits per chunk  ARGV[6] '1' to replace a configured geometry
 
 Returns the geometry in force as a flat field/value list; {-1} unknown project, {-2} the filter
-already holds items (its bit positions depend on the geometry, so it can no longer change).
+already holds items (its bit positions depend on the geometry, so it can no longer change);
+{-3} (nothing changed) when an argument is not a number.
 ]]
 if redis.call('EXISTS', KEYS[1]) == 0 then return {-1} end
+for i = 1, 5 do if not tonumber(ARGV[i]) then return {-3} end end   -- before the DEL below
 local fields = {'capacity', 'fp_rate', 'growth', 'tightening', 'chunk_bits'}
 local configured = redis.call('EXISTS', KEYS[2]) == 1
 if configured and ARGV[6] == '1' then

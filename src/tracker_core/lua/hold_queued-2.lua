@@ -2,9 +2,11 @@
 
 KEYS[1] a shared queue (set)  KEYS[2] todo:limited_in (set of "LIMIT\0ITEM")
 ARGV[1], ARGV[2], ... pairs: item name, "LIMIT\0ITEM"
-Returns the number moved. An item claimed since the caller read the queue is not there any more
+Returns the number moved; -1 (nothing changed) when ARGV is not whole pairs. An item claimed since the caller read the queue is not there any more
 and is skipped, so no item ends up in two places; hold_limited then files the moved ones.
 ]]
+if #ARGV % 2 ~= 0 then return -1 end
+redis.call('SCARD', KEYS[2])       -- a wrong type fails here, before an item leaves its queue
 local moved = 0
 for i = 1, #ARGV, 2 do
   if redis.call('SREM', KEYS[1], ARGV[i]) == 1 then

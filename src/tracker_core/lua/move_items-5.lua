@@ -6,7 +6,8 @@ KEYS[5] todo:limited_in (set of "LIMIT\0ITEM": held items on their way to todo:l
 ARGV[1] downloader owning the target queue, or ''
 ARGV[2...] pairs: item name, then "LIMIT\0ITEM" when the item is to be held or '' when not
 
-Returns the number moved; -1 for an unknown project. The caller picks names with SSCAN (a
+Returns the number moved; -1 for an unknown project; -2 (nothing changed) when ARGV[2...] is
+not whole pairs. The caller picks names with SSCAN (a
 pattern filter, a page at a time) and a name claimed or moved meanwhile is simply not in the
 source any more: it is skipped, so an item is never in two places. An item moved into a shared
 queue that a limit matches (the caller classifies; never for a downloader's own queue) goes to
@@ -15,6 +16,9 @@ cannot bypass a limit.
 ]]
 --@include enqueue
 if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+if (#ARGV - 1) % 2 ~= 0 then return -2 end
+check_enqueue_keys(KEYS[3], KEYS[5])
+redis.call('SCARD', KEYS[4])
 local moved, to_target = 0, 0
 for i = 2, #ARGV - 1, 2 do
   if redis.call('SREM', KEYS[2], ARGV[i]) == 1 then

@@ -13,6 +13,7 @@ if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {-4, 0} end
 local staged = redis.call('HGET', KEYS[3], '#staged')
 local source = staged and string.match(staged, '^%d+ (.+)$') or 'todo'
 if source ~= ARGV[2] then return {-5, 0} end
+redis.call('SCARD', KEYS[4])       -- a wrong type fails here, before any item leaves `offloading`
 local items = redis.call('SPOP', KEYS[2], tonumber(ARGV[3]))
 for i = 1, #items, 5000 do
   redis.call('SADD', KEYS[4], unpack(items, i, math.min(i + 4999, #items)))

@@ -7,7 +7,8 @@ ARGV[1] lease holder  ARGV[2] items to take  ARGV[3] source name: todo, backfeed
 Returns {number, item...}: the segment number reserved for the file, then the items taken; the
 number and source are kept in segment_queues' '#staged' field ("NUMBER NAME") until
 offload_commit or offload_abort. {0} when the source is empty; {-2} when an earlier offload was
-not finished (abort it first); {-4} when ARGV[1] does not hold the lease. Only {number, ...}
+not finished (abort it first); {-4} when ARGV[1] does not hold the lease; {-3} for a bad
+ARGV[2] or a '#next' that is not a number. Only {number, ...}
 changes anything. The items stay counted (offloading is counted as offloaded) until
 offload_commit registers the file, which the caller does once the file is durably on disk.
 ]]
@@ -15,7 +16,14 @@ if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {-4} end
 if redis.call('EXISTS', KEYS[3]) == 1 or redis.call('HEXISTS', KEYS[5], '#staged') == 1 then
   return {-2}
 end
-local taken = redis.call('SPOP', KEYS[2], tonumber(ARGV[2]))
+-- What can fail is checked before the SPOP: a failure after it would leave the taken items in
+-- `offloading` without '#staged' (Redis keeps a failed script's writes).
+local count = tonumber(ARGV[2])
+if not count or count < 1 then return {-3} end
+local next_number = redis.call('HGET', KEYS[4], '#next')
+if next_number and not string.match(next_number, '^%d+$') then return {-3} end
+redis.call('HLEN', KEYS[5])
+local taken = redis.call('SPOP', KEYS[2], count)
 if #taken == 0 then return {0} end
 for i = 1, #taken, 5000 do
   redis.call('SADD', KEYS[3], unpack(taken, i, math.min(i + 4999, #taken)))

@@ -17,6 +17,7 @@ if not registered then return -1 end
 local source = redis.call('HGET', KEYS[3], ARGV[2]) or 'todo'
 if source ~= ARGV[3] or source == 'done' then return -5 end
 if tonumber(registered) ~= #ARGV - 3 then return -6 end
+redis.call('SCARD', KEYS[4])       -- a wrong type fails here, before the segment is unregistered
 redis.call('HDEL', KEYS[2], ARGV[2])
 redis.call('HDEL', KEYS[3], ARGV[2])
 for i = 4, #ARGV, 5000 do

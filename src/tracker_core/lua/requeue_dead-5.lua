@@ -5,13 +5,18 @@ KEYS[4] todo:limited_in (set of "LIMIT\0ITEM": held items on their way to todo:l
 KEYS[5] todo:d (set of downloaders that have a queue of their own)
 ARGV[1] downloader owning the target queue, or ''
 ARGV[2...] pairs: item name, then "LIMIT\0ITEM" when the item is to be held or '' when not
-Returns the number requeued; names that are not dead are ignored (so a repeat changes nothing).
+Returns the number requeued; names that are not dead are ignored (so a repeat changes nothing);
+-1 (nothing changed) when ARGV[2...] is not whole pairs.
 An item requeued into a shared queue that a limit matches (the caller classifies; never for a
 downloader's own queue) goes to the way-in set instead, and the caller runs hold_limited to file
 it, so a requeue cannot bypass a limit. A downloader's queue is registered in todo:d.
 ]]
 --@include counters
 --@include enqueue
+if (#ARGV - 1) % 2 ~= 0 then return -1 end
+check_enqueue_keys(KEYS[2], KEYS[4])
+redis.call('SCARD', KEYS[5])
+redis.call('HLEN', KEYS[3])
 local moved, to_target = 0, 0
 for i = 2, #ARGV - 1, 2 do
   if redis.call('HDEL', KEYS[1], ARGV[i]) == 1 then

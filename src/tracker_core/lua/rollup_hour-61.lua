@@ -32,6 +32,8 @@ for field, value in pairs(totals) do
   args[#args + 1] = field
   args[#args + 1] = string.format('%d', value)
 end
-redis.call('HSET', KEYS[1], unpack(args))
+for i = 1, #args, 1000 do                  -- far under Lua's unpack limit, however many fields
+  redis.call('HSET', KEYS[1], unpack(args, i, math.min(i + 999, #args)))
+end
 redis.call('EXPIRE', KEYS[1], tonumber(ARGV[1]))
 return 1

@@ -14,7 +14,7 @@ if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
 local ticket = redis.call('HGET', KEYS[4], ARGV[3])
 if not ticket then return -2 end
 local n, source = string.match(ticket, '^(%d+) (.+)$')
-if tonumber(n) ~= tonumber(ARGV[2]) then return -2 end
+if not n or tonumber(n) ~= tonumber(ARGV[2]) then return -2 end
 if redis.call('HSETNX', KEYS[2], ARGV[1], ARGV[2]) == 0 then return 0 end
 redis.call('HSET', KEYS[3], ARGV[1], source)
 redis.call('HDEL', KEYS[4], ARGV[3])

@@ -13,6 +13,10 @@ at once (the claim script hands them out unthrottled) and its bucket is forgotte
 ]]
 if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
 local name = ARGV[4]
+-- Everything that can fail (a record that is not JSON, a bad maximum) fails before any write:
+-- Redis keeps the writes of a script that stops half-way.
+local record = ARGV[3] ~= 'remove' and cjson.decode(ARGV[5]) or nil
+local most = tonumber(ARGV[6]) or 0
 if ARGV[3] == 'remove' then
   if redis.call('HDEL', KEYS[2], name) == 0 then return -2 end
   if redis.call('ZSCORE', KEYS[3], name) then redis.call('ZADD', KEYS[3], 0, name) end
@@ -23,10 +27,9 @@ else
   if old then
     seq = cjson.decode(old)['seq']
   else
-    if redis.call('HLEN', KEYS[2]) >= tonumber(ARGV[6]) then return -3 end
+    if redis.call('HLEN', KEYS[2]) >= most then return -3 end
     seq = redis.call('HINCRBY', KEYS[1], 'limits_seq', 1)
   end
-  local record = cjson.decode(ARGV[5])
   record['seq'] = seq
   redis.call('HSET', KEYS[2], name, cjson.encode(record))
 end

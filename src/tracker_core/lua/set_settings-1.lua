@@ -3,11 +3,15 @@
 KEYS[1] settings (hash)
 ARGV[1] project name (for the notification)  ARGV[2] channel to publish on
 ARGV[3...] field, value pairs; an empty value deletes the field
-Returns the new settings age, or -1 for an unknown project. Every node compares the age that
+Returns the new settings age, or -1 for an unknown project; -2 (nothing changed) when ARGV
+does not end in whole pairs or the stored age is not an integer (checked before any write). Every node compares the age that
 each claim and done returns with its cached one, and reloads settings when it changed; the
 publication tells the other processes (live feed, maintenance) at once.
 ]]
 if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+if (#ARGV - 2) % 2 ~= 0 then return -2 end
+local stored = redis.call('HGET', KEYS[1], 'settings_age')
+if stored and not string.match(stored, '^%-?%d+$') then return -2 end
 for i = 3, #ARGV, 2 do
   if ARGV[i + 1] == '' then
     redis.call('HDEL', KEYS[1], ARGV[i])

@@ -10,3 +10,10 @@ local function enqueue_or_hold(target, limited_in, item, held_entry)
   redis.call('SADD', limited_in, held_entry)
   return false
 end
+
+-- Read the types of both places enqueue_or_hold writes to, before a script's first write: a
+-- wrong type then fails the script while nothing has moved, never after an item left its place.
+local function check_enqueue_keys(target, limited_in)
+  redis.call('SCARD', target)
+  redis.call('SCARD', limited_in)
+end
