@@ -13,13 +13,16 @@ is answered 4xx with a one-line reason and counted (tracker_api.errors), never 5
 from __future__ import annotations
 
 import re
+import uuid
 
 import falcon
 import orjson
 
 from tracker_api.auth import ANY, GLOBAL, PROJECT, Authenticator
+from tracker_api.client_ip import client_ip, throttle_key
 from tracker_api.errors import Refused
 from tracker_core import audit, hq, operations, tokens
+from tracker_core import keys as keyspace
 from tracker_core import settings as settings_mod
 from tracker_core.admin import Admin, AdminError
 
@@ -558,34 +561,53 @@ def _warrior_body(req) -> dict:
 
 
 class RegisterWarrior:
-    def __init__(self, admin: Admin, trust_forwarded: bool = False):
+    """A warrior's first call: a new warrior id, recorded in the registry within its bounds.
+
+    Past a bound (the address's registrations this hour, the registry's size) nothing is
+    stored and the refusal is counted, but the answer is still a 200 with a fresh id: seesaw's
+    Warrior treats any other answer as an error and then skips its update, so it would load no
+    project list until its next try ten minutes later. With the id it loads the projects (an
+    update from an id the registry does not know is answered all the same) and works; it is
+    just not listed among the registered warriors.
+    """
+
+    def __init__(self, admin: Admin, trust_forwarded: bool | int = False):
         self.admin = admin
-        self.trust_forwarded = trust_forwarded
+        self.trusted_proxies = int(trust_forwarded)
 
     def on_post(self, req, resp):
         body = _warrior_body(req)
         warrior = body.get("warrior", {})
         if not isinstance(warrior, dict):
             raise Refused(400, "'warrior' must be an object", "bad_warrior")
-        ip = (req.access_route[0] if self.trust_forwarded and req.access_route
-              else req.remote_addr or "")
+        ip = client_ip(req, self.trusted_proxies)
         try:
-            warrior_id = hq.register(self.admin.r, warrior, ip)
+            warrior_id = hq.register(self.admin.r, warrior, ip, throttle_key(ip))
         except ValueError as exc:
             raise Refused(400, str(exc), "bad_warrior") from None
+        except hq.NotRegistered as exc:
+            self.admin.r.hincrby(keyspace.GLOBAL_STATS, exc.field, 1)
+            warrior_id = uuid.uuid4().hex
         resp.content_type = falcon.MEDIA_JSON
         resp.data = orjson.dumps({"warrior_id": warrior_id})
 
 
 class UpdateWarrior:
-    """A warrior's heartbeat; answered with the projects document, known id or not."""
+    """A warrior's heartbeat; answered with the projects document, known id or not.
+
+    seesaw's Warrior sends its id inside the warrior object ({"warrior": {"warrior_id": ...}});
+    an id at the top level is taken too.
+    """
 
     def __init__(self, admin: Admin):
         self.admin = admin
 
     def on_post(self, req, resp):
         body = _warrior_body(req)
-        warrior_id = body.get("warrior_id")
+        warrior = body.get("warrior")
+        warrior_id = warrior.get("warrior_id") if isinstance(warrior, dict) else None
+        if warrior_id is None:
+            warrior_id = body.get("warrior_id")
         if isinstance(warrior_id, str) and 0 < len(warrior_id) <= 64:
             hq.heartbeat(self.admin.r, warrior_id)
         resp.content_type = falcon.MEDIA_JSON

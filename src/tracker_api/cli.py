@@ -89,9 +89,26 @@ def _serve_options(f):
     f = click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535))(f)
     f = click.option("--workers", default=os.cpu_count() or 1, show_default=True,
                      type=click.IntRange(1, 256), help="bjoern processes sharing the port.")(f)
+    f = _trusted_proxies_as_trust_forwarded(f)
     f = click.option("--trust-forwarded", is_flag=True,
-                     help="Take the client IP from X-Forwarded-For (behind a load balancer).")(f)
+                     help="Take the client IP from X-Forwarded-For (behind a load balancer): "
+                          "the entry the trusted proxies appended, never one a client sent.")(f)
+    f = click.option("--trusted-proxies", envvar="TRACKER_TRUSTED_PROXIES", default=1,
+                     show_default=True, type=click.IntRange(1, 16),
+                     help="With --trust-forwarded: how many proxies in front append to "
+                          "X-Forwarded-For (the client is that many entries from the right).")(f)
     return f
+
+
+def _trusted_proxies_as_trust_forwarded(f):
+    """Hand the command trust_forwarded as a number of trusted proxies (0: none, the peer is
+    the client), so run and serve pass one value on to the server unchanged."""
+    import functools
+
+    @functools.wraps(f)
+    def command(*args, trust_forwarded, trusted_proxies, **kwargs):
+        return f(*args, trust_forwarded=trusted_proxies if trust_forwarded else 0, **kwargs)
+    return command
 
 
 DEMO_PROJECT = "demo"

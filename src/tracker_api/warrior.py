@@ -10,6 +10,7 @@ import orjson
 
 from tracker_core import protocol
 from tracker_core.engine import UNKNOWN_PROJECT, Engine
+from tracker_api.client_ip import client_ip
 from tracker_api.errors import Refused
 
 MAX_BODY_BYTES = 1 << 20
@@ -72,11 +73,8 @@ class ProtocolResource:
         return settings
 
     def client_ip(self, req) -> str:
-        if self.trust_forwarded:
-            route = req.access_route
-            if route:
-                return route[0]
-        return req.remote_addr or ""
+        # trust_forwarded is the number of trusted proxies in front (True: one); see client_ip.
+        return client_ip(req, int(self.trust_forwarded))
 
     def claim(self, req, resp, project: str, body: dict, multi: int) -> None:
         """Answer a request body: items as JSON (api_version 2) or bare text, else 404/429/455/403."""

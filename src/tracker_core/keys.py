@@ -38,6 +38,11 @@ def valid_project_name(name: str) -> bool:
     return bool(PROJECT_NAME_RE.match(name)) and name not in RESERVED_PROJECT_NAMES
 
 
+def warrior_registrations(address_key: str) -> str:
+    """Registrations from one address (or IPv6 /64) in the current window: the HQ's throttle."""
+    return f"tracker:{{warriors}}:registrations:{address_key}"
+
+
 class ProjectKeys:
     """Key names of one project; built once per project and cached by the engine."""
 

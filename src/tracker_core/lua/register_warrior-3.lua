@@ -1,0 +1,36 @@
+--[[ register_warrior: add a warrior to the registry, within its bounds.
+
+KEYS[1] warriors                  hash    warrior id -> JSON record (version, ip, registered)
+KEYS[2] warriors:seen             zset    warrior id -> last seen (ms)
+KEYS[3] registrations:ADDRESS     string  registrations from the caller's address (or IPv6 /64)
+                                          in the current window; expires with the window
+
+ARGV[1] now (ms)  ARGV[2] warrior id  ARGV[3] JSON record
+ARGV[4] forget warriors silent since before this time (ms)
+ARGV[5] most warriors the registry holds   ARGV[6] most registrations per address per window
+ARGV[7] the throttle's window (ms)
+
+Returns 1 (registered), -1 (throttled: the address registered ARGV[6] times this window) or
+-2 (the registry holds ARGV[5] warriors). A refusal writes nothing but the forgetting of stale
+warriors, which is what every call does first: at most 100 per call, so the registry stays
+bounded without a sweep that could stall Redis, and a full registry makes room as warriors fall
+silent.
+]]
+local now, id, record = tonumber(ARGV[1]), ARGV[2], ARGV[3]
+local stale = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', '(' .. ARGV[4], 'LIMIT', 0, 100)
+if #stale > 0 then
+  redis.call('ZREM', KEYS[2], unpack(stale))
+  redis.call('HDEL', KEYS[1], unpack(stale))
+end
+if tonumber(redis.call('GET', KEYS[3]) or '0') >= tonumber(ARGV[6]) then
+  return -1
+end
+if redis.call('HLEN', KEYS[1]) >= tonumber(ARGV[5]) then
+  return -2
+end
+if redis.call('INCR', KEYS[3]) == 1 then
+  redis.call('PEXPIRE', KEYS[3], ARGV[7])
+end
+redis.call('HSET', KEYS[1], id, record)
+redis.call('ZADD', KEYS[2], now, id)
+return 1
