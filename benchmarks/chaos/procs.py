@@ -1,0 +1,169 @@
+"""The processes under test: a redis-server and `tracker serve`, with the faults applied to them."""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import redis
+
+from tracker_core.embedded import EmbeddedRedis
+
+TRACKER_BIN = Path(sys.executable).with_name("tracker")
+
+
+def wait_for(predicate, timeout_s: float, step_s: float = 0.05) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(step_s)
+    return predicate()
+
+
+def port_open(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.3):
+            return True
+    except OSError:
+        return False
+
+
+def alive(pid: int) -> bool:
+    """True while PID runs (a zombie counts as gone: it serves nobody)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+class ChaosRedis:
+    """redis-server on PORT with its AOF in DATA_DIR; kill -9 and restart from the same AOF."""
+
+    def __init__(self, data_dir: Path, port: int, maxmemory_mb: int, appendfsync: str):
+        self.data_dir, self.port = data_dir, port
+        # The extra arguments come last, so they override EmbeddedRedis's everysec.
+        self.extra = ["--appendfsync", appendfsync, "--maxmemory", f"{maxmemory_mb}mb",
+                      "--maxmemory-policy", "noeviction"]
+        self.server = EmbeddedRedis(data_dir, port=port, extra=self.extra)
+        self.restarts = 0
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    @property
+    def pid(self) -> int:
+        return self.server.process.pid
+
+    def start(self) -> None:
+        self.server.start(timeout_s=60)
+
+    def kill9(self) -> None:
+        self.server.process.kill()
+        self.server.process.wait()
+
+    def restart(self) -> None:
+        """A new redis-server on the same port and data directory: it loads the AOF."""
+        self.server = EmbeddedRedis(self.data_dir, port=self.port, extra=self.extra)
+        self.server.start(timeout_s=60)
+        self.restarts += 1
+
+    def stop_process(self) -> None:
+        os.kill(self.pid, signal.SIGSTOP)
+
+    def continue_process(self) -> None:
+        os.kill(self.pid, signal.SIGCONT)
+
+    def client(self) -> redis.Redis:
+        return redis.Redis.from_url(self.url, decode_responses=True,
+                                    encoding_errors="surrogateescape", socket_timeout=30)
+
+    def stop(self) -> None:
+        try:
+            self.continue_process()
+        except ProcessLookupError:
+            pass
+        self.server.stop()
+
+
+class ChaosServer:
+    """`tracker serve` with WORKERS bjoern processes on PORT; its stderr goes to LOG."""
+
+    def __init__(self, redis_url: str, port: int, workers: int, log: Path):
+        self.redis_url, self.port, self.workers, self.log = redis_url, port, workers, log
+        self.process: subprocess.Popen | None = None
+        self.starts = 0
+
+    def start(self, timeout_s: float = 20.0) -> None:
+        env = dict(os.environ, TRACKER_REDIS_URL=self.redis_url)
+        with open(self.log, "ab") as log:
+            self.process = subprocess.Popen(
+                [str(TRACKER_BIN), "serve", "--host", "127.0.0.1", "--port", str(self.port),
+                 "--workers", str(self.workers)], env=env, stdin=subprocess.DEVNULL,
+                stdout=log, stderr=log)
+        self.starts += 1
+        if not wait_for(lambda: self.process.poll() is not None or
+                        len(self.worker_pids()) == self.workers and port_open(self.port), timeout_s):
+            raise RuntimeError(f"tracker serve did not start on port {self.port}")
+        if self.process.poll() is not None:
+            raise RuntimeError(f"tracker serve exited with {self.process.returncode}; see {self.log}")
+
+    def worker_pids(self) -> list[int]:
+        pid = self.process.pid
+        try:
+            with open(f"/proc/{pid}/task/{pid}/children") as f:
+                return [int(p) for p in f.read().split()]
+        except OSError:
+            return []
+
+    def kill_worker(self, pick) -> tuple[int, bool, float]:
+        """kill -9 one worker (PICK chooses from the list); (pid, replaced, seconds to replace)."""
+        workers = self.worker_pids()
+        victim = pick(sorted(workers))
+        os.kill(victim, signal.SIGKILL)
+        started = time.monotonic()
+        replaced = wait_for(lambda: victim not in self.worker_pids()
+                            and len(self.worker_pids()) == self.workers, 15)
+        return victim, replaced, time.monotonic() - started
+
+    def kill_parent(self, grace_s: float) -> list[int]:
+        """kill -9 the parent; return the workers still alive GRACE_S seconds later (orphans).
+
+        Orphans are then killed here (they are this run's own processes) so the restart can bind
+        the port: the report names them, as a restart over a live orphan fails in production.
+        """
+        workers = self.worker_pids()
+        self.process.kill()
+        self.process.wait()
+        wait_for(lambda: not any(alive(p) for p in workers), grace_s)
+        orphans = [p for p in workers if alive(p)]
+        for pid in orphans:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        wait_for(lambda: not any(alive(p) for p in orphans), 5)
+        return orphans
+
+    def stop(self) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        workers = self.worker_pids()
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        for pid in workers:
+            if alive(pid):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass

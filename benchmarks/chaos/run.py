@@ -1,0 +1,288 @@
+"""The fault schedule and the report: load, drive, inject faults, drain, take the census."""
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import redis
+
+from chaos import census
+from chaos.ledger import Ledger
+from chaos.procs import ChaosRedis, ChaosServer, port_open, wait_for
+from chaos.warriors import Backfeeder, Prober, Warrior
+from tracker_core import backfeed_secrets
+from tracker_core.admin import Admin
+from tracker_core.embedded import free_port
+from tracker_core.keys import ProjectKeys
+
+PROJECT = "chaos"
+LIMITED_PREFIX = "https://limited.example/"
+FAULTS = ("worker_kill", "parent_kill", "redis_kill", "redis_stall", "redis_full")
+SAMPLE = 20          # items named per violation in the report
+
+
+@dataclass
+class Config:
+    seed: int = 12
+    items: int = 20_000
+    warriors: int = 8
+    workers: int = 2
+    rounds: int = 2                      # each round applies every fault once, in a seeded order
+    faults: tuple = FAULTS
+    backfeed_batch: int = 10_000         # the documented maximum per post
+    backfeed_posts: int = 6
+    limit_rate: str = "3000/s"
+    max_multi: int = 100
+    reclaim_ttl_s: float = 5.0
+    warmup_s: float = 3.0
+    settle_s: float = 5.0                # load between faults, recovery measured in it
+    redis_down_s: float = 1.0
+    stall_s: float = 12.0                # past the tracker's 10 s Redis client timeout
+    fill_hold_s: float = 4.0
+    headroom_mb: int = 48                # maxmemory = memory used after loading + this
+    parent_grace_s: float = 3.0          # how long workers may outlive a killed parent
+    appendfsync: str = "everysec"
+    drain_timeout_s: float = 120.0
+    keep_dir: bool = False
+    extra: dict = field(default_factory=dict)
+
+
+def item_name(rng: random.Random, n: int) -> str:
+    """URL names as the biggest projects use them: slashes, ?, %, #, spaces, some kilobytes long."""
+    kind = n % 10
+    if kind == 0:
+        return f"https://example.com/{n}/" + "a%2Fb/" * rng.randint(150, 600) + "?long=1"
+    if kind in (1, 2):
+        return f"https://example.com/user {n}/photos?page={rng.randint(1, 99)}&q=a%20b#top"
+    if kind == 3:
+        return f"{LIMITED_PREFIX}{n}/loaded?x=%41#f"        # held by the limit from the start
+    return f"https://example.org/p/{n}/{rng.getrandbits(32):x}?s=1%25&t=#frag/x y"
+
+
+def backfed_name(rng: random.Random, n: int) -> str:
+    if n % 5 == 4:
+        return f"https://example.net/found/{n}?ref=a%20b#x"
+    return f"{LIMITED_PREFIX}found/{n}?p={rng.getrandbits(20)}%20#y z"
+
+
+class Run:
+    def __init__(self, cfg: Config):
+        self.cfg = cfg
+        self.rng = random.Random(cfg.seed)
+        self.dir = Path(tempfile.mkdtemp(prefix="chaos-"))
+        self.redis = ChaosRedis(self.dir / "redis", free_port(), 0, cfg.appendfsync)
+        self.ledger = Ledger(cfg.reclaim_ttl_s)
+        self.stop, self.draining = threading.Event(), threading.Event()
+        self.server: ChaosServer | None = None
+        self.faults: list[dict] = []
+        self.orphans: list[int] = []
+        self.t0 = time.monotonic()
+
+    # -- setup ------------------------------------------------------------------------------------
+
+    def setup(self) -> None:
+        cfg = self.cfg
+        self.redis.start()
+        admin = Admin.from_url(self.redis.url)
+        admin.create_project(PROJECT, reclaim_ttl_s=str(cfg.reclaim_ttl_s),
+                             max_multi=str(cfg.max_multi))
+        admin.add_limit(PROJECT, "limited", f"prefix:{LIMITED_PREFIX}", cfg.limit_rate)
+        self.secret = backfeed_secrets.create(admin.r, ProjectKeys(PROJECT))[1]
+        names = [item_name(self.rng, n) for n in range(cfg.items)]
+        for _ in admin.add_items(PROJECT, names):
+            pass
+        self.ledger.loaded.update(names)
+        used = int(admin.r.info("memory")["used_memory"])
+        self.maxmemory = used + cfg.headroom_mb * 2**20
+        admin.r.config_set("maxmemory", self.maxmemory)
+        self.redis.extra[3] = str(self.maxmemory)         # kept across restarts
+        admin.r.close()
+        self.server = ChaosServer(self.redis.url, free_port(), cfg.workers, self.dir / "serve.log")
+        self.server.start()
+
+    def port(self) -> int:
+        return self.server.port
+
+    # -- faults: each returns its detail; its "end" is when recovery is measured from ----------
+
+    def worker_kill(self) -> dict:
+        pid, replaced, took = self.server.kill_worker(self.rng.choice)
+        return {"pid": pid, "replaced": replaced, "replaced_in_s": round(took, 3)}
+
+    def parent_kill(self) -> dict:
+        orphans = self.server.kill_parent(self.cfg.parent_grace_s)
+        self.orphans += orphans
+        for attempt in range(20):
+            try:
+                self.server.start()
+                break
+            except RuntimeError:
+                time.sleep(0.5)
+        return {"orphaned_workers": orphans, "restart_attempts": attempt + 1}
+
+    def redis_kill(self) -> dict:
+        self.redis.kill9()
+        time.sleep(self.cfg.redis_down_s)
+        started = time.monotonic()
+        self.redis.restart()
+        return {"aof_load_s": round(time.monotonic() - started, 3)}
+
+    def redis_stall(self) -> dict:
+        self.redis.stop_process()
+        time.sleep(self.cfg.stall_s)
+        self.redis.continue_process()
+        return {"stalled_s": self.cfg.stall_s}
+
+    def redis_full(self) -> dict:
+        r = self.redis.client()
+        value, n = os.urandom(1 << 20), 0
+        started = time.monotonic()
+        while time.monotonic() - started < 60:
+            try:
+                r.set(f"chaos:fill:{n}", value)
+                n += 1
+            except redis.exceptions.OutOfMemoryError:
+                break
+        time.sleep(self.cfg.fill_hold_s)
+        for start in range(0, n, 100):
+            r.delete(*[f"chaos:fill:{i}" for i in range(start, min(n, start + 100))])
+        r.close()
+        return {"filled_mb": n, "held_s": self.cfg.fill_hold_s}
+
+    def inject(self, name: str) -> None:
+        at = time.monotonic()
+        detail = getattr(self, name)()
+        end = time.monotonic()
+        self.stop.wait(self.cfg.settle_s)
+        recovery = self.prober.recovered_after(end)
+        if recovery is None:       # not within the settle time: wait for it, bounded
+            wait_for(lambda: self.prober.recovered_after(end) is not None, 60, 0.2)
+            recovery = self.prober.recovered_after(end)
+        self.faults.append({"fault": name, "at_s": round(at - self.t0, 2),
+                            "fault_s": round(end - at, 3),
+                            "recovery_s": None if recovery is None else round(recovery, 3),
+                            **detail})
+        print(f"chaos: {name} at {at - self.t0:.1f}s: recovered in {recovery} s {detail}",
+              file=sys.stderr, flush=True)
+
+    # -- the run ----------------------------------------------------------------------------------
+
+    def drive(self) -> None:
+        cfg = self.cfg
+        self.warriors = [Warrior(f"warrior{w}", cfg.seed * 1000 + w, self.port, PROJECT,
+                                 self.ledger, self.stop, self.draining, cfg.max_multi)
+                         for w in range(cfg.warriors)]
+        self.backfeeder = Backfeeder(cfg.seed * 1000 + 999, self.port, PROJECT, self.secret,
+                                     self.ledger, self.stop, cfg.backfeed_batch,
+                                     cfg.backfeed_posts, backfed_name)
+        self.prober = Prober(self.port, PROJECT, self.ledger, self.stop)
+        for t in (*self.warriors, self.backfeeder, self.prober):
+            t.start()
+        self.stop.wait(cfg.warmup_s)
+        for _ in range(cfg.rounds):
+            order = list(cfg.faults)
+            self.rng.shuffle(order)
+            for name in order:
+                self.inject(name)
+        self.backfeeder.join(timeout=120)
+        self.draining.set()
+        self.drain_s = self.drain()
+        self.stop.set()
+        for t in (*self.warriors, self.prober):
+            t.join(timeout=30)
+
+    def drain(self) -> float | None:
+        """Let the warriors finish everything (reclaims bring back what was lost on the way)."""
+        admin = Admin.from_url(self.redis.url)
+        started = time.monotonic()
+
+        def empty() -> bool:
+            status = admin.status(PROJECT)
+            return status["todo_total"] == 0 and status["out"] == 0
+
+        finished = wait_for(empty, self.cfg.drain_timeout_s, 0.5)
+        admin.r.close()
+        return round(time.monotonic() - started, 2) if finished else None
+
+    def report(self) -> dict:
+        cfg, ledger = self.cfg, self.ledger
+        r = self.redis.client()
+        found = census.places(r, PROJECT)
+        count = census.where(found)
+        done = found["done"]
+        expected = ledger.loaded
+        missing = sorted(i for i in expected if count[i] == 0)
+        twice_placed = sorted(i for i, n in count.items() if n > 1)
+        unknown = sorted(i for i in count if i not in expected and i not in ledger.maybe)
+        acked_missing = sorted(i for i in ledger.acked_done if i not in done)
+        stranded = sorted(found["out"])
+        counters = census.counter_checks(r, PROJECT)
+        r.close()
+        server_errors = {k: v for k, v in ledger.statuses.items()
+                         if k.rsplit(" ", 1)[1].isdigit() and int(k.rsplit(" ", 1)[1]) >= 500
+                         and not k.endswith(" 503")}
+        crashes = {k: v for k, v in ledger.statuses.items() if k.startswith("warrior-crash")}
+        violations = {
+            "missing": missing, "in_two_places": twice_placed, "never_loaded": unknown,
+            "acked_done_not_in_done": acked_missing, "stranded_claims": stranded,
+            "handed_twice": ledger.twice, "handed_after_acked_done": ledger.after_done,
+            "counters": counters, "server_errors": server_errors,
+            "orphaned_workers": self.orphans, "warrior_crashes": crashes,
+            "not_recovered": [f["fault"] for f in self.faults if f["recovery_s"] is None],
+            "not_drained": [] if self.drain_s is not None else ["drain timed out"],
+        }
+        counts = {name: len(v) if isinstance(v, (list, dict)) else v for name, v in violations.items()}
+        requests = dict(sorted(ledger.statuses.items()))
+        return {
+            "command": "make chaos",
+            "config": asdict(cfg),
+            "redis": {"appendfsync": cfg.appendfsync, "maxmemory_bytes": self.maxmemory,
+                      "restarts": self.redis.restarts},
+            "server_starts": self.server.starts,
+            "duration_s": round(time.monotonic() - self.t0, 1),
+            "drain_s": self.drain_s,
+            "items_loaded": cfg.items,
+            "items_backfed_acknowledged": len(ledger.loaded) - cfg.items,
+            "items_backfed_unanswered": len(ledger.maybe),
+            "items_expected": len(expected),
+            "places": {name: sum(c.values()) for name, c in found.items()},
+            "requests_total": sum(requests.values()),
+            "requests_by_status": requests,
+            "items_handed_out": ledger.handed,
+            "items_handed_out_twice": len(ledger.twice),
+            "items_reissued_after_reclaim_ttl": ledger.reclaimed,
+            "dones_acknowledged": len(ledger.acked_done),
+            "faults": self.faults,
+            "violation_counts": counts,
+            "violations": {name: (v[:SAMPLE] if isinstance(v, list) else v)
+                           for name, v in violations.items()},
+            "passed": not any(counts.values()),
+        }
+
+    def close(self) -> None:
+        self.stop.set()
+        if self.server is not None:
+            self.server.stop()
+        self.redis.stop()
+        if not self.cfg.keep_dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def run(cfg: Config) -> dict:
+    """One whole fault run; the report says what held (``passed``) and every violation."""
+    chaos = Run(cfg)
+    try:
+        chaos.setup()
+        chaos.drive()
+        report = chaos.report()
+        report["scratch_dir"] = str(chaos.dir) if cfg.keep_dir else None
+        return report
+    finally:
+        chaos.close()
