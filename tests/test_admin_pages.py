@@ -48,11 +48,22 @@ def page(web, path, token=None):
     return web.simulate_get(path, headers=headers)
 
 
+def login(web, token, fields=None, cookie=None, headers=None):
+    """Post the login form as a browser does: with the nonce the form page set in its cookie."""
+    form = page(web, "/admin")
+    nonce = form.cookies["tracker_login"].value
+    assert f'name=csrf value="{nonce}"' in form.text
+    return web.simulate_post("/admin", body=urllib.parse.urlencode(
+        fields if fields is not None else {"token": token, "csrf": nonce}), headers={
+        "Content-Type": "application/x-www-form-urlencoded",
+        "Cookie": f"tracker_login={nonce if cookie is None else cookie}", **(headers or {})})
+
+
 def test_login_sets_a_strict_http_only_cookie(web, tok):
     assert 'name=token' in page(web, "/admin").text
-    bad = form_post(web, "/admin", {"token": "trk_000000000000_" + "x" * 43})
+    bad = login(web, "trk_000000000000_" + "x" * 43)
     assert bad.status_code == 401 and "set-cookie" not in bad.headers
-    res = form_post(web, "/admin", {"token": tok[P]})
+    res = login(web, tok[P])
     assert res.status_code == 303 and res.headers["location"].endswith("/admin")
     cookie = res.headers["set-cookie"]
     assert cookie.startswith(f"tracker_admin={tok[P]}") and "HttpOnly" in cookie

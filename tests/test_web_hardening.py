@@ -3,18 +3,22 @@ the pages' headers (CSRF on login, no framing, no caching of admin answers, nosn
 /metrics behind a token.
 """
 import json
+import os
 import subprocess
 import sys
 import time
+import urllib.parse
 
 import orjson
 import pytest
 from falcon import testing
 
+from cdp import Browser, find_chromium
 from conftest import start_live_server, stop_live_server
 from tracker_api.app import create_app
 from tracker_core import hq
 from tracker_core import keys as keyspace
+from tracker_core.keys import ProjectKeys
 
 JSON = {"Content-Type": "application/json"}
 
@@ -141,3 +145,139 @@ def test_seesaw_warrior_registers_heartbeats_and_works_past_the_throttle(redis_u
         assert refused(r, "register_throttled") == 1
     finally:
         stop_live_server(server)
+
+
+# -- pages: CSRF on login, framing, caching, sniffing --------------------------------------
+
+P = "proj"
+
+
+@pytest.fixture
+def tokens_(admin):
+    from tracker_core import tokens
+    admin.create_project(P)
+    list(admin.add_items(P, ["https://example.com/a b?c=%20#d"]))
+    return {P: tokens.create(admin.r, P)[0], "global": tokens.create(admin.r, "*")[0]}
+
+
+def login_form(web):
+    res = web.simulate_get("/admin")
+    return res.cookies["tracker_login"].value
+
+
+def post_login(web, fields, cookie=None, origin=None):
+    headers = {"Content-Type": "application/x-www-form-urlencoded"}
+    if cookie is not None:
+        headers["Cookie"] = f"tracker_login={cookie}"
+    if origin is not None:
+        headers["Origin"] = origin
+    return web.simulate_post("/admin", body=urllib.parse.urlencode(fields), headers=headers)
+
+
+def test_login_needs_the_nonce_its_form_set(web, tokens_, r):
+    token = tokens_[P]
+    nonce = login_form(web)
+    for fields, cookie in (({"token": token}, None),                       # a cross-site post
+                           ({"token": token, "csrf": nonce}, None),        # field, no cookie
+                           ({"token": token}, nonce),                       # cookie, no field
+                           ({"token": token, "csrf": "0" * 32}, nonce),     # the wrong field
+                           ({"token": token, "csrf": ""}, "")):
+        res = post_login(web, fields, cookie)
+        assert res.status_code == 403 and "tracker_admin" not in res.cookies, fields
+    assert refused(r, "admin_bad_csrf") == 5
+    res = post_login(web, {"token": token, "csrf": nonce}, nonce, origin="https://evil.example")
+    assert res.status_code == 403 and "tracker_admin" not in res.cookies
+    assert refused(r, "admin_bad_origin") == 1
+    res = post_login(web, {"token": token, "csrf": nonce}, nonce,
+                     origin="http://falconframework.org")
+    assert res.status_code == 303 and res.cookies["tracker_admin"].value == token
+    assert res.cookies["tracker_login"].value == ""          # the nonce is used up
+
+
+def test_a_page_action_posted_from_another_site_is_refused(web, tokens_, r):
+    from tracker_api.admin_pages import csrf_for
+    res = web.simulate_post(f"/admin/{P}/block", body=urllib.parse.urlencode(
+        {"entry": "name:mallory", "csrf": csrf_for(tokens_[P])}), headers={
+        "Content-Type": "application/x-www-form-urlencoded", "Origin": "null",
+        "Cookie": f"tracker_admin={tokens_[P]}"})
+    assert res.status_code == 403 and not r.smembers(ProjectKeys(P).blocked)
+
+
+def assert_page_headers(res):
+    assert res.headers["x-content-type-options"] == "nosniff"
+    assert res.headers["x-frame-options"] == "DENY"
+    csp = res.headers["content-security-policy"]
+    assert "frame-ancestors 'none'" in csp and "script-src 'self'" in csp
+    assert "unsafe-inline" not in csp
+
+
+def test_admin_pages_and_api_are_not_framed_cached_or_sniffed(web, tokens_):
+    cookie = {"Cookie": f"tracker_admin={tokens_[P]}"}
+    for path, headers in (("/admin", {}), ("/admin", cookie), (f"/admin/{P}", cookie)):
+        res = web.simulate_get(path, headers=headers)
+        assert res.status_code == 200
+        assert_page_headers(res)
+        assert res.headers["cache-control"] == "no-store"
+    bearer = {"Authorization": f"Bearer {tokens_['global']}"}
+    for path, headers, status in (("/api/admin/projects", bearer, 200),
+                                  ("/api/admin/projects", {}, 401),
+                                  (f"/admin/{P}", {}, 401),
+                                  ("/api/admin/nope", bearer, 404)):
+        res = web.simulate_get(path, headers=headers)
+        assert res.status_code == status, path
+        assert res.headers["cache-control"] == "no-store", path
+        assert res.headers["x-content-type-options"] == "nosniff"
+
+
+def test_public_answers_are_not_sniffed_and_pages_not_framed(web, tokens_):
+    leaderboard = web.simulate_get(f"/{P}/")
+    assert leaderboard.status_code == 200
+    assert_page_headers(leaderboard)
+    assert "no-store" not in leaderboard.headers.get("cache-control", "")
+    for res in (web.simulate_get(f"/{P}/stats.json"), web.simulate_get("/static/leaderboard.js"),
+                web.simulate_get("/projects.json"), web.simulate_get("/nope/at/all"),
+                web.simulate_post(f"/{P}/request", body=b"{", headers=JSON),
+                web.simulate_post(f"/{P}/request", headers=JSON, body=orjson.dumps(
+                    {"downloader": "alice", "api_version": "2"}))):
+        assert res.headers["x-content-type-options"] == "nosniff"
+        # Warriors' answers are not HTML: no page headers on the hot path.
+        assert "content-security-policy" not in res.headers
+
+
+needs_chromium = pytest.mark.skipif(find_chromium() is None and os.environ.get("CI") != "true",
+                                    reason="Debian's chromium is not installed")
+
+
+@pytest.mark.slow
+@needs_chromium
+def test_admin_pages_work_in_chromium_under_their_policy(redis_url, admin, tmp_path):
+    """Log in through the form, see the project page styled from /static/, and find the policy
+    in force: an inline script is not run."""
+    from tracker_core import tokens
+    admin.create_project(P)
+    list(admin.add_items(P, [f"https://example.com/{n}?q=%20" for n in range(3)]))
+    token = tokens.create(admin.r, P)[0]
+    server = start_live_server(redis_url, workers=1)
+    browser = Browser(find_chromium())
+    try:
+        browser.navigate(f"{server.base}/admin")
+        browser.evaluate(f"document.querySelector('input[name=token]').value = {json.dumps(token)};"
+                         "document.querySelector('form').submit(); true")
+        browser.wait_for(f"!!document.querySelector('a[href=\"/admin/{P}\"]')")
+        browser.navigate(f"{server.base}/admin/{P}")
+        assert browser.wait_for("document.body.textContent.includes('done: 0')")
+        # admin.css applied (a stylesheet from /static/ is allowed)...
+        assert browser.evaluate("getComputedStyle(document.body).maxWidth") == "900px"
+        # ...an inline script is not.
+        assert browser.evaluate("const s = document.createElement('script');"
+                                "s.textContent = 'window.inlineRan = true';"
+                                "document.body.appendChild(s); window.inlineRan === undefined")
+        # A form still posts (form-action 'self') and comes back with the result.
+        browser.evaluate("document.querySelector('form[action$=\"/block\"] input[name=entry]')"
+                         ".value = 'name:mallory';"
+                         "document.querySelector('form[action$=\"/block\"]').submit(); true")
+        browser.wait_for("document.body.textContent.includes('blocked name:mallory')")
+    finally:
+        browser.close()
+        stop_live_server(server)
+    assert "name:mallory" in admin.r.smembers(ProjectKeys(P).blocked)

@@ -3,6 +3,8 @@
 The same tokens as the API: the login form stores the token in an HttpOnly, SameSite=Strict
 cookie scoped to /admin, and every form carries a CSRF field derived from it (an HMAC only the
 holder of the token can compute), so another site can make a browser neither read nor post.
+The login form carries a nonce its own cookie holds (login CSRF), a post whose Origin is
+another host is refused, and the pages may not be framed or cached (web_headers).
 Changes go through the same operations as the API and CLI, and into the audit log.
 """
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import html
+import secrets
 import time
 import urllib.parse
 
@@ -21,6 +24,8 @@ from tracker_core import audit, hq, operations
 from tracker_core.admin import Admin, AdminError
 
 COOKIE = "tracker_admin"
+LOGIN_COOKIE = "tracker_login"     # the login form's CSRF nonce
+LOGIN_NONCE_S = 3600
 MAX_FORM_BYTES = 16 << 20
 LIMIT_SETTINGS = ("rate_limit", "rate_burst", "max_claims_per_downloader", "max_multi",
                   "min_version", "paused")
@@ -74,6 +79,19 @@ def _warriors_section(admin: Admin, token) -> str:
                    f"</th></tr>{''.join(rows)}</table>" if rows else "<p>none registered</p>")
 
 
+def _check_origin(req, project) -> None:
+    """Refuse a form posted from another site (a second check beside the CSRF field).
+
+    Browsers send Origin on every POST; a request without one is not a browser's cross-site
+    post. Only the host is compared: behind a TLS proxy the scheme and port differ.
+    """
+    origin = req.get_header("Origin")
+    if origin is None:
+        return
+    if urllib.parse.urlsplit(origin).hostname != (req.host or "").lower():
+        raise Refused(403, "form posted from another site", "admin_bad_origin", project)
+
+
 def _read_form(req, project) -> dict[str, str]:
     if req.content_length is not None and req.content_length > MAX_FORM_BYTES:
         raise Refused(413, "form too large", "admin_too_large", project)
@@ -108,7 +126,15 @@ class AdminPages:
         except Refused:
             pass            # no cookie, or a revoked token: show the login form
         if token is None:
+            # Login CSRF: the form's field must equal a cookie only this page sets (SameSite
+            # Strict, so another site's form posted at /admin arrives without it): nobody can
+            # log a browser in with a token of theirs and watch what the victim types.
+            nonce = secrets.token_hex(16)
+            resp.set_cookie(LOGIN_COOKIE, nonce, path="/admin", http_only=True,
+                            same_site="Strict", secure=req.scheme == "https",
+                            max_age=LOGIN_NONCE_S)
             resp.text = _page("Tracker admin", '<form method=post action=/admin>'
+                              f'<input type=hidden name=csrf value="{nonce}">'
                               '<label>Admin token <input name=token type=password size=70>'
                               "</label><button>Log in</button></form>")
             return
@@ -119,8 +145,15 @@ class AdminPages:
                           + _warriors_section(self.admin, token))
 
     def on_post(self, req, resp):
-        text = _read_form(req, None).get("token", "").strip()
+        _check_origin(req, None)
+        form = _read_form(req, None)
+        nonce = req.cookies.get(LOGIN_COOKIE, "")
+        if not nonce or not hmac.compare_digest(form.get("csrf", ""), nonce):
+            raise Refused(403, "bad or missing CSRF field: reload the login page",
+                          "admin_bad_csrf")
+        text = form.get("token", "").strip()
         self.auth.check(text, ANY)     # 401 for a bad token; nothing is set
+        resp.unset_cookie(LOGIN_COOKIE, path="/admin")
         resp.set_cookie(COOKIE, text, path="/admin", http_only=True, same_site="Strict",
                         secure=req.scheme == "https", max_age=12 * 3600)
         resp.status = falcon.HTTP_303
@@ -201,6 +234,7 @@ class ProjectAction:
 
     def on_post(self, req, resp, project: str, action: str):
         text, token = self.pages._token(req, PROJECT, project)
+        _check_origin(req, project)
         form = _read_form(req, project)
         if not hmac.compare_digest(form.get("csrf", ""), csrf_for(text)):
             raise Refused(403, "bad or missing CSRF field: reload the page", "admin_bad_csrf",

@@ -5,6 +5,7 @@ import falcon
 import redis
 
 from tracker_api import admin_api, admin_pages, backfeed, metrics, stats, stats_page, warrior
+from tracker_api.web_headers import SecurityHeaders
 from tracker_api.errors import (Refused, refuse_handler, script_handler, storage_handler,
                                 unrouted_handler)
 from tracker_core.admin import Admin
@@ -30,8 +31,10 @@ def _collapse_slashes(app):
     return wsgi
 
 
-def create_app(engine: Engine, trust_forwarded: bool = False):
-    app = falcon.App(media_type=falcon.MEDIA_JSON)
+def create_app(engine: Engine, trust_forwarded: bool | int = False):
+    """The tracker's WSGI app. TRUST_FORWARDED: how many proxies in front append to
+    X-Forwarded-For (True: one; False or 0: the socket's peer is the client), see client_ip."""
+    app = falcon.App(media_type=falcon.MEDIA_JSON, middleware=[SecurityHeaders()])
     app.req_options.strip_url_path_trailing_slash = True
     app.add_error_handler(RedisError, storage_handler)
     app.add_error_handler(ScriptError, script_handler)
