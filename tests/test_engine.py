@@ -168,10 +168,15 @@ def test_done_for_unknown_name_changes_nothing_but_is_recorded(project, admin, e
     assert r.zscore(K.downloader_bytes, "alice") is None
 
 
-def test_done_for_a_released_item_still_queued_completes_it(project, admin, engine, r):
+def test_done_for_a_released_item_still_queued_changes_nothing_unless_accepted(project, admin,
+                                                                             engine, r):
     add(admin, ["a"])
     engine.claim(P, "alice", "ip", 1)
     engine.release(P, "alice", ["a"])
+    result = engine.done(P, "alice", "", ["a"], [], "null")
+    assert (result.new, result.refused) == (0, 1)       # given back: a queued item (done-20.lua)
+    assert r.sismember(K.todo, "a") and not r.sismember(K.done, "a")
+    admin.set_settings(P, {"accept_queued_dones": "true"})
     assert engine.done(P, "alice", "", ["a"], [], "null").new == 1
     assert r.scard(K.todo) == 0 and r.sismember(K.done, "a")
 

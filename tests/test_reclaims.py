@@ -30,7 +30,22 @@ def counter(r, field):
     return int(r.hget(K.stats, field) or 0)
 
 
-def test_reclaims_are_off_by_default(project, admin, engine, clock):
+def test_a_lost_claim_comes_back_after_6_hours_by_default(project, admin, engine, clock, r):
+    # A claim whose answer never reached the warrior is only found again by reclaiming.
+    add(admin, ["x"])
+    assert claim(engine, A) == (200, ["x"])
+    clock.advance(6 * 3600 - 1)
+    assert claim(engine, B) == (404, [])
+    clock.advance(1)
+    assert claim(engine, B) == (200, ["x"])
+    # A project without the field (reset with `reclaim_ttl_s=`) gets the default too.
+    r.hdel(K.settings, "reclaim_ttl_s")
+    clock.advance(2 * 6 * 3600)
+    assert claim(engine, C) == (200, ["x"])
+
+
+def test_reclaims_are_off_with_a_ttl_of_0(project, admin, engine, clock):
+    admin.set_settings(P, {"reclaim_ttl_s": "0"})
     add(admin, ["x"])
     assert claim(engine, A) == (200, ["x"])
     clock.advance(10 ** 6)

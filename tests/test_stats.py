@@ -45,7 +45,7 @@ def claim_and_done(engine, clock, downloader, n, rtt_s, nbytes=0, ip="10.0.0.1")
 # -- counters kept by the scripts -------------------------------------------------------------
 
 def test_lua_and_python_agree_on_rtt_bounds():
-    source = (LUA_DIR / "done-19.lua").read_text()
+    source = (LUA_DIR / "done-20.lua").read_text()
     bounds = re.search(r"RTT_BOUNDS_S = \{([^}]*)\}", source)[1]
     assert tuple(int(b) for b in bounds.split(",")) == stats_mod.RTT_BOUNDS_S
 

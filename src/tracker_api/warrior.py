@@ -5,6 +5,8 @@ call. A check that fails raises ``Refused`` (4xx, one-line reason, counted, noth
 """
 from __future__ import annotations
 
+import json
+
 import falcon
 import orjson
 
@@ -15,17 +17,22 @@ from tracker_api.errors import Refused
 
 MAX_BODY_BYTES = 1 << 20
 MAX_ITEM_CHARS = protocol.MAX_ITEM_CHARS
-MAX_DONE_ITEMS = 1000
+MAX_DONE_ITEMS = 1000     # MAX_MULTI_CEILING: a done reports what one request claimed
+# A done (or release) of a whole multi=1000 claim of 4,096-character URLs is 4 MB of names, and
+# json.dumps escapes every non-ASCII character: room for two bytes a character on average. A 413
+# would send the warrior into endless retry with the items never done.
+MAX_DONE_BODY_BYTES = 2 * MAX_DONE_ITEMS * MAX_ITEM_CHARS + (1 << 20)
+MAX_ID_BYTES = 4096       # the id as JSON; a larger or deeper one is replaced, the done still counts
 
 
-def read_json(req, project: str) -> dict:
+def read_json(req, project: str, limit: int = MAX_BODY_BYTES) -> dict:
     """The request body as a JSON object, or Refused."""
     length = req.content_length
-    if length is not None and length > MAX_BODY_BYTES:
-        raise Refused(413, f"body too large (limit {MAX_BODY_BYTES} bytes)", "bad_too_large", project)
-    raw = req.bounded_stream.read(MAX_BODY_BYTES + 1)
-    if len(raw) > MAX_BODY_BYTES:
-        raise Refused(413, f"body too large (limit {MAX_BODY_BYTES} bytes)", "bad_too_large", project)
+    if length is not None and length > limit:
+        raise Refused(413, f"body too large (limit {limit} bytes)", "bad_too_large", project)
+    raw = req.bounded_stream.read(limit + 1)
+    if len(raw) > limit:
+        raise Refused(413, f"body too large (limit {limit} bytes)", "bad_too_large", project)
     try:
         body = orjson.loads(raw)
     except orjson.JSONDecodeError:
@@ -49,6 +56,34 @@ def version_of(body: dict, project: str) -> str:
     if type(version) is not str or len(version) > 64:
         raise Refused(400, "version must be a string of at most 64 characters", "bad_version", project)
     return version
+
+
+def id_text(value) -> tuple[str, str | None]:
+    """The done's id as JSON text for the log, and why it was replaced (None if it was not).
+
+    The id only goes into the log, so one that cannot be kept (nested deeper than orjson writes,
+    254 levels; or over MAX_ID_BYTES as JSON) is replaced by a note and the done still counts: a
+    refusal would make the warrior send the same done for ever.
+    """
+    try:
+        text = orjson.dumps(value)
+    except orjson.JSONEncodeError:
+        return '{"dropped": "id nested too deep"}', "dones_id_dropped"
+    if len(text) > MAX_ID_BYTES:
+        return f'{{"dropped": "id of {len(text)} bytes as JSON"}}', "dones_id_dropped"
+    return text.decode(), None
+
+
+def items_answer(items: list[str]) -> bytes:
+    """The JSON answer to a claim: the names joined by NUL under item_name.
+
+    claim-22.lua hands out only names that are valid UTF-8 without NUL; should one slip through,
+    the claim is made by now and the answer must not fail: json escapes what orjson refuses.
+    """
+    try:
+        return orjson.dumps({"item_name": "\0".join(items)})
+    except orjson.JSONEncodeError:
+        return json.dumps({"item_name": "\0".join(items)}).encode()
 
 
 def item_names(value, project: str) -> list[str]:
@@ -92,10 +127,11 @@ class ProtocolResource:
             resp.status = 200
             if legacy:
                 resp.content_type = falcon.MEDIA_TEXT
-                resp.text = items[0]
+                # The name's own bytes, even should one that is not UTF-8 slip through.
+                resp.data = items[0].encode("utf-8", "surrogateescape")
             else:
                 resp.content_type = falcon.MEDIA_JSON
-                resp.data = orjson.dumps({"item_name": "\0".join(items)})
+                resp.data = items_answer(items)
             return
         if status == UNKNOWN_PROJECT:
             raise Refused(404, f"unknown project {project!r}", "bad_unknown_project")
@@ -114,11 +150,11 @@ class ProtocolResource:
         if domain_bytes is None:
             raise Refused(400, "bytes must map at most 32 domain names to non-negative integers"
                           " totalling under 10 TB", "bad_bytes", project)
-        item_id = orjson.dumps(body.get("id")).decode()
-        if len(item_id) > 4096:
-            raise Refused(400, "id is too large (limit 4096 bytes as JSON)", "bad_id", project)
+        item_id, dropped = id_text(body.get("id"))
         if self.engine.done(project, downloader, version, names, domain_bytes, item_id) is None:
             raise Refused(404, f"unknown project {project!r}", "bad_unknown_project")
+        if dropped:
+            self.engine.count(project, dropped)
 
 
 class RequestResource(ProtocolResource):
@@ -130,7 +166,7 @@ class RequestResource(ProtocolResource):
 
 class DoneResource(ProtocolResource):
     def on_post(self, req, resp, project: str, multi: int = 1):
-        self.complete(project, read_json(req, project))
+        self.complete(project, read_json(req, project, MAX_DONE_BODY_BYTES))
         resp.content_type = falcon.MEDIA_TEXT
         resp.text = "OK"
 
@@ -139,7 +175,7 @@ class DoneRequestResource(ProtocolResource):
     """done+request: complete the finished items, then claim new ones, in one HTTP round trip."""
 
     def on_post(self, req, resp, project: str, multi: int = 1):
-        body = read_json(req, project)
+        body = read_json(req, project, MAX_DONE_BODY_BYTES)
         if "item" in body:
             self.complete(project, body)
         self.claim(req, resp, project, body, multi)
@@ -148,7 +184,7 @@ class DoneRequestResource(ProtocolResource):
 class ReleaseResource(ProtocolResource):
     def on_post(self, req, resp, project: str):
         self.known_project(project)
-        body = read_json(req, project)
+        body = read_json(req, project, MAX_DONE_BODY_BYTES)
         names = item_names(body.get("item"), project)
         # The open-source tracker released without asking who; a named downloader may only
         # give back its own claims.

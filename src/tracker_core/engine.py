@@ -29,6 +29,8 @@ class DoneResult:
     new: int
     repeated: int
     unknown: int
+    refused: int = 0      # names waiting in a queue: nothing changed (accept_queued_dones off)
+    clamped: bool = False  # the bytes were cut to max_bytes_per_item per item
 
 
 class Engine:
@@ -113,19 +115,19 @@ class Engine:
 
     def done(self, project: str, downloader: str, version: str, items: list[str],
              domain_bytes: list, item_id: str) -> DoneResult | None:
-        """Mark ITEMS done (idempotent); None for an unknown project."""
+        """Mark ITEMS done (idempotent), by the rules of done-20.lua; None for an unknown project."""
         k = self.keys(project)
         now_ms = self._now_ms()
         reply = scripts.run(self.conn, "done", (
             k.settings, k.out, k.claims, k.done, k.downloader_claims, k.log, k.downloader_count,
             k.downloader_bytes, k.downloader_version, k.domain_bytes, k.stats,
             k.minute(now_ms // 60000), k.todo, k.backfeed, k.secondary, k.redo,
-            k.downloader_queue(downloader), k.bad_dones, k.reclaim_history),
+            k.downloader_queue(downloader), k.bad_dones, k.reclaim_history, k.dead),
             (now_ms, downloader, version, item_id, len(domain_bytes) // 2, *domain_bytes, *items))
         if reply[0] == UNKNOWN_PROJECT:
             return None
         self._note_age(project, reply[1])
-        return DoneResult(reply[2], reply[3], reply[4])
+        return DoneResult(reply[2], reply[3], reply[4], reply[5], bool(reply[6]))
 
     def release(self, project: str, downloader: str, items: list[str]) -> int | None:
         """Give back claims DOWNLOADER holds ('' = whoever holds them); the number released.

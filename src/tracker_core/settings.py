@@ -66,6 +66,18 @@ def _lat_lng(value: str) -> str:
     return f"{float(lat):g},{float(lng):g}"
 
 
+DEFAULT_RECLAIM_TTL_S = 21600           # 6 h; also in claim-22.lua for a project without the field
+DEFAULT_MAX_BYTES_PER_ITEM = 10**12     # 1 TB; also in done-20.lua
+MAX_LOG_MAXLEN = 10**9                  # done-20.lua hands it to XADD as an integer
+
+
+def _bytes_per_item(value: str) -> str:
+    number = int(_non_negative_int(value))
+    if number >= protocol.MAX_DONE_BYTES:
+        raise ValueError(f"must be below {protocol.MAX_DONE_BYTES} (what one done may report)")
+    return str(number)
+
+
 # name -> (validator, default, what it means). The defaults are what a new project gets.
 SETTINGS = {
     "title": (_text(200), "", "human-readable project name"),
@@ -75,7 +87,9 @@ SETTINGS = {
     "rate_burst": (_non_negative_number, "0", "items that may go out at once; 0 = one second's worth"),
     "max_claims_per_downloader": (_non_negative_int, "0", "claims one downloader may hold; 0 = unlimited"),
     "max_multi": (_non_negative_int, "100", "most items one request may claim (multi=K is capped)"),
-    "reclaim_ttl_s": (_non_negative_number, "0",
+    # A claim whose answer was lost (worker killed, the client's 20 s timeout) is only ever
+    # found again by reclaiming, so every project reclaims unless told not to.
+    "reclaim_ttl_s": (_non_negative_number, str(DEFAULT_RECLAIM_TTL_S),
                       "a claim may be reclaimed once older than this x its claim count; 0 = never"),
     "claims_limit": (_non_negative_int, "0", "most items out at once (reclaims served first); 0 = no cap"),
     "max_reclaims": (_non_negative_int, "0", "reclaims after which an item goes to `dead`; 0 = never"),
@@ -94,6 +108,13 @@ SETTINGS = {
                           "with done_mode=offload: done items kept in Redis; `tracker maintain` "
                           "moves the excess to segment files"),
     "log_maxlen": (_non_negative_int, "100000", "entries kept in the capped log stream"),
+    "accept_queued_dones": (_flag, "0",
+                            "when true, a done for an item waiting in a queue (never claimed, or "
+                            "given back) completes it, as the old tracker did; by default it "
+                            "changes nothing and counts in dones_refused"),
+    "max_bytes_per_item": (_bytes_per_item, str(DEFAULT_MAX_BYTES_PER_ITEM),
+                           "bytes one done may credit per item it completes (more is cut to this, "
+                           "counted in dones_bytes_clamped); 0 = only the 10 TB per done"),
     # The warrior HQ document (projects.json) is built from these.
     "warrior_listed": (_flag, "1", "list the project in projects.json for warriors"),
     "repository": (_text(500), "", "projects.json: the grab script's git repository"),
@@ -116,6 +137,8 @@ def validate(name: str, value: str) -> str:
         raise ValueError(f"{name}: {exc}") from None
     if name == "max_multi" and not 1 <= int(normalised) <= MAX_MULTI_CEILING:
         raise ValueError(f"max_multi: must be between 1 and {MAX_MULTI_CEILING}")
+    if name == "log_maxlen" and int(normalised) > MAX_LOG_MAXLEN:
+        raise ValueError(f"log_maxlen: must be at most {MAX_LOG_MAXLEN}")
     return normalised
 
 

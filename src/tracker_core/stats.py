@@ -48,7 +48,7 @@ TOP_CHART_HOURS = HOUR_POINTS
 # processes) never add two points for one interval: the check and the XADD are atomic.
 
 RTT_FIELD_PREFIX = "rtt_le_"
-# The histogram's upper bounds (seconds), as RTT_BOUNDS_S in lua/done-19.lua (a test compares).
+# The histogram's upper bounds (seconds), as RTT_BOUNDS_S in lua/done-20.lua (a test compares).
 RTT_BOUNDS_S = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 10800, 43200)
 
 

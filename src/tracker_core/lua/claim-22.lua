@@ -23,7 +23,7 @@ KEYS[20] reclaim_at         zset  claimed item -> when it may be reclaimed (ms)
 KEYS[21] dead               hash  item -> JSON history of an item reclaimed too often
 KEYS[22] reclaim_history    hash  item -> JSON list of its earlier rounds {downloader, ip, claimed_ms}
 
-ARGV[1] now (ms)   ARGV[2] downloader   ARGV[3] ip   ARGV[4] items wanted (1..1000)
+ARGV[1] now (ms)   ARGV[2] downloader   ARGV[3] ip   ARGV[4] items wanted (1..1000; more is cut to 1000)
 
 Returns {code, settings_age, item...}:
   200 items given (at least one)     404 nothing to give: queues empty, project paused, the
@@ -42,17 +42,39 @@ range, so the cost does not grow with the share of the queue that is held back. 
 limit is a GCRA: only items actually given consume it (a 404 costs nothing).Counters: items_claimed counts fresh items only (a reclaim changes no other counter), reclaims_served
 every reclaim handed out, items_reclaimed each item at its first reclaim (so reclaim rate =
 items_reclaimed / items_claimed), items_dead each item sent to `dead`.
+Nothing can fail once the first write is made (Redis keeps a failed script's writes): ARGV is
+checked first (a Redis error and no change when it is not numeric), stored JSON is decoded under
+pcall, argument lists are unpacked in chunks, and every number given to Redis stays in range. A
+name that could never reach a client (not valid UTF-8: the JSON answer could not be built; or
+holding NUL, which splits a multi answer) is never handed out: it goes to `dead` with a `reason`
+and counts in items_dead and items_unservable. The default reclaim TTL applies when the setting
+is absent (DEFAULT_RECLAIM_TTL_S, as in settings.py).
 ]]
 --@include counters
 local UNIQUES_TTL_S = 62 * 86400
+local MAX_WANTED = 1000                -- MAX_MULTI_CEILING in settings.py
+local DEFAULT_RECLAIM_TTL_S = 21600    -- reclaim_ttl_s's default in settings.py
+local MAX_PX_MS = 366 * 86400000       -- a rate limiter state longer than a year is not worth keeping
+local UNPACK_CHUNK = 2000              -- arguments per command: Lua's unpack stops near 8,000
+local now = tonumber(ARGV[1])
+local wanted = tonumber(ARGV[4])
+if not now or not wanted then
+  return redis.error_reply('claim: ARGV[1] (now, ms) and ARGV[4] (items wanted) must be numbers')
+end
+wanted = math.max(1, math.min(MAX_WANTED, math.floor(wanted)))
 local settings = redis.call('HMGET', KEYS[1], 'settings_age', 'paused', 'rate_limit',
                             'rate_burst', 'max_claims_per_downloader', 'reclaim_ttl_s',
                             'claims_limit', 'max_reclaims')
 local age = settings[1]
 if not age then return {-1, 0} end
-local now = tonumber(ARGV[1])
 local downloader, ip = ARGV[2], ARGV[3]
-local wanted = tonumber(ARGV[4])
+-- A setting as a number; DEFAULT when absent or not a number (NaN included: it would reach a
+-- ZADD score after the first write).
+local function num(value, default)
+  value = tonumber(value)
+  if value == nil or value ~= value then return default end
+  return value
+end
 local stats, minute = KEYS[12], KEYS[13]
 
 bump(stats, minute, 'requests', 1)
@@ -74,18 +96,18 @@ for u = 14, 15 do
 end
 if settings[2] == '1' then return refuse(404, 'requests_paused') end
 
-local cap = tonumber(settings[5]) or 0
+local cap = num(settings[5], 0)
 if cap > 0 then
   local room = cap - (tonumber(redis.call('HGET', KEYS[10], downloader)) or 0)
   if room <= 0 then return refuse(404, 'requests_capped') end
   if room < wanted then wanted = room end
 end
 
-local rate = tonumber(settings[3]) or 0
+local rate = num(settings[3], 0)
 local interval, tat
 if rate > 0 then
   interval = 60000 / rate
-  local burst = tonumber(settings[4]) or 0
+  local burst = num(settings[4], 0)
   if burst < 1 then burst = math.max(1, rate / 60) end
   tat = tonumber(redis.call('GET', KEYS[11])) or now
   if tat < now then tat = now end
@@ -94,15 +116,70 @@ if rate > 0 then
   if allowed < wanted then wanted = allowed end
 end
 
-local ttl_ms = (tonumber(settings[6]) or 0) * 1000
-local claims_limit = tonumber(settings[7]) or 0
-local max_reclaims = tonumber(settings[8]) or 0
+local ttl_ms = num(settings[6], DEFAULT_RECLAIM_TTL_S) * 1000
+local claims_limit = num(settings[7], 0)
+local max_reclaims = num(settings[8], 0)
 local reply = {200, age}
 local given, reclaimed, first_reclaims = 0, 0, 0
 local fresh = {}
 local function give(item)
   given = given + 1
   reply[given + 2] = item
+end
+
+-- Whether ITEM can reach a client and come back in a done: valid UTF-8 (the answer is JSON) and
+-- no NUL (names travel NUL-joined). Names of plain ASCII, nearly all, cost one string.find.
+local function valid_utf8(s)
+  local i, n, byte = 1, #s, string.byte
+  while i <= n do
+    local c = byte(s, i)
+    if c < 0x80 then
+      i = i + 1
+    else
+      local len, lo, hi
+      if c >= 0xC2 and c <= 0xDF then len, lo, hi = 2, 0x80, 0xBF
+      elseif c == 0xE0 then len, lo, hi = 3, 0xA0, 0xBF
+      elseif c == 0xED then len, lo, hi = 3, 0x80, 0x9F          -- no UTF-16 surrogates
+      elseif c >= 0xE1 and c <= 0xEF then len, lo, hi = 3, 0x80, 0xBF
+      elseif c == 0xF0 then len, lo, hi = 4, 0x90, 0xBF
+      elseif c >= 0xF1 and c <= 0xF3 then len, lo, hi = 4, 0x80, 0xBF
+      elseif c == 0xF4 then len, lo, hi = 4, 0x80, 0x8F
+      else return false end
+      local c2 = byte(s, i + 1)
+      if not c2 or c2 < lo or c2 > hi then return false end
+      for j = i + 2, i + len - 1 do
+        local cj = byte(s, j)
+        if not cj or cj < 0x80 or cj > 0xBF then return false end
+      end
+      i = i + len
+    end
+  end
+  return true
+end
+local function unservable(item)
+  if not string.find(item, '[%z\128-\255]') then return nil end
+  if string.find(item, '%z') then return 'name holds NUL: it would split in a multi answer' end
+  if not valid_utf8(item) then return 'name is not valid UTF-8: no JSON answer can carry it' end
+  return nil
+end
+-- JSON of a dead record; a number cjson cannot write (inf from odd stored data) must not fail
+-- the script after its writes.
+local function dead_record(record)
+  local ok, text = pcall(cjson.encode, record)
+  if ok then return text end
+  return cjson.encode({reason = record.reason or 'reclaimed too often', dead_ms = now})
+end
+local function bury(item, reason)
+  redis.call('HSET', KEYS[21], item, dead_record({reason = reason, claims = 0, dead_ms = now,
+                                                  rounds = {}}))
+  bump(stats, minute, 'items_dead', 1)
+  bump(stats, nil, 'items_unservable', 1)
+end
+-- Run COMMAND KEY ARGS... in chunks of whole pairs (UNPACK_CHUNK is even).
+local function call_chunked(command, key, args)
+  for i = 1, #args, UNPACK_CHUNK do
+    redis.call(command, key, unpack(args, i, math.min(i + UNPACK_CHUNK - 1, #args)))
+  end
 end
 
 -- Hand out claims that may be reclaimed, oldest due first. Entries of items done or released
@@ -113,7 +190,9 @@ local claim = downloader .. '\t' .. ip .. '\t'
 local HISTORY_ROUNDS = 50
 local function past_rounds(item)
   local text = redis.call('HGET', KEYS[22], item)
-  return text and cjson.decode(text) or {}
+  if not text then return {} end
+  local ok, rounds = pcall(cjson.decode, text)
+  return (ok and type(rounds) == 'table') and rounds or {}
 end
 local function take_reclaims(need)
   if ttl_ms <= 0 then return end
@@ -129,28 +208,43 @@ local function take_reclaims(need)
         redis.call('ZREM', KEYS[20], item)
       else
         local holder, holder_ip, times = string.match(record, '^(.*)\t(.*)\t(%d+)$')
-        times = tonumber(times) or 1
+        times = tonumber(times)
+        if not holder or not times or times >= 1e9 then   -- a record this script did not write
+          holder, holder_ip, times = nil, '', 1
+        end
         local at = tonumber(claimed_at) + ttl_ms * times
-        if at > now then
+        local reason = unservable(item)
+        if at > now and not reason then
           redis.call('ZADD', KEYS[20], at, item)        -- the TTL grew since it was claimed
         else
-          if redis.call('HINCRBY', KEYS[10], holder, -1) <= 0 then redis.call('HDEL', KEYS[10], holder) end
-          if max_reclaims > 0 and times > max_reclaims then
+          if holder and redis.call('HINCRBY', KEYS[10], holder, -1) <= 0 then
+            redis.call('HDEL', KEYS[10], holder)
+          end
+          if reason then
+            redis.call('ZREM', KEYS[8], item)
+            redis.call('HDEL', KEYS[9], item)
+            redis.call('ZREM', KEYS[20], item)
+            redis.call('HDEL', KEYS[22], item)
+            bury(item, reason)
+          elseif max_reclaims > 0 and times > max_reclaims then
             redis.call('ZREM', KEYS[8], item)
             redis.call('HDEL', KEYS[9], item)
             redis.call('ZREM', KEYS[20], item)
             local rounds = past_rounds(item)
-            rounds[#rounds + 1] = {downloader = holder, ip = holder_ip, claimed_ms = tonumber(claimed_at)}
+            rounds[#rounds + 1] = {downloader = holder or '', ip = holder_ip,
+                                   claimed_ms = tonumber(claimed_at)}
             redis.call('HDEL', KEYS[22], item)
-            redis.call('HSET', KEYS[21], item, cjson.encode({claims = times, last_downloader = holder,
-              last_ip = holder_ip, last_claimed_ms = tonumber(claimed_at), dead_ms = now,
-              rounds = rounds}))
+            redis.call('HSET', KEYS[21], item, dead_record({claims = times,
+              last_downloader = holder or '', last_ip = holder_ip,
+              last_claimed_ms = tonumber(claimed_at), dead_ms = now, rounds = rounds}))
             bump(stats, minute, 'items_dead', 1)
           else
             local rounds = past_rounds(item)
-            rounds[#rounds + 1] = {downloader = holder, ip = holder_ip, claimed_ms = tonumber(claimed_at)}
-            if #rounds > HISTORY_ROUNDS then table.remove(rounds, 1) end
-            redis.call('HSET', KEYS[22], item, cjson.encode(rounds))
+            rounds[#rounds + 1] = {downloader = holder or '', ip = holder_ip,
+                                   claimed_ms = tonumber(claimed_at)}
+            while #rounds > HISTORY_ROUNDS do table.remove(rounds, 1) end
+            local ok, text = pcall(cjson.encode, rounds)
+            redis.call('HSET', KEYS[22], item, ok and text or '[]')
             redis.call('ZADD', KEYS[8], now, item)
             redis.call('HSET', KEYS[9], item, claim .. (times + 1))
             redis.call('HINCRBY', KEYS[10], downloader, 1)
@@ -175,8 +269,13 @@ local function take_limited(need)
     local name, next_at = due[j], tonumber(due[j + 1])
     local record = redis.call('HGET', KEYS[19], name)
     local interval, allowed = 0, need
+    local per_s
     if record then
-      local per_s = tonumber(cjson.decode(record)['rate_per_s'])
+      local ok, limit = pcall(cjson.decode, record)
+      per_s = ok and type(limit) == 'table' and num(limit['rate_per_s'], nil)
+      if not per_s or per_s <= 0 then record = nil end   -- unreadable: served as if removed
+    end
+    if record then
       interval = 1000 / per_s
       local burst = math.max(1, math.floor(per_s))
       if next_at < now - (burst - 1) * interval then next_at = now - (burst - 1) * interval end
@@ -185,9 +284,20 @@ local function take_limited(need)
     local held = redis.call('ZRANGEBYLEX', KEYS[16], '[' .. name .. '\0', '(' .. name .. '\1',
                             'LIMIT', 0, allowed + 1)
     local n = math.min(allowed, #held)
-    for m = 1, n do give(string.sub(held[m], #name + 2)) fresh[#fresh + 1] = reply[given + 2] end
-    if n > 0 then redis.call('ZREM', KEYS[16], unpack(held, 1, n)) end
-    need = need - n
+    local taken = {}
+    for m = 1, n do
+      local item = string.sub(held[m], #name + 2)
+      local reason = unservable(item)
+      if reason then
+        bury(item, reason)
+      else
+        give(item)
+        fresh[#fresh + 1] = item
+        need = need - 1
+      end
+      taken[m] = held[m]
+    end
+    if n > 0 then call_chunked('ZREM', KEYS[16], taken) end
     next_at = next_at + n * interval
     if #held <= n then
       redis.call('ZREM', KEYS[17], name)
@@ -210,10 +320,22 @@ else
   for q = 3, 7 do
     local need = wanted - given
     if need <= 0 then break end
-    local popped = redis.call('SPOP', KEYS[q], need)
-    for i = 1, #popped do
-      give(popped[i])
-      fresh[#fresh + 1] = popped[i]
+    -- Popped names that cannot be served go to `dead`; pop again for them (bounded: each pass
+    -- empties the queue or buries at least one name).
+    while need > 0 do
+      local popped = redis.call('SPOP', KEYS[q], need)
+      if #popped == 0 then break end
+      for i = 1, #popped do
+        local item = popped[i]
+        local reason = unservable(item)
+        if reason then
+          bury(item, reason)
+        else
+          give(item)
+          fresh[#fresh + 1] = item
+          need = need - 1
+        end
+      end
     end
   end
   take_reclaims(wanted - given)
@@ -231,17 +353,20 @@ if count > 0 then
     claim_args[2 * i - 1] = item
     claim_args[2 * i] = first
   end
-  redis.call('ZADD', KEYS[8], unpack(out_args))
-  redis.call('HSET', KEYS[9], unpack(claim_args))
+  call_chunked('ZADD', KEYS[8], out_args)
+  call_chunked('HSET', KEYS[9], claim_args)
   redis.call('HINCRBY', KEYS[10], downloader, count)
   if ttl_ms > 0 then
     for i = 1, count do out_args[2 * i - 1] = now + ttl_ms end
-    redis.call('ZADD', KEYS[20], unpack(out_args))
+    call_chunked('ZADD', KEYS[20], out_args)
   end
 end
 if rate > 0 then
   tat = tat + given * interval
-  redis.call('SET', KEYS[11], tostring(tat), 'PX', math.ceil(tat - now) + 1000)
+  -- An integer number of ms in range even for a rate of 1e-300 per minute.
+  local px = math.ceil(tat - now) + 1000
+  if not (px <= MAX_PX_MS) then px = MAX_PX_MS end
+  redis.call('SET', KEYS[11], tostring(tat), 'PX', px)
 end
 bump(stats, minute, 'requests_served', 1)
 bump(stats, minute, 'items_claimed', count)

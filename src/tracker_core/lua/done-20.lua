@@ -1,0 +1,219 @@
+--[[ done: mark items completed, idempotently, and update the leaderboard counters.
+
+KEYS[1]  settings            hash
+KEYS[2]  out                 zset  item -> claim time (ms)
+KEYS[3]  claims              hash  item -> "DOWNLOADER\tIP\tTIMES_CLAIMED"
+KEYS[4]  done                set
+KEYS[5]  downloader_claims   hash  downloader -> claims held
+KEYS[6]  log                 stream  one entry per done call with new items (capped)
+KEYS[7]  downloader_count    hash  downloader -> items done
+KEYS[8]  downloader_bytes    zset  downloader -> bytes (so the leaderboard is a range read)
+KEYS[9]  downloader_version  hash  downloader -> last script version
+KEYS[10] domain_bytes        hash  domain -> bytes
+KEYS[11] stats               hash
+KEYS[12] minute:M            hash
+KEYS[13] todo                set
+KEYS[14] todo:backfeed       set
+KEYS[15] todo:secondary      set
+KEYS[16] todo:redo           set
+KEYS[17] todo:d:SENDER       set
+KEYS[18] bad_dones           stream  dones for names that are not out (capped by count and bytes)
+KEYS[19] reclaim_history     hash  earlier claim rounds of items claimed more than once
+KEYS[20] dead                hash  item -> JSON history of an item reclaimed too often
+
+ARGV[1] now (ms)  ARGV[2] downloader  ARGV[3] version  ARGV[4] id (JSON text)
+ARGV[5] number of domains D, then D pairs (domain, bytes), then the item names.
+
+Returns {code, settings_age, new, repeated, unknown, refused, clamped}; code 200, or -1 for an
+unknown project. Every number in ARGV is checked before the first write: a Redis error and no
+change when one is not a number.
+
+One rule for every item (PROTOCOL.md, done):
+- out (whoever claimed it) or dead (a late done for an item reclaimed too often): it becomes
+  done and is attributed to the sender (items_done; a dead one also counts in items_dead_done);
+- already done: a repeat (dones_repeated), nothing changes;
+- waiting in a queue (todo, todo:backfeed, todo:secondary, todo:redo, the sender's own queue):
+  nothing changes and it counts in dones_refused, unless the project's accept_queued_dones is
+  on (the old tracker's behaviour), when it becomes done like a claimed item;
+- found nowhere: unknown (dones_unknown), never added.
+Refused and unknown names are recorded in bad_dones (field `reason`: queued or unknown), each entry
+holding at most BAD_ITEMS_BYTES of the names (cut at a character boundary) and `count`, the
+stream capped at BAD_DONES_MAXLEN entries: about 12 MB at most.
+Bytes are shared out over the names of the call, so a repeated call adds nothing; what the new
+items get is capped at max_bytes_per_item each (0: no cap; absent: DEFAULT_MAX_BYTES_PER_ITEM,
+as in settings.py), scaling every domain alike, and a clamped call counts in dones_bytes_clamped.
+With done_mode=discard done items are only counted, not kept.
+RTT (claim to done) goes into a bounded histogram: field rtt_le_B counts items done within B
+seconds (rtt_le_inf: the rest), in stats and in the minute hash, so percentiles need no samples.
+Dead items have no current claim and add no RTT.
+]]
+--@include counters
+local RTT_BOUNDS_S = {1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 10800, 43200}
+local DEFAULT_MAX_BYTES_PER_ITEM = 1e12
+local BAD_DONES_MAXLEN = 10000
+local BAD_ITEMS_BYTES = 1024
+local MAX_LOG_MAXLEN = 1e9     -- XADD takes an integer: keep it printable as one
+local function rtt_field(rtt_ms)
+  for _, bound in ipairs(RTT_BOUNDS_S) do
+    if rtt_ms <= bound * 1000 then return 'rtt_le_' .. bound end
+  end
+  return 'rtt_le_inf'
+end
+
+-- Every number first: a failure after the first write would keep half a done.
+local now = tonumber(ARGV[1])
+local n_domains = tonumber(ARGV[5])
+if not now or not n_domains or n_domains < 0 or n_domains ~= math.floor(n_domains)
+    or 5 + 2 * n_domains > #ARGV then
+  return redis.error_reply('done: ARGV[1] (now, ms) and ARGV[5] (domains) must be numbers')
+end
+local first_item = 6 + 2 * n_domains
+local reported = {}
+for d = 0, n_domains - 1 do
+  local bytes = tonumber(ARGV[7 + 2 * d])
+  if not bytes or bytes < 0 or bytes ~= bytes or bytes >= 1e15 then
+    return redis.error_reply('done: byte counts must be numbers from 0 to 1e15')
+  end
+  reported[d] = bytes
+end
+
+local settings = redis.call('HMGET', KEYS[1], 'settings_age', 'done_mode', 'log_maxlen',
+                            'accept_queued_dones', 'max_bytes_per_item')
+local age = settings[1]
+if not age then return {-1, 0} end
+local keep_done = settings[2] ~= 'discard'
+local log_maxlen = math.floor(math.min(math.max(tonumber(settings[3]) or 100000, 0), MAX_LOG_MAXLEN))
+if log_maxlen ~= log_maxlen then log_maxlen = 100000 end
+local accept_queued = settings[4] == '1'
+local max_per_item = tonumber(settings[5]) or DEFAULT_MAX_BYTES_PER_ITEM
+if not (max_per_item >= 0) then max_per_item = DEFAULT_MAX_BYTES_PER_ITEM end
+local downloader, version, id = ARGV[2], ARGV[3], ARGV[4]
+local stats, minute = KEYS[11], KEYS[12]
+
+local new_items, unknown_items, refused_items = {}, {}, {}
+local repeated, dead_done, rtt_sum, rtt_n, rtt_hist = 0, 0, 0, 0, {}
+for i = first_item, #ARGV do
+  local item = ARGV[i]
+  local claimed_at = redis.call('ZSCORE', KEYS[2], item)
+  local found = false
+  if claimed_at then
+    local claim = redis.call('HGET', KEYS[3], item)
+    redis.call('ZREM', KEYS[2], item)
+    redis.call('HDEL', KEYS[3], item)
+    if claim then
+      local claimant = string.match(claim, '^[^\t]*')
+      if (tonumber(string.match(claim, '\t(%d+)$')) or 1) > 1 then redis.call('HDEL', KEYS[19], item) end
+      if redis.call('HINCRBY', KEYS[5], claimant, -1) <= 0 then
+        redis.call('HDEL', KEYS[5], claimant)
+      end
+    end
+    local rtt_ms = now - tonumber(claimed_at)
+    if rtt_ms == rtt_ms and rtt_ms > -1e15 and rtt_ms < 1e15 then   -- a finite claim time
+      local field = rtt_field(rtt_ms)
+      rtt_sum = rtt_sum + rtt_ms
+      rtt_n = rtt_n + 1
+      rtt_hist[field] = (rtt_hist[field] or 0) + 1
+    end
+    found = true
+  elseif redis.call('SISMEMBER', KEYS[4], item) == 1 then
+    repeated = repeated + 1
+  elseif redis.call('HDEL', KEYS[20], item) == 1 then
+    -- The work was done after all: keep it rather than the verdict.
+    dead_done = dead_done + 1
+    found = true
+  else
+    local queued = false
+    for q = 13, 17 do
+      if redis.call('SISMEMBER', KEYS[q], item) == 1 then
+        queued = true
+        if accept_queued then redis.call('SREM', KEYS[q], item) end
+        break
+      end
+    end
+    if not queued then
+      unknown_items[#unknown_items + 1] = item
+    elseif accept_queued then
+      found = true
+    else
+      refused_items[#refused_items + 1] = item
+    end
+  end
+  if found then
+    new_items[#new_items + 1] = item
+    if keep_done then redis.call('SADD', KEYS[4], item) end
+  end
+end
+
+local total = #ARGV - first_item + 1
+local new = #new_items
+local clamped = 0
+if new > 0 then
+  local shares, bytes_total = {}, 0
+  for d = 0, n_domains - 1 do
+    shares[d] = math.floor(reported[d] * new / total)
+    bytes_total = bytes_total + shares[d]
+  end
+  if max_per_item > 0 and bytes_total > max_per_item * new then
+    local scale = max_per_item * new / bytes_total
+    bytes_total = 0
+    for d = 0, n_domains - 1 do
+      shares[d] = math.floor(shares[d] * scale)
+      bytes_total = bytes_total + shares[d]
+    end
+    clamped = 1
+  end
+  for d = 0, n_domains - 1 do
+    if shares[d] > 0 then redis.call('HINCRBY', KEYS[10], ARGV[6 + 2 * d], shares[d]) end
+  end
+  redis.call('HINCRBY', KEYS[7], downloader, new)
+  redis.call('ZINCRBY', KEYS[8], bytes_total, downloader)
+  if version ~= '' then redis.call('HSET', KEYS[9], downloader, version) end
+  redis.call('XADD', KEYS[6], 'MAXLEN', '~', log_maxlen, '*', 'downloader', downloader,
+             'items', table.concat(new_items, '\0'), 'bytes', bytes_total, 'version', version,
+             'id', id, 'at', now)
+  bump(stats, minute, 'items_done', new)
+  bump(stats, minute, 'bytes_done', bytes_total)
+  bump(stats, minute, 'rtt_sum_ms', rtt_sum)
+  bump(stats, minute, 'rtt_count', rtt_n)
+  for field, n in pairs(rtt_hist) do bump(stats, minute, field, n) end
+  bump(stats, nil, 'items_dead_done', dead_done)
+  bump(stats, nil, 'dones_bytes_clamped', clamped)
+end
+bump(stats, minute, 'done_requests', 1)
+bump(stats, nil, 'dones_repeated', repeated)
+
+-- NAMES joined by NUL, at most BUDGET bytes, never cutting a UTF-8 sequence in two.
+local function bounded_join(names, budget)
+  local parts, size = {}, 0
+  for i, name in ipairs(names) do
+    local sep = i > 1 and 1 or 0
+    if size + sep + #name <= budget then
+      parts[#parts + 1] = name
+      size = size + sep + #name
+    else
+      local cut = budget - size - sep
+      while cut > 0 do
+        local b = string.byte(name, cut + 1)
+        if b < 0x80 or b >= 0xC0 then break end   -- the next byte starts a character
+        cut = cut - 1
+      end
+      if cut > 0 then parts[#parts + 1] = string.sub(name, 1, cut) end
+      break
+    end
+  end
+  return table.concat(parts, '\0')
+end
+local function record_bad(names, reason)
+  redis.call('XADD', KEYS[18], 'MAXLEN', '~', BAD_DONES_MAXLEN, '*', 'downloader', downloader,
+             'reason', reason, 'count', #names, 'items', bounded_join(names, BAD_ITEMS_BYTES),
+             'at', now)
+end
+if #refused_items > 0 then
+  bump(stats, nil, 'dones_refused', #refused_items)
+  record_bad(refused_items, 'queued')
+end
+if #unknown_items > 0 then
+  bump(stats, nil, 'dones_unknown', #unknown_items)
+  record_bad(unknown_items, 'unknown')
+end
+return {200, age, new, repeated, #unknown_items, #refused_items, clamped}

@@ -1,0 +1,262 @@
+"""The rules of done (done-20.lua, PROTOCOL.md's done section), against a real Redis.
+
+One rule for every item: out (whoever claimed it) or dead becomes done; a repeat changes nothing;
+an item waiting in a queue changes nothing and is refused unless the project accepts such dones;
+a name found nowhere is unknown. Bytes per item are capped, ids and bad_dones are bounded, and no
+input makes the script fail after its first write.
+"""
+import json
+
+import pytest
+
+from tracker_core import scripts
+from tracker_core.keys import ProjectKeys
+from tracker_core.settings import DEFAULT_MAX_BYTES_PER_ITEM, validate
+
+P = "rules"
+K = ProjectKeys(P)
+SEESAW = {"downloader": "mallory", "version": "20240101.01"}
+
+
+def url(n: int, size: int = 100) -> str:
+    head = f"https://example.com/u/{n}?q=%2F a#x-"
+    return head + "y" * (size - len(head))
+
+
+@pytest.fixture
+def project(admin):
+    admin.create_project(P)
+    return P
+
+
+def post(client, path, body):
+    # json.dumps, as seesaw sends it (orjson would refuse the deepest ids tested here).
+    return client.simulate_post(path, body=json.dumps(body).encode(),
+                                headers={"Content-Type": "application/json"})
+
+
+def state(r):
+    """Every key of the project but its counters and the bad_dones record."""
+    out = {}
+    for key in r.scan_iter(f"{{{P}}}:*"):
+        if key in (K.stats, K.bad_dones) or ":minute:" in key:
+            continue
+        kind = r.type(key)
+        out[key] = {"set": r.smembers, "zset": lambda k: r.zrange(k, 0, -1, withscores=True),
+                    "hash": r.hgetall, "string": r.dump, "stream": r.xrange}[kind](key)
+    return out
+
+
+def counter(r, field):
+    return int(r.hget(K.stats, field) or 0)
+
+
+# -- dead items --------------------------------------------------------------------------------
+
+def test_a_late_done_for_a_dead_item_completes_it(project, admin, engine, clock, r):
+    admin.set_settings(P, {"reclaim_ttl_s": "1", "max_reclaims": "1"})
+    list(admin.add_items(P, [url(1)]))
+    assert engine.claim(P, "alice", "10.0.0.1", 1) == (200, [url(1)])
+    clock.advance(1.5)
+    assert engine.claim(P, "bob", "10.0.0.2", 1) == (200, [url(1)])
+    clock.advance(3)
+    assert engine.claim(P, "carol", "10.0.0.3", 1) == (404, [])
+    assert r.hexists(K.dead, url(1))
+    # alice finishes after all: the work is kept, counted once, credited to her.
+    result = engine.done(P, "alice", "20240101.01", [url(1)], ["data", 5000], "{}")
+    assert (result.new, result.unknown) == (1, 0)
+    assert not r.hexists(K.dead, url(1)) and r.sismember(K.done, url(1))
+    assert counter(r, "items_done") == 1 and counter(r, "items_dead_done") == 1
+    assert r.zscore(K.downloader_bytes, "alice") == 5000
+    assert r.hget(K.downloader_count, "alice") == "1"
+    again = engine.done(P, "bob", "20240101.01", [url(1)], ["data", 5000], "{}")
+    assert (again.new, again.repeated) == (0, 1) and counter(r, "items_done") == 1
+
+
+# -- queued items ------------------------------------------------------------------------------
+
+def test_a_done_for_100_queued_items_changes_nothing_and_is_refused(client, project, admin, r):
+    names = [url(n) for n in range(100)]
+    list(admin.add_items(P, names[:60]))
+    list(admin.add_items(P, names[60:80], queue="secondary"))
+    list(admin.add_items(P, names[80:], queue="backfeed"))
+    before = state(r)
+    res = post(client, "/rules/done", {**SEESAW, "item": "\0".join(names),
+                                        "bytes": {"data": 9_999_999_999_999}, "id": {}})
+    assert res.status_code == 200 and res.text == "OK"   # a real client must not loop
+    assert state(r) == before
+    assert counter(r, "dones_refused") == 100 and counter(r, "items_done") == 0
+    assert r.zrange(K.downloader_bytes, 0, -1) == []
+    entry = r.xrange(K.bad_dones)[-1][1]
+    assert entry["reason"] == "queued" and entry["count"] == "100"
+    assert client.simulate_get("/rules/stats.json").json["leaderboard"] == []
+
+
+def test_a_done_for_an_item_in_the_senders_own_queue_is_refused(project, admin, engine, r):
+    list(admin.add_items(P, [url(1)], queue="downloader:mallory"))
+    result = engine.done(P, "mallory", "", [url(1)], ["data", 10], "{}")
+    assert (result.new, result.refused) == (0, 1)
+    assert r.sismember(K.downloader_queue("mallory"), url(1))
+
+
+def test_accept_queued_dones_completes_them_as_the_old_tracker_did(project, admin, engine, r):
+    admin.set_settings(P, {"accept_queued_dones": "true"})
+    list(admin.add_items(P, [url(1), url(2)]))
+    result = engine.done(P, "mallory", "", [url(1), url(2), url(3)], ["data", 30], "{}")
+    assert (result.new, result.refused, result.unknown) == (2, 0, 1)
+    assert r.scard(K.todo) == 0 and r.smembers(K.done) == {url(1), url(2)}
+    assert r.zscore(K.downloader_bytes, "mallory") == 20
+
+
+def test_a_done_completes_an_item_that_is_out_whoever_reports_it(project, admin, engine, r):
+    list(admin.add_items(P, [url(1)]))
+    engine.claim(P, "alice", "10.0.0.1", 1)
+    assert engine.done(P, "bob", "", [url(1)], [], "{}").new == 1
+    assert r.hget(K.downloader_count, "bob") == "1"
+
+
+# -- bytes per item ----------------------------------------------------------------------------
+
+def claimed(admin, engine, n):
+    names = [url(i) for i in range(n)]
+    list(admin.add_items(P, names))
+    status, items = engine.claim(P, "alice", "10.0.0.1", n)
+    assert status == 200 and len(items) == n
+    return items
+
+
+def test_bytes_at_the_cap_per_item_are_credited_in_full(project, admin, engine, r):
+    items = claimed(admin, engine, 2)
+    result = engine.done(P, "alice", "", items, ["data", 2 * DEFAULT_MAX_BYTES_PER_ITEM], "{}")
+    assert not result.clamped and counter(r, "dones_bytes_clamped") == 0
+    assert r.zscore(K.downloader_bytes, "alice") == 2 * DEFAULT_MAX_BYTES_PER_ITEM
+
+
+def test_bytes_past_the_cap_are_cut_to_it_and_counted(client, project, admin, engine, r):
+    items = claimed(admin, engine, 1)
+    res = post(client, "/rules/done", {**SEESAW, "item": items[0], "id": None,
+                                        "bytes": {"data": 9_999_999_999_998, "warc": 1}})
+    assert res.status_code == 200 and res.text == "OK"
+    assert r.sismember(K.done, items[0])
+    assert r.zscore(K.downloader_bytes, "mallory") <= DEFAULT_MAX_BYTES_PER_ITEM
+    assert r.zscore(K.downloader_bytes, "mallory") >= DEFAULT_MAX_BYTES_PER_ITEM - 1
+    assert int(r.hget(K.domain_bytes, "data")) <= DEFAULT_MAX_BYTES_PER_ITEM
+    assert counter(r, "dones_bytes_clamped") == 1
+    assert counter(r, "bytes_done") == int(r.zscore(K.downloader_bytes, "mallory"))
+
+
+def test_one_byte_past_the_cap_is_clamped_and_a_cap_of_0_is_off(project, admin, engine, r):
+    admin.set_settings(P, {"max_bytes_per_item": "1000"})
+    items = claimed(admin, engine, 3)
+    assert engine.done(P, "alice", "", items[:1], ["data", 1001], "{}").clamped
+    assert r.zscore(K.downloader_bytes, "alice") == 1000
+    admin.set_settings(P, {"max_bytes_per_item": "0"})
+    assert not engine.done(P, "alice", "", items[1:2], ["data", 10 ** 12 + 1], "{}").clamped
+    assert r.zscore(K.downloader_bytes, "alice") == 1000 + 10 ** 12 + 1
+
+
+def test_max_bytes_per_item_is_validated():
+    assert validate("max_bytes_per_item", "0") == "0"
+    assert validate("max_bytes_per_item", str(10 ** 13 - 1)) == str(10 ** 13 - 1)
+    with pytest.raises(ValueError, match="max_bytes_per_item"):
+        validate("max_bytes_per_item", str(10 ** 13))
+    with pytest.raises(ValueError):
+        validate("max_bytes_per_item", "-1")
+
+
+# -- the id ------------------------------------------------------------------------------------
+
+def nested(depth):
+    value = "hash"
+    for _ in range(depth):
+        value = {"d": value}
+    return value
+
+
+@pytest.mark.parametrize("item_id,kept", [
+    (nested(250), True),                    # orjson writes up to 254 levels
+    (nested(300), False),                   # deeper: replaced, the done still counts
+    ({"sha1": "f" * 4090}, False),          # over 4,096 bytes as JSON
+    ({"sha1": "f" * 4070}, True),
+])
+def test_an_id_that_cannot_be_kept_is_replaced_and_the_done_counts(client, project, admin,
+                                                                   engine, r, item_id, kept):
+    items = claimed(admin, engine, 1)
+    res = post(client, "/rules/done", {**SEESAW, "item": items[0], "bytes": {"data": 1},
+                                        "id": item_id})
+    assert res.status_code == 200 and res.text == "OK"
+    assert r.sismember(K.done, items[0])
+    logged = json.loads(r.xrange(K.log)[-1][1]["id"])
+    if kept:
+        assert logged == item_id and counter(r, "dones_id_dropped") == 0
+    else:
+        assert "dropped" in logged and counter(r, "dones_id_dropped") == 1
+
+
+# -- bad_dones ---------------------------------------------------------------------------------
+
+def test_bad_dones_keep_at_most_1_kb_of_names_per_entry(project, engine, r):
+    names = [url(n, 4096) for n in range(1000)]
+    result = engine.done(P, "mallory", "", names, [], "{}")
+    assert result.unknown == 1000
+    entry = r.xrange(K.bad_dones)[-1][1]
+    assert entry["count"] == "1000" and entry["reason"] == "unknown"
+    assert len(entry["items"].encode()) <= 1024 and entry["items"] == names[0][:1024]
+
+
+def test_bad_dones_cut_names_at_a_character_boundary(project, engine, r):
+    names = ["ab", "\u00e9" * 600]          # 2 + 1 + 1,200 bytes: the cut falls inside an é
+    engine.done(P, "mallory", "", names, [], "{}")
+    items = r.xrange(K.bad_dones)[-1][1]["items"]        # decodes: no sequence cut in two
+    assert items == "ab\0" + "\u00e9" * 510 and len(items.encode()) == 1023
+
+
+def test_bad_dones_are_capped_by_count(project, engine, r):
+    for n in range(10_200):
+        engine.done(P, "mallory", "", [f"ghost{n}"], [], "{}")
+    assert r.xlen(K.bad_dones) <= 10_100           # MAXLEN ~ 10000 trims whole stream nodes
+
+
+# -- nothing fails after the first write --------------------------------------------------------
+
+def run_done(engine, argv):
+    k = K
+    return scripts.run(engine.conn, "done", (
+        k.settings, k.out, k.claims, k.done, k.downloader_claims, k.log, k.downloader_count,
+        k.downloader_bytes, k.downloader_version, k.domain_bytes, k.stats, k.minute(0), k.todo,
+        k.backfeed, k.secondary, k.redo, k.downloader_queue("alice"), k.bad_dones,
+        k.reclaim_history, k.dead), argv)
+
+
+@pytest.mark.parametrize("argv", [
+    (1, "alice", "", "{}", 1, "data", "lots"),     # a byte count that is not a number
+    ("now", "alice", "", "{}", 0),                 # a time that is not a number
+    (1, "alice", "", "{}", "two", "data", 1),      # a domain count that is not a number
+])
+def test_a_done_with_an_argument_that_is_not_a_number_changes_nothing(project, admin, engine, r,
+                                                                      argv):
+    items = claimed(admin, engine, 1)
+    before = state(r)
+    with pytest.raises(scripts.ScriptError):
+        run_done(engine, (*argv, *items))
+    assert state(r) == before and counter(r, "done_requests") == 0
+
+
+def test_a_huge_stored_log_maxlen_does_not_fail_the_done(project, admin, engine, r):
+    # Older data, or a setting written around the validator: XADD would get "1e+20".
+    r.hset(K.settings, "log_maxlen", "100000000000000000000")
+    items = claimed(admin, engine, 1)
+    assert engine.done(P, "alice", "", items, ["data", 10], "{}").new == 1
+    assert counter(r, "items_done") == 1 and len(r.xrange(K.log)) == 1
+    with pytest.raises(ValueError, match="log_maxlen"):
+        validate("log_maxlen", str(10 ** 9 + 1))
+
+
+def test_a_done_of_the_maximum_batch_of_the_longest_names(project, admin, engine, r):
+    names = [url(n, 4096) for n in range(1000)]
+    list(admin.add_items(P, names))
+    status, items = engine.claim(P, "alice", "10.0.0.1", 1000)
+    assert status == 200 and len(items) == 1000
+    result = engine.done(P, "alice", "", items, ["data", 10 ** 12], "{}")
+    assert result.new == 1000 and r.zcard(K.out) == 0 and r.scard(K.done) == 1000
+    assert len(r.xrange(K.log)[-1][1]["items"]) == 1000 * 4096 + 999
