@@ -330,3 +330,54 @@ def test_rollup_of_an_hour_with_thousands_of_fields(project, r):
     assert run(r, "rollup_hour", (K.hour(1), minute, *[K.minute(61 + i) for i in range(59)]),
                (3600,)) == 1
     assert r.hlen(K.hour(1)) == 5001
+
+
+# -- backfeed's bound on the items it may queue (backfeed_max_items) ------------------------------
+
+def test_backfeed_at_its_bound_and_just_past_it(project, admin, engine, r, secret):
+    admin.set_settings(P, {"backfeed_max_items": str(PER_POST)})
+    names = [url(i) for i in range(PER_POST)]
+    res = post(engine, secret, names)
+    assert res.status_code == 200 and res.json["status_code"] == 200
+    assert r.scard(K.backfeed) == PER_POST
+    # One more new item: refused as a whole batch, nothing set in the filter, counted; a JSON
+    # 503 that grab scripts decode and retry with back-off.
+    res = post(engine, secret, names[:5] + [url(PER_POST)])
+    assert res.status_code == 503
+    assert res.json == {"status_code": 503,
+                        "reason": f"backfeed queue full ({PER_POST} items), retry later"}
+    assert res.headers["Retry-After"] == "60"
+    assert r.scard(K.backfeed) == PER_POST and r.hget(K.bloom, "items") == str(PER_POST)
+    assert r.hget(K.stats, "backfeed_refused_full") == "1"
+    # Items already seen add nothing, so they pass at the bound.
+    assert post(engine, secret, names[:5]).status_code == 200
+    # Once the queue drained a little, the retried post goes in.
+    assert engine.claim(P, "alice", "10.0.0.1", 1)[0] == 200
+    res = post(engine, secret, names[:5] + [url(PER_POST)])
+    assert res.status_code == 200
+    assert r.scard(K.backfeed) == PER_POST and r.zcard(K.out) == 1
+    assert_each_once(r, names + [url(PER_POST)])
+
+
+def test_backfeed_bound_counts_held_items_and_is_off_while_offloading(project, admin, engine, r,
+                                                                       secret):
+    admin.set_settings(P, {"backfeed_max_items": "5"})
+    admin.add_limit(P, *LIMIT)
+    first = [url(1), url(2), url(3), "https://free.example.org/1", "https://free.example.org/2"]
+    assert post(engine, secret, first).status_code == 200
+    assert r.zcard(K.limited) == 3 and r.scard(K.backfeed) == 2
+    assert post(engine, secret, [url(4)]).status_code == 503
+    assert post(engine, secret, ["https://free.example.org/3"]).status_code == 503
+    # With offloading on, `tracker maintain` bounds the queue instead.
+    admin.set_settings(P, {"offload_high": "1000"})
+    engine._settings.clear()
+    assert post(engine, secret, [url(4), "https://free.example.org/3"]).status_code == 200
+    assert_each_once(r, first + [url(4), "https://free.example.org/3"])
+
+
+def test_a_backfeed_post_redis_refuses_gets_a_json_503(project, engine, r, secret):
+    r.set(K.backfeed, "not a set")         # the script fails before it sets any bit
+    res = post(engine, secret, ["https://example.org/x"])
+    assert res.status_code == 503
+    assert res.json["status_code"] == 503 and "retry later" in res.json["reason"]
+    assert r.hget(K.bloom, "items") in (None, "0")

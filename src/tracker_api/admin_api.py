@@ -24,7 +24,7 @@ from tracker_api.errors import Refused
 from tracker_core import audit, hq, operations, tokens
 from tracker_core import keys as keyspace
 from tracker_core import settings as settings_mod
-from tracker_core.admin import Admin, AdminError
+from tracker_core.admin import NOT_UTF8, Admin, AdminError
 
 MAX_JSON_BYTES = 1 << 20
 MAX_UPLOAD_BYTES = 64 << 20     # an item list uploaded as text, one name per line
@@ -230,11 +230,17 @@ def add_items(c: Call):
     c.admin._keys(c.project)
     names = _upload_names(c)
     added = duplicates = 0
-    for a, d in c.admin.add_items(c.project, names, queue=queue):
+    refused: dict = {}
+    for a, d in c.admin.add_items(c.project, names, queue=queue, refused=refused):
         added += a
         duplicates += d
-    c.audit("items.add", queue=queue, added=added, duplicates=duplicates)
-    return {"added": added, "duplicates": duplicates}
+    # A text upload is read with surrogateescape: a line that is not UTF-8 is refused on its own
+    # (counted) and the rest is added; the answer says how many when there were any.
+    answer = {"added": added, "duplicates": duplicates}
+    if refused:
+        answer["refused_not_utf8"] = refused[NOT_UTF8]
+    c.audit("items.add", queue=queue, **answer)
+    return answer
 
 
 def count_queue(c: Call):

@@ -2,6 +2,11 @@
 
 Answers 200 ``{"status_code": 200, "data": "N items queued for deduplication"}``. Every refusal
 is a 4xx with a JSON ``status_code`` and a one-line ``reason``, is counted, and changes nothing.
+Entries that cannot be items (not valid UTF-8, or holding a NUL) are refused one by one and
+counted; the rest of the post is taken and the answer's ``data`` says how many were refused.
+When the project's backfeed bound is reached, or Redis cannot take the change, the answer is a
+JSON 503 (grab scripts check ``status_code`` and retry with back-off; any answer they cannot
+decode as JSON would stop them).
 """
 from __future__ import annotations
 
@@ -9,16 +14,18 @@ import re
 from urllib.parse import unquote_to_bytes
 
 from tracker_core import bloom
-from tracker_core.backfeed import Backfeed, BadBatch, split_body
+from tracker_core.backfeed import Backfeed, BadBatch, drop_refused, split_body
 from tracker_core.rawredis import RedisError
+from tracker_core.scripts import ScriptError
 
 MAX_BODY_BYTES = 4 * 1024 * 1024
 SHARD_RE = re.compile(r"[A-Za-z0-9_.:-]{1,64}\Z")
 SECRET_RE = re.compile(r"[A-Za-z0-9]{8,128}\Z")
+RETRY_AFTER_S = 60
 
 
 class _Refusal(Exception):
-    def __init__(self, status: int, reason: str, field: str, project: str | None = None):
+    def __init__(self, status: int, reason: str, field: str | None, project: str | None = None):
         super().__init__(reason)
         self.status, self.reason, self.field, self.project = status, reason, field, project
 
@@ -49,18 +56,34 @@ class BackfeedResource:
 
     def on_post(self, req, resp, name: str):
         try:
-            received = self._handle(req, name)
-        except _Refusal as refusal:
-            resp.status = refusal.status
-            resp.media = {"status_code": refusal.status, "reason": refusal.reason}
-            try:
-                self.engine.count(refusal.project, refusal.field)
-            except RedisError:
-                pass  # counting must never turn a 4xx into a 5xx
+            received, refused = self._handle(req, name)
+        except (RedisError, ScriptError):
+            # Nothing acknowledged; a retry is safe (seen items are dropped). JSON, as grab
+            # scripts decode every answer; the reason stays in the server's log, not here.
+            self._refuse(resp, _Refusal(503, "tracker storage unavailable, retry later", None))
             return
-        resp.media = {"status_code": 200, "data": f"{received} items queued for deduplication"}
+        except _Refusal as refusal:
+            self._refuse(resp, refusal)
+            return
+        data = f"{received} items queued for deduplication"
+        if refused:
+            data += "; refused: " + ", ".join(f"{n} {reason}" for reason, n in refused.items())
+        resp.media = {"status_code": 200, "data": data}
 
-    def _handle(self, req, name: str) -> int:
+    def _refuse(self, resp, refusal: _Refusal) -> None:
+        resp.status = refusal.status
+        resp.media = {"status_code": refusal.status, "reason": refusal.reason}
+        if refusal.status == 503:
+            resp.set_header("Retry-After", str(RETRY_AFTER_S))
+        if refusal.field is None:
+            return
+        try:
+            self.engine.count(refusal.project, refusal.field)
+        except RedisError:
+            pass  # counting must never turn a 4xx into a 5xx
+
+    def _handle(self, req, name: str) -> tuple[int, dict]:
+        """Queue the post; return (entries taken, {reason: entries refused})."""
         project, _, secret = name.rpartition("-")
         if not project or not SECRET_RE.match(secret):
             raise _Refusal(403, "unknown project or wrong secret", "backfeed_refused")
@@ -86,9 +109,15 @@ class BackfeedResource:
             entries, dedup_keys = split_body(body, delimiter, separator)
         except BadBatch as exc:
             raise _Refusal(400, str(exc), "backfeed_bad_body", project) from None
+        entries, dedup_keys, refused = drop_refused(body, delimiter, entries, dedup_keys)
         outcome = self.backfeed.submit(project, secret, entries, dedup_keys, shard)
         if outcome.status == bloom.WRONG_SECRET:
             raise _Refusal(403, "unknown project or wrong secret", "backfeed_refused", project)
         if outcome.status == bloom.UNKNOWN_PROJECT:
             raise _Refusal(404, "unknown project or wrong secret", "backfeed_refused")
-        return outcome.received
+        if refused:     # counted once the secret is known to be right
+            self.backfeed.count_refused(project, refused)
+        if outcome.status == bloom.FULL:
+            raise _Refusal(503, f"backfeed queue full ({outcome.bound} items), retry later",
+                           "backfeed_refused_full", project)
+        return outcome.received, refused

@@ -299,6 +299,7 @@ def items_add(ctx, slug, source, queue, batch):
     from tracker_core import operations
     admin = _admin(ctx)
     added = duplicates = 0
+    refused: dict = {}      # lines that are not UTF-8: refused one by one, the rest is added
     operations.check_queue(queue)
     size = None
     if source is not sys.stdin and hasattr(source, "fileno"):
@@ -309,7 +310,8 @@ def items_add(ctx, slug, source, queue, batch):
     try:
         with click.progressbar(length=size or 0, label=f"adding to {slug}:{queue}",
                                file=sys.stderr, show_pos=size is None) as bar:
-            batches = admin.add_items(slug, _lines(source), queue=queue, batch=batch)
+            batches = admin.add_items(slug, _lines(source), queue=queue, batch=batch,
+                                      refused=refused)
             for a, d in batches:
                 added += a
                 duplicates += d
@@ -325,8 +327,11 @@ def items_add(ctx, slug, source, queue, batch):
                    stopped=str(exc))
             _fail(AdminError(f"{exc} (stopped: {added} items added before it)"))
         _fail(exc)
-    _audit(admin, "items.add", slug, queue=queue, added=added, duplicates=duplicates)
-    click.echo(json.dumps({"added": added, "duplicates": duplicates}))
+    answer = {"added": added, "duplicates": duplicates}
+    if refused:
+        answer["refused_not_utf8"] = sum(refused.values())
+    _audit(admin, "items.add", slug, queue=queue, **answer)
+    click.echo(json.dumps(answer))
 
 
 @main.command()

@@ -16,6 +16,18 @@ from tracker_core import limits as limits_mod
 from tracker_core import offload as offload_mod
 
 ADD_BATCH = 5000
+NOT_UTF8 = "not_utf8"     # a name refused on its own; counted in stats as items_refused_not_utf8
+
+
+def valid_utf8(name: str) -> bool:
+    """Whether NAME (read with surrogateescape) was valid UTF-8: an undecodable byte became a
+    lone surrogate. A warrior gets names as JSON text, so such a name could be claimed but
+    never answered, and its whole multi claim would be stranded."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 class AdminError(ValueError):
@@ -127,8 +139,13 @@ class Admin:
     # -- items ------------------------------------------------------------------------------------
 
     def add_items(self, project: str, names: Iterable[str], queue: str = "todo",
-                  batch: int = ADD_BATCH) -> Iterator[tuple[int, int]]:
-        """Queue NAMES in batches; yield (added, duplicates) per batch so callers show progress."""
+                  batch: int = ADD_BATCH, refused: dict | None = None
+                  ) -> Iterator[tuple[int, int]]:
+        """Queue NAMES in batches; yield (added, duplicates) per batch so callers show progress.
+
+        A name that was not valid UTF-8 is refused on its own (the rest of the batch is added),
+        counted in the project's stats (items_refused_not_utf8) and in REFUSED[NOT_UTF8].
+        """
         k = self._keys(project)
         try:
             target = k.queue(queue)
@@ -159,14 +176,29 @@ class Admin:
                         limits_mod.hold_new(self.r, k)
             return (added, duplicates)
 
+        refused = {} if refused is None else refused
+        bad = 0
+
+        def count_refused() -> None:      # once per batch, not once per name
+            nonlocal bad
+            if bad:
+                self.r.hincrby(k.stats, "items_refused_not_utf8", bad)
+                refused[NOT_UTF8] = refused.get(NOT_UTF8, 0) + bad
+                bad = 0
+
         chunk: list[str] = []
         for name in names:
             if not name:
                 continue
+            if not valid_utf8(name):
+                bad += 1
+                continue
             chunk.append(name)
             if len(chunk) >= batch:
+                count_refused()
                 yield add(chunk)
                 chunk = []
+        count_refused()
         if chunk:
             yield add(chunk)
 

@@ -25,6 +25,61 @@ class BadBatch(ValueError):
     """The body can't be taken as items (too many, too long); the message is one line."""
 
 
+# Reasons an entry is refused on its own (the rest of its post is taken), with the stats field
+# that counts the entries refused for it.
+NOT_UTF8, HAS_NUL = "not valid UTF-8", "contains NUL"
+REFUSED_FIELDS = {NOT_UTF8: "backfeed_refused_not_utf8", HAS_NUL: "backfeed_refused_nul"}
+
+
+def refusal(entry: bytes) -> str | None:
+    """Why ENTRY cannot be an item, or None: a warrior gets names as JSON text (UTF-8) and a
+    multi claim joins them with NUL, so either would strand the batch it is claimed in."""
+    if b"\0" in entry:
+        return HAS_NUL
+    try:
+        entry.decode("utf-8")
+    except UnicodeDecodeError:
+        return NOT_UTF8
+    return None
+
+
+def drop_refused(body: bytes, delimiter: bytes, entries: list, dedup_keys: list
+                 ) -> tuple[list, list, dict]:
+    """Keep the entries that can be items; return (entries, dedup keys, {reason: count}).
+
+    Fast path: a body that is valid UTF-8 split by a delimiter that is valid UTF-8 yields only
+    valid entries (UTF-8 is self-synchronising: such a delimiter matches only between
+    characters), and a NUL delimiter leaves no NUL in any entry.
+    """
+    if delimiter == b"\0":
+        try:
+            body.decode("utf-8")
+            return entries, dedup_keys, {}
+        except UnicodeDecodeError:
+            pass
+    kept, kept_keys, refused = [], [], {}
+    for entry, key in zip(entries, dedup_keys):
+        reason = refusal(entry)
+        if reason is None:
+            kept.append(entry)
+            kept_keys.append(key)
+        else:
+            refused[reason] = refused.get(reason, 0) + 1
+    return kept, kept_keys, refused
+
+
+def queue_bound(settings) -> int:
+    """Most items backfeed's queue plus the held items may hold for PROJECT (0: no bound).
+
+    Only while offloading is off: with offloading on, `tracker maintain` moves queue tails past
+    offload_high to disk, which bounds Redis instead.
+    """
+    values = settings.values
+    if int(values.get("offload_high") or 0) > 0:
+        return 0
+    return int(values.get("backfeed_max_items") or 0)
+
+
 def split_body(body: bytes, delimiter: bytes, separator: bytes | None) -> tuple[list, list]:
     """Return (entries, dedup keys) of BODY; empty entries (a trailing delimiter) are skipped."""
     entries = [e for e in body.split(delimiter) if e]
@@ -40,10 +95,11 @@ def split_body(body: bytes, delimiter: bytes, separator: bytes | None) -> tuple[
 
 @dataclass
 class Outcome:
-    status: int          # bloom.OK, UNKNOWN_PROJECT or WRONG_SECRET
+    status: int          # bloom.OK, UNKNOWN_PROJECT, WRONG_SECRET or FULL
     received: int = 0
     new: int = 0
     seen: int = 0
+    bound: int = 0       # the bound in force (what FULL was measured against)
 
 
 class Backfeed:
@@ -81,6 +137,12 @@ class Backfeed:
             cached = self._shard_maps[project] = (time.monotonic() + SHARD_MAP_TTL_S, mapping)
         return cached[1].get(shard, (None, ""))
 
+    def count_refused(self, project: str, refused: dict) -> None:
+        """Count entries refused one by one (per reason) in the project's stats."""
+        stats = self.engine.keys(project).stats
+        for reason, n in refused.items():
+            self.engine.conn.execute_command("HINCRBY", stats, REFUSED_FIELDS[reason], n)
+
     def submit(self, project: str, secret: str, entries: list, dedup_keys: list,
                shard: str = "") -> Outcome:
         """Dedup and queue ENTRIES in batches; the secret is checked inside every script call.
@@ -88,10 +150,15 @@ class Backfeed:
         Each batch is split by the project's limits (classifying the dedup keys): free items go
         to the target queue, limited ones to the way-in set of held items, which hold_new then
         files in their limits' sub-queues. Items for a downloader's own queue are never held.
+        A batch whose new items would take the queue past the project's bound (queue_bound) is
+        not queued and the outcome is FULL; batches before it stay queued, and a retry of the
+        whole post finds them seen.
         """
         f = self.filter(project)
         digest = backfeed_secrets.digest(secret)
         outcome = Outcome(bloom.OK, len(entries))
+        settings = self.engine.settings(project)
+        bound = outcome.bound = queue_bound(settings) if settings is not None else 0
         target, owner = self.target_queue(project, shard)
         if not entries:
             # Nothing to queue, but a wrong secret must still be told apart: one empty call.
@@ -117,9 +184,13 @@ class Backfeed:
                     groups = limits_mod.split_entries(part, part_keys, compiled.names_of(names),
                                                       target, k)
                 for group, group_keys, group_target in groups:
+                    # The bound counts the same three places for both halves of a batch: the
+                    # target queue, the held items and their way-in set.
+                    counted = (target or k.backfeed) if group_target == k.limited_in else None
                     result = f.add(group, group_keys, target=group_target, owner=owner,
                                    secret_digest=digest, shard=shard,
-                                   fields=("backfeed_new", "backfeed_seen"))
+                                   fields=("backfeed_new", "backfeed_seen"), bound=bound,
+                                   counted=counted)
                     if result.status != bloom.OK:
                         outcome.status = result.status
                         return outcome

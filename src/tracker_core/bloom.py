@@ -37,9 +37,9 @@ DEFAULT_GROWTH = 2
 DEFAULT_TIGHTENING = 0.1
 MAX_CHUNK_BITS = 2**30          # 128 MiB per Redis string, far under the 512 MB limit
 BATCH = 400
-FIXED_KEYS = 7                  # keys of bloom_add before the bitmaps
+FIXED_KEYS = 9                  # keys of bloom_add before the bitmaps
 
-OK, UNKNOWN_PROJECT, STALE_GEOMETRY, WRONG_SECRET = 0, -1, -2, -3
+OK, UNKNOWN_PROJECT, STALE_GEOMETRY, WRONG_SECRET, FULL = 0, -1, -2, -3, -4
 
 
 def optimal_bits_per_item(fp_rate: float) -> float:
@@ -164,10 +164,14 @@ class BloomFilter:
 
     def add(self, entries, dedup_keys=None, target: str | None = None, owner: str = "",
             secret_digest: str = "", shard: str = "",
-            fields: tuple[str, str] = ("items_added", "items_duplicate")) -> AddResult:
+            fields: tuple[str, str] = ("items_added", "items_duplicate"),
+            bound: int = 0, counted: str | None = None) -> AddResult:
         """Queue the ENTRIES whose DEDUP_KEYS the filter has not seen, in one script call.
 
         The caller keeps batches to a few hundred items (one script blocks Redis while it runs).
+        With BOUND > 0, the call changes nothing and answers FULL when its new items would take
+        the target, the set COUNTED (default: the held items' way-in set) and the held items
+        past BOUND (checked in the script, atomically).
         """
         k = self.keys
         dedup_keys = entries if dedup_keys is None else dedup_keys
@@ -180,9 +184,10 @@ class BloomFilter:
             reply = scripts.run(
                 self.conn, "bloom_add",
                 (k.settings, target or k.backfeed, k.stats, k.bloom, k.downloader_queues,
-                 k.backfeed_secrets, k.backfeed_shards, *plan.chunk_keys),
+                 k.backfeed_secrets, k.backfeed_shards, k.limited, counted or k.limited_in,
+                 *plan.chunk_keys),
                 (len(plan.layers), last.capacity, owner, secret_digest, shard, fields[0],
-                 fields[1], len(entries), *plan.ks, *args))
+                 fields[1], len(entries), bound, *plan.ks, *args))
             status, new, seen = (int(x) for x in reply)
             if status != STALE_GEOMETRY:
                 return AddResult(status, new, seen)

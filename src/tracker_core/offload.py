@@ -589,7 +589,9 @@ def import_segment(client, k: keyspace.ProjectKeys, directory: Path, source: Pat
     export ticket is used up). Any other file (another project's, a second import) has its items
     added through the project's Bloom filter into QUEUE, like `tracker items add`: items the
     project has seen (queued, claimed, done, offloaded) are dropped, so nothing is duplicated.
-    Returns {"segment": number or None, "items": brought in, "duplicates": dropped}.
+    Returns {"segment": number or None, "items": brought in, "duplicates": dropped}, plus
+    "refused_not_utf8" when names of such a file were not valid UTF-8 (refused one by one and
+    counted; an exported file comes back whole, as it left).
     """
     try:
         items = read_segment(Path(source))
@@ -614,11 +616,15 @@ def import_segment(client, k: keyspace.ProjectKeys, directory: Path, source: Pat
             raise OffloadError(f"unknown project {k.project!r}")
     from tracker_core.admin import Admin, AdminError      # admin imports this module
     added = duplicates = 0
+    refused: dict = {}
     try:
-        for new, seen in Admin(client).add_items(k.project, items, queue=queue):
+        for new, seen in Admin(client).add_items(k.project, items, queue=queue, refused=refused):
             if new < 0:
                 raise OffloadError(f"unknown project {k.project!r}")
             added, duplicates = added + new, duplicates + seen
     except AdminError as exc:
         raise OffloadError(str(exc)) from None
-    return {"segment": None, "items": added, "duplicates": duplicates}
+    result = {"segment": None, "items": added, "duplicates": duplicates}
+    if refused:
+        result["refused_not_utf8"] = sum(refused.values())
+    return result

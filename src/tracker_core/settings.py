@@ -99,6 +99,10 @@ SETTINGS = {
     "offload_low": (_non_negative_int, "0",
                     "items of a queue below which its offloaded segments come back into it"),
     "offload_segment_items": (_non_negative_int, "50000", "items per offloaded segment file"),
+    "backfeed_max_items": (_non_negative_int, "5000000",
+                           "while offloading is off: most items backfeed's queue and the items "
+                           "held by limits may hold; past it a post gets 503 (grab scripts retry "
+                           "later); 0 = no bound"),
     "min_version": (_version, "", "oldest grab-script version accepted (older ones get 455)"),
     "done_mode": (_done_mode, "keep",
                   "keep: done items stay in `done`; discard: only counted; offload: `done` beyond "

@@ -5,16 +5,26 @@ and two callers with overlapping batches queue each item exactly once.
 
 KEYS[1] settings  KEYS[2] target queue (set)  KEYS[3] stats  KEYS[4] bloom (geometry and counts)
 KEYS[5] todo:d (downloaders with a queue of their own)  KEYS[6] backfeed_secrets
-KEYS[7] backfeed_shards  KEYS[8...] bitmaps of every layer's chunks, as the caller's plan lists them
+KEYS[7] backfeed_shards  KEYS[8] todo:limited (held items, counted by the bound)
+KEYS[9] the other set the bound counts: todo:limited_in when KEYS[2] is backfeed's queue, that
+queue when KEYS[2] is todo:limited_in (so both halves of a post see the same total)
+KEYS[10...] bitmaps of every layer's chunks, as the caller's plan lists them
 ARGV[1] layers the caller planned for  ARGV[2] capacity of the last layer
 ARGV[3] downloader owning the target queue, or ''   ARGV[4] secret digest to check, or '' (admin)
 ARGV[5] shard name, or ''   ARGV[6] counter field for new items   ARGV[7] field for seen items
-ARGV[8] number of items N   ARGV[9 .. 8+L] k (bits per item) of each of the L layers
+ARGV[8] number of items N   ARGV[9] bound: most items KEYS[2], KEYS[8] and KEYS[9] may hold
+together once this batch is in, or 0 for none (backfeed passes it)
+ARGV[10 .. 9+L] k (bits per item) of each of the L layers
 then per item: the entry to queue, and per layer the KEYS index of its chunk and its k positions.
 
 Returns {0, new, seen}; {-1, 0, 0} unknown project; {-2, 0, 0} the filter has another number of
-layers than planned (the caller reloads the geometry and retries); {-3, 0, 0} wrong secret.
+layers than planned (the caller reloads the geometry and retries); {-3, 0, 0} wrong secret;
+{-4, 0, 0} the bound would be passed by this batch's new items (nothing is set or queued: the
+caller answers "retry later", and the same items can come back once the queue drained).
 New items are set in the last layer; when it reaches its capacity the filter gets one more layer.
+Everything that can fail comes before the first bit is set (the places written are read first,
+so a wrong type fails there): Redis keeps a failed script's writes, and an item marked seen but
+not queued could never come back through the filter.
 ]]
 --@include counters
 if redis.call('EXISTS', KEYS[1]) == 0 then return {-1, 0, 0} end
@@ -23,18 +33,18 @@ local layers = tonumber(ARGV[1])
 local current = tonumber(redis.call('HGET', KEYS[4], 'layers') or '1')
 if current ~= layers then return {-2, 0, 0} end
 local n = tonumber(ARGV[8])
+local bound = tonumber(ARGV[9]) or 0
 local ks = {}
-for l = 1, layers do ks[l] = tonumber(ARGV[8 + l]) end
+for l = 1, layers do ks[l] = tonumber(ARGV[9 + l]) end
 local last_k = ks[layers]
-local new, seen = 0, 0
-local to_queue = {}
-local set_args = {}
-local i = 9 + layers
-for _ = 1, n do
-  local entry = ARGV[i]
-  i = i + 1
+local first = 10 + layers
+
+-- Test item at ARGV[i]: found in some layer?, its last layer's chunk and first bit position's
+-- index, and the index of the next item.
+local function probe(i)
   local found = false
   local last_chunk, last_start
+  i = i + 1
   for l = 1, layers do
     local chunk = KEYS[tonumber(ARGV[i])]
     local k = ks[l]
@@ -48,6 +58,34 @@ for _ = 1, n do
     end
     i = i + 1 + k
   end
+  return found, last_chunk, last_start, i
+end
+
+local size = redis.call('SCARD', KEYS[2])
+if ARGV[3] ~= '' then redis.call('SCARD', KEYS[5]) end
+if ARGV[5] ~= '' then redis.call('HLEN', KEYS[7]) end
+if bound > 0 then
+  size = size + redis.call('ZCARD', KEYS[8]) + redis.call('SCARD', KEYS[9])
+  if size + n > bound then
+    -- Near the bound only: count what this batch would add (a read-only pass; copies of one
+    -- new key count twice, which errs on the safe side), so seen items still pass.
+    local fresh, i = 0, first
+    for _ = 1, n do
+      local found
+      found, _, _, i = probe(i)
+      if not found then fresh = fresh + 1 end
+    end
+    if size + fresh > bound then return {-4, 0, 0} end
+  end
+end
+local new, seen = 0, 0
+local to_queue = {}
+local set_args = {}
+local i = first
+for _ = 1, n do
+  local entry = ARGV[i]
+  local found, last_chunk, last_start
+  found, last_chunk, last_start, i = probe(i)
   if found then
     seen = seen + 1
   else
