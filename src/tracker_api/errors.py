@@ -5,6 +5,7 @@ import sys
 
 import falcon
 
+from tracker_api.redact import redact
 from tracker_core.rawredis import RedisError
 
 
@@ -51,7 +52,7 @@ def script_handler(req, resp, ex: Exception, params):
     A warrior retries any non-200 after its back-off; a 500 would say the request was wrong.
     The reason goes to the log, not to the client.
     """
-    print(f"tracker: {req.method} {req.path}: {ex}", file=sys.stderr, flush=True)
+    print(redact(f"tracker: {req.method} {req.path}: {ex}"), file=sys.stderr, flush=True)
     resp.status = 503
     resp.content_type = falcon.MEDIA_TEXT
     resp.text = "tracker storage refused the change, retry later\n"

@@ -1,10 +1,13 @@
 """A private redis-server that the tracker (or a test) starts and stops itself."""
 from __future__ import annotations
 
+import ctypes
 import os
 import shutil
+import signal
 import socket
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -13,6 +16,35 @@ import redis
 
 class RedisServerError(RuntimeError):
     pass
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(sig: int = signal.SIGTERM) -> None:
+    """Have the kernel send SIG to this process when its parent dies (Linux; a no-op elsewhere).
+
+    A `kill -9` of the tracker gives it no chance to stop its children: without this its
+    workers keep the port and its redis-server keeps the data directory. Also safe as a
+    Popen preexec_fn (it survives exec). Mind that the kernel watches the parent *thread*.
+    """
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def _redis_serving(pid: int, data_dir: Path) -> bool:
+    """Whether PID is a live redis-server working in DATA_DIR (redis chdirs to its --dir), so a
+    recycled pid is never taken for it."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            if b"redis-server" not in f.read():
+                return False
+        return Path(os.readlink(f"/proc/{pid}/cwd")) == data_dir
+    except OSError:
+        return False
 
 
 def free_port() -> int:
@@ -40,6 +72,10 @@ class EmbeddedRedis:
         return self.data_dir / "redis.sock"
 
     @property
+    def pid_path(self) -> Path:
+        return self.data_dir / "redis.pid"
+
+    @property
     def url(self) -> str:
         if self.port is None:
             return f"unix://{self.socket_path}"
@@ -50,7 +86,9 @@ class EmbeddedRedis:
         if binary is None:
             raise RedisServerError("redis-server is not installed (Debian: apt-get install redis-server)")
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        args = [binary, "--dir", str(self.data_dir), "--appendonly", "yes",
+        self._stop_orphan()
+        args = [binary, "--dir", str(self.data_dir), "--pidfile", str(self.pid_path),
+                "--appendonly", "yes",
                 "--appendfsync", "everysec", "--save", "", "--daemonize", "no",
                 "--protected-mode", "yes", "--loglevel", "warning",
                 "--logfile", str(self.data_dir / "redis.log")]
@@ -58,7 +96,10 @@ class EmbeddedRedis:
             args += ["--port", "0", "--unixsocket", str(self.socket_path), "--unixsocketperm", "700"]
         else:
             args += ["--port", str(self.port), "--bind", "127.0.0.1"]
-        self.process = subprocess.Popen(args + self.extra, stdin=subprocess.DEVNULL)
+        # The kernel watches the thread that forks: only the main thread outlives its children.
+        on_main = threading.current_thread() is threading.main_thread()
+        self.process = subprocess.Popen(args + self.extra, stdin=subprocess.DEVNULL,
+                                        preexec_fn=die_with_parent if on_main else None)
         client = redis.Redis.from_url(self.url)
         deadline = time.monotonic() + timeout_s
         while True:
@@ -74,6 +115,33 @@ class EmbeddedRedis:
                 self.stop()
                 raise RedisServerError("redis-server did not answer in time")
             time.sleep(0.02)
+
+    def _stop_orphan(self, timeout_s: float = 15.0) -> None:
+        """Stop a redis-server that a killed tracker left running on this data directory.
+
+        Two servers on one directory would share (and corrupt) one AOF, and the second would
+        delete the socket the first still serves. SHUTDOWN flushes the AOF; SIGTERM does too.
+        """
+        try:
+            pid = int(self.pid_path.read_text().strip())
+        except (OSError, ValueError):
+            return
+        if not _redis_serving(pid, self.data_dir):
+            return
+        deadline = time.monotonic() + timeout_s
+        term_at = time.monotonic() + 2.0     # it may be shutting down already (parent died)
+        signalled = False
+        while _redis_serving(pid, self.data_dir):
+            if not signalled and time.monotonic() > term_at:
+                try:
+                    os.kill(pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    break
+                signalled = True
+            if time.monotonic() > deadline:
+                raise RedisServerError(f"a redis-server (pid {pid}) still runs on {self.data_dir} "
+                                       "and did not stop")
+            time.sleep(0.05)
 
     def stop(self) -> None:
         if self.process is None or self.process.poll() is not None:

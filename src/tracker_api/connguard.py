@@ -1,0 +1,269 @@
+"""A guard thread in each bjoern worker: timeouts, body cap and file-descriptor pressure.
+
+bjoern (libev, C) has no timeouts, reads a whole body before the app sees it and, once the
+worker runs out of file descriptors, spins on `accept()` = EMFILE at full CPU (the listening
+socket stays readable). It gives the application no hook, but it releases the GIL while its
+loop waits, so a Python thread beside it can watch the worker's accepted sockets from the
+kernel's side: `/proc/self/fd` lists them and `TCP_INFO` tells, per socket, how long it has been
+silent and how many bytes went each way. The guard `shutdown()`s a socket it gives up on
+(after writing a one-line answer when one fits); bjoern then reads EOF and frees it.
+
+Per connection, once per scan (every `scan_interval_s`, much faster under fd pressure):
+- silent both ways for `idle_timeout_s`: closed (408 first if a request was under way);
+- a request received in part, unanswered for `request_timeout_s` (a drip-fed slowloris, a
+  Content-Length larger than the body, an upgrade bjoern never answers): 408 and closed;
+- more unanswered bytes than `max_request_bytes`: 413 and closed (bodies are also capped in
+  memory as they arrive, see bodycap.py, so this only stops the transfer early);
+- when the process nears its descriptor limit: the longest-silent connections are shed so that
+  bjoern's `accept()` finds a descriptor and never spins.
+
+The connection whose request the app is running right now is never touched: the app wrapper
+marks when a call started, and that connection has been silent for as long as the call.
+"""
+from __future__ import annotations
+
+import os
+import resource
+import select
+import socket
+import struct
+import threading
+import time
+
+TCP_INFO_LEN = 232
+_ESTABLISHED = 1
+# Offsets in struct tcp_info (linux/tcp.h), stable since Linux 4.19.
+_OFF_LAST_DATA_SENT = 44
+_OFF_LAST_DATA_RECV = 52
+_OFF_BYTES_RECEIVED = 128
+_OFF_BYTES_SENT = 200
+
+REQUEST_HEAD_SLACK_BYTES = 128 * 1024   # request line and headers on top of the body cap
+SHED_MIN_IDLE_S = 0.05
+
+
+def _answer(status: str, extra: str = "") -> bytes:
+    reason = f"{status}\n".encode()
+    return (f"HTTP/1.1 {status}\r\nContent-Type: text/plain\r\nContent-Length: {len(reason)}\r\n"
+            f"Connection: close\r\n{extra}\r\n").encode() + reason
+
+
+TIMEOUT_408 = _answer("408 Request Timeout")
+TOO_LARGE_413 = _answer("413 Content Too Large")
+BUSY_503 = _answer("503 Service Unavailable", "Retry-After: 5\r\n")
+
+
+def raise_nofile_limit() -> int:
+    """Raise the soft RLIMIT_NOFILE to the hard one (no privilege needed); return the soft limit."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY:
+        hard = 1 << 20
+    if soft == resource.RLIM_INFINITY or soft >= hard:
+        return soft if soft != resource.RLIM_INFINITY else hard
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        return hard
+    except (ValueError, OSError):
+        return soft
+
+
+class _Conn:
+    __slots__ = ("fd", "rx_base", "tx", "pending_since")
+
+    def __init__(self, fd: int, tx: int):
+        self.fd = fd
+        self.rx_base = 0
+        self.tx = tx
+        self.pending_since: float | None = None
+
+
+class ConnectionGuard:
+    """Watch the sockets this worker accepted on LISTEN_SOCK; see the module docstring."""
+
+    def __init__(self, listen_sock: socket.socket, idle_timeout_s: float,
+                 request_timeout_s: float, max_body_bytes: int, scan_interval_s: float = 1.0):
+        self.listen_fd = listen_sock.fileno()
+        self.local_port = listen_sock.getsockname()[1]
+        self.idle_timeout_s = idle_timeout_s
+        self.request_timeout_s = request_timeout_s
+        self.max_request_bytes = max_body_bytes + REQUEST_HEAD_SLACK_BYTES
+        self.scan_interval_s = min(scan_interval_s, idle_timeout_s / 4, request_timeout_s / 4)
+        self.busy_since: float | None = None      # set by the app wrapper around each call
+        self.conns: dict[int, _Conn] = {}         # socket inode -> state
+        self.foreign: set[int] = set()            # inodes of sockets that are not ours (Redis...)
+        self.closed_total = {"idle": 0, "slow": 0, "too_large": 0, "shed": 0}
+        nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        margin = max(4, min(1024, nofile // 8))
+        self.high_water = nofile - margin
+        self.low_water = nofile - 2 * margin
+        self.nofile = nofile
+
+    def start(self) -> "ConnectionGuard":
+        threading.Thread(target=self._run, name="connguard", daemon=True).start()
+        return self
+
+    # -- the loop -------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        poller = select.poll()
+        poller.register(self.listen_fd, select.POLLIN)
+        next_scan = 0.0
+        tight = False
+        while True:
+            try:
+                now = time.monotonic()
+                if now >= next_scan:
+                    tight = self.scan(now) >= self.high_water
+                    next_scan = now + (0.02 if tight else self.scan_interval_s)
+                if not tight:
+                    time.sleep(max(0.0, next_scan - time.monotonic()))
+                    continue
+                # Under pressure: wake on every pending connection; if bjoern cannot take it
+                # (no descriptor left) shed now instead of letting it spin until the next scan.
+                wait_ms = max(0, int((next_scan - time.monotonic()) * 1000))
+                if poller.poll(wait_ms) and self._at_limit():
+                    next_scan = 0.0
+                else:
+                    time.sleep(0.002)
+            except Exception:       # the guard must never die and leave the worker unguarded
+                time.sleep(self.scan_interval_s)
+
+    def _at_limit(self) -> bool:
+        try:
+            os.close(os.dup(self.listen_fd))
+            return False
+        except OSError:
+            return True
+
+    def _fds(self) -> list[int]:
+        try:
+            return [int(name) for name in os.listdir("/proc/self/fd")]
+        except OSError:
+            # EMFILE: listing needs a descriptor; probing by path does not.
+            found = []
+            for fd in range(self.nofile):
+                try:
+                    os.readlink(f"/proc/self/fd/{fd}")
+                    found.append(fd)
+                except OSError:
+                    pass
+            return found
+
+    def scan(self, now: float) -> int:
+        """Check every socket of ours once; return how many descriptors the process holds."""
+        fds = self._fds()
+        seen: dict[int, _Conn] = {}
+        live: list[tuple[float, _Conn, int]] = []      # (idle_s, conn, pending bytes)
+        busy_s = None if self.busy_since is None else now - self.busy_since
+        for fd in fds:
+            if fd == self.listen_fd:
+                continue
+            inode = self._socket_inode(fd)
+            if inode is None or inode in self.foreign:
+                continue
+            conn = self.conns.get(inode)
+            if conn is None and not self._is_ours(fd):
+                self.foreign.add(inode)
+                continue
+            info = self._tcp_info(fd)
+            if info is None:
+                continue
+            state, sent_ago_ms, recv_ago_ms, rx, tx = info
+            if conn is None:
+                conn = _Conn(fd, 0)
+            seen[inode] = conn
+            if tx != conn.tx:                        # an answer went out: the request is done
+                conn.tx, conn.rx_base, conn.pending_since = tx, rx, None
+            elif rx > conn.rx_base and conn.pending_since is None:
+                conn.pending_since = now
+            if state != _ESTABLISHED:
+                continue                             # closing: bjoern frees it on its own
+            idle_s = min(sent_ago_ms, recv_ago_ms) / 1000.0
+            if busy_s is not None and abs(idle_s - busy_s) < 1.0:
+                continue                             # maybe the request the app is running
+            pending = rx - conn.rx_base
+            if pending > self.max_request_bytes:
+                self._close(fd, inode, TOO_LARGE_413, "too_large")
+            elif conn.pending_since is not None and now - conn.pending_since >= self.request_timeout_s:
+                self._close(fd, inode, TIMEOUT_408, "slow")
+            elif idle_s >= self.idle_timeout_s:
+                self._close(fd, inode, TIMEOUT_408 if pending else None, "idle")
+            else:
+                live.append((idle_s, conn, pending))
+        self.conns = seen
+        if len(self.foreign) > 4096:
+            self.foreign.clear()
+        count = len(fds)
+        if count >= self.high_water:
+            live.sort(key=lambda entry: entry[0], reverse=True)
+            for idle_s, conn, pending in live:
+                if count <= self.low_water or idle_s < SHED_MIN_IDLE_S:
+                    break
+                inode = self._socket_inode(conn.fd)
+                if inode is not None:
+                    self._close(conn.fd, inode, BUSY_503 if pending else None, "shed")
+                    count -= 1
+        return count
+
+    # -- one socket -----------------------------------------------------------------------
+
+    @staticmethod
+    def _socket_inode(fd: int) -> int | None:
+        try:
+            link = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            return None
+        if not link.startswith("socket:["):
+            return None
+        return int(link[8:-1])
+
+    def _is_ours(self, fd: int) -> bool:
+        """Accepted on our listening port (the Redis connections have ephemeral local ports)."""
+        try:
+            sock = socket.socket(fileno=fd)
+        except OSError:
+            return False
+        try:
+            return (sock.family in (socket.AF_INET, socket.AF_INET6)
+                    and sock.type == socket.SOCK_STREAM
+                    and sock.getsockname()[1] == self.local_port)
+        except OSError:
+            return False
+        finally:
+            sock.detach()
+
+    @staticmethod
+    def _tcp_info(fd: int):
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, 0, fileno=fd)
+        try:
+            raw = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, TCP_INFO_LEN)
+        except OSError:
+            return None
+        finally:
+            sock.detach()
+        if len(raw) < _OFF_BYTES_SENT + 8:
+            return None
+        return (raw[0], struct.unpack_from("I", raw, _OFF_LAST_DATA_SENT)[0],
+                struct.unpack_from("I", raw, _OFF_LAST_DATA_RECV)[0],
+                struct.unpack_from("Q", raw, _OFF_BYTES_RECEIVED)[0],
+                struct.unpack_from("Q", raw, _OFF_BYTES_SENT)[0])
+
+    def _close(self, fd: int, inode: int, answer: bytes | None, why: str) -> None:
+        # The fd may have been closed and reused by bjoern since it was listed: same inode only.
+        if self._socket_inode(fd) != inode:
+            return
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, 0, fileno=fd)
+        try:
+            if answer is not None:
+                try:
+                    sock.send(answer, socket.MSG_DONTWAIT | socket.MSG_NOSIGNAL)
+                except OSError:
+                    pass
+            try:
+                sock.shutdown(socket.SHUT_RDWR)    # bjoern reads EOF and closes it itself
+            except OSError:
+                pass
+        finally:
+            sock.detach()
+        self.conns.pop(inode, None)
+        self.closed_total[why] += 1

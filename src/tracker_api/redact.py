@@ -1,0 +1,60 @@
+"""Take secrets out of text before it reaches a log: one helper for every print and log path.
+
+What a log line can carry that must never be kept: a Redis password (`redis://:PASS@host`,
+`redis://user:PASS@host`, `rediss://...`, sentinel and cluster URLs alike), a backfeed secret
+(the part after the last `-` of `/backfeed/legacy/PROJECT-SECRET`), an admin bearer token and
+a `password=`, `secret=` or `token=` parameter. `install()` wraps the process's stderr and stdout
+so that tracebacks, the framework's error log and C-level Python error prints pass through it
+too (bjoern takes `sys.stderr` as the WSGI error stream when its loop starts).
+"""
+from __future__ import annotations
+
+import re
+import sys
+
+MASK = "***"
+
+_PATTERNS = (
+    # scheme://[user]:PASSWORD@host -> keep the user, hide the password
+    (re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^\s/:@]*:)[^\s@/]+@"), r"\1" + MASK + "@"),
+    # the secret after the project's last '-' in a backfeed path (hex; secrets never hold '-')
+    (re.compile(r"(/backfeed/legacy/[^\s?#]*-)[A-Za-z0-9]{8,128}"), r"\1" + MASK),
+    (re.compile(r"(?i)(bearer\s+)[^\s,;]+"), r"\1" + MASK),
+    (re.compile(r"(?i)((?:password|passwd|secret|token|requirepass)[=:]\s*)[^\s&;,]+"),
+     r"\1" + MASK),
+)
+
+
+def redact(text: str) -> str:
+    """Return TEXT with every known kind of secret replaced by ***."""
+    if not isinstance(text, str):
+        text = str(text)
+    for pattern, replacement in _PATTERNS:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+class RedactingStream:
+    """A text stream that redacts each write before passing it on (everything else delegated)."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text) -> int:
+        self._stream.write(redact(text))
+        return len(text)
+
+    def writelines(self, lines) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+def install() -> None:
+    """Redact everything this process writes through sys.stderr and sys.stdout (idempotent)."""
+    for name in ("stderr", "stdout"):
+        stream = getattr(sys, name)
+        if stream is not None and not isinstance(stream, RedactingStream):
+            setattr(sys, name, RedactingStream(stream))
