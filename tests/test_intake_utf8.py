@@ -159,3 +159,27 @@ def test_segment_import_refuses_bad_names_of_a_foreign_file(project, r, tmp_path
                       "refused_not_utf8": len(BAD)}
     assert r.smembers(K.todo) == set(GOOD)
     assert sorted(claim_everything(engine)) == sorted(GOOD)
+
+
+# -- names queued before the check: admin verbs still work over them ----------------------------
+
+def test_admin_verbs_work_over_a_name_queued_before_names_had_to_be_utf8(admin, project, redis_url,
+                                                                         engine):
+    import redis
+
+    from tracker_core import operations
+    raw = redis.Redis.from_url(redis_url)
+    legacy = b"https://example.com/old-\xff"
+    raw.sadd(K.todo, legacy, b"https://example.com/ok")
+    admin.add_limit(P, "site", "domain:example.com", "1/s")         # reclassify over it
+    assert {m.split(b"\0", 1)[1] for m in raw.zrange(K.limited, 0, -1)} == \
+        {legacy, b"https://example.com/ok"}
+    admin.remove_limit(P, "site")
+    raw.delete(K.limited, K.limits_ready)
+    raw.sadd(K.secondary, legacy)
+    assert operations.move(admin, P, "secondary", "todo")["moved"] == 1
+    raw.hset(K.dead, legacy, "{}")
+    raw.srem(K.todo, legacy)
+    admin.add_limit(P, "site2", "domain:example.com", "1/s")
+    assert admin.requeue_dead(P, [legacy.decode("utf-8", "surrogateescape")]) == 1
+    assert legacy in {m.split(b"\0", 1)[1] for m in raw.zrange(K.limited, 0, -1)}

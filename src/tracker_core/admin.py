@@ -301,7 +301,8 @@ class Admin:
             entries = limits_mod.held_entries(compiled, part)
             n = scripts.run(self.r, "requeue_dead",
                             (k.dead, target, k.stats, k.limited_in, k.downloader_queues),
-                            (owner, *[x for pair in zip(part, entries) for x in pair]))
+                            (owner, *[limits_mod.wire(x) for pair in zip(part, entries)
+                                      for x in pair]))
             if n < 0:
                 raise AdminError("requeue_dead: bad arguments (nothing changed)")
             moved += n

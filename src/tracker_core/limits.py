@@ -122,6 +122,13 @@ class CompiledLimits:
         return [None if i < 0 else self.limits[i].name for i in self.classifier.classify_many(items)]
 
 
+def wire(name):
+    """NAME as the bytes Redis holds: a name queued before names had to be UTF-8 reads back
+    with surrogateescape, and the client's packer refuses lone surrogates (one such name would
+    stop every admin verb over its queue)."""
+    return name.encode("utf-8", "surrogateescape") if isinstance(name, str) else name
+
+
 def held_entry(limit: str, entry):
     """The member of the held zset (and its way-in set) for ENTRY held by LIMIT: "LIMIT\\0ENTRY".
 
@@ -204,11 +211,12 @@ def reclassify(client, k: keyspace.ProjectKeys, batch: int = 1000) -> int:
         cursor = 0
         while True:
             cursor, names = client.sscan(queue, cursor, count=batch)
-            names = [n.decode() if isinstance(n, bytes) else n for n in names]
+            names = [n.decode("utf-8", "surrogateescape") if isinstance(n, bytes) else n
+                     for n in names]
             args = []
             for name, limit in zip(names, compiled.names_of(names)):
                 if limit is not None:
-                    args += [name, f"{limit}\0{name}"]
+                    args += [wire(name), held_entry(limit, wire(name))]
             if args:
                 moved += scripts.run(client, "hold_queued", (queue, k.limited_in), args)
             if int(cursor) == 0:

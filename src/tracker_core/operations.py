@@ -123,7 +123,8 @@ def move(admin: Admin, project: str, source: str, target: str, pattern: str = "*
         held = limits_mod.held_entries(compiled, names)
         moved = scripts.run(admin.r, "move_items", (k.settings, source_key, target_key,
                                                      k.downloader_queues, k.limited_in),
-                            (owner, *[x for pair in zip(names, held) for x in pair]))
+                            (owner, *[limits_mod.wire(x) for pair in zip(names, held)
+                                      for x in pair]))
         if moved > 0 and any(held):
             limits_mod.hold_new(admin.r, k)
     return {"moved": moved, "cursor": int(next_cursor)}
@@ -160,7 +161,7 @@ def _release(admin: Admin, k: keyspace.ProjectKeys, holder: str, names: list[str
                                                  k.downloader_claims, k.stats, k.limited_in,
                                                  k.reclaim_history),
                             (int(time.time() * 1000), holder, age if attempt < 2 else "",
-                             *[x for pair in zip(names, held) for x in pair]))
+                             *[limits_mod.wire(x) for pair in zip(names, held) for x in pair]))
         if reply[0] != limits_mod.STALE_AGE:
             break
     if reply[0] == -1:
