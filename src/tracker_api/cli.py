@@ -11,7 +11,7 @@ import click
 
 from tracker_core import settings as settings_mod
 from tracker_core.admin import Admin, AdminError
-from tracker_core.embedded import EmbeddedRedis
+from tracker_core.embedded import EmbeddedRedis, die_with_parent
 
 DEFAULT_DATA_DIR = "var"
 QUEUE_HELP = "todo, secondary, backfeed, redo or downloader:NAME"
@@ -97,7 +97,30 @@ def _serve_options(f):
                      show_default=True, type=click.IntRange(1, 16),
                      help="With --trust-forwarded: how many proxies in front append to "
                           "X-Forwarded-For (the client is that many entries from the right).")(f)
+    f = _connection_limits(f)
+    f = click.option("--idle-timeout", "idle_timeout_s", default=30.0, show_default=True,
+                     type=click.FloatRange(1, 3600),
+                     help="Seconds a connection may stay silent both ways before it is closed.")(f)
+    f = click.option("--request-timeout", "request_timeout_s", default=60.0, show_default=True,
+                     type=click.FloatRange(1, 3600),
+                     help="Seconds a request may take to arrive whole before it is answered 408.")(f)
+    f = click.option("--max-body-bytes", default=(64 << 20) + (64 << 10), show_default=True,
+                     type=click.IntRange(1 << 20, 1 << 30),
+                     help="Largest request body a worker buffers; beyond it 413, nothing kept.")(f)
     return f
+
+
+def _connection_limits(f):
+    """Hand the command its connection limits as one `limits` value for the server."""
+    import functools
+
+    @functools.wraps(f)
+    def command(*args, idle_timeout_s, request_timeout_s, max_body_bytes, **kwargs):
+        from tracker_api.server import Limits
+        limits = Limits(idle_timeout_s=idle_timeout_s, request_timeout_s=request_timeout_s,
+                        max_body_bytes=max_body_bytes, body_budget_bytes=2 * max_body_bytes)
+        return f(*args, limits=limits, **kwargs)
+    return command
 
 
 def _trusted_proxies_as_trust_forwarded(f):
@@ -129,10 +152,17 @@ def load_demo(admin: Admin, count: int = 1000) -> None:
 @click.option("--live-port", default=None, type=click.IntRange(0, 65535),
               help="Port of the live leaderboard feed (default: --port + 1; 0: no feed).")
 @click.pass_context
-def run(ctx, host, port, workers, trust_forwarded, demo, live_port):
+def run(ctx, host, port, workers, trust_forwarded, limits, demo, live_port):
     """Run the tracker: the embedded Redis (unless --redis-url), API workers, live feed, maintain."""
+    from tracker_api import redact, runlock
     from tracker_api.server import serve
 
+    redact.install()
+    try:
+        # Held until this process dies (even by kill -9): one run per data directory.
+        ctx.obj["data_dir_lock"] = runlock.lock_data_dir(ctx.obj["data_dir"])
+    except runlock.DataDirBusy as exc:
+        raise click.ClickException(str(exc)) from None
     embedded = live = maintainer = None
     if not ctx.obj["explicit_redis"]:
         embedded = EmbeddedRedis(Path(ctx.obj["data_dir"]) / "redis").start()
@@ -147,7 +177,7 @@ def run(ctx, host, port, workers, trust_forwarded, demo, live_port):
             live = _start_live_process(ctx.obj["redis_url"], host, live_port)
             if live_port != port + 1:   # the page looks one port up unless told (":PORT")
                 os.environ["TRACKER_LIVE_URL"] = f":{live_port}"
-        serve(ctx.obj["redis_url"], host, port, workers, trust_forwarded)
+        serve(ctx.obj["redis_url"], host, port, workers, trust_forwarded, limits=limits)
     finally:
         if maintainer is not None:   # crash-safe by design: a plain terminate is enough
             maintainer.terminate()
@@ -172,13 +202,14 @@ def _start_maintain_process(redis_url: str, data_dir: str):
     a small supervisor that restarts the maintainer whenever it dies."""
     return subprocess.Popen([sys.executable, "-m", "tracker_api.cli", "--redis-url", redis_url,
                              "--data-dir", data_dir, "maintain", "--supervise"],
-                            stdin=subprocess.DEVNULL)
+                            stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
 
 
 def _start_live_process(redis_url: str, host: str, port: int):
     """Start `tracker live` beside the API workers (its own process: asyncio, not bjoern)."""
     return subprocess.Popen([sys.executable, "-m", "tracker_api.cli", "--redis-url", redis_url,
-                             "live", "--host", host, "--port", str(port)], stdin=subprocess.DEVNULL)
+                             "live", "--host", host, "--port", str(port)], stdin=subprocess.DEVNULL,
+                            preexec_fn=die_with_parent)
 
 
 @main.command()
@@ -196,12 +227,12 @@ def live(ctx, host, port, interval):
 @main.command()
 @_serve_options
 @click.pass_context
-def serve(ctx, host, port, workers, trust_forwarded):
+def serve(ctx, host, port, workers, trust_forwarded, limits):
     """Run the API workers only, against the given Redis."""
     from tracker_api.server import serve as serve_
     if not ctx.obj["explicit_redis"]:
         raise click.UsageError("serve needs --redis-url or TRACKER_REDIS_URL")
-    serve_(ctx.obj["redis_url"], host, port, workers, trust_forwarded)
+    serve_(ctx.obj["redis_url"], host, port, workers, trust_forwarded, limits=limits)
 
 
 @main.group()
