@@ -11,7 +11,7 @@ APT_PACKAGES := redis-server libev-dev wrk rsync curl chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 ARGS ?=
 
-.PHONY: help deps venv build run test test-fast bench bench-offload vendor clean deploy-lint deploy-test
+.PHONY: help deps venv build run test test-fast bench bench-offload chaos fuzz vendor clean deploy-lint deploy-test
 
 help:  ## List the commands.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -51,6 +51,16 @@ bench: venv  ## Run the benchmarks (~10 min); figures in benchmarks/results/ (of
 	$(PY) benchmarks/bloom_floor.py
 	$(PY) benchmarks/limits_bench.py --items 100000
 	$(PY) benchmarks/uniques_overhead.py
+
+# The fault suite (docs/faults.md): a seeded run on loopback, figures in benchmarks/results/.
+CHAOS_ARGS ?=
+chaos: venv  ## Kill workers, the server and Redis under load, stall and fill Redis; check every item (~6 min).
+	PYTHONPATH=benchmarks $(PY) -m chaos $(CHAOS_ARGS)
+	$(MAKE) fuzz
+
+FUZZ_REQUESTS ?= 10000
+fuzz: venv  ## Send FUZZ_REQUESTS generated requests (API, admin, raw HTTP): no 5xx, hang or change.
+	FUZZ_REQUESTS=$(FUZZ_REQUESTS) $(PY) -m pytest tests/test_fuzz.py -q -p no:cacheprovider $(ARGS)
 
 OFFLOAD_ITEMS ?= 35000000
 bench-offload: venv  ## Load OFFLOAD_ITEMS items with offloading on and drain them (35M: ~45 min).
