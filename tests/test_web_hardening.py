@@ -265,7 +265,7 @@ def test_admin_pages_work_in_chromium_under_their_policy(redis_url, admin, tmp_p
                          "document.querySelector('form').submit(); true")
         browser.wait_for(f"!!document.querySelector('a[href=\"/admin/{P}\"]')")
         browser.navigate(f"{server.base}/admin/{P}")
-        assert browser.wait_for("document.body.textContent.includes('done: 0')")
+        assert browser.wait_for("document.body && document.body.textContent.includes('done: 0')")
         # admin.css applied (a stylesheet from /static/ is allowed)...
         assert browser.evaluate("getComputedStyle(document.body).maxWidth") == "900px"
         # ...an inline script is not.
@@ -276,8 +276,99 @@ def test_admin_pages_work_in_chromium_under_their_policy(redis_url, admin, tmp_p
         browser.evaluate("document.querySelector('form[action$=\"/block\"] input[name=entry]')"
                          ".value = 'name:mallory';"
                          "document.querySelector('form[action$=\"/block\"]').submit(); true")
-        browser.wait_for("document.body.textContent.includes('blocked name:mallory')")
+        browser.wait_for("document.body && "
+                         "document.body.textContent.includes('blocked name:mallory')")
     finally:
         browser.close()
         stop_live_server(server)
     assert "name:mallory" in admin.r.smembers(ProjectKeys(P).blocked)
+
+
+# -- /metrics ------------------------------------------------------------------------------
+
+def metric_projects(text) -> set[str]:
+    from prometheus_client.parser import text_string_to_metric_families
+    return {s.labels["project"] for f in text_string_to_metric_families(text)
+            for s in f.samples if "project" in s.labels}
+
+
+@pytest.fixture
+def metrics_setup(admin, monkeypatch):
+    from tracker_core import tokens
+    monkeypatch.setenv("TRACKER_METRICS_TOKEN", "prometheus-secret-0123456789")
+    admin.create_project("public")
+    admin.create_project("hidden")
+    admin.create_project("hidden2")
+    admin.set_settings("hidden", {"warrior_listed": "0"})
+    admin.set_settings("hidden2", {"warrior_listed": "0"})
+    admin.r.hincrby(keyspace.GLOBAL_STATS, "bad_path", 1)
+    return {"global": tokens.create(admin.r, "*")[0], "hidden": tokens.create(admin.r, "hidden")[0]}
+
+
+def scrape(web, token=None, scheme="Bearer"):
+    headers = {"Authorization": f"{scheme} {token}"} if token is not None else {}
+    return web.simulate_get("/metrics", headers=headers)
+
+
+def test_anonymous_metrics_show_only_listed_projects(engine, metrics_setup):
+    web = testing.TestClient(create_app(engine))
+    res = scrape(web)
+    assert res.status_code == 200 and metric_projects(res.text) == {"public"}
+    assert "hidden" not in res.text and "tracker_refused" not in res.text
+
+
+def test_the_metrics_token_or_a_global_admin_token_sees_everything(engine, metrics_setup):
+    web = testing.TestClient(create_app(engine))
+    for token in ("prometheus-secret-0123456789", metrics_setup["global"]):
+        res = scrape(web, token)
+        assert res.status_code == 200
+        assert metric_projects(res.text) == {"public", "hidden", "hidden2"}
+        assert 'tracker_refused_total{reason="bad_path"}' in res.text
+    # A project's token adds its own project only.
+    assert metric_projects(scrape(web, metrics_setup["hidden"]).text) == {"public", "hidden"}
+
+
+@pytest.mark.parametrize("token,scheme", [("wrong", "Bearer"), ("", "Bearer"),
+                                          ("prometheus-secret-0123456789", "Basic"),
+                                          ("trk_000000000000_" + "x" * 43, "Bearer"),
+                                          ("prometheus-secret-012345678", "Bearer")])
+def test_a_wrong_metrics_token_is_refused_and_counted(engine, metrics_setup, r, token, scheme):
+    web = testing.TestClient(create_app(engine))
+    res = scrape(web, token, scheme)
+    assert res.status_code == 401 and "hidden" not in res.text
+    assert refused(r, "metrics_unauthenticated") + refused(r, "metrics_bad_token") \
+        + refused(r, "admin_bad_token") == 1
+
+
+def test_no_spelling_of_metrics_shows_an_unlisted_project_through_bjoern(redis_url, admin):
+    admin.create_project("public")
+    admin.create_project("hidden")
+    admin.set_settings("hidden", {"warrior_listed": "0"})
+    server = start_live_server(redis_url, workers=1)
+    try:
+        import socket
+        for path in ("/metrics", "/metrics#x", "/metrics/", "//metrics", "/metrics?",
+                     "/metrics/?x#y", "/%6detrics", "/METRICS", "/metrics;x"):
+            with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:
+                s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+                answer = b""
+                while chunk := s.recv(65536):
+                    answer += chunk
+            assert b"hidden" not in answer, path
+    finally:
+        stop_live_server(server)
+
+
+def test_haproxy_refuses_every_spelling_of_metrics_and_nothing_else():
+    """The deny rule's regular expression, over the URL-decoded path HAProxy matches it on
+    (HAProxy's `path` stops at "?" and keeps "#"; matched with -i)."""
+    import re
+    from conftest import ROOT
+    defaults = (ROOT / "ansible/roles/loadbalancer/defaults/main.yml").read_text()
+    (value,) = re.findall(r"^loadbalancer_private_paths_regex: '(.*)'$", defaults, re.M)
+    rule = re.compile(value.replace("''", "'"), re.IGNORECASE)
+    for path in ("/metrics", "/metrics#x", "/metrics/", "//metrics", "/METRICS", "/Metrics/#",
+                 "/metrics;x", "///metrics//", "/metrics/x"):
+        assert rule.search(path), path
+    for path in ("/metricsfoo", "/proj/metrics", "/proj", "/admin", "/metrics-project/"):
+        assert not rule.search(path), path

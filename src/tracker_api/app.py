@@ -63,9 +63,9 @@ def create_app(engine: Engine, trust_forwarded: bool | int = False):
     app.add_route("/{project}/items/{item}.json", protocol(warrior.ItemStatusResource))
     app.add_route("/{project}/stats.json", stats.StatsResource(engine))
     app.add_route("/backfeed/legacy/{name}", backfeed.BackfeedResource(engine))
-    app.add_route("/metrics", metrics.MetricsResource(engine))
     app.add_route("/static/{name}", stats_page.StaticResource())
     admin = Admin.from_url(engine.redis_url)   # redis-py: admin paths, not the hot path
+    app.add_route("/metrics", metrics.MetricsResource(engine, admin.r))
     admin_api.add_admin_routes(app, admin)
     admin_pages.add_admin_pages(app, admin)
     app.add_route("/projects.json", admin_api.ProjectsDocument(admin))

@@ -4,19 +4,31 @@ Counters are the scripts' own (requests by outcome, items, bytes, RTT histogram)
 from Prometheus's rate(); gauges are queue sizes and unique visitors. One pipelined round trip
 per project; no per-item or per-downloader series, so a scrape stays small however big a
 project grows.
+
+Who sees what: a scrape with ``Authorization: Bearer TOKEN``, where TOKEN is the metrics token
+(``TRACKER_METRICS_TOKEN``, for Prometheus: it grants nothing else) or a global admin token,
+gets every project and the refusals outside projects; a project admin's token adds its own
+project. Without a token (HAProxy's health check), only the projects listed for warriors, as
+their public leaderboards show them: an unlisted project's name never reaches an anonymous
+caller. A token that is sent but wrong is a 401, counted.
 """
 from __future__ import annotations
 
+import hmac
 import math
+import os
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 
+from tracker_api.auth import ANY, Authenticator
+from tracker_api.errors import Refused
 from tracker_core import keys as keyspace
 from tracker_core import stats as stats_mod
 from tracker_core.engine import Engine
 
+METRICS_TOKEN_ENV = "TRACKER_METRICS_TOKEN"
 # Counter fields of a project's stats hash -> (metric name, help). Request outcomes share one
 # metric with an outcome label.
 REQUEST_OUTCOMES = {
@@ -38,13 +50,21 @@ PROJECT_COUNTERS = {
 
 
 class TrackerCollector:
-    """Read Redis on every scrape (no state in the process, so any worker answers alike)."""
+    """Read Redis on every scrape (no state in the process, so any worker answers alike).
 
-    def __init__(self, engine: Engine):
+    VISIBLE(project) says whether the caller may see a project; PRIVATE whether it may see the
+    counters outside projects. A collector is built per scrape with the caller's rights.
+    """
+
+    def __init__(self, engine: Engine, visible=lambda project: True, private: bool = True):
         self.engine = engine
+        self.visible = visible
+        self.private = private
 
     def _projects(self) -> list[str]:
-        return sorted(self.engine.conn.execute_command("SMEMBERS", keyspace.PROJECTS))
+        return sorted(name for name in self.engine.conn.execute_command("SMEMBERS",
+                                                                        keyspace.PROJECTS)
+                      if self.visible(name))
 
     def collect(self):
         requests = CounterMetricFamily("tracker_requests", "Item requests by outcome.",
@@ -81,12 +101,15 @@ class TrackerCollector:
                 cumulative += count
                 buckets.append(("+Inf" if math.isinf(bound) else f"{bound:g}", cumulative))
             rtt.add_metric([project], buckets, c.get("rtt_sum_ms", 0) / 1000)
-        flat = self.engine.conn.execute_command("HGETALL", keyspace.GLOBAL_STATS)
-        for field, value in zip(flat[::2], flat[1::2]):
-            refused.add_metric([field], int(value))
+        if self.private:
+            flat = self.engine.conn.execute_command("HGETALL", keyspace.GLOBAL_STATS)
+            for field, value in zip(flat[::2], flat[1::2]):
+                refused.add_metric([field], int(value))
         yield requests
         yield from counters.values()
-        yield from (queue, out, uniques, rtt, refused)
+        yield from (queue, out, uniques, rtt)
+        if self.private:
+            yield refused
 
     def _uniques(self, project: str, now_ms: int) -> dict[str, int]:
         k = self.engine.keys(project)
@@ -100,10 +123,38 @@ class TrackerCollector:
 
 
 class MetricsResource:
-    def __init__(self, engine: Engine):
-        self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(TrackerCollector(engine))
+    def __init__(self, engine: Engine, admin_redis=None, metrics_token: str | None = None):
+        self.engine = engine
+        self.auth = Authenticator(admin_redis) if admin_redis is not None else None
+        token = os.environ.get(METRICS_TOKEN_ENV, "") if metrics_token is None else metrics_token
+        self.metrics_token = token.strip()
+
+    def _rights(self, req):
+        """(visible, private) for the caller: see the module's docstring."""
+        header = req.get_header("Authorization")
+        if header is None:
+            return self._listed, False
+        scheme, _, text = header.partition(" ")
+        text = text.strip()
+        if scheme.lower() != "bearer" or not text:
+            raise Refused(401, "metrics token required (Authorization: Bearer TOKEN)",
+                          "metrics_unauthenticated")
+        if self.metrics_token and hmac.compare_digest(text.encode(), self.metrics_token.encode()):
+            return (lambda project: True), True
+        if self.auth is None:
+            raise Refused(401, "unknown metrics token", "metrics_bad_token")
+        token = self.auth.check(text, ANY)          # 401 for an unknown or revoked token
+        if token.is_global:
+            return (lambda project: True), True
+        return (lambda project: token.allows(project) or self._listed(project)), False
+
+    def _listed(self, project: str) -> bool:
+        settings = self.engine.settings(project)
+        return settings is not None and settings.values.get("warrior_listed", "1") == "1"
 
     def on_get(self, req, resp):
+        visible, private = self._rights(req)
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(TrackerCollector(self.engine, visible, private))
         resp.content_type = CONTENT_TYPE_PLAIN_0_0_4  # the format every Prometheus reads
-        resp.data = generate_latest(self.registry)
+        resp.data = generate_latest(registry)
