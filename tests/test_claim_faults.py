@@ -211,3 +211,20 @@ def test_multi_1000_of_long_urls_claim_and_done_over_http(client, project, admin
     # The one left over goes out next, alone.
     res = post(client, f"/faults/multi={MAX_MULTI_CEILING}//request", REQUEST)
     assert res.json["item_name"].split("\0") == list(set(names) - set(given))
+
+
+@pytest.mark.slow
+def test_the_real_client_claims_and_completes_multi_1000_of_4096_character_urls(admin, r,
+                                                                                 live_server,
+                                                                                 tmp_path):
+    # seesaw-kit's own GetItemFromTracker and SendDoneToTracker over `tracker serve`: the answer
+    # is 4 MB of names and the done body as much, the documented maxima.
+    from seesaw_runner import run_warrior
+    admin.create_project(P, max_multi=str(MAX_MULTI_CEILING))
+    names = [url(n, 4096) for n in range(MAX_MULTI_CEILING)]
+    list(admin.add_items(P, names))
+    result, _ = run_warrior(live_server, tmp_path, project=P, claims=1, multi=MAX_MULTI_CEILING)
+    assert result["claims"] == 1 and result["failed"] == []
+    assert sorted(result["names"]) == sorted(names)
+    assert r.zcard(K.out) == 0 and r.scard(K.todo) == 0 and r.scard(K.done) == MAX_MULTI_CEILING
+    assert r.hget(K.downloader_count, "e2e-warrior") == str(MAX_MULTI_CEILING)
