@@ -58,7 +58,7 @@ def test_no_server_error_and_every_fault_recovered(report):
     assert report["redis"]["restarts"] == 1
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12 (process lifecycle, being fixed): after a kill -9 "
-                   "of `tracker serve`, its workers keep serving and hold the port")
 def test_workers_exit_when_their_parent_is_killed(report):
+    # Before the fix (issue 12), the workers of a killed `tracker serve` kept serving and held
+    # the port, so a restart failed with "address already in use".
     assert report["violations"]["orphaned_workers"] == []

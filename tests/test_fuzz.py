@@ -130,7 +130,8 @@ class Corpus:
             return rng.choice(self.names)
         return rng.choice([f"https://new.example/{rng.getrandbits(30)}?a=%2F#b c",
                            "\0".join(rng.sample(self.names, 3)), "x" * 4097, "x" * 4096, "",
-                           "a\0", "\0", "\ud7ff\ue000", "%FF%FE", "名前/スペース ?#"])
+                           "a\0", "\0", "\ud7ff\ue000", "%FF%FE", "名前/スペース ?#",
+                           "https://example.com/" + "a" * 60 + "!"])    # the ReDoS name
 
     def project(self):
         return P if self.rng.random() < 0.9 else self.pick("nope", "FZ", "a" * 70, "api",
@@ -244,7 +245,9 @@ class Corpus:
             "add_limit": {"name": self.pick("lim", "Bad Name"), "rate": self.pick("5/s", "0", "x"),
                           "pattern": self.pick("prefix:https://lim.example/", "regex:^item-[0-9]+$",
                                                "regex:(", "regex:a{99999999}", "domain:ex.org",
-                                               "type:user", "bogus:x", "prefix:")},
+                                               "type:user", "bogus:x", "prefix:",
+                                               # backtracks exponentially on a backtracking engine
+                                               r"regex:^https?://example\.com/(\w+/?)*$")},
             "map_shard": {"queue": self.pick("secondary", "downloader:alice", "bogus")},
             "requeue_dead": self.pick({"all": True}, {"items": [self.item()]}, {}),
             "create_token": {"scope": self.pick(P, "*", "Bad"), "note": "fuzz"},

@@ -31,7 +31,7 @@ SAMPLE = 20          # items named per violation in the report
 @dataclass
 class Config:
     seed: int = 12
-    items: int = 20_000
+    items: int = 40_000
     warriors: int = 8
     workers: int = 2
     rounds: int = 2                      # each round applies every fault once, in a seeded order

@@ -137,6 +137,8 @@ class Warrior(threading.Thread):
 class Backfeeder(threading.Thread):
     """Posts new items discovered by 'workers', most of them matching a limit, at BATCH per post."""
 
+    RETRIES = 10
+
     def __init__(self, seed: int, port_of, project: str, secret: str, ledger: Ledger,
                  stop: threading.Event, batch: int, posts: int, make_name):
         super().__init__(name="backfeeder", daemon=True)
@@ -154,10 +156,16 @@ class Backfeeder(threading.Thread):
             if previous and self.rng.random() < 0.3:
                 items[: len(items) // 10] = previous[: len(items) // 10]   # seen before: dropped
             body = b"\0".join(i.encode() for i in items) + b"\0"
-            status, text = call(self.port_of(), "POST",
-                                f"/backfeed/legacy/{self.project}-{self.secret}", body)
-            self.ledger.count("backfeed", status)
-            acked = status == 200 and orjson.loads(text).get("status_code") == 200
+            # Clients retry a failed post 10 times with exponential back-off; an item of a post
+            # answered 200 at any attempt must be somewhere (seen ones were queued by an earlier
+            # attempt), one never answered 200 may be in or not.
+            for attempt in range(self.RETRIES):
+                status, text = call(self.port_of(), "POST",
+                                    f"/backfeed/legacy/{self.project}-{self.secret}", body)
+                self.ledger.count("backfeed", status)
+                acked = status == 200 and orjson.loads(text).get("status_code") == 200
+                if acked or self.stop.wait(min(5.0, 0.25 * 2 ** attempt)):
+                    break
             self.ledger.backfed(items, acked)
             self.sent += 1
             previous = items
