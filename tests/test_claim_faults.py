@@ -228,3 +228,12 @@ def test_the_real_client_claims_and_completes_multi_1000_of_4096_character_urls(
     assert sorted(result["names"]) == sorted(names)
     assert r.zcard(K.out) == 0 and r.scard(K.todo) == 0 and r.scard(K.done) == MAX_MULTI_CEILING
     assert r.hget(K.downloader_count, "e2e-warrior") == str(MAX_MULTI_CEILING)
+
+
+@pytest.mark.parametrize("field", ["max_claims_per_downloader", "claims_limit"])
+def test_a_fractional_stored_cap_never_fails_the_claim(project, admin, engine, r, field):
+    # Written around the validator (older data): SPOP and LIMIT take integers only.
+    list(admin.add_items(P, [url(n) for n in range(5)]))
+    r.hset(K.settings, field, "2.5")
+    status, items = engine.claim(P, "bob", "10.0.0.2", 5)
+    assert status == 200 and len(items) == 2 and r.zcard(K.out) == 2 and r.scard(K.todo) == 3

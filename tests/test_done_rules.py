@@ -260,3 +260,11 @@ def test_a_done_of_the_maximum_batch_of_the_longest_names(project, admin, engine
     result = engine.done(P, "alice", "", items, ["data", 10 ** 12], "{}")
     assert result.new == 1000 and r.zcard(K.out) == 0 and r.scard(K.done) == 1000
     assert len(r.xrange(K.log)[-1][1]["items"]) == 1000 * 4096 + 999
+
+
+def test_a_fractional_claim_time_does_not_fail_the_done(project, admin, engine, r, clock):
+    # Old data: HINCRBY of the RTT sum takes integers only.
+    items = claimed(admin, engine, 1)
+    r.zadd(K.out, {items[0]: int(clock.now * 1000) - 1500.5})
+    assert engine.done(P, "alice", "", items, ["data", 1], "{}").new == 1
+    assert counter(r, "items_done") == 1 and counter(r, "rtt_sum_ms") in (1500, 1501)

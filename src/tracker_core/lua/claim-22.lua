@@ -311,11 +311,16 @@ end
 -- `out` is counted only when a claims limit is set: most projects have none, and every call here
 -- is paid on every request.
 local out_size = claims_limit > 0 and redis.call('ZCARD', KEYS[8]) or 0
-if claims_limit > 0 and out_size >= claims_limit then
+local limit_reached = claims_limit > 0 and out_size >= claims_limit
+if claims_limit > 0 and not limit_reached and claims_limit - out_size < wanted then
+  wanted = claims_limit - out_size
+end
+-- Counts go to SPOP and LIMIT, which take integers only (a stored cap of 2.5 must not fail here).
+wanted = math.floor(wanted)
+if limit_reached then
   take_reclaims(wanted)
   if given == 0 then return refuse(404, 'requests_claims_limited') end
 else
-  if claims_limit > 0 and claims_limit - out_size < wanted then wanted = claims_limit - out_size end
   take_limited(wanted)
   for q = 3, 7 do
     local need = wanted - given

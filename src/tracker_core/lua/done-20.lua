@@ -107,7 +107,8 @@ for i = first_item, #ARGV do
         redis.call('HDEL', KEYS[5], claimant)
       end
     end
-    local rtt_ms = now - tonumber(claimed_at)
+    -- Whole ms: a fractional claim time (old data) would reach HINCRBY after the first write.
+    local rtt_ms = math.floor(now - tonumber(claimed_at))
     if rtt_ms == rtt_ms and rtt_ms > -1e15 and rtt_ms < 1e15 then   -- a finite claim time
       local field = rtt_field(rtt_ms)
       rtt_sum = rtt_sum + rtt_ms
