@@ -3,6 +3,7 @@ import os
 import re
 
 import pytest
+import re2
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -93,8 +94,27 @@ def test_literal_analysis_feeds_the_fast_paths():
     assert pure.required_literal("(?i)abc") == ""
 
 
+@pytest.mark.parametrize("expression,prefix,literal", [
+    ("[[:alpha:]]x", "", "x"),               # Python's parser reads ']x' here: wrong for RE2
+    ("^[]a]bc", "", "bc"),
+    ("^a{,3}b", "a", ",3"),                  # RE2 reads "{,3}" as text; "{" counts as unknown
+    ("\\x41bc", "", "bc"),
+    ("^\\141bc", "", "bc"),
+    ("\\p{Greek}xy", "", "xy"),
+    ("^\\Qa.b\\E", "", ""),
+    ("a(?i)bc", "", ""),
+    ("(?m)^abc", "", "abc"),
+    ("^ab|cd", "", ""),
+    ("^(?:ab|cd)ef", "", "ef"),
+    ("^https?://example\\.com/(\\w+/?)*$", "http", "://example.com/"),
+])
+def test_literal_analysis_reads_re2_syntax_conservatively(expression, prefix, literal):
+    assert pure.anchored_literal_prefix(expression) == prefix
+    assert pure.required_literal(expression) == literal
+
+
 def reference(patterns, name):
-    """Classify by brute force: the first pattern whose plain `re` translation matches."""
+    """Classify by brute force: the first pattern whose regex RE2 finds (its own `search`)."""
     for index, pattern in enumerate(patterns):
         kind, value = pure.parse_pattern(pattern)
         if kind == "type":
@@ -105,7 +125,7 @@ def reference(patterns, name):
             host = pure.host_of(name)
             hit = host == value or host.endswith("." + value)
         else:
-            hit = re.search(value, name) is not None
+            hit = re2.search(value, name) is not None
         if hit:
             return index
     return -1
@@ -129,6 +149,36 @@ names_st = st.lists(st.text(alphabet=ALPHABET, max_size=20)
 @settings(max_examples=400, deadline=None)
 @given(patterns_st, names_st)
 def test_compiled_and_twin_agree_with_brute_force(patterns, names):
+    expected = [reference(patterns, name) for name in names]
+    assert pure.Classifier(patterns).classify_many(names) == expected
+    assert compiled.Classifier(patterns).classify_many(names) == expected
+
+
+# Pieces of RE2 syntax whose literal reading is easy to get wrong: POSIX classes, braces that are
+# text, escapes, groups with alternation, quantifiers and flags. Joined at random, the regexes
+# that RE2 accepts must classify exactly as RE2's own search finds them, through every fast path.
+RE2_PIECES = ["a", "b", ":", "/", "u", "é", "\\.", "\\?", "#", "[[:alpha:]]", "[]a]", "[^a]",
+              "\\x61", "\\141", "\\pL", "{,2}", "{", "}", "]", "{2}", "(?:a|b)", "(a|u)+",
+              "\\b", "$", ".", "(?i:a)", "\\Qa.\\E", "*", "+?", "?", "\\z", "(?s).", "|", "x{1,2}"]
+re2_regexes = st.lists(st.sampled_from(RE2_PIECES), min_size=1, max_size=7).map(
+    lambda pieces: "".join(pieces)) | st.lists(st.sampled_from(RE2_PIECES), max_size=6).map(
+    lambda pieces: "^" + "".join(pieces))
+NAME_ALPHABET = ALPHABET + "{},2]A"
+
+
+def usable(expression):
+    try:
+        pure.parse_pattern("regex:" + expression)
+    except pure.PatternError:
+        return False
+    return True
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(re2_regexes.filter(usable), min_size=1, max_size=8),
+       st.lists(st.text(alphabet=NAME_ALPHABET, max_size=16), max_size=20))
+def test_re2_syntax_classifies_as_re2_searches(expressions, names):
+    patterns = ["regex:" + e for e in expressions]
     expected = [reference(patterns, name) for name in names]
     assert pure.Classifier(patterns).classify_many(names) == expected
     assert compiled.Classifier(patterns).classify_many(names) == expected

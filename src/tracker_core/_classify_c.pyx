@@ -2,13 +2,14 @@
 """Classify item names against limit patterns, compiled. Same API and results as _classify_py.py.
 
 The tables (type and domain hashes, the prefix trie, the fallback regexes) come from the twin's
-build_tables, so both index patterns identically; this module only compiles the per-name walk.
+build_tables, so both index patterns identically and run the same RE2 sets (linear time); this
+module only compiles the per-name walk.
 """
 from cpython.dict cimport PyDict_GetItem
 from cpython.ref cimport PyObject
 from libc.stdint cimport uint32_t, uint64_t
 
-from tracker_core._classify_py import TERMINALS, build_tables
+from tracker_core._classify_py import TERMINALS, build_tables, name_bytes
 
 cdef object TERMINALS_KEY = TERMINALS
 cdef enum:
@@ -54,33 +55,30 @@ cdef class Classifier:
     cdef readonly dict domains
     cdef readonly dict trie
     cdef readonly list others
+    cdef readonly list unfiltered
     cdef Py_ssize_t size
     # Fallback regexes are prefiltered by a q-gram of their required literal: one C pass over the
     # name tests a 64 Kbit table, so a name that contains none of the literals costs no Python
-    # call at all. Regexes without a literal are always tried (`unfiltered`).
+    # call at all. Regexes without a literal are always tried, in one RE2 pass (`unfiltered`).
     cdef int gram_length
     cdef uint32_t gram_mask
     cdef unsigned char gram_bits[GRAM_BYTES]
     cdef dict gram_candidates
-    cdef list unfiltered
 
     def __init__(self, patterns):
         cdef uint32_t gram, bucket
         self.patterns = list(patterns)
-        self.types, self.domains, self.trie, self.others = build_tables(self.patterns)
+        self.types, self.domains, self.trie, self.others, self.unfiltered = \
+            build_tables(self.patterns)
         self.size = len(self.patterns)
         lengths = [len(literal) for _, literal, _ in self.others if literal]
         self.gram_length = min(lengths + [4])
         self.gram_mask = 0xFFFFFFFF if self.gram_length == 4 else (1 << (8 * self.gram_length)) - 1
         self.gram_candidates = {}
-        self.unfiltered = []
         for i in range(GRAM_BYTES):
             self.gram_bits[i] = 0
         for entry in self.others:
             literal = entry[1]
-            if not literal:
-                self.unfiltered.append(entry)
-                continue
             gram = 0
             for ch in literal[len(literal) - self.gram_length:]:
                 gram = (gram << 8) | (ord(ch) & 0xFF)
@@ -97,6 +95,7 @@ cdef class Classifier:
         cdef PyObject *found
         cdef dict node
         cdef object terminals, regex, literal
+        cdef object data = None    # the name's UTF-8 bytes, made once the first regex needs them
         cdef str host
         if self.types:
             colon = -1
@@ -124,7 +123,14 @@ cdef class Classifier:
             found = PyDict_GetItem(node, TERMINALS_KEY)
             if found is not NULL:
                 for index, regex in <list>found:
-                    if index < best and (regex is None or regex.search(name) is not None):
+                    if index >= best:
+                        continue
+                    if regex is None:
+                        best = index
+                        continue
+                    if data is None:
+                        data = name_bytes(name)
+                    if regex.Match(data):
                         best = index
             if i >= n:
                 break
@@ -135,18 +141,28 @@ cdef class Classifier:
             i += 1
         if self.others:
             best = self._classify_others(name, best)
+        if self.unfiltered:
+            best = self._classify_unfiltered(name, best, data)
         return best if best < self.size else -1
+
+    cdef Py_ssize_t _classify_unfiltered(self, str name, Py_ssize_t best, object data):
+        cdef list indices
+        cdef object regex_set, position
+        for indices, regex_set in self.unfiltered:
+            if <Py_ssize_t>indices[0] >= best:
+                continue
+            if data is None:
+                data = name_bytes(name)
+            for position in regex_set.Match(data):
+                if <Py_ssize_t>indices[position] < best:
+                    best = indices[position]
+        return best
 
     cdef Py_ssize_t _classify_others(self, str name, Py_ssize_t best):
         cdef Py_ssize_t n = len(name), i, index
         cdef uint32_t gram = 0, bucket
         cdef int length = self.gram_length
-        cdef object regex, literal
-        for index, literal, regex in self.unfiltered:
-            if index >= best:
-                break
-            if regex.search(name) is not None:
-                best = index
+        cdef object regex, literal, data = None
         for i in range(n):
             gram = (gram << 8) | (<uint32_t>name[i] & 0xFF)
             if i + 1 < length:
@@ -155,8 +171,11 @@ cdef class Classifier:
             if not (self.gram_bits[bucket >> 3] & (1 << (bucket & 7))):
                 continue
             for index, literal, regex in <list>self.gram_candidates[bucket]:
-                if index < best and literal in name and regex.search(name) is not None:
-                    best = index
+                if index < best and literal in name:
+                    if data is None:
+                        data = name_bytes(name)
+                    if regex.Match(data):
+                        best = index
         return best
 
     def classify_many(self, names):

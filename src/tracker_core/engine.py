@@ -135,8 +135,14 @@ class Engine:
         Released items go back to todo, or are held in their limit's sub-queue when one of the
         project's limits matches them (classified here with the cached compiled limits; the
         script refuses if the settings age moved since, and the call is made again).
+        Anyone may send any names, so only the names that are out (held by DOWNLOADER) are
+        classified: one read-only HMGET picks them, and the script re-checks every claim
+        atomically. A name that was not out at the read is left alone like any unclaimed name.
         """
         k = self.keys(project)
+        items = self._claimed_by(k, downloader, items)
+        if not items:
+            return None if self.settings(project) is None else 0
         for attempt in range(3):
             settings = self.settings(project)
             compiled = self.limits(project)
@@ -160,6 +166,12 @@ class Engine:
             return reply[2]
         raise AssertionError("unreachable")
 
+    def _claimed_by(self, k: keyspace.ProjectKeys, downloader: str, items: list[str]) -> list[str]:
+        """The ITEMS that are out, held by DOWNLOADER ('' = by anyone), in order."""
+        claims = self.conn.execute_command("HMGET", k.claims, *items) if items else []
+        return [item for item, claim in zip(items, claims) if claim is not None
+                and (not downloader or claim.partition("\t")[0] == downloader)]
+
     def uploaded(self, project: str, uploader: str, item: str, server: str) -> bool:
         k = self.keys(project)
         reply = scripts.run(self.conn, "uploaded", (k.settings, k.uploads, k.stats),
@@ -169,15 +181,14 @@ class Engine:
     def item_status(self, project: str, item: str) -> tuple[str | None, str | None]:
         """(status, claimant) of ITEM: status 'todo', 'out', 'done' or None.
 
-        An item held back by a limit is 'todo'; the script looks it up under the limit that the
-        cached compiled limits name for it first.
+        An item held back by a limit is 'todo'. The name is never classified (anyone may ask
+        about any name): the script looks for its held entry under each of the project's limits,
+        a bounded number of exact lookups.
         """
         k = self.keys(project)
-        compiled = self.limits(project)
-        limit = (compiled.name_of(item) if compiled is not None and compiled.limits else None) or ""
         reply = scripts.run(self.conn, "item_status", (
             k.settings, k.out, k.claims, k.done, k.todo, k.backfeed, k.secondary, k.redo,
-            k.limited, k.limited_in, k.limits_ready), (item, limit))
+            k.limited, k.limited_in, k.limits_ready, k.limits), (item,))
         return (reply[1] or None), (reply[2] or None)
 
     def upload_target(self, project: str, downloader: str) -> str | None:

@@ -8,6 +8,7 @@ settings age, so every node reloads its compiled pattern set on its next request
 from __future__ import annotations
 
 import json
+import logging
 import re
 from dataclasses import dataclass
 
@@ -15,6 +16,7 @@ from tracker_core import keys as keyspace
 from tracker_core import scripts
 from tracker_core.classify import Classifier, PatternError, parse_pattern
 
+log = logging.getLogger(__name__)
 LIMIT_NAME_RE = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}\Z")
 RATE_RE = re.compile(r"(?P<count>[0-9]+(?:\.[0-9]+)?)(?:/(?P<unit>s|m))?\Z")
 MAX_RATE_PER_S = 1_000_000.0
@@ -68,6 +70,23 @@ def check_pattern(pattern: str) -> str:
     return f"{kind}:{value}"
 
 
+def usable_pattern(pattern: str) -> str | None:
+    """PATTERN when the classifier can compile it, else None (it then matches nothing)."""
+    try:
+        parse_pattern(pattern)
+    except PatternError:
+        return None
+    return pattern
+
+
+def _refusal(pattern: str) -> str:
+    try:
+        parse_pattern(pattern)
+    except PatternError as exc:
+        return f"{pattern!r}: {exc}"
+    return ""
+
+
 def _run(client, k: keyspace.ProjectKeys, op: str, name: str, record: str = "") -> int:
     age = scripts.run(client, "set_limit", (k.settings, k.limits, k.limits_ready, k.limit_tat),
                       (k.project, keyspace.SETTINGS_CHANNEL, op, name, record, MAX_LIMITS))
@@ -108,11 +127,22 @@ def load(client, k: keyspace.ProjectKeys) -> list[Limit]:
 
 
 class CompiledLimits:
-    """A project's limits with their compiled classifier: name_of(item) -> limit name or None."""
+    """A project's limits with their compiled classifier: name_of(item) -> limit name or None.
+
+    A stored pattern that can no longer be compiled (a regex added before regexes ran on RE2,
+    using syntax it refuses) matches nothing and is listed in `unusable`, rather than failing
+    every request of the project; the admin replaces it (`limit add` says why it is refused).
+    """
 
     def __init__(self, limits: list[Limit]):
         self.limits = limits
-        self.classifier = Classifier([limit.pattern for limit in limits])
+        patterns = [usable_pattern(limit.pattern) for limit in limits]
+        self.unusable = [limit.name for limit, p in zip(limits, patterns) if p is None]
+        if self.unusable:
+            log.warning("limits %s cannot be used (matching nothing): %s", self.unusable,
+                        "; ".join(_refusal(limit.pattern) for limit in limits
+                                  if limit.name in self.unusable))
+        self.classifier = Classifier(patterns)
 
     def name_of(self, item: str) -> str | None:
         index = self.classifier.classify(item)
