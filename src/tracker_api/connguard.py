@@ -113,7 +113,8 @@ class ConnectionGuard:
             try:
                 now = time.monotonic()
                 if now >= next_scan:
-                    tight = self.scan(now) >= self.high_water
+                    # Near the limit: watch the listening socket rather than the clock.
+                    tight = self.scan(now) >= self.low_water
                     next_scan = now + (0.02 if tight else self.scan_interval_s)
                 if not tight:
                     time.sleep(max(0.0, next_scan - time.monotonic()))
@@ -150,7 +151,7 @@ class ConnectionGuard:
             return found
 
     def scan(self, now: float) -> int:
-        """Check every socket of ours once; return how many descriptors the process holds."""
+        """Check every socket of ours once; return how many descriptors the process held."""
         fds = self._fds()
         seen: dict[int, _Conn] = {}
         live: list[tuple[float, _Conn, int]] = []      # (idle_s, conn, pending bytes)
@@ -193,7 +194,7 @@ class ConnectionGuard:
         self.conns = seen
         if len(self.foreign) > 4096:
             self.foreign.clear()
-        count = len(fds)
+        held = count = len(fds)
         if count >= self.high_water:
             live.sort(key=lambda entry: entry[0], reverse=True)
             for idle_s, conn, pending in live:
@@ -203,7 +204,7 @@ class ConnectionGuard:
                 if inode is not None:
                     self._close(conn.fd, inode, BUSY_503 if pending else None, "shed")
                     count -= 1
-        return count
+        return held
 
     # -- one socket -----------------------------------------------------------------------
 

@@ -1,0 +1,298 @@
+"""Hard faults of the server's processes and descriptors, on the real processes (issue 12).
+
+kill -9 of `tracker serve` and of `tracker run`, a second run on one data directory, the
+descriptor limit, and secrets in what the server prints.
+"""
+from __future__ import annotations
+
+import json
+import os
+import resource
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+
+import pytest
+import redis
+from click.testing import CliRunner
+
+from conftest import TRACKER_BIN, wait_for_port
+from test_http_hardening import Server, children, cpu_s, read_until_closed, status_line
+from tracker_api.cli import main
+from tracker_core.embedded import EmbeddedRedis, free_port
+
+
+def descendants(pid: int) -> list[int]:
+    found, todo = [], [pid]
+    while todo:
+        try:
+            kids = children(todo.pop())
+        except OSError:
+            continue
+        found += kids
+        todo += kids
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def wait_gone(pids, timeout_s: float) -> list[int]:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        left = [p for p in pids if alive(p)]
+        if not left:
+            return []
+        time.sleep(0.05)
+    return [p for p in pids if alive(p)]
+
+
+def get(port: int, path: str = "/metrics", timeout_s: float = 5.0) -> int:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=timeout_s) as res:
+        return res.status
+
+
+def kill_all(pids):
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+# -- kill -9 of the parent ---------------------------------------------------------------
+
+def test_workers_die_with_a_killed_serve_and_the_port_is_free_again(redis_url):
+    first = Server(redis_url, workers=2)
+    workers = list(first.workers)
+    assert len(workers) == 2
+    try:
+        first.process.send_signal(signal.SIGKILL)
+        first.process.wait()
+        assert wait_gone(workers, 5) == [], "workers outlived their parent"
+        again = subprocess.Popen([str(TRACKER_BIN), "--redis-url", redis_url, "serve",
+                                  "--port", str(first.port), "--workers", "1"],
+                                 stdin=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            wait_for_port(first.port, process=again)
+            assert get(first.port) == 200
+        finally:
+            again.terminate()
+            again.wait(timeout=10)
+    finally:
+        kill_all(workers)
+
+
+def _run(data_dir, port: int, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen([str(TRACKER_BIN), "--data-dir", str(data_dir), "run", "--port",
+                             str(port), "--workers", "1", *extra],
+                            stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def test_a_second_run_on_one_data_directory_is_refused(tmp_path):
+    port = free_port()
+    first = _run(tmp_path, port, "--live-port", "0")
+    try:
+        wait_for_port(port, timeout_s=30, process=first)
+        second = _run(tmp_path, free_port(), "--live-port", "0")
+        _, err = second.communicate(timeout=20)
+        assert second.returncode == 1
+        lines = [line for line in err.splitlines() if line.strip()]
+        assert len(lines) == 1 and "in use by another tracker run" in lines[0], err
+        assert f"pid {first.pid}" in lines[0]
+        # The first still serves, on its own Redis and socket.
+        assert (tmp_path / "redis" / "redis.sock").exists()
+        assert get(port) == 200
+    finally:
+        first.terminate()
+        first.wait(timeout=30)
+
+
+def test_a_killed_run_takes_its_children_along_and_a_new_run_recovers(tmp_path):
+    port, live_port = free_port(), free_port()
+    first = _run(tmp_path, port, "--demo", "--live-port", str(live_port))
+    family = []
+    try:
+        wait_for_port(port, timeout_s=30, process=first)
+        wait_for_port(live_port, timeout_s=15)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:   # redis, maintain (and its child), live, a worker
+            family = descendants(first.pid)
+            if len(family) >= 5:
+                break
+            time.sleep(0.1)
+        assert len(family) >= 5, family
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+        assert wait_gone(family, 15) == [], "children outlived a killed tracker run"
+        again = _run(tmp_path, port, "--live-port", "0")
+        try:
+            wait_for_port(port, timeout_s=30, process=again)
+            assert get(port) == 200
+            r = redis.Redis(unix_socket_path=str(tmp_path / "redis" / "redis.sock"))
+            assert r.ping()
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/demo/stats.json",
+                                        timeout=5) as res:
+                assert res.status == 200       # the demo project survived the kill
+        finally:
+            again.terminate()
+            again.wait(timeout=30)
+    finally:
+        kill_all(family)
+
+
+def test_a_redis_left_by_a_killed_tracker_is_stopped_before_a_new_one_starts(tmp_path):
+    """Whatever killed the tracker, the next start must not run a second Redis on the dir."""
+    orphan = EmbeddedRedis(tmp_path).start()
+    pid = orphan.process.pid
+    orphan.process = None        # forget it, as a killed tracker would
+    fresh = None
+    try:
+        r = redis.Redis(unix_socket_path=str(tmp_path / "redis.sock"))
+        r.set("kept", "yes")
+        fresh = EmbeddedRedis(tmp_path).start()
+        assert not alive(pid)
+        assert fresh.process.pid != pid
+        assert redis.Redis.from_url(fresh.url).get("kept") == b"yes"   # AOF flushed on the way
+    finally:
+        if fresh is not None:
+            fresh.stop()
+        kill_all([pid])
+
+
+# -- descriptors -------------------------------------------------------------------------
+
+def _nofile(soft: int, hard: int):
+    return lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def _soft_nofile(pid: int) -> int:
+    with open(f"/proc/{pid}/limits") as f:
+        for line in f:
+            if line.startswith("Max open files"):
+                return int(line.split()[3])
+    raise KeyError("Max open files")
+
+
+def test_the_descriptor_limit_is_raised_to_the_hard_limit(redis_url):
+    server = Server(redis_url, preexec_fn=_nofile(256, 4096))
+    try:
+        assert _soft_nofile(server.workers[0]) == 4096
+    finally:
+        server.stop()
+
+
+def test_a_flood_at_the_descriptor_limit_does_not_spin_and_service_comes_back(redis_url):
+    """bjoern spins on accept() = EMFILE at full CPU; the guard keeps it below the limit."""
+    server = Server(redis_url, "--idle-timeout", "30", "--request-timeout", "30",
+                    preexec_fn=_nofile(96, 96))
+    worker = server.workers[0]
+    flood = []
+    try:
+        for _ in range(400):
+            sock = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+            sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: t\r\n")    # and never finish
+            flood.append(sock)
+        time.sleep(1.0)
+        cpu_before, wall_before = cpu_s(worker), time.monotonic()
+        time.sleep(4.0)
+        busy = (cpu_s(worker) - cpu_before) / (time.monotonic() - wall_before)
+        assert busy < 0.35, f"worker at {busy:.0%} CPU under the flood"
+        for sock in flood:
+            sock.close()
+        flood.clear()
+        deadline = time.monotonic() + 10
+        answer = b""
+        while time.monotonic() < deadline:
+            with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
+                sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+                answer, _ = read_until_closed(sock, 3)
+            if status_line(answer) == b"HTTP/1.1 200 OK":
+                break
+            time.sleep(0.2)
+        assert status_line(answer) == b"HTTP/1.1 200 OK"
+        assert alive(worker)
+    finally:
+        for sock in flood:
+            sock.close()
+        server.stop()
+
+
+# -- secrets -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text,secret", [
+    ("tracker: serving on http://h:1, Redis redis://:s3cretpass@10.0.0.1:6379/0", "s3cretpass"),
+    ("Redis redis://tracker:s3cretpass@10.0.0.1/0 down", "s3cretpass"),
+    ("redis+sentinel://:s3cretpass@a:26379,b:26379/mymaster", "s3cretpass"),
+    ("tracker: POST /backfeed/legacy/my-proj-0123456789abcdef0123: OOM", "0123456789abcdef0123"),
+    ("Authorization: Bearer tok_abcdefgh12345", "tok_abcdefgh12345"),
+    ("GET /admin?token=abcd1234efgh", "abcd1234efgh"),
+])
+def test_redact_hides_every_kind_of_secret(text, secret):
+    from tracker_api.redact import redact
+    cleaned = redact(text)
+    assert secret not in cleaned and "***" in cleaned
+
+
+def test_redact_keeps_what_is_not_secret():
+    from tracker_api.redact import redact
+    for text in ("tracker: serving on http://127.0.0.1:8080 with 2 worker(s), Redis "
+                 "redis://127.0.0.1:6379/0", "unix:///var/redis.sock", "/p/done 200"):
+        assert redact(text) == text
+
+
+def test_the_redis_password_never_reaches_the_log(tmp_path):
+    password = "s3cretpassword42"
+    server_redis = EmbeddedRedis(tmp_path, port=free_port()).start()
+    redis.Redis.from_url(server_redis.url).config_set("requirepass", password)
+    url = f"redis://:{password}@127.0.0.1:{server_redis.port}/0"
+    port = free_port()
+    log = tmp_path / "serve.log"
+    with open(log, "w") as out:
+        process = subprocess.Popen([str(TRACKER_BIN), "--redis-url", url, "serve", "--port",
+                                    str(port), "--workers", "1"], stdin=subprocess.DEVNULL,
+                                   stdout=out, stderr=out)
+    try:
+        wait_for_port(port, process=process)
+        assert get(port) == 200
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+        redis.Redis.from_url(url).shutdown(nosave=True)
+        server_redis.process.wait(timeout=10)
+    text = log.read_text()
+    assert "serving on" in text and "redis://:***@127.0.0.1" in text
+    assert password not in text
+
+
+def test_a_script_error_on_a_backfeed_path_logs_no_secret(capsys):
+    from falcon import testing as falcon_testing
+    from tracker_api.errors import script_handler
+    from tracker_core.scripts import ScriptError
+    secret = "0123456789abcdef0123456789abcdef"
+    req = falcon_testing.create_req(method="POST", path=f"/backfeed/legacy/disc-o-{secret}")
+    resp = falcon_testing.create_resp() if hasattr(falcon_testing, "create_resp") else None
+    if resp is None:
+        import falcon
+        resp = falcon.Response()
+    script_handler(req, resp, ScriptError(f"OOM in bloom_add for /backfeed/legacy/disc-o-{secret}"),
+                   {})
+    err = capsys.readouterr().err
+    assert "/backfeed/legacy/disc-o-***" in err and secret not in err
+    assert resp.status in (503, "503 Service Unavailable")
+
+
+def test_everything_the_server_prints_is_redacted(capsys):
+    import sys
+    from tracker_api.redact import RedactingStream
+    stream = RedactingStream(sys.stderr)
+    print("Traceback: redis.exceptions.AuthenticationError for redis://u:hunter2@h:6379/0",
+          file=stream)
+    assert "hunter2" not in capsys.readouterr().err
