@@ -239,6 +239,22 @@ def test_metrics_exposes_counters_gauges_and_rtt_histogram(engine, clock, projec
     assert not math.isnan(samples[("tracker_rtt_seconds_sum", (("project", "other"),))])
 
 
+def test_metrics_exports_a_projects_refusals_by_reason(engine, clock, project, web):
+    # A done for an item still queued changes nothing and is counted (the done rule); a bad
+    # downloader name is counted by the API: both reach /metrics under their reason.
+    queued = engine.counts(P)["queues"]["todo"]
+    engine.done(P, "alice", "1", ["item0"], ["data", 1], "{}")
+    res = web.simulate_post(f"/{P}/request", json={"downloader": "x", "api_version": "2"})
+    assert res.status_code == 400
+    assert engine.counts(P)["queues"]["todo"] == queued
+    samples = metric_samples(web.simulate_get("/metrics").text)
+    refused = {dict(labels)["reason"]: value for (name, labels), value in samples.items()
+               if name == "tracker_project_refused_total" and dict(labels)["project"] == P}
+    assert refused.get("dones_refused") == 1
+    assert refused.get("bad_downloader") == 1
+    assert "items_done" not in refused
+
+
 def test_stats_json_is_built_at_most_once_a_second(engine, clock, project, web):
     assert stats_json(web)["done"] == 0
     status, items = engine.claim(P, "alice", "10.0.0.1", 2)

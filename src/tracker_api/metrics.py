@@ -17,6 +17,7 @@ from __future__ import annotations
 import hmac
 import math
 import os
+import re
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
@@ -47,6 +48,11 @@ PROJECT_COUNTERS = {
     "dones_repeated": ("tracker_dones_repeated", "Done calls' names that were already done."),
     "dones_unknown": ("tracker_dones_unknown", "Done calls' names the project never had."),
 }
+# Fields of a project's stats hash that count refused input (bad requests, names refused at a
+# way in, dones that changed nothing, bounds reached): one metric with a reason label, so a
+# refusal added later is exported without a change here.
+_REFUSAL_FIELD = re.compile(r"(bad_|admin_bad_|admin_too_large|admin_forbidden|admin_conflict)"
+                            r"|.*(refused|clamped|replaced|throttled|full)")
 
 
 class TrackerCollector:
@@ -81,6 +87,9 @@ class TrackerCollector:
                                     labels=["project"])
         refused = CounterMetricFamily("tracker_refused", "Refused requests outside any project.",
                                       labels=["reason"])
+        project_refused = CounterMetricFamily(
+            "tracker_project_refused", "Refused input of a project (requests, entries, dones), by reason.",
+            labels=["project", "reason"])
         now_ms = self.engine._now_ms()
         for project in self._projects():
             counts = self.engine.counts(project)
@@ -89,6 +98,9 @@ class TrackerCollector:
                 requests.add_metric([project, outcome], c.get(field, 0))
             for field, family in counters.items():
                 family.add_metric([project], c.get(field, 0))
+            for field, value in sorted(c.items()):
+                if _REFUSAL_FIELD.match(field):
+                    project_refused.add_metric([project, field], value)
             for name, size in counts["queues"].items():
                 queue.add_metric([project, name], size)
             out.add_metric([project], counts["out"])
@@ -107,7 +119,7 @@ class TrackerCollector:
                 refused.add_metric([field], int(value))
         yield requests
         yield from counters.values()
-        yield from (queue, out, uniques, rtt)
+        yield from (queue, out, uniques, rtt, project_refused)
         if self.private:
             yield refused
 
