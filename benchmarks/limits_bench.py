@@ -6,7 +6,12 @@ Three runs over one private redis-server on 127.0.0.1 (TCP), one claim (multi=1)
 - unlimited: the same number of free items in a project without limits (the latency reference);
 - claim-then-filter: what the production tracker does (seed 001): take a random item, classify
   it, and put it back and answer 404 when its limit has no token.
-IRSR = requests served / requests made while free items exist. Writes results/limits.json.
+IRSR = requests served / requests made while free items exist. Then hostile names: a limit
+whose regex backtracks (`^https?://example\.com/(\w+/?)*$`, 3 s at 47 characters on a
+backtracking engine, doubling per character) is added to the 1,000, and the time to classify,
+release and look up names built to trip it is recorded (milliseconds: RE2 runs in linear time,
+and release and item status never classify names that are not out).
+Writes results/limits.json.
 
     .venv/bin/python benchmarks/limits_bench.py [--items 100000]
 """
@@ -32,6 +37,9 @@ from tracker_core.keys import ProjectKeys
 
 RESULTS = Path(__file__).with_name("results") / "limits.json"
 HELD_SHARE = 0.95
+BACKTRACKING = r"regex:^https?://example\.com/(\w+/?)*$"
+HOSTILE_NAMES = {"hostile_47_chars": "https://example.com/" + "a" * 26 + "!",
+                 "hostile_4kb": "https://example.com/" + "ab/" * 1300 + "!"}
 
 
 def matching_name(pattern: str, i: int) -> str:
@@ -96,6 +104,23 @@ def claim_then_filter(admin: Admin, project: str, free: int, patterns: list, req
     return summary(latencies, requests, served)
 
 
+def hostile_run(admin: Admin, engine: Engine, project: str) -> dict:
+    """Milliseconds to classify, release and look up names built to make a regex backtrack."""
+    admin.add_limit(project, "trap", BACKTRACKING, "1/m", reclassify=False)
+    compiled = engine.limits(project)
+    figures = {"limits": len(compiled.limits)}
+    for label, name in HOSTILE_NAMES.items():
+        timings = {}
+        for step, call in (("classify", lambda: compiled.name_of(name)),
+                           ("release", lambda: engine.release(project, "", [name])),
+                           ("item_status", lambda: engine.item_status(project, name))):
+            start = time.perf_counter()
+            call()
+            timings[f"{step}_ms"] = round((time.perf_counter() - start) * 1000, 3)
+        figures[label] = {"chars": len(name), **timings}
+    return figures
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--items", type=int, default=100_000)
@@ -132,6 +157,7 @@ def main() -> None:
             admin.r.sadd(ProjectKeys("filter").todo, *with_held,
                          *[f"free-{i:09d}" for i in range(free)])
             filter_run = claim_then_filter(admin, "filter", free, patterns, min(20_000, args.items))
+            hostile = hostile_run(admin, engine, "held")
         finally:
             server.stop()
     result = {
@@ -142,6 +168,7 @@ def main() -> None:
         "held_95pct": held_run, "unlimited": plain_run, "claim_then_filter": filter_run,
         "held_latency_vs_unlimited_median": round(
             held_run["claim_latency_us_median"] / plain_run["claim_latency_us_median"], 3),
+        "hostile_names": hostile,
     }
     RESULTS.parent.mkdir(exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=2) + "\n")

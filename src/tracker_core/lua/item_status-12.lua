@@ -10,9 +10,11 @@ Returns {code, status, downloader}: code 200 or -1 (unknown project); status is 
 'todo' or '' (not found); downloader is the claimant of an item that is out, else ''.
 An item held back by a limit is queued, so it is 'todo'. The caller does not classify the name
 (anyone may ask about any name, and classifying is work): its held entry is looked up under
-every limit that can hold items, the current ones (an item on its way in) and those in
-limits_ready (held under a limit removed since), so the work is bounded by the number of limits
-(at most a few thousand exact lookups), never by the name.
+each limit that can hold it, so the work is bounded by the number of limits (exact lookups),
+never by the name. Held items are only under limits in limits_ready (hold_limited adds a limit
+with its first item, claim removes it with its last, a removed limit stays until emptied);
+an item on its way in may be under any current limit too, looked up only while the way-in set
+is not empty (between the two calls of an add).
 ]]
 if redis.call('EXISTS', KEYS[1]) == 0 then return {-1, '', ''} end
 local item = ARGV[1]
@@ -22,20 +24,21 @@ if redis.call('SISMEMBER', KEYS[4], item) == 1 then return {200, 'done', ''} end
 for q = 5, 8 do
   if redis.call('SISMEMBER', KEYS[q], item) == 1 then return {200, 'todo', ''} end
 end
-local held = redis.call('ZCARD', KEYS[9]) > 0
 local arriving = redis.call('SCARD', KEYS[10]) > 0
-if not held and not arriving then return {200, '', ''} end
-local function held_by(limit)
-  local entry = limit .. '\0' .. item
-  return (held and redis.call('ZSCORE', KEYS[9], entry))
-      or (arriving and redis.call('SISMEMBER', KEYS[10], entry) == 1)
-end
 local seen = {}
 for _, limit in ipairs(redis.call('ZRANGE', KEYS[11], 0, -1)) do
-  if held_by(limit) then return {200, 'todo', ''} end
+  local entry = limit .. '\0' .. item
+  if redis.call('ZSCORE', KEYS[9], entry)
+      or (arriving and redis.call('SISMEMBER', KEYS[10], entry) == 1) then
+    return {200, 'todo', ''}
+  end
   seen[limit] = true
 end
-for _, limit in ipairs(redis.call('HKEYS', KEYS[12])) do
-  if not seen[limit] and held_by(limit) then return {200, 'todo', ''} end
+if arriving then
+  for _, limit in ipairs(redis.call('HKEYS', KEYS[12])) do
+    if not seen[limit] and redis.call('SISMEMBER', KEYS[10], limit .. '\0' .. item) == 1 then
+      return {200, 'todo', ''}
+    end
+  end
 end
 return {200, '', ''}
