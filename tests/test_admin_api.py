@@ -182,6 +182,17 @@ def test_add_items_as_json_and_as_uploaded_text(web, tok, r):
     assert entries[0]["detail"] == {"added": 7000, "duplicates": 1, "queue": "secondary"}
 
 
+def test_uploaded_text_splits_only_at_line_ends(web, tok, r):
+    # URL names may hold characters str.splitlines() breaks at (NEL, LINE SEPARATOR, FF, VT);
+    # only \n (and \r\n) ends a name, as in `tracker items add`.
+    names = ["https://example.com/a\u2028b?q=1#x", "https://example.com/\x85/c d", "https://x/\x0cy\x0bz"]
+    upload = ("\r\n".join(names) + "\n").encode()
+    res = call(web, "POST", f"/api/admin/projects/{P}/queues/secondary/items", tok[P],
+               raw=upload, content_type="text/plain")
+    assert ok(res) == {"added": 3, "duplicates": 0}
+    assert r.smembers(K.secondary) == set(names)
+
+
 def test_count_sample_clear(web, tok, r):
     assert ok(call(web, "GET", f"/api/admin/projects/{P}/queues/todo", tok[P]))["count"] == 50
     items = ok(call(web, "GET", f"/api/admin/projects/{P}/queues/todo/sample?count=5", tok[P]))["items"]

@@ -221,7 +221,9 @@ def _upload_names(c: Call) -> list[str]:
             raise AdminError("'items' must be a list of strings")
     else:
         raw = _read(c.req, MAX_UPLOAD_BYTES, c.project)
-        names = raw.decode("utf-8", "surrogateescape").splitlines()
+        # Only a line end ends a name: str.splitlines() also splits at NEL, U+2028, FF and VT,
+        # which URL names may hold.
+        names = [line.removesuffix("\r") for line in raw.decode("utf-8", "surrogateescape").split("\n")]
     return operations.check_items([n for n in names if n])
 
 
