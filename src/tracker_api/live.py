@@ -202,8 +202,9 @@ class LiveFeed:
         # Viewers send nothing: a small max_size turns any flood into a closed connection.
         async with serve(self.handler, host, port, max_size=4096, ping_interval=30) as server:
             bound = server.sockets[0].getsockname()[1]
-            print(f"tracker live: feed on ws://{host}:{bound}/PROJECT, Redis {self.redis_url}",
-                  file=sys.stderr, flush=True)
+            from tracker_api.redact import redact    # a Redis password never reaches a log
+            print(f"tracker live: feed on ws://{host}:{bound}/PROJECT, "
+                  f"Redis {redact(self.redis_url)}", file=sys.stderr, flush=True)
             if ready is not None:
                 ready(bound)
             await stop
