@@ -1,4 +1,4 @@
-"""The rules of done (done-20.lua, PROTOCOL.md's done section), against a real Redis.
+"""The rules of done (done-20.lua, docs/protocol.md's "The done rules"), against a real Redis.
 
 One rule for every item: out (whoever claimed it) or dead becomes done; a repeat changes nothing;
 an item waiting in a queue changes nothing and is refused unless the project accepts such dones;

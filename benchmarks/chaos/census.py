@@ -1,6 +1,6 @@
 """Where every item of a project is, read from Redis (key names from tracker_core.keys).
 
-The places (DESIGN.md's invariant): a todo queue (the shared ones, each downloader's own, the
+The places (docs/data-model.md's invariant): a todo queue (the shared ones, each downloader's own, the
 items held back by a limit in its sub-queue or on their way in), out, done, offloaded (segments
 on disk or on their way to one), dead. Every loaded item must be in exactly one of them.
 """

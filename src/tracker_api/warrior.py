@@ -1,4 +1,4 @@
-"""The warrior protocol (PROTOCOL.md): request, done, done+request, release, upload, uploaded, item status.
+"""The warrior protocol (docs/protocol.md): request, done, done+request, release, upload, uploaded, item status.
 
 Every resource parses and checks its input fully before it touches Redis, then makes one script
 call. A check that fails raises ``Refused`` (4xx, one-line reason, counted, nothing changed).

@@ -29,7 +29,7 @@ SEGMENTS_DELETED = "tracker:segments_deleted"
 SHARED_QUEUES = ("todo", "backfeed", "secondary", "redo")
 
 PROJECT_NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}\Z")
-# The names warriors may use (PROTOCOL.md), anchored to the whole string as the request path does.
+# The names warriors may use (docs/protocol.md), anchored to the whole string as the request path does.
 DOWNLOADER_RE = re.compile(r"[-_a-zA-Z0-9]{3,30}\Z")
 RESERVED_PROJECT_NAMES = frozenset({"api", "admin", "backfeed", "metrics", "static", "projects.json"})
 

@@ -28,7 +28,7 @@ Returns {code, settings_age, new, repeated, unknown, refused, clamped}; code 200
 unknown project. Every number in ARGV is checked before the first write: a Redis error and no
 change when one is not a number.
 
-One rule for every item (PROTOCOL.md, done):
+One rule for every item (docs/protocol.md, "The done rules"):
 - out (whoever claimed it) or dead (a late done for an item reclaimed too often): it becomes
   done and is attributed to the sender (items_done; a dead one also counts in items_dead_done);
 - already done: a repeat (dones_repeated), nothing changes;
