@@ -67,7 +67,8 @@ BODIES = {"create_project": {"project": "newproj"}, "set_settings": {"title": "x
           "create_token": {"scope": "*"}, "set_hq": {"broadcast_message": "hi"},
           "add_items": {"items": ["zzz"]},
           "add_limit": {"name": "users", "pattern": "type:user", "rate": "10/m"},
-          "map_shard": {"queue": "secondary"}, "requeue_dead": {"all": True}}
+          "map_shard": {"queue": "secondary"}, "requeue_dead": {"all": True},
+          "redo_items": {"pattern": "*"}}
 
 
 @pytest.mark.parametrize("method,path,needs,handler", ADMIN_ROUTES,
@@ -504,6 +505,13 @@ MALFORMED = {
         dict(body={"all": True, "queue": "nowhere"}), dict(body={"all": True, "cursor": -1}),
         dict(body={"items": ["deaditem"], "queue": "downloader:x"})],
     "list_segments": [dict(path={"project": "nope"})],
+    "redo_items": [
+        dict(body={}), dict(body={"items": ["a"], "pattern": "*"}), dict(body={"items": "a"}),
+        dict(body={"items": []}), dict(body={"items": [1]}), dict(body={"items": ["a\0b"]}),
+        dict(body={"items": ["a"], "cursor": 1}), dict(body={"pattern": "*", "limit": 10001}),
+        dict(body={"pattern": "*", "queue": "nowhere"}), dict(body={"pattern": ""}),
+        dict(body={"pattern": "*", "even_if_offloaded": "yes"}),
+        dict(path={"project": "nope"}, body={"pattern": "*"})],
 }
 
 

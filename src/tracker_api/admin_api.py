@@ -460,6 +460,24 @@ def list_segments(c: Call):
     return operations.list_segments(c.admin, c.project)
 
 
+def redo_items(c: Call):
+    """Re-queue done or seen items on purpose: by names, or a page of done items by pattern."""
+    body = c.body(("items", "pattern", "queue", "cursor", "limit", "even_if_offloaded"))
+    queue = _str(body, "queue", 100, operations.REDO_QUEUE)
+    pattern, names = body.get("pattern"), body.get("items")
+    if names is not None and (body.get("cursor") is not None or body.get("limit") is not None):
+        raise AdminError("'cursor' and 'limit' go with 'pattern'")
+    result = operations.redo(
+        c.admin, c.project, names=names, pattern=pattern,
+        cursor=_int(body, "cursor", 0, 0, operations.MAX_CURSOR),
+        limit=_int(body, "limit", 1000, 1, operations.MAX_PAGE), queue=queue,
+        even_if_offloaded=_bool(body, "even_if_offloaded"))
+    chosen = {"pattern": pattern} if pattern is not None else {"items": len(names)}
+    c.audit("items.redo", queue=queue, **chosen,
+            **{k: v for k, v in result.items() if k != "cursor"})
+    return result
+
+
 P = "/api/admin/projects/{project}"
 ADMIN_ROUTES = [
     ("GET", "/api/admin/projects", ANY, list_projects),
@@ -492,6 +510,7 @@ ADMIN_ROUTES = [
     ("GET", P + "/dead", PROJECT, list_dead),
     ("POST", P + "/dead/requeue", PROJECT, requeue_dead),
     ("GET", P + "/segments", PROJECT, list_segments),
+    ("POST", P + "/redo", PROJECT, redo_items),
     ("GET", P + "/audit", PROJECT, project_audit),
     ("POST", "/api/admin/blocks", GLOBAL, block),
     ("GET", "/api/admin/audit", GLOBAL, global_audit),

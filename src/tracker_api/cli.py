@@ -365,6 +365,61 @@ def items_add(ctx, slug, source, queue, batch):
     click.echo(json.dumps(answer))
 
 
+def _add_redo(total: dict, page: dict) -> dict:
+    for field in ("requeued", "from_done", "from_seen", "held", "skipped"):
+        total[field] = total.get(field, 0) + page[field]
+    reasons = total.setdefault("skipped_by_reason", {})
+    for reason, n in page["skipped_by_reason"].items():
+        reasons[reason] = reasons.get(reason, 0) + n
+    return total
+
+
+@items.command("redo")
+@click.argument("slug")
+@click.argument("names", nargs=-1)
+@click.option("--file", "source", default=None,
+              type=click.File("r", encoding="utf-8", errors="surrogateescape", lazy=False),
+              help="Item names, one a line (- for standard input).")
+@click.option("--pattern", default=None, help="Redo every done item matching this Redis glob.")
+@click.option("--queue", default="redo", show_default=True, help=QUEUE_HELP)
+@click.option("--even-if-offloaded", is_flag=True,
+              help="Queue seen names found nowhere even when the project has segment files "
+                   "(one may sit in a segment and be served twice).")
+@click.pass_context
+def items_redo(ctx, slug, names, source, pattern, queue, even_if_offloaded):
+    """Re-queue done items, or items the Bloom filter has seen that are nowhere (a bad grab
+    script run): NAMES and/or --file, or --pattern over done items. Audited; prints counts."""
+    from tracker_core import operations
+    if (pattern is not None) == bool(names or source):
+        raise click.UsageError("name the items (NAMES or --file), or give --pattern")
+    admin = _admin(ctx)
+    total: dict = {}
+    detail = {"queue": queue, **({"pattern": pattern} if pattern is not None else {})}
+    try:
+        if pattern is not None:
+            cursor = 0
+            while True:                          # SSCAN pages of done, like the API
+                page = operations.redo(admin, slug, pattern=pattern, cursor=cursor, limit=5000,
+                                       queue=queue, even_if_offloaded=even_if_offloaded)
+                _add_redo(total, page)
+                cursor = page["cursor"]
+                if cursor == 0:
+                    break
+        else:
+            given = list(names) + (list(_lines(source)) if source is not None else [])
+            detail["items"] = len(given)
+            for start in range(0, len(given), operations.MAX_PAGE):
+                batch = given[start:start + operations.MAX_PAGE]
+                _add_redo(total, operations.redo(admin, slug, names=batch, queue=queue,
+                                                 even_if_offloaded=even_if_offloaded))
+    except AdminError as exc:
+        if total.get("requeued"):                # earlier batches went in: audit them
+            _audit(admin, "items.redo", slug, **detail, **total, stopped=str(exc))
+        _fail(exc)
+    _audit(admin, "items.redo", slug, **detail, **total)
+    click.echo(json.dumps(total))
+
+
 @main.command()
 @click.argument("slug")
 @click.pass_context

@@ -17,6 +17,15 @@ from tracker_core import offload as offload_mod
 
 ADD_BATCH = 5000
 NOT_UTF8 = "not_utf8"     # a name refused on its own; counted in stats as items_refused_not_utf8
+# Redo (re-queue done or seen items on purpose): the queue it fills unless told otherwise (served
+# after todo, backfeed and secondary), names per script call (one call blocks Redis while it
+# runs), and what the script answers, in its order, then what the caller adds.
+REDO_QUEUE = "redo"
+REDO_BATCH = 1000
+REDO_FIELDS = ("from_done", "from_seen", "held", "out", "queued", "dead", "offloaded",
+               "not_seen", "maybe_offloaded")
+REDO_SKIP_FIELDS = ("out", "queued", "dead", "offloaded", "not_seen", "maybe_offloaded",
+                    "not_utf8")
 
 
 def valid_utf8(name: str) -> bool:
@@ -310,6 +319,99 @@ class Admin:
         if held:
             limits_mod.hold_new(self.r, k)
         return moved
+
+    def seen_by_filter(self, k: keyspace.ProjectKeys, names: list[str]) -> list[bool]:
+        """Whether the project's Bloom filter has (probably) seen each name; reads only.
+
+        A project whose filter was never configured has seen nothing (and is not configured
+        here: a read must not write).
+        """
+        fields = self.r.hgetall(k.bloom)
+        if not fields or not names:
+            return [False] * len(names)
+        plan = bloom.Plan(k, bloom.Geometry.from_redis(fields))
+        args = bloom.script_args([b""] * len(names), [limits_mod.wire(n) for n in names],
+                                 plan.hash_plan)
+        pipe = self.r.pipeline(transaction=False)
+        i = 0
+        for _ in names:
+            i += 1                                   # the (empty) entry
+            for k_bits in plan.ks:
+                chunk_key = plan.chunk_keys[args[i] - bloom.FIXED_KEYS - 1]
+                ops = []
+                for position in args[i + 1:i + 1 + k_bits]:
+                    ops += ("GET", "u1", position)
+                pipe.execute_command("BITFIELD_RO", chunk_key, *ops)
+                i += 1 + k_bits
+        replies = pipe.execute()
+        layers = len(plan.ks)
+        return [any(all(replies[n * layers + layer]) for layer in range(layers))
+                for n in range(len(names))]
+
+    def redo_items(self, project: str, names: list[str], queue: str = REDO_QUEUE,
+                   even_if_offloaded: bool = False) -> dict:
+        """Re-queue NAMES on purpose: done items, and items the filter has seen that are nowhere.
+
+        The only way into a queue that bypasses the Bloom filter (see redo_items-n.lua for what
+        happens to each name). Names that are not UTF-8 are left where they are (not_utf8): a
+        warrior could claim one but never report it. Items a limit matches are held, as for
+        every give-back. Returns counts: requeued (from_done + from_seen, held included) and
+        skipped by reason. Not audited here: the API and the CLI audit once per call.
+        """
+        k = self._keys(project)
+        try:
+            target = k.queue(queue)
+        except ValueError as exc:
+            raise AdminError(str(exc)) from None
+        owner = queue[len("downloader:"):] if queue.startswith("downloader:") else ""
+        totals = dict.fromkeys(REDO_FIELDS, 0)
+        good = [n for n in names if valid_utf8(n)]
+        totals["not_utf8"] = len(names) - len(good)
+        held_any = False
+        for start in range(0, len(good), REDO_BATCH):
+            part = good[start:start + REDO_BATCH]
+            in_done = self.r.smismember(k.done, [limits_mod.wire(n) for n in part])
+            maybe = [n for n, done in zip(part, in_done) if not done]
+            seen = dict(zip(maybe, self.seen_by_filter(k, maybe)))
+            reply = self._redo_batch(k, target, owner, part, seen, even_if_offloaded)
+            for field, value in zip(REDO_FIELDS, reply[2:]):
+                totals[field] += int(value)
+            held_any = held_any or int(reply[4]) > 0
+        if held_any:
+            limits_mod.hold_new(self.r, k)
+        requeued = totals["from_done"] + totals["from_seen"]
+        skipped = {f: totals[f] for f in REDO_SKIP_FIELDS}
+        return {"requeued": requeued, "from_done": totals["from_done"],
+                "from_seen": totals["from_seen"], "held": totals["held"],
+                "skipped": sum(skipped.values()), "skipped_by_reason": skipped}
+
+    def _redo_batch(self, k: keyspace.ProjectKeys, target: str, owner: str, names: list[str],
+                    seen: dict, even_if_offloaded: bool) -> list:
+        """One redo_items script call; retried when the limits or downloader queues moved."""
+        for attempt in range(4):
+            # Classified at the settings age the script checks (like release); the last
+            # attempt does not check, so a stream of limit changes cannot stop a redo.
+            age, compiled = limits_mod.current(self.r, k)
+            entries = (limits_mod.held_entries(compiled, names) if not owner
+                       else [""] * len(names))
+            owners = sorted(self.r.smembers(k.downloader_queues))
+            args = [age if attempt < 3 else "", owner, "1" if even_if_offloaded else "0",
+                    len(owners), *owners]
+            for name, entry in zip(names, entries):
+                args += [limits_mod.wire(name), limits_mod.wire(entry),
+                         "1" if seen.get(name) else "0"]
+            reply = scripts.run(self.r, "redo_items", (
+                k.settings, k.done, k.out, k.claims, k.dead, k.todo, k.backfeed, k.secondary,
+                k.redo, k.limited, k.limited_in, k.limits_ready, k.limits, k.offloading,
+                k.segments, k.stats, target, k.downloader_queues,
+                *[k.downloader_queue(o) for o in owners]), args)
+            if reply[0] == 200:
+                return reply
+            if reply[0] == -1:
+                raise AdminError(f"unknown project {k.project!r}")
+            if reply[0] == -4:
+                raise AdminError("redo_items: bad arguments (nothing changed)")
+        raise AdminError("the project's limits or downloader queues kept changing; try again")
 
     def limits(self, project: str) -> list[dict]:
         """List a project's limits in classification order."""

@@ -14,7 +14,7 @@ from tracker_core import keys as keyspace
 from tracker_core import backfeed_secrets, bloom, hq, offload, protocol, scripts
 from tracker_core import limits as limits_mod
 from tracker_core import stats as stats_mod
-from tracker_core.admin import Admin, AdminError
+from tracker_core.admin import REDO_QUEUE, Admin, AdminError
 
 MAX_PAGE = 10_000
 MAX_SAMPLE = 1000
@@ -303,6 +303,41 @@ def requeue_dead_page(admin: Admin, project: str, cursor: int = 0, count: int = 
     next_cursor, page = admin.r.hscan(k.dead, cursor, count=_page(count))
     moved = admin.requeue_dead(project, list(page), queue) if page else 0
     return {"requeued": moved, "cursor": int(next_cursor)}
+
+
+# -- redo: re-queue done or seen items on purpose (the one way past the Bloom filter) -----------
+
+def redo(admin: Admin, project: str, names=None, pattern=None, cursor: int = 0,
+         limit: int = 1000, queue: str = REDO_QUEUE, even_if_offloaded: bool = False) -> dict:
+    """Re-queue the items NAMES (at most MAX_PAGE), or one SSCAN page of done items matching
+    PATTERN (a Redis glob; continue from the returned cursor until it is 0), into QUEUE.
+
+    See Admin.redo_items: done items leave `done` (items_done drops with them), items seen by
+    the filter but found nowhere are queued bypassing it, items out or queued stay where they
+    are (skipped), items a limit matches are held.
+    """
+    if (names is None) == (pattern is None):
+        raise AdminError("give 'items' (a list of names) or 'pattern' (a glob over done items)")
+    check_queue(queue)
+    if type(even_if_offloaded) is not bool:
+        raise AdminError("'even_if_offloaded' must be true or false")
+    if names is not None:
+        check_items(names)
+        if not names or len(names) > MAX_PAGE:
+            raise AdminError(f"give 1 to {MAX_PAGE} item names")
+        return admin.redo_items(project, names, queue, even_if_offloaded)
+    check_text(pattern, "pattern", MAX_PATTERN_CHARS)
+    check_cursor(cursor)
+    k = admin._keys(project)
+    next_cursor, page = admin.r.sscan(k.done, cursor, match=pattern, count=_page(limit))
+    # A done name past the length limit (stored before the limit) could be claimed but not
+    # reported: it stays done, counted apart.
+    fit = [n for n in page if len(n) <= MAX_ITEM_CHARS]
+    result = admin.redo_items(project, fit, queue, even_if_offloaded)
+    result["skipped_by_reason"]["too_long"] = len(page) - len(fit)
+    result["skipped"] += len(page) - len(fit)
+    result["cursor"] = int(next_cursor)
+    return result
 
 
 # -- backfeed: secrets and the shard map --------------------------------------------------------
