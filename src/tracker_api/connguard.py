@@ -22,6 +22,7 @@ marks when a call started, and that connection has been silent for as long as th
 """
 from __future__ import annotations
 
+import ctypes
 import os
 import resource
 import select
@@ -40,6 +41,20 @@ _OFF_BYTES_SENT = 200
 
 REQUEST_HEAD_SLACK_BYTES = 128 * 1024   # request line and headers on top of the body cap
 SHED_MIN_IDLE_S = 0.05
+
+
+_LIBC = ctypes.CDLL(None, use_errno=True)
+_UNSPEC_ADDR = ctypes.create_string_buffer(16)     # struct sockaddr, sa_family = AF_UNSPEC
+
+
+def _abort(fd: int) -> None:
+    """Reset the connection under FD without closing the descriptor (bjoern owns it).
+
+    connect() to AF_UNSPEC disconnects a TCP socket: the peer gets RST and bjoern's next read
+    fails, so bjoern closes it. A shutdown() is not enough against a client still sending: the
+    kernel keeps taking its data for bjoern to read and the body goes on to its end.
+    """
+    _LIBC.connect(fd, _UNSPEC_ADDR, 16)
 
 
 def _answer(status: str, extra: str = "") -> bytes:
@@ -91,6 +106,7 @@ class ConnectionGuard:
         self.busy_since: float | None = None      # set by the app wrapper around each call
         self.conns: dict[int, _Conn] = {}         # socket inode -> state
         self.foreign: set[int] = set()            # inodes of sockets that are not ours (Redis...)
+        self.closing: dict[int, float] = {}        # inode -> when the guard shut it down
         self.closed_total = {"idle": 0, "slow": 0, "too_large": 0, "shed": 0}
         nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
         margin = max(4, min(1024, nofile // 8))
@@ -173,6 +189,11 @@ class ConnectionGuard:
             if conn is None:
                 conn = _Conn(fd, 0)
             seen[inode] = conn
+            closed_at = self.closing.get(inode)
+            if closed_at is not None:                # shut down, yet bjoern still holds it
+                if now - closed_at >= self.scan_interval_s and self._socket_inode(fd) == inode:
+                    _abort(fd)
+                continue
             if tx != conn.tx:                        # an answer went out: the request is done
                 conn.tx, conn.rx_base, conn.pending_since = tx, rx, None
             elif rx > conn.rx_base and conn.pending_since is None:
@@ -184,7 +205,7 @@ class ConnectionGuard:
                 continue                             # maybe the request the app is running
             pending = rx - conn.rx_base
             if pending > self.max_request_bytes:
-                self._close(fd, inode, TOO_LARGE_413, "too_large")
+                self._close(fd, inode, TOO_LARGE_413, "too_large", abort=True)
             elif conn.pending_since is not None and now - conn.pending_since >= self.request_timeout_s:
                 self._close(fd, inode, TIMEOUT_408, "slow")
             elif idle_s >= self.idle_timeout_s:
@@ -192,6 +213,7 @@ class ConnectionGuard:
             else:
                 live.append((idle_s, conn, pending))
         self.conns = seen
+        self.closing = {inode: at for inode, at in self.closing.items() if inode in seen}
         if len(self.foreign) > 4096:
             self.foreign.clear()
         held = count = len(fds)
@@ -249,7 +271,8 @@ class ConnectionGuard:
                 struct.unpack_from("Q", raw, _OFF_BYTES_RECEIVED)[0],
                 struct.unpack_from("Q", raw, _OFF_BYTES_SENT)[0])
 
-    def _close(self, fd: int, inode: int, answer: bytes | None, why: str) -> None:
+    def _close(self, fd: int, inode: int, answer: bytes | None, why: str,
+               abort: bool = False) -> None:
         # The fd may have been closed and reused by bjoern since it was listed: same inode only.
         if self._socket_inode(fd) != inode:
             return
@@ -260,11 +283,14 @@ class ConnectionGuard:
                     sock.send(answer, socket.MSG_DONTWAIT | socket.MSG_NOSIGNAL)
                 except OSError:
                     pass
-            try:
-                sock.shutdown(socket.SHUT_RDWR)    # bjoern reads EOF and closes it itself
-            except OSError:
-                pass
+            if abort:
+                _abort(fd)
+            else:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)    # bjoern reads EOF and closes it itself
+                except OSError:
+                    pass
         finally:
             sock.detach()
-        self.conns.pop(inode, None)
+        self.closing[inode] = time.monotonic()
         self.closed_total[why] += 1
