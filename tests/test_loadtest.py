@@ -2,9 +2,16 @@
 
 Locust runs in subprocesses (loadtest.runner) so gevent's monkey-patching never reaches pytest.
 """
+import json
+import os
 import random
+import re
+import signal
+import socket
 import subprocess
 import sys
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -183,3 +190,76 @@ def test_a_rate_limited_project_fails_the_run_on_irsr(live_server, redis_url, ad
     assert any(line.startswith("IRSR") for line in result["failures"])
     assert result["accounting"]["ok"]  # slow is not lossy: every item still accounted for
     assert _status_total(admin.status("ci-limited")) == 500
+
+
+# -- the README's command, as written -----------------------------------------------------------
+
+README_SCALE = {"--users": "8", "--spawn-rate": "8", "--run-time": "15s", "--seed-items": "2000"}
+
+
+def readme_headless_commands(readme: str, port: int) -> str:
+    """The README's "Load tests" shell lines up to the distributed run, at tiny scale on PORT.
+
+    Only the scale and the port change; each must be found exactly once, so a README that
+    drops or renames one of them fails here rather than being run at full scale.
+    """
+    section = readme.split("\n## Load tests\n", 1)[1].split("\n## ", 1)[0]
+    block = section.split("```sh\n", 1)[1].split("```", 1)[0]
+    script = block.split("\n# distributed", 1)[0]
+    for option, value in README_SCALE.items():
+        script, n = re.subn(rf"{option} \S+", f"{option} {value}", script)
+        assert n == 1, f"README's load-test command: {option} found {n} times"
+    script, n = re.subn(r"--host http://127\.0\.0\.1:8080", f"--host http://127.0.0.1:{port}",
+                        script)
+    assert n == 1, "README's load-test command: --host http://127.0.0.1:8080 not found"
+    return script
+
+
+def _wait_for_http(url: str, process: subprocess.Popen, timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        assert process.poll() is None, "tracker run exited"
+        try:
+            urllib.request.urlopen(url, timeout=2).read()
+            return
+        except OSError:
+            time.sleep(0.3)
+    raise AssertionError(f"{url} did not answer within {timeout_s} s")
+
+
+@pytest.mark.slow
+def test_the_readmes_locust_command_works_as_written(tmp_path):
+    """Run the README's headless commands, as written but at tiny scale, in a directory where
+    `make run` (tracker run --demo) runs: the Redis socket it names and the backfeed secret it
+    creates must be the ones that work (backfeed errors fail the run)."""
+    (tmp_path / ".venv").symlink_to(ROOT / ".venv")
+    (tmp_path / "loadtest").symlink_to(ROOT / "loadtest")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("TRACKER_REDIS_URL", "TRACKER_DATA_DIR", "LOADTEST_BACKFEED_SECRET")}
+    log = open(tmp_path / "run.log", "wb")
+    tracker = subprocess.Popen([str(ROOT / ".venv/bin/tracker"), "run", "--demo", "--port", str(port),
+                                "--live-port", "0"], cwd=tmp_path, env=env, stdout=log,
+                               stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        _wait_for_http(f"http://127.0.0.1:{port}/demo/stats.json", tracker)
+        script = readme_headless_commands((ROOT / "README.md").read_text(), port)
+        done = subprocess.run(["bash", "-c", script], cwd=tmp_path, env=env, capture_output=True,
+                              text=True, timeout=180)
+        assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+        result = json.loads((tmp_path / "figures.json").read_text())
+        counts = result["summary"]["counts"]
+        assert result["passed"] and result["failures"] == []
+        assert result["accounting"]["ok"] and result["accounting"]["seeded"] == 2000
+        assert counts["backfeed_posts"] > 0 and counts["backfeed_errors"] == 0
+        assert counts["items_done"] > 0 and counts["server_5xx"] == 0
+    finally:
+        os.killpg(tracker.pid, signal.SIGTERM)
+        try:
+            tracker.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(tracker.pid, signal.SIGKILL)
+            tracker.wait()
+        log.close()
