@@ -4,7 +4,8 @@ from __future__ import annotations
 import falcon
 import redis
 
-from tracker_api import admin_api, admin_pages, backfeed, metrics, stats, stats_page, warrior
+from tracker_api import (admin_api, admin_pages, backfeed, front_page, metrics, stats,
+                         stats_page, warrior)
 from tracker_api.web_headers import SecurityHeaders
 from tracker_api.errors import (Refused, refuse_handler, script_handler, storage_handler,
                                 unrouted_handler)
@@ -71,5 +72,6 @@ def create_app(engine: Engine, trust_forwarded: bool | int = False):
     app.add_route("/projects.json", admin_api.ProjectsDocument(admin))
     app.add_route("/api/register.json", admin_api.RegisterWarrior(admin, trust_forwarded))
     app.add_route("/api/update.json", admin_api.UpdateWarrior(admin))
+    app.add_route("/", front_page.FrontPage(engine, admin))
     app.add_route("/{project}", stats_page.LeaderboardPage(engine))
     return _collapse_slashes(app)

@@ -30,7 +30,10 @@ REGISTRATION_WINDOW_MS = 3_600_000
 MAX_VERSION_CHARS = 64
 # Printable ASCII, so a record's JSON stays under MAX_RECORD however the version is escaped.
 VERSION_RE = re.compile(r"[\x20-\x7e]{0,%d}\Z" % MAX_VERSION_CHARS)
-HQ_FIELDS = {"auto_project": "", "broadcast_message": "", "seesaw_version": "0.8.5"}
+# tracker_banner_html is not part of projects.json: the front page (GET /) shows it as HTML a
+# global admin set (only global admins set these fields).
+HQ_FIELDS = {"auto_project": "", "broadcast_message": "", "seesaw_version": "0.8.5",
+             "tracker_banner_html": ""}
 PROJECT_FIELDS = ("title", "description", "repository", "logo", "marker_html", "deadline", "host")
 MAX_RECORD = 256
 

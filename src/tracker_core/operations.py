@@ -25,7 +25,8 @@ MAX_ITEM_CHARS = protocol.MAX_ITEM_CHARS     # what /done accepts back
 MAX_DOWNLOADER_CHARS = 100
 MAX_AGE_S = 10 * 365 * 86400      # release by age: ten years covers any claim
 SHARD_RE = re.compile(r"[A-Za-z0-9_.:-]{1,64}\Z")   # the backfeed's ?shard= (tracker_api.backfeed)
-HQ_MAX_CHARS = {"auto_project": 64, "broadcast_message": 5000, "seesaw_version": 40}
+HQ_MAX_CHARS = {"auto_project": 64, "broadcast_message": 5000, "seesaw_version": 40,
+                "tracker_banner_html": 20000}
 
 
 class NotFound(AdminError):
@@ -410,7 +411,8 @@ def list_segments(admin: Admin, project: str) -> dict:
 # -- the warrior HQ document's global fields ----------------------------------------------------
 
 def set_hq(admin: Admin, values) -> dict:
-    """Set projects.json's global fields (auto_project, broadcast_message, seesaw_version)."""
+    """Set the HQ document's global fields (auto_project, broadcast_message, seesaw_version:
+    projects.json; tracker_banner_html: the front page)."""
     if not isinstance(values, dict) or not values:
         raise AdminError(f"give one or more of {', '.join(sorted(hq.HQ_FIELDS))}")
     for name, value in values.items():

@@ -1,0 +1,74 @@
+"""The front page GET /: the projects listed for warriors, their progress, and the HQ banner.
+
+Rendered here as plain HTML (no script: it works under the pages' CSP and without JavaScript),
+built at most once a second per process so a crowd costs Redis one pass a second per worker.
+Projects are those of projects.json (warrior_listed), with the same leaderboard links; an
+unlisted project never appears. Titles and descriptions are escaped (a project admin sets
+them); the banner, ``tracker_banner_html`` of the HQ document, is HTML only a global admin can
+set, shown as set (the CSP still keeps its scripts, inline styles and other hosts' images out).
+"""
+from __future__ import annotations
+
+import html
+import time
+
+import falcon
+
+from tracker_api.stats_page import STATIC_DIR
+from tracker_core import hq
+from tracker_core import keys as keyspace
+from tracker_core.admin import Admin
+from tracker_core.engine import Engine
+
+
+def todo_total(counts: dict) -> int:
+    """Items still to do, as stats.json counts them: every place an item waits to be served."""
+    return sum(counts["queues"].values()) + counts.get("offloaded", 0)
+
+
+def _number(n: int) -> str:
+    return f"{n:,}".replace(",", "\u202f")       # a narrow no-break space: 1 234 567
+
+
+def project_row(entry: dict, counts: dict) -> str:
+    done, out, todo = counts["done"], counts["out"], todo_total(counts)
+    total = done + out + todo
+    share = f"{100 * done / total:.1f} %" if total else "–"
+    title = html.escape(entry.get("title") or entry["name"])
+    # A path, not projects.json's absolute URL: right behind any proxy or host name.
+    link = html.escape(f"/{entry['name']}/", quote=True)
+    description = entry.get("description")
+    about = f'<p class="about">{html.escape(description)}</p>' if description else ""
+    return (f'<li class="project"><h2><a href="{link}">{title}</a></h2>{about}'
+            f'<progress value="{done}" max="{max(total, 1)}">{share}</progress>'
+            f'<p class="counts"><span><b>{_number(done)}</b> done</span> '
+            f'<span><b>{_number(out)}</b> out</span> '
+            f'<span><b>{_number(todo)}</b> to do</span> <span class="share">{share}</span></p>'
+            f'<p class="links"><a href="{link}">leaderboard</a></p></li>')
+
+
+class FrontPage:
+    def __init__(self, engine: Engine, admin: Admin, clock=time.monotonic):
+        self.engine = engine
+        self.admin = admin
+        self.clock = clock
+        self.template = (STATIC_DIR / "front.html").read_text()
+        self.cached: tuple[int, str] | None = None
+
+    def render(self) -> str:
+        document = hq.document(self.admin.r, "")
+        banner = self.admin.r.hget(keyspace.HQ, "tracker_banner_html") or ""
+        rows = [project_row(entry, self.engine.counts(entry["name"]))
+                for entry in document["projects"]]
+        projects = ("".join(rows) if rows
+                    else '<li class="empty">No project is listed right now.</li>')
+        return (self.template.replace("{{banner}}",
+                                      f'<div class="banner">{banner}</div>' if banner else "")
+                .replace("{{projects}}", projects))
+
+    def on_get(self, req, resp):
+        second = int(self.clock())
+        if self.cached is None or self.cached[0] != second:
+            self.cached = (second, self.render())
+        resp.content_type = falcon.MEDIA_HTML
+        resp.text = self.cached[1]
