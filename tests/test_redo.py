@@ -290,3 +290,44 @@ def test_cli_redo_by_file_names_and_pattern(redis_url, admin, engine, r, project
     assert entries[1]["actor"] == audit.CLI_ACTOR and entries[1]["detail"]["requeued"] == 11
     assert items_done(r) == r.scard(K.done) == len(names) - 13
     assert_each_once(r, names)
+
+
+def test_redo_pages_while_warriors_claim_and_finish_keep_every_item_in_one_place(
+        admin, r, project, redis_url):
+    import threading
+    from tracker_core.engine import Engine
+    names = [url(i) for i in range(2000)]
+    list(admin.add_items(P, names))
+    stop = threading.Event()
+    errors = []
+
+    def warrior(name):
+        engine = Engine(redis_url)
+        try:
+            while not stop.is_set():
+                status, claimed = engine.claim(P, name, "10.0.0.9", 20)
+                if status == 200 and claimed:
+                    engine.done(P, name, "1", claimed, ["example.com", 1], "")
+        except Exception as exc:        # noqa: BLE001 - reported below
+            errors.append(exc)
+    threads = [threading.Thread(target=warrior, args=(f"w{n}",)) for n in range(3)]
+    for t in threads:
+        t.start()
+    redone = 0
+    try:
+        for _ in range(20):
+            cursor = 0
+            while True:
+                page = operations.redo(admin, P, pattern="*", cursor=cursor, limit=200,
+                                       queue="todo")
+                redone, cursor = redone + page["requeued"], page["cursor"]
+                if cursor == 0:
+                    break
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    assert not errors and redone > 0
+    assert items_done(r) == r.scard(K.done)
+    assert int(r.hget(K.stats, "items_redone")) == redone
+    assert_each_once(r, names)

@@ -372,7 +372,11 @@ class Admin:
             part = good[start:start + REDO_BATCH]
             in_done = self.r.smismember(k.done, [limits_mod.wire(n) for n in part])
             maybe = [n for n, done in zip(part, in_done) if not done]
-            seen = dict(zip(maybe, self.seen_by_filter(k, maybe)))
+            # A done name came in through the filter; ask it only about the others. (Should a
+            # done name leave `done` for a segment before the script runs, it is then a seen
+            # name found nowhere: skipped as maybe_offloaded, never queued twice.)
+            seen = dict.fromkeys(part, True)
+            seen.update(zip(maybe, self.seen_by_filter(k, maybe)))
             reply = self._redo_batch(k, target, owner, part, seen, even_if_offloaded)
             for field, value in zip(REDO_FIELDS, reply[2:]):
                 totals[field] += int(value)
