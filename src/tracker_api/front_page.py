@@ -22,8 +22,12 @@ from tracker_core.engine import Engine
 
 
 def todo_total(counts: dict) -> int:
-    """Items still to do, as stats.json counts them: every place an item waits to be served."""
-    return sum(counts["queues"].values()) + counts.get("offloaded", 0)
+    """Items still to do, as stats.json counts them: every place an item waits to be served,
+    offloaded queue tails included once the counts carry them (beside the queues or in them)."""
+    queued = sum(counts["queues"].values())
+    if "offloaded" not in counts["queues"]:
+        queued += counts.get("offloaded", 0)
+    return queued
 
 
 def _number(n: int) -> str:
