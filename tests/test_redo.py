@@ -188,12 +188,16 @@ def test_names_not_utf8_and_too_long_are_left_done(admin, engine, r, project):
     list(admin.add_items(P, [url(1)]))
     finish(engine, [url(1)])
     raw = redis_bytes(r)
-    raw.sadd(K.done, b"https://old.example/\xff\xfe", ("https://old.example/" + "y" * 5000).encode())
+    prefix = "https://old.example/"
+    at_limit = prefix + "y" * (operations.MAX_ITEM_CHARS - len(prefix))
+    raw.sadd(K.done, (prefix + "\xff\xfe").encode("latin-1"), (at_limit + "y").encode(),
+             at_limit.encode())
+    r.hset(K.stats, "items_done", 4)
     result = operations.redo(admin, P, pattern="https://old.example/*")
-    assert result["requeued"] == 0
+    assert result["requeued"] == 1 and r.smembers(K.redo) == {at_limit}   # 4,096: redone
     assert result["skipped_by_reason"]["not_utf8"] == 1
-    assert result["skipped_by_reason"]["too_long"] == 1
-    assert raw.scard(K.done) == 3 and raw.scard(K.redo) == 0
+    assert result["skipped_by_reason"]["too_long"] == 1                   # 4,097: stays done
+    assert raw.scard(K.done) == 3 and items_done(r) == 3
 
 
 def redis_bytes(r):
