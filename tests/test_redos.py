@@ -1,5 +1,6 @@
 """Hostile names and patterns: regex limits run in linear time (RE2), patterns RE2 cannot run are
 refused, and anonymous release and item status never classify a name that is not the project's."""
+import json
 import time
 from urllib.parse import quote
 
@@ -263,7 +264,7 @@ URL_NAMES = [
     "https://example.org/p?" + "k=%41%25&" * 300 + "#end",          # about 2.7 KB
     "https://example.org/" + "seg%20ment/" * 370,                    # about 4 KB
 ]
-# What the item-status route can carry: its {item} is one path segment, so no '/'.
+# Names without '/' (the route takes any name; these check the one-segment case too).
 SEGMENT_NAMES = [
     "https:example.org?a b=%20c&d#frag",
     "search?q=" + "%41 b#c&" * 400,                                     # about 3.2 KB
@@ -314,10 +315,23 @@ def test_item_status_over_http_for_names_in_every_place(admin, engine, r, web):
         assert res.status_code == 200 and res.json == {"status": status, "downloader": who}, name
 
 
-@pytest.mark.xfail(strict=True, reason="the route's {item} is one path segment: a name with '/' "
-                                       "is not routed (a change in tracker_api, not here)")
 def test_item_status_over_http_for_a_name_with_slashes(admin, engine, r, web):
     admin.create_project(P)
     list(admin.add_items(P, [URL_NAMES[0]]))
     res = web.simulate_get(f"/{P}/items/{quote(URL_NAMES[0], safe='')}.json")
     assert res.json == {"status": "todo", "downloader": None}
+
+
+def test_item_status_through_the_real_server_for_url_names(admin, engine, r, live_server):
+    # bjoern decodes the path before routing: "%2F" becomes "/", and "http://" keeps its "//".
+    import urllib.request
+    admin.create_project(P)
+    list(admin.add_items(P, URL_NAMES))
+    status, claimed = engine.claim(P, "alice", "10.0.0.1", 1)
+    for name in URL_NAMES:
+        with urllib.request.urlopen(f"{live_server.base}/{P}/items/{quote(name, safe='')}.json",
+                                    timeout=10) as res:
+            body = json.loads(res.read())
+        expected = {"status": "out", "downloader": "alice"} if name in claimed else \
+            {"status": "todo", "downloader": None}
+        assert body == expected, name

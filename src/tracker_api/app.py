@@ -24,9 +24,12 @@ def _collapse_slashes(app):
     def wsgi(environ, start_response):
         path = environ.get("PATH_INFO", "")
         if "//" in path:
-            while "//" in path:
-                path = path.replace("//", "/")
-            environ["PATH_INFO"] = path
+            # An item status path carries the item's name after /items/ (decoded by the server:
+            # a URL name keeps its "//"), so only the part before it is collapsed.
+            head, sep, name = path.partition("/items/")
+            while "//" in head:
+                head = head.replace("//", "/")
+            environ["PATH_INFO"] = head + sep + name
         return app(environ, start_response)
     wsgi.falcon_app = app
     return wsgi
@@ -61,7 +64,8 @@ def create_app(engine: Engine, trust_forwarded: bool | int = False):
     app.add_route("/{project}/release", protocol(warrior.ReleaseResource))
     app.add_route("/{project}/upload", protocol(warrior.UploadResource))
     app.add_route("/{project}/uploaded", protocol(warrior.UploadedResource))
-    app.add_route("/{project}/items/{item}.json", protocol(warrior.ItemStatusResource))
+    # {item:path}: a name may hold "/" (URL items); the resource strips the ".json" suffix.
+    app.add_route("/{project}/items/{item:path}", protocol(warrior.ItemStatusResource))
     app.add_route("/{project}/stats.json", stats.StatsResource(engine))
     app.add_route("/backfeed/legacy/{name}", backfeed.BackfeedResource(engine))
     app.add_route("/static/{name}", stats_page.StaticResource())

@@ -222,6 +222,10 @@ class UploadedResource(ProtocolResource):
 class ItemStatusResource(ProtocolResource):
     def on_get(self, req, resp, project: str, item: str):
         self.known_project(project)
+        if not item.endswith(".json"):
+            raise Refused(404, "item status is at /P/items/NAME.json (NAME percent-encoded)",
+                          "bad_path", project)
+        item = item[:-len(".json")]
         if not 0 < len(item) <= MAX_ITEM_CHARS:
             raise Refused(400, "bad item name", "bad_item", project)
         status, downloader = self.engine.item_status(project, item)
