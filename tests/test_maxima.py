@@ -381,3 +381,16 @@ def test_a_backfeed_post_redis_refuses_gets_a_json_503(project, engine, r, secre
     assert res.status_code == 503
     assert res.json["status_code"] == 503 and "retry later" in res.json["reason"]
     assert r.hget(K.bloom, "items") in (None, "0")
+
+
+def test_release_with_a_broken_way_in_set_leaves_the_claim_out(project, engine, r):
+    # The limited item would go to the way-in set after it left `out`: the type check comes first.
+    r.sadd(K.todo, url(1))
+    status, names = engine.claim(P, "alice", "10.0.0.1", 1)
+    assert names == [url(1)]
+    r.set(K.limited_in, "broken")
+    with pytest.raises(Exception, match="WRONGTYPE"):
+        run(r, "release", (K.settings, K.out, K.claims, K.todo, K.downloader_claims, K.stats,
+                           K.limited_in, K.reclaim_history),
+            (1, "", "", url(1), limits.held_entry("site", url(1))))
+    assert r.zrange(K.out, 0, -1) == [url(1)] and r.hexists(K.claims, url(1))

@@ -19,6 +19,12 @@ runs hold_limited, which files it in the limit's sub-queue, so a release cannot 
 local age = redis.call('HGET', KEYS[1], 'settings_age')
 if not age then return {-1, 0} end
 if ARGV[3] ~= '' and ARGV[3] ~= age then return {-2, age} end
+-- Every place written below is checked for its type before the first write: Redis keeps a
+-- failed script's writes, and a claim that left `out` but reached no queue would be lost.
+check_enqueue_keys(KEYS[4], KEYS[7])
+redis.call('ZCARD', KEYS[2])
+redis.call('HLEN', KEYS[5])
+redis.call('HLEN', KEYS[8])
 local only = ARGV[2]
 local released, ignored, held = 0, 0, 0
 for i = 4, #ARGV - 1, 2 do
