@@ -5,6 +5,7 @@ answer or close every connection within a bound and keep a worker's memory bound
 """
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -259,6 +260,19 @@ def test_body_just_past_the_cap_is_413(server):
         answer, closed_after = read_until_closed(sock, 10)
     assert status_line(answer) == b"HTTP/1.1 413 Content Too Large"
     assert closed_after is not None
+
+
+def test_backfeed_body_past_the_cap_is_a_json_413(server):
+    # Grab scripts decode every backfeed answer as JSON and read status_code.
+    body = b"a" * ((1 << 20) + 1)
+    with server.connect() as sock:
+        sock.sendall(b"POST /backfeed/legacy/p-secret HTTP/1.1\r\nHost: t\r\nConnection: close\r\n"
+                     b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        answer, _ = read_until_closed(sock, 10)
+    assert status_line(answer) == b"HTTP/1.1 413 Content Too Large"
+    head, _, payload = answer.partition(b"\r\n\r\n")
+    assert b"application/json" in head
+    assert json.loads(payload)["status_code"] == 413
 
 
 def test_a_client_still_sending_past_the_cap_is_cut_off(server):

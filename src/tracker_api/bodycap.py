@@ -19,6 +19,8 @@ import sys
 import time
 import types
 
+import orjson
+
 _REAL_IO = io
 
 
@@ -101,8 +103,13 @@ def _wrap(app, guard):
         refusal = getattr(body, "refusal", None)
         if refusal is not None:
             text, status = _TOO_LARGE if refusal == "too_large" else _BUSY
+            kind = "text/plain"
+            if environ.get("PATH_INFO", "").startswith("/backfeed/"):
+                # Grab scripts decode every backfeed answer as JSON (errors.answer).
+                text = orjson.dumps({"status_code": int(status[:3]), "reason": text.decode().strip()})
+                kind = "application/json"
             # bjoern writes the Connection header itself (from what the client asked).
-            headers = [("Content-Type", "text/plain"), ("Content-Length", str(len(text)))]
+            headers = [("Content-Type", kind), ("Content-Length", str(len(text)))]
             if refusal == "busy":
                 headers.append(("Retry-After", "5"))
             start_response(status, headers)

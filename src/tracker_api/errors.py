@@ -20,6 +20,20 @@ class Refused(Exception):
         self.project = project
 
 
+def answer(req, resp, status: int, reason: str) -> None:
+    """Answer STATUS with REASON: JSON with a status_code under /backfeed/, one text line elsewhere.
+
+    Grab scripts decode every backfeed answer as JSON and read its status_code (a text answer
+    raises in the script instead of being retried); warriors read the protocol's plain text.
+    """
+    resp.status = status
+    if req.path.startswith("/backfeed/"):
+        resp.media = {"status_code": status, "reason": reason}
+    else:
+        resp.content_type = falcon.MEDIA_TEXT
+        resp.text = reason + "\n"
+
+
 def refuse_handler(engine):
     def handle(req, resp, ex: Refused, params):
         resp.status = ex.status
@@ -41,9 +55,7 @@ def storage_handler(req, resp, ex: RedisError, params):
     A change whose outcome is unknown may have been made: the retry is safe because every
     warrior call is (done is idempotent; a claim whose answer was lost stays out and is
     reclaimed), and a warrior retries on any non-200."""
-    resp.status = 503
-    resp.content_type = falcon.MEDIA_TEXT
-    resp.text = "tracker storage unavailable, retry later\n"
+    answer(req, resp, 503, "tracker storage unavailable, retry later")
 
 
 def script_handler(req, resp, ex: Exception, params):
@@ -53,9 +65,7 @@ def script_handler(req, resp, ex: Exception, params):
     The reason goes to the log, not to the client.
     """
     print(redact(f"tracker: {req.method} {req.path}: {ex}"), file=sys.stderr, flush=True)
-    resp.status = 503
-    resp.content_type = falcon.MEDIA_TEXT
-    resp.text = "tracker storage refused the change, retry later\n"
+    answer(req, resp, 503, "tracker storage refused the change, retry later")
 
 
 def unrouted_handler(engine):
@@ -72,11 +82,7 @@ def unrouted_handler(engine):
         resp.status = status
         for name, value in (ex.headers or {}).items():     # Allow: on a 405
             resp.set_header(name, value)
-        if req.path.startswith("/backfeed/"):
-            resp.media = {"status_code": status, "reason": reason}
-        else:
-            resp.content_type = falcon.MEDIA_TEXT
-            resp.text = reason + "\n"
+        answer(req, resp, status, reason)
         try:
             engine.count(None, "bad_method" if method_not_allowed else "bad_path")
         except RedisError:
