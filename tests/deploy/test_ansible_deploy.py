@@ -227,8 +227,8 @@ def unit_exec(root: Path, unit: str, instance: str = "") -> tuple[list[str], str
     return shlex.split(fields["ExecStart"].replace("%i", instance)), fields.get("User"), env
 
 
-def in_client(*command, check=True):
-    return run(["ip", "netns", "exec", f"trkd-{CLIENT[0]}", *command], check=check)
+def in_client(*command, check=True, input_text=None):
+    return run(["ip", "netns", "exec", f"trkd-{CLIENT[0]}", *command], check=check, input=input_text)
 
 
 def haproxy_servers() -> dict[str, dict]:
@@ -316,6 +316,12 @@ def test_playbook_deploys_a_working_tracker_behind_haproxy(tmp_path):
         assert "http-request deny" in haproxy_cfg and "metrics" in haproxy_cfg
         assert not re.search(r"%(\{[^}]*\})?r\b", haproxy_cfg) and "option httplog" not in haproxy_cfg
         assert "/backfeed/HIDDEN" in haproxy_cfg
+        # Bodies, heads, upgrades and idle connections bounded before they reach bjoern (the
+        # behaviour itself: the haproxy tests below, without root).
+        for line in ["http-reuse never", "timeout http-request 10s", "tune.bufsize 65536", "proto h1",
+                     "maxconn 4096", "http-request wait-for-body time 10s"]:
+            assert line in haproxy_cfg, line
+        assert "deny status 413" in haproxy_cfg and "deny status 411" in haproxy_cfg and "deny status 414" in haproxy_cfg
         # Redis's own settings are kept beside the running file Redis/Sentinel may rewrite.
         assert (redis_root / "etc/redis/tracker-6379.conf.ansible").exists()
         assert "protected-mode no" in conf.splitlines()
@@ -334,6 +340,7 @@ def test_playbook_deploys_a_working_tracker_behind_haproxy(tmp_path):
         assert not (lab.root("tracker2") / wants / "tracker-maintain.service").exists()
         t2_command, _, _ = unit_exec(lab.root("tracker2"), "tracker-api.service")
         assert t2_command[t2_command.index("--host") + 1] == ip("tracker2")
+        assert flag(t2_command, "--idle-timeout") == "30" and flag(t2_command, "--max-body-bytes") == "67174400"
 
         lab.network()
         # The namespace's own kernel settings (net.* are per namespace; vm.* would be the host's).
@@ -369,6 +376,13 @@ def test_playbook_deploys_a_working_tracker_behind_haproxy(tmp_path):
             refused = in_client("curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", f"http://{ip('lb')}{path}")
             assert refused.stdout == "403", (path, refused.stdout)
         assert in_client("curl", "-sf", "-o", "/dev/null", f"http://{ip('tracker1')}:8080/metrics").returncode == 0
+        # A body past the claim limit is refused by HAProxy, an upgrade on a tracker path too.
+        refused = in_client("curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--data-binary", "@-",
+                            f"http://{ip('lb')}/{PROJECT}/request", input_text="x" * ((1 << 20) + 1))
+        assert refused.stdout == "413", refused.stdout
+        upgrade = in_client("curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "-H", "Upgrade: websocket",
+                            "-H", "Connection: Upgrade", f"http://{ip('lb')}/{PROJECT}/request")
+        assert upgrade.stdout == "400", upgrade.stdout
 
         names = [f"deploy-item-{i:05d}" for i in range(ITEMS)]
         tracker_cli(lab, "project", "create", PROJECT)
