@@ -2,8 +2,11 @@
 
 Answers 200 ``{"status_code": 200, "data": "N items queued for deduplication"}``. Every refusal
 is a 4xx with a JSON ``status_code`` and a one-line ``reason``, is counted, and changes nothing.
-Entries that cannot be items (not valid UTF-8, or holding a NUL) are refused one by one and
-counted; the rest of the post is taken and the answer's ``data`` says how many were refused.
+Entries that cannot be items (empty, longer than a name may be, not valid UTF-8, holding a NUL,
+or with an empty dedup key) are refused one by one and counted by reason; the rest of the post is
+taken and the answer's ``data`` says how many were refused (a 400 would make the grab script
+retry and then fail the item it was working on). Only whole-post bounds (body size, entries per
+post) refuse the post.
 When the project's backfeed bound is reached, or Redis cannot take the change, the answer is a
 JSON 503 (grab scripts check ``status_code`` and retry with back-off; any answer they cannot
 decode as JSON would stop them).
@@ -14,7 +17,7 @@ import re
 from urllib.parse import unquote_to_bytes
 
 from tracker_core import bloom
-from tracker_core.backfeed import Backfeed, BadBatch, drop_refused, split_body
+from tracker_core.backfeed import Backfeed, BadBatch, parse_body
 from tracker_core.rawredis import RedisError
 from tracker_core.scripts import ScriptError
 
@@ -106,10 +109,9 @@ class BackfeedResource:
             raise _Refusal(413, f"body larger than {MAX_BODY_BYTES} bytes", "backfeed_too_large",
                            project)
         try:
-            entries, dedup_keys = split_body(body, delimiter, separator)
+            entries, dedup_keys, refused = parse_body(body, delimiter, separator)
         except BadBatch as exc:
             raise _Refusal(400, str(exc), "backfeed_bad_body", project) from None
-        entries, dedup_keys, refused = drop_refused(body, delimiter, entries, dedup_keys)
         outcome = self.backfeed.submit(project, secret, entries, dedup_keys, shard)
         if outcome.status == bloom.WRONG_SECRET:
             raise _Refusal(403, "unknown project or wrong secret", "backfeed_refused", project)

@@ -22,18 +22,32 @@ MAX_ITEM_BYTES = protocol.MAX_ITEM_CHARS   # bytes >= characters: every entry ca
 
 
 class BadBatch(ValueError):
-    """The body can't be taken as items (too many, too long); the message is one line."""
+    """The post can't be taken as items (too many entries); the message is one line."""
 
 
 # Reasons an entry is refused on its own (the rest of its post is taken), with the stats field
-# that counts the entries refused for it.
+# that counts the entries refused for it. An empty entry is one between two delimiters (or
+# before the first); the empty end after a trailing delimiter is no entry, as clients end
+# every item with the delimiter.
+EMPTY, TOO_LONG = "empty", f"longer than {MAX_ITEM_BYTES} bytes"
 NOT_UTF8, HAS_NUL = "not valid UTF-8", "contains NUL"
-REFUSED_FIELDS = {NOT_UTF8: "backfeed_refused_not_utf8", HAS_NUL: "backfeed_refused_nul"}
+EMPTY_KEY = "empty dedup key"
+REFUSED_FIELDS = {EMPTY: "backfeed_refused_empty", TOO_LONG: "backfeed_refused_too_long",
+                  HAS_NUL: "backfeed_refused_nul", NOT_UTF8: "backfeed_refused_not_utf8",
+                  EMPTY_KEY: "backfeed_refused_empty_key"}
 
 
 def refusal(entry: bytes) -> str | None:
-    """Why ENTRY cannot be an item, or None: a warrior gets names as JSON text (UTF-8) and a
-    multi claim joins them with NUL, so either would strand the batch it is claimed in."""
+    """Why ENTRY cannot be an item, or None.
+
+    Empty: nothing to archive. Too long: it could be claimed but /done could never report it.
+    A warrior gets names as JSON text (UTF-8) and a multi claim joins them with NUL, so a name
+    that is not UTF-8 or holds NUL would strand the batch it is claimed in.
+    """
+    if not entry:
+        return EMPTY
+    if len(entry) > MAX_ITEM_BYTES:
+        return TOO_LONG
     if b"\0" in entry:
         return HAS_NUL
     try:
@@ -43,29 +57,66 @@ def refusal(entry: bytes) -> str | None:
     return None
 
 
-def drop_refused(body: bytes, delimiter: bytes, entries: list, dedup_keys: list
-                 ) -> tuple[list, list, dict]:
-    """Keep the entries that can be items; return (entries, dedup keys, {reason: count}).
+def parse_body(body: bytes, delimiter: bytes, separator: bytes | None
+               ) -> tuple[list, list, dict]:
+    """Split BODY into entries; return (entries, dedup keys, {reason: entries refused}).
 
-    Fast path: a body that is valid UTF-8 split by a delimiter that is valid UTF-8 yields only
-    valid entries (UTF-8 is self-synchronising: such a delimiter matches only between
-    characters), and a NUL delimiter leaves no NUL in any entry.
+    One bad entry never refuses the post: it is left out and counted by reason. Only the
+    whole-post bound (MAX_ITEMS_PER_POST entries, refused ones included, as each costs work)
+    raises BadBatch, before anything is split. With SEPARATOR, an entry whose dedup key (the
+    part before the separator) is empty is refused too: every such entry would share one key,
+    and all but the first would be dropped as seen.
     """
-    if delimiter == b"\0":
-        try:
-            body.decode("utf-8")
-            return entries, dedup_keys, {}
-        except UnicodeDecodeError:
-            pass
-    kept, kept_keys, refused = [], [], {}
-    for entry, key in zip(entries, dedup_keys):
-        reason = refusal(entry)
-        if reason is None:
-            kept.append(entry)
-            kept_keys.append(key)
-        else:
-            refused[reason] = refused.get(reason, 0) + 1
-    return kept, kept_keys, refused
+    # Each delimiter ends at most one entry: counted at C speed before a list is built.
+    if body.count(delimiter) > MAX_ITEMS_PER_POST:
+        raise BadBatch(f"too many items: at most {MAX_ITEMS_PER_POST} per post")
+    entries = body.split(delimiter)
+    if not entries[-1]:
+        entries.pop()             # the end after a trailing delimiter (or an empty body)
+    if len(entries) > MAX_ITEMS_PER_POST:
+        raise BadBatch(f"too many items: at most {MAX_ITEMS_PER_POST} per post")
+    # Fast path: no empty or long entry, and a valid UTF-8 body split by NUL, which leaves
+    # only valid entries without NUL (UTF-8 is self-synchronising: a NUL byte is always a
+    # character of its own).
+    clean = (entries and b"" not in entries and max(map(len, entries)) <= MAX_ITEM_BYTES
+             and delimiter == b"\0" and _is_utf8(body))
+    refused: dict = {}
+    if not clean:
+        kept = []
+        for entry in entries:
+            reason = refusal(entry)
+            if reason is None:
+                kept.append(entry)
+            else:
+                refused[reason] = refused.get(reason, 0) + 1
+        entries = kept
+    if separator is None:
+        return entries, entries, _in_order(refused)
+    keys = [e.split(separator, 1)[0] for e in entries]
+    if b"" in keys:
+        pairs = [(e, key) for e, key in zip(entries, keys) if key]
+        refused[EMPTY_KEY] = len(entries) - len(pairs)
+        entries, keys = [e for e, _ in pairs], [key for _, key in pairs]
+    return entries, keys, _in_order(refused)
+
+
+def _in_order(refused: dict) -> dict:
+    """REFUSED in the order of REFUSED_FIELDS, so an answer reads the same for the same post."""
+    return {reason: refused[reason] for reason in REFUSED_FIELDS if refused.get(reason)}
+
+
+def _is_utf8(body: bytes) -> bool:
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def split_body(body: bytes, delimiter: bytes, separator: bytes | None) -> tuple[list, list]:
+    """(entries, dedup keys) of BODY, refused entries left out (see parse_body)."""
+    entries, keys, _ = parse_body(body, delimiter, separator)
+    return entries, keys
 
 
 def queue_bound(settings) -> int:
@@ -78,19 +129,6 @@ def queue_bound(settings) -> int:
     if int(values.get("offload_high") or 0) > 0:
         return 0
     return int(values.get("backfeed_max_items") or 0)
-
-
-def split_body(body: bytes, delimiter: bytes, separator: bytes | None) -> tuple[list, list]:
-    """Return (entries, dedup keys) of BODY; empty entries (a trailing delimiter) are skipped."""
-    entries = [e for e in body.split(delimiter) if e]
-    if len(entries) > MAX_ITEMS_PER_POST:
-        raise BadBatch(f"too many items: at most {MAX_ITEMS_PER_POST} per post")
-    for entry in entries:
-        if len(entry) > MAX_ITEM_BYTES:
-            raise BadBatch(f"item longer than {MAX_ITEM_BYTES} bytes")
-    if separator is None:
-        return entries, entries
-    return entries, [e.split(separator, 1)[0] for e in entries]
 
 
 @dataclass
@@ -141,6 +179,8 @@ class Backfeed:
         """Count entries refused one by one (per reason) in the project's stats."""
         stats = self.engine.keys(project).stats
         for reason, n in refused.items():
+            if not n:
+                continue
             self.engine.conn.execute_command("HINCRBY", stats, REFUSED_FIELDS[reason], n)
 
     def submit(self, project: str, secret: str, entries: list, dedup_keys: list,
