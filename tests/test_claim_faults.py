@@ -14,7 +14,6 @@ import redis
 from tracker_core import scripts
 from tracker_core.keys import ProjectKeys
 from tracker_core.settings import MAX_MULTI_CEILING
-from tracker_api import warrior
 
 P = "faults"
 K = ProjectKeys(P)
@@ -95,7 +94,9 @@ def test_a_claimed_name_that_is_not_utf8_goes_dead_instead_of_being_reclaimed(
     assert res.status_code == 404
     assert r.zcard(K.out) == 0 and r.hlen(K.claims) == 0 and r.zcard(K.reclaim_at) == 0
     assert r.hget(K.downloader_claims, "bob") is None
-    assert raw.hexists(K.dead, BAD_UTF8)
+    assert r.hget(K.downloader_claims, "alice") is None and r.hlen(K.reclaim_history) == 0
+    rounds = json.loads(raw.hget(K.dead, BAD_UTF8))["rounds"]
+    assert [h["downloader"] for h in rounds] == ["bob", "alice"]
 
 
 def test_a_held_name_that_is_not_utf8_goes_dead(client, project, admin, raw, r):
@@ -110,10 +111,24 @@ def test_a_held_name_that_is_not_utf8_goes_dead(client, project, admin, raw, r):
     assert raw.hexists(K.dead, BAD_UTF8)
 
 
-def test_an_answer_that_orjson_cannot_write_still_is_json():
-    # The last guard, should a name that is not UTF-8 ever reach the answer.
-    body = warrior.items_answer(["ok", "bad\udce9"])
-    assert json.loads(body)["item_name"] == "ok\0bad\udce9"
+def test_a_batch_of_only_unservable_names_answers_404_and_strands_nothing(client, project, raw,
+                                                                           r):
+    raw.sadd(K.todo, BAD_UTF8, b"nul\x00name")
+    res = post(client, "/faults/multi=5//request", REQUEST)
+    assert res.status_code == 404 and res.text == ""
+    assert r.zcard(K.out) == 0 and r.hlen(K.claims) == 0 and r.hget(K.downloader_claims, "alice") is None
+    assert raw.hlen(K.dead) == 2 and r.hget(K.stats, "items_unservable") == "2"
+    record = json.loads(raw.hget(K.dead, BAD_UTF8))
+    assert record["last_downloader"] == "alice" and record["claims"] == 1
+
+
+def test_bury_takes_back_only_the_claims_of_that_downloader(project, admin, engine, r):
+    list(admin.add_items(P, [url(1)]))
+    assert engine.claim(P, "bob", "10.0.0.2", 1) == (200, [url(1)])
+    assert engine.bury_unservable(P, "alice", {url(1): "test"}) == 0
+    assert r.zrange(K.out, 0, -1) == [url(1)] and r.hlen(K.dead) == 0
+    assert engine.bury_unservable(P, "bob", {url(1): "test"}) == 1
+    assert r.zcard(K.out) == 0 and json.loads(r.hget(K.dead, url(1)))["reason"] == "test"
 
 
 def test_unreadable_claim_records_and_histories_do_not_fail_reclaims(project, admin, engine, raw,

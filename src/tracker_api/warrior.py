@@ -5,8 +5,6 @@ call. A check that fails raises ``Refused`` (4xx, one-line reason, counted, noth
 """
 from __future__ import annotations
 
-import json
-
 import falcon
 import orjson
 
@@ -74,16 +72,45 @@ def id_text(value) -> tuple[str, str | None]:
     return text.decode(), None
 
 
-def items_answer(items: list[str]) -> bytes:
-    """The JSON answer to a claim: the names joined by NUL under item_name.
+NOT_UTF8 = "name is not valid UTF-8: no JSON answer can carry it"
+HOLDS_NUL = "name holds NUL: the client splits answers on NUL and done could never report it"
 
-    claim-22.lua hands out only names that are valid UTF-8 without NUL; should one slip through,
-    the claim is made by now and the answer must not fail: json escapes what orjson refuses.
+
+def answer_body(items: list[str], legacy: bool) -> bytes | None:
+    """The body of a claim's answer, or None when a name in ITEMS cannot reach the client.
+
+    Names come from Redis decoded with surrogateescape, so one that is not UTF-8 (old data)
+    makes the encoding fail, and one holding NUL adds a separator: both are found here while
+    the answer is built, at no extra cost, instead of by a byte scan in the claim script.
     """
+    if legacy:
+        if "\0" in items[0]:
+            return None
+        try:
+            return items[0].encode("utf-8")
+        except UnicodeEncodeError:
+            return None
+    joined = "\0".join(items)
+    if joined.count("\0") != len(items) - 1:
+        return None
     try:
-        return orjson.dumps({"item_name": "\0".join(items)})
+        return orjson.dumps({"item_name": joined})
     except orjson.JSONEncodeError:
-        return json.dumps({"item_name": "\0".join(items)}).encode()
+        return None
+
+
+def unservable(items: list[str]) -> dict[str, str]:
+    """The names among ITEMS that no client can receive, with why."""
+    bad = {}
+    for name in items:
+        if "\0" in name:
+            bad[name] = HOLDS_NUL
+        else:
+            try:
+                name.encode("utf-8")
+            except UnicodeEncodeError:
+                bad[name] = NOT_UTF8
+    return bad
 
 
 def item_names(value, project: str) -> list[str]:
@@ -124,15 +151,19 @@ class ProtocolResource:
         wanted = 1 if legacy else max(1, min(multi, settings.max_multi))
         status, items = self.engine.claim(project, downloader, self.client_ip(req), wanted)
         if status == 200:
-            resp.status = 200
-            if legacy:
-                resp.content_type = falcon.MEDIA_TEXT
-                # The name's own bytes, even should one that is not UTF-8 slip through.
-                resp.data = items[0].encode("utf-8", "surrogateescape")
-            else:
-                resp.content_type = falcon.MEDIA_JSON
-                resp.data = items_answer(items)
-            return
+            answer = answer_body(items, legacy)
+            if answer is None:
+                # The claim is made: take back what the client cannot receive, answer the rest.
+                bad = unservable(items)
+                self.engine.bury_unservable(project, downloader, bad)
+                items = [name for name in items if name not in bad]
+                answer = answer_body(items, legacy) if items else None
+            if answer is not None:
+                resp.status = 200
+                resp.content_type = falcon.MEDIA_TEXT if legacy else falcon.MEDIA_JSON
+                resp.data = answer
+                return
+            status = 404        # every name given was taken back
         if status == UNKNOWN_PROJECT:
             raise Refused(404, f"unknown project {project!r}", "bad_unknown_project")
         # 404 (nothing available), 429 (rate limited), 403 (blocked): empty body, as clients expect.

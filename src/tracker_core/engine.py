@@ -113,6 +113,21 @@ class Engine:
         self._note_age(project, reply[1])
         return reply[0], reply[2:]
 
+    def bury_unservable(self, project: str, downloader: str, reasons: dict[str, str]) -> int:
+        """Send the claims DOWNLOADER was just given but cannot receive to `dead`; how many.
+
+        REASONS maps each such name to why (not UTF-8, holds NUL). Called only when building
+        the answer found one, so the request path pays nothing otherwise.
+        """
+        k = self.keys(project)
+        # Back to the bytes Redis holds: the names came decoded with surrogateescape.
+        args = [x for name, why in reasons.items()
+                for x in (name.encode("utf-8", "surrogateescape"), why)]
+        reply = scripts.run(self.conn, "bury_unservable", (
+            k.settings, k.out, k.claims, k.downloader_claims, k.reclaim_at, k.reclaim_history,
+            k.dead, k.stats), (self._now_ms(), downloader, *args))
+        return reply[1]
+
     def done(self, project: str, downloader: str, version: str, items: list[str],
              domain_bytes: list, item_id: str) -> DoneResult | None:
         """Mark ITEMS done (idempotent), by the rules of done-20.lua; None for an unknown project."""

@@ -1,0 +1,64 @@
+--[[ bury_unservable: take back claims no client can receive and send them to `dead`.
+
+The API calls this when the answer to a claim cannot carry a name the claim script just handed
+out: a name that is not valid UTF-8 (old data; JSON cannot carry it) or one holding NUL (the
+client splits a multi answer on NUL, and done could never report it). Checking every name in the
+claim script would cost Redis a byte scan per name on every request; building the answer checks
+them at no cost, so this runs only when one is found. Nothing is lost: the name leaves `out` and
+waits in `dead` with its reason, where an admin sees it (`tracker dead list`).
+
+KEYS[1] settings         hash  (its absence means: unknown project)
+KEYS[2] out              zset  item -> claim time (ms)
+KEYS[3] claims           hash  item -> "DOWNLOADER\tIP\tTIMES_CLAIMED"
+KEYS[4] downloader_claims hash downloader -> claims held
+KEYS[5] reclaim_at       zset  claimed item -> when it may be reclaimed (ms)
+KEYS[6] reclaim_history  hash  item -> JSON list of its earlier rounds
+KEYS[7] dead             hash  item -> JSON record
+KEYS[8] stats            hash  counters
+
+ARGV[1] now (ms)  ARGV[2] downloader  ARGV[3...] pairs (item, reason)
+
+Only claims DOWNLOADER holds are taken (the claim it was just given); others are left alone.
+Returns {code, buried}: code 200, or -1 for an unknown project. Counts items_dead and
+items_unservable per item buried. Every check comes before the first write.
+]]
+local now = tonumber(ARGV[1])
+if not now or #ARGV % 2 ~= 0 then
+  return redis.error_reply('bury_unservable: ARGV[1] (now, ms), ARGV[2] downloader, then pairs')
+end
+if redis.call('EXISTS', KEYS[1]) == 0 then return {-1, 0} end
+local downloader = ARGV[2]
+local prefix = downloader .. '\t'
+
+local buried = 0
+for i = 3, #ARGV, 2 do
+  local item, reason = ARGV[i], ARGV[i + 1]
+  local claim = redis.call('HGET', KEYS[3], item)
+  if claim and string.sub(claim, 1, #prefix) == prefix then
+    local claimed_at = tonumber(redis.call('ZSCORE', KEYS[2], item))
+    local ip, times = string.match(claim, '^[^\t]*\t(.*)\t(%d+)$')
+    local rounds = {}
+    local text = redis.call('HGET', KEYS[6], item)
+    if text then
+      local ok, decoded = pcall(cjson.decode, text)
+      if ok and type(decoded) == 'table' then rounds = decoded end
+    end
+    rounds[#rounds + 1] = {downloader = downloader, ip = ip or '', claimed_ms = claimed_at}
+    local ok, record = pcall(cjson.encode, {reason = reason, claims = tonumber(times) or 1,
+      last_downloader = downloader, last_ip = ip or '', last_claimed_ms = claimed_at,
+      dead_ms = now, rounds = rounds})
+    if not ok then record = cjson.encode({reason = reason, dead_ms = now}) end
+    redis.call('ZREM', KEYS[2], item)
+    redis.call('HDEL', KEYS[3], item)
+    redis.call('ZREM', KEYS[5], item)
+    redis.call('HDEL', KEYS[6], item)
+    redis.call('HSET', KEYS[7], item, record)
+    if redis.call('HINCRBY', KEYS[4], downloader, -1) <= 0 then redis.call('HDEL', KEYS[4], downloader) end
+    buried = buried + 1
+  end
+end
+if buried > 0 then
+  redis.call('HINCRBY', KEYS[8], 'items_dead', buried)
+  redis.call('HINCRBY', KEYS[8], 'items_unservable', buried)
+end
+return {200, buried}
