@@ -290,3 +290,12 @@ def test_a_client_still_sending_past_the_cap_is_cut_off(server):
                 break
             time.sleep(0.05)
     assert cut and time.monotonic() - started < 3 * BOUND_S
+
+
+def test_connect_is_answered_4xx_not_500(server):
+    # CONNECT carries an authority, not a path: bjoern gives the app no PATH_INFO.
+    with server.connect() as sock:
+        sock.sendall(b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n"
+                     b"Connection: close\r\n\r\n")
+        answer, _ = read_until_closed(sock, 10)
+    assert status_line(answer).startswith(b"HTTP/1.1 4"), answer[:200]

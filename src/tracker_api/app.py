@@ -22,7 +22,11 @@ def _collapse_slashes(app):
     client turns a redirected POST into a GET and drops the body, so we must answer in place.
     """
     def wsgi(environ, start_response):
-        path = environ.get("PATH_INFO", "")
+        path = environ.get("PATH_INFO")
+        if path is None:
+            # CONNECT host:port carries no path: route it as "/" (answered 405, counted), since
+            # Falcon needs PATH_INFO and would fail with a 500.
+            path = environ["PATH_INFO"] = "/"
         if "//" in path:
             # An item status path carries the item's name after /items/ (decoded by the server:
             # a URL name keeps its "//"), so only the part before it is collapsed.
@@ -75,7 +79,7 @@ def create_app(engine: Engine, trust_forwarded: bool | int = False):
     admin_pages.add_admin_pages(app, admin)
     app.add_route("/projects.json", admin_api.ProjectsDocument(admin))
     app.add_route("/api/register.json", admin_api.RegisterWarrior(admin, trust_forwarded))
-    app.add_route("/api/update.json", admin_api.UpdateWarrior(admin))
+    app.add_route("/api/update.json", admin_api.UpdateWarrior(admin, trust_forwarded))
     app.add_route("/", front_page.FrontPage(engine, admin))
     app.add_route("/{project}", stats_page.LeaderboardPage(engine))
     return _collapse_slashes(app)
