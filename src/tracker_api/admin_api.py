@@ -349,9 +349,8 @@ def revoke_token(c: Call):
 
 @query("offset", "count")
 def warriors(c: Call):
-    return {"active_last_hour": hq.active_count(c.admin.r),
-            "warriors": hq.list_warriors(c.admin.r, c.int_param("offset", 0, 0, 10**9),
-                                         c.int_param("count", 100, 1, 1000))}
+    return hq.registry(c.admin.r, c.int_param("offset", 0, 0, 10**9),
+                       c.int_param("count", 100, 1, 1000))
 
 
 def set_hq(c: Call):
@@ -622,20 +621,33 @@ class RegisterWarrior:
 class UpdateWarrior:
     """A warrior's heartbeat; answered with the projects document, known id or not.
 
-    seesaw's Warrior sends its id inside the warrior object ({"warrior": {"warrior_id": ...}});
-    an id at the top level is taken too.
+    seesaw's Warrior sends {"warrior": {"warrior_id", "lat_lng", "downloader",
+    "selected_project"}}; the same fields at the top level are taken too. The registry keeps
+    the valid ones (hq.heartbeat_fields) with the IP and the time. A field that is not valid is
+    not kept, counted (heartbeat_bad_FIELD) and named in the answer's "refused"; the answer is
+    still the document with a 200, as for an unknown id: it is the warrior's list of work, and
+    anything else makes seesaw drop its projects until the next update ten minutes later.
     """
 
-    def __init__(self, admin: Admin):
+    def __init__(self, admin: Admin, trust_forwarded: bool | int = False):
         self.admin = admin
+        self.trusted_proxies = int(trust_forwarded)
 
     def on_post(self, req, resp):
         body = _warrior_body(req)
         warrior = body.get("warrior")
-        warrior_id = warrior.get("warrior_id") if isinstance(warrior, dict) else None
-        if warrior_id is None:
-            warrior_id = body.get("warrior_id")
+        if not isinstance(warrior, dict) or "warrior_id" not in warrior:
+            warrior = body
+        warrior_id = warrior.get("warrior_id")
+        document = hq.document(self.admin.r, req.prefix)
         if isinstance(warrior_id, str) and 0 < len(warrior_id) <= 64:
-            hq.heartbeat(self.admin.r, warrior_id)
+            fields, refused = hq.heartbeat_fields(warrior, req.user_agent)
+            hq.heartbeat(self.admin.r, warrior_id, fields, client_ip(req, self.trusted_proxies))
+            if refused:
+                pipe = self.admin.r.pipeline(transaction=False)
+                for field in refused:
+                    pipe.hincrby(keyspace.GLOBAL_STATS, f"heartbeat_bad_{field}", 1)
+                pipe.execute()
+                document["refused"] = "; ".join(hq.HEARTBEAT_REASONS[f] for f in refused)
         resp.content_type = falcon.MEDIA_JSON
-        resp.data = orjson.dumps(hq.document(self.admin.r, req.prefix))
+        resp.data = orjson.dumps(document)

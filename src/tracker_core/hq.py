@@ -1,27 +1,34 @@
 """The warrior HQ: the projects.json document and the registry of warriors with heartbeats.
 
-Warriors fetch the document to choose a project, register once (``warrior_id``) and post
-updates every ten minutes; the registry keeps each one's record and last-seen time, forgets
-warriors silent for 30 days, and counts the ones seen lately for the admins and the page.
+Warriors fetch the document to choose a project, register once (``warrior_id``) and post an
+update every ten minutes (seesaw's ``Warrior.update_warrior_hq``): that update is the
+heartbeat. The registry keeps each warrior's record (version, IP, registration time, and what
+its last heartbeat carried: nickname, selected project, position, time), forgets warriors
+silent for 30 days, and counts as online those whose last heartbeat is at most
+ONLINE_WITHIN_MS old (two update intervals and five minutes: one lost update is not an exit).
+A registration alone is not a heartbeat: its warrior is listed but not online until its first
+update.
 
-Anyone can register, so the registry is bounded: a record keeps only the warrior's version
-(64 characters), its IP and the time, so at most MAX_RECORD bytes; an address (an IPv6 /64)
-registers at most ``TRACKER_REGISTRATIONS_PER_HOUR`` times an hour (default 10); the registry
-holds at most ``TRACKER_WARRIORS_MAX`` warriors (default 250,000). Measured in Redis 7.0: 335
-bytes per warrior as seesaw registers (84 MB at the bound), 575 at worst (longest version and
-IPv6 address, each from its own /64 so each leaves a throttle counter for an hour): 144 MB at
-the bound. Past a bound, ``register`` raises NotRegistered and stores nothing.
+Anyone can register, so the registry is bounded: a record keeps only validated fields of
+bounded length (version 64 printable ASCII characters, downloader as /request takes it,
+selected project as a project name, position as two numbers in range), at most MAX_RECORD
+bytes; an address (an IPv6 /64) registers at most ``TRACKER_REGISTRATIONS_PER_HOUR`` times an
+hour (default 10); the registry holds at most ``TRACKER_WARRIORS_MAX`` warriors (default
+250,000). Measured in Redis 7.0 (tests/test_warrior_hq.py prints it): see
+docs/operations.md, "Warriors". Past a bound, ``register`` raises NotRegistered and stores
+nothing.
 """
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import time
 import uuid
 
 from tracker_core import keys as keyspace
-from tracker_core import scripts, settings as settings_mod
+from tracker_core import protocol, scripts, settings as settings_mod
 
 FORGET_AFTER_MS = 30 * 86_400_000
 MAX_WARRIORS = 250_000
@@ -35,7 +42,15 @@ VERSION_RE = re.compile(r"[\x20-\x7e]{0,%d}\Z" % MAX_VERSION_CHARS)
 HQ_FIELDS = {"auto_project": "", "broadcast_message": "", "seesaw_version": "0.8.5",
              "tracker_banner_html": ""}
 PROJECT_FIELDS = ("title", "description", "repository", "logo", "marker_html", "deadline", "host")
-MAX_RECORD = 256
+# The longest record: a version of 64 characters that JSON escapes to 128, an IP (at most 64
+# characters), the two times, a 30-character downloader, a 64-character project, a position.
+MAX_RECORD = 640
+UPDATE_INTERVAL_MS = 600_000        # seesaw's hq_updater: every ten minutes
+ONLINE_WITHIN_MS = 2 * UPDATE_INTERVAL_MS + 300_000
+SELECTED_PROJECT_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}\Z")  # a project name, "auto", "none"
+# seesaw's User-Agent on its update: "ArchiveTeam Warrior/0.10.3 Standalone".
+USER_AGENT_VERSION_RE = re.compile(r"ArchiveTeam Warrior/(\S{1,64})")
+MAX_LAT_LNG_CHARS = 64
 
 
 def _now_ms() -> int:
@@ -115,32 +130,138 @@ def register(r, warrior: dict, ip: str, address_key: str | None = None) -> str:
                          "registered_ms": now})
     if len(record) > MAX_RECORD:
         raise ValueError("warrior record too large")
+    # Indexed as last heard from just before the online window: listed and forgotten on the
+    # same schedule as the others, online only once it sends a heartbeat.
     outcome = scripts.run(
         r, "register_warrior", (keyspace.WARRIORS, keyspace.WARRIORS_SEEN,
                                 keyspace.warrior_registrations(address_key or ip[:64])),
         (now, warrior_id, record, now - FORGET_AFTER_MS,
          _bound("TRACKER_WARRIORS_MAX", MAX_WARRIORS),
-         _bound("TRACKER_REGISTRATIONS_PER_HOUR", REGISTRATIONS_PER_HOUR), REGISTRATION_WINDOW_MS))
+         _bound("TRACKER_REGISTRATIONS_PER_HOUR", REGISTRATIONS_PER_HOUR), REGISTRATION_WINDOW_MS,
+         now - ONLINE_WITHIN_MS - 1))
     if outcome < 0:
         raise NotRegistered(*REFUSALS[outcome])
     return warrior_id
 
 
-def heartbeat(r, warrior_id: str) -> bool:
-    """Note that WARRIOR_ID is alive; False for an id the registry does not know."""
+def _absent(value) -> bool:
+    """seesaw sends null for what it does not know (lat_lng, a downloader never set)."""
+    return value is None or value == ""
+
+
+def _lat_lng(value) -> list[float]:
+    """[lat, lng] from two numbers or a "LAT/LNG" or "LAT,LNG" string (what seesaw's
+    handle_lat_lng keeps); ValueError unless both are finite and in range."""
+    if isinstance(value, str):
+        if len(value) > MAX_LAT_LNG_CHARS:
+            raise ValueError
+        value = value.replace("/", ",").split(",")
+        if len(value) != 2:
+            raise ValueError
+        value = [float(part) for part in value]          # ValueError for anything else
+    if not isinstance(value, (list, tuple)) or len(value) != 2 or any(
+            type(x) not in (int, float) for x in value):
+        raise ValueError
+    lat, lng = (float(x) for x in value)
+    if not (math.isfinite(lat) and math.isfinite(lng) and -90 <= lat <= 90
+            and -180 <= lng <= 180):
+        raise ValueError
+    return [round(lat, 6), round(lng, 6)]
+
+
+HEARTBEAT_REASONS = {
+    "downloader": "downloader must match ^[-_a-zA-Z0-9]{3,30}$",
+    "selected_project": "selected_project must be a project name (or auto, none)",
+    "lat_lng": "lat_lng must be [latitude, longitude] in range (or \"LAT/LNG\")",
+    "version": f"version must be at most {MAX_VERSION_CHARS} printable ASCII characters",
+}
+
+
+def heartbeat_fields(warrior: dict, user_agent: str | None = None) -> tuple[dict, list[str]]:
+    """What a heartbeat WARRIOR carries that the registry keeps, validated: (fields, refused).
+
+    FIELDS holds the valid ones (absent and null ones left out, so a value stays until a
+    heartbeat replaces it); REFUSED names the others, which are not kept. The version comes
+    from the body when it holds one, else from seesaw's User-Agent.
+    """
+    fields, refused = {}, []
+    downloader = warrior.get("downloader")
+    if not _absent(downloader):
+        if protocol.valid_downloader(downloader):
+            fields["downloader"] = downloader
+        else:
+            refused.append("downloader")
+    project = warrior.get("selected_project")
+    if not _absent(project):
+        if isinstance(project, str) and SELECTED_PROJECT_RE.match(project):
+            fields["selected_project"] = project
+        else:
+            refused.append("selected_project")
+    lat_lng = warrior.get("lat_lng")
+    if not _absent(lat_lng):
+        try:
+            fields["lat_lng"] = _lat_lng(lat_lng)
+        except (ValueError, TypeError, OverflowError):
+            refused.append("lat_lng")
+    version = warrior.get("version")
+    if _absent(version) and user_agent:
+        found = USER_AGENT_VERSION_RE.match(user_agent)
+        version = found.group(1) if found and VERSION_RE.match(found.group(1)) else None
+    if not _absent(version):
+        if isinstance(version, str) and VERSION_RE.match(version):
+            fields["version"] = version
+        else:
+            refused.append("version")
+    return fields, refused
+
+
+def heartbeat(r, warrior_id: str, fields: dict | None = None, ip: str | None = None) -> bool:
+    """Note that WARRIOR_ID is alive and keep what its heartbeat carried (FIELDS from
+    heartbeat_fields, the IP it came from); False for an id the registry does not know."""
     now = _now_ms()
-    return bool(scripts.run(r, "warrior_seen", (keyspace.WARRIORS, keyspace.WARRIORS_SEEN),
-                            (now, warrior_id, now - FORGET_AFTER_MS)))
+    beat = dict(fields or {}, seen_ms=now)
+    if ip is not None:
+        beat["ip"] = ip[:64]
+    outcome = scripts.run(r, "warrior_seen", (keyspace.WARRIORS, keyspace.WARRIORS_SEEN),
+                          (now, warrior_id, now - FORGET_AFTER_MS, json.dumps(beat), MAX_RECORD))
+    return outcome == 1
+
+
+def online_count(conn) -> int:
+    """Warriors whose last heartbeat is at most ONLINE_WITHIN_MS old (all projects, wall
+    clock); CONN is redis-py or RawRedis. What every view of "warriors online" shows."""
+    return int(conn.execute_command("ZCOUNT", keyspace.WARRIORS_SEEN,
+                                    f"({_now_ms() - ONLINE_WITHIN_MS}", "+inf"))
 
 
 def active_count(r, within_ms: int = 3_600_000) -> int:
+    """Warriors whose last heartbeat (or registration) is within WITHIN_MS, give or take the
+    online window a registration is indexed behind."""
     return r.zcount(keyspace.WARRIORS_SEEN, _now_ms() - within_ms, "+inf")
 
 
 def list_warriors(r, offset: int = 0, count: int = 100) -> list[dict]:
-    """Warriors by last seen, newest first, a page at a time."""
+    """Warriors by last heartbeat, newest first, a page at a time.
+
+    Each has its record, ``last_heartbeat_ms`` (None before its first heartbeat),
+    ``last_seen_ms`` (its last heartbeat, else its registration) and ``online``.
+    """
     count = max(1, min(count, 1000))
     rows = r.zrevrange(keyspace.WARRIORS_SEEN, offset, offset + count - 1, withscores=True)
     records = r.hmget(keyspace.WARRIORS, [w for w, _ in rows]) if rows else []
-    return [{"warrior_id": w, "last_seen_ms": int(seen), **json.loads(rec or "{}")}
-            for (w, seen), rec in zip(rows, records)]
+    since = _now_ms() - ONLINE_WITHIN_MS
+    listed = []
+    for (warrior_id, seen), text in zip(rows, records):
+        record = json.loads(text or "{}")
+        heard = record.pop("seen_ms", None)
+        listed.append({"warrior_id": warrior_id, **record, "last_heartbeat_ms": heard,
+                       "last_seen_ms": int(heard or record.get("registered_ms") or seen),
+                       "online": seen > since})
+    return listed
+
+
+def registry(r, offset: int = 0, count: int = 100) -> dict:
+    """The admin's view of the registry (GET /api/admin/warriors, `tracker admin warriors`)."""
+    return {"online": online_count(r), "online_within_s": ONLINE_WITHIN_MS // 1000,
+            "active_last_hour": active_count(r),
+            "warriors": list_warriors(r, offset, count)}

@@ -1,7 +1,8 @@
 --[[ register_warrior: add a warrior to the registry, within its bounds.
 
 KEYS[1] warriors                  hash    warrior id -> JSON record (version, ip, registered)
-KEYS[2] warriors:seen             zset    warrior id -> last seen (ms)
+KEYS[2] warriors:seen             zset    warrior id -> last heartbeat (ms); ARGV[8] for a
+                                          warrior registered and not heard from since
 KEYS[3] registrations:ADDRESS     string  registrations from the caller's address (or IPv6 /64)
                                           in the current window; expires with the window
 
@@ -9,6 +10,8 @@ ARGV[1] now (ms)  ARGV[2] warrior id  ARGV[3] JSON record
 ARGV[4] forget warriors silent since before this time (ms)
 ARGV[5] most warriors the registry holds   ARGV[6] most registrations per address per window
 ARGV[7] the throttle's window (ms)
+ARGV[8] where a new warrior goes in warriors:seen: just before the online window, so it is
+        listed and forgotten like the others but counted online only from its first heartbeat
 
 Returns 1 (registered), -1 (throttled: the address registered ARGV[6] times this window) or
 -2 (the registry holds ARGV[5] warriors). A refusal writes nothing but the forgetting of stale
@@ -16,7 +19,7 @@ warriors, which is what every call does first: at most 100 per call, so the regi
 bounded without a sweep that could stall Redis, and a full registry makes room as warriors fall
 silent.
 ]]
-local now, id, record = tonumber(ARGV[1]), ARGV[2], ARGV[3]
+local id, record = ARGV[2], ARGV[3]
 local stale = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', '(' .. ARGV[4], 'LIMIT', 0, 100)
 if #stale > 0 then
   redis.call('ZREM', KEYS[2], unpack(stale))
@@ -32,5 +35,5 @@ if redis.call('INCR', KEYS[3]) == 1 then
   redis.call('PEXPIRE', KEYS[3], ARGV[7])
 end
 redis.call('HSET', KEYS[1], id, record)
-redis.call('ZADD', KEYS[2], now, id)
+redis.call('ZADD', KEYS[2], ARGV[8], id)
 return 1

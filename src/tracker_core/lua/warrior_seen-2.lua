@@ -1,20 +1,46 @@
---[[ warrior_seen: note a registered warrior's heartbeat, and forget long-silent ones.
+--[[ warrior_seen: note a registered warrior's heartbeat and keep what it carried, and forget
+long-silent warriors.
 
-KEYS[1] warriors       hash  warrior id -> JSON record (version, registered, ip...)
-KEYS[2] warriors:seen  zset  warrior id -> last seen (ms)
+KEYS[1] warriors       hash  warrior id -> JSON record (version, ip, registered_ms, and what
+                             the last heartbeat carried: downloader, selected_project, lat_lng,
+                             seen_ms)
+KEYS[2] warriors:seen  zset  warrior id -> last heartbeat (ms)
 
 ARGV[1] now (ms)  ARGV[2] warrior id
 ARGV[3] forget warriors silent since before this time (ms)
+ARGV[4] the heartbeat: a JSON object of validated fields (downloader, selected_project,
+        lat_lng, ip, seen_ms; version goes into the record's "warrior" object), each replacing
+        the record's; fields it does not hold keep their value
+ARGV[5] most bytes a record may take
 
-Returns 1, or 0 for a heartbeat from an id the registry does not know (the caller still
+Returns 1; 0 for a heartbeat from an id the registry does not know (the caller still
 answers: a warrior must never be sent into a retry loop), which adds nothing: only
-register_warrior adds warriors, within the registry's bounds. At most 100 stale warriors are
-forgotten per call, so the registry stays bounded without a sweep that could stall Redis.
+register_warrior adds warriors, within the registry's bounds; -1 when the merged record would
+pass ARGV[5] (nothing written: the caller validates every field, so this is a guard).
+At most 100 stale warriors are forgotten per call, so the registry stays bounded without a
+sweep that could stall Redis.
 ]]
 local now, id = tonumber(ARGV[1]), ARGV[2]
-if redis.call('HEXISTS', KEYS[1], id) == 0 then
+local stored = redis.call('HGET', KEYS[1], id)
+if not stored then
   return 0
 end
+-- Everything that can fail comes before the first write (Redis keeps a failed script's writes).
+local ok, record = pcall(cjson.decode, stored)
+if not ok or type(record) ~= 'table' then record = {} end
+if type(record.warrior) ~= 'table' then record.warrior = {} end
+for field, value in pairs(cjson.decode(ARGV[4])) do
+  if field == 'version' then
+    record.warrior.version = value
+  else
+    record[field] = value
+  end
+end
+local merged = cjson.encode(record)
+if #merged > tonumber(ARGV[5]) then
+  return -1
+end
+redis.call('HSET', KEYS[1], id, merged)
 redis.call('ZADD', KEYS[2], now, id)
 local stale = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', '(' .. ARGV[3], 'LIMIT', 0, 100)
 if #stale > 0 then
