@@ -505,6 +505,9 @@ MALFORMED = {
         dict(body={"all": True, "queue": "nowhere"}), dict(body={"all": True, "cursor": -1}),
         dict(body={"items": ["deaditem"], "queue": "downloader:x"})],
     "list_segments": [dict(path={"project": "nope"})],
+    "log_page": [dict(query="kind=claims"), dict(query="cursor=abc"), dict(query="cursor=1-2-3"),
+                 dict(query="since=soon"), dict(query="limit=0"), dict(query="limit=1001"),
+                 dict(query="downloader=" + "x" * 65), dict(path={"project": "nope"})],
     "redo_items": [
         dict(body={}), dict(body={"items": ["a"], "pattern": "*"}), dict(body={"items": "a"}),
         dict(body={"items": []}), dict(body={"items": [1]}), dict(body={"items": ["a\0b"]}),

@@ -459,6 +459,26 @@ def list_segments(c: Call):
     return operations.list_segments(c.admin, c.project)
 
 
+@query("kind", "since", "downloader", "cursor", "limit")
+def log_page(c: Call):
+    """A page of the done log (archived segments, then the stream), or of the uploads or
+    bad_dones streams, oldest first; "cursor" in the answer continues it (null: the end)."""
+    from tracker_core import log_archive
+    k = c.admin._keys(c.project)
+    since = c.str_param("since", None, 40)
+    cursor = c.str_param("cursor", None, 41)
+    if cursor is not None:
+        log_archive.parse_id(cursor)
+    try:
+        return log_archive.page(
+            c.admin.r, k, log_archive.segments_dir_from_env(), c.str_param("kind", "done", 20),
+            None if since is None else log_archive.parse_since(since),
+            c.str_param("downloader", None, 64), cursor,
+            c.int_param("limit", 100, 1, log_archive.PAGE_MAX))
+    except log_archive.LogUnreadable as exc:     # this node does not see the segment files
+        raise Refused(503, str(exc), "admin_log_unreadable", c.project) from None
+
+
 def redo_items(c: Call):
     """Re-queue done or seen items on purpose: by names, or a page of done items by pattern."""
     body = c.body(("items", "pattern", "queue", "cursor", "limit", "even_if_offloaded"))
@@ -510,6 +530,7 @@ ADMIN_ROUTES = [
     ("POST", P + "/dead/requeue", PROJECT, requeue_dead),
     ("GET", P + "/segments", PROJECT, list_segments),
     ("POST", P + "/redo", PROJECT, redo_items),
+    ("GET", P + "/log", PROJECT, log_page),
     ("GET", P + "/audit", PROJECT, project_audit),
     ("POST", "/api/admin/blocks", GLOBAL, block),
     ("GET", "/api/admin/audit", GLOBAL, global_audit),

@@ -171,6 +171,8 @@ def run(ctx, host, port, workers, trust_forwarded, limits, demo, live_port):
         if demo:
             load_demo(_admin(ctx))
             click.echo(f"tracker: demo project at http://{host}:{port}/{DEMO_PROJECT}/", err=True)
+        # The admin API reads the done log's segment files where this maintainer writes them.
+        os.environ.setdefault("TRACKER_SEGMENTS_DIR", str(_segments_dir(ctx, None)))
         maintainer = _start_maintain_process(ctx.obj["redis_url"], ctx.obj["data_dir"])
         live_port = port + 1 if live_port is None else live_port
         if live_port:
@@ -1075,6 +1077,51 @@ def segments_import(ctx, slug, source, segments_dir, queue):
     else:
         click.echo(f"imported {result['items']} items into {slug}:{queue} through the Bloom "
                    f"filter ({result['duplicates']} duplicates dropped)")
+
+@main.group("log")
+def log_group():
+    """The done log (every completion, archived to segment files by maintain) and the uploads
+    and bad_dones logs: export them as JSON lines."""
+
+
+@log_group.command("export")
+@click.argument("slug")
+@click.option("--kind", type=click.Choice(["done", "uploads", "bad_dones"]), default="done",
+              show_default=True, help="Which log.")
+@click.option("--since", default=None,
+              help="Entries from this time on: Unix seconds or ISO 8601 (UTC unless given).")
+@click.option("--downloader", default=None, help="Only this downloader's (uploader's) entries.")
+@click.option("--segments-dir", envvar="TRACKER_SEGMENTS_DIR", default=None, help=SEGMENTS_DIR_HELP)
+@click.pass_context
+def log_export(ctx, slug, kind, since, downloader, segments_dir):
+    """Write SLUG's log to stdout as JSON lines, oldest first: the segment files, then Redis.
+    Each done entry: entry (stream id), at (ms), downloader, ip, items, bytes, domains, version,
+    id."""
+    from tracker_core import log_archive
+    admin = _admin(ctx)
+    k = _project_keys(admin, slug)
+    try:
+        since_ms = None if since is None else log_archive.parse_since(since)
+        out = sys.stdout.buffer
+        log_archive.export(admin.r, k, _segments_dir(ctx, segments_dir), out, kind, since_ms,
+                           downloader)
+        out.flush()
+    except (log_archive.LogError, log_archive.LogUnreadable) as exc:
+        raise click.ClickException(str(exc)) from None
+    except BrokenPipeError:     # `| head`: the reader has what it wanted
+        sys.stderr.close()
+
+
+@log_group.command("status")
+@click.argument("slug")
+@click.pass_context
+def log_status(ctx, slug):
+    """Print what SLUG's done log holds as JSON: segments, entries on disk and in Redis, the
+    last archived entry, and entries the stream's safety bound dropped."""
+    from tracker_core import log_archive
+    admin = _admin(ctx)
+    click.echo(json.dumps(log_archive.status(admin.r, _project_keys(admin, slug)), sort_keys=True))
+
 
 if __name__ == "__main__":   # `python -m tracker_api.cli`, how `tracker run` starts the feed
     main()

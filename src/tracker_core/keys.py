@@ -53,7 +53,7 @@ class ProjectKeys:
         "downloader_version", "domain_bytes", "audit", "bloom", "backfeed_secrets",
         "backfeed_shards", "backfeed_shard_map", "limits", "limited", "limited_in",
         "limits_ready", "limit_tat", "reclaim_at", "reclaim_history", "dead", "segments", "offloading",
-        "segment_queues", "segment_exports", "maintain_lease",
+        "segment_queues", "segment_exports", "maintain_lease", "log_segments",
     )
 
     def __init__(self, project: str):
@@ -113,6 +113,9 @@ class ProjectKeys:
         self.segment_queues = f"{tag}:segment_queues"
         self.segment_exports = f"{tag}:segment_exports"
         self.maintain_lease = f"{tag}:maintain_lease"
+        # The done log's archive (tracker_core.log_archive): segment number -> "FIRST_ID LAST_ID
+        # ENTRIES", '#archived' (the last entry id on disk) and '#next' (the last number used).
+        self.log_segments = f"{tag}:log_segments"
 
     def downloader_queue(self, downloader: str) -> str:
         return f"{self.tag}:todo:d:{downloader}"

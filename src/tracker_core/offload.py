@@ -49,6 +49,7 @@ import zstandard
 
 from tracker_core import keys as keyspace
 from tracker_core import limits as limits_mod
+from tracker_core import log_archive
 from tracker_core import scripts
 
 LEASE_MS = 30_000
@@ -249,6 +250,8 @@ def cleanup_files(client, k: keyspace.ProjectKeys, directory: Path, now_s: float
         stem = path.name.split(".", 1)[0]
         if stem.isdigit() and path.name == f"{int(stem)}.zst" and int(stem) in registered:
             continue
+        if path.is_dir():     # log/: the done log's archive, cleaned by log_archive.cleanup
+            continue
         try:
             if now_s - path.stat().st_mtime > min_age_s:
                 path.unlink()
@@ -400,11 +403,25 @@ def maintain_project(client, project: str, directory: Path, holder: str | None =
                 excess -= n
         if skip:
             report["unreadable_segments"] = sorted(skip)
-    except LeaseLost:
+        archive_log(client, k, directory, lease, cleanup, report)
+    except (LeaseLost, log_archive.LogLeaseLost):
         report["lease_lost"] = True
     if set(by_queue) - {"todo"}:
         report["by_queue"] = by_queue
     return report
+
+
+def archive_log(client, k: keyspace.ProjectKeys, directory: Path, lease: Lease, cleanup: bool,
+                report: dict) -> None:
+    """The done log's step: entries beyond log_maxlen to segment files, then trimmed (see
+    tracker_core.log_archive); CLEANUP also deletes its stale unregistered files."""
+    if cleanup:
+        removed = log_archive.cleanup(client, k, directory, min_age_s=STALE_FILE_S)
+        if removed:
+            report["log_files_removed"] = removed
+    archived = log_archive.archive(client, k, directory, lease)
+    if archived:
+        report["log_archived"] = archived
 
 
 def forget_project(client, project: str) -> None:

@@ -5,7 +5,7 @@ KEYS[2]  out                 zset  item -> claim time (ms)
 KEYS[3]  claims              hash  item -> "DOWNLOADER\tIP\tTIMES_CLAIMED"
 KEYS[4]  done                set
 KEYS[5]  downloader_claims   hash  downloader -> claims held
-KEYS[6]  log                 stream  one entry per done call with new items (capped)
+KEYS[6]  log                 stream  one entry per done call with new items (archived)
 KEYS[7]  downloader_count    hash  downloader -> items done
 KEYS[8]  downloader_bytes    zset  downloader -> bytes (so the leaderboard is a range read)
 KEYS[9]  downloader_version  hash  downloader -> last script version
@@ -43,6 +43,13 @@ Bytes are shared out over the names of the call, so a repeated call adds nothing
 items get is capped at max_bytes_per_item each (0: no cap; absent: DEFAULT_MAX_BYTES_PER_ITEM,
 as in settings.py), scaling every domain alike, and a clamped call counts in dones_bytes_clamped.
 With done_mode=discard done items are only counted, not kept.
+The log entry (one per call with new items) holds downloader, items (NUL-joined, every one:
+it is the record), bytes, domains (NUL-joined domain, bytes pairs: each domain's share for
+the new items), version, id and at. `tracker maintain` archives the entries beyond log_maxlen
+to segment files (tracker_core.log_archive) and only then trims them; here the stream is cut
+only at a safety bound far above that (LOG_SAFETY_FACTOR x log_maxlen, at least
+LOG_SAFETY_MIN), for when no maintainer runs, and what that cut drops counts in
+log_entries_dropped.
 RTT (claim to done) goes into a bounded histogram: field rtt_le_B counts items done within B
 seconds (rtt_le_inf: the rest), in stats and in the minute hash, so percentiles need no samples.
 Dead items have no current claim and add no RTT.
@@ -53,6 +60,7 @@ local DEFAULT_MAX_BYTES_PER_ITEM = 1e12
 local BAD_DONES_MAXLEN = 10000
 local BAD_ITEMS_BYTES = 1024
 local MAX_LOG_MAXLEN = 1e9     -- XADD takes an integer: keep it printable as one
+local LOG_SAFETY_FACTOR, LOG_SAFETY_MIN = 10, 100000
 local function rtt_field(rtt_ms)
   for _, bound in ipairs(RTT_BOUNDS_S) do
     if rtt_ms <= bound * 1000 then return 'rtt_le_' .. bound end
@@ -169,9 +177,19 @@ if new > 0 then
   redis.call('HINCRBY', KEYS[7], downloader, new)
   redis.call('ZINCRBY', KEYS[8], bytes_total, downloader)
   if version ~= '' then redis.call('HSET', KEYS[9], downloader, version) end
-  redis.call('XADD', KEYS[6], 'MAXLEN', '~', log_maxlen, '*', 'downloader', downloader,
-             'items', table.concat(new_items, '\0'), 'bytes', bytes_total, 'version', version,
-             'id', id, 'at', now)
+  local domains = {}
+  for d = 0, n_domains - 1 do
+    domains[#domains + 1] = ARGV[6 + 2 * d]
+    domains[#domains + 1] = string.format('%d', shares[d])
+  end
+  redis.call('XADD', KEYS[6], '*', 'downloader', downloader,
+             'items', table.concat(new_items, '\0'), 'bytes', bytes_total,
+             'domains', table.concat(domains, '\0'), 'version', version, 'id', id, 'at', now)
+  local safety = math.max(log_maxlen * LOG_SAFETY_FACTOR, LOG_SAFETY_MIN)
+  if redis.call('XLEN', KEYS[6]) > safety then
+    bump(stats, nil, 'log_entries_dropped',
+         redis.call('XTRIM', KEYS[6], 'MAXLEN', string.format('%d', safety)))
+  end
   bump(stats, minute, 'items_done', new)
   bump(stats, minute, 'bytes_done', bytes_total)
   bump(stats, minute, 'rtt_sum_ms', rtt_sum)

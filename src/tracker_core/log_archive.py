@@ -1,0 +1,402 @@
+"""The done log as the record of the archive: every completion kept, the oldest on disk.
+
+The done script appends one entry per done call with new items to the project's `log` stream
+(downloader, ip, items, bytes, domains: bytes per domain, version, id, at). `tracker maintain`
+keeps the newest `log_maxlen` entries (the watermark, default 100,000) in Redis and archives the
+older ones, oldest first, to zstandard segment files of JSON lines, SEGMENTS_DIR/P/log/N.jsonl.zst
+(at most SEGMENT_ENTRIES entries or about SEGMENT_BYTES of JSON each; an entry is never cut, it
+is the record). Crash safety, entry by entry:
+- the entries are read (never removed) and written to a new file: temp name, fsync, rename,
+  directory fsync;
+- only then one script (log_archive-4.lua) registers the file in `log_segments`, moves the
+  '#archived' mark to its last entry and trims every entry up to it from the stream, checking
+  under the maintain lease that the file continues the archive exactly (no entry skipped).
+A crash before that script leaves the entries in the stream and an unregistered file, which the
+next pass ignores (it writes the same entries again under a new number) and deletes once older
+than offload.STALE_FILE_S. A crash after it has nothing left to do. So nothing is lost and
+nothing is read twice: readers take the registered files, then the stream after '#archived'.
+
+The done script cuts the stream only at a safety bound far above the watermark (when no
+maintainer runs for a long time) and counts what that cut drops in stats log_entries_dropped.
+
+`entries` and `export` stream every entry of a kind (done, or the capped uploads and bad_dones
+streams, which are not archived: anyone can add to them, so writing them to disk without end
+would let anyone fill it) in stream-id order, one segment file or stream batch in memory at a
+time; `page` serves the admin API one bounded page after an opaque cursor (an entry id).
+"""
+from __future__ import annotations
+
+import calendar
+import io
+import json
+import os
+import re
+import time
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Iterator
+
+import orjson
+import zstandard
+
+from tracker_core import keys as keyspace
+from tracker_core import scripts
+
+KINDS = {"done": "log", "uploads": "uploads", "bad_dones": "bad_dones"}   # kind -> key attribute
+ARCHIVED_KINDS = frozenset({"done"})
+DEFAULT_WATERMARK = 100_000          # log_maxlen's default (settings.py)
+SEGMENT_ENTRIES = 50_000
+SEGMENT_BYTES = 64 << 20             # JSON per file before compression (one entry may pass it)
+READ_BATCH = 500                     # entries per XRANGE: one done entry can be megabytes
+PAGE_MAX = 1000                      # entries per admin API page
+PAGE_BYTES = 8 << 20                 # JSON per page (at least one entry)
+PAGE_SCAN = 100_000                  # entries looked at per page when a filter skips most
+ZSTD_LEVEL = 3
+NOT_HOLDER = -4
+ARCHIVED_FIELD, NEXT_FIELD = "#archived", "#next"
+ENTRY_ID_RE = re.compile(r"([0-9]{1,20})-([0-9]{1,20})\Z")
+SECONDS_RE = re.compile(r"[0-9]{1,12}(\.[0-9]{1,6})?\Z")
+
+# A test's fault injection: called with the file's path once it is durable, before the script.
+_after_write = None
+
+
+class LogError(ValueError):
+    """A bad log request (kind, time, cursor); the message is one line."""
+
+
+class LogUnreadable(RuntimeError):
+    """A registered log segment file is missing or unreadable here; the message is one line."""
+
+
+class LogLeaseLost(RuntimeError):
+    """The archive script was refused: the lease went elsewhere or the archive moved."""
+
+
+def parse_id(entry_id: str) -> tuple[int, int]:
+    match = ENTRY_ID_RE.match(entry_id or "")
+    if not match:
+        raise LogError(f"bad log cursor {str(entry_id)[:40]!r}: an entry id is MS-SEQ")
+    return int(match[1]), int(match[2])
+
+
+def _id_text(position: tuple[int, int]) -> str:
+    return f"{position[0]}-{position[1]}"
+
+
+def parse_since(text) -> int:
+    """A start time as ms since the epoch: Unix seconds, or an ISO 8601 date or time (UTC if
+    no offset is given)."""
+    text = str(text).strip()
+    if SECONDS_RE.match(text):
+        return int(float(text) * 1000)
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise LogError(f"bad time {text[:40]!r}: give Unix seconds or an ISO 8601 time") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return calendar.timegm(moment.utctimetuple()) * 1000 + moment.microsecond // 1000
+
+
+def segments_dir_from_env() -> Path:
+    """The segments directory of a process that has no --segments-dir (the admin API): as
+    `tracker maintain` defaults it, TRACKER_SEGMENTS_DIR or TRACKER_DATA_DIR/segments."""
+    explicit = os.environ.get("TRACKER_SEGMENTS_DIR")
+    if explicit:
+        return Path(explicit)
+    return Path(os.environ.get("TRACKER_DATA_DIR") or "var") / "segments"
+
+
+def log_dir(directory: Path, project: str) -> Path:
+    return Path(directory) / project / "log"
+
+
+def segment_path(directory: Path, project: str, number: int) -> Path:
+    return log_dir(directory, project) / f"{number}.jsonl.zst"
+
+
+# -- entries as records -------------------------------------------------------------------------
+
+def _int(value):
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return value
+
+
+def _json_value(text):
+    """The done's id, stored as JSON text: its value, or the text itself when it is not JSON."""
+    try:
+        return orjson.loads(text)
+    except (orjson.JSONDecodeError, TypeError):
+        return text
+
+
+def _names(text: str) -> list[str]:
+    return text.split("\0") if text else []
+
+
+def record(kind: str, entry_id: str, fields: dict) -> dict:
+    """Entry ENTRY_ID of a KIND stream as the record export writes (one JSON object a line)."""
+    fields = dict(fields)
+    out = {"entry": entry_id, "at": _int(fields.pop("at", None))}
+    if kind == "done":
+        pairs = _names(fields.pop("domains", ""))
+        out.update(downloader=fields.pop("downloader", None), ip=fields.pop("ip", None),
+                   items=_names(fields.pop("items", "")), bytes=_int(fields.pop("bytes", 0)),
+                   domains={d: _int(n) for d, n in zip(pairs[::2], pairs[1::2])},
+                   version=fields.pop("version", ""), id=_json_value(fields.pop("id", "null")))
+    elif kind == "bad_dones":
+        out.update(downloader=fields.pop("downloader", None), reason=fields.pop("reason", None),
+                   count=_int(fields.pop("count", 0)), items=_names(fields.pop("items", "")))
+    out.update(fields)     # what a later version adds, kept as text
+    return out
+
+
+def encode(rec: dict) -> bytes:
+    """REC as one JSON line (no newline); names that are not UTF-8 are kept as \\u escapes."""
+    try:
+        return orjson.dumps(rec)
+    except TypeError:      # lone surrogates (surrogateescape'd bytes) orjson will not write
+        return json.dumps(rec, ensure_ascii=True, separators=(",", ":")).encode()
+
+
+def decode(line: bytes) -> dict:
+    try:
+        return orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return json.loads(line)
+
+
+# -- segment files ------------------------------------------------------------------------------
+
+def write_lines(path: Path, lines: list[bytes]) -> None:
+    """Write LINES (JSON, newline-ended, zstandard) durably: temp, fsync, rename, fsync dir."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temp = path.with_name(f"{path.name}.{uuid.uuid4().hex}.part")
+    try:
+        with open(temp, "wb") as f:
+            with zstandard.ZstdCompressor(level=ZSTD_LEVEL).stream_writer(f, closefd=False) as z:
+                for line in lines:
+                    z.write(line)
+                    z.write(b"\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def read_lines(path: Path) -> Iterator[dict]:
+    """The records of one segment file, one line in memory at a time."""
+    try:
+        with open(path, "rb") as f:
+            reader = io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(f), 1 << 20)
+            for line in reader:
+                if line.strip():
+                    yield decode(line)
+    except (OSError, zstandard.ZstdError, ValueError) as exc:
+        raise LogUnreadable(f"cannot read log segment {path}: {exc}".splitlines()[0]) from None
+
+
+def registry(client, k: keyspace.ProjectKeys) -> list[tuple[int, str, str, int]]:
+    """Registered segments, oldest first: (number, first id, last id, entries)."""
+    out = []
+    for field, value in client.hgetall(k.log_segments).items():
+        if not field.startswith("#"):
+            first, last, entries = value.split(" ")
+            out.append((int(field), first, last, int(entries)))
+    return sorted(out, key=lambda s: parse_id(s[1]))
+
+
+def archived_id(client, k: keyspace.ProjectKeys) -> str | None:
+    return client.hget(k.log_segments, ARCHIVED_FIELD)
+
+
+def watermark(client, k: keyspace.ProjectKeys) -> int:
+    value = client.hget(k.settings, "log_maxlen")
+    try:
+        return max(0, int(value)) if value is not None else DEFAULT_WATERMARK
+    except ValueError:
+        return DEFAULT_WATERMARK
+
+
+# -- archiving (tracker maintain, under the project's lease) -----------------------------------
+
+def _collect(client, key: str, after: str | None, wanted: int, max_bytes: int):
+    """The oldest entries after AFTER as JSON lines: up to WANTED, about MAX_BYTES at most."""
+    lines, first, last, size = [], None, None, 0
+    start = f"({after}" if after else "-"
+    while len(lines) < wanted and size < max_bytes:
+        batch = client.xrange(key, min=start, max="+", count=min(READ_BATCH, wanted - len(lines)))
+        if not batch:
+            break
+        for entry_id, fields in batch:
+            line = encode(record("done", entry_id, fields))
+            lines.append(line)
+            first, last, size = first or entry_id, entry_id, size + len(line) + 1
+            if size >= max_bytes:
+                break
+        start = f"({last}"
+    return lines, first, last
+
+
+def archive(client, k: keyspace.ProjectKeys, directory: Path, lease, keep: int | None = None,
+            per_segment: int = SEGMENT_ENTRIES, max_bytes: int = SEGMENT_BYTES) -> int:
+    """Archive the done log's entries beyond KEEP (log_maxlen) to segment files; how many.
+
+    LEASE is the project's offload.Lease; LogLeaseLost when a script refuses (nothing of that
+    segment counts: its file stays unregistered and is deleted later).
+    """
+    keep = watermark(client, k) if keep is None else keep
+    archived_total = 0
+    while True:
+        excess = client.xlen(k.log) - keep
+        if excess <= 0:
+            return archived_total
+        lines, first, last = _collect(client, k.log, archived_id(client, k),
+                                      min(excess, per_segment), max_bytes)
+        if not lines:
+            return archived_total
+        lease.keep()
+        number = client.hincrby(k.log_segments, NEXT_FIELD, 1)
+        path = segment_path(directory, k.project, number)
+        write_lines(path, lines)
+        if _after_write is not None:
+            _after_write(path)
+        lease.keep()
+        code, _trimmed = scripts.run(client, "log_archive",
+                                     (lease.key, k.log, k.log_segments, k.stats),
+                                     (lease.holder, number, first, last, len(lines)))
+        if code != 1:
+            raise LogLeaseLost(f"the log archive of {k.project} was refused ({code})")
+        archived_total += len(lines)
+
+
+def cleanup(client, k: keyspace.ProjectKeys, directory: Path, now_s: float | None = None,
+            min_age_s: float = 600) -> int:
+    """Delete log files no registered segment names, once older than MIN_AGE_S (a younger one
+    may be a pass between its write and its script)."""
+    folder = log_dir(directory, k.project)
+    if not folder.is_dir():
+        return 0
+    paths = list(folder.iterdir())
+    registered = {f"{n}.jsonl.zst" for n, *_ in registry(client, k)}
+    now_s = time.time() if now_s is None else now_s
+    removed = 0
+    for path in paths:
+        if path.name in registered:
+            continue
+        try:
+            if now_s - path.stat().st_mtime > min_age_s:
+                path.unlink()
+                removed += 1
+        except (FileNotFoundError, IsADirectoryError, PermissionError):
+            pass
+    return removed
+
+
+# -- reading ------------------------------------------------------------------------------------
+
+def _stream_start(position) -> str:
+    if position is None:
+        return "-"
+    if position[1] < 0:        # "from ms on", inclusive
+        return f"{position[0]}-0"
+    return f"({_id_text(position)}"
+
+
+def entries(client, k: keyspace.ProjectKeys, directory: Path, kind: str = "done",
+            since_ms: int | None = None, after: str | None = None) -> Iterator[tuple[str, dict]]:
+    """Every entry of KIND after AFTER (an entry id) and from SINCE_MS on, oldest first, as
+    (entry id, record): the registered segment files, then the stream.
+
+    Stream ids are Redis's time of the entry, so order and SINCE_MS follow them. An archive
+    pass running meanwhile is followed: when '#archived' passed what was read, the new
+    segment is read before the stream goes on, so no entry is missed or repeated.
+    """
+    if kind not in KINDS:
+        raise LogError(f"unknown log {kind!r}: done, uploads or bad_dones")
+    key = getattr(k, KINDS[kind])
+    position = parse_id(after) if after else None
+    if since_ms is not None and (position is None or position < (since_ms, -1)):
+        position = (since_ms, -1)
+    while True:
+        if kind in ARCHIVED_KINDS:
+            for number, _first, last, _n in registry(client, k):
+                if position is not None and parse_id(last) <= position:
+                    continue
+                path = segment_path(directory, k.project, number)
+                if not path.exists():
+                    raise LogUnreadable(f"log segment {number} of {k.project} is not in "
+                                        f"{directory} (give the segments directory)")
+                for rec in read_lines(path):
+                    at = parse_id(rec.get("entry", ""))
+                    if position is None or at > position:
+                        position = at
+                        yield rec["entry"], rec
+        moved = False
+        while not moved:
+            batch = client.xrange(key, min=_stream_start(position), max="+", count=READ_BATCH)
+            if kind in ARCHIVED_KINDS:
+                mark = archived_id(client, k)     # read after the batch: see the docstring
+                moved = mark is not None and (position is None or parse_id(mark) > position)
+                if moved:
+                    break
+            if not batch:
+                return
+            for entry_id, fields in batch:
+                position = parse_id(entry_id)
+                yield entry_id, record(kind, entry_id, fields)
+
+
+def matches(kind: str, rec: dict, downloader: str | None) -> bool:
+    if downloader is None:
+        return True
+    return rec.get("uploader" if kind == "uploads" else "downloader") == downloader
+
+
+def export(client, k: keyspace.ProjectKeys, directory: Path, out, kind: str = "done",
+           since_ms: int | None = None, downloader: str | None = None) -> int:
+    """Write KIND's entries (filtered) to the binary stream OUT as JSON lines; how many."""
+    written = 0
+    for _entry_id, rec in entries(client, k, directory, kind, since_ms):
+        if matches(kind, rec, downloader):
+            out.write(encode(rec) + b"\n")
+            written += 1
+    return written
+
+
+def page(client, k: keyspace.ProjectKeys, directory: Path, kind: str = "done",
+         since_ms: int | None = None, downloader: str | None = None, cursor: str | None = None,
+         limit: int = 100, max_bytes: int = PAGE_BYTES, max_scan: int = PAGE_SCAN) -> dict:
+    """One page: {"entries": [...], "cursor": the id to continue after, or None at the end}.
+
+    A page ends at LIMIT entries, about MAX_BYTES of JSON, or MAX_SCAN entries looked at (a
+    filter that skips most entries still answers in bounded time, with a cursor to go on).
+    """
+    found, size, scanned = [], 0, 0
+    for entry_id, rec in entries(client, k, directory, kind, since_ms, cursor):
+        scanned += 1
+        if matches(kind, rec, downloader):
+            found.append(rec)
+            size += len(encode(rec))
+        if len(found) >= limit or size >= max_bytes or scanned >= max_scan:
+            return {"entries": found, "cursor": entry_id}
+    return {"entries": found, "cursor": None}
+
+
+def status(client, k: keyspace.ProjectKeys) -> dict:
+    """What the archive holds: segments, entries on disk and in Redis, entries dropped."""
+    segments = registry(client, k)
+    return {"segments": len(segments), "archived_entries": sum(s[3] for s in segments),
+            "stream_entries": client.xlen(k.log), "archived_up_to": archived_id(client, k),
+            "dropped_entries": int(client.hget(k.stats, "log_entries_dropped") or 0)}
