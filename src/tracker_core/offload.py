@@ -5,6 +5,8 @@
 written to segment files; a queue that falls below `offload_low` gets its own segments back,
 oldest first. With `done_mode=offload`, `done` beyond `done_offload_high` goes to segment files
 too; those stay on disk (they are done, not work: never refilled, counted in `tracker status`).
+The done log's entries beyond log_maxlen are archived under the same lease, in SEGMENTS_DIR/P/log/
+(tracker_core.log_archive: the same write-fsync-then-register rule).
 
 A lease per project (`{P}:maintain_lease`, in the project's slot) lets one maintainer at a time
 move a project's segments, and every script that stages, commits, aborts or refills checks the
