@@ -10,16 +10,21 @@ import orjson
 
 from tracker_core import protocol
 from tracker_core.engine import UNKNOWN_PROJECT, Engine
+from tracker_core.settings import MAX_MULTI_CEILING
 from tracker_api.client_ip import client_ip
 from tracker_api.errors import Refused
 
 MAX_BODY_BYTES = 1 << 20
 MAX_ITEM_CHARS = protocol.MAX_ITEM_CHARS
-MAX_DONE_ITEMS = 1000     # MAX_MULTI_CEILING: a done reports what one request claimed
-# A done (or release) of a whole multi=1000 claim of 4,096-character URLs is 4 MB of names, and
-# json.dumps escapes every non-ASCII character: room for two bytes a character on average. A 413
-# would send the warrior into endless retry with the items never done.
-MAX_DONE_BODY_BYTES = 2 * MAX_DONE_ITEMS * MAX_ITEM_CHARS + (1 << 20)
+MAX_DONE_ITEMS = MAX_MULTI_CEILING   # a done reports what one request claimed
+# A claimed batch must always be reportable: a 413 on its done would be retried for ever and the
+# items never done. The warrior sends json.dumps output (ASCII only), which writes a character
+# outside the BMP as two \uXXXX escapes: 12 bytes for one character (any other escaped one: 6),
+# and the NUL between names as 6. So a whole claim of the longest names takes up to 1,000 x
+# (4,096 x 12 + 6) bytes; 1 MiB more is room for the other fields (downloader, version, bytes, id).
+JSON_BYTES_PER_CHAR_MAX = 12
+MAX_DONE_BODY_BYTES = (MAX_DONE_ITEMS * (MAX_ITEM_CHARS * JSON_BYTES_PER_CHAR_MAX + 6)
+                       + (1 << 20))
 MAX_ID_BYTES = 4096       # the id as JSON; a larger or deeper one is replaced, the done still counts
 
 
