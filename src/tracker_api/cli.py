@@ -626,11 +626,10 @@ def admin_audit(ctx, project, count, before):
 @click.option("--count", default=100, show_default=True, type=click.IntRange(1, 1000))
 @click.pass_context
 def admin_warriors(ctx, offset, count):
-    """Registered warriors by last heartbeat, newest first, as JSON (GET /api/admin/warriors)."""
+    """Registered warriors by last heartbeat, newest first, and how many are online (a
+    heartbeat in the last 25 minutes), as JSON (GET /api/admin/warriors)."""
     from tracker_core import hq
-    admin = _admin(ctx)
-    click.echo(json.dumps({"active_last_hour": hq.active_count(admin.r),
-                           "warriors": hq.list_warriors(admin.r, offset, count)}))
+    click.echo(json.dumps(hq.registry(_admin(ctx).r, offset, count)))
 
 
 @admin_group.command("hq")

@@ -15,19 +15,15 @@ import time
 import falcon
 
 from tracker_api.stats_page import STATIC_DIR
-from tracker_core import hq
+from tracker_core import hq, todo
 from tracker_core import keys as keyspace
 from tracker_core.admin import Admin
 from tracker_core.engine import Engine
 
 
 def todo_total(counts: dict) -> int:
-    """Items still to do, as stats.json counts them: every place an item waits to be served,
-    offloaded queue tails included once the counts carry them (beside the queues or in them)."""
-    queued = sum(counts["queues"].values())
-    if "offloaded" not in counts["queues"]:
-        queued += counts.get("offloaded", 0)
-    return queued
+    """Items still to do, as stats.json counts them (todo.total: offloaded ones included)."""
+    return todo.total(counts)
 
 
 def _number(n: int) -> str:

@@ -1,8 +1,10 @@
 """GET /metrics: every project's counters and gauges in the Prometheus text format.
 
 Counters are the scripts' own (requests by outcome, items, bytes, RTT histogram), so rates come
-from Prometheus's rate(); gauges are queue sizes and unique visitors. One pipelined round trip
-per project; no per-item or per-downloader series, so a scrape stays small however big a
+from Prometheus's rate(); gauges are queue sizes (offloaded queue tails as queue="offloaded"),
+the to-do total (tracker_core.todo, as stats.json's todo_total), unique visitors and the
+warriors online (last heartbeat within hq.ONLINE_WITHIN_MS, all projects). One pipelined round
+trip per project; no per-item or per-downloader series, so a scrape stays small however big a
 project grows.
 
 Who sees what: a scrape with ``Authorization: Bearer TOKEN``, where TOKEN is the metrics token
@@ -25,6 +27,7 @@ from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_late
 
 from tracker_api.auth import ANY, Authenticator
 from tracker_api.errors import Refused
+from tracker_core import hq, todo
 from tracker_core import keys as keyspace
 from tracker_core import stats as stats_mod
 from tracker_core.engine import Engine
@@ -79,7 +82,13 @@ class TrackerCollector:
                     for field, (name, text) in PROJECT_COUNTERS.items()}
         queue = GaugeMetricFamily("tracker_queue_items", "Items waiting, by queue.",
                                   labels=["project", "queue"])
+        todo_items = GaugeMetricFamily(
+            "tracker_todo_items", "Items to do: every queue, offloaded tails included.",
+            labels=["project"])
         out = GaugeMetricFamily("tracker_items_out", "Items claimed and not done.", labels=["project"])
+        warriors = GaugeMetricFamily(
+            "tracker_warriors_online",
+            f"Warriors whose last heartbeat is at most {hq.ONLINE_WITHIN_MS // 60_000} min old.")
         uniques = GaugeMetricFamily("tracker_unique_visitors",
                                     "Unique downloaders and IPs this UTC day and month.",
                                     labels=["project", "kind", "period"])
@@ -103,6 +112,7 @@ class TrackerCollector:
                     project_refused.add_metric([project, field], value)
             for name, size in counts["queues"].items():
                 queue.add_metric([project, name], size)
+            todo_items.add_metric([project], todo.total(counts))
             out.add_metric([project], counts["out"])
             for key, value in self._uniques(project, now_ms).items():
                 kind, period = key.split("_")
@@ -119,7 +129,8 @@ class TrackerCollector:
                 refused.add_metric([field], int(value))
         yield requests
         yield from counters.values()
-        yield from (queue, out, uniques, rtt, project_refused)
+        warriors.add_metric([], hq.online_count(self.engine.conn))
+        yield from (queue, todo_items, out, uniques, rtt, project_refused, warriors)
         if self.private:
             yield refused
 

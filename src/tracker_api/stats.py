@@ -5,6 +5,7 @@ import falcon
 import orjson
 
 from tracker_api.errors import Refused
+from tracker_core import todo
 from tracker_core.engine import Engine
 from tracker_core.stats import StatsReader
 
@@ -23,14 +24,16 @@ def stats_body(engine: Engine, reader: StatsReader, project: str, top: int = DEF
     counts.update(
         project=project,
         title=(settings.values.get("title") if settings else None) or project,
-        todo_total=sum(counts["queues"].values()),
+        todo_total=todo.total(counts),         # offloaded queue tails included
         irsr=(counters.get("requests_served", 0) / requests) if requests else None,
         rtt_mean_s=(counters.get("rtt_sum_ms", 0) / rtt_n / 1000) if rtt_n else None,
         leaderboard=engine.leaderboard(project, top),
         downloaders_total=reader.downloader_total(project),
         stats=reader.snapshot(project, counts, engine._now_ms()),
         recent_log=reader.recent_log(project, RECENT_LOG_LINES),
-        warriors_active=reader.warriors_active(),
+        # Online: last heartbeat within hq.ONLINE_WITHIN_MS; warriors_active is its old name.
+        warriors_online=(online := reader.warriors_online()),
+        warriors_active=online,
     )
     return counts
 

@@ -264,6 +264,10 @@ class ItemStatusResource(ProtocolResource):
         item = item[:-len(".json")]
         if not 0 < len(item) <= MAX_ITEM_CHARS:
             raise Refused(400, "bad item name", "bad_item", project)
-        status, downloader = self.engine.item_status(project, item)
+        place = self.engine.item_place(project, item)
+        if place is None:
+            raise Refused(404, f"unknown project {project!r}", "bad_unknown_project")
+        # status and downloader as the old tracker answered them; the other keys say more
+        # (tracker_core.item_status).
         resp.content_type = falcon.MEDIA_JSON
-        resp.data = orjson.dumps({"status": status, "downloader": downloader})
+        resp.data = orjson.dumps(place)

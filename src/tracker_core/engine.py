@@ -10,13 +10,13 @@ import time
 from dataclasses import dataclass
 
 from tracker_core import keys as keyspace
+from tracker_core import item_status as item_status_mod
 from tracker_core import limits as limits_mod
-from tracker_core import scripts, topology
+from tracker_core import scripts, todo, topology
 from tracker_core.settings import ProjectSettings
 
 UNKNOWN_PROJECT = -1
 _NEGATIVE_CACHE_S = 1.0
-DOWNLOADER_QUEUES_COUNTED = 1000
 _SETTINGS_CACHE_S = 1.0
 
 
@@ -43,6 +43,7 @@ class Engine:
         self._settings: dict[str, tuple[ProjectSettings, float]] = {}
         self._unknown: dict[str, float] = {}
         self._limits: dict[str, tuple[int, limits_mod.CompiledLimits]] = {}
+        self._owners = item_status_mod.Owners()   # downloaders with own queues, for item_status
 
     # -- settings cache -------------------------------------------------------------------------
 
@@ -194,17 +195,16 @@ class Engine:
         return reply[0] != UNKNOWN_PROJECT
 
     def item_status(self, project: str, item: str) -> tuple[str | None, str | None]:
-        """(status, claimant) of ITEM: status 'todo', 'out', 'done' or None.
+        """(status, downloader) of ITEM, the old tracker's two answer keys (see item_place)."""
+        place = self.item_place(project, item)
+        return (None, None) if place is None else (place["status"], place["downloader"])
 
-        An item held back by a limit is 'todo'. The name is never classified (anyone may ask
-        about any name): the script looks for its held entry under each of the project's limits,
-        a bounded number of exact lookups.
+    def item_place(self, project: str, item: str) -> dict | None:
+        """Where ITEM is: every place an item can be (tracker_core.item_status); None for an
+        unknown project. One script call; the name is never classified (anyone may ask about
+        any name): its held entry is looked up under each limit, a bounded number of lookups.
         """
-        k = self.keys(project)
-        reply = scripts.run(self.conn, "item_status", (
-            k.settings, k.out, k.claims, k.done, k.todo, k.backfeed, k.secondary, k.redo,
-            k.limited, k.limited_in, k.limits_ready, k.limits), (item,))
-        return (reply[1] or None), (reply[2] or None)
+        return item_status_mod.lookup(self.conn, self.keys(project), item, self._owners)
 
     def upload_target(self, project: str, downloader: str) -> str | None:
         """One of the project's active targets at random, ':downloader' filled in; None if none.
@@ -226,31 +226,25 @@ class Engine:
     # -- read-only views for the API ------------------------------------------------------------
 
     def counts(self, project: str) -> dict:
-        """Queue sizes and counters of PROJECT (for stats.json, /metrics and the live page).
+        """Queue sizes and counters of PROJECT (for stats.json, /metrics and the pages).
 
-        "queues" holds every place an item waits to be served, so its sum is the to-do total:
-        the shared queues, items held back by a limit ("limited", in their sub-queue or on
-        their way in) and the downloaders' own queues ("downloader"; the first
-        DOWNLOADER_QUEUES_COUNTED of them, so a page never reads a huge set: `tracker status`
-        counts them all).
+        "queues" is the to-do breakdown of tracker_core.todo (offloaded queue tails included),
+        so its sum is the to-do total everywhere (todo.total).
         """
         k = self.keys(project)
         replies = self.conn.pipeline((
-            ("SCARD", k.todo), ("SCARD", k.backfeed), ("SCARD", k.secondary), ("SCARD", k.redo),
-            ("ZCARD", k.out), ("SCARD", k.done), ("HGETALL", k.stats), ("HGETALL", k.domain_bytes),
-            ("ZCARD", k.limited), ("SCARD", k.limited_in),
-            ("SRANDMEMBER", k.downloader_queues, DOWNLOADER_QUEUES_COUNTED)))
-        owners = replies[10]
+            *todo.commands(k),
+            ("ZCARD", k.out), ("SCARD", k.done), ("HGETALL", k.stats), ("HGETALL", k.domain_bytes)))
+        owners = todo.owners(replies)
         own = self.conn.pipeline([("SCARD", k.downloader_queue(o)) for o in owners]) if owners else []
-        stats = {f: int(v) for f, v in _pairs_to_dict(replies[6]).items()}
+        out, done_kept, stats, domain_bytes = replies[todo.N_COMMANDS:]
+        stats = {f: int(v) for f, v in _pairs_to_dict(stats).items()}
         return {
-            "queues": {"todo": replies[0], "backfeed": replies[1], "secondary": replies[2],
-                       "redo": replies[3], "limited": replies[8] + replies[9],
-                       "downloader": sum(own)},
-            "out": replies[4],
+            "queues": todo.sizes(replies, own),
+            "out": out,
             "done": stats.get("items_done", 0),
-            "done_kept": replies[5],
-            "domain_bytes": {d: int(b) for d, b in _pairs_to_dict(replies[7]).items()},
+            "done_kept": done_kept,
+            "domain_bytes": {d: int(b) for d, b in _pairs_to_dict(domain_bytes).items()},
             "counters": stats,
         }
 

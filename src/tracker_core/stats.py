@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-import time
 
+from tracker_core import hq
 from tracker_core import keys as keyspace
-from tracker_core import scripts
+from tracker_core import scripts, todo
 
 MINUTE_MS = 60_000
 HOUR_MS = 3_600_000
@@ -222,10 +222,18 @@ def upkeep(conn, project: str, now_ms: int) -> None:
     already rolled up costs one EXISTS, a top-downloaders point already taken two XREVRANGE).
     """
     k = keyspace.ProjectKeys(project)
-    backlog = sum(int(conn.execute_command("SCARD", key)) for key in k.shared_queues())
-    backlog += int(conn.execute_command("ZCARD", k.out))
-    sample_and_roll_up(conn, k, now_ms, backlog)
+    sample_and_roll_up(conn, k, now_ms, backlog_items(conn, k))
     record_top_history(conn, project, now_ms)
+
+
+def backlog_items(conn, k: keyspace.ProjectKeys) -> int:
+    """Items to do (todo.read: offloaded ones included) and out: what a snapshot samples.
+
+    CONN is redis-py or RawRedis: the commands go one by one through ``execute_command``
+    (once a minute per project; the snapshot pipelines the same breakdown with its counts).
+    """
+    queues = todo.read(lambda commands: [conn.execute_command(*c) for c in commands], k)
+    return sum(queues.values()) + int(conn.execute_command("ZCARD", k.out))
 
 
 def sample_and_roll_up(conn, k: keyspace.ProjectKeys, now_ms: int, backlog: int,
@@ -261,10 +269,9 @@ class StatsReader:
         """How many downloaders ever completed an item (the page's "show all" count)."""
         return self.conn.execute_command("ZCARD", keyspace.ProjectKeys(project).downloader_bytes)
 
-    def warriors_active(self, within_s: int = 3600) -> int:
-        """Registered warriors (all projects) that sent a heartbeat within WITHIN_S (wall clock)."""
-        since_ms = int((time.time() - within_s) * 1000)
-        return self.conn.execute_command("ZCOUNT", keyspace.WARRIORS_SEEN, since_ms, "+inf")
+    def warriors_online(self) -> int:
+        """Warriors (all projects) online: last heartbeat within hq.ONLINE_WITHIN_MS."""
+        return hq.online_count(self.conn)
 
     def _read(self, k: keyspace.ProjectKeys, now_ms: int) -> dict:
         minute_now = now_ms // MINUTE_MS
@@ -320,7 +327,9 @@ class StatsReader:
         """Statistics of PROJECT; COUNTS is Engine.counts(project) (queues, out, counters)."""
         k = keyspace.ProjectKeys(project)
         counters = counts["counters"]
-        backlog = sum(counts["queues"].values()) + counts["out"]
+        # The backlog the trend and the ETA follow: every item to do, offloaded ones included
+        # (todo.total, as stats.json's todo_total and backlog_items count them), and out.
+        backlog = todo.total(counts) + counts["out"]
         data = self._read(k, now_ms)
         minutes, hours = data["minutes"], data["hours"]
         sample_and_roll_up(self.conn, k, now_ms, backlog, hours)

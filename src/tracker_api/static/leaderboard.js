@@ -68,7 +68,7 @@
     $("backlog-warning").hidden = !s.backlog_growing;
     const u = s.uniques || {};
     $("uniques").textContent = num(u.downloaders_day) + " / " + num(u.downloaders_month);
-    $("warriors").textContent = num(data.warriors_active);
+    $("warriors").textContent = num(data.warriors_online !== undefined ? data.warriors_online : data.warriors_active);
     // After "show all" the feed's top rows must not replace the full table fetched by poll().
     const rows = data.leaderboard || [];
     if (!showAll || rows.length >= (data.downloaders_total || 0)) renderDownloaders(rows, data.downloaders_total || 0);
