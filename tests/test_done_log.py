@@ -367,3 +367,24 @@ def test_a_page_stops_after_scanning_its_bound_with_a_cursor_to_go_on(project, a
     assert page["entries"] == [] and page["cursor"] == r.xrange(K.log)[11][0]
     page = log_archive.page(r, K, tmp_path, downloader="nobody", cursor=page["cursor"])
     assert page == {"entries": [], "cursor": None}
+
+
+def test_a_done_over_http_logs_the_senders_ip_and_every_field(project, admin, engine, r,
+                                                              tmp_path):
+    names = [url(1, 2048), "ünï/cødé ☃ 日本語?q=%E2%98%83 #x"]
+    list(admin.add_items(P, names))
+    web = testing.TestClient(create_app(engine))
+    got = web.simulate_post(f"/{P}/multi=2/request", remote_addr="198.51.100.7", json={
+        "downloader": "alice", "api_version": "2"}).json["item_name"].split("\0")
+    res = web.simulate_post(f"/{P}/done", remote_addr="198.51.100.8", json={
+        "downloader": "alice", "version": "20240101.01", "item": "\0".join(got),
+        "bytes": {"example.com": 3000, "cdn.example.com": 1000}, "id": {"sha1": "ab"}})
+    assert res.status_code == 200, res.text
+    offload.maintain_project(r, P, tmp_path)
+    admin.set_settings(P, {"log_maxlen": "0"})
+    offload.maintain_project(r, P, tmp_path)
+    [row] = export(admin, tmp_path)
+    assert row["ip"] == "198.51.100.8" and row["items"] == got and sorted(got) == sorted(names)
+    assert (row["downloader"], row["version"], row["bytes"], row["domains"], row["id"]) == (
+        "alice", "20240101.01", 4000, {"example.com": 3000, "cdn.example.com": 1000},
+        {"sha1": "ab"})

@@ -229,9 +229,9 @@ def run_done(engine, argv):
 
 
 @pytest.mark.parametrize("argv", [
-    (1, "alice", "", "{}", 1, "data", "lots"),     # a byte count that is not a number
-    ("now", "alice", "", "{}", 0),                 # a time that is not a number
-    (1, "alice", "", "{}", "two", "data", 1),      # a domain count that is not a number
+    (1, "alice", "", "{}", "", 1, "data", "lots"),     # a byte count that is not a number
+    ("now", "alice", "", "{}", "", 0),                 # a time that is not a number
+    (1, "alice", "", "{}", "", "two", "data", 1),      # a domain count that is not a number
 ])
 def test_a_done_with_an_argument_that_is_not_a_number_changes_nothing(project, admin, engine, r,
                                                                       argv):

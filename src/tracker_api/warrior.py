@@ -176,7 +176,7 @@ class ProtocolResource:
         resp.status = status
         resp.data = b""
 
-    def complete(self, project: str, body: dict) -> None:
+    def complete(self, project: str, body: dict, ip: str = "") -> None:
         """Apply a done body; Refused on bad input. Unknown names are counted, never added."""
         self.known_project(project)
         downloader = downloader_of(body, project)
@@ -187,7 +187,8 @@ class ProtocolResource:
             raise Refused(400, "bytes must map at most 32 domain names to non-negative integers"
                           " totalling under 10 TB", "bad_bytes", project)
         item_id, dropped = id_text(body.get("id"))
-        if self.engine.done(project, downloader, version, names, domain_bytes, item_id) is None:
+        if self.engine.done(project, downloader, version, names, domain_bytes, item_id,
+                            ip) is None:
             raise Refused(404, f"unknown project {project!r}", "bad_unknown_project")
         if dropped:
             self.engine.count(project, dropped)
@@ -202,7 +203,8 @@ class RequestResource(ProtocolResource):
 
 class DoneResource(ProtocolResource):
     def on_post(self, req, resp, project: str, multi: int = 1):
-        self.complete(project, read_json(req, project, MAX_DONE_BODY_BYTES))
+        body = read_json(req, project, MAX_DONE_BODY_BYTES)
+        self.complete(project, body, self.client_ip(req))
         resp.content_type = falcon.MEDIA_TEXT
         resp.text = "OK"
 
@@ -213,7 +215,7 @@ class DoneRequestResource(ProtocolResource):
     def on_post(self, req, resp, project: str, multi: int = 1):
         body = read_json(req, project, MAX_DONE_BODY_BYTES)
         if "item" in body:
-            self.complete(project, body)
+            self.complete(project, body, self.client_ip(req))
         self.claim(req, resp, project, body, multi)
 
 

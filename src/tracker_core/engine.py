@@ -130,8 +130,11 @@ class Engine:
         return reply[1]
 
     def done(self, project: str, downloader: str, version: str, items: list[str],
-             domain_bytes: list, item_id: str) -> DoneResult | None:
-        """Mark ITEMS done (idempotent), by the rules of done-20.lua; None for an unknown project."""
+             domain_bytes: list, item_id: str, ip: str = "") -> DoneResult | None:
+        """Mark ITEMS done (idempotent), by the rules of done-20.lua; None for an unknown project.
+
+        IP (the sender's) goes into the done log with the rest of the call.
+        """
         k = self.keys(project)
         now_ms = self._now_ms()
         reply = scripts.run(self.conn, "done", (
@@ -139,7 +142,8 @@ class Engine:
             k.downloader_bytes, k.downloader_version, k.domain_bytes, k.stats,
             k.minute(now_ms // 60000), k.todo, k.backfeed, k.secondary, k.redo,
             k.downloader_queue(downloader), k.bad_dones, k.reclaim_history, k.dead),
-            (now_ms, downloader, version, item_id, len(domain_bytes) // 2, *domain_bytes, *items))
+            (now_ms, downloader, version, item_id, ip, len(domain_bytes) // 2, *domain_bytes,
+             *items))
         if reply[0] == UNKNOWN_PROJECT:
             return None
         self._note_age(project, reply[1])

@@ -22,7 +22,8 @@ KEYS[19] reclaim_history     hash  earlier claim rounds of items claimed more th
 KEYS[20] dead                hash  item -> JSON history of an item reclaimed too often
 
 ARGV[1] now (ms)  ARGV[2] downloader  ARGV[3] version  ARGV[4] id (JSON text)
-ARGV[5] number of domains D, then D pairs (domain, bytes), then the item names.
+ARGV[5] the sender's IP (for the log; '' when unknown)
+ARGV[6] number of domains D, then D pairs (domain, bytes), then the item names.
 
 Returns {code, settings_age, new, repeated, unknown, refused, clamped}; code 200, or -1 for an
 unknown project. Every number in ARGV is checked before the first write: a Redis error and no
@@ -43,7 +44,7 @@ Bytes are shared out over the names of the call, so a repeated call adds nothing
 items get is capped at max_bytes_per_item each (0: no cap; absent: DEFAULT_MAX_BYTES_PER_ITEM,
 as in settings.py), scaling every domain alike, and a clamped call counts in dones_bytes_clamped.
 With done_mode=discard done items are only counted, not kept.
-The log entry (one per call with new items) holds downloader, items (NUL-joined, every one:
+The log entry (one per call with new items) holds downloader, ip, items (NUL-joined, every one:
 it is the record), bytes, domains (NUL-joined domain, bytes pairs: each domain's share for
 the new items), version, id and at. `tracker maintain` archives the entries beyond log_maxlen
 to segment files (tracker_core.log_archive) and only then trims them; here the stream is cut
@@ -70,15 +71,15 @@ end
 
 -- Every number first: a failure after the first write would keep half a done.
 local now = tonumber(ARGV[1])
-local n_domains = tonumber(ARGV[5])
+local n_domains = tonumber(ARGV[6])
 if not now or not n_domains or n_domains < 0 or n_domains ~= math.floor(n_domains)
-    or 5 + 2 * n_domains > #ARGV then
-  return redis.error_reply('done: ARGV[1] (now, ms) and ARGV[5] (domains) must be numbers')
+    or 6 + 2 * n_domains > #ARGV then
+  return redis.error_reply('done: ARGV[1] (now, ms) and ARGV[6] (domains) must be numbers')
 end
-local first_item = 6 + 2 * n_domains
+local first_item = 7 + 2 * n_domains
 local reported = {}
 for d = 0, n_domains - 1 do
-  local bytes = tonumber(ARGV[7 + 2 * d])
+  local bytes = tonumber(ARGV[8 + 2 * d])
   if not bytes or bytes < 0 or bytes ~= bytes or bytes >= 1e15 then
     return redis.error_reply('done: byte counts must be numbers from 0 to 1e15')
   end
@@ -95,7 +96,7 @@ if log_maxlen ~= log_maxlen then log_maxlen = 100000 end
 local accept_queued = settings[4] == '1'
 local max_per_item = tonumber(settings[5]) or DEFAULT_MAX_BYTES_PER_ITEM
 if not (max_per_item >= 0) then max_per_item = DEFAULT_MAX_BYTES_PER_ITEM end
-local downloader, version, id = ARGV[2], ARGV[3], ARGV[4]
+local downloader, version, id, ip = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local stats, minute = KEYS[11], KEYS[12]
 
 local new_items, unknown_items, refused_items = {}, {}, {}
@@ -172,17 +173,17 @@ if new > 0 then
     clamped = 1
   end
   for d = 0, n_domains - 1 do
-    if shares[d] > 0 then redis.call('HINCRBY', KEYS[10], ARGV[6 + 2 * d], shares[d]) end
+    if shares[d] > 0 then redis.call('HINCRBY', KEYS[10], ARGV[7 + 2 * d], shares[d]) end
   end
   redis.call('HINCRBY', KEYS[7], downloader, new)
   redis.call('ZINCRBY', KEYS[8], bytes_total, downloader)
   if version ~= '' then redis.call('HSET', KEYS[9], downloader, version) end
   local domains = {}
   for d = 0, n_domains - 1 do
-    domains[#domains + 1] = ARGV[6 + 2 * d]
+    domains[#domains + 1] = ARGV[7 + 2 * d]
     domains[#domains + 1] = string.format('%d', shares[d])
   end
-  redis.call('XADD', KEYS[6], '*', 'downloader', downloader,
+  redis.call('XADD', KEYS[6], '*', 'downloader', downloader, 'ip', ip,
              'items', table.concat(new_items, '\0'), 'bytes', bytes_total,
              'domains', table.concat(domains, '\0'), 'version', version, 'id', id, 'at', now)
   local safety = math.max(log_maxlen * LOG_SAFETY_FACTOR, LOG_SAFETY_MIN)
