@@ -422,6 +422,58 @@ def items_redo(ctx, slug, names, source, pattern, queue, even_if_offloaded):
     click.echo(json.dumps(total))
 
 
+def _printable(name: str) -> str:
+    """NAME for one table cell: control characters escaped, so a name cannot break the table."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in name)
+
+
+def _status_detail(place: dict) -> str:
+    if place["status"] == "todo":
+        return f"limited:{place['limit']}" if place["queue"] == "limited" else place["queue"]
+    if place["status"] == "dead":
+        return place["reason"]
+    if place["status"] == "offloaded":
+        return f"segment (from {place['queue']})"
+    return ", ".join(f"maybe {where}" for where in place["maybe"]) or "-"
+
+
+@items.command("status")
+@click.argument("slug")
+@click.argument("names", nargs=-1, required=True)
+@click.option("--json", "as_json", is_flag=True,
+              help="One JSON object a line: the item status answer, with the item's name.")
+@click.pass_context
+def items_status(ctx, slug, names, as_json):
+    """Where each item is: todo (queue, limit), out (holder, claims), done, dead, offloaded.
+
+    The same answer as GET /P/items/ITEM.json. A name found nowhere prints "-", with "maybe
+    offloaded" when the project has segment files (they are not opened)."""
+    from tracker_core import operations
+    from tracker_core.engine import Engine
+    for name in names:
+        if len(name) > operations.MAX_ITEM_CHARS or "\0" in name:
+            raise AdminError(f"an item name has 1 to {operations.MAX_ITEM_CHARS} characters "
+                             "and no NUL")
+    engine = Engine(ctx.obj["redis_url"])
+    places = []
+    for name in names:
+        place = engine.item_place(slug, name)
+        if place is None:
+            raise AdminError(f"unknown project {slug!r}")
+        places.append(place)
+    if as_json:
+        for name, place in zip(names, places):
+            click.echo(json.dumps({"item": name, **place}))
+        return
+    rows = [("STATUS", "DETAIL", "DOWNLOADER", "CLAIMS", "ITEM")]
+    rows += [(p["status"] or "-", _status_detail(p), p["downloader"] or "-",
+              "-" if p["claims"] is None else str(p["claims"]), _printable(name))
+             for name, p in zip(names, places)]
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    for row in rows:
+        click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[4])
+
+
 @main.command()
 @click.argument("slug")
 @click.pass_context

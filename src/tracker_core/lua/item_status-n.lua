@@ -1,28 +1,52 @@
---[[ item_status: where an item is, read atomically (changes nothing).
+--[[ item_status: every place an item can be, read atomically (changes nothing).
 
-KEYS[1] settings  KEYS[2] out  KEYS[3] claims  KEYS[4] done  KEYS[5] todo  KEYS[6] todo:backfeed
+KEYS[1] settings  KEYS[2] claims (hash: item -> "DOWNLOADER\tIP\tTIMES_CLAIMED")  KEYS[3] done
+KEYS[4] dead (hash: item -> JSON record)  KEYS[5] todo  KEYS[6] todo:backfeed
 KEYS[7] todo:secondary  KEYS[8] todo:redo
 KEYS[9] todo:limited (zset of "LIMIT\0ITEM": held items)  KEYS[10] todo:limited_in (set, the same
 entries on their way in)  KEYS[11] limits_ready (zset: the limits that have held items)
 KEYS[12] limits (hash: the project's limits, by name)
-ARGV[1] item name
-Returns {code, status, downloader}: code 200 or -1 (unknown project); status is 'out', 'done',
-'todo' or '' (not found); downloader is the claimant of an item that is out, else ''.
-An item held back by a limit is queued, so it is 'todo'. The caller does not classify the name
-(anyone may ask about any name, and classifying is work): its held entry is looked up under
-each limit that can hold it, so the work is bounded by the number of limits (exact lookups),
-never by the name. Held items are only under limits in limits_ready (hold_limited adds a limit
-with its first item, claim removes it with its last, a removed limit stays until emptied);
-an item on its way in may be under any current limit too, looked up only while the way-in set
-is not empty (between the two calls of an add).
+KEYS[13] offloading (set: items on their way to a segment file)
+KEYS[14] segments (hash: segment number -> items; field '#next' numbers them)
+KEYS[15] segment_queues (hash; field '#staged' is "NUMBER SOURCE" of the set in offloading)
+KEYS[16] todo:d (set: downloaders with a queue of their own)
+KEYS[17 .. 16+D] downloaders' own queues (at most the caller's cap of them)
+ARGV[1] item name  ARGV[2 .. 1+D] the downloaders whose queues are KEYS[17 ..], in that order
+
+Returns {code, status, queue, detail, owners, segments}; code 200, or -1 (unknown project: the
+rest empty). status and what comes with it:
+  'out'       detail: the claim record (the caller keeps the downloader and the claim count)
+  'done'
+  'dead'      detail: the dead record (JSON)
+  'todo'      queue: todo, backfeed, secondary, redo, downloader:NAME or limited; detail: the
+              limit that holds it (queue 'limited')
+  'offloaded' queue: the source of the segment it is being written to (a queue, or done)
+  ''          found nowhere here (unknown, done and discarded, or in a segment file)
+owners is SCARD of todo:d and segments the number of registered segment files, both only for
+'' (the caller tells from them whether a downloader's queue went unlooked-at, or the list it
+passed is stale, and whether the item may sit in a segment file: files are not opened here).
+The caller never classifies the name (anyone may ask about any name, and classifying is work):
+its held entry is looked up under each limit that can hold it, so the work is bounded by the
+number of limits and of downloader queues passed (exact lookups), never by the name. Held
+items are only under limits in limits_ready (hold_limited adds a limit with its first item,
+claim removes it with its last, a removed limit stays until emptied); an item on its way in
+may be under any current limit too, looked up only while the way-in set is not empty.
 ]]
-if redis.call('EXISTS', KEYS[1]) == 0 then return {-1, '', ''} end
+if redis.call('EXISTS', KEYS[1]) == 0 then return {-1, '', '', '', 0, 0} end
 local item = ARGV[1]
-local claim = redis.call('HGET', KEYS[3], item)
-if claim then return {200, 'out', string.match(claim, '^[^\t]*')} end
-if redis.call('SISMEMBER', KEYS[4], item) == 1 then return {200, 'done', ''} end
+local claim = redis.call('HGET', KEYS[2], item)
+if claim then return {200, 'out', '', claim, 0, 0} end
+if redis.call('SISMEMBER', KEYS[3], item) == 1 then return {200, 'done', '', '', 0, 0} end
+local dead = redis.call('HGET', KEYS[4], item)
+if dead then return {200, 'dead', '', dead, 0, 0} end
+local shared = {'todo', 'backfeed', 'secondary', 'redo'}
 for q = 5, 8 do
-  if redis.call('SISMEMBER', KEYS[q], item) == 1 then return {200, 'todo', ''} end
+  if redis.call('SISMEMBER', KEYS[q], item) == 1 then return {200, 'todo', shared[q - 4], '', 0, 0} end
+end
+for i = 17, #KEYS do
+  if redis.call('SISMEMBER', KEYS[i], item) == 1 then
+    return {200, 'todo', 'downloader:' .. ARGV[i - 15], '', 0, 0}
+  end
 end
 local arriving = redis.call('SCARD', KEYS[10]) > 0
 local seen = {}
@@ -30,15 +54,21 @@ for _, limit in ipairs(redis.call('ZRANGE', KEYS[11], 0, -1)) do
   local entry = limit .. '\0' .. item
   if redis.call('ZSCORE', KEYS[9], entry)
       or (arriving and redis.call('SISMEMBER', KEYS[10], entry) == 1) then
-    return {200, 'todo', ''}
+    return {200, 'todo', 'limited', limit, 0, 0}
   end
   seen[limit] = true
 end
 if arriving then
   for _, limit in ipairs(redis.call('HKEYS', KEYS[12])) do
     if not seen[limit] and redis.call('SISMEMBER', KEYS[10], limit .. '\0' .. item) == 1 then
-      return {200, 'todo', ''}
+      return {200, 'todo', 'limited', limit, 0, 0}
     end
   end
 end
-return {200, '', ''}
+if redis.call('SISMEMBER', KEYS[13], item) == 1 then
+  local staged = redis.call('HGET', KEYS[15], '#staged') or ''
+  local source = string.match(staged, '^%S+ (.+)$') or 'todo'
+  return {200, 'offloaded', source, '', 0, 0}
+end
+local segments = redis.call('HLEN', KEYS[14]) - redis.call('HEXISTS', KEYS[14], '#next')
+return {200, '', '', '', redis.call('SCARD', KEYS[16]), segments}
