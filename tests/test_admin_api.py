@@ -194,6 +194,19 @@ def test_uploaded_text_splits_only_at_line_ends(web, tok, r):
     assert r.smembers(K.secondary) == set(names)
 
 
+def test_listings_answer_for_names_that_are_not_utf8(web, tok, r, redis_url):
+    # Names queued before intake refused them (old data): a listing shows their bad bytes
+    # escaped rather than failing with a 500.
+    import redis as redis_py
+    raw = redis_py.Redis.from_url(redis_url)
+    raw.hset(K.dead, b"https://example.com/\xff\xfe?q", b'{"reason": "old"}')
+    raw.sadd(K.secondary, b"bad\xc3(")
+    dead = ok(call(web, "GET", f"/api/admin/projects/{P}/dead", tok[P]))
+    assert [d["item"] for d in dead["dead"]] == ["https://example.com/\\xff\\xfe?q"]
+    sample = ok(call(web, "GET", f"/api/admin/projects/{P}/queues/secondary/sample", tok[P]))
+    assert sample["items"] == ["bad\\xc3("]
+
+
 def test_count_sample_clear(web, tok, r):
     assert ok(call(web, "GET", f"/api/admin/projects/{P}/queues/todo", tok[P]))["count"] == 50
     items = ok(call(web, "GET", f"/api/admin/projects/{P}/queues/todo/sample?count=5", tok[P]))["items"]

@@ -566,8 +566,29 @@ class AdminApi:
                           or text.startswith("unknown project") else 400)
                 raise Refused(status, text, "admin_bad_request", call.project) from None
             resp.content_type = falcon.MEDIA_JSON
-            resp.data = orjson.dumps(answer)
+            resp.data = dumps(answer)
         return respond
+
+
+def _printable(value):
+    """VALUE with every name that is not UTF-8 shown with \\xNN escapes for its bad bytes."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    if isinstance(value, dict):
+        return {_printable(k): _printable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_printable(v) for v in value]
+    return value
+
+
+def dumps(answer) -> bytes:
+    """Encode an admin answer. Names queued before names had to be UTF-8 are read with
+    surrogateescape and would make orjson fail (a 500): they are listed with their bad bytes
+    escaped instead, so a listing (dead items, samples, claims) always answers."""
+    try:
+        return orjson.dumps(answer)
+    except TypeError:
+        return orjson.dumps(_printable(answer))
 
 
 class _Route:

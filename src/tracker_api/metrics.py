@@ -50,12 +50,15 @@ PROJECT_COUNTERS = {
     "done_requests": ("tracker_done_requests", "Done calls received."),
     "dones_repeated": ("tracker_dones_repeated", "Done calls' names that were already done."),
     "dones_unknown": ("tracker_dones_unknown", "Done calls' names the project never had."),
+    "items_dead_done": ("tracker_items_dead_done", "Dead items completed by a late done."),
+    "items_unservable": ("tracker_items_unservable",
+                         "Claimed names no client could receive (not UTF-8, NUL), sent to dead."),
 }
 # Fields of a project's stats hash that count refused input (bad requests, names refused at a
 # way in, dones that changed nothing, bounds reached): one metric with a reason label, so a
 # refusal added later is exported without a change here.
 _REFUSAL_FIELD = re.compile(r"(bad_|admin_bad_|admin_too_large|admin_forbidden|admin_conflict)"
-                            r"|.*(refused|clamped|replaced|throttled|full)")
+                            r"|.*(refused|clamped|replaced|dropped|throttled|full)")
 
 
 class TrackerCollector:
