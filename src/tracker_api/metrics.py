@@ -53,6 +53,8 @@ PROJECT_COUNTERS = {
     "items_dead_done": ("tracker_items_dead_done", "Dead items completed by a late done."),
     "items_unservable": ("tracker_items_unservable",
                          "Claimed names no client could receive (not UTF-8, NUL), sent to dead."),
+    "log_entries_dropped": ("tracker_log_entries_dropped",
+                            "Done-log entries cut by the stream's safety bound before archiving."),
 }
 # Fields of a project's stats hash that count refused input (bad requests, names refused at a
 # way in, dones that changed nothing, bounds reached): one metric with a reason label, so a
@@ -111,7 +113,7 @@ class TrackerCollector:
             for field, family in counters.items():
                 family.add_metric([project], c.get(field, 0))
             for field, value in sorted(c.items()):
-                if _REFUSAL_FIELD.match(field):
+                if _REFUSAL_FIELD.match(field) and field not in PROJECT_COUNTERS:
                     project_refused.add_metric([project, field], value)
             for name, size in counts["queues"].items():
                 queue.add_metric([project, name], size)
