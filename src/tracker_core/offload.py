@@ -31,9 +31,10 @@ Crash safety, item by item (every item is always in exactly one counted place):
   too (`tracker project delete` leaves a tombstone in SEGMENTS_DELETED).
 The registry (`segments` hash: number -> items) decides which files count.
 
-Item status (`/api/.../item`) does not open segment files: an offloaded item (queued or done) is
-reported as not found, like a done item with done_mode=discard. Answering from disk would cost
-a scan of every segment; the Bloom filter only knows "seen", not where.
+Item status (`GET /P/items/NAME.json`, item_status.py) does not open segment files: an item on
+its way to a segment is "offloaded", and a name found nowhere while the project has segment files
+is answered with `maybe: ["offloaded"]`. Answering from disk would cost a scan of every segment;
+the Bloom filter only knows "seen", not where.
 """
 from __future__ import annotations
 
