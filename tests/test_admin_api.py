@@ -283,7 +283,7 @@ def test_blocks_project_and_global(web, tok, engine, r):
     assert call(web, "POST", f"/api/admin/projects/{P}/blocks", tok[P],
                 {"entry": "mallory"}).status_code == 400
     ok(call(web, "POST", "/api/admin/blocks", tok["global"], {"entry": "ip:10.9.9.9"}))
-    assert r.sismember(ProjectKeys(OTHER).blocked, "ip:10.9.9.9")
+    assert r.sismember(ProjectKeys(OTHER).blocked_global, "ip:10.9.9.9")
 
 
 def test_upload_targets(web, tok, engine):

@@ -179,7 +179,7 @@ def test_a_tiny_rate_limit_never_fails_after_the_pop(project, admin, engine, r):
 def run_claim(engine, now, wanted):
     k = K
     return scripts.run(engine.conn, "claim", (
-        k.settings, k.blocked, k.downloader_queue("bob"), k.todo, k.backfeed, k.secondary,
+        k.settings, k.blocked_index, k.downloader_queue("bob"), k.todo, k.backfeed, k.secondary,
         k.redo, k.out, k.claims, k.downloader_claims, k.ratelimit, k.stats, k.minute(0),
         k.uniques("downloaders", 0), k.uniques("ips", 0), k.limited, k.limits_ready,
         k.limit_tat, k.limits, k.reclaim_at, k.dead, k.reclaim_history),

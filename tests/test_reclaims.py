@@ -291,3 +291,63 @@ def test_reclaim_history_is_kept_until_done_or_released(project, admin, engine, 
     clock.advance(2.5)
     assert claim(engine, C, 2)[1].count("z") == 1                   # z again: a second round
     assert len(json.loads(r.hget(K.reclaim_history, "z"))) == 2
+
+
+def test_claims_limit_serves_the_queues_when_every_due_reclaim_goes_dead(project, admin, engine,
+                                                                        clock, r):
+    # The limit is reached and both due reclaims exceed max_reclaims: they go to `dead`, which
+    # frees their room in `out`, so the same request is served from todo instead of a 404 that
+    # would idle the warrior while items wait.
+    urls = [f"https://example.com/p/{n}?q=a b&r=%2F#frag/" + "x" * 3000 for n in range(5)]
+    admin.set_settings(P, {"claims_limit": "2", "reclaim_ttl_s": "10", "max_reclaims": "1"})
+    add(admin, urls)
+    status, first = claim(engine, A, 5)
+    assert status == 200 and len(first) == 2
+    clock.advance(11)
+    status, again = claim(engine, B, 5)               # reclaimed once (the maximum)
+    assert status == 200 and sorted(again) == sorted(first)
+    clock.advance(21)                                 # due again: 10 s x 2 claims
+    status, items = claim(engine, C, 5)
+    assert status == 200 and len(items) == 2 and not set(items) & set(first)
+    assert set(r.hkeys(K.dead)) == set(first)
+    assert sorted(r.zrange(K.out, 0, -1)) == sorted(items)
+    assert {r.hget(K.claims, i) for i in items} == {"carol\t10.0.0.3\t1"}
+    assert r.scard(K.todo) == 1 and r.hget(K.downloader_claims, "bob") is None
+    assert counter(r, "items_dead") == 2 and counter(r, "items_claimed") == 4
+    assert counter(r, "requests_claims_limited") == 0
+    # Never past the limit: the room is what the dead made, whatever was asked.
+    assert claim(engine, A, 5) == (404, [])
+    assert counter(r, "requests_claims_limited") == 1 and r.zcard(K.out) == 2
+
+
+def test_claims_limit_serves_only_the_room_the_dead_made(project, admin, engine, clock, r):
+    admin.set_settings(P, {"claims_limit": "2", "reclaim_ttl_s": "10", "max_reclaims": "1"})
+    add(admin, ["a", "b"])
+    assert claim(engine, A, 2)[0] == 200
+    clock.advance(11)
+    assert claim(engine, B, 2)[0] == 200              # a and b reclaimed once: due at 31 s
+    admin.set_settings(P, {"claims_limit": "3"})
+    add(admin, ["c"])
+    clock.advance(14)
+    assert claim(engine, C, 1) == (200, ["c"])        # due at 35 s; out holds 3: the limit
+    add(admin, ["d", "e"])
+    clock.advance(7)
+    # a and b go dead (2 of room), c is not due: two fresh items, and the third wanted is not
+    # served past the limit.
+    status, items = claim(engine, A, 5)
+    assert status == 200 and sorted(items) == ["d", "e"]
+    assert r.zcard(K.out) == 3 and sorted(r.hkeys(K.dead)) == ["a", "b"]
+    assert r.scard(K.todo) == 0
+
+
+def test_claims_limit_with_every_reclaim_dead_and_nothing_queued_is_an_empty_404(
+        project, admin, engine, clock, r):
+    admin.set_settings(P, {"claims_limit": "1", "reclaim_ttl_s": "10", "max_reclaims": "1"})
+    add(admin, ["only"])
+    assert claim(engine, A) == (200, ["only"])
+    clock.advance(11)
+    assert claim(engine, B) == (200, ["only"])
+    clock.advance(21)
+    assert claim(engine, C) == (404, [])
+    assert r.hkeys(K.dead) == ["only"] and r.zcard(K.out) == 0
+    assert counter(r, "requests_empty") == 1 and counter(r, "requests_claims_limited") == 0

@@ -295,7 +295,7 @@ def release(c: Call):
 def block(c: Call):
     body = c.body(("entry", "remove"))
     entry, remove = _str(body, "entry", 200), _bool(body, "remove")
-    c.admin.block(entry, c.project, remove)
+    entry = c.admin.block(entry, c.project, remove)     # as stored: ip:10.0.0.1/32 is ip:10.0.0.1
     c.audit("block.remove" if remove else "block.add", entry=entry)
     return {"entry": entry, "blocked": not remove}
 

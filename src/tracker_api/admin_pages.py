@@ -160,6 +160,17 @@ class AdminPages:
         resp.location = "/admin"
 
 
+def _blocks_list(shown: dict) -> str:
+    """The project's own blocks and the global ones it sees (lifted apart)."""
+    ignored = shown["settings"].get("ignore_global_blocked") == "1"
+    rows = [("this project", shown.get("blocked", [])),
+            ("global" + (" (ignored here: ignore_global_blocked)" if ignored else ""),
+             shown.get("blocked_global", []))]
+    return "".join(f"<p>{html.escape(label)}: "
+                   f"{html.escape(', '.join(entries)) if entries else 'none'}</p>"
+                   for label, entries in rows)
+
+
 class ProjectPage:
     def __init__(self, pages: AdminPages):
         self.pages = pages
@@ -206,9 +217,10 @@ class ProjectPage:
                 "<label>older than (s) <input name=older_than_s></label> or "
                 "<label>item names matching <input name=pattern placeholder=glob></label><br>",
                 "Release")
-            + "<h2>Block</h2>" + _form(
-                base + "block", csrf, "<label>ip:ADDRESS or name:DOWNLOADER <input name=entry>"
-                "</label> <label><input type=checkbox name=remove value=1> unblock</label>",
+            + "<h2>Block</h2>" + _blocks_list(shown) + _form(
+                base + "block", csrf, "<label>ip:ADDRESS, ip:CIDR or name:DOWNLOADER "
+                "<input name=entry></label> "
+                "<label><input type=checkbox name=remove value=1> unblock</label>",
                 "Apply"))
         resp.content_type = falcon.MEDIA_HTML
         resp.text = _page(f"{project} · admin", body)
@@ -312,7 +324,7 @@ class ProjectAction:
 
     def _block(self, project, form):
         entry, remove = form.get("entry", "").strip(), form.get("remove") == "1"
-        self.admin.block(entry, project, remove)
+        entry = self.admin.block(entry, project, remove)
         return ("unblocked " if remove else "blocked ") + entry, {"entry": entry, "remove": remove}
 
 

@@ -483,14 +483,34 @@ def status(ctx, slug):
 
 
 @main.command()
-@click.argument("entry")
+@click.argument("entry", required=False)
 @click.option("--project", default=None, help="Block in this project only (default: all).")
 @click.option("--remove", is_flag=True, help="Lift the block.")
+@click.option("--list", "list_", is_flag=True,
+              help="Print the global blocks, or with --project the project's, as JSON.")
+@click.option("--reindex", is_flag=True,
+              help="Rebuild every project's block index (after an upgrade or a repair).")
 @click.pass_context
-def block(ctx, entry, project, remove):
-    """Block ip:ADDRESS or name:DOWNLOADER (403 on request)."""
+def block(ctx, entry, project, remove, list_, reindex):
+    """Block ip:ADDRESS, ip:CIDR (10.0.0.0/8, 2001:db8::/32) or name:DOWNLOADER (403 on request).
+
+    A project's own block and a global block of the same entry are kept apart: lifting one
+    leaves the other. Projects with ignore_global_blocked=1 see only their own blocks.
+    """
     admin = _admin(ctx)
-    admin.block(entry, project, remove)
+    if list_ or reindex:
+        if entry is not None or remove or (reindex and (list_ or project)):
+            raise click.UsageError("--list takes only --project; --reindex takes nothing else")
+        if reindex:
+            done = admin.reindex_blocks()
+            _audit(admin, "block.reindex", None, projects=done)
+            click.echo(f"reindexed the blocks of {done} projects")
+        else:
+            click.echo(json.dumps(admin.blocks(project), indent=2, sort_keys=True))
+        return
+    if entry is None:
+        raise click.UsageError("give an ENTRY (ip:ADDRESS, ip:CIDR or name:DOWNLOADER)")
+    entry = admin.block(entry, project, remove)
     _audit(admin, "block.remove" if remove else "block.add", project, entry=entry)
     click.echo(("unblocked " if remove else "blocked ") + entry)
 

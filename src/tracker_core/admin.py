@@ -11,6 +11,7 @@ from collections.abc import Iterable, Iterator
 import redis
 
 from tracker_core import keys as keyspace
+from tracker_core import blocks as blocks_mod
 from tracker_core import bloom, scripts, settings as settings_mod, topology
 from tracker_core import limits as limits_mod
 from tracker_core import offload as offload_mod
@@ -77,10 +78,14 @@ class Admin:
         for name, value in values.items():
             initial[name] = settings_mod.validate(name, value)
         flat = [x for pair in initial.items() for x in pair]
-        blocked = sorted(self.r.smembers(keyspace.GLOBAL_BLOCKED))
         created = scripts.run(self.r, "create_project", (k.settings, k.blocked),
-                              (_now_ms(), *flat, "--blocked", *blocked))
+                              (_now_ms(), *flat, "--blocked"))
         self.r.sadd(keyspace.PROJECTS, project)
+        if created:
+            # After joining PROJECTS: a global block made meanwhile either is read here or
+            # finds this project in its loop over PROJECTS.
+            self._write_blocks(k, lambda own, copy: (
+                own, set(self.r.smembers(keyspace.GLOBAL_BLOCKED))))
         return bool(created)
 
     def projects(self) -> list[str]:
@@ -106,7 +111,8 @@ class Admin:
         values.update(self.r.hgetall(k.settings))
         return {"project": project, "settings": values,
                 "upload_targets": self.r.hgetall(k.upload_targets),
-                "blocked": sorted(self.r.smembers(k.blocked))}
+                "blocked": sorted(self.r.smembers(k.blocked)),
+                "blocked_global": sorted(self.r.smembers(k.blocked_global))}
 
     def set_upload_target(self, project: str, url: str, state: str) -> int:
         """Mark URL 'active' or 'inactive', or remove it (state ''); bumps the settings age."""
@@ -123,27 +129,67 @@ class Admin:
 
     # -- blocks -----------------------------------------------------------------------------------
 
-    @staticmethod
-    def _block_entry(entry: str) -> str:
-        kind, _, value = entry.partition(":")
-        if kind not in ("ip", "name") or not value:
-            raise AdminError(f"bad block entry {entry!r}: use ip:ADDRESS or name:DOWNLOADER")
+    def block(self, entry: str, project: str | None = None, remove: bool = False) -> str:
+        """Block (or unblock) an IP, a CIDR range or a downloader name in one project, or in all
+        of them; return the entry as stored (tracker_core.blocks.normalise).
+
+        Global blocks are copied into every project's ``blocked_global`` (the claim script reads
+        only keys in the project's slot, for Redis Cluster), apart from the project's own
+        ``blocked``: a project block and a global block of the same entry are lifted apart.
+        """
+        try:
+            entry = blocks_mod.normalise(entry)
+        except blocks_mod.BadEntry as exc:
+            raise AdminError(str(exc)) from None
+
+        def change(entries: set[str]) -> set[str]:
+            return entries - {entry} if remove else entries | {entry}
+        if project is not None:
+            if not self._write_blocks(self._keys(project), lambda own, copy: (change(own), copy)):
+                raise AdminError(f"unknown project {project!r}")
+            return entry
+        (self.r.srem if remove else self.r.sadd)(keyspace.GLOBAL_BLOCKED, entry)
+        for name in self.projects():
+            self._write_blocks(keyspace.ProjectKeys(name), lambda own, copy: (own, change(copy)))
         return entry
 
-    def block(self, entry: str, project: str | None = None, remove: bool = False) -> None:
-        """Block (or unblock) an IP or a downloader name in one project, or in all of them.
+    def blocks(self, project: str | None = None) -> dict:
+        """The global entries, or PROJECT's own and its copy of the global ones."""
+        if project is None:
+            return {"global": sorted(self.r.smembers(keyspace.GLOBAL_BLOCKED))}
+        k = self._keys(project)
+        ignore = self.r.hget(k.settings, "ignore_global_blocked") == "1"
+        return {"project": project, "blocked": sorted(self.r.smembers(k.blocked)),
+                "blocked_global": sorted(self.r.smembers(k.blocked_global)),
+                "ignore_global_blocked": ignore}
 
-        Global blocks are copied into every project's own set, so the claim script reads one key
-        in the project's slot (Redis Cluster) and new projects copy the global list.
-        """
-        entry = self._block_entry(entry)
-        op = self.r.srem if remove else self.r.sadd
-        if project is not None:
-            op(self._keys(project).blocked, entry)
-            return
-        op(keyspace.GLOBAL_BLOCKED, entry)
+    def reindex_blocks(self) -> int:
+        """Rebuild every project's block index, its global copy from the global list (entries of
+        the project's own set that are global are taken as copies, as a tracker before the
+        split kept them); the number of projects done. For upgrades and repairs."""
+        done = 0
         for name in self.projects():
-            op(keyspace.ProjectKeys(name).blocked, entry)
+            glob = set(self.r.smembers(keyspace.GLOBAL_BLOCKED))
+            done += self._write_blocks(keyspace.ProjectKeys(name),
+                                       lambda own, copy: (own - glob, glob))
+        return done
+
+    def _write_blocks(self, k: keyspace.ProjectKeys, change) -> bool:
+        """Apply CHANGE(own, global copy) -> (own, global copy) to K's blocks and rebuild the
+        index, in one script that first checks nobody changed them since the read; False for a
+        project that does not exist (any more)."""
+        for _ in range(50):
+            own, copy = (set(x) for x in self.r.pipeline(transaction=False)
+                         .smembers(k.blocked).smembers(k.blocked_global).execute())
+            new_own, new_copy = change(own, copy)
+            index = blocks_mod.index_members(new_own, new_copy)
+            done = scripts.run(self.r, "set_blocks", (
+                k.settings, k.blocked, k.blocked_global, k.blocked_index),
+                (len(own), len(copy), len(new_own), len(new_copy),
+                 *own, *copy, *new_own, *new_copy, *index))
+            if done != 0:
+                return done == 1
+        raise AdminError(f"the blocks of {k.project!r} kept changing: try again")
 
     # -- items ------------------------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ import random
 import time
 from dataclasses import dataclass
 
+from tracker_core import blocks
 from tracker_core import keys as keyspace
 from tracker_core import item_status as item_status_mod
 from tracker_core import limits as limits_mod
@@ -105,12 +106,12 @@ class Engine:
         now_ms = self._now_ms()
         day = now_ms // 86_400_000
         reply = scripts.run(self.conn, "claim", (
-            k.settings, k.blocked, k.downloader_queue(downloader), k.todo, k.backfeed,
+            k.settings, k.blocked_index, k.downloader_queue(downloader), k.todo, k.backfeed,
             k.secondary, k.redo, k.out, k.claims, k.downloader_claims, k.ratelimit, k.stats,
             k.minute(now_ms // 60000), k.uniques("downloaders", day), k.uniques("ips", day),
             k.limited, k.limits_ready, k.limit_tat, k.limits, k.reclaim_at, k.dead,
             k.reclaim_history),
-            (now_ms, downloader, ip, wanted))
+            (now_ms, downloader, ip, wanted, blocks.ip_key(ip)))
         self._note_age(project, reply[1])
         return reply[0], reply[2:]
 

@@ -47,7 +47,8 @@ class ProjectKeys:
     """Key names of one project; built once per project and cached by the engine."""
 
     __slots__ = (
-        "project", "tag", "settings", "blocked", "todo", "backfeed", "secondary", "redo",
+        "project", "tag", "settings", "blocked", "blocked_global", "blocked_index", "todo",
+        "backfeed", "secondary", "redo",
         "downloader_queues", "out", "claims", "done", "downloader_claims", "ratelimit", "stats",
         "log", "bad_dones", "uploads", "upload_targets", "downloader_count", "downloader_bytes",
         "downloader_version", "domain_bytes", "audit", "bloom", "backfeed_secrets",
@@ -60,7 +61,11 @@ class ProjectKeys:
         self.project = project
         tag = self.tag = "{%s}" % project
         self.settings = f"{tag}:settings"
+        # Blocks (tracker_core.blocks): the project's own entries, its copy of the global ones
+        # (apart, so lifting one leaves the other), and the index the claim script reads.
         self.blocked = f"{tag}:blocked"
+        self.blocked_global = f"{tag}:blocked_global"
+        self.blocked_index = f"{tag}:blocked_index"
         self.todo = f"{tag}:todo"
         self.backfeed = f"{tag}:todo:backfeed"
         self.secondary = f"{tag}:todo:secondary"

@@ -6,8 +6,11 @@ on its next request to that project and reloads (no restart, no polling).
 """
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
+
+import orjson
 
 from tracker_core import protocol
 
@@ -66,6 +69,41 @@ def _lat_lng(value: str) -> str:
     return f"{float(lat):g},{float(lng):g}"
 
 
+MAX_EXTRA_PARAMETERS_BYTES = 4096      # as stored (compact JSON, UTF-8); sent with every claim
+
+
+def _extra_parameters(value: str) -> str:
+    """A JSON object whose keys go into every api_version 2 claim answer; '' for none.
+
+    Data only: it is parsed here and sent as JSON, never evaluated. item_name is the answer's
+    own key, so it may not be given here.
+    """
+    if not value.strip():
+        return ""
+    # Bounded before parsing: a long text of brackets would exhaust the parser's recursion.
+    if len(value) > 4 * MAX_EXTRA_PARAMETERS_BYTES:
+        raise ValueError(f"must be at most {MAX_EXTRA_PARAMETERS_BYTES} bytes as compact JSON")
+    try:
+        parsed = orjson.loads(value)
+    except orjson.JSONDecodeError:
+        raise ValueError("must be a JSON object, like {\"key\": \"value\"}") from None
+    if type(parsed) is not dict:
+        raise ValueError("must be a JSON object, like {\"key\": \"value\"}")
+    if "item_name" in parsed:
+        raise ValueError("may not set item_name (the answer's own key)")
+    if "" in parsed:
+        raise ValueError("keys must not be empty")
+    # The claim answer is written by orjson: what it cannot write (nested deeper than 254
+    # levels) would fail every answer, so it is refused here.
+    try:
+        text = orjson.dumps(parsed).decode()
+    except orjson.JSONEncodeError as exc:
+        raise ValueError(f"cannot be sent: {exc}") from None
+    if len(text.encode("utf-8")) > MAX_EXTRA_PARAMETERS_BYTES:
+        raise ValueError(f"must be at most {MAX_EXTRA_PARAMETERS_BYTES} bytes as compact JSON")
+    return text
+
+
 DEFAULT_RECLAIM_TTL_S = 21600           # 6 h; also in claim-22.lua for a project without the field
 DEFAULT_MAX_BYTES_PER_ITEM = 10**12     # 1 TB; also in done-20.lua
 MAX_LOG_MAXLEN = 10**9                  # done-20.lua hands it to XADD as an integer
@@ -103,6 +141,12 @@ SETTINGS = {
                            "while offloading is off: most items backfeed's queue and the items "
                            "held by limits may hold; past it a post gets 503 (grab scripts retry "
                            "later); 0 = no bound"),
+    "ignore_global_blocked": (_flag, "0", "when true, global blocks do not apply to this project "
+                              "(its own blocks still do)"),
+    "extra_parameters": (_extra_parameters, "",
+                         "a JSON object (at most 4,096 bytes) whose keys are added to every "
+                         "api_version 2 /request answer (seesaw copies them into the item); "
+                         "data only, never evaluated; not item_name"),
     "min_version": (_version, "", "oldest grab-script version accepted (older ones get 455)"),
     "done_mode": (_done_mode, "keep",
                   "keep: done items stay in `done`; discard: only counted; offload: `done` beyond "
@@ -168,6 +212,23 @@ class ProjectSettings:
     @property
     def max_multi(self) -> int:
         return int(self.values.get("max_multi") or 100)
+
+    @functools.cached_property
+    def extra_parameters(self) -> dict:
+        """The extra_parameters setting parsed once per cached settings; {} when unset or
+        unreadable (set past validate: it must not fail every claim)."""
+        try:
+            parsed = orjson.loads(self.values.get("extra_parameters") or "{}")
+        except orjson.JSONDecodeError:
+            return {}
+        if type(parsed) is not dict:
+            return {}
+        parsed.pop("item_name", None)
+        try:
+            orjson.dumps(parsed)        # what orjson cannot write would fail every answer
+        except orjson.JSONEncodeError:
+            return {}
+        return parsed
 
     @classmethod
     def from_redis(cls, values: dict) -> "ProjectSettings":

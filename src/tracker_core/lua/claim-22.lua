@@ -1,7 +1,8 @@
 --[[ claim: hand up to N items to one downloader, atomically.
 
 KEYS[1]  settings           hash  project settings (its absence means: unknown project)
-KEYS[2]  blocked            set   "ip:ADDRESS" and "name:DOWNLOADER" entries
+KEYS[2]  blocked_index      zset  score 0: blocked names and merged address ranges, for the project
+                                 alone ("p...") and with the global blocks ("a..."); see blocks.py
 KEYS[3]  todo:d:DOWNLOADER  set   the downloader's own queue
 KEYS[4]  todo               set
 KEYS[5]  todo:backfeed      set
@@ -24,6 +25,8 @@ KEYS[21] dead               hash  item -> JSON history of an item reclaimed too 
 KEYS[22] reclaim_history    hash  item -> JSON list of its earlier rounds {downloader, ip, claimed_ms}
 
 ARGV[1] now (ms)   ARGV[2] downloader   ARGV[3] ip   ARGV[4] items wanted (1..1000; more is cut to 1000)
+ARGV[5] the IP as the index compares it: "4" + 8 hex digits, "6" + 32, or "" (not an address:
+        no IP block applies); computed by the caller (blocks.ip_key), as Lua parses no addresses
 
 Returns {code, settings_age, item...}:
   200 items given (at least one)     404 nothing to give: queues empty, project paused, the
@@ -32,8 +35,12 @@ Returns {code, settings_age, item...}:
   -1  unknown project
 Unique downloaders and IPs are counted per day in HyperLogLogs (12 KB at most each, kept 62 days);
 a month's count is PFCOUNT over its days, so each is counted once per period with bounded memory.
-Serve order: when `out` holds claims_limit items, only reclaims; otherwise held items of limits
-whose bucket has a token, then the queues KEYS[3..7] (random within each, SPOP), then reclaims.
+Serve order: when `out` holds claims_limit items, reclaims first, and the room that reclaims
+sent to `dead` made is then served like any request; otherwise held items of limits whose
+bucket has a token, then the queues KEYS[3..7] (random within each, SPOP), then reclaims.
+Blocks: one ZSCORE for the name and one ZREVRANGEBYLEX (the nearest range starting at or
+below the address, LIMIT 1) for the IP, in the view "p" when the project sets
+ignore_global_blocked, else "a"; a CIDR range costs what a single address does.
 A claim may be reclaimed once older than reclaim_ttl_s x its claim count, so an item that keeps
 failing waits longer each round (a decaying priority); after max_reclaims reclaims it goes to
 `dead` instead. A limit's bucket holds one second's worth of its rate. Every step costs what it
@@ -64,7 +71,7 @@ end
 wanted = math.max(1, math.min(MAX_WANTED, math.floor(wanted)))
 local settings = redis.call('HMGET', KEYS[1], 'settings_age', 'paused', 'rate_limit',
                             'rate_burst', 'max_claims_per_downloader', 'reclaim_ttl_s',
-                            'claims_limit', 'max_reclaims')
+                            'claims_limit', 'max_reclaims', 'ignore_global_blocked')
 local age = settings[1]
 if not age then return {-1, 0} end
 local downloader, ip = ARGV[2], ARGV[3]
@@ -83,9 +90,19 @@ local function refuse(code, field)
   return {code, age}
 end
 
-local blocked = redis.call('SMISMEMBER', KEYS[2], 'name:' .. downloader, 'ip:' .. ip)
-if blocked[1] == 1 or blocked[2] == 1 then
+-- Blocked name, then blocked address (ARGV[5] and the range ends are hex of one width, so
+-- comparing strings compares numbers).
+local view = settings[9] == '1' and 'p' or 'a'
+if redis.call('ZSCORE', KEYS[2], view .. 'n:' .. downloader) then
   return refuse(403, 'requests_blocked')
+end
+local ip_key = ARGV[5] or ''
+if ip_key ~= '' then
+  local near = redis.call('ZREVRANGEBYLEX', KEYS[2], '[' .. view .. ip_key .. '~',
+                          '[' .. view .. string.sub(ip_key, 1, 1), 'LIMIT', 0, 1)[1]
+  if near and string.sub(near, #view + #ip_key + 2) >= string.sub(ip_key, 2) then
+    return refuse(403, 'requests_blocked')
+  end
 end
 -- Counted after the block check: blocked clients are not participants. EXPIRE only when the
 -- estimate changed (a new name or IP), so the common repeat costs one PFADD each.
@@ -264,13 +281,11 @@ if claims_limit > 0 and not limit_reached and claims_limit - out_size < wanted t
 end
 -- Counts go to SPOP and LIMIT, which take integers only (a stored cap of 2.5 must not fail here).
 wanted = math.floor(wanted)
-if limit_reached then
-  take_reclaims(wanted)
-  if given == 0 then return refuse(404, 'requests_claims_limited') end
-else
-  take_limited(wanted)
+-- Fresh items until UPTO are given: held items whose bucket has a token, then the queues.
+local function take_fresh(upto)
+  if upto > given then take_limited(upto - given) end
   for q = 3, 7 do
-    local need = wanted - given
+    local need = upto - given
     if need <= 0 then break end
     local popped = redis.call('SPOP', KEYS[q], need)
     for i = 1, #popped do
@@ -278,6 +293,21 @@ else
       fresh[#fresh + 1] = popped[i]
     end
   end
+end
+if limit_reached then
+  take_reclaims(wanted)
+  local room = 0
+  if given < wanted then
+    -- Reclaims sent to `dead` left `out`: the room they made is served from the queues, or the
+    -- warrior would idle on a 404 while items wait (a reclaim given stays in `out`, counted).
+    room = math.floor(claims_limit - redis.call('ZCARD', KEYS[8]))   -- SPOP takes integers
+    if room > 0 then take_fresh(given + math.min(wanted - given, room)) end
+  end
+  if given == 0 then
+    return refuse(404, room > 0 and 'requests_empty' or 'requests_claims_limited')
+  end
+else
+  take_fresh(wanted)
   take_reclaims(wanted - given)
   if given == 0 then return refuse(404, 'requests_empty') end
 end
