@@ -14,6 +14,7 @@ import pytest
 from click.testing import CliRunner
 from falcon import testing
 
+import census
 from tracker_api.app import create_app
 from tracker_api.cli import main
 from tracker_core import backfeed as backfeed_mod
@@ -39,24 +40,11 @@ def project(admin):
 
 
 def places(r) -> Counter:
-    found = Counter()
-    for queue in K.shared_queues():
-        found.update(r.sscan_iter(queue, count=10_000))
-    for owner in r.smembers(K.downloader_queues):
-        found.update(r.sscan_iter(K.downloader_queue(owner), count=10_000))
-    found.update(m.split("\0", 1)[1] for m in r.zrange(K.limited, 0, -1))
-    found.update(m.split("\0", 1)[1] for m in r.smembers(K.limited_in))
-    found.update(r.zrange(K.out, 0, -1))
-    found.update(r.sscan_iter(K.done, count=10_000))
-    found.update(r.hkeys(K.dead))
-    return found
+    return census.places(r, K)
 
 
 def assert_each_once(r, names) -> None:
-    found = places(r)
-    missing = [n for n in names if found[n] != 1]
-    assert not missing, f"{len(missing)} items not in exactly one place, e.g. {missing[:3]}"
-    assert len(found) == len(names) and sum(found.values()) == len(names)
+    census.assert_each_once(r, K, names)
 
 
 def fill(r, key: str, names: list[str]) -> None:

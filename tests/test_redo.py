@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from falcon import testing
 
 from test_api import snapshot
+import census
 from tracker_api.app import create_app
 from tracker_api.cli import main
 from tracker_core import audit, offload, operations, tokens
@@ -39,23 +40,11 @@ def project(admin):
 
 
 def places(r) -> Counter:
-    found = Counter()
-    for queue in K.shared_queues():
-        found.update(r.sscan_iter(queue, count=10_000))
-    for owner in r.smembers(K.downloader_queues):
-        found.update(r.sscan_iter(K.downloader_queue(owner), count=10_000))
-    found.update(m.split("\0", 1)[1] for m in r.zrange(K.limited, 0, -1))
-    found.update(m.split("\0", 1)[1] for m in r.smembers(K.limited_in))
-    found.update(r.zrange(K.out, 0, -1))
-    found.update(r.sscan_iter(K.done, count=10_000))
-    found.update(r.hkeys(K.dead))
-    return found
+    return census.places(r, K)
 
 
 def assert_each_once(r, names) -> None:
-    found = places(r)
-    assert {n: found[n] for n in names} == {n: 1 for n in names}
-    assert set(found) == set(names)
+    census.assert_each_once(r, K, names)
 
 
 def items_done(r) -> int:

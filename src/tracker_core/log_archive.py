@@ -32,7 +32,6 @@ import json
 import os
 import re
 import time
-import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterator
@@ -40,6 +39,7 @@ from typing import Iterator
 import orjson
 import zstandard
 
+from tracker_core import durable
 from tracker_core import keys as keyspace
 from tracker_core import scripts
 
@@ -174,25 +174,13 @@ def decode(line: bytes) -> dict:
 
 def write_lines(path: Path, lines: list[bytes]) -> None:
     """Write LINES (JSON, newline-ended, zstandard) durably: temp, fsync, rename, fsync dir."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temp = path.with_name(f"{path.name}.{uuid.uuid4().hex}.part")
-    try:
-        with open(temp, "wb") as f:
-            with zstandard.ZstdCompressor(level=ZSTD_LEVEL).stream_writer(f, closefd=False) as z:
-                for line in lines:
-                    z.write(line)
-                    z.write(b"\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(temp, path)
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    def write(f) -> None:
+        with zstandard.ZstdCompressor(level=ZSTD_LEVEL).stream_writer(f, closefd=False) as z:
+            for line in lines:
+                z.write(line)
+                z.write(b"\n")
+
+    durable.write_file(path, write)
 
 
 def read_lines(path: Path) -> Iterator[dict]:

@@ -50,6 +50,7 @@ from pathlib import Path
 
 import zstandard
 
+from tracker_core import durable
 from tracker_core import keys as keyspace
 from tracker_core import limits as limits_mod
 from tracker_core import log_archive
@@ -87,24 +88,9 @@ def items_digest(items: list[str]) -> str:
 
 def write_segment(path: Path, items: list[str]) -> None:
     """Write ITEMS (NUL-separated, zstandard) durably: temp file, fsync, rename, fsync dir."""
-    path.parent.mkdir(parents=True, exist_ok=True)
     data = zstandard.ZstdCompressor(level=ZSTD_LEVEL).compress(
         "\0".join(items).encode("utf-8", "surrogateescape"))
-    temp = path.with_suffix(f".{uuid.uuid4().hex}.part")
-    try:
-        with open(temp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(temp, path)
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    durable.write_file(path, lambda f: f.write(data))
 
 
 def read_segment(path: Path) -> list[str]:
