@@ -165,10 +165,17 @@ def test_admin_index_shows_warriors(web, r, tok):
     from tracker_core import hq
     warrior_id = hq.register(r, {"version": "<b>3.2</b>"}, "10.1.2.3")
     listing = page(web, "/admin", tok["global"]).text
-    assert "1 active in the last hour" in listing and warrior_id[:12] in listing
+    # Registered, no heartbeat yet: listed, not online.
+    assert "0 online" in listing and warrior_id[:12] in listing
     assert "&lt;b&gt;3.2&lt;/b&gt;" in listing and "10.1.2.3" in listing and "UTC" in listing
+    fields, refused = hq.heartbeat_fields({"downloader": "alice", "selected_project": "demo",
+                                           "lat_lng": [51.5, -0.1]})
+    assert not refused and hq.heartbeat(r, warrior_id, fields, "10.1.2.3")
+    listing = page(web, "/admin", tok["global"]).text
+    assert "1 online" in listing
+    assert all(f"<td>{v}</td>" in listing for v in ("alice", "demo", "51.5, -0.1", "yes"))
     mine = page(web, "/admin", tok[P]).text
-    assert "1 active in the last hour" in mine and warrior_id[:12] not in mine
+    assert "1 online" in mine and warrior_id[:12] not in mine and "alice" not in mine
 
 
 @pytest.mark.parametrize("action,fields,status", [

@@ -65,18 +65,24 @@ def _when(ms) -> str:
 
 def _warriors_section(admin: Admin, token) -> str:
     """Registered warriors by last heartbeat (global admins see the registry, others the count)."""
-    body = f"<h2>Warriors</h2><p>{hq.active_count(admin.r)} active in the last hour</p>"
+    within_min = hq.ONLINE_WITHIN_MS // 60_000
+    body = (f"<h2>Warriors</h2><p>{hq.online_count(admin.r)} online (a heartbeat in the last "
+            f"{within_min} minutes)</p>")
     if not token.is_global:
         return body
     rows = []
     for w in hq.list_warriors(admin.r, 0, WARRIORS_SHOWN):
-        info = w.get("warrior") if isinstance(w.get("warrior"), dict) else {}
-        rows.append(f"<tr><td>{html.escape(w['warrior_id'][:12])}</td>"
-                    f"<td>{html.escape(str(info.get('version', ''))[:40])}</td>"
-                    f"<td>{html.escape(str(w.get('ip', ''))[:64])}</td>"
-                    f"<td>{_when(w['last_seen_ms'])}</td></tr>")
-    return body + ("<table><tr><th>warrior</th><th>version</th><th>IP</th><th>last heartbeat"
-                   f"</th></tr>{''.join(rows)}</table>" if rows else "<p>none registered</p>")
+        registered = w.get("warrior") if isinstance(w.get("warrior"), dict) else {}
+        version = w.get("version") or registered.get("version", "")
+        lat_lng = w.get("lat_lng")
+        cells = (w["warrior_id"][:12], w.get("downloader", ""), w.get("selected_project", ""),
+                 version, w.get("ip", ""), ", ".join(f"{x:g}" for x in lat_lng) if lat_lng else "")
+        rows.append("<tr>" + "".join(f"<td>{html.escape(str(c)[:64])}</td>" for c in cells)
+                    + f"<td>{_when(w['last_seen_ms'])}</td>"
+                    + f"<td>{'yes' if w.get('online') else 'no'}</td></tr>")
+    return body + ("<table><tr><th>warrior</th><th>downloader</th><th>project</th><th>version</th>"
+                   "<th>IP</th><th>position</th><th>last heartbeat</th><th>online</th></tr>"
+                   f"{''.join(rows)}</table>" if rows else "<p>none registered</p>")
 
 
 def _check_origin(req, project) -> None:
