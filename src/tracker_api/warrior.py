@@ -81,8 +81,12 @@ NOT_UTF8 = "name is not valid UTF-8: no JSON answer can carry it"
 HOLDS_NUL = "name holds NUL: the client splits answers on NUL and done could never report it"
 
 
-def answer_body(items: list[str], legacy: bool) -> bytes | None:
+def answer_body(items: list[str], legacy: bool, extra: dict | None = None) -> bytes | None:
     """The body of a claim's answer, or None when a name in ITEMS cannot reach the client.
+
+    EXTRA (the project's extra_parameters, parsed with its cached settings) adds its keys to
+    the JSON answer: seesaw copies every key of it into the item. The bare text answer of a
+    client without api_version 2 has no place for them.
 
     Names come from Redis decoded with surrogateescape, so one that is not UTF-8 (old data)
     makes the encoding fail, and one holding NUL adds a separator: both are found here while
@@ -99,7 +103,7 @@ def answer_body(items: list[str], legacy: bool) -> bytes | None:
     if joined.count("\0") != len(items) - 1:
         return None
     try:
-        return orjson.dumps({"item_name": joined})
+        return orjson.dumps({**extra, "item_name": joined} if extra else {"item_name": joined})
     except orjson.JSONEncodeError:
         return None
 
@@ -156,13 +160,14 @@ class ProtocolResource:
         wanted = 1 if legacy else max(1, min(multi, settings.max_multi))
         status, items = self.engine.claim(project, downloader, self.client_ip(req), wanted)
         if status == 200:
-            answer = answer_body(items, legacy)
+            answer = answer_body(items, legacy, settings.extra_parameters)
             if answer is None:
                 # The claim is made: take back what the client cannot receive, answer the rest.
                 bad = unservable(items)
                 self.engine.bury_unservable(project, downloader, bad)
                 items = [name for name in items if name not in bad]
-                answer = answer_body(items, legacy) if items else None
+                answer = (answer_body(items, legacy, settings.extra_parameters) if items
+                          else None)
             if answer is not None:
                 resp.status = 200
                 resp.content_type = falcon.MEDIA_TEXT if legacy else falcon.MEDIA_JSON
