@@ -249,6 +249,23 @@ def test_the_version_comes_from_seesaws_user_agent(web, r):
     assert record_of(r, warrior_id)["warrior"] == {"version": "0.10.4"}
 
 
+def test_a_forgotten_id_is_registered_again_by_its_heartbeat(web, r, monkeypatch):
+    # seesaw keeps its id in config.json and never registers again: after the registry forgot
+    # it (30 days silent, or lost), its next heartbeat registers it anew, throttled as usual.
+    forgotten = "0123456789abcdef" * 2
+    res = update(web, {"warrior": {"warrior_id": forgotten, "downloader": "alice",
+                                   "selected_project": "demo"}})
+    assert res.status_code == 200 and "projects" in res.json
+    kept = record_of(r, forgotten)
+    assert kept["downloader"] == "alice" and kept["selected_project"] == "demo"
+    assert hq.online_count(r) == 1
+    monkeypatch.setenv("TRACKER_REGISTRATIONS_PER_HOUR", "1")
+    other = "fedcba9876543210" * 2
+    assert update(web, {"warrior": {"warrior_id": other}}).status_code == 200
+    assert r.hget(keyspace.WARRIORS, other) is None                   # throttled: not stored
+    assert int(r.hget(keyspace.GLOBAL_STATS, "register_throttled")) == 1
+
+
 def test_an_unknown_id_or_a_bad_one_adds_nothing(web, r):
     for body in ({"warrior": {"warrior_id": "ghost", "downloader": "abc"}},
                  {"warrior_id": "x" * 65}, {"warrior_id": 7}, {"warrior": "text"}, {}):

@@ -684,7 +684,17 @@ class UpdateWarrior:
         document = hq.document(self.admin.r, req.prefix)
         if isinstance(warrior_id, str) and 0 < len(warrior_id) <= 64:
             fields, refused = hq.heartbeat_fields(warrior, req.user_agent)
-            hq.heartbeat(self.admin.r, warrior_id, fields, client_ip(req, self.trusted_proxies))
+            ip = client_ip(req, self.trusted_proxies)
+            if not hq.heartbeat(self.admin.r, warrior_id, fields, ip) and \
+                    hq.WARRIOR_ID_RE.match(warrior_id):
+                # Forgotten (30 days silent, or the registry lost): seesaw never registers again,
+                # so its id is registered anew, under the registration throttle and bound.
+                try:
+                    hq.register(self.admin.r, {"version": fields.get("version", "")}, ip,
+                                throttle_key(ip), warrior_id=warrior_id)
+                    hq.heartbeat(self.admin.r, warrior_id, fields, ip)
+                except hq.NotRegistered as exc:
+                    self.admin.r.hincrby(keyspace.GLOBAL_STATS, exc.field, 1)
             if refused:
                 pipe = self.admin.r.pipeline(transaction=False)
                 for field in refused:

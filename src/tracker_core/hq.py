@@ -51,6 +51,9 @@ ONLINE_WITHIN_MS = 2 * UPDATE_INTERVAL_MS + 300_000
 SELECTED_PROJECT_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}\Z")  # a project name, "auto", "none"
 # seesaw's User-Agent on its update: "ArchiveTeam Warrior/0.10.3 Standalone".
 USER_AGENT_VERSION_RE = re.compile(r"ArchiveTeam Warrior/(\S{1,64})")
+# The shape of the ids register() hands out: a heartbeat from a forgotten id of this shape is
+# registered again (seesaw keeps its id for ever and never registers a second time).
+WARRIOR_ID_RE = re.compile(r"[0-9a-f]{32}\Z")
 MAX_LAT_LNG_CHARS = 64
 
 
@@ -114,19 +117,24 @@ def _bound(name: str, default: int) -> int:
         return default
 
 
-def register(r, warrior: dict, ip: str, address_key: str | None = None) -> str:
+def register(r, warrior: dict, ip: str, address_key: str | None = None,
+             warrior_id: str | None = None) -> str:
     """Register a warrior from IP; return its new id, or raise NotRegistered past a bound.
 
     Only the version is kept of what the warrior sent: the rest is the client's to fill, and
     the registry must not hold what anyone chooses to send. ADDRESS_KEY is what the throttle
-    counts under (IP unless given: the API passes an IPv6 address's /64).
+    counts under (IP unless given: the API passes an IPv6 address's /64). WARRIOR_ID registers
+    a forgotten id again (a heartbeat's, of the WARRIOR_ID_RE shape) under the same bounds.
     """
     version = warrior.get("version", "")
     if not isinstance(version, str) or not VERSION_RE.match(version):
         raise ValueError(f"warrior version must be at most {MAX_VERSION_CHARS} printable ASCII "
                          "characters")
     now = _now_ms()
-    warrior_id = uuid.uuid4().hex
+    if warrior_id is None:
+        warrior_id = uuid.uuid4().hex
+    elif not WARRIOR_ID_RE.match(warrior_id):
+        raise ValueError("warrior id must be 32 lowercase hex digits")
     record = json.dumps({"warrior": {"version": version} if version else {}, "ip": ip[:64],
                          "registered_ms": now})
     if len(record) > MAX_RECORD:
