@@ -234,11 +234,27 @@ def test_a_flood_at_the_descriptor_limit_does_not_spin_and_service_comes_back(re
     ("tracker: POST /backfeed/legacy/my-proj-0123456789abcdef0123: OOM", "0123456789abcdef0123"),
     ("Authorization: Bearer tok_abcdefgh12345", "tok_abcdefgh12345"),
     ("GET /admin?token=abcd1234efgh", "abcd1234efgh"),
+    # a raw '@' in the password: everything up to the authority's last '@' is the password
+    ("Redis redis://:pa@ss@10.0.0.1:6379/0 down", "ss@"),
+    ("Redis redis://tracker:p@ss@w0rd@10.0.0.1/0 down", "w0rd"),
+    # the backfeed secret percent-encoded, in part or whole, or the path's '-' or '/' encoded
+    ("tracker: POST /backfeed/legacy/P-%61bcd0123: OOM", "bcd0123"),
+    ("POST /backfeed/legacy/my-proj-%30%31%32%33%34%35%36%37 503", "%34%35%36%37"),
+    ("POST /backfeed/legacy/my-proj%2D0123456789abcdef 503", "0123456789abcdef"),
+    ("POST /backfeed%2Flegacy/my-proj-0123456789abcdef 503", "0123456789abcdef"),
+    ("POST /backfeed/legacy/p-ab 503", "-ab"),
 ])
 def test_redact_hides_every_kind_of_secret(text, secret):
     from tracker_api.redact import redact
     cleaned = redact(text)
     assert secret not in cleaned and "***" in cleaned
+
+
+def test_redact_keeps_the_host_after_a_password_holding_at_signs():
+    from tracker_api.redact import redact
+    assert redact("Redis redis://:pa@ss@host:6379/0 down") == "Redis redis://:***@host:6379/0 down"
+    assert (redact("POST /backfeed/legacy/disc-o-%61bcd 200")
+            == "POST /backfeed/legacy/disc-o-*** 200")
 
 
 def test_redact_keeps_what_is_not_secret():
