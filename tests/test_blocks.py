@@ -241,6 +241,22 @@ def test_reindex_splits_an_older_trackers_mixed_set(project, admin, engine, r):
     assert claim(engine, "mallory") == 200
 
 
+def test_maintain_indexes_the_blocks_of_an_older_tracker(project, admin, engine, redis_url,
+                                                        r, tmp_path):
+    # An upgraded Redis holds blocks but no index: they must be enforced without an admin's
+    # `tracker block --reindex`, so `tracker maintain` builds the missing index when it starts.
+    r.sadd(GLOBAL_BLOCKED, "name:mallory")
+    r.sadd(K.blocked, "name:mallory", "ip:203.0.113.0/24")
+    r.delete(K.blocked_index, K.blocked_global)
+    assert claim(engine, "mallory") == 200
+    res = CliRunner().invoke(main, ["--redis-url", redis_url, "maintain", "--once",
+                                    "--segments-dir", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    assert claim(engine, "mallory") == 403 and claim(engine, ip="203.0.113.77") == 403
+    assert r.smembers(K.blocked_global) == {"name:mallory"}
+    assert admin.reindex_blocks_if_missing() == 0          # done once, not on every start
+
+
 def test_deleting_a_project_removes_its_blocks(project, admin, r):
     from tracker_core import operations
     admin.block("ip:10.0.0.0/8", P)

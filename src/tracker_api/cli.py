@@ -1025,6 +1025,11 @@ def maintain(ctx, segments_dir, interval, once, supervise):
         _supervise_maintain(ctx.obj["redis_url"], ctx.obj["data_dir"], args)
         return
     admin = _admin(ctx)
+    # Blocks stored before the block index existed are enforced only once indexed.
+    reindexed = admin.reindex_blocks_if_missing()
+    if reindexed:
+        _audit(admin, "block.reindex", None, projects=reindexed)
+        click.echo(f"tracker: indexed the blocks of {reindexed} project(s)", err=True)
     maintainer = offload.Maintainer(admin.r, _segments_dir(ctx, segments_dir),
                                     log=lambda line: click.echo(line, err=True))
     if once:

@@ -174,6 +174,18 @@ class Admin:
                                        lambda own, copy: (own - glob, glob))
         return done
 
+    def reindex_blocks_if_missing(self) -> int:
+        """Build the block index of projects that have blocks but no index (a Redis from before
+        the index: its blocks would not be enforced); the number of projects done."""
+        glob = set(self.r.smembers(keyspace.GLOBAL_BLOCKED))
+        done = 0
+        for name in self.projects():
+            k = keyspace.ProjectKeys(name)
+            has_blocks = glob or self.r.scard(k.blocked) or self.r.scard(k.blocked_global)
+            if has_blocks and not self.r.exists(k.blocked_index):
+                done += self._write_blocks(k, lambda own, copy: (own - glob, glob))
+        return done
+
     def _write_blocks(self, k: keyspace.ProjectKeys, change) -> bool:
         """Apply CHANGE(own, global copy) -> (own, global copy) to K's blocks and rebuild the
         index, in one script that first checks nobody changed them since the read; False for a
