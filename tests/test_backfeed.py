@@ -235,3 +235,17 @@ def test_a_delimiter_that_is_not_utf8_splits_the_body(client, secret, r):
     both = client.simulate_post(f"/backfeed/legacy/{P}-{secret}", body=b"y1\x1fa\ny2\x1fb\n",
                                 query_string="delimiter=%0A&itemseparator=%1F")
     assert queued(both) == 2
+
+
+def test_backfeed_shards_keeps_1000_names_and_counts_the_rest_under_other(client, secret, r):
+    # Anyone with the secret names shards: each new name was a permanent field.
+    r.hset(K.backfeed_shards, mapping={f"s{i}": 1 for i in range(999)})
+    assert queued(post(client, secret, b"a\0", shard="s-1000th")) == 1      # at the cap: kept
+    assert r.hget(K.backfeed_shards, "s-1000th") == "1"
+    assert queued(post(client, secret, b"b\0c\0", shard="s-1001st")) == 2   # past it: 'other'
+    assert queued(post(client, secret, b"d\0", shard="x" * 64)) == 1
+    assert not r.hexists(K.backfeed_shards, "s-1001st")
+    assert r.hget(K.backfeed_shards, "other") == "3"
+    assert queued(post(client, secret, b"e\0", shard="s5")) == 1            # known: still counted
+    assert r.hget(K.backfeed_shards, "s5") == "2" and r.hlen(K.backfeed_shards) == 1001
+    assert r.smembers(K.backfeed) == {"a", "b", "c", "d", "e"}

@@ -268,3 +268,75 @@ def test_a_fractional_claim_time_does_not_fail_the_done(project, admin, engine, 
     r.zadd(K.out, {items[0]: int(clock.now * 1000) - 1500.5})
     assert engine.done(P, "alice", "", items, ["data", 1], "{}").new == 1
     assert counter(r, "items_done") == 1 and counter(r, "rtt_sum_ms") in (1500, 1501)
+
+
+# -- counters stay bounded -----------------------------------------------------------------------
+
+LIMIT = 2 ** 53
+
+
+def test_counters_near_overflow_never_fail_a_done_after_its_first_write(project, admin, engine,
+                                                                         clock, r):
+    # Past 2^63 HINCRBY fails "would overflow": the item had already left out and entered done,
+    # the log entry and items_done were never written, and the retry was taken as a repeat.
+    items = claimed(admin, engine, 2)
+    minute = K.minute(int(clock() * 1000) // 60000)
+    r.hset(K.domain_bytes, "data", 9223372036854775000)
+    r.hset(K.stats, mapping={"bytes_done": LIMIT - 10, "rtt_sum_ms": 9223372036854775000})
+    r.hset(minute, "bytes_done", LIMIT - 100)
+    result = engine.done(P, "alice", "", items[:1], ["data", 5000, "warc", 300], "{}")
+    assert (result.new, result.clamped) == (1, True)
+    assert r.sismember(K.done, items[0]) and r.zcard(K.out) == 1
+    assert counter(r, "items_done") == 1 and r.hget(K.downloader_count, "alice") == "1"
+    assert counter(r, "dones_bytes_clamped") == 1
+    # data was already full: it gets nothing; warc's share fits in the 10 bytes stats had left.
+    assert r.hget(K.domain_bytes, "data") == "9223372036854775000"
+    assert int(r.hget(K.domain_bytes, "warc")) == 10
+    assert counter(r, "bytes_done") == LIMIT and int(r.hget(minute, "bytes_done")) == LIMIT - 90
+    assert r.zscore(K.downloader_bytes, "alice") == 10
+    assert counter(r, "rtt_sum_ms") == 9223372036854775000
+    (_, entry), = r.xrange(K.log)
+    assert entry["items"] == items[0] and entry["bytes"] == "10"
+    assert entry["domains"] == "data\x000\x00warc\x0010"
+    # A counter just under the bound takes what fits, exactly; the next done adds nothing.
+    r.hset(K.domain_bytes, "data", LIMIT - 7)
+    r.hset(K.stats, "bytes_done", 0)
+    r.zadd(K.downloader_bytes, {"alice": LIMIT - 5})
+    assert engine.done(P, "alice", "", items[1:], ["data", 100], "{}").new == 1
+    assert int(r.hget(K.domain_bytes, "data")) == LIMIT - 2
+    assert r.zscore(K.downloader_bytes, "alice") == LIMIT and counter(r, "bytes_done") == 5
+    assert counter(r, "items_done") == 2 and r.xlen(K.log) == 2 and r.zcard(K.out) == 0
+
+
+def test_a_done_within_the_counters_room_is_not_clamped(project, admin, engine, r):
+    items = claimed(admin, engine, 1)
+    r.hset(K.domain_bytes, "data", LIMIT - 5000)
+    r.hset(K.stats, "bytes_done", LIMIT - 5000)
+    result = engine.done(P, "alice", "", items, ["data", 5000], "{}")
+    assert (result.new, result.clamped) == (1, False)
+    assert int(r.hget(K.domain_bytes, "data")) == LIMIT and counter(r, "bytes_done") == LIMIT
+
+
+# -- domains kept ------------------------------------------------------------------------------
+
+MAX_DOMAINS = 64
+
+
+def test_domain_bytes_keeps_64_domains_and_counts_the_rest_under_other(project, admin, engine, r):
+    items = claimed(admin, engine, 4)
+    r.hset(K.domain_bytes, mapping={f"d{i}.example": 1 for i in range(MAX_DOMAINS - 1)})
+    # At the cap: the 64th domain is kept; the 65th, new, goes to 'other'.
+    assert engine.done(P, "alice", "", items[:1], ["d-64th", 10, "d-65th", 20], "{}").new == 1
+    assert r.hget(K.domain_bytes, "d-64th") == "10" and not r.hexists(K.domain_bytes, "d-65th")
+    assert r.hget(K.domain_bytes, "other") == "20"
+    # Full: known domains still count; every new one (an anonymous client's 32) is 'other'.
+    names = [f"{'x' * 90}{n}" for n in range(32)]
+    flat = [v for n in names for v in (n, 1)]
+    engine.done(P, "alice", "", items[1:2], ["d0.example", 5, *flat], "{}")
+    assert r.hget(K.domain_bytes, "d0.example") == "6"
+    assert r.hget(K.domain_bytes, "other") == str(20 + 32)
+    assert r.hlen(K.domain_bytes) == MAX_DOMAINS + 1
+    entry = r.xrange(K.log)[-1][1]   # the log keeps what the client reported
+    assert entry["domains"].split("\0")[:2] == ["d0.example", "5"]
+    assert engine.done(P, "alice", "", items[2:3], ["d-64th", 1], "{}").new == 1
+    assert r.hget(K.domain_bytes, "d-64th") == "11" and r.hlen(K.domain_bytes) == MAX_DOMAINS + 1

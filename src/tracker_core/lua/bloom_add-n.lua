@@ -11,7 +11,8 @@ queue when KEYS[2] is todo:limited_in (so both halves of a post see the same tot
 KEYS[10...] bitmaps of every layer's chunks, as the caller's plan lists them
 ARGV[1] layers the caller planned for  ARGV[2] capacity of the last layer
 ARGV[3] downloader owning the target queue, or ''   ARGV[4] secret digest to check, or '' (admin)
-ARGV[5] shard name, or ''   ARGV[6] counter field for new items   ARGV[7] field for seen items
+ARGV[5] shard name, or '' (counted in KEYS[7]; a new name once MAX_SHARDS are known counts
+under 'other')   ARGV[6] counter field for new items   ARGV[7] field for seen items
 ARGV[8] number of items N   ARGV[9] bound: most items KEYS[2], KEYS[8] and KEYS[9] may hold
 together once this batch is in, or 0 for none (backfeed passes it)
 ARGV[10 .. 9+L] k (bits per item) of each of the L layers
@@ -27,6 +28,7 @@ so a wrong type fails there): Redis keeps a failed script's writes, and an item 
 not queued could never come back through the filter.
 ]]
 --@include counters
+local MAX_SHARDS = 1000   -- distinct shard names counted in backfeed_shards (beyond: 'other')
 if redis.call('EXISTS', KEYS[1]) == 0 then return {-1, 0, 0} end
 if ARGV[4] ~= '' and redis.call('HEXISTS', KEYS[6], ARGV[4]) == 0 then return {-3, 0, 0} end
 local layers = tonumber(ARGV[1])
@@ -63,7 +65,13 @@ end
 
 local size = redis.call('SCARD', KEYS[2])
 if ARGV[3] ~= '' then redis.call('SCARD', KEYS[5]) end
-if ARGV[5] ~= '' then redis.call('HLEN', KEYS[7]) end
+-- Anyone with the secret names shards: past MAX_SHARDS distinct names a new one is counted
+-- under 'other', so backfeed_shards stays small (decided here, before the first write).
+local shard = ARGV[5]
+if shard ~= '' and redis.call('HEXISTS', KEYS[7], shard) == 0
+    and redis.call('HLEN', KEYS[7]) >= MAX_SHARDS then
+  shard = 'other'
+end
 if bound > 0 then
   size = size + redis.call('ZCARD', KEYS[8]) + redis.call('SCARD', KEYS[9])
   if size + n > bound then
@@ -107,7 +115,7 @@ if new > 0 then
   if filled >= tonumber(ARGV[2]) then redis.call('HSET', KEYS[4], 'layers', layers + 1) end
   if ARGV[3] ~= '' then redis.call('SADD', KEYS[5], ARGV[3]) end
 end
-if ARGV[5] ~= '' then redis.call('HINCRBY', KEYS[7], ARGV[5], n) end
+if shard ~= '' then redis.call('HINCRBY', KEYS[7], shard, n) end
 bump(KEYS[3], nil, ARGV[6], new)
 bump(KEYS[3], nil, ARGV[7], seen)
 return {0, new, seen}

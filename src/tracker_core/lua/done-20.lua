@@ -43,6 +43,10 @@ stream capped at BAD_DONES_MAXLEN entries: about 12 MB at most.
 Bytes are shared out over the names of the call, so a repeated call adds nothing; what the new
 items get is capped at max_bytes_per_item each (0: no cap; absent: DEFAULT_MAX_BYTES_PER_ITEM,
 as in settings.py), scaling every domain alike, and a clamped call counts in dones_bytes_clamped.
+Every counter grown by bytes (domain_bytes, bytes_done in stats and the minute, the downloader's
+score) and rtt_sum_ms stops at 2^53: read before the first write and the increment cut to fit (counted in
+dones_bytes_clamped), so no HINCRBY can overflow once items moved. domain_bytes keeps at most
+MAX_DOMAIN_FIELDS domains (whoever came first); a domain new once it is full counts under 'other'.
 With done_mode=discard done items are only counted, not kept.
 The log entry (one per call with new items) holds downloader, ip, items (NUL-joined, every one:
 it is the record), bytes, domains (NUL-joined domain, bytes pairs: each domain's share for
@@ -57,7 +61,11 @@ Dead items have no current claim and add no RTT.
 ]]
 --@include counters
 local RTT_BOUNDS_S = {1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 10800, 43200}
-local DEFAULT_MAX_BYTES_PER_ITEM = 1e12
+local DEFAULT_MAX_BYTES_PER_ITEM = 1e11
+-- Byte counters stop at 2^53: exact in a Lua double and far below HINCRBY's 2^63, whose
+-- "would overflow" would fail the script after items already moved from out to done.
+local BYTES_LIMIT = 2 ^ 53
+local MAX_DOMAIN_FIELDS = 64   -- distinct domains in domain_bytes (beyond: 'other')
 local BAD_DONES_MAXLEN = 10000
 local BAD_ITEMS_BYTES = 1024
 local MAX_LOG_MAXLEN = 1e9     -- XADD takes an integer: keep it printable as one
@@ -98,6 +106,47 @@ local max_per_item = tonumber(settings[5]) or DEFAULT_MAX_BYTES_PER_ITEM
 if not (max_per_item >= 0) then max_per_item = DEFAULT_MAX_BYTES_PER_ITEM end
 local downloader, version, id, ip = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local stats, minute = KEYS[11], KEYS[12]
+
+-- Read pass for the counters grown by bytes (and the RTT sum), before the first write: how much
+-- each may still grow, and which domain_bytes field each reported domain goes to.
+local function room(value)
+  if not value then return BYTES_LIMIT end
+  local v = tonumber(value)
+  if not v or v ~= math.floor(v) then return 0 end   -- not an integer: HINCRBY would fail
+  return math.max(BYTES_LIMIT - v, 0)
+end
+local domain_field, field_room = {}, {}
+if n_domains > 0 then
+  local known, added = nil, 0
+  field_room['other'] = room(redis.call('HGET', KEYS[10], 'other'))
+  for start = 0, n_domains - 1, 1000 do
+    local names = {}
+    for d = start, math.min(start + 999, n_domains - 1) do names[#names + 1] = ARGV[7 + 2 * d] end
+    local values = redis.call('HMGET', KEYS[10], unpack(names))
+    for j, name in ipairs(names) do
+      local d = start + j - 1
+      if field_room[name] == nil then
+        if values[j] then
+          field_room[name] = room(values[j])
+        else
+          known = known or redis.call('HLEN', KEYS[10])
+          if known + added < MAX_DOMAIN_FIELDS then
+            added = added + 1
+            field_room[name] = BYTES_LIMIT
+          else
+            name = 'other'
+          end
+        end
+      end
+      domain_field[d] = name
+    end
+  end
+end
+local stats_now = redis.call('HMGET', stats, 'bytes_done', 'rtt_sum_ms')
+local minute_now = redis.call('HMGET', minute, 'bytes_done', 'rtt_sum_ms')
+local bytes_room = math.min(room(stats_now[1]), room(minute_now[1]),
+                            room(redis.call('ZSCORE', KEYS[8], downloader)))
+local rtt_room = math.min(room(stats_now[2]), room(minute_now[2]))
 
 local new_items, unknown_items, refused_items = {}, {}, {}
 local repeated, dead_done, rtt_sum, rtt_n, rtt_hist = 0, 0, 0, 0, {}
@@ -172,8 +221,31 @@ if new > 0 then
     end
     clamped = 1
   end
+  -- Keep every byte counter within BYTES_LIMIT (read above): each domain's field first, then
+  -- the totals (stats, minute, the downloader's score), scaling every domain alike.
+  bytes_total = 0
   for d = 0, n_domains - 1 do
-    if shares[d] > 0 then redis.call('HINCRBY', KEYS[10], ARGV[7 + 2 * d], shares[d]) end
+    local field = domain_field[d]
+    if shares[d] > field_room[field] then shares[d] = field_room[field]; clamped = 1 end
+    field_room[field] = field_room[field] - shares[d]
+    bytes_total = bytes_total + shares[d]
+  end
+  if bytes_total > bytes_room then
+    local scale = bytes_room / bytes_total
+    bytes_total = 0
+    for d = 0, n_domains - 1 do
+      shares[d] = math.floor(shares[d] * scale)
+      bytes_total = bytes_total + shares[d]
+    end
+    for d = 0, n_domains - 1 do   -- a rounding unit over: taken off
+      local cut = math.min(math.max(bytes_total - bytes_room, 0), shares[d])
+      shares[d], bytes_total = shares[d] - cut, bytes_total - cut
+    end
+    clamped = 1
+  end
+  if rtt_sum > rtt_room then rtt_sum = rtt_room end
+  for d = 0, n_domains - 1 do
+    if shares[d] > 0 then redis.call('HINCRBY', KEYS[10], domain_field[d], shares[d]) end
   end
   redis.call('HINCRBY', KEYS[7], downloader, new)
   redis.call('ZINCRBY', KEYS[8], bytes_total, downloader)
