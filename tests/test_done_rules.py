@@ -155,6 +155,16 @@ def test_one_byte_past_the_cap_is_clamped_and_a_cap_of_0_is_off(project, admin, 
     assert r.zscore(K.downloader_bytes, "alice") == 1000 + 10 ** 12 + 1
 
 
+def test_the_default_cap_is_100_gb_per_item(project, admin, engine, r):
+    # At 1 TB a single done could top the leaderboard (multi=100: up to the 10^13 per done).
+    assert DEFAULT_MAX_BYTES_PER_ITEM == 10 ** 11
+    items = claimed(admin, engine, 2)
+    assert not engine.done(P, "alice", "", items[:1], ["data", 10 ** 11], "{}").clamped
+    assert engine.done(P, "alice", "", items[1:], ["data", 10 ** 11 + 1], "{}").clamped
+    assert r.zscore(K.downloader_bytes, "alice") == 2 * 10 ** 11
+    assert r.hget(K.settings, "max_bytes_per_item") in (None, str(10 ** 11))
+
+
 def test_max_bytes_per_item_is_validated():
     assert validate("max_bytes_per_item", "0") == "0"
     assert validate("max_bytes_per_item", str(10 ** 13 - 1)) == str(10 ** 13 - 1)

@@ -105,7 +105,7 @@ def _extra_parameters(value: str) -> str:
 
 
 DEFAULT_RECLAIM_TTL_S = 21600           # 6 h; also in claim-22.lua for a project without the field
-DEFAULT_MAX_BYTES_PER_ITEM = 10**12     # 1 TB; also in done-20.lua
+DEFAULT_MAX_BYTES_PER_ITEM = 10**11     # 100 GB: one done tops no leaderboard; also in done-20.lua
 MAX_LOG_MAXLEN = 10**9                  # done-20.lua hands it to XADD as an integer
 
 
