@@ -118,13 +118,14 @@ end
 local domain_field, field_room = {}, {}
 if n_domains > 0 then
   local known, added = nil, 0
-  field_room['other'] = room(redis.call('HGET', KEYS[10], 'other'))
   for start = 0, n_domains - 1, 1000 do
     local names = {}
     for d = start, math.min(start + 999, n_domains - 1) do names[#names + 1] = ARGV[7 + 2 * d] end
+    names[#names + 1] = 'other'   -- read with the rest: where a domain past the cap goes
     local values = redis.call('HMGET', KEYS[10], unpack(names))
-    for j, name in ipairs(names) do
-      local d = start + j - 1
+    if field_room['other'] == nil then field_room['other'] = room(values[#names]) end
+    for j = 1, #names - 1 do
+      local name, d = names[j], start + j - 1
       if field_room[name] == nil then
         if values[j] then
           field_room[name] = room(values[j])
