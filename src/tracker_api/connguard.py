@@ -5,8 +5,22 @@ worker runs out of file descriptors, spins on `accept()` = EMFILE at full CPU (t
 socket stays readable). It gives the application no hook, but it releases the GIL while its
 loop waits, so a Python thread beside it can watch the worker's accepted sockets from the
 kernel's side: `/proc/self/fd` lists them and `TCP_INFO` tells, per socket, how long it has been
-silent and how many bytes went each way. The guard `shutdown()`s a socket it gives up on
-(after writing a one-line answer when one fits); bjoern then reads EOF and frees it.
+silent and how many bytes went each way. The guard resets a socket it gives up on (after writing
+a one-line answer when one fits); bjoern's next read fails and it frees it.
+
+Never tell a client 408/503 for a request that may still run:
+- a close RESETS the connection (connect AF_UNSPEC): the kernel drops what is queued unread and
+  refuses what comes later, so bjoern can never read, and run, a request the client was told
+  failed. (`shutdown()` leaves queued bytes readable: a whole /request that waited behind a
+  stalled worker would be claimed after its client got a 408, with no one to receive the item.)
+- bytes queued unread at the close (FIONREAD): no answer at all, just the reset; they may be a
+  whole request, which is not the client's fault;
+- while the worker is in a call, and at the scan after one, nothing is closed for `idle` or
+  `slow`: bjoern reads no socket while the app runs, so the wait is the worker's, not the
+  client's, and the request bjoern reads next must reach the app.
+- every act goes through a duplicate of the descriptor whose inode is checked (fstat): bjoern,
+  running without the GIL, may close the number and accept a new client on it (or the worker's
+  Redis client reconnect on it) between the listing and the act.
 
 Per connection, once per scan (every `scan_interval_s`, much faster under fd pressure):
 - silent both ways for `idle_timeout_s`: closed (408 first if a request was under way);
@@ -23,11 +37,14 @@ marks when a call started, and that connection has been silent for as long as th
 from __future__ import annotations
 
 import ctypes
+import errno
+import fcntl
 import os
 import resource
 import select
 import socket
 import struct
+import termios
 import threading
 import time
 
@@ -55,6 +72,34 @@ def _abort(fd: int) -> None:
     kernel keeps taking its data for bjoern to read and the body goes on to its end.
     """
     _LIBC.connect(fd, _UNSPEC_ADDR, 16)
+
+
+def _unread_bytes(fd: int) -> int:
+    """Bytes the kernel holds for this socket that bjoern has not read (SIOCINQ = FIONREAD)."""
+    try:
+        return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
+    except OSError:
+        return 1            # unknown: act as if a request may be waiting (reset, no answer)
+
+
+def _dup_if_same(fd: int, inode: int) -> int | None:
+    """A duplicate of FD if it still is socket INODE, else None (the number was reused).
+
+    Raises OSError(EMFILE) at the descriptor limit, where no duplicate can be made.
+    """
+    try:
+        dup = os.dup(fd)
+    except OSError as error:
+        if error.errno in (errno.EMFILE, errno.ENFILE):
+            raise
+        return None         # EBADF: closed since it was listed
+    try:
+        if os.fstat(dup).st_ino == inode:
+            return dup
+    except OSError:
+        pass
+    os.close(dup)
+    return None
 
 
 def _answer(status: str, extra: str = "") -> bytes:
@@ -108,6 +153,8 @@ class ConnectionGuard:
         self.foreign: set[int] = set()            # inodes of sockets that are not ours (Redis...)
         self.closing: dict[int, float] = {}        # inode -> when the guard shut it down
         self.closed_total = {"idle": 0, "slow": 0, "too_large": 0, "shed": 0}
+        self.reset_unread = 0                      # closes with bytes queued unread: no answer
+        self._busy_last_scan = False
         nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
         margin = max(4, min(1024, nofile // 8))
         self.high_water = nofile - margin
@@ -170,8 +217,13 @@ class ConnectionGuard:
         """Check every socket of ours once; return how many descriptors the process held."""
         fds = self._fds()
         seen: dict[int, _Conn] = {}
-        live: list[tuple[float, _Conn, int]] = []      # (idle_s, conn, pending bytes)
-        busy_s = None if self.busy_since is None else now - self.busy_since
+        live: list[tuple[float, int, int, int]] = []   # (idle_s, fd, inode, pending bytes)
+        busy_since = self.busy_since
+        busy_s = None if busy_since is None else now - busy_since
+        # Busy now or at the last scan (a call that just ended: bjoern is reading the requests
+        # that queued behind it, and marks the next call only once it has read it whole).
+        worker_held = busy_s is not None or self._busy_last_scan
+        self._busy_last_scan = busy_s is not None
         for fd in fds:
             if fd == self.listen_fd:
                 continue
@@ -179,7 +231,7 @@ class ConnectionGuard:
             if inode is None or inode in self.foreign:
                 continue
             conn = self.conns.get(inode)
-            if conn is None and not self._is_ours(fd):
+            if conn is None and not self._is_ours(fd, inode):
                 self.foreign.add(inode)
                 continue
             info = self._tcp_info(fd)
@@ -190,9 +242,9 @@ class ConnectionGuard:
                 conn = _Conn(fd, 0)
             seen[inode] = conn
             closed_at = self.closing.get(inode)
-            if closed_at is not None:                # shut down, yet bjoern still holds it
-                if now - closed_at >= self.scan_interval_s and self._socket_inode(fd) == inode:
-                    _abort(fd)
+            if closed_at is not None:                # reset, yet bjoern still holds it
+                if now - closed_at >= self.scan_interval_s:
+                    self._act(fd, inode, _abort)
                 continue
             if tx != conn.tx:                        # an answer went out: the request is done
                 conn.tx, conn.rx_base, conn.pending_since = tx, rx, None
@@ -205,13 +257,15 @@ class ConnectionGuard:
                 continue                             # maybe the request the app is running
             pending = rx - conn.rx_base
             if pending > self.max_request_bytes:
-                self._close(fd, inode, TOO_LARGE_413, "too_large", abort=True)
+                self._close(fd, inode, TOO_LARGE_413, "too_large")
+            elif worker_held:
+                live.append((idle_s, fd, inode, pending))    # the wait is the worker's, see above
             elif conn.pending_since is not None and now - conn.pending_since >= self.request_timeout_s:
                 self._close(fd, inode, TIMEOUT_408, "slow")
             elif idle_s >= self.idle_timeout_s:
                 self._close(fd, inode, TIMEOUT_408 if pending else None, "idle")
             else:
-                live.append((idle_s, conn, pending))
+                live.append((idle_s, fd, inode, pending))
         self.conns = seen
         self.closing = {inode: at for inode, at in self.closing.items() if inode in seen}
         if len(self.foreign) > 4096:
@@ -219,13 +273,12 @@ class ConnectionGuard:
         held = count = len(fds)
         if count >= self.high_water:
             live.sort(key=lambda entry: entry[0], reverse=True)
-            for idle_s, conn, pending in live:
+            for idle_s, fd, inode, pending in live:
                 if count <= self.low_water or idle_s < SHED_MIN_IDLE_S:
                     break
-                inode = self._socket_inode(conn.fd)
-                if inode is not None:
-                    self._close(conn.fd, inode, BUSY_503 if pending else None, "shed")
-                    count -= 1
+                # The inode it was listed with, checked again on a duplicate when it is cut.
+                self._close(fd, inode, BUSY_503 if pending else None, "shed")
+                count -= 1
         return held
 
     # -- one socket -----------------------------------------------------------------------
@@ -240,8 +293,10 @@ class ConnectionGuard:
             return None
         return int(link[8:-1])
 
-    def _is_ours(self, fd: int) -> bool:
+    def _is_ours(self, fd: int, inode: int | None = None) -> bool:
         """Accepted on our listening port (the Redis connections have ephemeral local ports)."""
+        if inode is not None:
+            return bool(self._act(fd, inode, self._is_ours))
         try:
             sock = socket.socket(fileno=fd)
         except OSError:
@@ -271,26 +326,40 @@ class ConnectionGuard:
                 struct.unpack_from("Q", raw, _OFF_BYTES_RECEIVED)[0],
                 struct.unpack_from("Q", raw, _OFF_BYTES_SENT)[0])
 
-    def _close(self, fd: int, inode: int, answer: bytes | None, why: str,
-               abort: bool = False) -> None:
-        # The fd may have been closed and reused by bjoern since it was listed: same inode only.
-        if self._socket_inode(fd) != inode:
-            return
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, 0, fileno=fd)
+    def _act(self, fd: int, inode: int, action):
+        """Run ACTION on a duplicate of FD checked to be socket INODE; None if FD was reused.
+
+        At the descriptor limit no duplicate can be made and shedding must still work: then the
+        check is by path and the act on the number, the one place a reuse can still slip in.
+        """
         try:
-            if answer is not None:
+            dup = _dup_if_same(fd, inode)
+        except OSError:
+            return action(fd) if self._socket_inode(fd) == inode else None
+        if dup is None:
+            return None
+        try:
+            return action(dup)
+        finally:
+            os.close(dup)
+
+    def _close(self, fd: int, inode: int, answer: bytes | None, why: str) -> None:
+        """Reset the connection, answering first only if no request bytes wait unread."""
+        def close(target: int) -> bool:
+            unread = _unread_bytes(target)
+            if answer is not None and not unread:
+                sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, 0, fileno=target)
                 try:
                     sock.send(answer, socket.MSG_DONTWAIT | socket.MSG_NOSIGNAL)
                 except OSError:
                     pass
-            if abort:
-                _abort(fd)
-            else:
-                try:
-                    sock.shutdown(socket.SHUT_RDWR)    # bjoern reads EOF and closes it itself
-                except OSError:
-                    pass
-        finally:
-            sock.detach()
+                finally:
+                    sock.detach()
+            _abort(target)
+            return bool(unread)
+        result = self._act(fd, inode, close)
+        if result is None:
+            return
+        self.reset_unread += result
         self.closing[inode] = time.monotonic()
         self.closed_total[why] += 1
