@@ -97,6 +97,10 @@ _BUSY = (b"too many large bodies being received, retry later\n", "503 Service Un
 
 def _wrap(app, guard):
     def capped(environ, start_response):
+        if guard is not None:
+            # First of all: from here on the guard must not time this request out (it has been
+            # read whole and runs now; a 408 for it could reach a client whose request ran).
+            guard.busy_since = time.monotonic()
         if sys.modules.get("io") is not _REAL_IO:
             sys.modules["io"] = _REAL_IO        # bjoern holds the stand-in already
         body = environ.get("wsgi.input")
@@ -113,10 +117,11 @@ def _wrap(app, guard):
             if refusal == "busy":
                 headers.append(("Retry-After", "5"))
             start_response(status, headers)
+            if guard is not None:
+                guard.busy_since = None
             return [text]
         if guard is None:
             return app(environ, start_response)
-        guard.busy_since = time.monotonic()
         try:
             return app(environ, start_response)
         finally:
