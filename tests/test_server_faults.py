@@ -312,3 +312,14 @@ def test_everything_the_server_prints_is_redacted(capsys):
     print("Traceback: redis.exceptions.AuthenticationError for redis://u:hunter2@h:6379/0",
           file=stream)
     assert "hunter2" not in capsys.readouterr().err
+
+
+def test_click_output_through_the_redacting_stream_is_text_not_bytes_reprs():
+    # click probes a stream with write(b"") to choose text or binary output: a redacting stream
+    # that took bytes made `tracker run` print "b'tracker: embedded Redis at ...'".
+    import io
+    import click
+    from tracker_api.redact import RedactingStream
+    out = io.StringIO()
+    click.echo("tracker: embedded Redis at redis://:hunter2@h:6379/0", file=RedactingStream(out))
+    assert out.getvalue() == "tracker: embedded Redis at redis://:***@h:6379/0\n"

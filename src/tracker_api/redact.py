@@ -61,6 +61,10 @@ class RedactingStream:
         self._stream = stream
 
     def write(self, text) -> int:
+        if not isinstance(text, str):
+            # As a text stream does: click probes with write(b"") to tell text from binary
+            # streams, and would print bytes reprs ("b'...'") if this accepted them.
+            raise TypeError(f"write() argument must be str, not {type(text).__name__}")
         self._stream.write(redact(text))
         return len(text)
 
