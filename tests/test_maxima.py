@@ -382,3 +382,22 @@ def test_release_with_a_broken_way_in_set_leaves_the_claim_out(project, engine, 
                            K.limited_in, K.reclaim_history),
             (1, "", "", url(1), limits.held_entry("site", url(1))))
     assert r.zrange(K.out, 0, -1) == [url(1)] and r.hexists(K.claims, url(1))
+
+
+def test_backfeed_is_refused_before_redis_is_full(project, engine, r, secret):
+    # Under noeviction a full Redis refuses every project's claims and dones: what anonymous
+    # clients add (backfeed secrets ship in public grab scripts) stops at 90% of maxmemory.
+    used = int(r.info("memory")["used_memory"])
+    r.config_set("maxmemory", str(int(used / 0.6)))         # used is about 60%: below the guard
+    try:
+        engine._memory_checked_at = float("-inf")
+        assert post(engine, secret, [url(1)]).status_code == 200
+        r.config_set("maxmemory", str(int(int(r.info("memory")["used_memory"]) / 0.95)))  # ~95%
+        engine._memory_checked_at = float("-inf")
+        res = post(engine, secret, [url(2), url(3)])
+        assert res.status_code == 503 and res.json["status_code"] == 503
+        assert res.json["reason"] == "tracker memory nearly full, retry later"
+        assert r.smembers(K.backfeed) == {url(1)}
+        assert r.hget(K.stats, "backfeed_refused_memory") == "1"
+    finally:
+        r.config_set("maxmemory", "0")

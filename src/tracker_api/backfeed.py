@@ -7,8 +7,9 @@ or with an empty dedup key) are refused one by one and counted by reason; the re
 taken and the answer's ``data`` says how many were refused (a 400 would make the grab script
 retry and then fail the item it was working on). Only whole-post bounds (body size, entries per
 post) refuse the post.
-When the project's backfeed bound is reached, or Redis cannot take the change, the answer is a
-JSON 503 (grab scripts check ``status_code`` and retry with back-off; any answer they cannot
+When the project's backfeed bound is reached, Redis is nearly full (TRACKER_MEMORY_GUARD_PERCENT
+of its maxmemory, 90 by default: a full Redis would refuse every project's claims and dones),
+or Redis cannot take the change, the answer is a JSON 503 (grab scripts check ``status_code`` and retry with back-off; any answer they cannot
 decode as JSON would stop them).
 """
 from __future__ import annotations
@@ -112,6 +113,9 @@ class BackfeedResource:
             entries, dedup_keys, refused = parse_body(body, delimiter, separator)
         except BadBatch as exc:
             raise _Refusal(400, str(exc), "backfeed_bad_body", project) from None
+        if entries and self.engine.memory_nearly_full():
+            raise _Refusal(503, "tracker memory nearly full, retry later",
+                           "backfeed_refused_memory", project)
         outcome = self.backfeed.submit(project, secret, entries, dedup_keys, shard)
         if outcome.status == bloom.WRONG_SECRET:
             raise _Refusal(403, "unknown project or wrong secret", "backfeed_refused", project)

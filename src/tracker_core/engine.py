@@ -5,6 +5,7 @@ a cache of project settings. Each public method makes one Redis round trip in th
 """
 from __future__ import annotations
 
+import os
 import random
 import time
 from dataclasses import dataclass
@@ -19,6 +20,16 @@ from tracker_core.settings import ProjectSettings
 UNKNOWN_PROJECT = -1
 _NEGATIVE_CACHE_S = 1.0
 _SETTINGS_CACHE_S = 1.0
+MEMORY_GUARD_ENV = "TRACKER_MEMORY_GUARD_PERCENT"
+MEMORY_GUARD_DEFAULT = 90
+
+
+def memory_guard_percent() -> int:
+    """Share of Redis's maxmemory past which backfeed is refused (TRACKER_MEMORY_GUARD_PERCENT)."""
+    try:
+        return min(100, max(1, int(os.environ.get(MEMORY_GUARD_ENV, MEMORY_GUARD_DEFAULT))))
+    except ValueError:
+        return MEMORY_GUARD_DEFAULT
 
 
 def _pairs_to_dict(flat) -> dict:
@@ -44,6 +55,8 @@ class Engine:
         self._settings: dict[str, tuple[ProjectSettings, float]] = {}
         self._unknown: dict[str, float] = {}
         self._limits: dict[str, tuple[int, limits_mod.CompiledLimits]] = {}
+        self._memory_checked_at = float("-inf")
+        self._memory_full = False
         self._owners = item_status_mod.Owners()   # downloaders with own queues, for item_status
 
     # -- settings cache -------------------------------------------------------------------------
@@ -222,6 +235,28 @@ class Engine:
         if not active:
             return None
         return random.choice(active).replace(":downloader", downloader)
+
+    def memory_nearly_full(self) -> bool:
+        """Whether Redis uses at least MEMORY_GUARD_PERCENT of its maxmemory (read at most once a
+        second per process; False when no maxmemory is set or INFO cannot be read).
+
+        What anonymous clients can add (backfeed) is refused before Redis is full: under
+        noeviction a full Redis refuses every write of every project, claims and dones included.
+        A soft bound: a post already admitted may pass it by what one post holds.
+        """
+        now = time.monotonic()
+        if now < self._memory_checked_at + 1.0:
+            return self._memory_full
+        self._memory_checked_at = now
+        try:
+            info = self.conn.execute_command("INFO", "memory")
+            fields = dict(line.split(":", 1) for line in str(info).splitlines() if ":" in line)
+            limit = int(fields.get("maxmemory", 0))
+            self._memory_full = limit > 0 and int(fields["used_memory"]) * 100 >= \
+                limit * memory_guard_percent()
+        except Exception:   # a topology without INFO here (a cluster): no guard, never a 500
+            self._memory_full = False
+        return self._memory_full
 
     def count(self, project: str | None, field: str) -> None:
         """Count a refused request (bad input, old version) in the project's or the global stats."""
