@@ -215,10 +215,9 @@ class Admin:
         """
         k = self._keys(project)
         try:
-            target = k.queue(queue)
+            target, owner = k.queue_and_owner(queue)
         except ValueError as exc:
             raise AdminError(str(exc)) from None
-        owner = queue[len("downloader:"):] if queue.startswith("downloader:") else ""
         # Every way in passes the project's Bloom filter, so backfeed never re-queues an item
         # loaded here and a name seen before (queued, claimed or done) is counted and dropped.
         seen_filter = bloom.BloomFilter(self.r, k)
@@ -357,10 +356,9 @@ class Admin:
         """
         k = self._keys(project)
         try:
-            target = k.queue(queue)
+            target, owner = k.queue_and_owner(queue)
         except ValueError as exc:
             raise AdminError(str(exc)) from None
-        owner = queue[len("downloader:"):] if queue.startswith("downloader:") else ""
         compiled = None if owner else limits_mod.CompiledLimits(limits_mod.load(self.r, k))
         moved = held = 0
         for start in range(0, len(names), ADD_BATCH):
@@ -418,10 +416,9 @@ class Admin:
         """
         k = self._keys(project)
         try:
-            target = k.queue(queue)
+            target, owner = k.queue_and_owner(queue)
         except ValueError as exc:
             raise AdminError(str(exc)) from None
-        owner = queue[len("downloader:"):] if queue.startswith("downloader:") else ""
         totals = dict.fromkeys(REDO_FIELDS, 0)
         good = [n for n in names if valid_utf8(n)]
         totals["not_utf8"] = len(names) - len(good)

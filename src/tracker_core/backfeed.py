@@ -166,8 +166,7 @@ class Backfeed:
             mapping = {}
             for name, queue in zip(flat[::2], flat[1::2]):
                 try:
-                    owner = queue[len("downloader:"):] if queue.startswith("downloader:") else ""
-                    mapping[name] = (keys.queue(queue), owner)
+                    mapping[name] = keys.queue_and_owner(queue)
                 except ValueError:
                     continue   # a mapping to a queue that doesn't parse is ignored, not fatal
             if len(self._shard_maps) > 10000:

@@ -161,5 +161,11 @@ class ProjectKeys:
             return self.downloader_queue(downloader)
         raise ValueError(f"unknown queue {name!r}")
 
+    def queue_and_owner(self, name: str) -> tuple[str, str]:
+        """(key, owner) of a queue named as the CLI and admin API name them: OWNER is the
+        downloader of a `downloader:NAME` queue (whose items no limit holds), else ''."""
+        key = self.queue(name)
+        return key, name[len("downloader:"):] if name.startswith("downloader:") else ""
+
     def shared_queues(self) -> tuple[str, ...]:
         return (self.todo, self.backfeed, self.secondary, self.redo)

@@ -116,7 +116,7 @@ def move(admin: Admin, project: str, source: str, target: str, pattern: str = "*
         raise AdminError("source and target queue are the same")
     pattern = check_text(pattern, "pattern", MAX_PATTERN_CHARS)
     check_cursor(cursor)
-    owner = target[len("downloader:"):] if target.startswith("downloader:") else ""
+    owner = k.queue_and_owner(target)[1]
     next_cursor, names = admin.r.sscan(source_key, cursor, match=pattern, count=_page(limit))
     moved = 0
     if names:
