@@ -14,6 +14,7 @@ from pathlib import Path
 
 from websockets.sync.client import connect
 
+from conftest import stop_process
 from tracker_core.embedded import free_port
 
 CHROMIUM_NAMES = ("chromium", "chromium-browser")
@@ -101,10 +102,5 @@ class Browser:
         try:
             self._exit.close()
         finally:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+            stop_process(self.process)
             shutil.rmtree(self.profile, ignore_errors=True)

@@ -130,13 +130,18 @@ def start_live_server(redis_url: str, workers: int = 2, extra_env: dict | None =
     return LiveServer(process, port)
 
 
-def stop_live_server(server: LiveServer) -> None:
-    server.process.terminate()
+def stop_process(process: subprocess.Popen, timeout_s: float = 10) -> None:
+    """SIGTERM PROCESS and wait; SIGKILL it if it has not exited after TIMEOUT_S."""
+    process.terminate()
     try:
-        server.process.wait(timeout=10)
+        process.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        server.process.kill()
-        server.process.wait()
+        process.kill()
+        process.wait()
+
+
+def stop_live_server(server: LiveServer) -> None:
+    stop_process(server.process)
 
 
 @pytest.fixture

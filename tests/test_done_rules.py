@@ -350,3 +350,18 @@ def test_domain_bytes_keeps_64_domains_and_counts_the_rest_under_other(project, 
     assert entry["domains"].split("\0")[:2] == ["d0.example", "5"]
     assert engine.done(P, "alice", "", items[2:3], ["d-64th", 1], "{}").new == 1
     assert r.hget(K.domain_bytes, "d-64th") == "11" and r.hlen(K.domain_bytes) == MAX_DOMAINS + 1
+
+
+@pytest.mark.parametrize("broken", ["done", "log", "downloader_count", "downloader_version"])
+def test_a_broken_key_fails_the_done_before_the_item_leaves_out(admin, engine, r, broken):
+    # Redis keeps a failed script's writes: every place the done writes is type-checked first.
+    admin.create_project("brk")
+    k = ProjectKeys("brk")
+    list(admin.add_items("brk", ["https://example.com/a b?c=%20#d"]))
+    status, items = engine.claim("brk", "alice", "10.0.0.1", 1)
+    assert status == 200
+    r.delete(getattr(k, broken))
+    r.set(getattr(k, broken), "not the right type")
+    with pytest.raises(Exception, match="WRONGTYPE"):
+        engine.done("brk", "alice", "1", items, ["data", 1], "{}")
+    assert r.zrange(k.out, 0, -1) == items and r.hexists(k.claims, items[0])

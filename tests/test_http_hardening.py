@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import TRACKER_BIN, wait_for_port
+from conftest import TRACKER_BIN, stop_process, wait_for_port
 from tracker_core.embedded import free_port
 
 IDLE_S = 2.0
@@ -55,12 +55,7 @@ class Server:
         self.workers = children(self.process.pid)
 
     def stop(self):
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        stop_process(self.process)
 
     def connect(self, timeout_s: float = 10.0) -> socket.socket:
         sock = socket.create_connection(("127.0.0.1", self.port), timeout=timeout_s)
@@ -241,8 +236,10 @@ def test_huge_body_is_capped_before_it_is_buffered(server):
 
 
 def test_body_at_the_cap_still_reaches_the_app(server, admin):
-    """Just under the cap: bjoern buffers it whole and the app answers (its own 1 MB rule)."""
-    body = b'{"downloader": "x", "items": [], "pad": "' + b"a" * ((1 << 20) - 200) + b'"}'
+    """Exactly at the cap: bjoern buffers it whole and the app answers (here: no such project)."""
+    head = b'{"downloader": "x", "items": [], "pad": "'
+    body = head + b"a" * ((1 << 20) - len(head) - 2) + b'"}'
+    assert len(body) == 1 << 20
     with server.connect() as sock:
         sock.sendall(b"POST /p/done HTTP/1.1\r\nHost: t\r\nConnection: close\r\n"
                      b"Content-Type: application/json\r\nContent-Length: "
@@ -252,23 +249,23 @@ def test_body_at_the_cap_still_reaches_the_app(server, admin):
     assert status_line(answer).startswith(b"HTTP/1.1 4")      # no such project: the app's own
 
 
-def test_body_just_past_the_cap_is_413(server):
-    body = b"a" * ((1 << 20) + 1)
+def post_raw(server, path: str, body: bytes) -> tuple[bytes, float | None]:
+    """POST BODY to PATH on one connection; what came back and when the server closed."""
     with server.connect() as sock:
-        sock.sendall(b"POST /p/done HTTP/1.1\r\nHost: t\r\nConnection: close\r\n"
-                     b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
-        answer, closed_after = read_until_closed(sock, 10)
+        sock.sendall(f"POST {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n".encode()
+                     + b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        return read_until_closed(sock, 10)
+
+
+def test_body_just_past_the_cap_is_413(server):
+    answer, closed_after = post_raw(server, "/p/done", b"a" * ((1 << 20) + 1))
     assert status_line(answer) == b"HTTP/1.1 413 Content Too Large"
     assert closed_after is not None
 
 
 def test_backfeed_body_past_the_cap_is_a_json_413(server):
     # Grab scripts decode every backfeed answer as JSON and read status_code.
-    body = b"a" * ((1 << 20) + 1)
-    with server.connect() as sock:
-        sock.sendall(b"POST /backfeed/legacy/p-secret HTTP/1.1\r\nHost: t\r\nConnection: close\r\n"
-                     b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
-        answer, _ = read_until_closed(sock, 10)
+    answer, _ = post_raw(server, "/backfeed/legacy/p-secret", b"a" * ((1 << 20) + 1))
     assert status_line(answer) == b"HTTP/1.1 413 Content Too Large"
     head, _, payload = answer.partition(b"\r\n\r\n")
     assert b"application/json" in head

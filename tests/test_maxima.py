@@ -278,7 +278,7 @@ def test_move_and_requeue_with_a_broken_way_in_set_change_nothing(project, r):
 
 
 def test_set_limit_with_a_record_that_is_not_json_moves_no_counter(project, r):
-    with pytest.raises(Exception):
+    with pytest.raises(Exception, match="Expected object key string"):   # cjson decoding
         run(r, "set_limit", (K.settings, K.limits, K.limits_ready, K.limit_tat),
             (P, keyspace.SETTINGS_CHANNEL, "set", "site", "{not json", 10))
     assert r.hget(K.settings, "limits_seq") is None and r.hlen(K.limits) == 0

@@ -450,10 +450,7 @@ def items_status(ctx, slug, names, as_json):
     offloaded" when the project has segment files (they are not opened)."""
     from tracker_core import operations
     from tracker_core.engine import Engine
-    for name in names:
-        if len(name) > operations.MAX_ITEM_CHARS or "\0" in name:
-            raise AdminError(f"an item name has 1 to {operations.MAX_ITEM_CHARS} characters "
-                             "and no NUL")
+    operations.check_items(list(names))
     engine = Engine(ctx.obj["redis_url"])
     places = []
     for name in names:

@@ -21,18 +21,14 @@ from tracker_core.admin import Admin
 from tracker_core.engine import Engine
 
 
-def todo_total(counts: dict) -> int:
-    """Items still to do, as stats.json counts them (todo.total: offloaded ones included)."""
-    return todo.total(counts)
-
-
 def _number(n: int) -> str:
     return f"{n:,}".replace(",", "\u202f")       # a narrow no-break space: 1 234 567
 
 
 def project_row(entry: dict, counts: dict) -> str:
-    done, out, todo = counts["done"], counts["out"], todo_total(counts)
-    total = done + out + todo
+    # As stats.json counts them (todo.total: offloaded items included).
+    done, out, to_do = counts["done"], counts["out"], todo.total(counts)
+    total = done + out + to_do
     share = f"{100 * done / total:.1f} %" if total else "–"
     title = html.escape(entry.get("title") or entry["name"])
     # A path, not projects.json's absolute URL: right behind any proxy or host name.
@@ -43,7 +39,7 @@ def project_row(entry: dict, counts: dict) -> str:
             f'<progress value="{done}" max="{max(total, 1)}">{share}</progress>'
             f'<p class="counts"><span><b>{_number(done)}</b> done</span> '
             f'<span><b>{_number(out)}</b> out</span> '
-            f'<span><b>{_number(todo)}</b> to do</span> <span class="share">{share}</span></p>'
+            f'<span><b>{_number(to_do)}</b> to do</span> <span class="share">{share}</span></p>'
             f'<p class="links"><a href="{link}">leaderboard</a></p></li>')
 
 

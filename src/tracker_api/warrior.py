@@ -147,8 +147,10 @@ class ProtocolResource:
         # trust_forwarded is the number of trusted proxies in front (True: one); see client_ip.
         return client_ip(req, int(self.trust_forwarded))
 
-    def claim(self, req, resp, project: str, body: dict, multi: int) -> None:
-        """Answer a request body: items as JSON (api_version 2) or bare text, else 404/429/455/403."""
+    def claim(self, req, resp, project: str, body: dict, multi: int, ip: str | None = None) -> None:
+        """Answer a request body: items as JSON (api_version 2) or bare text, else 404/429/455/403.
+
+        IP is the client's address when the caller has it already (done+request)."""
         settings = self.known_project(project)
         downloader = downloader_of(body, project)
         version = version_of(body, project)
@@ -158,13 +160,15 @@ class ProtocolResource:
                           project)
         legacy = body.get("api_version") != "2"
         wanted = 1 if legacy else max(1, min(multi, settings.max_multi))
-        status, items = self.engine.claim(project, downloader, self.client_ip(req), wanted)
+        ip = self.client_ip(req) if ip is None else ip
+        status, items = self.engine.claim(project, downloader, ip, wanted)
         if status == 200:
             answer = answer_body(items, legacy, settings.extra_parameters)
             if answer is None:
                 # The claim is made: take back what the client cannot receive, answer the rest.
                 bad = unservable(items)
-                self.engine.bury_unservable(project, downloader, bad)
+                if bad:
+                    self.engine.bury_unservable(project, downloader, bad)
                 items = [name for name in items if name not in bad]
                 answer = (answer_body(items, legacy, settings.extra_parameters) if items
                           else None)
@@ -219,9 +223,10 @@ class DoneRequestResource(ProtocolResource):
 
     def on_post(self, req, resp, project: str, multi: int = 1):
         body = read_json(req, project, MAX_DONE_BODY_BYTES)
+        ip = self.client_ip(req)        # read once for both halves
         if "item" in body:
-            self.complete(project, body, self.client_ip(req))
-        self.claim(req, resp, project, body, multi)
+            self.complete(project, body, ip)
+        self.claim(req, resp, project, body, multi, ip)
 
 
 class ReleaseResource(ProtocolResource):

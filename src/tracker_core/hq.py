@@ -48,7 +48,6 @@ PROJECT_FIELDS = ("title", "description", "repository", "logo", "marker_html", "
 MAX_RECORD = 640
 UPDATE_INTERVAL_MS = 600_000        # seesaw's hq_updater: every ten minutes
 ONLINE_WITHIN_MS = 2 * UPDATE_INTERVAL_MS + 300_000
-SELECTED_PROJECT_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}\Z")  # a project name, "auto", "none"
 # seesaw's User-Agent on its update: "ArchiveTeam Warrior/0.10.3 Standalone".
 USER_AGENT_VERSION_RE = re.compile(r"ArchiveTeam Warrior/(\S{1,64})")
 # The shape of the ids register() hands out: a heartbeat from a forgotten id of this shape is
@@ -202,7 +201,8 @@ def heartbeat_fields(warrior: dict, user_agent: str | None = None) -> tuple[dict
             refused.append("downloader")
     project = warrior.get("selected_project")
     if not _absent(project):
-        if isinstance(project, str) and SELECTED_PROJECT_RE.match(project):
+        # A project name ("auto" and "none" match as well).
+        if isinstance(project, str) and keyspace.PROJECT_NAME_RE.match(project):
             fields["selected_project"] = project
         else:
             refused.append("selected_project")

@@ -42,10 +42,11 @@ import zstandard
 from tracker_core import durable
 from tracker_core import keys as keyspace
 from tracker_core import scripts
+from tracker_core import settings as settings_mod
 
 KINDS = {"done": "log", "uploads": "uploads", "bad_dones": "bad_dones"}   # kind -> key attribute
 ARCHIVED_KINDS = frozenset({"done"})
-DEFAULT_WATERMARK = 100_000          # log_maxlen's default (settings.py)
+DEFAULT_WATERMARK = int(settings_mod.SETTINGS["log_maxlen"][1])   # log_maxlen's default
 SEGMENT_ENTRIES = 50_000
 SEGMENT_BYTES = 64 << 20             # JSON per file before compression (one entry may pass it)
 READ_BATCH = 500                     # entries per XRANGE: one done entry can be megabytes

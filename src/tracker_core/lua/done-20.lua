@@ -148,6 +148,16 @@ local minute_now = redis.call('HMGET', minute, 'bytes_done', 'rtt_sum_ms')
 local bytes_room = math.min(room(stats_now[1]), room(minute_now[1]),
                             room(redis.call('ZSCORE', KEYS[8], downloader)))
 local rtt_room = math.min(room(stats_now[2]), room(minute_now[2]))
+-- Type probes (O(1)) of every key written below that nothing above has read: an item that left
+-- `out` must not be stranded by a WRONGTYPE error on a later write (Redis keeps the writes).
+redis.call('SCARD', KEYS[4])
+redis.call('HLEN', KEYS[5])
+redis.call('XLEN', KEYS[6])
+redis.call('HLEN', KEYS[7])
+redis.call('HLEN', KEYS[9])
+redis.call('HLEN', KEYS[10])
+redis.call('HLEN', KEYS[19])
+redis.call('HLEN', KEYS[20])
 
 local new_items, unknown_items, refused_items = {}, {}, {}
 local repeated, dead_done, rtt_sum, rtt_n, rtt_hist = 0, 0, 0, 0, {}
