@@ -172,11 +172,12 @@ def test_slowloris_drip_is_cut_at_the_request_timeout(server):
     with server.connect() as sock:
         started = time.monotonic()
         head = b"POST /p/request HTTP/1.1\r\nHost: t\r\nX-Slow: " + b"a" * 100
-        answer = b""
+        answer, reset = b"", False
         for byte in head:
             try:
                 sock.sendall(bytes([byte]))
             except (BrokenPipeError, ConnectionResetError):
+                reset = True
                 break
             sock.settimeout(0.5)
             try:
@@ -186,10 +187,15 @@ def test_slowloris_drip_is_cut_at_the_request_timeout(server):
                     break
             except socket.timeout:
                 pass
+            except ConnectionResetError:
+                # The guard closes with a reset (so bjoern can never run what is queued); a
+                # byte sent just before it can make the client's kernel drop the 408 it wrote.
+                reset = True
+                break
             if time.monotonic() - started > REQUEST_S + BOUND_S + 2:
                 break
         elapsed = time.monotonic() - started
-    assert status_line(answer) == b"HTTP/1.1 408 Request Timeout"
+    assert status_line(answer) == b"HTTP/1.1 408 Request Timeout" or (reset and answer == b"")
     assert REQUEST_S - 0.5 <= elapsed <= REQUEST_S + BOUND_S + 0.6
 
 
