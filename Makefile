@@ -11,7 +11,7 @@ APT_PACKAGES := redis-server libev-dev wrk rsync curl chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 ARGS ?=
 
-.PHONY: help deps venv build run test test-fast bench bench-offload chaos fuzz vendor clean deploy-lint deploy-test
+.PHONY: help deps venv build run lint format test test-fast bench bench-offload chaos fuzz vendor clean deploy-lint deploy-test
 
 help:  ## List the commands.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -38,8 +38,17 @@ build: venv  ## Rebuild the Cython extensions in place.
 run: venv  ## Start the tracker with a demo project on the embedded Redis (var/).
 	$(VENV)/bin/tracker run --demo $(ARGS)
 
-test: venv  ## Run the whole test suite (compiled and pure-Python twins).
+lint: venv  ## Check the code with ruff (errors, bugbear, imports) and that it is formatted.
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: venv  ## Format the code and fix what ruff can fix safely.
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+test: venv  ## Run the whole test suite (compiled), then the fast suite on the pure-Python twins.
 	$(PY) -m pytest $(ARGS)
+	TRACKER_PURE_PYTHON=1 $(PY) -m pytest -m "not slow" -q -p no:cacheprovider $(PURE_ARGS)
 
 test-fast: venv  ## Run the suite without the slow end-to-end tests.
 	$(PY) -m pytest -m "not slow" $(ARGS)

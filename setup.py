@@ -2,6 +2,7 @@
 
 Set TRACKER_NO_EXTENSIONS=1 to build no extension: the pure-Python twins then take over.
 """
+
 import os
 
 from setuptools import setup

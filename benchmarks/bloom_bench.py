@@ -13,6 +13,7 @@ Writes benchmarks/results/bloom.json and bloom.md. Bounded: about a minute in al
 
     .venv/bin/python benchmarks/bloom_bench.py [--quick]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,15 +51,18 @@ def engine_path(url: str, admin: Admin, items: int) -> dict:
         start = time.perf_counter()
         counted = 0
         for i in range(0, items, BATCH):
-            batch = names[i:i + BATCH]
+            batch = names[i : i + BATCH]
             outcome = feed.submit("engine", secret, batch, batch)
             counted += outcome.new if phase == "new" else outcome.seen
         elapsed = time.perf_counter() - start
         assert counted == items, (phase, counted)
         evalsha = admin.r.info("commandstats").get("cmdstat_evalsha", {})
-        figures[phase] = {"items": items, "seconds": round(elapsed, 3),
-                          "items_per_s": round(items / elapsed),
-                          "redis_us_per_item": round(evalsha.get("usec", 0) / items, 2)}
+        figures[phase] = {
+            "items": items,
+            "seconds": round(elapsed, 3),
+            "items_per_s": round(items / elapsed),
+            "redis_us_per_item": round(evalsha.get("usec", 0) / items, 2),
+        }
     return figures
 
 
@@ -67,9 +71,8 @@ def hashing_rate(items: int = 200_000) -> dict:
     plan = bloom.Plan(ProjectKeys("x"), bloom.Geometry())
     start = time.perf_counter()
     for i in range(0, items, BATCH):
-        bloom.script_args(names[i:i + BATCH], names[i:i + BATCH], plan.hash_plan)
-    return {"compiled": bloom.COMPILED,
-            "items_per_s": round(items / (time.perf_counter() - start))}
+        bloom.script_args(names[i : i + BATCH], names[i : i + BATCH], plan.hash_plan)
+    return {"compiled": bloom.COMPILED, "items_per_s": round(items / (time.perf_counter() - start))}
 
 
 def http_endpoint(url: str, admin: Admin, seconds: int) -> dict:
@@ -83,8 +86,9 @@ def http_endpoint(url: str, admin: Admin, seconds: int) -> dict:
         target = f"http://127.0.0.1:{port}/backfeed/legacy/web-{secret}"
         figures = {}
         for mode in ("new", "seen"):
-            run = run_wrk(target, "backfeed.lua", connections=8, duration_s=seconds, close=True,
-                          script_args=(mode,))
+            run = run_wrk(
+                target, "backfeed.lua", connections=8, duration_s=seconds, close=True, script_args=(mode,)
+            )
             run["items_per_s"] = round(run["requests_per_s"] * BATCH)
             figures[mode] = run
         stats = admin.r.hgetall(keys.stats)
@@ -97,15 +101,15 @@ def http_endpoint(url: str, admin: Admin, seconds: int) -> dict:
 def _set_bits(bitmap: bytearray, args: list, k: int) -> None:
     i = 0
     while i < len(args):
-        for p in args[i + 2:i + 2 + k]:
-            bitmap[p >> 3] |= 0x80 >> (p & 7)          # Redis numbers bits from the high end
+        for p in args[i + 2 : i + 2 + k]:
+            bitmap[p >> 3] |= 0x80 >> (p & 7)  # Redis numbers bits from the high end
         i += 2 + k
 
 
 def _all_set(bitmap: bytearray, args: list, k: int) -> list[bool]:
     out, i = [], 0
     while i < len(args):
-        out.append(all(bitmap[p >> 3] & (0x80 >> (p & 7)) for p in args[i + 2:i + 2 + k]))
+        out.append(all(bitmap[p >> 3] & (0x80 >> (p & 7)) for p in args[i + 2 : i + 2 + k]))
         i += 2 + k
     return out
 
@@ -132,24 +136,32 @@ def false_positive_rate(url: str, admin: Admin, capacity: int, absent: int) -> d
     # The same bits in Redis answer the same way (sample).
     sample = [b"absent-%d" % n for n in range(20_000)]
     filt = bloom.BloomFilter(RawRedis(url), keys)
-    in_redis = sum(sum(filt.contains_many(sample[i:i + 2000])) for i in range(0, len(sample), 2000))
+    in_redis = sum(sum(filt.contains_many(sample[i : i + 2000])) for i in range(0, len(sample), 2000))
     local = sum(_all_set(bitmap, bloom.script_args(sample, sample, plan.hash_plan), layer.k))
     assert in_redis == local, (in_redis, local)
     fill = sum(bin(b).count("1") for b in bitmap) / layer.bits
-    return {"capacity": capacity, "k": layer.k, "layer_rate_designed": layer.fp_rate,
-            "bits_per_item": round(layer.bits / capacity, 3),
-            "theory_bits_per_item_at_1e-6": round(bloom.optimal_bits_per_item(1e-6), 3),
-            "bitmap_bytes_in_redis": admin.r.strlen(keys.bloom_chunk(0, 0)),
-            "fill_ratio": round(fill, 4), "absent_checked": absent, "false_positives": hits,
-            "measured_rate": hits / absent, "seconds": round(time.perf_counter() - start, 1)}
+    return {
+        "capacity": capacity,
+        "k": layer.k,
+        "layer_rate_designed": layer.fp_rate,
+        "bits_per_item": round(layer.bits / capacity, 3),
+        "theory_bits_per_item_at_1e-6": round(bloom.optimal_bits_per_item(1e-6), 3),
+        "bitmap_bytes_in_redis": admin.r.strlen(keys.bloom_chunk(0, 0)),
+        "fill_ratio": round(fill, 4),
+        "absent_checked": absent,
+        "false_positives": hits,
+        "measured_rate": hits / absent,
+        "seconds": round(time.perf_counter() - start, 1),
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="smaller counts (a smoke run)")
     options = parser.parse_args()
-    engine_items, http_s, capacity, absent = ((20_000, 2, 100_000, 200_000) if options.quick
-                                              else (200_000, 5, 1_000_000, 5_000_000))
+    engine_items, http_s, capacity, absent = (
+        (20_000, 2, 100_000, 200_000) if options.quick else (200_000, 5, 1_000_000, 5_000_000)
+    )
     with tempfile.TemporaryDirectory() as tmp:
         server = EmbeddedRedis(Path(tmp), port=free_port()).start()
         try:
@@ -174,21 +186,26 @@ def main() -> None:
 
 def report(r: dict) -> str:
     e, h, fp = r["engine_path"], r["http"], r["false_positive_rate"]
-    return "\n".join([
-        f"# Backfeed dedup ({r['when']}, {r['machine']['cpus']} shared cores)", "",
-        f"Command: `{r['command']}`", "",
-        f"- hashing (compiled={r['hashing']['compiled']}): {r['hashing']['items_per_s']:,} items/s",
-        f"- engine path, one Redis, batches of {r['batch']}: new {e['new']['items_per_s']:,} items/s"
-        f" (Redis {e['new']['redis_us_per_item']} µs/item in the script), seen"
-        f" {e['seen']['items_per_s']:,} items/s (Redis {e['seen']['redis_us_per_item']} µs/item)",
-        f"- HTTP, {r['batch']}-item posts, one connection per post, 2 workers: new"
-        f" {h['new']['requests_per_s']:,} posts/s (p99 {h['new']['latency_ms'].get('p99')} ms),"
-        f" seen {h['seen']['requests_per_s']:,} posts/s (p99 {h['seen']['latency_ms'].get('p99')} ms)",
-        f"- false positives at 1e-6: {fp['false_positives']} of {fp['absent_checked']:,} absent items"
-        f" (rate {fp['measured_rate']:.2e}; layer designed for {fp['layer_rate_designed']:.1e}) with"
-        f" {fp['capacity']:,} items in, k={fp['k']}, {fp['bits_per_item']} bits/item"
-        f" (theory {fp['theory_bits_per_item_at_1e-6']}), bitmap {fp['bitmap_bytes_in_redis']:,} bytes",
-        ""])
+    return "\n".join(
+        [
+            f"# Backfeed dedup ({r['when']}, {r['machine']['cpus']} shared cores)",
+            "",
+            f"Command: `{r['command']}`",
+            "",
+            f"- hashing (compiled={r['hashing']['compiled']}): {r['hashing']['items_per_s']:,} items/s",
+            f"- engine path, one Redis, batches of {r['batch']}: new {e['new']['items_per_s']:,} items/s"
+            f" (Redis {e['new']['redis_us_per_item']} µs/item in the script), seen"
+            f" {e['seen']['items_per_s']:,} items/s (Redis {e['seen']['redis_us_per_item']} µs/item)",
+            f"- HTTP, {r['batch']}-item posts, one connection per post, 2 workers: new"
+            f" {h['new']['requests_per_s']:,} posts/s (p99 {h['new']['latency_ms'].get('p99')} ms),"
+            f" seen {h['seen']['requests_per_s']:,} posts/s (p99 {h['seen']['latency_ms'].get('p99')} ms)",
+            f"- false positives at 1e-6: {fp['false_positives']} of {fp['absent_checked']:,} absent items"
+            f" (rate {fp['measured_rate']:.2e}; layer designed for {fp['layer_rate_designed']:.1e}) with"
+            f" {fp['capacity']:,} items in, k={fp['k']}, {fp['bits_per_item']} bits/item"
+            f" (theory {fp['theory_bits_per_item_at_1e-6']}), bitmap {fp['bitmap_bytes_in_redis']:,} bytes",
+            "",
+        ]
+    )
 
 
 if __name__ == "__main__":

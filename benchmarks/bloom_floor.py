@@ -16,6 +16,7 @@ benchmarks/results/bloom_floor.json. About 20 seconds.
 
     .venv/bin/python benchmarks/bloom_floor.py
 """
+
 from __future__ import annotations
 
 import json
@@ -89,14 +90,13 @@ def measure(r: redis.Redis) -> dict:
     figures = {}
     for name, source in SCRIPTS.items():
         sha = r.script_load(source)
-        r.evalsha(sha, 1, "bitmap", *batches[0])          # warm up
+        r.evalsha(sha, 1, "bitmap", *batches[0])  # warm up
         r.config_resetstat()
         for args in batches:
             r.evalsha(sha, 1, "bitmap", *args)
         usec = r.info("commandstats")["cmdstat_evalsha"]["usec"]
         per_item = usec / (ROUNDS * ITEMS)
-        figures[name] = {"us_per_item": round(per_item, 2),
-                         "items_per_s_at_this_cost": round(1e6 / per_item)}
+        figures[name] = {"us_per_item": round(per_item, 2), "items_per_s_at_this_cost": round(1e6 / per_item)}
     args_us = figures["arguments only"]["us_per_item"]
     for name, f in figures.items():
         if name != "arguments only":
@@ -112,9 +112,12 @@ def main() -> None:
             results = {
                 "command": " ".join([Path(sys.executable).name, *sys.argv]),
                 "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                "machine": {"python": platform.python_version(), "platform": platform.platform(),
-                            "redis": r.info("server")["redis_version"],
-                            "load_average_1min": round(__import__("os").getloadavg()[0], 2)},
+                "machine": {
+                    "python": platform.python_version(),
+                    "platform": platform.platform(),
+                    "redis": r.info("server")["redis_version"],
+                    "load_average_1min": round(__import__("os").getloadavg()[0], 2),
+                },
                 "batch": {"items": ITEMS, "bits_per_item": BITS_PER_ITEM, "rounds": ROUNDS},
                 "figures": measure(r),
             }

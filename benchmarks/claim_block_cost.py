@@ -19,6 +19,7 @@ Writes benchmarks/results/claim_block_cost.json. Bounded: about a minute.
 
     .venv/bin/python benchmarks/claim_block_cost.py [BEFORE]   (a git revision; default 1db90d8)
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -38,7 +39,7 @@ from tracker_core.engine import Engine
 CLAIMS_PER_ROUND = 5_000
 ROUNDS = 7
 DOWNLOADERS = 1000
-BEFORE = "1db90d8"     # the last claim-22.lua before blocks moved to the index
+BEFORE = "1db90d8"  # the last claim-22.lua before blocks moved to the index
 RESULTS = Path(__file__).with_name("results") / "claim_block_cost.json"
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -50,8 +51,13 @@ def client(n: int) -> tuple[str, str]:
 
 
 def old_script(revision: str) -> scripts.Script:
-    text = subprocess.run(["git", "show", f"{revision}:src/tracker_core/lua/claim-22.lua"],
-                          cwd=ROOT, check=True, capture_output=True, text=True).stdout
+    text = subprocess.run(
+        ["git", "show", f"{revision}:src/tracker_core/lua/claim-22.lua"],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     source = scripts._inline(text)
     return scripts.Script("claim_before", 22, source, hashlib.sha1(source.encode()).hexdigest())
 
@@ -61,16 +67,38 @@ def old_claim(engine: Engine, project: str, downloader: str, ip: str) -> int:
     k = engine.keys(project)
     now_ms = engine._now_ms()
     day = now_ms // 86_400_000
-    return scripts.run(engine.conn, "claim_before", (
-        k.settings, k.blocked, k.downloader_queue(downloader), k.todo, k.backfeed,
-        k.secondary, k.redo, k.out, k.claims, k.downloader_claims, k.ratelimit, k.stats,
-        k.minute(now_ms // 60000), k.uniques("downloaders", day), k.uniques("ips", day),
-        k.limited, k.limits_ready, k.limit_tat, k.limits, k.reclaim_at, k.dead,
-        k.reclaim_history), (now_ms, downloader, ip, 1))[0]
+    return scripts.run(
+        engine.conn,
+        "claim_before",
+        (
+            k.settings,
+            k.blocked,
+            k.downloader_queue(downloader),
+            k.todo,
+            k.backfeed,
+            k.secondary,
+            k.redo,
+            k.out,
+            k.claims,
+            k.downloader_claims,
+            k.ratelimit,
+            k.stats,
+            k.minute(now_ms // 60000),
+            k.uniques("downloaders", day),
+            k.uniques("ips", day),
+            k.limited,
+            k.limits_ready,
+            k.limit_tat,
+            k.limits,
+            k.reclaim_at,
+            k.dead,
+            k.reclaim_history,
+        ),
+        (now_ms, downloader, ip, 1),
+    )[0]
 
 
-def usec_per_claim(engine: Engine, admin: Admin, project: str, before: bool,
-                   round_no: int) -> float:
+def usec_per_claim(engine: Engine, admin: Admin, project: str, before: bool, round_no: int) -> float:
     # New names each round: the Bloom filter drops names seen before.
     list(admin.add_items(project, [f"r{round_no}-{n}" for n in range(CLAIMS_PER_ROUND)]))
     admin.r.config_resetstat()
@@ -89,8 +117,9 @@ def usec_per_claim(engine: Engine, admin: Admin, project: str, before: bool,
 def add_blocks(admin: Admin, project: str, before: bool) -> dict:
     names = [f"name:blocked-{n}" for n in range(2000)]
     ips = [f"ip:192.0.{n // 250}.{n % 250}" for n in range(2000)]
-    cidrs = ([f"ip:172.{16 + n // 250}.{n % 250}.0/24" for n in range(500)]
-             + [f"ip:2001:db9:{n:x}::/48" for n in range(500)])
+    cidrs = [f"ip:172.{16 + n // 250}.{n % 250}.0/24" for n in range(500)] + [
+        f"ip:2001:db9:{n:x}::/48" for n in range(500)
+    ]
     if before:
         # The old layout: global entries copied into the project's one set.
         admin.r.sadd(admin._keys(project).blocked, *names, *ips)
@@ -120,15 +149,18 @@ LOOP_N = 200_000
 def lookup_ns(admin: Admin) -> dict:
     """ns per block check, each way, with no blocks and with the benchmark's blocks."""
     from tracker_core import blocks as blocks_mod
+
     before, after = admin._keys("before-blocks"), admin._keys("after-blocks")
     cases = {}
     for ip in ("10.1.2.7", "2001:db8:5::7"):
         cases[f"before, no blocks, {ip}"] = (LOOP_BEFORE, "{none}:blocked", ip)
         cases[f"before, 4,000 entries, {ip}"] = (LOOP_BEFORE, before.blocked, ip)
-        cases[f"after, no blocks, {ip}"] = (LOOP_AFTER, "{none}:blocked_index",
-                                            blocks_mod.ip_key(ip))
-        cases[f"after, 4,000 entries + 1,000 ranges, {ip}"] = (LOOP_AFTER, after.blocked_index,
-                                                              blocks_mod.ip_key(ip))
+        cases[f"after, no blocks, {ip}"] = (LOOP_AFTER, "{none}:blocked_index", blocks_mod.ip_key(ip))
+        cases[f"after, 4,000 entries + 1,000 ranges, {ip}"] = (
+            LOOP_AFTER,
+            after.blocked_index,
+            blocks_mod.ip_key(ip),
+        )
     result = {}
     for label, (source, key, arg) in cases.items():
         best = float("inf")
@@ -143,8 +175,11 @@ def lookup_ns(admin: Admin) -> dict:
 def main() -> None:
     revision = sys.argv[1] if len(sys.argv) > 1 else BEFORE
     scripts.SCRIPTS["claim_before"] = old_script(revision)
-    cases = {(b, blocked): f"{'before' if b else 'after'}-{'blocks' if blocked else 'plain'}"
-             for b in (False, True) for blocked in (False, True)}
+    cases = {
+        (b, blocked): f"{'before' if b else 'after'}-{'blocks' if blocked else 'plain'}"
+        for b in (False, True)
+        for blocked in (False, True)
+    }
     usec: dict[str, list[float]] = {name: [] for name in cases.values()}
     with tempfile.TemporaryDirectory() as tmp:
         server = EmbeddedRedis(Path(tmp), port=free_port()).start()
@@ -166,10 +201,12 @@ def main() -> None:
     best = {name: round(min(v), 2) for name, v in usec.items()}
     result = {
         "what": "Redis usec per claim script call (INFO commandstats, evalsha), multi=1, "
-                "one raw connection, 1,000 downloaders half on IPv4 and half on IPv6",
+        "one raw connection, 1,000 downloaders half on IPv4 and half on IPv6",
         "before": f"claim-22.lua at {revision} (SMISMEMBER on exact entries)",
         "after": "claim-22.lua now (ZSCORE + ZREVRANGEBYLEX on the block index)",
-        "claims_per_round": CLAIMS_PER_ROUND, "rounds": ROUNDS, "blocks": blocks,
+        "claims_per_round": CLAIMS_PER_ROUND,
+        "rounds": ROUNDS,
+        "blocks": blocks,
         "usec_per_claim": {name: [round(x, 2) for x in v] for name, v in usec.items()},
         "median_usec_per_claim": median,
         "best_usec_per_claim": best,

@@ -1,4 +1,5 @@
 """A reproducible 1,000-pattern limit set and item names for the classification benchmarks."""
+
 import random
 import re
 

@@ -5,6 +5,7 @@ with the same script and the same workers as the real server.
 
     .venv/bin/python benchmarks/hello_app.py PORT [WORKERS]
 """
+
 from __future__ import annotations
 
 import os

@@ -1,4 +1,4 @@
-"""Claims from a queue where 95% of the items are held by 1,000 limits whose buckets are empty.
+r"""Claims from a queue where 95% of the items are held by 1,000 limits whose buckets are empty.
 
 Three runs over one private redis-server on 127.0.0.1 (TCP), one claim (multi=1) per request:
 - held: 1,000 limits (benchmarks/classify_workload.py's mix, 1/min each, their first tokens
@@ -15,6 +15,7 @@ Writes results/limits.json.
 
     .venv/bin/python benchmarks/limits_bench.py [--items 100000]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,7 +29,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 from classify_workload import make_patterns
-
 from tracker_core.admin import Admin
 from tracker_core.classify import COMPILED, Classifier
 from tracker_core.embedded import EmbeddedRedis, free_port
@@ -38,8 +38,10 @@ from tracker_core.keys import ProjectKeys
 RESULTS = Path(__file__).with_name("results") / "limits.json"
 HELD_SHARE = 0.95
 BACKTRACKING = r"regex:^https?://example\.com/(\w+/?)*$"
-HOSTILE_NAMES = {"hostile_47_chars": "https://example.com/" + "a" * 26 + "!",
-                 "hostile_4kb": "https://example.com/" + "ab/" * 1300 + "!"}
+HOSTILE_NAMES = {
+    "hostile_47_chars": "https://example.com/" + "a" * 26 + "!",
+    "hostile_4kb": "https://example.com/" + "ab/" * 1300 + "!",
+}
 
 
 def matching_name(pattern: str, i: int) -> str:
@@ -52,7 +54,7 @@ def matching_name(pattern: str, i: int) -> str:
     if kind == "prefix":
         return f"{value}{i}.jpg"
     if value.startswith("^post"):
-        return f"{value[1:value.index(':') + 1]}{i}"
+        return f"{value[1 : value.index(':') + 1]}{i}"
     return f"http://blog.example.net{value.split('[')[0]}words{i}"
 
 
@@ -81,10 +83,14 @@ def latency_run(engine: Engine, project: str, free: int) -> dict:
 
 def summary(latencies: list, requests: int, served: int) -> dict:
     latencies.sort()
-    return {"requests": requests, "served": served, "irsr": round(served / requests, 4),
-            "claim_latency_us_median": round(statistics.median(latencies) * 1e6, 1),
-            "claim_latency_us_p99": round(latencies[int(len(latencies) * 0.99)] * 1e6, 1),
-            "claim_latency_us_mean": round(statistics.fmean(latencies) * 1e6, 1)}
+    return {
+        "requests": requests,
+        "served": served,
+        "irsr": round(served / requests, 4),
+        "claim_latency_us_median": round(statistics.median(latencies) * 1e6, 1),
+        "claim_latency_us_p99": round(latencies[int(len(latencies) * 0.99)] * 1e6, 1),
+        "claim_latency_us_mean": round(statistics.fmean(latencies) * 1e6, 1),
+    }
 
 
 def claim_then_filter(admin: Admin, project: str, free: int, patterns: list, requests: int) -> dict:
@@ -96,7 +102,7 @@ def claim_then_filter(admin: Admin, project: str, free: int, patterns: list, req
         start = time.perf_counter()
         item = admin.r.spop(k.todo)
         if item is not None and classifier.classify(item) >= 0:
-            admin.r.sadd(k.todo, item)       # its bucket is empty: the request gets nothing
+            admin.r.sadd(k.todo, item)  # its bucket is empty: the request gets nothing
         elif item is not None:
             admin.r.zadd(k.out, {item: int(time.time() * 1000)})
             served += 1
@@ -111,9 +117,11 @@ def hostile_run(admin: Admin, engine: Engine, project: str) -> dict:
     figures = {"limits": len(compiled.limits)}
     for label, name in HOSTILE_NAMES.items():
         timings = {}
-        for step, call in (("classify", lambda: compiled.name_of(name)),
-                           ("release", lambda: engine.release(project, "", [name])),
-                           ("item_status", lambda: engine.item_status(project, name))):
+        for step, call in (
+            ("classify", lambda name=name: compiled.name_of(name)),
+            ("release", lambda name=name: engine.release(project, "", [name])),
+            ("item_status", lambda name=name: engine.item_status(project, name)),
+        ):
             start = time.perf_counter()
             call()
             timings[f"{step}_ms"] = round((time.perf_counter() - start) * 1000, 3)
@@ -152,22 +160,29 @@ def main() -> None:
             plain_run = latency_run(engine, "plain", free_left)
 
             admin.create_project("filter")
-            with_held = [matching_name(patterns[i % len(patterns)], i)
-                         for i in range(int(args.items * HELD_SHARE))]
-            admin.r.sadd(ProjectKeys("filter").todo, *with_held,
-                         *[f"free-{i:09d}" for i in range(free)])
+            with_held = [
+                matching_name(patterns[i % len(patterns)], i) for i in range(int(args.items * HELD_SHARE))
+            ]
+            admin.r.sadd(ProjectKeys("filter").todo, *with_held, *[f"free-{i:09d}" for i in range(free)])
             filter_run = claim_then_filter(admin, "filter", free, patterns, min(20_000, args.items))
             hostile = hostile_run(admin, engine, "held")
         finally:
             server.stop()
     result = {
         "command": " ".join(["benchmarks/limits_bench.py", *sys.argv[1:]]),
-        "python": platform.python_version(), "classifier_compiled": COMPILED,
-        "items": args.items, "held_share": HELD_SHARE, "limits": len(patterns),
-        "load_s_with_classification": round(load_s, 2), "tokens_spent_before": spent,
-        "held_95pct": held_run, "unlimited": plain_run, "claim_then_filter": filter_run,
+        "python": platform.python_version(),
+        "classifier_compiled": COMPILED,
+        "items": args.items,
+        "held_share": HELD_SHARE,
+        "limits": len(patterns),
+        "load_s_with_classification": round(load_s, 2),
+        "tokens_spent_before": spent,
+        "held_95pct": held_run,
+        "unlimited": plain_run,
+        "claim_then_filter": filter_run,
         "held_latency_vs_unlimited_median": round(
-            held_run["claim_latency_us_median"] / plain_run["claim_latency_us_median"], 3),
+            held_run["claim_latency_us_median"] / plain_run["claim_latency_us_median"], 3
+        ),
         "hostile_names": hostile,
     }
     RESULTS.parent.mkdir(exist_ok=True)

@@ -29,6 +29,7 @@ million items take about an hour on such a machine. --probe-only takes about 2 m
     .venv/bin/python benchmarks/offload_bench.py --items 35000000     # what the results hold
     .venv/bin/python benchmarks/offload_bench.py --probe-only          # adds load_probes
 """
+
 from __future__ import annotations
 
 import argparse
@@ -97,6 +98,7 @@ def cli_path_sample(url: str, n: int) -> dict:
         pass
     wall = time.perf_counter() - t0
     from tracker_core import operations
+
     operations.delete_project(admin, "clisample")
     return {"items": n, "items_per_s": round(n / wall)}
 
@@ -110,6 +112,7 @@ def load_probes(url: str, n: int = 100_000) -> dict:
     same k per layer) after 310k items, so its cost per item is measured here cheaply.
     """
     from tracker_core import operations
+
     admin = Admin.from_url(url)
     r = admin.r
     out = {}
@@ -127,21 +130,24 @@ def load_probes(url: str, n: int = 100_000) -> dict:
         wall = time.perf_counter() - t0
         usec = script_time_us(r)["evalsha"]["usec"] - before
         layers = int(r.hget(k.bloom, "layers") or 1)
-        out[label] = {"layers": layers, "items_per_s": round(n / wall),
-                      "redis_script_us_per_item": round(usec / n, 1),
-                      "client_us_per_item": round((wall * 1e6 - usec) / n, 1)}
+        out[label] = {
+            "layers": layers,
+            "items_per_s": round(n / wall),
+            "redis_script_us_per_item": round(usec / n, 1),
+            "client_us_per_item": round((wall * 1e6 - usec) / n, 1),
+        }
         operations.delete_project(admin, project)
 
-    def cli(project, k, names):            # what `tracker items add` runs (redis-py)
+    def cli(project, k, names):  # what `tracker items add` runs (redis-py)
         for _ in admin.add_items(project, names, batch=5000):
             pass
 
-    def raw(project, k, names):            # one raw hiredis connection, one thread
+    def raw(project, k, names):  # one raw hiredis connection, one thread
         seen_filter = bloom.BloomFilter(RawRedis(url), k)
         for i in range(0, len(names), bloom.BATCH):
-            seen_filter.add(names[i:i + bloom.BATCH], target=k.todo)
+            seen_filter.add(names[i : i + bloom.BATCH], target=k.todo)
 
-    def raw2(project, k, names):           # two threads, each its own connection
+    def raw2(project, k, names):  # two threads, each its own connection
         chunks = [names[i::2] for i in range(2)]
         threads = [threading.Thread(target=raw, args=(project, k, c)) for c in chunks]
         for t in threads:
@@ -171,8 +177,9 @@ def script_time_us(r) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--items", type=int, default=50_000_000)
-    parser.add_argument("--queue-budget-mb", type=float, default=96,
-                        help="Redis memory allowed beyond the Bloom filter")
+    parser.add_argument(
+        "--queue-budget-mb", type=float, default=96, help="Redis memory allowed beyond the Bloom filter"
+    )
     parser.add_argument("--high", type=int, default=500_000)
     parser.add_argument("--low", type=int, default=100_000)
     parser.add_argument("--segment-items", type=int, default=100_000)
@@ -182,8 +189,11 @@ def main() -> None:
     parser.add_argument("--multi", type=int, default=1000)
     parser.add_argument("--maintain-interval", type=float, default=1.0)
     parser.add_argument("--results", type=Path, default=RESULTS)
-    parser.add_argument("--probe-only", action="store_true",
-                        help="Only time the load paths (load_probes) and add them to --results.")
+    parser.add_argument(
+        "--probe-only",
+        action="store_true",
+        help="Only time the load paths (load_probes) and add them to --results.",
+    )
     args = parser.parse_args()
     if args.probe_only:
         with tempfile.TemporaryDirectory() as tmp:
@@ -194,8 +204,10 @@ def main() -> None:
             finally:
                 server.stop()
         result = json.loads(args.results.read_text()) if args.results.exists() else {}
-        result["load_probes"] = {"command": " ".join(["benchmarks/offload_bench.py",
-                                                      *sys.argv[1:]]), **probes}
+        result["load_probes"] = {
+            "command": " ".join(["benchmarks/offload_bench.py", *sys.argv[1:]]),
+            **probes,
+        }
         args.results.write_text(json.dumps(result, indent=2) + "\n")
         print(json.dumps(probes, indent=2))
         return
@@ -218,10 +230,15 @@ def main() -> None:
             r.config_resetstat()
             base_mb = int(r.info("memory")["used_memory"]) / 2**20
             admin.create_project(
-                P, offload_high=str(args.high), offload_low=str(args.low),
-                offload_segment_items=str(args.segment_items), done_mode=args.done_mode,
-                done_offload_high=str(args.done_high), max_multi=str(args.multi),
-                log_maxlen="1000")
+                P,
+                offload_high=str(args.high),
+                offload_low=str(args.low),
+                offload_segment_items=str(args.segment_items),
+                done_mode=args.done_mode,
+                done_offload_high=str(args.done_high),
+                max_multi=str(args.multi),
+                log_maxlen="1000",
+            )
             geometry = bloom.configure(r, k, bloom.Geometry(capacity=args.items), replace=True)
             bloom_bytes = geometry.bits_total() // 8
             budget = bloom_bytes + args.queue_budget_mb * 2**20
@@ -230,14 +247,27 @@ def main() -> None:
                 while not sampling.wait(0.25):
                     try:
                         peak_sampled[0] = max(peak_sampled[0], int(r.info("memory")["used_memory"]))
-                    except Exception:   # noqa: BLE001 - the sampler must not end the run
+                    except Exception:  # noqa: BLE001 - the sampler must not end the run
                         pass
+
             threading.Thread(target=sample, daemon=True).start()
             log = open(Path(tmp) / "maintain.log", "w")
             maintain = subprocess.Popen(
-                [tracker, "--redis-url", server.url, "--data-dir", tmp, "maintain",
-                 "--segments-dir", str(segments), "--interval", str(args.maintain_interval)],
-                stdin=subprocess.DEVNULL, stderr=log)
+                [
+                    tracker,
+                    "--redis-url",
+                    server.url,
+                    "--data-dir",
+                    tmp,
+                    "maintain",
+                    "--segments-dir",
+                    str(segments),
+                    "--interval",
+                    str(args.maintain_interval),
+                ],
+                stdin=subprocess.DEVNULL,
+                stderr=log,
+            )
 
             t0 = time.perf_counter()
             loaded_counts = load(server.url, k, args.items, args.loaders)
@@ -251,13 +281,15 @@ def main() -> None:
 
             t0 = time.perf_counter()
             claimed = twice = starved = 0
-            seen = bytearray(args.items)          # one byte per item: claimed exactly once?
+            seen = bytearray(args.items)  # one byte per item: claimed exactly once?
             tenth = max(1, args.items // 10)
             position_sums = [0] * 11
             position_counts = [0] * 11
             in_order = True
+
             def todo_segments():
                 return {n for n, q in offload.segment_sources(r, k).items() if q == "todo"}
+
             known = todo_segments()
             calls = 0
             while True:
@@ -286,7 +318,7 @@ def main() -> None:
                     known = now
             drain_s = time.perf_counter() - t0
             while r.scard(k.done) > args.done_high or r.exists(k.offloading):
-                time.sleep(0.1)           # the last done items go to disk
+                time.sleep(0.1)  # the last done items go to disk
             final = admin.status(P)
             info = r.info("memory")
             peak = int(info["used_memory_peak"])
@@ -304,12 +336,23 @@ def main() -> None:
         per_item_script_us = round(load_scripts["evalsha"]["usec"] / args.items, 1)
     result = {
         "command": " ".join(["benchmarks/offload_bench.py", *sys.argv[1:]]),
-        "python": platform.python_version(), "cpus": os.cpu_count(), "items": args.items,
-        "watermarks": {"high": args.high, "low": args.low, "segment_items": args.segment_items,
-                       "done_mode": args.done_mode, "done_offload_high": args.done_high},
-        "bloom": {"capacity": geometry.capacity, "fp_rate": geometry.fp_rate,
-                  "layers": geometry.layers, "mb": round(bloom_bytes / 2**20, 1),
-                  "bytes_per_item": round(bloom_bytes / args.items, 2)},
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "items": args.items,
+        "watermarks": {
+            "high": args.high,
+            "low": args.low,
+            "segment_items": args.segment_items,
+            "done_mode": args.done_mode,
+            "done_offload_high": args.done_high,
+        },
+        "bloom": {
+            "capacity": geometry.capacity,
+            "fp_rate": geometry.fp_rate,
+            "layers": geometry.layers,
+            "mb": round(bloom_bytes / 2**20, 1),
+            "bytes_per_item": round(bloom_bytes / args.items, 2),
+        },
         "budget_mb": round(budget / 2**20, 1),
         "budget_is": "Bloom filter + queue budget (--queue-budget-mb)",
         "redis_used_memory_before_mb": round(base_mb, 1),
@@ -317,22 +360,33 @@ def main() -> None:
         "used_memory_peak_sampled_mb": round(peak_sampled[0] / 2**20, 1),
         "used_memory_peak_beyond_bloom_mb": round((peak - bloom_bytes) / 2**20, 1),
         "under_budget": peak < budget,
-        "after_load": {"todo": loaded["queues"]["todo"], "offloaded": loaded["offloaded"],
-                       "segments": loaded["segments"], "segment_bytes_on_disk": disk_bytes},
-        "load_s": round(load_s, 1), "load_items_per_s": round(args.items / load_s),
+        "after_load": {
+            "todo": loaded["queues"]["todo"],
+            "offloaded": loaded["offloaded"],
+            "segments": loaded["segments"],
+            "segment_bytes_on_disk": disk_bytes,
+        },
+        "load_s": round(load_s, 1),
+        "load_items_per_s": round(args.items / load_s),
         "load_threads": args.loaders,
         "load_redis_script_us_per_item": per_item_script_us,
         "cli_path_items_per_s": cli_sample["items_per_s"],
-        "drain_s": round(drain_s, 1), "drain_items_per_s": round(claimed / drain_s),
-        "drain_claim_calls": calls, "drain_claims_starved": starved,
-        "claimed": claimed, "claimed_twice": twice, "never_claimed": args.items - sum(seen),
+        "drain_s": round(drain_s, 1),
+        "drain_items_per_s": round(claimed / drain_s),
+        "drain_claim_calls": calls,
+        "drain_claims_starved": starved,
+        "claimed": claimed,
+        "claimed_twice": twice,
+        "never_claimed": args.items - sum(seen),
         # The Bloom filter (1e-6 false positives) may drop a new name as already seen at load.
         "dropped_as_duplicate_at_load": loaded_counts["seen"],
         "segments_refilled_in_order": in_order,
         # Mean load position (0..1) of the items claimed in each tenth of the drain.
         "drain_mean_load_position_by_tenth": [
-            round(s / c / args.items, 3) for s, c in zip(position_sums, position_counts) if c],
-        "left_after_drain": final["todo_total"] + final["offloaded"], "done_counter": final["done"],
+            round(s / c / args.items, 3) for s, c in zip(position_sums, position_counts) if c
+        ],
+        "left_after_drain": final["todo_total"] + final["offloaded"],
+        "done_counter": final["done"],
         "done_after_drain": {"kept": final["done_kept"], "offloaded": final["done_offloaded"]},
         "maintain_log_lines": maintain_log[-5:],
     }

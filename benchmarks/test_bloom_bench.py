@@ -3,6 +3,7 @@
 Run with `.venv/bin/python -m pytest benchmarks/test_bloom_bench.py`; figures land with the other
 compiled-vs-twin benchmarks in benchmarks/results/protocol.json and protocol.md (see conftest.py).
 """
+
 from __future__ import annotations
 
 import importlib

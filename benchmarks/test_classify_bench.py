@@ -4,14 +4,15 @@ Each round classifies a batch of names; names/s = batch / mean round time. The f
 to results/classify.json (written when the module's benchmarks finish).
 Run: .venv/bin/python -m pytest benchmarks/test_classify_bench.py
 """
+
 import json
 import platform
 import sys
 from pathlib import Path
 
 import pytest
-from classify_workload import PATTERN_MIX, alternation, make_names, make_patterns
 
+from classify_workload import PATTERN_MIX, alternation, make_names, make_patterns
 from tracker_core import _classify_py
 
 try:
@@ -34,13 +35,22 @@ def write_figures():
         return
     RESULTS.parent.mkdir(exist_ok=True)
     names_per_s = {k: v["names_per_s"] for k, v in FIGURES.items()}
-    RESULTS.write_text(json.dumps({
-        "command": " ".join(sys.argv), "python": platform.python_version(),
-        "machine": platform.machine(), "patterns": len(PATTERNS), "pattern_mix": PATTERN_MIX,
-        "results": FIGURES,
-        "compiled_vs_twin": _ratio(names_per_s, "compiled", "pure twin"),
-        "compiled_vs_re_alternation": _ratio(names_per_s, "compiled", "re alternation"),
-    }, indent=2) + "\n")
+    RESULTS.write_text(
+        json.dumps(
+            {
+                "command": " ".join(sys.argv),
+                "python": platform.python_version(),
+                "machine": platform.machine(),
+                "patterns": len(PATTERNS),
+                "pattern_mix": PATTERN_MIX,
+                "results": FIGURES,
+                "compiled_vs_twin": _ratio(names_per_s, "compiled", "pure twin"),
+                "compiled_vs_re_alternation": _ratio(names_per_s, "compiled", "re alternation"),
+            },
+            indent=2,
+        )
+        + "\n"
+    )
 
 
 def _ratio(figures, a, b):
@@ -51,8 +61,12 @@ def _record(benchmark, label, batch, matched):
     if benchmark.disabled or benchmark.stats is None:
         return  # --benchmark-disable: the call ran once, untimed; no figures to write
     mean_s = benchmark.stats.stats.mean
-    FIGURES[label] = {"batch": batch, "mean_round_s": mean_s, "names_per_s": round(batch / mean_s),
-                      "matched_share": round(matched / batch, 4)}
+    FIGURES[label] = {
+        "batch": batch,
+        "mean_round_s": mean_s,
+        "names_per_s": round(batch / mean_s),
+        "matched_share": round(matched / batch, 4),
+    }
     benchmark.extra_info["names_per_s"] = FIGURES[label]["names_per_s"]
 
 

@@ -3,6 +3,7 @@
 Run with `.venv/bin/python -m pytest benchmarks` (or `make bench`); figures land in
 benchmarks/results/hot_paths.json and hot_paths.md (see conftest.py).
 """
+
 from __future__ import annotations
 
 import importlib
@@ -31,15 +32,17 @@ def implementation(request):
         pytest.skip("_protocol_c is not built (make build)")
 
 
-@pytest.mark.parametrize("text,count", [(THOUSAND_NAMES, 1000), (TEN_NAMES, 10)],
-                         ids=["1000 names", "10 names"])
+@pytest.mark.parametrize(
+    "text,count", [(THOUSAND_NAMES, 1000), (TEN_NAMES, 10)], ids=["1000 names", "10 names"]
+)
 def test_split_items(benchmark, implementation, text, count):
     names = benchmark(implementation.split_items, text, 1000, 1024)
     assert len(names) == count and names[0] == "user-0000000"
 
 
-@pytest.mark.parametrize("name,valid", [("warrior-Name_0123456789", True), ("bad name!", False)],
-                         ids=["valid", "invalid"])
+@pytest.mark.parametrize(
+    "name,valid", [("warrior-Name_0123456789", True), ("bad name!", False)], ids=["valid", "invalid"]
+)
 def test_valid_downloader(benchmark, implementation, name, valid):
     assert benchmark(implementation.valid_downloader, name) is valid
 

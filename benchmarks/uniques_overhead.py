@@ -6,6 +6,7 @@ benchmarks/results/uniques_overhead.json. Bounded: a few seconds in all.
 
     .venv/bin/python benchmarks/uniques_overhead.py
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -28,11 +29,11 @@ RESULTS = Path(__file__).with_name("results") / "uniques_overhead.json"
 
 
 def without_uniques(script: scripts.Script) -> scripts.Script:
-    source = re.sub(r"-- Counted after the block check.*?\n  end\nend\n", "", script.source,
-                    count=1, flags=re.S)
+    source = re.sub(
+        r"-- Counted after the block check.*?\n  end\nend\n", "", script.source, count=1, flags=re.S
+    )
     assert "PFADD" not in source
-    return scripts.Script(script.name, script.num_keys, source,
-                          hashlib.sha1(source.encode()).hexdigest())
+    return scripts.Script(script.name, script.num_keys, source, hashlib.sha1(source.encode()).hexdigest())
 
 
 def claim_rate(engine: Engine, admin: Admin) -> float:
@@ -68,12 +69,14 @@ def main() -> None:
     median = {name: sorted(r)[len(r) // 2] for name, r in rates.items()}
     result = {
         "what": "engine.claim (multi=1) per second, one raw connection, 1,000 downloaders",
-        "claims_per_round": CLAIMS_PER_ROUND, "rounds": ROUNDS,
+        "claims_per_round": CLAIMS_PER_ROUND,
+        "rounds": ROUNDS,
         "rates_per_s": {name: [round(x) for x in r] for name, r in rates.items()},
         "best_per_s": {name: round(x) for name, x in best.items()},
         "median_per_s": {name: round(x) for name, x in median.items()},
         "overhead_pct_of_median": round(
-            100 * (1 - median["claim-15 (with uniques)"] / median["claim without PFADD"]), 1),
+            100 * (1 - median["claim-15 (with uniques)"] / median["claim without PFADD"]), 1
+        ),
         "note": "2 shared cores: rounds vary; compare medians of alternating rounds",
         "machine": platform.platform(),
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

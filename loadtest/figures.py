@@ -10,27 +10,28 @@ at that moment the items handed out later were still queued. (Items that come ba
 release or a reclaim blur this; the load test releases nothing. Across machines the comparison
 trusts their clocks.)
 """
+
 from __future__ import annotations
 
 import math
 
 COUNTERS = (
-    "requests",               # every POST .../request
-    "requests_served",        # ... that got at least one item
-    "requests_empty",         # 200 without item_name (the client waits and retries)
-    "bad_answers",            # 200 whose body is not JSON (the client fails the item)
+    "requests",  # every POST .../request
+    "requests_served",  # ... that got at least one item
+    "requests_empty",  # 200 without item_name (the client waits and retries)
+    "bad_answers",  # 200 whose body is not JSON (the client fails the item)
     "no_items_404",
     "rate_limited_429",
-    "refused_4xx",            # any other 4xx on /request (403, 455, 400...)
-    "server_5xx",             # on any endpoint
-    "transport_errors",       # timeouts, refused or reset connections, on any endpoint
+    "refused_4xx",  # any other 4xx on /request (403, 455, 400...)
+    "server_5xx",  # on any endpoint
+    "transport_errors",  # timeouts, refused or reset connections, on any endpoint
     "items_claimed",
-    "items_done",             # names in a done answered OK
-    "items_failed",           # left out of done on purpose
-    "items_abandoned",        # claimed and never reported (exercises reclaiming)
+    "items_done",  # names in a done answered OK
+    "items_failed",  # left out of done on purpose
+    "items_abandoned",  # claimed and never reported (exercises reclaiming)
     "claims_abandoned",
     "done_calls",
-    "done_not_ok",            # a done answered with anything but 200 OK (the client retries it)
+    "done_not_ok",  # a done answered with anything but 200 OK (the client retries it)
     "backfeed_posts",
     "backfeed_items_new",
     "backfeed_items_repeat",
@@ -109,9 +110,15 @@ class Figures:
                 self.last_served_start = start
             return
         self.unserved_end_times.append(end)
-        field = {"empty": "requests_empty", "bad_answer": "bad_answers", "no_items": "no_items_404",
-                 "rate_limited": "rate_limited_429", "refused": "refused_4xx",
-                 "server_error": "server_5xx", "transport_error": "transport_errors"}[outcome]
+        field = {
+            "empty": "requests_empty",
+            "bad_answer": "bad_answers",
+            "no_items": "no_items_404",
+            "rate_limited": "rate_limited_429",
+            "refused": "refused_4xx",
+            "server_error": "server_5xx",
+            "transport_error": "transport_errors",
+        }[outcome]
         self.counts[field] += 1
 
     def record_done(self, claimed_at: float, end: float, items: int) -> None:
@@ -127,12 +134,15 @@ class Figures:
 
     def export(self) -> dict:
         """Return everything counted as plain data (msgpack- and JSON-safe)."""
-        return {"counts": dict(self.counts),
-                "rtt_ms": [[b, n] for b, n in self.rtt_ms.items()],
-                "unserved_end_times": list(self.unserved_end_times),
-                "last_served_start": self.last_served_start,
-                "first_time": self.first_time, "last_time": self.last_time,
-                "timeline": [[second, *row] for second, row in self.timeline.items()]}
+        return {
+            "counts": dict(self.counts),
+            "rtt_ms": [[b, n] for b, n in self.rtt_ms.items()],
+            "unserved_end_times": list(self.unserved_end_times),
+            "last_served_start": self.last_served_start,
+            "first_time": self.first_time,
+            "last_time": self.last_time,
+            "timeline": [[second, *row] for second, row in self.timeline.items()],
+        }
 
     def merge(self, data: dict) -> None:
         """Add an ``export()`` of another process (or of an earlier report) to these figures."""
@@ -142,8 +152,7 @@ class Figures:
             self.rtt_ms[int(bucket)] = self.rtt_ms.get(int(bucket), 0) + n
         self.unserved_end_times.extend(data["unserved_end_times"])
         theirs = data["last_served_start"]
-        if theirs is not None and (self.last_served_start is None
-                                   or theirs > self.last_served_start):
+        if theirs is not None and (self.last_served_start is None or theirs > self.last_served_start):
             self.last_served_start = theirs
         if data["first_time"] is not None:
             self._seen(data["first_time"], data["last_time"])
@@ -168,14 +177,19 @@ class Figures:
         rtt_samples = sum(self.rtt_ms.values())
         rtt_sum = sum(b * n for b, n in self.rtt_ms.items())
         rtt_mean = rtt_sum / rtt_samples if rtt_samples else None
-        per_s = (lambda n: round(n / span_s, 2) if span_s > 0 else None)
+
+        def per_s(n):
+            return round(n / span_s, 2) if span_s > 0 else None
+
         return {
             "irsr": round(c["requests_served"] / counted, 6) if counted else None,
             "irsr_requests_counted": counted,
             "misses_while_items_remained": misses,
-            "rtt_ms": {"samples": rtt_samples,
-                       "mean": round(rtt_mean, 1) if rtt_mean is not None else None,
-                       **{f"p{int(p * 100)}": percentile(self.rtt_ms, p) for p in PERCENTILES}},
+            "rtt_ms": {
+                "samples": rtt_samples,
+                "mean": round(rtt_mean, 1) if rtt_mean is not None else None,
+                **{f"p{int(p * 100)}": percentile(self.rtt_ms, p) for p in PERCENTILES},
+            },
             "span_s": round(span_s, 3),
             "requests_per_s": per_s(c["requests"]),
             "items_claimed_per_s": per_s(c["items_claimed"]),
@@ -197,31 +211,43 @@ class Figures:
         rows = []
         for second in sorted(self.timeline):
             requests, served, claimed, done, rtt_sum = self.timeline[second]
-            rows.append({"t_s": second - origin, "requests": requests, "served": served,
-                         "served_share": round(served / requests, 4) if requests else None,
-                         "items_claimed": claimed, "items_done": done,
-                         "rtt_mean_ms": round(rtt_sum / done, 1) if done else None})
+            rows.append(
+                {
+                    "t_s": second - origin,
+                    "requests": requests,
+                    "served": served,
+                    "served_share": round(served / requests, 4) if requests else None,
+                    "items_claimed": claimed,
+                    "items_done": done,
+                    "rtt_mean_ms": round(rtt_sum / done, 1) if done else None,
+                }
+            )
         return rows
 
 
-def threshold_failures(summary: dict, min_irsr: float, max_5xx: int, max_done_not_ok: int,
-                       max_backfeed_errors: int = 0) -> list[str]:
+def threshold_failures(
+    summary: dict, min_irsr: float, max_5xx: int, max_done_not_ok: int, max_backfeed_errors: int = 0
+) -> list[str]:
     """Return one line per threshold that SUMMARY breaks (empty when the run passes)."""
     failures = []
     c = summary["counts"]
     if summary["irsr"] is not None and summary["irsr"] < min_irsr:
-        failures.append(f"IRSR {summary['irsr']:.4f} below {min_irsr} while items remained "
-                        f"({summary['misses_while_items_remained']} misses)")
+        failures.append(
+            f"IRSR {summary['irsr']:.4f} below {min_irsr} while items remained "
+            f"({summary['misses_while_items_remained']} misses)"
+        )
     if c["requests"] and summary["irsr"] is None:
         failures.append("no /request got an item")
     if c["server_5xx"] > max_5xx:
         failures.append(f"{c['server_5xx']} answers with 5xx (at most {max_5xx} allowed)")
     if c["done_not_ok"] > max_done_not_ok:
-        failures.append(f"{c['done_not_ok']} done calls not answered 200 OK "
-                        f"(at most {max_done_not_ok} allowed)")
+        failures.append(
+            f"{c['done_not_ok']} done calls not answered 200 OK (at most {max_done_not_ok} allowed)"
+        )
     if c["backfeed_errors"] > max_backfeed_errors:
-        failures.append(f"{c['backfeed_errors']} backfeed posts failed "
-                        f"(at most {max_backfeed_errors} allowed)")
+        failures.append(
+            f"{c['backfeed_errors']} backfeed posts failed (at most {max_backfeed_errors} allowed)"
+        )
     return failures
 
 
@@ -231,21 +257,35 @@ def format_summary(summary: dict) -> str:
     irsr = "n/a" if summary["irsr"] is None else f"{summary['irsr'] * 100:.2f}%"
     lines = [
         "Warrior figures",
-        (f"  IRSR while items remained  {irsr} of {summary['irsr_requests_counted']} requests "
-         f"({summary['misses_while_items_remained']} misses)"),
-        (f"  RTT claim->done ms         mean {rtt['mean']}  p50 {rtt['p50']}  p95 {rtt['p95']}  "
-         f"p99 {rtt['p99']}  ({rtt['samples']} items)"),
-        (f"  items claimed/s, done/s    {summary['items_claimed_per_s']}  "
-         f"{summary['items_done_per_s']}  over {summary['span_s']} s"),
-        (f"  /request                   {c['requests']} total, {c['requests_served']} served, "
-         f"{c['no_items_404']} 404, {c['rate_limited_429']} 429, {c['refused_4xx']} other 4xx, "
-         f"{c['requests_empty']} empty"),
-        (f"  errors                     {c['server_5xx']} 5xx, {c['transport_errors']} transport, "
-         f"{c['done_not_ok']} done not OK, {c['backfeed_errors']} backfeed"),
-        (f"  items                      {c['items_claimed']} claimed, {c['items_done']} done, "
-         f"{c['items_failed']} failed, {c['items_abandoned']} abandoned"),
+        (
+            f"  IRSR while items remained  {irsr} of {summary['irsr_requests_counted']} requests "
+            f"({summary['misses_while_items_remained']} misses)"
+        ),
+        (
+            f"  RTT claim->done ms         mean {rtt['mean']}  p50 {rtt['p50']}  p95 {rtt['p95']}  "
+            f"p99 {rtt['p99']}  ({rtt['samples']} items)"
+        ),
+        (
+            f"  items claimed/s, done/s    {summary['items_claimed_per_s']}  "
+            f"{summary['items_done_per_s']}  over {summary['span_s']} s"
+        ),
+        (
+            f"  /request                   {c['requests']} total, {c['requests_served']} served, "
+            f"{c['no_items_404']} 404, {c['rate_limited_429']} 429, {c['refused_4xx']} other 4xx, "
+            f"{c['requests_empty']} empty"
+        ),
+        (
+            f"  errors                     {c['server_5xx']} 5xx, {c['transport_errors']} transport, "
+            f"{c['done_not_ok']} done not OK, {c['backfeed_errors']} backfeed"
+        ),
+        (
+            f"  items                      {c['items_claimed']} claimed, {c['items_done']} done, "
+            f"{c['items_failed']} failed, {c['items_abandoned']} abandoned"
+        ),
     ]
     if c["backfeed_posts"]:
-        lines.append(f"  backfeed                   {c['backfeed_posts']} posts, "
-                     f"{c['backfeed_items_new']} new, {c['backfeed_items_repeat']} repeats")
+        lines.append(
+            f"  backfeed                   {c['backfeed_posts']} posts, "
+            f"{c['backfeed_items_new']} new, {c['backfeed_items_repeat']} repeats"
+        )
     return "\n".join(lines)

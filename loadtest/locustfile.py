@@ -7,6 +7,7 @@ shipped from workers to the master, shown in the web UI's "Warriors" tab and at 
 printed at the end, and checked against thresholds by the ``quitting`` listener, which sets the
 exit code.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -61,8 +62,14 @@ class Warrior(User):
         self.rng = random.Random()
         worker_index = getattr(self.environment.runner, "worker_index", 0)
         self.downloader = f"lw{worker_index}-{next(_downloader_numbers)}"
-        self.client = WarriorClient(self.host, opts.project, self.downloader, opts.client_version,
-                                    self.environment.events.request, keep_alive=opts.keep_alive)
+        self.client = WarriorClient(
+            self.host,
+            opts.project,
+            self.downloader,
+            opts.client_version,
+            self.environment.events.request,
+            keep_alive=opts.keep_alive,
+        )
         self.next_multi = options.multi_sampler(opts.multi, self.rng)
         self.download_time = options.download_time_sampler(opts.download_time, self.rng)
         self.delays = options.retry_delays(opts.retry_delay_s)
@@ -103,8 +110,9 @@ class Warrior(User):
         count = max(1, self.opts.backfeed_items)
         repeats = min(len(self.backfed), round(count * self.opts.backfeed_repeat_share))
         names = self.rng.sample(self.backfed, repeats) if repeats else []
-        fresh = [f"{self.downloader}-{self.backfeed_tag}-{len(self.backfed) + i}"
-                 for i in range(count - repeats)]
+        fresh = [
+            f"{self.downloader}-{self.backfeed_tag}-{len(self.backfed) + i}" for i in range(count - repeats)
+        ]
         if self.client.backfeed(self.opts.backfeed_secret, fresh + names, new=len(fresh)):
             self.backfed.extend(fresh)
         # A refused backfeed is counted (and fails the run by default). The real client would
@@ -193,6 +201,7 @@ def _on_test_start(environment, **_kw):
         try:
             # Imported here: it needs the tracker's own package, which only the master needs.
             from loadtest import seeding
+
             _run["seeding"] = seeding.seed(opts.tracker_redis_url, opts.project, opts.seed_items)
         except Exception as exc:  # noqa: BLE001 - judged at the end: the run fails
             _run["seeding_error"] = f"seeding failed: {type(exc).__name__}: {exc}"
@@ -237,31 +246,44 @@ def final_figures(environment) -> dict:
     """Return the run's summary, threshold failures and item accounting (master or local)."""
     opts = environment.parsed_options
     summary = FIGURES.summary()
-    failures = figures_mod.threshold_failures(summary, opts.min_irsr, opts.max_5xx,
-                                              opts.max_done_not_ok, opts.max_backfeed_errors)
+    failures = figures_mod.threshold_failures(
+        summary, opts.min_irsr, opts.max_5xx, opts.max_done_not_ok, opts.max_backfeed_errors
+    )
     accounting = None
     if _run["seeding_error"]:
         failures.append(_run["seeding_error"])
     if _run["seeding"] is not None:
         from loadtest import seeding
+
         try:
-            accounting = seeding.account(opts.tracker_redis_url, _run["seeding"],
-                                         summary["counts"]["backfeed_items_new"],
-                                         summary["counts"]["items_done"])
+            accounting = seeding.account(
+                opts.tracker_redis_url,
+                _run["seeding"],
+                summary["counts"]["backfeed_items_new"],
+                summary["counts"]["items_done"],
+            )
             failures += accounting["failures"]
         except Exception as exc:  # noqa: BLE001 - a broken check must fail the run, not crash it
             failures.append(f"accounting failed: {type(exc).__name__}: {exc}")
     # We set the exit code, so Locust's own reasons to fail must count here too.
     if environment.runner is not None and environment.runner.exceptions:
-        failures.append(f"{len(environment.runner.exceptions)} kinds of exception in the warriors "
-                        "(see Locust's report)")
+        failures.append(
+            f"{len(environment.runner.exceptions)} kinds of exception in the warriors (see Locust's report)"
+        )
     if locust_log.unhandled_greenlet_exception:
         failures.append("an event handler or greenlet raised (see the log)")
-    return {"summary": summary, "accounting": accounting, "failures": failures,
-            "passed": not failures,
-            "thresholds": {"min_irsr": opts.min_irsr, "max_5xx": opts.max_5xx,
-                           "max_done_not_ok": opts.max_done_not_ok,
-                           "max_backfeed_errors": opts.max_backfeed_errors}}
+    return {
+        "summary": summary,
+        "accounting": accounting,
+        "failures": failures,
+        "passed": not failures,
+        "thresholds": {
+            "min_irsr": opts.min_irsr,
+            "max_5xx": opts.max_5xx,
+            "max_done_not_ok": opts.max_done_not_ok,
+            "max_backfeed_errors": opts.max_backfeed_errors,
+        },
+    }
 
 
 @events.quitting.add_listener
@@ -273,9 +295,12 @@ def _judge_run(environment, **_kw):
     print(figures_mod.format_summary(result["summary"]), file=sys.stderr)
     if result["accounting"] is not None:
         a = result["accounting"]
-        print(f"  accounting                 {a['total']} items in queues+out+done of "
-              f"{a['expected_total']} expected ({a['todo_total']} todo, {a['out']} out, "
-              f"{a['done']} done)", file=sys.stderr)
+        print(
+            f"  accounting                 {a['total']} items in queues+out+done of "
+            f"{a['expected_total']} expected ({a['todo_total']} todo, {a['out']} out, "
+            f"{a['done']} done)",
+            file=sys.stderr,
+        )
     for line in result["failures"]:
         print(f"  FAILED: {line}", file=sys.stderr)
     if environment.parsed_options.figures_json:
@@ -289,12 +314,16 @@ def _judge_run(environment, **_kw):
 def _rows(summary: dict) -> list[dict]:
     c, rtt = summary["counts"], summary["rtt_ms"]
     irsr = "n/a" if summary["irsr"] is None else f"{summary['irsr'] * 100:.2f}%"
-    pairs = [("IRSR while items remained", irsr),
-             ("misses while items remained", summary["misses_while_items_remained"]),
-             ("RTT claim->done mean / p50 / p95 / p99 (ms)",
-              f"{rtt['mean']} / {rtt['p50']} / {rtt['p95']} / {rtt['p99']}"),
-             ("items claimed per s", summary["items_claimed_per_s"]),
-             ("items done per s", summary["items_done_per_s"])]
+    pairs = [
+        ("IRSR while items remained", irsr),
+        ("misses while items remained", summary["misses_while_items_remained"]),
+        (
+            "RTT claim->done mean / p50 / p95 / p99 (ms)",
+            f"{rtt['mean']} / {rtt['p50']} / {rtt['p95']} / {rtt['p99']}",
+        ),
+        ("items claimed per s", summary["items_claimed_per_s"]),
+        ("items done per s", summary["items_done_per_s"]),
+    ]
     pairs += [(name, c[name]) for name in figures_mod.COUNTERS]
     return [{"figure": name, "value": str(value)} for name, value in pairs]
 
@@ -306,8 +335,11 @@ def _extend_web_ui(environment) -> None:
     app = environment.web_ui.app
     environment.web_ui.template_args["extended_tabs"] = [{"title": "Warriors", "key": "warriors"}]
     environment.web_ui.template_args["extended_tables"] = [
-        {"key": "warriors", "structure": [{"key": "figure", "title": "Figure"},
-                                          {"key": "value", "title": "Value"}]}]
+        {
+            "key": "warriors",
+            "structure": [{"key": "figure", "title": "Figure"}, {"key": "value", "title": "Value"}],
+        }
+    ]
 
     @app.route("/warriors.json")
     def warriors_json():

@@ -3,6 +3,7 @@
 Locust brings gevent, whose monkey-patching must not leak into the caller (pytest, the benchmark
 scripts), so this module imports neither and only starts processes.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -36,14 +37,30 @@ def _stop(process: subprocess.Popen) -> None:
             process.wait()
 
 
-def run_headless(host: str, *, redis_url: str = "", project: str = "loadtest", seed_items: int = 0,
-                 users: int = 20, spawn_rate: float = 20, run_time_s: int = 20, workers: int = 0,
-                 multi: str = "1", download_time: str = "uniform:0.01,0.05",
-                 fail_share: float = 0.0, abandon_share: float = 0.0,
-                 backfeed_share: float = 0.0, backfeed_secret: str = "",
-                 retry_delay_s: float = 1.0, keep_alive: bool = False, min_irsr: float = 0.99,
-                 extra_args: tuple[str, ...] = (), csv_prefix: str | None = None,
-                 timeout_s: float | None = None, workdir: str | Path | None = None) -> dict:
+def run_headless(
+    host: str,
+    *,
+    redis_url: str = "",
+    project: str = "loadtest",
+    seed_items: int = 0,
+    users: int = 20,
+    spawn_rate: float = 20,
+    run_time_s: int = 20,
+    workers: int = 0,
+    multi: str = "1",
+    download_time: str = "uniform:0.01,0.05",
+    fail_share: float = 0.0,
+    abandon_share: float = 0.0,
+    backfeed_share: float = 0.0,
+    backfeed_secret: str = "",
+    retry_delay_s: float = 1.0,
+    keep_alive: bool = False,
+    min_irsr: float = 0.99,
+    extra_args: tuple[str, ...] = (),
+    csv_prefix: str | None = None,
+    timeout_s: float | None = None,
+    workdir: str | Path | None = None,
+) -> dict:
     """Run RUN_TIME_S seconds of USERS warriors against HOST; return the final figures.
 
     WORKERS=0 runs one local Locust process; WORKERS=N runs a master and N worker processes on
@@ -63,12 +80,34 @@ def run_headless(host: str, *, redis_url: str = "", project: str = "loadtest", s
     figures_path = workdir / "figures.json"
     common = [str(LOCUST_BIN), "-f", str(LOCUSTFILE)]
     command = common + [
-        "--headless", "--host", host, "--users", str(users), "--spawn-rate", str(spawn_rate),
-        "--run-time", f"{run_time_s}s", "--only-summary",
-        "--project", project, "--multi", multi, "--download-time", download_time,
-        "--fail-share", str(fail_share), "--abandon-share", str(abandon_share),
-        "--backfeed-share", str(backfeed_share), "--retry-delay-s", str(retry_delay_s),
-        "--min-irsr", str(min_irsr), "--figures-json", str(figures_path),
+        "--headless",
+        "--host",
+        host,
+        "--users",
+        str(users),
+        "--spawn-rate",
+        str(spawn_rate),
+        "--run-time",
+        f"{run_time_s}s",
+        "--only-summary",
+        "--project",
+        project,
+        "--multi",
+        multi,
+        "--download-time",
+        download_time,
+        "--fail-share",
+        str(fail_share),
+        "--abandon-share",
+        str(abandon_share),
+        "--backfeed-share",
+        str(backfeed_share),
+        "--retry-delay-s",
+        str(retry_delay_s),
+        "--min-irsr",
+        str(min_irsr),
+        "--figures-json",
+        str(figures_path),
     ]
     if backfeed_secret:
         command += ["--backfeed-secret", backfeed_secret]
@@ -81,11 +120,19 @@ def run_headless(host: str, *, redis_url: str = "", project: str = "loadtest", s
     worker_commands = []
     if workers:
         master_port = _free_port()
-        command += ["--master", "--master-bind-host", "127.0.0.1",
-                    "--master-bind-port", str(master_port), "--expect-workers", str(workers)]
-        worker_commands = [common + ["--worker", "--master-host", "127.0.0.1",
-                                     "--master-port", str(master_port)]
-                           for _ in range(workers)]
+        command += [
+            "--master",
+            "--master-bind-host",
+            "127.0.0.1",
+            "--master-bind-port",
+            str(master_port),
+            "--expect-workers",
+            str(workers),
+        ]
+        worker_commands = [
+            common + ["--worker", "--master-host", "127.0.0.1", "--master-port", str(master_port)]
+            for _ in range(workers)
+        ]
     command += list(extra_args)
     env = dict(os.environ)
     env.pop("TRACKER_REDIS_URL", None)  # only what we pass: the env fallback could seed elsewhere
@@ -94,19 +141,27 @@ def run_headless(host: str, *, redis_url: str = "", project: str = "loadtest", s
     try:
         with contextlib.ExitStack() as logs:
             log = logs.enter_context(open(log_path, "wb"))
-            master = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
-                                      stdin=subprocess.DEVNULL, env=env, cwd=workdir)
+            master = subprocess.Popen(
+                command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=workdir
+            )
             for i, worker_command in enumerate(worker_commands):
                 worker_log = logs.enter_context(open(workdir / f"worker{i}.log", "wb"))
-                processes.append(subprocess.Popen(
-                    worker_command, stdout=worker_log, stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL, env=env, cwd=workdir))
+                processes.append(
+                    subprocess.Popen(
+                        worker_command,
+                        stdout=worker_log,
+                        stderr=subprocess.STDOUT,
+                        stdin=subprocess.DEVNULL,
+                        env=env,
+                        cwd=workdir,
+                    )
+                )
             limit = timeout_s if timeout_s is not None else run_time_s + 60
             try:
                 exit_code = master.wait(timeout=limit)
             except subprocess.TimeoutExpired:
                 _stop(master)
-                raise RuntimeError(f"locust did not finish within {limit} s; log in {log_path}")
+                raise RuntimeError(f"locust did not finish within {limit} s; log in {log_path}") from None
             deadline = time.monotonic() + 15
             for worker in processes:
                 try:

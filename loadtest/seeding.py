@@ -3,6 +3,7 @@
 Goes through tracker_core.admin.Admin, the same code as ``tracker items add`` and ``tracker
 status``; only the process that seeds needs the tracker installed, workers need Locust alone.
 """
+
 from __future__ import annotations
 
 import time
@@ -15,8 +16,13 @@ SETTLE_S = 5.0  # how long the final count may take to settle (a backfeed still 
 
 def items_total(status: dict) -> int:
     """Every item of a project: queued, out, done, and (when present) dead or offloaded."""
-    return (status["todo_total"] + status["out"] + status["done"]
-            + int(status.get("dead", 0) or 0) + int(status.get("offloaded", 0) or 0))
+    return (
+        status["todo_total"]
+        + status["out"]
+        + status["done"]
+        + int(status.get("dead", 0) or 0)
+        + int(status.get("offloaded", 0) or 0)
+    )
 
 
 @dataclass
@@ -38,8 +44,7 @@ def seed(redis_url: str, project: str, count: int) -> Seeding:
         added += a
         duplicates += d
     if added != count:
-        raise RuntimeError(f"seeding {project}: {added} of {count} items added, "
-                           f"{duplicates} duplicates")
+        raise RuntimeError(f"seeding {project}: {added} of {count} items added, {duplicates} duplicates")
     return Seeding(project, count, items_total(before), before["done"])
 
 
@@ -62,14 +67,24 @@ def account(redis_url: str, seeding: Seeding, backfed_new: int, done_by_clients:
     done_delta = status["done"] - seeding.done_before
     failures = []
     if total != expected:
-        failures.append(f"items not accounted for: {total} in queues+out+done, expected {expected} "
-                        f"({seeding.total_before} before + {seeding.seeded} seeded + "
-                        f"{backfed_new} backfed)")
+        failures.append(
+            f"items not accounted for: {total} in queues+out+done, expected {expected} "
+            f"({seeding.total_before} before + {seeding.seeded} seeded + "
+            f"{backfed_new} backfed)"
+        )
     if done_delta < done_by_clients:
-        failures.append(f"server counted {done_delta} items done, clients saw {done_by_clients} "
-                        "answered OK")
-    return {"project": seeding.project, "expected_total": expected, "total": total,
-            "todo_total": status["todo_total"], "out": status["out"], "done": status["done"],
-            "done_delta": done_delta, "done_by_clients": done_by_clients,
-            "seeded": seeding.seeded, "total_before": seeding.total_before,
-            "ok": not failures, "failures": failures}
+        failures.append(f"server counted {done_delta} items done, clients saw {done_by_clients} answered OK")
+    return {
+        "project": seeding.project,
+        "expected_total": expected,
+        "total": total,
+        "todo_total": status["todo_total"],
+        "out": status["out"],
+        "done": status["done"],
+        "done_delta": done_delta,
+        "done_by_clients": done_by_clients,
+        "seeded": seeding.seeded,
+        "total_before": seeding.total_before,
+        "ok": not failures,
+        "failures": failures,
+    }

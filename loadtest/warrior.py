@@ -17,6 +17,7 @@ What seesaw-kit sends (seesaw/tracker.py):
 - Both: ``Content-Type: application/json``, User-Agent ``ArchiveTeam Warrior/0.10.3``, give up
   after 20 s.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -44,9 +45,9 @@ class WarriorCallError(Exception):
 
 @dataclass
 class Answer:
-    status: int | None       # None: no HTTP answer (timeout, refused, reset)
+    status: int | None  # None: no HTTP answer (timeout, refused, reset)
     body: bytes
-    started: float           # wall clock (time.time), comparable across machines
+    started: float  # wall clock (time.time), comparable across machines
     elapsed_ms: float
     error: Exception | None = None
 
@@ -54,7 +55,7 @@ class Answer:
 @dataclass
 class Claim:
     names: list[str]
-    claimed_at: float        # when the request was sent: RTT runs from here to the done's answer
+    claimed_at: float  # when the request was sent: RTT runs from here to the done's answer
 
 
 def request_path(project: str, multi: int) -> str:
@@ -69,11 +70,24 @@ class WarriorClient:
     outcome), so listeners can count IRSR, RTT and the item figures without parsing names.
     """
 
-    def __init__(self, base_url: str, project: str, downloader: str, version: str,
-                 request_event: EventHook, keep_alive: bool = False):
+    def __init__(
+        self,
+        base_url: str,
+        project: str,
+        downloader: str,
+        version: str,
+        request_event: EventHook,
+        keep_alive: bool = False,
+    ):
         url = URL(base_url)
-        self.http = HTTPClient(url.host, url.port, ssl=url.scheme == "https", concurrency=1,
-                               connection_timeout=TIMEOUT_S, network_timeout=TIMEOUT_S)
+        self.http = HTTPClient(
+            url.host,
+            url.port,
+            ssl=url.scheme == "https",
+            concurrency=1,
+            connection_timeout=TIMEOUT_S,
+            network_timeout=TIMEOUT_S,
+        )
         self.project = project
         self.downloader = downloader
         self.version = version
@@ -101,40 +115,63 @@ class WarriorClient:
                 data = gzip.decompress(data)
             return Answer(response.status_code, data, started, (time.perf_counter() - t0) * 1000)
         except (gevent.Timeout, OSError, ValueError) as exc:  # HTTPParseError is a ValueError
-            return Answer(None, b"", started, (time.perf_counter() - t0) * 1000,
-                          WarriorCallError(f"no answer: {type(exc).__name__}: {exc}"))
+            return Answer(
+                None,
+                b"",
+                started,
+                (time.perf_counter() - t0) * 1000,
+                WarriorCallError(f"no answer: {type(exc).__name__}: {exc}"),
+            )
 
     def _fire(self, name: str, answer: Answer, error: Exception | None, context: dict) -> None:
-        self.request_event.fire(request_type="POST", name=name, response_time=answer.elapsed_ms,
-                                response_length=len(answer.body), response=None,
-                                context={"status": answer.status, **context},
-                                exception=error, start_time=answer.started)
+        self.request_event.fire(
+            request_type="POST",
+            name=name,
+            response_time=answer.elapsed_ms,
+            response_length=len(answer.body),
+            response=None,
+            context={"status": answer.status, **context},
+            exception=error,
+            start_time=answer.started,
+        )
 
     # -- the calls --------------------------------------------------------------------------------
 
     def request_items(self, multi: int) -> Claim | None:
         """Ask for up to MULTI items; return the claim, or None when the client would retry."""
         body = {"downloader": self.downloader, "api_version": "2", "version": self.version}
-        answer = self._post(request_path(self.project, multi),
-                            json.dumps(body).encode(), "application/json")
+        answer = self._post(request_path(self.project, multi), json.dumps(body).encode(), "application/json")
         name = f"/{self.project}/multi=K//request" if multi > 1 else f"/{self.project}/request"
         outcome, names, error = _request_outcome(answer, split=multi > 1)
-        self._fire(name, answer, error, {"warrior_call": "request", "outcome": outcome,
-                                         "items": len(names)})
+        self._fire(name, answer, error, {"warrior_call": "request", "outcome": outcome, "items": len(names)})
         return Claim(names, answer.started) if names else None
 
     def send_done(self, claim: Claim, names: list[str], bytes_data: int) -> bool:
         """Report NAMES (the succeeded subset of CLAIM) done; True when the answer is 200 OK."""
-        body = {"downloader": self.downloader, "version": self.version, "item": "\0".join(names),
-                "bytes": {"data": bytes_data}, "id": {"loadtest": True, "items": len(names)}}
+        body = {
+            "downloader": self.downloader,
+            "version": self.version,
+            "item": "\0".join(names),
+            "bytes": {"data": bytes_data},
+            "id": {"loadtest": True, "items": len(names)},
+        }
         answer = self._post(f"/{self.project}/done", json.dumps(body).encode(), "application/json")
         ok = answer.status == 200 and answer.body.strip() == b"OK"
-        error = answer.error or (None if ok else WarriorCallError(
-            f"{answer.status} {answer.body.strip()[:60]!r} (client retries)"))
-        self._fire(f"/{self.project}/done", answer, error,
-                   {"warrior_call": "done", "ok": ok, "items": len(names),
-                    "claimed_at": claim.claimed_at, "answered_at": answer.started
-                    + answer.elapsed_ms / 1000})
+        error = answer.error or (
+            None if ok else WarriorCallError(f"{answer.status} {answer.body.strip()[:60]!r} (client retries)")
+        )
+        self._fire(
+            f"/{self.project}/done",
+            answer,
+            error,
+            {
+                "warrior_call": "done",
+                "ok": ok,
+                "items": len(names),
+                "claimed_at": claim.claimed_at,
+                "answered_at": answer.started + answer.elapsed_ms / 1000,
+            },
+        )
         return ok
 
     def backfeed(self, secret: str, names: list[str], new: int) -> bool:
@@ -147,10 +184,15 @@ class WarriorClient:
                 ok = json.loads(answer.body).get("status_code") == 200
             except (ValueError, AttributeError):
                 ok = False
-        error = answer.error or (None if ok else WarriorCallError(
-            f"{answer.status} {answer.body.strip()[:60]!r}"))
-        self._fire("/backfeed/legacy/PROJECT-SECRET", answer, error,
-                   {"warrior_call": "backfeed", "ok": ok, "new": new, "repeat": len(names) - new})
+        error = answer.error or (
+            None if ok else WarriorCallError(f"{answer.status} {answer.body.strip()[:60]!r}")
+        )
+        self._fire(
+            "/backfeed/legacy/PROJECT-SECRET",
+            answer,
+            error,
+            {"warrior_call": "backfeed", "ok": ok, "new": new, "repeat": len(names) - new},
+        )
         return ok
 
 

@@ -1,4 +1,5 @@
 """Drive Debian's headless Chromium over the DevTools protocol (a websocket; no extra browser)."""
+
 from __future__ import annotations
 
 import base64
@@ -35,16 +36,30 @@ class Browser:
         self.port = free_port()
         self.profile = tempfile.mkdtemp(prefix="tracker-chromium-")
         self.process = subprocess.Popen(
-            [executable, "--headless=new", "--no-sandbox", "--disable-gpu",
-             "--disable-dev-shm-usage", "--no-first-run", "--disable-extensions",
-             "--disable-background-networking", f"--remote-debugging-port={self.port}",
-             "--remote-debugging-address=127.0.0.1", f"--user-data-dir={self.profile}",
-             "--window-size=1280,1600", "about:blank"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            [
+                executable,
+                "--headless=new",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-dev-shm-usage",
+                "--no-first-run",
+                "--disable-extensions",
+                "--disable-background-networking",
+                f"--remote-debugging-port={self.port}",
+                "--remote-debugging-address=127.0.0.1",
+                f"--user-data-dir={self.profile}",
+                "--window-size=1280,1600",
+                "about:blank",
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         self._ids = itertools.count(1)
         self._exit = contextlib.ExitStack()
         self.ws = self._exit.enter_context(
-            connect(self._page_target(), max_size=64 * 1024 * 1024, open_timeout=20))
+            connect(self._page_target(), max_size=64 * 1024 * 1024, open_timeout=20)
+        )
         self.call("Page.enable")
         self.call("Runtime.enable")
 

@@ -3,6 +3,7 @@
 The invariant the tests check: every item is in exactly one place (a shared queue, a
 downloader's own queue, held by a limit or on its way there, out, done or dead).
 """
+
 from __future__ import annotations
 
 from collections import Counter

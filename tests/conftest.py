@@ -1,4 +1,5 @@
 """Fixtures: a real redis-server on a free port, both protocol implementations, a live server."""
+
 from __future__ import annotations
 
 import os
@@ -12,14 +13,13 @@ import pytest
 import redis
 from falcon import testing
 
+from tracker_api.app import create_app
 from tracker_core import _protocol_py, protocol
 from tracker_core.admin import Admin
 from tracker_core.embedded import EmbeddedRedis, free_port
 from tracker_core.engine import Engine
-from tracker_api.app import create_app
 
-PROTOCOL_FUNCTIONS = ("valid_downloader", "version_key", "version_older", "split_items",
-                      "flatten_bytes")
+PROTOCOL_FUNCTIONS = ("valid_downloader", "version_key", "version_older", "split_items", "flatten_bytes")
 ROOT = Path(__file__).resolve().parent.parent
 TRACKER_BIN = Path(sys.executable).with_name("tracker")
 
@@ -124,8 +124,10 @@ def start_live_server(redis_url: str, workers: int = 2, extra_env: dict | None =
     port = free_port()
     env = dict(os.environ, TRACKER_REDIS_URL=redis_url, **(extra_env or {}))
     process = subprocess.Popen(
-        [str(TRACKER_BIN), "serve", "--host", "127.0.0.1", "--port", str(port),
-         "--workers", str(workers)], env=env, stdin=subprocess.DEVNULL)
+        [str(TRACKER_BIN), "serve", "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers)],
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
     wait_for_port(port, process=process)
     return LiveServer(process, port)
 

@@ -1,4 +1,5 @@
 """Run tests/warrior_driver.py (the real seesaw-kit pipeline) in a subprocess and read its result."""
+
 from __future__ import annotations
 
 import json
@@ -11,18 +12,50 @@ import pytest
 DRIVER = Path(__file__).with_name("warrior_driver.py")
 
 
-def start_warrior(live_server, tmp_path, claims, *, project, multi=1, concurrent=1, upload=False,
-                  version="20240101.01", downloader="e2e-warrior"):
+def start_warrior(
+    live_server,
+    tmp_path,
+    claims,
+    *,
+    project,
+    multi=1,
+    concurrent=1,
+    upload=False,
+    version="20240101.01",
+    downloader="e2e-warrior",
+):
     work_dir = tmp_path / f"warrior-{project}-{downloader}"
     work_dir.mkdir(exist_ok=True)
-    command = [sys.executable, str(DRIVER), "--tracker", live_server.base, "--project", project,
-               "--downloader", downloader, "--version", version, "--multi", str(multi),
-               "--claims", str(claims), "--concurrent", str(concurrent),
-               "--work-dir", str(work_dir)]
+    command = [
+        sys.executable,
+        str(DRIVER),
+        "--tracker",
+        live_server.base,
+        "--project",
+        project,
+        "--downloader",
+        downloader,
+        "--version",
+        version,
+        "--multi",
+        str(multi),
+        "--claims",
+        str(claims),
+        "--concurrent",
+        str(concurrent),
+        "--work-dir",
+        str(work_dir),
+    ]
     if upload:
         command.append("--upload")
-    return subprocess.Popen(command, cwd=work_dir, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(
+        command,
+        cwd=work_dir,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 def finish_warrior(process, timeout_s=90) -> tuple[dict, str]:
@@ -35,7 +68,7 @@ def finish_warrior(process, timeout_s=90) -> tuple[dict, str]:
     assert process.returncode == 0, output[-4000:]
     result_lines = [line for line in output.splitlines() if line.startswith("RESULT ")]
     assert result_lines, output[-4000:]
-    return json.loads(result_lines[-1][len("RESULT "):]), output
+    return json.loads(result_lines[-1][len("RESULT ") :]), output
 
 
 def run_warrior(live_server, tmp_path, claims, **options) -> tuple[dict, str]:

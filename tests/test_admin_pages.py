@@ -1,4 +1,5 @@
 """Server-rendered admin pages: login cookie, CSRF, the daily operations, 401/403 everywhere."""
+
 import json
 import re
 import urllib.parse
@@ -14,12 +15,14 @@ from tracker_core.keys import ProjectKeys
 
 P, OTHER = "proj", "other"
 K = ProjectKeys(P)
-ACTIONS = {"add-items": {"items": "a1\na2\n", "queue": "todo"},
-           "limits": {"rate_limit": "120", "max_claims_per_downloader": "4"},
-           "limit-add": {"name": "users", "pattern": "type:user", "rate": "10/m"},
-           "limit-remove": {"name": "users"},
-           "release": {"downloader": "alice"},
-           "block": {"entry": "name:mallory"}}
+ACTIONS = {
+    "add-items": {"items": "a1\na2\n", "queue": "todo"},
+    "limits": {"rate_limit": "120", "max_claims_per_downloader": "4"},
+    "limit-add": {"name": "users", "pattern": "type:user", "rate": "10/m"},
+    "limit-remove": {"name": "users"},
+    "release": {"downloader": "alice"},
+    "block": {"entry": "name:mallory"},
+}
 
 
 @pytest.fixture
@@ -32,8 +35,11 @@ def tok(admin):
     admin.create_project(P)
     admin.create_project(OTHER)
     list(admin.add_items(P, [f"item{n}" for n in range(10)]))
-    return {P: tokens.create(admin.r, P)[0], OTHER: tokens.create(admin.r, OTHER)[0],
-            "global": tokens.create(admin.r, "*")[0]}
+    return {
+        P: tokens.create(admin.r, P)[0],
+        OTHER: tokens.create(admin.r, OTHER)[0],
+        "global": tokens.create(admin.r, "*")[0],
+    }
 
 
 def form_post(web, path, fields, token=None):
@@ -53,14 +59,19 @@ def login(web, token, fields=None, cookie=None, headers=None):
     form = page(web, "/admin")
     nonce = form.cookies["tracker_login"].value
     assert f'name=csrf value="{nonce}"' in form.text
-    return web.simulate_post("/admin", body=urllib.parse.urlencode(
-        fields if fields is not None else {"token": token, "csrf": nonce}), headers={
-        "Content-Type": "application/x-www-form-urlencoded",
-        "Cookie": f"tracker_login={nonce if cookie is None else cookie}", **(headers or {})})
+    return web.simulate_post(
+        "/admin",
+        body=urllib.parse.urlencode(fields if fields is not None else {"token": token, "csrf": nonce}),
+        headers={
+            "Content-Type": "application/x-www-form-urlencoded",
+            "Cookie": f"tracker_login={nonce if cookie is None else cookie}",
+            **(headers or {}),
+        },
+    )
 
 
 def test_login_sets_a_strict_http_only_cookie(web, tok):
-    assert 'name=token' in page(web, "/admin").text
+    assert "name=token" in page(web, "/admin").text
     bad = login(web, "trk_000000000000_" + "x" * 43)
     assert bad.status_code == 401 and "set-cookie" not in bad.headers
     res = login(web, tok[P])
@@ -77,7 +88,7 @@ def test_project_page_shows_queues_and_carries_csrf(web, tok):
     assert res.status_code == 200 and res.headers["content-type"].startswith("text/html")
     assert re.search(r"<td>todo</td><td>10</td>", res.text)
     forms = res.text.count("<form method=post")
-    assert forms == len(ACTIONS) - 1          # limit-remove: one form per limit, none yet
+    assert forms == len(ACTIONS) - 1  # limit-remove: one form per limit, none yet
     assert res.text.count(f'name=csrf value="{csrf_for(tok[P])}"') == forms
     for action in set(ACTIONS) - {"limit-remove"}:
         assert f'action="/admin/{P}/{action}"' in res.text
@@ -89,11 +100,14 @@ def test_every_page_action_needs_login_right_project_and_csrf(web, r, tok, actio
     before = snapshot(r)
     assert form_post(web, f"/admin/{P}/{action}", fields).status_code == 401
     assert form_post(web, f"/admin/{P}/{action}", fields, "trk_bogus").status_code == 401
-    assert form_post(web, f"/admin/{P}/{action}", dict(fields, csrf=csrf_for(tok[OTHER])),
-                     tok[OTHER]).status_code == 403
+    assert (
+        form_post(
+            web, f"/admin/{P}/{action}", dict(fields, csrf=csrf_for(tok[OTHER])), tok[OTHER]
+        ).status_code
+        == 403
+    )
     assert form_post(web, f"/admin/{P}/{action}", dict(ACTIONS[action]), tok[P]).status_code == 403
-    assert form_post(web, f"/admin/{P}/{action}", dict(fields, csrf="0" * 64),
-                     tok[P]).status_code == 403
+    assert form_post(web, f"/admin/{P}/{action}", dict(fields, csrf="0" * 64), tok[P]).status_code == 403
     assert snapshot(r) == before
     assert page(web, f"/admin/{P}").status_code == 401
     assert page(web, f"/admin/{P}", tok[OTHER]).status_code == 403
@@ -123,11 +137,10 @@ def test_pattern_limits_listed_added_and_removed_from_the_page(web, r, tok, admi
     csrf = csrf_for(tok[P])
     res = form_post(web, f"/admin/{P}/limit-add", dict(ACTIONS["limit-add"], csrf=csrf), tok[P])
     assert res.status_code == 303 and "limit+users+set" in res.headers["location"]
-    assert [(x["name"], x["pattern"], x["rate"]) for x in admin.limits(P)] == \
-        [("users", "type:user", "10/m")]
+    assert [(x["name"], x["pattern"], x["rate"]) for x in admin.limits(P)] == [("users", "type:user", "10/m")]
     shown = page(web, f"/admin/{P}", tok[P]).text
     assert "<td>users</td><td>type:user</td><td>10/m</td>" in shown
-    assert shown.count("<form method=post") == len(ACTIONS)        # now one remove form
+    assert shown.count("<form method=post") == len(ACTIONS)  # now one remove form
     assert shown.count(f'name=csrf value="{csrf}"') == len(ACTIONS)
     res = form_post(web, f"/admin/{P}/limit-remove", {"name": "users", "csrf": csrf}, tok[P])
     assert res.status_code == 303 and admin.limits(P) == []
@@ -138,8 +151,9 @@ def test_pattern_limits_listed_added_and_removed_from_the_page(web, r, tok, admi
 def test_release_continues_past_its_budget(web, r, tok, engine, monkeypatch):
     from tracker_api import admin_pages
     from tracker_core import operations
-    monkeypatch.setattr(operations, "MAX_PAGE", 3)          # pages of 3 claims ...
-    monkeypatch.setattr(admin_pages, "RELEASE_PAGES", 1)    # ... and one page per post
+
+    monkeypatch.setattr(operations, "MAX_PAGE", 3)  # pages of 3 claims ...
+    monkeypatch.setattr(admin_pages, "RELEASE_PAGES", 1)  # ... and one page per post
     engine.claim(P, "alice", "10.0.0.1", 10)
     csrf = csrf_for(tok[P])
     res = form_post(web, f"/admin/{P}/release", {"older_than_s": "60", "csrf": csrf}, tok[P])
@@ -163,13 +177,15 @@ def test_release_continues_past_its_budget(web, r, tok, engine, monkeypatch):
 
 def test_admin_index_shows_warriors(web, r, tok):
     from tracker_core import hq
+
     warrior_id = hq.register(r, {"version": "<b>3.2</b>"}, "10.1.2.3")
     listing = page(web, "/admin", tok["global"]).text
     # Registered, no heartbeat yet: listed, not online.
     assert "0 online" in listing and warrior_id[:12] in listing
     assert "&lt;b&gt;3.2&lt;/b&gt;" in listing and "10.1.2.3" in listing and "UTC" in listing
-    fields, refused = hq.heartbeat_fields({"downloader": "alice", "selected_project": "demo",
-                                           "lat_lng": [51.5, -0.1]})
+    fields, refused = hq.heartbeat_fields(
+        {"downloader": "alice", "selected_project": "demo", "lat_lng": [51.5, -0.1]}
+    )
     assert not refused and hq.heartbeat(r, warrior_id, fields, "10.1.2.3")
     listing = page(web, "/admin", tok["global"]).text
     assert "1 online" in listing
@@ -178,25 +194,27 @@ def test_admin_index_shows_warriors(web, r, tok):
     assert "1 online" in mine and warrior_id[:12] not in mine and "alice" not in mine
 
 
-@pytest.mark.parametrize("action,fields,status", [
-    ("release", {"older_than_s": "1e308"}, 400),
-    ("release", {"older_than_s": "nan"}, 400),
-    ("release", {"older_than_s": "soon"}, 400),
-    ("release", {"downloader": "alice", "cursor": "-1"}, 400),
-    ("release", {}, 400),
-    ("add-items", {"items": "ok\n" + "x" * 5000}, 400),
-    ("add-items", {"items": "ok", "queue": "downloader:x"}, 400),
-    ("add-items", {"items": "ok", "queue": "nowhere"}, 400),
-    ("limits", {"paused": "maybe"}, 400),
-    ("limit-add", {"name": "users", "pattern": "nokind", "rate": "1/s"}, 400),
-    ("limit-add", {"name": "users", "pattern": "type:user", "rate": "lots"}, 400),
-    ("limit-remove", {"name": "ghost"}, 404),
-    ("block", {"entry": "mallory"}, 400),
-    ("-init--", {}, 404),
-    ("nothing", {}, 404),
-])
-def test_bad_form_input_is_refused_counted_and_changes_nothing(web, r, tok, engine, action,
-                                                                fields, status):
+@pytest.mark.parametrize(
+    "action,fields,status",
+    [
+        ("release", {"older_than_s": "1e308"}, 400),
+        ("release", {"older_than_s": "nan"}, 400),
+        ("release", {"older_than_s": "soon"}, 400),
+        ("release", {"downloader": "alice", "cursor": "-1"}, 400),
+        ("release", {}, 400),
+        ("add-items", {"items": "ok\n" + "x" * 5000}, 400),
+        ("add-items", {"items": "ok", "queue": "downloader:x"}, 400),
+        ("add-items", {"items": "ok", "queue": "nowhere"}, 400),
+        ("limits", {"paused": "maybe"}, 400),
+        ("limit-add", {"name": "users", "pattern": "nokind", "rate": "1/s"}, 400),
+        ("limit-add", {"name": "users", "pattern": "type:user", "rate": "lots"}, 400),
+        ("limit-remove", {"name": "ghost"}, 404),
+        ("block", {"entry": "mallory"}, 400),
+        ("-init--", {}, 404),
+        ("nothing", {}, 404),
+    ],
+)
+def test_bad_form_input_is_refused_counted_and_changes_nothing(web, r, tok, engine, action, fields, status):
     engine.claim(P, "alice", "10.0.0.1", 2)
     before = snapshot(r)
     counted = int(r.hget(K.stats, "admin_bad_request") or 0)

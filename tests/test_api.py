@@ -1,4 +1,5 @@
 """The warrior protocol over HTTP (falcon's test client), once per protocol implementation."""
+
 import time
 
 import orjson
@@ -29,9 +30,13 @@ def snapshot(r):
         kind = r.type(key)
         if key.endswith(":stats") or key == GLOBAL_STATS:
             continue
-        state[key] = {"set": r.smembers, "zset": lambda k: r.zrange(k, 0, -1, withscores=True),
-                      "hash": r.hgetall, "string": r.dump,  # dump: bitmaps are not text
-                      "stream": lambda k: r.xrange(k)}[kind](key)
+        state[key] = {
+            "set": r.smembers,
+            "zset": lambda k: r.zrange(k, 0, -1, withscores=True),
+            "hash": r.hgetall,
+            "string": r.dump,  # dump: bitmaps are not text
+            "stream": lambda k: r.xrange(k),
+        }[kind](key)
     return state
 
 
@@ -78,8 +83,7 @@ def test_old_version_gets_455_and_claims_nothing(client, project, admin, r):
             body["version"] = version
         assert post(client, "/proj/request", body).status_code == 455
     assert r.zcard(K.out) == 0 and r.hget(K.stats, "requests_outdated") == "3"
-    ok = post(client, "/proj/request", {"downloader": "alice", "api_version": "2",
-                                        "version": "20240101.10"})
+    ok = post(client, "/proj/request", {"downloader": "alice", "api_version": "2", "version": "20240101.10"})
     assert ok.status_code == 200
 
 
@@ -88,7 +92,7 @@ def test_lowering_the_minimum_version_is_seen_without_any_claim(client, project,
     # script reply can tell the worker that the minimum changed: the cache must expire by itself.
     body = {"downloader": "alice", "api_version": "2", "version": "20240101.01"}
     admin.set_settings(P, {"min_version": "20240101.02"})
-    assert post(client, "/proj/request", body).status_code == 455      # cached now
+    assert post(client, "/proj/request", body).status_code == 455  # cached now
     admin.set_settings(P, {"min_version": "20240101.01"})
     time.sleep(1.1)
     assert post(client, "/proj/request", body).status_code == 200
@@ -101,10 +105,16 @@ def test_blocked_is_403(client, project, admin):
 
 
 def test_done_answers_ok_and_is_idempotent(client, project, r):
-    names = post(client, "/proj/multi=3//request",
-                 {"downloader": "alice", "api_version": "2"}).json["item_name"]
-    body = {"downloader": "alice", "version": "1", "item": names, "bytes": {"data": 30},
-            "id": {"hashes": ["x"]}}
+    names = post(client, "/proj/multi=3//request", {"downloader": "alice", "api_version": "2"}).json[
+        "item_name"
+    ]
+    body = {
+        "downloader": "alice",
+        "version": "1",
+        "item": names,
+        "bytes": {"data": 30},
+        "id": {"hashes": ["x"]},
+    }
     for _ in range(3):
         res = post(client, "/proj/done", body)
         assert res.status_code == 200 and res.text == "OK"
@@ -121,8 +131,11 @@ def test_done_for_a_name_never_seen_answers_ok_and_adds_nothing(client, project,
 def test_done_plus_request(client, project, r):
     first = post(client, "/proj/request", {"downloader": "alice", "api_version": "2"})
     name = first.json["item_name"]
-    res = post(client, "/proj/done+request", {"downloader": "alice", "api_version": "2",
-                                               "item": name, "bytes": {"data": 1}})
+    res = post(
+        client,
+        "/proj/done+request",
+        {"downloader": "alice", "api_version": "2", "item": name, "bytes": {"data": 1}},
+    )
     assert res.status_code == 200 and res.json["item_name"] != name
     assert r.sismember(K.done, name)
 
@@ -156,8 +169,9 @@ def test_item_status_json(client, project):
 
 
 def test_stats_json(client, project):
-    names = post(client, "/proj/multi=2//request",
-                 {"downloader": "alice", "api_version": "2"}).json["item_name"]
+    names = post(client, "/proj/multi=2//request", {"downloader": "alice", "api_version": "2"}).json[
+        "item_name"
+    ]
     post(client, "/proj/done", {"downloader": "alice", "item": names, "bytes": {"data": 7}})
     stats = client.simulate_get("/proj/stats.json").json
     assert stats["done"] == 2 and stats["out"] == 0 and stats["todo_total"] == 18
@@ -179,10 +193,18 @@ BAD_REQUESTS = [
     ("/proj/done", {"downloader": "alice", "item": ""}, 400, "bad_item"),
     ("/proj/done", {"downloader": "alice", "item": "a\0\0b"}, 400, "bad_item"),
     # Lua would print such totals in exponent form and Redis refuse them mid-script.
-    ("/proj/done", {"downloader": "alice", "item": "item0",
-                    "bytes": {f"d{n}": 2**53 - 1 for n in range(20)}}, 400, "bad_bytes"),
-    ("/proj/done", {"downloader": "alice", "item": "item0",
-                    "bytes": {f"d{n}": 1 for n in range(33)}}, 400, "bad_bytes"),
+    (
+        "/proj/done",
+        {"downloader": "alice", "item": "item0", "bytes": {f"d{n}": 2**53 - 1 for n in range(20)}},
+        400,
+        "bad_bytes",
+    ),
+    (
+        "/proj/done",
+        {"downloader": "alice", "item": "item0", "bytes": {f"d{n}": 1 for n in range(33)}},
+        400,
+        "bad_bytes",
+    ),
     ("/proj/done", {"downloader": "alice", "item": "x" * 5000}, 400, "bad_item"),
     ("/proj/done", {"downloader": "alice", "item": "item1", "bytes": {"d": -1}}, 400, "bad_bytes"),
     ("/proj/done", {"downloader": "alice", "item": "item1", "bytes": [1]}, 400, "bad_bytes"),
@@ -195,8 +217,7 @@ BAD_REQUESTS = [
 
 
 @pytest.mark.parametrize("path,body,status,field", BAD_REQUESTS)
-def test_bad_input_is_refused_counted_and_changes_nothing(client, project, r, path, body, status,
-                                                          field):
+def test_bad_input_is_refused_counted_and_changes_nothing(client, project, r, path, body, status, field):
     before = snapshot(r)
     res = post(client, path, body)
     assert res.status_code == status
@@ -222,8 +243,10 @@ def test_protocol_paths_never_redirect(client, project):
 
 def test_redis_down_is_503_not_500(engine, implementation, admin, redis_server):
     from falcon import testing
+
     from tracker_api.app import create_app
     from tracker_core.engine import Engine
+
     admin.create_project(P)
     dead = Engine("redis://127.0.0.1:1/0")
     res = post(testing.TestClient(create_app(dead)), "/proj/request", {"downloader": "alice"})

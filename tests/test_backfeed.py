@@ -1,4 +1,5 @@
 """Backfeed through HTTP and the CLI against a real Redis: dedup counts, parameters, refusals."""
+
 import json
 import threading
 from urllib.parse import quote
@@ -6,14 +7,14 @@ from urllib.parse import quote
 import pytest
 from click.testing import CliRunner
 from falcon import testing
-from test_api import snapshot
 
+from test_api import snapshot
 from tracker_api.app import create_app
 from tracker_api.cli import main
 from tracker_core.engine import Engine
 from tracker_core.keys import ProjectKeys
 
-P = "disc-o"            # a '-' in the name: the project is the part before the last '-'
+P = "disc-o"  # a '-' in the name: the project is the part before the last '-'
 K = ProjectKeys(P)
 
 
@@ -23,6 +24,7 @@ def cli(redis_url):
 
     def invoke(*args, input=None):
         return runner.invoke(main, ["--redis-url", redis_url, *args], input=input)
+
     return invoke
 
 
@@ -38,8 +40,7 @@ def secret(cli):
 
 def post(client, secret, body: bytes, project=P, **params):
     query = "&".join(f"{k}={quote(v, safe='')}" for k, v in params.items())
-    return client.simulate_post(f"/backfeed/legacy/{project}-{secret}", body=body,
-                                query_string=query or None)
+    return client.simulate_post(f"/backfeed/legacy/{project}-{secret}", body=body, query_string=query or None)
 
 
 def queued(res) -> int:
@@ -50,7 +51,7 @@ def queued(res) -> int:
 
 
 def test_new_items_are_queued_once_and_seen_ones_dropped(client, secret, r):
-    assert queued(post(client, secret, b"a\0b\0a\0c\0")) == 4        # trailing NUL allowed
+    assert queued(post(client, secret, b"a\0b\0a\0c\0")) == 4  # trailing NUL allowed
     assert r.smembers(K.backfeed) == {"a", "b", "c"}
     assert queued(post(client, secret, b"c\0d")) == 2
     assert r.smembers(K.backfeed) == {"a", "b", "c", "d"}
@@ -61,8 +62,10 @@ def test_new_items_are_queued_once_and_seen_ones_dropped(client, secret, r):
 def test_every_query_parameter_form(client, secret, r):
     assert queued(post(client, secret, b"x\ny\n", delimiter="\n")) == 2
     # The empty entry between ",," is refused on its own and counted (test_backfeed_entries).
-    assert post(client, secret, b"x,,y,z", delimiter=",").json["data"] == \
-        "3 items queued for deduplication; refused: 1 empty"
+    assert (
+        post(client, secret, b"x,,y,z", delimiter=",").json["data"]
+        == "3 items queued for deduplication; refused: 1 empty"
+    )
     assert r.smembers(K.backfeed) == {"x", "y", "z"}
     # With an itemseparator the key before it is what dedup uses; the whole entry is queued.
     body = b"k1\x1fone\0k2\x1ftwo\0k1\x1fagain\0"
@@ -105,9 +108,20 @@ def test_secrets_are_stored_hashed_listed_without_secret_and_revocable(client, s
     assert r.smembers(K.backfeed) == {"a", "c"}
 
 
-@pytest.mark.parametrize("case", ["wrong_secret", "bad_secret_form", "unknown_project",
-                                  "no_secret", "oversized", "long_delimiter", "same_separator",
-                                  "bad_shard", "too_many_items"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "wrong_secret",
+        "bad_secret_form",
+        "unknown_project",
+        "no_secret",
+        "oversized",
+        "long_delimiter",
+        "same_separator",
+        "bad_shard",
+        "too_many_items",
+    ],
+)
 def test_bad_input_is_refused_counted_and_changes_nothing(client, secret, r, case):
     post(client, secret, b"seed\0")
     before = snapshot(r)
@@ -130,8 +144,9 @@ def test_bad_input_is_refused_counted_and_changes_nothing(client, secret, r, cas
     assert "\n" not in answer.json["reason"]
     assert snapshot(r) == before
     stats = r.hgetall(K.stats)
-    refused = sum(int(v) for f, v in stats.items() if f.startswith("backfeed_")) - \
-        sum(int(v) for f, v in stats_before.items() if f.startswith("backfeed_"))
+    refused = sum(int(v) for f, v in stats.items() if f.startswith("backfeed_")) - sum(
+        int(v) for f, v in stats_before.items() if f.startswith("backfeed_")
+    )
     if case in ("unknown_project", "no_secret", "bad_secret_form"):
         assert refused == 0 and int(r.hget("tracker:stats", "backfeed_refused")) == 1
     else:
@@ -146,11 +161,13 @@ def test_overlapping_batches_from_two_clients_queue_each_item_once(secret, redis
         client = testing.TestClient(create_app(Engine(redis_url)))
         total = 0
         for start in range(0, len(chosen), 400):
-            total += queued(post(client, secret, b"\0".join(chosen[start:start + 400])))
+            total += queued(post(client, secret, b"\0".join(chosen[start : start + 400])))
         results[name] = total
 
-    threads = [threading.Thread(target=warrior, args=("a", items[:2000])),
-               threading.Thread(target=warrior, args=("b", items[1000:][::-1]))]
+    threads = [
+        threading.Thread(target=warrior, args=("a", items[:2000])),
+        threading.Thread(target=warrior, args=("b", items[1000:][::-1])),
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -178,6 +195,7 @@ def test_filter_command_shows_and_sets_the_geometry(cli, admin):
 
 def test_shards_are_counted_and_mappable_to_a_queue(client, secret, cli, r, monkeypatch):
     from tracker_core import backfeed as backfeed_mod
+
     monkeypatch.setattr(backfeed_mod, "SHARD_MAP_TTL_S", 0.0)
     assert queued(post(client, secret, b"a\0b\0", shard="s1")) == 2
     res = cli("backfeed", "shard-map", P, "s1", "secondary")
@@ -202,8 +220,9 @@ def test_the_real_server_answers_backfeed_as_clients_expect(secret, live_server,
     import urllib.request
 
     def send(path, body):
-        request = urllib.request.Request(live_server.base + path, data=body, method="POST",
-                                         headers={"Connection": "close"})
+        request = urllib.request.Request(
+            live_server.base + path, data=body, method="POST", headers={"Connection": "close"}
+        )
         try:
             with urllib.request.urlopen(request, timeout=10) as answer:
                 return answer.status, json.loads(answer.read())
@@ -212,7 +231,9 @@ def test_the_real_server_answers_backfeed_as_clients_expect(secret, live_server,
 
     path = f"/backfeed/legacy/{P}-{secret}"
     assert send(path + "?shard=w1", b"u1\0u2\0u1\0") == (
-        200, {"status_code": 200, "data": "3 items queued for deduplication"})
+        200,
+        {"status_code": 200, "data": "3 items queued for deduplication"},
+    )
     assert send(path + "?delimiter=%0A&itemseparator=%1F", b"u2\x1fx\nu3\x1fy\n")[0] == 200
     assert r.smembers(K.backfeed) == {"u1", "u2", "u3\x1fy"}
     status, answer = send(f"/backfeed/legacy/{P}-{'0' * 32}", b"u9\0")
@@ -221,31 +242,35 @@ def test_the_real_server_answers_backfeed_as_clients_expect(secret, live_server,
 
 
 def test_an_item_of_the_longest_name_done_takes_is_queued(client, secret, r):
-    longest = "é" * 2048                      # 4,096 bytes, 2,048 characters
+    longest = "é" * 2048  # 4,096 bytes, 2,048 characters
     assert queued(post(client, secret, longest.encode() + b"\0")) == 1
     assert longest in r.smembers(K.backfeed)
 
 
 def test_a_delimiter_that_is_not_utf8_splits_the_body(client, secret, r):
     # %FF is one byte; decoded as UTF-8 text it would become U+FFFD and split nothing.
-    res = client.simulate_post(f"/backfeed/legacy/{P}-{secret}", body=b"x1\xffx2\xffx3\xff",
-                               query_string="delimiter=%FF")
+    res = client.simulate_post(
+        f"/backfeed/legacy/{P}-{secret}", body=b"x1\xffx2\xffx3\xff", query_string="delimiter=%FF"
+    )
     assert queued(res) == 3
     assert {"x1", "x2", "x3"} <= r.smembers(K.backfeed)
-    both = client.simulate_post(f"/backfeed/legacy/{P}-{secret}", body=b"y1\x1fa\ny2\x1fb\n",
-                                query_string="delimiter=%0A&itemseparator=%1F")
+    both = client.simulate_post(
+        f"/backfeed/legacy/{P}-{secret}",
+        body=b"y1\x1fa\ny2\x1fb\n",
+        query_string="delimiter=%0A&itemseparator=%1F",
+    )
     assert queued(both) == 2
 
 
 def test_backfeed_shards_keeps_1000_names_and_counts_the_rest_under_other(client, secret, r):
     # Anyone with the secret names shards: each new name was a permanent field.
     r.hset(K.backfeed_shards, mapping={f"s{i}": 1 for i in range(999)})
-    assert queued(post(client, secret, b"a\0", shard="s-1000th")) == 1      # at the cap: kept
+    assert queued(post(client, secret, b"a\0", shard="s-1000th")) == 1  # at the cap: kept
     assert r.hget(K.backfeed_shards, "s-1000th") == "1"
-    assert queued(post(client, secret, b"b\0c\0", shard="s-1001st")) == 2   # past it: 'other'
+    assert queued(post(client, secret, b"b\0c\0", shard="s-1001st")) == 2  # past it: 'other'
     assert queued(post(client, secret, b"d\0", shard="x" * 64)) == 1
     assert not r.hexists(K.backfeed_shards, "s-1001st")
     assert r.hget(K.backfeed_shards, "other") == "3"
-    assert queued(post(client, secret, b"e\0", shard="s5")) == 1            # known: still counted
+    assert queued(post(client, secret, b"e\0", shard="s5")) == 1  # known: still counted
     assert r.hget(K.backfeed_shards, "s5") == "2" and r.hlen(K.backfeed_shards) == 1001
     assert r.smembers(K.backfeed) == {"a", "b", "c", "d", "e"}

@@ -5,6 +5,7 @@ entry that cannot be an item (empty, longer than /done takes back, not UTF-8, ho
 empty dedup key) is left out and counted by reason, the rest is queued, and the 200 answer says
 how many were refused. Only whole-post bounds (body size, entries per post) refuse the post.
 """
+
 import json
 import urllib.request
 from urllib.parse import quote
@@ -19,14 +20,14 @@ from tracker_core.keys import ProjectKeys
 
 P = "urls"
 K = ProjectKeys(P)
-LIMIT = backfeed_mod.MAX_ITEM_BYTES                  # 4,096 bytes
+LIMIT = backfeed_mod.MAX_ITEM_BYTES  # 4,096 bytes
 TOO_LONG = f"longer than {LIMIT} bytes"
 
 URLS = [
     "https://example.org/a b/c?d=%20e&f=1#frag",
     "http://user:pw@example.org:8080/%E2%98%BA/?q=a%2Fb#x y",
-    "https://example.org/p?" + "k=%41%25&" * 300 + "#end",          # about 2.7 KB
-    "https://example.org/" + "seg%20ment/" * 370,                    # about 4 KB
+    "https://example.org/p?" + "k=%41%25&" * 300 + "#end",  # about 2.7 KB
+    "https://example.org/" + "seg%20ment/" * 370,  # about 4 KB
 ]
 
 
@@ -47,8 +48,7 @@ def secret(admin, r):
 
 
 def post(web, secret, body: bytes, query: str | None = None, project: str = P):
-    return web.simulate_post(f"/backfeed/legacy/{project}-{secret}", body=body,
-                             query_string=query)
+    return web.simulate_post(f"/backfeed/legacy/{project}-{secret}", body=body, query_string=query)
 
 
 def answer_of(res) -> tuple[int, str]:
@@ -61,8 +61,11 @@ def answer_of(res) -> tuple[int, str]:
 
 def refused_stats(r) -> dict:
     """The per-entry refusal counters (backfeed_refused_REASON)."""
-    return {f: int(v) for f, v in r.hgetall(K.stats).items()
-            if f.startswith("backfeed_refused_") and f != "backfeed_refused_full"}
+    return {
+        f: int(v)
+        for f, v in r.hgetall(K.stats).items()
+        if f.startswith("backfeed_refused_") and f != "backfeed_refused_full"
+    }
 
 
 def test_an_over_long_and_an_empty_entry_leave_the_rest_of_a_url_post_queued(web, secret, r):
@@ -80,7 +83,7 @@ def test_an_over_long_and_an_empty_entry_leave_the_rest_of_a_url_post_queued(web
 def test_an_entry_at_the_length_limit_is_queued_and_one_byte_more_is_refused(web, secret, r):
     at_limit = padded("https://example.org/at-limit?q=", LIMIT)
     past = padded("https://example.org/past-limit?q=", LIMIT + 1)
-    multibyte = "https://example.org/" + "é" * ((LIMIT - 20) // 2)   # 4,096 bytes, 2,058 chars
+    multibyte = "https://example.org/" + "é" * ((LIMIT - 20) // 2)  # 4,096 bytes, 2,058 chars
     assert len(multibyte.encode()) == LIMIT
     taken, refused = answer_of(post(web, secret, f"{at_limit}\0{past}\0{multibyte}".encode()))
     assert (taken, refused) == (2, f"; refused: 1 {TOO_LONG}")
@@ -92,15 +95,18 @@ def test_an_entry_at_the_length_limit_is_queued_and_one_byte_more_is_refused(web
     assert refused_stats(r) == {"backfeed_refused_too_long": 2}
 
 
-@pytest.mark.parametrize("body,taken,empty", [
-    (b"a\0b\0", 2, 0),            # a trailing delimiter ends the last entry: nothing refused
-    (b"a\0b", 2, 0),
-    (b"", 0, 0),                  # an empty post: no entry at all
-    (b"a\0\0b\0", 2, 1),          # two delimiters in a row: an empty entry between them
-    (b"\0a\0", 1, 1),             # a leading delimiter: an empty first entry
-    (b"a\0\0", 1, 1),             # only the end after the last delimiter is not an entry
-    (b"\0", 0, 1),
-])
+@pytest.mark.parametrize(
+    "body,taken,empty",
+    [
+        (b"a\0b\0", 2, 0),  # a trailing delimiter ends the last entry: nothing refused
+        (b"a\0b", 2, 0),
+        (b"", 0, 0),  # an empty post: no entry at all
+        (b"a\0\0b\0", 2, 1),  # two delimiters in a row: an empty entry between them
+        (b"\0a\0", 1, 1),  # a leading delimiter: an empty first entry
+        (b"a\0\0", 1, 1),  # only the end after the last delimiter is not an entry
+        (b"\0", 0, 1),
+    ],
+)
 def test_what_counts_as_an_empty_entry(web, secret, r, body, taken, empty):
     got, refused = answer_of(post(web, secret, body))
     assert got == taken
@@ -131,15 +137,19 @@ def test_every_reason_in_one_post_is_counted_and_the_rest_queued(web, secret, r)
     assert taken == len(good)
     assert refused == f"; refused: 1 empty, 1 {TOO_LONG}, 1 contains NUL, 1 not valid UTF-8"
     assert r.smembers(K.backfeed) == set(good)
-    assert refused_stats(r) == {"backfeed_refused_empty": 1, "backfeed_refused_too_long": 1,
-                                "backfeed_refused_not_utf8": 1, "backfeed_refused_nul": 1}
+    assert refused_stats(r) == {
+        "backfeed_refused_empty": 1,
+        "backfeed_refused_too_long": 1,
+        "backfeed_refused_not_utf8": 1,
+        "backfeed_refused_nul": 1,
+    }
 
 
 def test_a_post_of_only_bad_entries_still_checks_the_secret_and_counts_after_it(web, secret, r):
     body = b"\0" + b"y" * (LIMIT + 1) + b"\0"
     res = post(web, "0" * 32, body)
     assert res.status_code == 403 and res.json["status_code"] == 403
-    assert refused_stats(r) == {}       # only the wrong secret is counted (backfeed_refused)
+    assert refused_stats(r) == {}  # only the wrong secret is counted (backfeed_refused)
     assert r.hget(K.stats, "backfeed_refused") == "1"
     assert answer_of(post(web, secret, body)) == (0, f"; refused: 1 empty, 1 {TOO_LONG}")
     assert refused_stats(r) == {"backfeed_refused_empty": 1, "backfeed_refused_too_long": 1}
@@ -178,11 +188,13 @@ def test_the_real_server_takes_a_url_post_with_a_bad_entry(secret, live_server, 
     too_long = padded("https://example.org/too-long?q=", LIMIT + 1)
     body = "\0".join([*URLS, "", too_long]).encode() + b"\0"
     request = urllib.request.Request(
-        f"{live_server.base}/backfeed/legacy/{P}-{quote(secret)}?delimiter=%00", data=body,
-        method="POST")
+        f"{live_server.base}/backfeed/legacy/{P}-{quote(secret)}?delimiter=%00", data=body, method="POST"
+    )
     with urllib.request.urlopen(request, timeout=10) as res:
         assert res.status == 200
         answer = json.loads(res.read())
-    assert answer == {"status_code": 200, "data": f"{len(URLS)} items queued for deduplication"
-                                                  f"; refused: 1 empty, 1 {TOO_LONG}"}
+    assert answer == {
+        "status_code": 200,
+        "data": f"{len(URLS)} items queued for deduplication; refused: 1 empty, 1 {TOO_LONG}",
+    }
     assert r.smembers(K.backfeed) == set(URLS)

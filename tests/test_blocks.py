@@ -1,6 +1,7 @@
 """Blocks: project and global blocks kept apart, ignore_global_blocked, entries checked and
 normalised, CIDR ranges matched inside the claim script (claim-22.lua, set_blocks-4.lua,
 tracker_core/blocks.py), through the engine, the admin API, the CLI and HTTP."""
+
 import json
 
 import orjson
@@ -36,17 +37,23 @@ def state(r):
 
 # -- project and global blocks are independent --------------------------------------------------
 
-@pytest.mark.parametrize("entry,who,ip", [("name:mallory", "mallory", "192.0.2.1"),
-                                          ("ip:198.51.100.7", "alice", "198.51.100.7"),
-                                          ("ip:10.0.0.0/8", "alice", "10.20.30.40")])
+
+@pytest.mark.parametrize(
+    "entry,who,ip",
+    [
+        ("name:mallory", "mallory", "192.0.2.1"),
+        ("ip:198.51.100.7", "alice", "198.51.100.7"),
+        ("ip:10.0.0.0/8", "alice", "10.20.30.40"),
+    ],
+)
 def test_lifting_the_global_block_leaves_the_projects_own(project, admin, engine, entry, who, ip):
     admin.block(entry, P)
-    admin.block(entry)                                   # the same entry, globally
+    admin.block(entry)  # the same entry, globally
     assert claim(engine, who, ip) == 403
-    admin.block(entry, remove=True)                      # lift the global one
-    assert claim(engine, who, ip) == 403                 # the project's own still holds
+    admin.block(entry, remove=True)  # lift the global one
+    assert claim(engine, who, ip) == 403  # the project's own still holds
     admin.block(entry)
-    admin.block(entry, P, remove=True)                   # and the other way round
+    admin.block(entry, P, remove=True)  # and the other way round
     assert claim(engine, who, ip) == 403
     admin.block(entry, remove=True)
     assert claim(engine, who, ip) == 200
@@ -86,74 +93,102 @@ def test_ignore_global_blocked_keeps_only_the_projects_own(project, admin, engin
 
 # -- IP entries: checked, normalised, CIDR ranges -----------------------------------------------
 
-@pytest.mark.parametrize("given,stored", [
-    ("ip:198.51.100.7", "ip:198.51.100.7"),
-    ("  ip:198.51.100.7 ", "ip:198.51.100.7"),
-    ("ip:10.0.0.1/32", "ip:10.0.0.1"),
-    ("ip:10.0.0.0/8", "ip:10.0.0.0/8"),
-    ("ip:::ffff:10.1.2.3", "ip:10.1.2.3"),
-    ("ip:::ffff:10.0.0.0/104", "ip:10.0.0.0/8"),
-    ("ip:2001:DB8:0:0::1", "ip:2001:db8::1"),
-    ("ip:[2001:db8::1]", "ip:2001:db8::1"),
-    ("ip:2001:db8::/32", "ip:2001:db8::/32"),
-    ("ip:2001:db8::1/128", "ip:2001:db8::1"),
-    ("ip:0.0.0.0/0", "ip:0.0.0.0/0"),
-    ("name:mallory", "name:mallory"),
-    ("name:" + "m" * 30, "name:" + "m" * 30),
-])
+
+@pytest.mark.parametrize(
+    "given,stored",
+    [
+        ("ip:198.51.100.7", "ip:198.51.100.7"),
+        ("  ip:198.51.100.7 ", "ip:198.51.100.7"),
+        ("ip:10.0.0.1/32", "ip:10.0.0.1"),
+        ("ip:10.0.0.0/8", "ip:10.0.0.0/8"),
+        ("ip:::ffff:10.1.2.3", "ip:10.1.2.3"),
+        ("ip:::ffff:10.0.0.0/104", "ip:10.0.0.0/8"),
+        ("ip:2001:DB8:0:0::1", "ip:2001:db8::1"),
+        ("ip:[2001:db8::1]", "ip:2001:db8::1"),
+        ("ip:2001:db8::/32", "ip:2001:db8::/32"),
+        ("ip:2001:db8::1/128", "ip:2001:db8::1"),
+        ("ip:0.0.0.0/0", "ip:0.0.0.0/0"),
+        ("name:mallory", "name:mallory"),
+        ("name:" + "m" * 30, "name:" + "m" * 30),
+    ],
+)
 def test_entries_are_stored_in_one_spelling(project, admin, r, given, stored):
     assert admin.block(given, P) == stored
     assert r.smembers(K.blocked) == {stored}
-    assert admin.block(given, P, remove=True) == stored     # lifted however it is spelled
+    assert admin.block(given, P, remove=True) == stored  # lifted however it is spelled
     assert r.smembers(K.blocked) == set()
 
 
-@pytest.mark.parametrize("entry,reason", [
-    ("ip:nope", "is not an IP address or CIDR range"),
-    ("ip:", "is not an IP address or CIDR range"),
-    ("ip:10.0.0.256", "is not an IP address or CIDR range"),
-    ("ip:10.0.0.0/33", "is not an IP address or CIDR range"),
-    ("ip:10.0.0.1/8", "has host bits set (did you mean 10.0.0.0/8?)"),
-    ("ip:2001:db8::1/32", "did you mean 2001:db8::/32?"),
-    ("ip:10.0.0.1:80", "is not an IP address"),
-    ("1.2.3.4", "use ip:ADDRESS, ip:CIDR or name:DOWNLOADER"),
-    ("host:example.com", "use ip:ADDRESS, ip:CIDR or name:DOWNLOADER"),
-    ("", "empty block entry"),
-    ("name:mm", "a downloader name matches"),                 # 2 characters: no warrior has it
-    ("name:" + "m" * 31, "a downloader name matches"),
-    ("name:bad name", "a downloader name matches"),
-    ("name:" + "m" * 200, "longer than 200 characters"),
-])
-def test_bad_entries_are_refused_with_a_reason_and_change_nothing(project, admin, r, entry,
-                                                                   reason):
+@pytest.mark.parametrize(
+    "entry,reason",
+    [
+        ("ip:nope", "is not an IP address or CIDR range"),
+        ("ip:", "is not an IP address or CIDR range"),
+        ("ip:10.0.0.256", "is not an IP address or CIDR range"),
+        ("ip:10.0.0.0/33", "is not an IP address or CIDR range"),
+        ("ip:10.0.0.1/8", "has host bits set (did you mean 10.0.0.0/8?)"),
+        ("ip:2001:db8::1/32", "did you mean 2001:db8::/32?"),
+        ("ip:10.0.0.1:80", "is not an IP address"),
+        ("1.2.3.4", "use ip:ADDRESS, ip:CIDR or name:DOWNLOADER"),
+        ("host:example.com", "use ip:ADDRESS, ip:CIDR or name:DOWNLOADER"),
+        ("", "empty block entry"),
+        ("name:mm", "a downloader name matches"),  # 2 characters: no warrior has it
+        ("name:" + "m" * 31, "a downloader name matches"),
+        ("name:bad name", "a downloader name matches"),
+        ("name:" + "m" * 200, "longer than 200 characters"),
+    ],
+)
+def test_bad_entries_are_refused_with_a_reason_and_change_nothing(project, admin, r, entry, reason):
     before = (r.smembers(K.blocked), r.zrange(K.blocked_index, 0, -1), r.smembers(GLOBAL_BLOCKED))
     for scope in (P, None):
         with pytest.raises(AdminError, match=None) as caught:
             admin.block(entry, scope)
         assert reason in str(caught.value) and "\n" not in str(caught.value)
-    assert (r.smembers(K.blocked), r.zrange(K.blocked_index, 0, -1),
-            r.smembers(GLOBAL_BLOCKED)) == before
+    assert (r.smembers(K.blocked), r.zrange(K.blocked_index, 0, -1), r.smembers(GLOBAL_BLOCKED)) == before
 
 
-@pytest.mark.parametrize("ip,blocked", [
-    ("10.0.0.0", True), ("10.255.255.255", True), ("10.1.2.3", True),
-    ("9.255.255.255", False), ("11.0.0.0", False),
-    ("172.16.5.4", True), ("172.16.6.0", False), ("172.16.4.255", False),    # a nested /24
-    ("192.0.2.77", True), ("192.0.2.76", False), ("192.0.2.78", False),
-    ("::ffff:10.9.8.7", True),                                   # IPv4-mapped is the IPv4 one
-    ("2001:db8::", True), ("2001:db8:ffff:ffff:ffff:ffff:ffff:ffff", True),
-    ("2001:db7:ffff:ffff:ffff:ffff:ffff:ffff", False), ("2001:db9::", False),
-    ("2001:db8:0:0:0:0:0:1", True), ("fe80::1", True), ("fe80::2", False),
-    ("0.0.0.0", False), ("255.255.255.255", False), ("::", False), ("::1", False),
-    ("", False), ("/run/tracker.sock", False),                   # no address: no IP block
-])
-def test_ranges_and_addresses_are_matched_in_the_claim_script(project, admin, engine, r, ip,
-                                                              blocked):
-    for entry in ("ip:10.0.0.0/8", "ip:10.1.0.0/16", "ip:172.16.0.0/12", "ip:192.0.2.77",
-                  "ip:2001:db8::/32", "ip:fe80::1"):
+@pytest.mark.parametrize(
+    "ip,blocked",
+    [
+        ("10.0.0.0", True),
+        ("10.255.255.255", True),
+        ("10.1.2.3", True),
+        ("9.255.255.255", False),
+        ("11.0.0.0", False),
+        ("172.16.5.4", True),
+        ("172.16.6.0", False),
+        ("172.16.4.255", False),  # a nested /24
+        ("192.0.2.77", True),
+        ("192.0.2.76", False),
+        ("192.0.2.78", False),
+        ("::ffff:10.9.8.7", True),  # IPv4-mapped is the IPv4 one
+        ("2001:db8::", True),
+        ("2001:db8:ffff:ffff:ffff:ffff:ffff:ffff", True),
+        ("2001:db7:ffff:ffff:ffff:ffff:ffff:ffff", False),
+        ("2001:db9::", False),
+        ("2001:db8:0:0:0:0:0:1", True),
+        ("fe80::1", True),
+        ("fe80::2", False),
+        ("0.0.0.0", False),
+        ("255.255.255.255", False),
+        ("::", False),
+        ("::1", False),
+        ("", False),
+        ("/run/tracker.sock", False),  # no address: no IP block
+    ],
+)
+def test_ranges_and_addresses_are_matched_in_the_claim_script(project, admin, engine, r, ip, blocked):
+    for entry in (
+        "ip:10.0.0.0/8",
+        "ip:10.1.0.0/16",
+        "ip:172.16.0.0/12",
+        "ip:192.0.2.77",
+        "ip:2001:db8::/32",
+        "ip:fe80::1",
+    ):
         admin.block(entry, P)
     admin.block("ip:172.16.0.0/12", P, remove=True)
-    admin.block("ip:172.16.5.0/24", P)                           # a range inside a lifted one
+    admin.block("ip:172.16.5.0/24", P)  # a range inside a lifted one
     before = state(r)
     status = claim(engine, "alice", ip)
     assert status == (403 if blocked else 200)
@@ -174,8 +209,9 @@ def test_the_index_holds_merged_ranges_per_view(project, admin, r):
     admin.block("ip:10.1.0.0/16", P)
     admin.block("ip:11.0.0.0/8")
     admin.block("name:mallory")
-    assert sorted(r.zrange(K.blocked_index, 0, -1)) == sorted([
-        "p40a000000-0affffff", "a40a000000-0bffffff", "an:mallory"])
+    assert sorted(r.zrange(K.blocked_index, 0, -1)) == sorted(
+        ["p40a000000-0affffff", "a40a000000-0bffffff", "an:mallory"]
+    )
     assert {score for _, score in r.zrange(K.blocked_index, 0, -1, withscores=True)} == {0}
 
 
@@ -184,9 +220,15 @@ def test_thousands_of_blocks_are_matched_exactly(project, admin, engine, r):
     entries += [f"ip:2001:db8:{n:x}::/48" for n in range(0, 1000, 2)]
     own = set(entries)
     # Written in one step, as the admin verbs do one at a time.
-    assert scripts.run(admin.r, "set_blocks", (K.settings, K.blocked, K.blocked_global,
-                                               K.blocked_index),
-                       (0, 0, len(own), 0, *own, *blocks.index_members(own, ()))) == 1
+    assert (
+        scripts.run(
+            admin.r,
+            "set_blocks",
+            (K.settings, K.blocked, K.blocked_global, K.blocked_index),
+            (0, 0, len(own), 0, *own, *blocks.index_members(own, ())),
+        )
+        == 1
+    )
     for n in (0, 1, 2, 3, 3998, 3999):
         expected = 403 if n % 2 == 0 else 200
         assert claim(engine, "alice", f"100.{n // 256}.{n % 256}.9") == expected
@@ -197,21 +239,29 @@ def test_thousands_of_blocks_are_matched_exactly(project, admin, engine, r):
 
 # -- the write script: checked before its first write -------------------------------------------
 
+
 def test_set_blocks_changes_nothing_when_the_blocks_moved_since_the_read(project, admin, r):
     admin.block("name:mallory", P)
     before = (r.smembers(K.blocked), r.zrange(K.blocked_index, 0, -1))
     keys = (K.settings, K.blocked, K.blocked_global, K.blocked_index)
-    stale = ("name:trudy",)                           # not what the set holds
+    stale = ("name:trudy",)  # not what the set holds
     new = ("name:trudy", "name:eve")
-    assert scripts.run(admin.r, "set_blocks", keys,
-                       (1, 0, 2, 0, *stale, *new, *blocks.index_members(new, ()))) == 0
-    assert scripts.run(admin.r, "set_blocks", keys,
-                       (0, 0, 2, 0, *new, *blocks.index_members(new, ()))) == 0
+    assert (
+        scripts.run(admin.r, "set_blocks", keys, (1, 0, 2, 0, *stale, *new, *blocks.index_members(new, ())))
+        == 0
+    )
+    assert scripts.run(admin.r, "set_blocks", keys, (0, 0, 2, 0, *new, *blocks.index_members(new, ()))) == 0
     assert (r.smembers(K.blocked), r.zrange(K.blocked_index, 0, -1)) == before
     ghost = ProjectKeys("ghost")
-    assert scripts.run(admin.r, "set_blocks", (ghost.settings, ghost.blocked,
-                                               ghost.blocked_global, ghost.blocked_index),
-                       (0, 0, 1, 0, "name:eve", "pn:eve")) == -1
+    assert (
+        scripts.run(
+            admin.r,
+            "set_blocks",
+            (ghost.settings, ghost.blocked, ghost.blocked_global, ghost.blocked_index),
+            (0, 0, 1, 0, "name:eve", "pn:eve"),
+        )
+        == -1
+    )
     assert not r.exists(ghost.blocked, ghost.blocked_index)
     with pytest.raises(scripts.ScriptError, match="counts"):
         scripts.run(admin.r, "set_blocks", keys, ("x", 0, 0, 0))
@@ -241,24 +291,25 @@ def test_reindex_splits_an_older_trackers_mixed_set(project, admin, engine, r):
     assert claim(engine, "mallory") == 200
 
 
-def test_maintain_indexes_the_blocks_of_an_older_tracker(project, admin, engine, redis_url,
-                                                        r, tmp_path):
+def test_maintain_indexes_the_blocks_of_an_older_tracker(project, admin, engine, redis_url, r, tmp_path):
     # An upgraded Redis holds blocks but no index: they must be enforced without an admin's
     # `tracker block --reindex`, so `tracker maintain` builds the missing index when it starts.
     r.sadd(GLOBAL_BLOCKED, "name:mallory")
     r.sadd(K.blocked, "name:mallory", "ip:203.0.113.0/24")
     r.delete(K.blocked_index, K.blocked_global)
     assert claim(engine, "mallory") == 200
-    res = CliRunner().invoke(main, ["--redis-url", redis_url, "maintain", "--once",
-                                    "--segments-dir", str(tmp_path)])
+    res = CliRunner().invoke(
+        main, ["--redis-url", redis_url, "maintain", "--once", "--segments-dir", str(tmp_path)]
+    )
     assert res.exit_code == 0, res.output
     assert claim(engine, "mallory") == 403 and claim(engine, ip="203.0.113.77") == 403
     assert r.smembers(K.blocked_global) == {"name:mallory"}
-    assert admin.reindex_blocks_if_missing() == 0          # done once, not on every start
+    assert admin.reindex_blocks_if_missing() == 0  # done once, not on every start
 
 
 def test_deleting_a_project_removes_its_blocks(project, admin, r):
     from tracker_core import operations
+
     admin.block("ip:10.0.0.0/8", P)
     admin.block("name:mallory")
     operations.delete_project(admin, P)
@@ -268,28 +319,38 @@ def test_deleting_a_project_removes_its_blocks(project, admin, r):
 
 # -- through HTTP, the admin API and the CLI ----------------------------------------------------
 
+
 def test_a_cidr_block_answers_403_through_a_trusted_proxy(project, admin, engine, r):
     web = testing.TestClient(create_app(engine, trust_forwarded=True))
     admin.block("ip:203.0.113.0/24", P)
 
     def request(forwarded):
-        return web.simulate_post(f"/{P}/request", body=orjson.dumps(
-            {"downloader": "alice", "api_version": "2"}), remote_addr="10.0.0.5",
-            headers={"Content-Type": "application/json", "X-Forwarded-For": forwarded})
+        return web.simulate_post(
+            f"/{P}/request",
+            body=orjson.dumps({"downloader": "alice", "api_version": "2"}),
+            remote_addr="10.0.0.5",
+            headers={"Content-Type": "application/json", "X-Forwarded-For": forwarded},
+        )
+
     res = request("203.0.113.200")
     assert res.status_code == 403 and res.content == b"" and r.hlen(K.claims) == 0
-    assert request("10.9.9.9, 203.0.113.200").status_code == 403      # a spoof in front
+    assert request("10.9.9.9, 203.0.113.200").status_code == 403  # a spoof in front
     assert request("203.0.114.1").status_code == 200
 
 
 def test_admin_api_normalises_and_refuses_entries(project, admin, engine, r):
     from tracker_core import tokens
+
     web = testing.TestClient(create_app(engine))
     token = tokens.create(r, "*")[0]
 
     def post(path, body):
-        return web.simulate_post(path, body=json.dumps(body), headers={
-            "Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+        return web.simulate_post(
+            path,
+            body=json.dumps(body),
+            headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+        )
+
     res = post(f"/api/admin/projects/{P}/blocks", {"entry": "ip:2001:DB8::/32"})
     assert res.status_code == 200 and res.json == {"entry": "ip:2001:db8::/32", "blocked": True}
     res = post(f"/api/admin/projects/{P}/blocks", {"entry": "ip:10.0.0.1/8"})
@@ -299,9 +360,8 @@ def test_admin_api_normalises_and_refuses_entries(project, admin, engine, r):
     assert res.status_code == 200
     res = post("/api/admin/blocks", {"entry": "ip:2001:db8::/32", "remove": True})
     assert res.status_code == 200
-    assert claim(engine, "alice", "2001:db8::5") == 403              # the project's own
-    shown = web.simulate_get(f"/api/admin/projects/{P}",
-                             headers={"Authorization": f"Bearer {token}"}).json
+    assert claim(engine, "alice", "2001:db8::5") == 403  # the project's own
+    shown = web.simulate_get(f"/api/admin/projects/{P}", headers={"Authorization": f"Bearer {token}"}).json
     assert shown["blocked"] == ["ip:2001:db8::/32"] and shown["blocked_global"] == []
 
 
@@ -310,14 +370,19 @@ def test_cli_blocks_lists_and_reindexes(project, admin, engine, redis_url, r):
 
     def cli(*args):
         return runner.invoke(main, ["--redis-url", redis_url, *args])
+
     res = cli("block", "ip:10.0.0.0/8", "--project", P)
     assert res.exit_code == 0 and res.output == "blocked ip:10.0.0.0/8\n"
     assert cli("block", "ip:::ffff:192.0.2.1").output == "blocked ip:192.0.2.1\n"
     res = cli("block", "ip:10.0.0.1/8")
     assert res.exit_code == 2 and "did you mean 10.0.0.0/8?" in res.output
     listed = json.loads(cli("block", "--list", "--project", P).output)
-    assert listed == {"project": P, "blocked": ["ip:10.0.0.0/8"],
-                      "blocked_global": ["ip:192.0.2.1"], "ignore_global_blocked": False}
+    assert listed == {
+        "project": P,
+        "blocked": ["ip:10.0.0.0/8"],
+        "blocked_global": ["ip:192.0.2.1"],
+        "ignore_global_blocked": False,
+    }
     assert json.loads(cli("block", "--list").output) == {"global": ["ip:192.0.2.1"]}
     assert cli("block", "--reindex").output == "reindexed the blocks of 1 projects\n"
     assert claim(engine, "alice", "10.3.3.3") == 403 and claim(engine, "alice", "192.0.2.1") == 403

@@ -1,4 +1,5 @@
 """The Bloom filter: twin hashing agrees, geometry meets its memory bound, and it dedups in Redis."""
+
 import math
 import os
 
@@ -29,13 +30,16 @@ def test_compiled_module_is_the_one_in_use():
         assert compiled.__file__.endswith(".so")
 
 
-layer_st = st.tuples(st.integers(0, 40), st.integers(1, 40), st.integers(1, 9),
-                     st.integers(1, 2**33), st.integers(8, 100))
+layer_st = st.tuples(
+    st.integers(0, 40), st.integers(1, 40), st.integers(1, 9), st.integers(1, 2**33), st.integers(8, 100)
+)
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.one_of(st.binary(max_size=200), st.text(max_size=60)), max_size=20),
-       st.lists(layer_st, min_size=1, max_size=4))
+@given(
+    st.lists(st.one_of(st.binary(max_size=200), st.text(max_size=60)), max_size=20),
+    st.lists(layer_st, min_size=1, max_size=4),
+)
 def test_twins_give_identical_arguments(keys, layers):
     entries = [b"e%d" % i for i in range(len(keys))]
     assert compiled.script_args(entries, keys, layers) == pure.script_args(entries, keys, layers)
@@ -87,8 +91,9 @@ def filt(admin, redis_url):
 @pytest.fixture(params=["compiled", "pure"])
 def hashing(request, monkeypatch):
     """Run a Redis test once over each hashing implementation."""
-    monkeypatch.setattr(bloom, "script_args",
-                        compiled.script_args if request.param == "compiled" else pure.script_args)
+    monkeypatch.setattr(
+        bloom, "script_args", compiled.script_args if request.param == "compiled" else pure.script_args
+    )
     return request.param
 
 
@@ -129,7 +134,7 @@ def test_filter_grows_by_layers_over_chunks_and_never_forgets(admin, redis_url, 
     assert geometry.layers == 1 and geometry.layer(0).chunks > 1
     filt = bloom.BloomFilter(conn, k)
     items = [b"item-%d" % i for i in range(1000)]
-    new = sum(filt.add(items[i:i + 50]).new for i in range(0, 1000, 50))
+    new = sum(filt.add(items[i : i + 50]).new for i in range(0, 1000, 50))
     assert new == 1000 and r.scard(k.backfeed) == 1000
     layers = int(r.hget(k.bloom, "layers"))
     assert layers >= 4
@@ -161,7 +166,7 @@ def test_false_positive_rate_matches_the_design_at_small_capacity(admin, redis_u
     for start in range(0, 4000, 400):
         assert filt.add([b"in-%d" % i for i in range(start, start + 400)]).status == bloom.OK
     absent = [b"out-%d" % i for i in range(40_000)]
-    hits = sum(sum(filt.contains_many(absent[i:i + 2000])) for i in range(0, len(absent), 2000))
-    expected = geometry.layer(0).fp_rate * len(absent)      # 360
+    hits = sum(sum(filt.contains_many(absent[i : i + 2000])) for i in range(0, len(absent), 2000))
+    expected = geometry.layer(0).fp_rate * len(absent)  # 360
     # Six standard deviations either side: a broken hash (correlated positions) lands far above.
     assert expected - 6 * math.sqrt(expected) < hits < expected + 6 * math.sqrt(expected)

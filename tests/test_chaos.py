@@ -1,6 +1,7 @@
 """The fault suite, short: a real Redis and `tracker serve` under warriors while workers, the
 server's parent and Redis are killed, Redis is stalled past the client timeout and filled to
 maxmemory; then the census (benchmarks/chaos). `make chaos` runs the long version."""
+
 import sys
 from pathlib import Path
 
@@ -9,8 +10,19 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 from chaos import Config, run  # noqa: E402
 
-SHORT = Config(seed=7, items=2000, warriors=4, rounds=1, backfeed_batch=10_000, backfeed_posts=1,
-               warmup_s=1.0, settle_s=2.0, stall_s=10.5, fill_hold_s=2.0, drain_timeout_s=60)
+SHORT = Config(
+    seed=7,
+    items=2000,
+    warriors=4,
+    rounds=1,
+    backfeed_batch=10_000,
+    backfeed_posts=1,
+    warmup_s=1.0,
+    settle_s=2.0,
+    stall_s=10.5,
+    fill_hold_s=2.0,
+    drain_timeout_s=60,
+)
 
 pytestmark = pytest.mark.slow
 

@@ -5,6 +5,7 @@ The claim script's writes stay when it fails half-way, and an answer that fails 
 claimed leaves items in `out` that nobody received. Each test here puts the project in a state
 old data or an odd setting can produce and checks that every item is still in exactly one place.
 """
+
 import json
 
 import orjson
@@ -47,7 +48,7 @@ def dead_reason(raw, name: bytes) -> str:
     return json.loads(raw.hget(K.dead, name))["reason"]
 
 
-BAD_UTF8 = "https://example.com/caf\xe9?q=1".encode("latin-1")   # Latin-1 bytes from old data
+BAD_UTF8 = "https://example.com/caf\xe9?q=1".encode("latin-1")  # Latin-1 bytes from old data
 
 
 def test_a_name_that_is_not_utf8_never_strands_its_batch(client, project, admin, raw, r):
@@ -83,9 +84,10 @@ def test_a_name_holding_nul_is_never_handed_out(client, project, admin, raw, r):
 
 
 def test_a_claimed_name_that_is_not_utf8_goes_dead_instead_of_being_reclaimed(
-        client, project, admin, raw, r, clock):
+    client, project, admin, raw, r, clock
+):
     admin.set_settings(P, {"reclaim_ttl_s": "60"})
-    claimed_ms = int(clock.now * 1000) - 10 ** 9
+    claimed_ms = int(clock.now * 1000) - 10**9
     raw.zadd(K.out, {BAD_UTF8: claimed_ms})
     raw.hset(K.claims, BAD_UTF8, b"bob\t10.0.0.2\t1")
     raw.hset(K.downloader_claims, "bob", 1)
@@ -111,8 +113,7 @@ def test_a_held_name_that_is_not_utf8_goes_dead(client, project, admin, raw, r):
     assert raw.hexists(K.dead, BAD_UTF8)
 
 
-def test_a_batch_of_only_unservable_names_answers_404_and_strands_nothing(client, project, raw,
-                                                                           r):
+def test_a_batch_of_only_unservable_names_answers_404_and_strands_nothing(client, project, raw, r):
     raw.sadd(K.todo, BAD_UTF8, b"nul\x00name")
     res = post(client, "/faults/multi=5//request", REQUEST)
     assert res.status_code == 404 and res.text == ""
@@ -131,15 +132,14 @@ def test_bury_takes_back_only_the_claims_of_that_downloader(project, admin, engi
     assert r.zcard(K.out) == 0 and json.loads(r.hget(K.dead, url(1)))["reason"] == "test"
 
 
-def test_unreadable_claim_records_and_histories_do_not_fail_reclaims(project, admin, engine, raw,
-                                                                     r, clock):
+def test_unreadable_claim_records_and_histories_do_not_fail_reclaims(project, admin, engine, raw, r, clock):
     admin.set_settings(P, {"reclaim_ttl_s": "60"})
     now_ms = int(clock.now * 1000)
-    for n, (record, history) in enumerate(((b"alice\t10.0.0.1\t1", None),
-                                           (b"garbage", None),
-                                           (b"carol\t10.0.0.3\t2", b"{not json"))):
+    for n, (record, history) in enumerate(
+        ((b"alice\t10.0.0.1\t1", None), (b"garbage", None), (b"carol\t10.0.0.3\t2", b"{not json"))
+    ):
         name = url(n)
-        raw.zadd(K.out, {name: now_ms - 10 ** 9})
+        raw.zadd(K.out, {name: now_ms - 10**9})
         raw.hset(K.claims, name, record)
         raw.zadd(K.reclaim_at, {name: n})
         if history:
@@ -148,11 +148,10 @@ def test_unreadable_claim_records_and_histories_do_not_fail_reclaims(project, ad
     assert status == 200 and sorted(items) == [url(0), url(1), url(2)]
     assert {r.hget(K.claims, url(n)).split("\t")[0] for n in range(3)} == {"bob"}
     assert r.hget(K.downloader_claims, "bob") == "3"
-    assert len(json.loads(r.hget(K.reclaim_history, url(2)))) == 1   # restarted from this round
+    assert len(json.loads(r.hget(K.reclaim_history, url(2)))) == 1  # restarted from this round
 
 
-def test_an_unreadable_limit_record_does_not_lose_the_items_served_before_it(project, admin,
-                                                                              engine, raw, r):
+def test_an_unreadable_limit_record_does_not_lose_the_items_served_before_it(project, admin, engine, raw, r):
     admin.add_limit(P, "alpha", "prefix:https://alpha.example/", "1000/s")
     admin.add_limit(P, "beta", "prefix:https://beta.example/", "1000/s")
     raw.hset(K.limits, "beta", b"{not json")
@@ -178,16 +177,40 @@ def test_a_tiny_rate_limit_never_fails_after_the_pop(project, admin, engine, r):
 
 def run_claim(engine, now, wanted):
     k = K
-    return scripts.run(engine.conn, "claim", (
-        k.settings, k.blocked_index, k.downloader_queue("bob"), k.todo, k.backfeed, k.secondary,
-        k.redo, k.out, k.claims, k.downloader_claims, k.ratelimit, k.stats, k.minute(0),
-        k.uniques("downloaders", 0), k.uniques("ips", 0), k.limited, k.limits_ready,
-        k.limit_tat, k.limits, k.reclaim_at, k.dead, k.reclaim_history),
-        (now, "bob", "10.0.0.2", wanted))
+    return scripts.run(
+        engine.conn,
+        "claim",
+        (
+            k.settings,
+            k.blocked_index,
+            k.downloader_queue("bob"),
+            k.todo,
+            k.backfeed,
+            k.secondary,
+            k.redo,
+            k.out,
+            k.claims,
+            k.downloader_claims,
+            k.ratelimit,
+            k.stats,
+            k.minute(0),
+            k.uniques("downloaders", 0),
+            k.uniques("ips", 0),
+            k.limited,
+            k.limits_ready,
+            k.limit_tat,
+            k.limits,
+            k.reclaim_at,
+            k.dead,
+            k.reclaim_history,
+        ),
+        (now, "bob", "10.0.0.2", wanted),
+    )
 
 
-def test_a_claim_for_more_than_the_ceiling_gets_the_ceiling_and_loses_nothing(project, admin,
-                                                                             engine, r, clock):
+def test_a_claim_for_more_than_the_ceiling_gets_the_ceiling_and_loses_nothing(
+    project, admin, engine, r, clock
+):
     # 5,000 wanted would unpack 10,000 arguments after the SPOP (Lua stops near 8,000).
     names = [f"n{n}" for n in range(5000)]
     list(admin.add_items(P, names))
@@ -207,7 +230,7 @@ def test_a_claim_with_a_time_that_is_not_a_number_changes_nothing(project, admin
 
 @pytest.mark.parametrize("size", [2048, 4096])
 def test_multi_1000_of_long_urls_claim_and_done_over_http(client, project, admin, r, size):
-    names = [url(n, size) for n in range(MAX_MULTI_CEILING + 1)]   # one more than the maximum
+    names = [url(n, size) for n in range(MAX_MULTI_CEILING + 1)]  # one more than the maximum
     list(admin.add_items(P, names))
     res = post(client, f"/faults/multi={MAX_MULTI_CEILING + 1}//request", REQUEST)
     assert res.status_code == 200
@@ -215,9 +238,15 @@ def test_multi_1000_of_long_urls_claim_and_done_over_http(client, project, admin
     assert len(given) == MAX_MULTI_CEILING and len(set(given)) == MAX_MULTI_CEILING
     assert r.zcard(K.out) == MAX_MULTI_CEILING
     # The done seesaw sends for the whole batch: json.dumps of the NUL-joined names.
-    body = json.dumps({"downloader": "alice", "version": "20240101.01",
-                       "item": "\0".join(given), "bytes": {"data": 10 ** 9},
-                       "id": {"names": given[:3]}}).encode()
+    body = json.dumps(
+        {
+            "downloader": "alice",
+            "version": "20240101.01",
+            "item": "\0".join(given),
+            "bytes": {"data": 10**9},
+            "id": {"names": given[:3]},
+        }
+    ).encode()
     assert len(body) > 1 << 20
     res = post(client, "/faults/done", body)
     assert res.status_code == 200 and res.text == "OK"
@@ -229,12 +258,13 @@ def test_multi_1000_of_long_urls_claim_and_done_over_http(client, project, admin
 
 
 @pytest.mark.slow
-def test_the_real_client_claims_and_completes_multi_1000_of_4096_character_urls(admin, r,
-                                                                                 live_server,
-                                                                                 tmp_path):
+def test_the_real_client_claims_and_completes_multi_1000_of_4096_character_urls(
+    admin, r, live_server, tmp_path
+):
     # seesaw-kit's own GetItemFromTracker and SendDoneToTracker over `tracker serve`: the answer
     # is 4 MB of names and the done body as much, the documented maxima.
     from seesaw_runner import run_warrior
+
     admin.create_project(P, max_multi=str(MAX_MULTI_CEILING))
     names = [url(n, 4096) for n in range(MAX_MULTI_CEILING)]
     list(admin.add_items(P, names))

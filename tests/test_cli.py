@@ -1,4 +1,5 @@
 """The `tracker` command against a real Redis."""
+
 import json
 import os
 import signal
@@ -19,6 +20,7 @@ def cli(redis_url):
 
     def invoke(*args, input=None):
         return runner.invoke(main, ["--redis-url", redis_url, *args], input=input)
+
     return invoke
 
 
@@ -34,18 +36,21 @@ def test_project_lifecycle(cli, r):
     assert cli("project", "list").output.split() == ["p1"]
 
 
-@pytest.mark.parametrize("args,message", [
-    (("project", "set", "p1", "rate_limit=-1"), "rate_limit"),
-    (("project", "set", "p1", "nonsense=1"), "unknown setting"),
-    (("project", "set", "p1", "rate_limit"), "KEY=VALUE"),
-    (("project", "set", "nope", "paused=1"), "unknown project"),
-    (("project", "create", "Bad Name"), "bad project name"),
-    (("project", "show", "nope"), "unknown project"),
-    (("status", "nope"), "unknown project"),
-    (("items", "add", "p1", "-", "--queue", "elsewhere"), "unknown queue"),
-    (("block", "1.2.3.4"), "ip:ADDRESS"),
-    (("upload-target", "p1", "ftp://x/"), "bad upload target"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (("project", "set", "p1", "rate_limit=-1"), "rate_limit"),
+        (("project", "set", "p1", "nonsense=1"), "unknown setting"),
+        (("project", "set", "p1", "rate_limit"), "KEY=VALUE"),
+        (("project", "set", "nope", "paused=1"), "unknown project"),
+        (("project", "create", "Bad Name"), "bad project name"),
+        (("project", "show", "nope"), "unknown project"),
+        (("status", "nope"), "unknown project"),
+        (("items", "add", "p1", "-", "--queue", "elsewhere"), "unknown queue"),
+        (("block", "1.2.3.4"), "ip:ADDRESS"),
+        (("upload-target", "p1", "ftp://x/"), "bad upload target"),
+    ],
+)
 def test_bad_arguments_exit_2_with_a_reason(cli, r, args, message):
     cli("project", "create", "p1")
     before = r.hgetall("{p1}:settings")
@@ -85,19 +90,34 @@ def test_run_demo_starts_embedded_redis_and_serves(tmp_path):
     """`tracker run --demo`: a private Redis under the data dir, the demo project, the API."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k != "TRACKER_REDIS_URL"}
-    live_port = free_port()      # the default, port + 1, may belong to another test's server
+    live_port = free_port()  # the default, port + 1, may belong to another test's server
     while live_port == port:
         live_port = free_port()
-    proc = subprocess.Popen([str(TRACKER_BIN), "--data-dir", str(tmp_path / "var"), "run", "--demo",
-                             "--port", str(port), "--workers", "1", "--live-port", str(live_port)],
-                            env=env,
-                            stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            str(TRACKER_BIN),
+            "--data-dir",
+            str(tmp_path / "var"),
+            "run",
+            "--demo",
+            "--port",
+            str(port),
+            "--workers",
+            "1",
+            "--live-port",
+            str(live_port),
+        ],
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
     try:
         wait_for_port(port, process=proc)
         import http.client
+
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-        conn.request("POST", "/demo/multi=3//request",
-                     orjson.dumps({"downloader": "tester", "api_version": "2"}))
+        conn.request(
+            "POST", "/demo/multi=3//request", orjson.dumps({"downloader": "tester", "api_version": "2"})
+        )
         res = conn.getresponse()
         assert res.status == 200
         assert len(orjson.loads(res.read())["item_name"].split("\0")) == 3
@@ -116,8 +136,7 @@ def test_items_for_a_queue_no_downloader_can_ask_for_are_refused(cli, r):
         result = cli("items", "add", "cliproj", "-", "--queue", queue, input="a\nb\n")
         assert result.exit_code == 2 and "bad downloader name" in result.output, result.output
     assert not list(r.scan_iter("{cliproj}:todo:d*"))
-    assert cli("items", "add", "cliproj", "-", "--queue", "downloader:alice",
-               input="a\nb\n").exit_code == 0
+    assert cli("items", "add", "cliproj", "-", "--queue", "downloader:alice", input="a\nb\n").exit_code == 0
     assert r.scard("{cliproj}:todo:d:alice") == 2
 
 
@@ -126,6 +145,7 @@ def test_every_cli_change_is_audited_as_cli(cli, r):
         res = cli(*args, input=input)
         assert res.exit_code == 0, res.output
         return res.output
+
     ok("project", "create", "p1", "--title", "One")
     ok("project", "set", "p1", "rate_limit=60")
     ok("items", "add", "p1", "-", input="user:a\nuser:b\npage:c\n")
@@ -143,10 +163,21 @@ def test_every_cli_change_is_audited_as_cli(cli, r):
     ok("admin", "hq", "broadcast_message=hello")
     entries = json.loads(ok("admin", "audit", "--count", "100"))["entries"]
     assert [e["action"] for e in entries][::-1] == [
-        "project.create", "project.settings", "items.add", "block.add", "upload_target",
-        "limit.add", "limit.reclassify", "limit.remove", "backfeed_secret.create",
-        "backfeed_secret.revoke", "backfeed_shard.map", "backfeed_shard.unmap", "dead.requeue",
-        "hq.set"]
+        "project.create",
+        "project.settings",
+        "items.add",
+        "block.add",
+        "upload_target",
+        "limit.add",
+        "limit.reclassify",
+        "limit.remove",
+        "backfeed_secret.create",
+        "backfeed_secret.revoke",
+        "backfeed_shard.map",
+        "backfeed_shard.unmap",
+        "dead.requeue",
+        "hq.set",
+    ]
     assert {e["actor"] for e in entries} == {"cli"}
     assert secret["secret"] not in json.dumps(entries)
     assert entries[-3]["detail"] == {"added": 3, "duplicates": 0, "queue": "todo"}
@@ -161,6 +192,7 @@ def test_every_cli_change_is_audited_as_cli(cli, r):
 
 def test_admin_reads_match_the_api(cli, r):
     from tracker_core import hq, tokens
+
     text, record = tokens.create(r, "*", "ops")
     listed = json.loads(cli("admin", "token", "list").output)["tokens"]
     assert [t["token_id"] for t in listed] == [record.token_id] and text not in json.dumps(listed)
@@ -170,9 +202,11 @@ def test_admin_reads_match_the_api(cli, r):
     res = cli("admin", "hq", "auto_project=p1", "seesaw_version=0.10.3")
     assert res.exit_code == 0, res.output
     assert r.hgetall("tracker:hq") == {"auto_project": "p1", "seesaw_version": "0.10.3"}
-    for args, message in ((("admin", "hq", "nope=1"), "unknown HQ field"),
-                          (("admin", "hq", "broadcast_message"), "KEY=VALUE"),
-                          (("admin", "hq", "auto_project=Bad Name"), "project name")):
+    for args, message in (
+        (("admin", "hq", "nope=1"), "unknown HQ field"),
+        (("admin", "hq", "broadcast_message"), "KEY=VALUE"),
+        (("admin", "hq", "auto_project=Bad Name"), "project name"),
+    ):
         res = cli(*args)
         assert res.exit_code == 2 and message in res.output, res.output
     assert r.hgetall("tracker:hq") == {"auto_project": "p1", "seesaw_version": "0.10.3"}

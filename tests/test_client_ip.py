@@ -3,6 +3,7 @@
 A client that sends its own X-Forwarded-For or Forwarded must not choose the IP the tracker
 sees: blocks, claims, unique counts and the warrior registry all use the one in client_ip.py.
 """
+
 import json
 import os
 import socket
@@ -21,8 +22,8 @@ from tracker_core.keys import ProjectKeys
 
 P = "proj"
 K = ProjectKeys(P)
-REAL = "203.0.113.7"        # the address HAProxy saw and appended
-PROXY = "10.0.0.5"          # the load balancer: the socket's peer
+REAL = "203.0.113.7"  # the address HAProxy saw and appended
+PROXY = "10.0.0.5"  # the load balancer: the socket's peer
 ITEMS = [f"https://example.com/a b/{n}?q=%20#frag" for n in range(10)]
 
 
@@ -34,16 +35,19 @@ def project(admin):
 
 
 def request(web, headers, remote_addr=PROXY):
-    return web.simulate_post(f"/{P}/request", body=orjson.dumps(
-        {"downloader": "alice", "api_version": "2"}), remote_addr=remote_addr,
-        headers={"Content-Type": "application/json", **headers})
+    return web.simulate_post(
+        f"/{P}/request",
+        body=orjson.dumps({"downloader": "alice", "api_version": "2"}),
+        remote_addr=remote_addr,
+        headers={"Content-Type": "application/json", **headers},
+    )
 
 
 SPOOFS = [
-    {"X-Forwarded-For": f"10.9.9.9, {REAL}"},                      # prepended by the client
+    {"X-Forwarded-For": f"10.9.9.9, {REAL}"},  # prepended by the client
     {"X-Forwarded-For": f"10.9.9.9,{REAL}"},
-    {"X-Forwarded-For": REAL, "Forwarded": "for=10.9.9.9"},         # Forwarded beside it
-    {"X-Forwarded-For": f"::ffff:10.9.9.9, {REAL}", "Forwarded": "for=\"[::1]\""},
+    {"X-Forwarded-For": REAL, "Forwarded": "for=10.9.9.9"},  # Forwarded beside it
+    {"X-Forwarded-For": f"::ffff:10.9.9.9, {REAL}", "Forwarded": 'for="[::1]"'},
 ]
 
 
@@ -89,26 +93,35 @@ def test_a_garbage_hop_falls_back_to_the_peer(engine, project, r):
 
 def test_the_registry_records_the_proxied_address(engine, r):
     web = testing.TestClient(create_app(engine, trust_forwarded=True))
-    res = web.simulate_post("/api/register.json", body=orjson.dumps({"warrior": {"version": "1"}}),
-                            remote_addr=PROXY, headers={"Content-Type": "application/json",
-                                                        "X-Forwarded-For": f"10.9.9.9, {REAL}",
-                                                        "Forwarded": "for=10.9.9.8"})
+    res = web.simulate_post(
+        "/api/register.json",
+        body=orjson.dumps({"warrior": {"version": "1"}}),
+        remote_addr=PROXY,
+        headers={
+            "Content-Type": "application/json",
+            "X-Forwarded-For": f"10.9.9.9, {REAL}",
+            "Forwarded": "for=10.9.9.8",
+        },
+    )
     record = json.loads(r.hget(keyspace.WARRIORS, res.json["warrior_id"]))
     assert record["ip"] == REAL
 
 
-@pytest.mark.parametrize("header,proxies,expected", [
-    (REAL, 1, REAL),
-    (f"1.1.1.1, 2.2.2.2, {REAL}", 1, REAL),
-    (f"1.1.1.1, {REAL}, 2.2.2.2", 2, REAL),
-    (REAL, 3, REAL),                                  # fewer hops than proxies: the left-most
-    (f"1.1.1.1, [2001:db8::1]:4711", 1, "2001:db8::1"),
-    (f"1.1.1.1, {REAL}:4711", 1, REAL),
-    ("1.1.1.1, ::FFFF:203.0.113.7", 1, REAL),         # one spelling, so blocks match
-    ("1.1.1.1, unknown", 1, None),
-    ("1.1.1.1, ", 1, None),
-    ("9" * 20000 + f", {REAL}", 1, REAL),             # a huge header: only its tail is read
-])
+@pytest.mark.parametrize(
+    "header,proxies,expected",
+    [
+        (REAL, 1, REAL),
+        (f"1.1.1.1, 2.2.2.2, {REAL}", 1, REAL),
+        (f"1.1.1.1, {REAL}, 2.2.2.2", 2, REAL),
+        (REAL, 3, REAL),  # fewer hops than proxies: the left-most
+        ("1.1.1.1, [2001:db8::1]:4711", 1, "2001:db8::1"),
+        (f"1.1.1.1, {REAL}:4711", 1, REAL),
+        ("1.1.1.1, ::FFFF:203.0.113.7", 1, REAL),  # one spelling, so blocks match
+        ("1.1.1.1, unknown", 1, None),
+        ("1.1.1.1, ", 1, None),
+        ("9" * 20000 + f", {REAL}", 1, REAL),  # a huge header: only its tail is read
+    ],
+)
 def test_forwarded_for_parsing(header, proxies, expected):
     assert from_forwarded_for(header, proxies) == expected
 
@@ -142,16 +155,30 @@ def test_live_server_with_trusted_proxies_from_the_environment(redis_url, admin,
     admin.block(f"ip:{REAL}", P)
     port = free_port()
     env = dict(os.environ, TRACKER_REDIS_URL=redis_url, TRACKER_TRUSTED_PROXIES="2")
-    process = subprocess.Popen([str(TRACKER_BIN), "serve", "--host", "127.0.0.1", "--port",
-                                str(port), "--workers", "1", "--trust-forwarded"], env=env,
-                               stdin=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [
+            str(TRACKER_BIN),
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            "1",
+            "--trust-forwarded",
+        ],
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
     try:
         wait_for_port(port, process=process)
         body = b'{"downloader": "alice", "api_version": "2"}'
-        head = (f"POST /{P}/request HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
-                "Content-Type: application/json\r\n"
-                f"X-Forwarded-For: 10.9.9.9, {REAL}, 198.51.100.1\r\n"
-                f"Forwarded: for=10.9.9.9\r\nContent-Length: {len(body)}\r\n\r\n")
+        head = (
+            f"POST /{P}/request HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+            "Content-Type: application/json\r\n"
+            f"X-Forwarded-For: 10.9.9.9, {REAL}, 198.51.100.1\r\n"
+            f"Forwarded: for=10.9.9.9\r\nContent-Length: {len(body)}\r\n\r\n"
+        )
         answer = _raw(port, head + body.decode())
         assert answer.startswith(b"HTTP/1.1 403"), answer[:200]
         assert r.hlen(K.claims) == 0
@@ -162,8 +189,9 @@ def test_live_server_with_trusted_proxies_from_the_environment(redis_url, admin,
 
 def test_haproxy_drops_client_sent_forwarding_headers_before_adding_its_own():
     from conftest import ROOT
+
     cfg = (ROOT / "ansible/roles/loadbalancer/templates/haproxy.cfg.j2").read_text()
-    frontend = cfg[cfg.index("frontend warriors"):cfg.index("\nbackend ")]
+    frontend = cfg[cfg.index("frontend warriors") : cfg.index("\nbackend ")]
     assert "http-request del-header X-Forwarded-For" in frontend
     assert "http-request del-header Forwarded" in frontend
     assert "option forwardfor" in frontend

@@ -1,4 +1,5 @@
 """Many warriors at once through the real server: no item lost, none counted twice."""
+
 import http.client
 import random
 import threading
@@ -18,8 +19,9 @@ WARRIORS = 12
 def call(port, path, body):
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
     try:
-        conn.request("POST", path, orjson.dumps(body),
-                     {"Content-Type": "application/json", "Connection": "close"})
+        conn.request(
+            "POST", path, orjson.dumps(body), {"Content-Type": "application/json", "Connection": "close"}
+        )
         res = conn.getresponse()
         return res.status, res.read()
     finally:
@@ -29,8 +31,11 @@ def call(port, path, body):
 def warrior(port, name, rng, sent, errors):
     """Claim batches until the queues are empty; finish most, repeat some, drop some, release some."""
     while True:
-        status, body = call(port, f"/{P}/multi={rng.randint(1, 20)}//request",
-                            {"downloader": name, "api_version": "2", "version": "20240101.01"})
+        status, body = call(
+            port,
+            f"/{P}/multi={rng.randint(1, 20)}//request",
+            {"downloader": name, "api_version": "2", "version": "20240101.01"},
+        )
         if status == 404:
             return
         if status != 200:
@@ -39,10 +44,15 @@ def warrior(port, name, rng, sent, errors):
         names = orjson.loads(body)["item_name"].split("\0")
         rng.shuffle(names)
         cut = len(names) * 8 // 10
-        finished, rest = names[:max(1, cut)], names[max(1, cut):]
-        release, keep = rest[: len(rest) // 2], rest[len(rest) // 2:]
-        done_body = {"downloader": name, "item": "\0".join(finished), "bytes": {"data": 10 * len(finished)},
-                     "version": "20240101.01", "id": {"n": len(finished)}}
+        finished, rest = names[: max(1, cut)], names[max(1, cut) :]
+        release, keep = rest[: len(rest) // 2], rest[len(rest) // 2 :]
+        done_body = {
+            "downloader": name,
+            "item": "\0".join(finished),
+            "bytes": {"data": 10 * len(finished)},
+            "version": "20240101.01",
+            "id": {"n": len(finished)},
+        }
         for _ in range(2 if rng.random() < 0.3 else 1):  # repeated dones, as after a lost answer
             status, text = call(port, f"/{P}/done", done_body)
             if (status, text) != (200, b"OK"):
@@ -52,8 +62,11 @@ def warrior(port, name, rng, sent, errors):
             call(port, f"/{P}/release", {"downloader": name, "item": "\0".join(release)})
         if keep and rng.random() < 0.5:
             # Another downloader reports these (a reclaim handed elsewhere): counted for the sender.
-            status, text = call(port, f"/{P}/done", {"downloader": "helper", "item": "\0".join(keep),
-                                                     "bytes": {"data": 10 * len(keep)}})
+            status, text = call(
+                port,
+                f"/{P}/done",
+                {"downloader": "helper", "item": "\0".join(keep), "bytes": {"data": 10 * len(keep)}},
+            )
             sent.update({n: 1 for n in keep})
             if (status, text) != (200, b"OK"):
                 errors.append((status, text))
@@ -67,8 +80,9 @@ def test_concurrent_warriors_keep_every_item_in_exactly_one_place(admin, live_se
     sent, errors, threads = Counter(), [], []
     for w in range(WARRIORS):
         rng = random.Random(w)
-        threads.append(threading.Thread(target=warrior, args=(live_server.port, f"warrior{w}", rng,
-                                                              sent, errors)))
+        threads.append(
+            threading.Thread(target=warrior, args=(live_server.port, f"warrior{w}", rng, sent, errors))
+        )
     for t in threads:
         t.start()
     for t in threads:

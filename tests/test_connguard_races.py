@@ -1,5 +1,6 @@
 """The connection guard never answers 408/503 for a request that may still run, and never acts
 on a descriptor number that was reused under it (issue 12, review of connguard.py)."""
+
 from __future__ import annotations
 
 import os
@@ -11,7 +12,6 @@ import pytest
 import redis
 
 from test_http_hardening import Server, read_until_closed, status_line
-from tracker_api import connguard
 from tracker_api.connguard import TIMEOUT_408, ConnectionGuard
 from tracker_core.admin import Admin
 from tracker_core.embedded import EmbeddedRedis, free_port
@@ -22,8 +22,10 @@ PROJECT = "proj1"
 
 def _request(downloader: str) -> bytes:
     body = f'{{"downloader": "{downloader}", "api_version": "2"}}'.encode()
-    return (f"POST /{PROJECT}/request HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode() + body
+    return (
+        f"POST /{PROJECT}/request HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    ).encode() + body
 
 
 @pytest.fixture
@@ -51,7 +53,7 @@ def _server_reads(accepted) -> bytes | str:
         return accepted.recv(65536)
     except ConnectionResetError:
         return "reset"
-    except socket.timeout:
+    except TimeoutError:
         return "nothing"
 
 
@@ -65,19 +67,19 @@ def test_a_close_with_a_whole_request_unread_sends_no_408_and_bjoern_cannot_read
     guard._close(accepted.fileno(), _inode(accepted), TIMEOUT_408, "slow")
     answer, closed_after = read_until_closed(client, 3)
     assert answer == b"" and closed_after is not None
-    assert _server_reads(accepted) in ("reset", b"")       # never the request
+    assert _server_reads(accepted) in ("reset", b"")  # never the request
     assert guard.reset_unread == 1 and guard.closed_total["slow"] == 1
 
 
 def test_a_408_close_also_drops_what_the_client_sends_after_it(pair):
     listener, client, accepted = pair
     client.sendall(b"POST /proj1/request HTTP/1.1\r\n")
-    assert accepted.recv(100)                               # bjoern has read the part
+    assert accepted.recv(100)  # bjoern has read the part
     guard = _guard(listener)
     guard._close(accepted.fileno(), _inode(accepted), TIMEOUT_408, "slow")
     assert status_line(client.recv(4096)) == b"HTTP/1.1 408 Request Timeout"
     try:
-        client.sendall(b"Host: t\r\nContent-Length: 2\r\n\r\n{}")   # the rest, too late
+        client.sendall(b"Host: t\r\nContent-Length: 2\r\n\r\n{}")  # the rest, too late
     except (BrokenPipeError, ConnectionResetError):
         pass
     time.sleep(0.1)
@@ -92,13 +94,13 @@ def test_the_guard_acts_on_the_socket_it_checked_even_if_the_number_is_reused(pa
     other_client = socket.create_connection(listener.getsockname(), timeout=5)
     other, _ = listener.accept()
     meant_fd, meant_inode = accepted.fileno(), _inode(accepted)
-    kept = os.dup(meant_fd)                     # the meant socket, alive under another number
+    kept = os.dup(meant_fd)  # the meant socket, alive under another number
     swapped = []
 
     def reuse_now():
         if not swapped:
             swapped.append(True)
-            os.dup2(other.fileno(), meant_fd)   # the number now holds the new client
+            os.dup2(other.fileno(), meant_fd)  # the number now holds the new client
 
     real_readlink, real_fstat = os.readlink, os.fstat
 
@@ -145,8 +147,7 @@ def stoppable_redis(tmp_path):
     server.stop()
 
 
-def test_a_request_that_waited_behind_a_stalled_worker_is_never_answered_408_and_run(
-        stoppable_redis):
+def test_a_request_that_waited_behind_a_stalled_worker_is_never_answered_408_and_run(stoppable_redis):
     """The reviewer's sequence: B's request arrives whole while the only worker is stuck in a
     Redis call for A. B must either get its item or be told nothing was done; never a 408 while
     its claim is made behind its back."""
@@ -165,17 +166,17 @@ def test_a_request_that_waited_behind_a_stalled_worker_is_never_answered_408_and
         assert victim_claims() == 0
         request_b = _request("victim")
         b = server.connect()
-        b.sendall(request_b[:20])               # bjoern accepts B and starts its request
+        b.sendall(request_b[:20])  # bjoern accepts B and starts its request
         time.sleep(0.3)
         os.kill(redis_pid, signal.SIGSTOP)
         a = server.connect()
-        a.sendall(_request("blocker"))          # the worker blocks in its script call
+        a.sendall(_request("blocker"))  # the worker blocks in its script call
         time.sleep(1.6)
-        b.sendall(request_b[20:])               # B is whole in the kernel, behind A
+        b.sendall(request_b[20:])  # B is whole in the kernel, behind A
         answer_b, closed_b = read_until_closed(b, 6)
         os.kill(redis_pid, signal.SIGCONT)
         answer_a, _ = read_until_closed(a, 15)
-        if closed_b is None:                    # still open: B's request ran after the stall
+        if closed_b is None:  # still open: B's request ran after the stall
             more, closed_b = read_until_closed(b, 15)
             answer_b += more
         a.close()

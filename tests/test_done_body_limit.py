@@ -6,13 +6,14 @@ the worst case: every character outside the BMP, which json.dumps writes as two 
 escapes (12 bytes for one character), and the NUL between names as ``\\u0000``. A done refused
 with 413 would be retried for ever and the batch never reported.
 """
+
 import json
 
 import orjson
 import pytest
 from falcon import testing
-from seesaw_runner import run_warrior
 
+from seesaw_runner import run_warrior
 from tracker_api import warrior
 from tracker_api.app import create_app
 from tracker_core import protocol
@@ -21,7 +22,7 @@ from tracker_core.settings import MAX_MULTI_CEILING
 
 P = "maxdone"
 K = ProjectKeys(P)
-ASTRAL = "\U0001F600"            # json.dumps: "\ud83d\ude00", 12 bytes for one character
+ASTRAL = "\U0001f600"  # json.dumps: "\ud83d\ude00", 12 bytes for one character
 
 
 def worst_names(count: int = MAX_MULTI_CEILING) -> list[str]:
@@ -31,9 +32,13 @@ def worst_names(count: int = MAX_MULTI_CEILING) -> list[str]:
 
 def worst_done_body(names: list[str]) -> bytes:
     """A done body as seesaw sends it, with every other field at its own maximum too."""
-    stats = {"downloader": "d" * 30, "version": ASTRAL * 64, "item": "\0".join(names),
-             "bytes": {f"domain-{i:02d}-" + "x" * 50: 10 ** 11 for i in range(32)},
-             "id": {"warrior": "seesaw", "hashes": ["0" * 64] * 16}}
+    stats = {
+        "downloader": "d" * 30,
+        "version": ASTRAL * 64,
+        "item": "\0".join(names),
+        "bytes": {f"domain-{i:02d}-" + "x" * 50: 10**11 for i in range(32)},
+        "id": {"warrior": "seesaw", "hashes": ["0" * 64] * 16},
+    }
     return json.dumps(stats).encode()
 
 
@@ -43,7 +48,7 @@ def test_the_worst_case_done_body_of_a_whole_claim_fits_the_limit():
     assert {len(n) for n in names} == {protocol.MAX_ITEM_CHARS}
     body = worst_done_body(names)
     assert len(json.dumps(names[0])) == 12 * protocol.MAX_ITEM_CHARS + 2
-    assert len(body) > 49_000_000            # 12 bytes a character: 1,000 x 4,096 x 12
+    assert len(body) > 49_000_000  # 12 bytes a character: 1,000 x 4,096 x 12
     assert len(body) <= warrior.MAX_DONE_BODY_BYTES
     # What the limit leaves for the other fields (downloader, version, bytes, id), at least:
     assert warrior.MAX_DONE_BODY_BYTES - len(body) > 1_000_000 - 20_000
@@ -56,8 +61,11 @@ def web(engine):
 
 def claim_all(web) -> list[str]:
     request = {"downloader": "alice", "api_version": "2", "version": "20240102.01"}
-    res = web.simulate_post(f"/{P}/multi={MAX_MULTI_CEILING}//request", body=orjson.dumps(request),
-                            headers={"Content-Type": "application/json"})
+    res = web.simulate_post(
+        f"/{P}/multi={MAX_MULTI_CEILING}//request",
+        body=orjson.dumps(request),
+        headers={"Content-Type": "application/json"},
+    )
     assert res.status_code == 200
     return res.json["item_name"].split("\0")
 
@@ -89,23 +97,21 @@ def test_a_body_past_the_done_limit_is_refused_413_and_changes_nothing(admin, r,
     at_limit = b'{"downloader": "alice", "item": "a"' + padding + b"}"
     assert len(at_limit) == limit
     res = web.simulate_post(f"/{P}/done", body=at_limit)
-    assert res.status_code == 200 and res.text == "OK"       # read whole: a queued name, refused
+    assert res.status_code == 200 and res.text == "OK"  # read whole: a queued name, refused
     assert r.hget(K.stats, "dones_refused") == "1"
     res = web.simulate_post(f"/{P}/done", body=at_limit + b" ")
     assert res.status_code == 413 and str(limit) in res.text
     assert r.smembers(K.todo) == {"a"}
 
 
-def test_seesaw_reports_a_whole_claim_at_the_maxima_through_the_real_server(admin, r, live_server,
-                                                                          tmp_path):
+def test_seesaw_reports_a_whole_claim_at_the_maxima_through_the_real_server(admin, r, live_server, tmp_path):
     # seesaw's own pipeline: GetItemFromTracker with multi=1000, PrepareStatsForTracker and
     # SendDoneToTracker, which json.dumps the done (about 49 MB for these names).
     admin.create_project(P)
     admin.set_settings(P, {"max_multi": str(MAX_MULTI_CEILING)})
     names = worst_names()
     list(admin.add_items(P, names))
-    result, _log = run_warrior(live_server, tmp_path, project=P, claims=1,
-                               multi=MAX_MULTI_CEILING)
+    result, _log = run_warrior(live_server, tmp_path, project=P, claims=1, multi=MAX_MULTI_CEILING)
     assert result["claims"] == 1 and not result["failed"]
     assert sorted(result["names"]) == sorted(names)
     assert r.scard(K.done) == MAX_MULTI_CEILING and not r.exists(K.out)

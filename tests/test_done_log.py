@@ -4,9 +4,9 @@ Every completion is kept: maintain archives the entries beyond log_maxlen to zst
 files of JSON lines and only then trims them, so a crash at any point loses and duplicates
 nothing; export and the admin API read the files, then the stream, in order.
 """
+
 import io
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -58,7 +58,7 @@ def lease(r, holder="node-a"):
     return held
 
 
-SERIAL = iter(range(10 ** 9))
+SERIAL = iter(range(10**9))
 
 
 def done_entries(admin, engine, count, downloader="alice"):
@@ -71,8 +71,10 @@ def done_entries(admin, engine, count, downloader="alice"):
 
 # -- archiving ----------------------------------------------------------------------------------
 
+
 def test_entries_beyond_the_watermark_go_to_segments_and_export_returns_each_once(
-        project, admin, engine, r, tmp_path):
+    project, admin, engine, r, tmp_path
+):
     names = done_entries(admin, engine, 35)
     assert r.xlen(K.log) == 35
     report = offload.maintain_project(r, P, tmp_path)
@@ -81,13 +83,16 @@ def test_entries_beyond_the_watermark_go_to_segments_and_export_returns_each_onc
     assert (tmp_path / P / "log" / "1.jsonl.zst").exists()
     rows = export(admin, tmp_path)
     assert [row["items"] for row in rows] == [[n] for n in names]
-    assert [row["entry"] for row in rows] == sorted({row["entry"] for row in rows},
-                                                    key=log_archive.parse_id)
+    assert [row["entry"] for row in rows] == sorted({row["entry"] for row in rows}, key=log_archive.parse_id)
     first = rows[0]
-    assert set(first) == {"entry", "at", "downloader", "ip", "items", "bytes", "domains",
-                          "version", "id"}
-    assert (first["downloader"], first["bytes"], first["domains"], first["version"],
-            first["id"]) == ("alice", 100, {"example.com": 100}, "1.2", {"n": 1})
+    assert set(first) == {"entry", "at", "downloader", "ip", "items", "bytes", "domains", "version", "id"}
+    assert (first["downloader"], first["bytes"], first["domains"], first["version"], first["id"]) == (
+        "alice",
+        100,
+        {"example.com": 100},
+        "1.2",
+        {"n": 1},
+    )
     assert first["at"] == 1_700_000_000_000
     assert int(r.hget(K.stats, "log_entries_archived")) == 25
     # A second pass has nothing to do; more dones are archived into a second segment.
@@ -97,8 +102,7 @@ def test_entries_beyond_the_watermark_go_to_segments_and_export_returns_each_onc
     assert [row["items"][0] for row in export(admin, tmp_path)] == names
 
 
-def test_a_watermark_of_zero_archives_everything_in_bounded_segments(
-        project, admin, engine, r, tmp_path):
+def test_a_watermark_of_zero_archives_everything_in_bounded_segments(project, admin, engine, r, tmp_path):
     admin.set_settings(P, {"log_maxlen": "0"})
     names = done_entries(admin, engine, 12)
     k_lease = lease(r)
@@ -107,8 +111,7 @@ def test_a_watermark_of_zero_archives_everything_in_bounded_segments(
     assert [row["items"][0] for row in export(admin, tmp_path)] == names
 
 
-def test_segments_close_at_their_byte_bound_but_never_cut_an_entry(project, admin, engine, r,
-                                                                     tmp_path):
+def test_segments_close_at_their_byte_bound_but_never_cut_an_entry(project, admin, engine, r, tmp_path):
     big = [url(n, 4096) for n in range(20)]
     first, second = finish(admin, engine, big[:10]), finish(admin, engine, big[10:])
     assert log_archive.archive(r, K, tmp_path, lease(r), keep=0, max_bytes=1000) == 2
@@ -118,23 +121,26 @@ def test_segments_close_at_their_byte_bound_but_never_cut_an_entry(project, admi
 
 # -- crash safety -------------------------------------------------------------------------------
 
+
 def state(r):
     return r.xrange(K.log), r.hgetall(K.log_segments)
 
 
 def test_an_exception_between_the_file_and_the_trim_loses_and_duplicates_nothing(
-        project, admin, engine, r, tmp_path, monkeypatch):
+    project, admin, engine, r, tmp_path, monkeypatch
+):
     names = done_entries(admin, engine, 30)
     stream_before = r.xrange(K.log)
 
     def crash(path):
-        assert path.exists()            # durable before the script runs
+        assert path.exists()  # durable before the script runs
         raise RuntimeError("injected")
+
     monkeypatch.setattr(log_archive, "_after_write", crash)
     with pytest.raises(RuntimeError, match="injected"):
         offload.maintain_project(r, P, tmp_path)
     assert r.xrange(K.log) == stream_before and log_archive.registry(r, K) == []
-    assert [row["items"][0] for row in export(admin, tmp_path)] == names   # the file is not read
+    assert [row["items"][0] for row in export(admin, tmp_path)] == names  # the file is not read
     monkeypatch.setattr(log_archive, "_after_write", None)
     assert offload.maintain_project(r, P, tmp_path)["log_archived"] == 20
     assert [row["items"][0] for row in export(admin, tmp_path)] == names
@@ -158,15 +164,17 @@ offload.maintain_project(r, "dl", sys.argv[2])
 
 
 def test_a_maintainer_killed_between_the_file_and_the_trim_loses_and_duplicates_nothing(
-        project, admin, engine, r, tmp_path, redis_url):
+    project, admin, engine, r, tmp_path, redis_url
+):
     names = done_entries(admin, engine, 30)
     stream_before = r.xrange(K.log)
-    run = subprocess.run([sys.executable, "-c", KILLED_ARCHIVER, redis_url, str(tmp_path)],
-                         capture_output=True, timeout=60)
+    run = subprocess.run(
+        [sys.executable, "-c", KILLED_ARCHIVER, redis_url, str(tmp_path)], capture_output=True, timeout=60
+    )
     assert run.returncode == -signal.SIGKILL, run.stderr
     assert (tmp_path / P / "log" / "1.jsonl.zst").exists()
     assert r.xrange(K.log) == stream_before and log_archive.registry(r, K) == []
-    r.delete(K.maintain_lease)        # as if it expired
+    r.delete(K.maintain_lease)  # as if it expired
     assert offload.maintain_project(r, P, tmp_path)["log_archived"] == 20
     rows = export(admin, tmp_path)
     assert [row["items"][0] for row in rows] == names
@@ -174,42 +182,44 @@ def test_a_maintainer_killed_between_the_file_and_the_trim_loses_and_duplicates_
 
 
 def test_the_archive_script_refuses_a_file_that_does_not_continue_the_archive(
-        project, admin, engine, r, tmp_path):
+    project, admin, engine, r, tmp_path
+):
     done_entries(admin, engine, 4)
     ids = [entry_id for entry_id, _ in r.xrange(K.log)]
     held = lease(r)
     r.hset(K.log_segments, "#next", 3)
 
     def archive(number, first, last, n, holder=held.holder):
-        return scripts.run(r, "log_archive", (held.key, K.log, K.log_segments, K.stats),
-                           (holder, number, first, last, n))
+        return scripts.run(
+            r, "log_archive", (held.key, K.log, K.log_segments, K.stats), (holder, number, first, last, n)
+        )
+
     before = state(r)
-    assert archive(1, ids[1], ids[2], 2) == [0, 0]           # skips ids[0]
+    assert archive(1, ids[1], ids[2], 2) == [0, 0]  # skips ids[0]
     assert archive(1, ids[0], ids[1], 2, "node-b") == [-4, 0]  # not the lease holder
-    assert archive(4, ids[0], ids[1], 2) == [0, 0]           # a number never handed out
+    assert archive(4, ids[0], ids[1], 2) == [0, 0]  # a number never handed out
     assert state(r) == before
     assert archive(1, ids[0], ids[1], 2) == [1, 2]
     assert r.hget(K.log_segments, "#archived") == ids[1]
     assert [i for i, _ in r.xrange(K.log)] == ids[2:]
-    assert archive(1, ids[2], ids[2], 1) == [0, 0]           # already registered
-    assert archive(2, ids[0], ids[1], 2) == [0, 0]           # behind the archive
+    assert archive(1, ids[2], ids[2], 1) == [0, 0]  # already registered
+    assert archive(2, ids[0], ids[1], 2) == [0, 0]  # behind the archive
     with pytest.raises(scripts.ScriptError):
         archive(2, "later", ids[3], 1)
 
 
 def test_a_lost_lease_leaves_the_file_unregistered_and_the_entries_in_the_stream(
-        project, admin, engine, r, tmp_path, monkeypatch):
+    project, admin, engine, r, tmp_path, monkeypatch
+):
     done_entries(admin, engine, 15)
     held = lease(r)
-    monkeypatch.setattr(log_archive, "_after_write",
-                        lambda path: r.set(K.maintain_lease, "node-b"))
+    monkeypatch.setattr(log_archive, "_after_write", lambda path: r.set(K.maintain_lease, "node-b"))
     with pytest.raises(log_archive.LogLeaseLost):
         log_archive.archive(r, K, tmp_path, held)
     assert r.xlen(K.log) == 15 and log_archive.registry(r, K) == []
 
 
-def test_an_export_running_while_maintain_archives_sees_every_entry_once(
-        project, admin, engine, r, tmp_path):
+def test_an_export_running_while_maintain_archives_sees_every_entry_once(project, admin, engine, r, tmp_path):
     names = done_entries(admin, engine, 1200)
     reader = log_archive.entries(admin.r, K, tmp_path)
     seen = [next(reader)[1]["items"][0] for _ in range(300)]
@@ -221,8 +231,10 @@ def test_an_export_running_while_maintain_archives_sees_every_entry_once(
 
 # -- the stream's safety bound ------------------------------------------------------------------
 
+
 def test_the_safety_bound_cuts_only_far_beyond_the_watermark_and_counts_what_it_drops(
-        project, admin, engine, r):
+    project, admin, engine, r
+):
     # log_maxlen 10: the bound is max(10 x 10, 100,000) entries.
     pipe = r.pipeline(transaction=False)
     for n in range(99_999):
@@ -239,6 +251,7 @@ def test_the_safety_bound_cuts_only_far_beyond_the_watermark_and_counts_what_it_
 
 # -- export: filters, kinds, names --------------------------------------------------------------
 
+
 def test_export_filters_by_time_and_downloader(project, admin, engine, r, tmp_path):
     early = done_entries(admin, engine, 8, "alice")
     time.sleep(0.01)
@@ -246,9 +259,9 @@ def test_export_filters_by_time_and_downloader(project, admin, engine, r, tmp_pa
     time.sleep(0.01)
     late_bob = done_entries(admin, engine, 7, "bob-warrior")
     late_alice = finish(admin, engine, [url(next(SERIAL))], "alice")
-    offload.maintain_project(r, P, tmp_path)          # 6 archived: filters cross both parts
+    offload.maintain_project(r, P, tmp_path)  # 6 archived: filters cross both parts
     assert log_archive.registry(r, K)
-    items = lambda rows: [row["items"][0] for row in rows]   # noqa: E731
+    items = lambda rows: [row["items"][0] for row in rows]  # noqa: E731
     assert items(export(admin, tmp_path)) == early + late_bob + late_alice
     assert items(export(admin, tmp_path, since_ms=cut_ms)) == late_bob + late_alice
     assert items(export(admin, tmp_path, downloader="alice")) == early + late_alice
@@ -256,10 +269,16 @@ def test_export_filters_by_time_and_downloader(project, admin, engine, r, tmp_pa
     assert export(admin, tmp_path, since_ms=int(time.time() * 1000) + 60_000) == []
 
 
-@pytest.mark.parametrize("text,ms", [
-    ("1700000000", 1_700_000_000_000), ("1700000000.5", 1_700_000_000_500),
-    ("2023-11-14T22:13:20Z", 1_700_000_000_000), ("2023-11-14T23:13:20+01:00", 1_700_000_000_000),
-    ("2023-11-14", 1_699_920_000_000)])
+@pytest.mark.parametrize(
+    "text,ms",
+    [
+        ("1700000000", 1_700_000_000_000),
+        ("1700000000.5", 1_700_000_000_500),
+        ("2023-11-14T22:13:20Z", 1_700_000_000_000),
+        ("2023-11-14T23:13:20+01:00", 1_700_000_000_000),
+        ("2023-11-14", 1_699_920_000_000),
+    ],
+)
 def test_since_takes_unix_seconds_or_iso_times(text, ms):
     assert log_archive.parse_since(text) == ms
 
@@ -270,10 +289,14 @@ def test_a_bad_since_is_refused(text):
         log_archive.parse_since(text)
 
 
-def test_url_names_of_kilobytes_and_non_ascii_names_round_trip(project, admin, engine, r,
-                                                               tmp_path):
-    names = [url(1, 4096), "https://e.com/p?a=1&b=%20#x y/z", "ünï/cødé ☃ 日本語?q=%E2%98%83",
-             "https://example.org/" + "é" * 2000, "a\\b\"c\td"]
+def test_url_names_of_kilobytes_and_non_ascii_names_round_trip(project, admin, engine, r, tmp_path):
+    names = [
+        url(1, 4096),
+        "https://e.com/p?a=1&b=%20#x y/z",
+        "ünï/cødé ☃ 日本語?q=%E2%98%83",
+        "https://example.org/" + "é" * 2000,
+        'a\\b"c\td',
+    ]
     calls = [finish(admin, engine, names[:2]), finish(admin, engine, names[2:])]
     admin.set_settings(P, {"log_maxlen": "0"})
     offload.maintain_project(r, P, tmp_path)
@@ -283,7 +306,8 @@ def test_url_names_of_kilobytes_and_non_ascii_names_round_trip(project, admin, e
 
 
 def test_a_done_of_the_largest_batch_of_the_longest_names_is_archived_whole(
-        project, admin, engine, r, tmp_path):
+    project, admin, engine, r, tmp_path
+):
     names = finish(admin, engine, [url(n, 4096) for n in range(1000)])
     assert log_archive.archive(r, K, tmp_path, lease(r), keep=0) == 1
     assert export(admin, tmp_path)[0]["items"] == names
@@ -295,12 +319,14 @@ def test_uploads_and_bad_dones_export_the_same_way(project, admin, engine, r, tm
     engine.done(P, "mallory", "", [url(3)], [], "")
     uploads = export(admin, tmp_path, kind="uploads")
     assert [(u["uploader"], u["item"], u["server"]) for u in uploads] == [
-        ("alice", url(1), "rsync://up/x/"), ("bob-warrior", url(2), "")]
-    assert [u["item"] for u in export(admin, tmp_path, kind="uploads",
-                                      downloader="bob-warrior")] == [url(2)]
+        ("alice", url(1), "rsync://up/x/"),
+        ("bob-warrior", url(2), ""),
+    ]
+    assert [u["item"] for u in export(admin, tmp_path, kind="uploads", downloader="bob-warrior")] == [url(2)]
     bad = export(admin, tmp_path, kind="bad_dones")
     assert [(b["downloader"], b["reason"], b["count"], b["items"]) for b in bad] == [
-        ("mallory", "unknown", 1, [url(3)])]
+        ("mallory", "unknown", 1, [url(3)])
+    ]
     with pytest.raises(log_archive.LogError):
         export(admin, tmp_path, kind="claims")
 
@@ -313,6 +339,7 @@ def test_a_missing_segment_file_is_an_error_not_a_silent_gap(project, admin, eng
 
 
 # -- the CLI and the admin API ------------------------------------------------------------------
+
 
 def test_tracker_log_export_streams_json_lines(project, admin, engine, r, tmp_path, redis_url):
     names = done_entries(admin, engine, 14)
@@ -327,9 +354,13 @@ def test_tracker_log_export_streams_json_lines(project, admin, engine, r, tmp_pa
     res = runner.invoke(main, base + ["--since", "soon"])
     assert res.exit_code == 1 and "bad time" in res.output
     res = runner.invoke(main, ["--redis-url", redis_url, "log", "status", P])
-    assert json.loads(res.output) == {"segments": 1, "archived_entries": 4, "stream_entries": 10,
-                                      "archived_up_to": log_archive.registry(r, K)[0][2],
-                                      "dropped_entries": 0}
+    assert json.loads(res.output) == {
+        "segments": 1,
+        "archived_entries": 4,
+        "stream_entries": 10,
+        "archived_up_to": log_archive.registry(r, K)[0][2],
+        "dropped_entries": 0,
+    }
 
 
 def test_the_admin_api_pages_through_the_log(project, admin, engine, r, tmp_path, monkeypatch):
@@ -349,8 +380,7 @@ def test_the_admin_api_pages_through_the_log(project, admin, engine, r, tmp_path
         if cursor is None:
             break
     assert got == names and pages == 4
-    res = web.simulate_get(f"/api/admin/projects/{P}/log", headers=headers,
-                           query_string="downloader=nobody")
+    res = web.simulate_get(f"/api/admin/projects/{P}/log", headers=headers, query_string="downloader=nobody")
     assert res.json == {"entries": [], "cursor": None}
     for query in ("kind=claims", "cursor=abc", "since=soon", "limit=0", "limit=1001"):
         res = web.simulate_get(f"/api/admin/projects/{P}/log", query_string=query, headers=headers)
@@ -360,8 +390,7 @@ def test_the_admin_api_pages_through_the_log(project, admin, engine, r, tmp_path
     assert res.status_code == 503 and "not in" in res.text
 
 
-def test_a_page_stops_after_scanning_its_bound_with_a_cursor_to_go_on(project, admin, engine,
-                                                                       r, tmp_path):
+def test_a_page_stops_after_scanning_its_bound_with_a_cursor_to_go_on(project, admin, engine, r, tmp_path):
     done_entries(admin, engine, 30)
     page = log_archive.page(r, K, tmp_path, downloader="nobody", max_scan=12)
     assert page["entries"] == [] and page["cursor"] == r.xrange(K.log)[11][0]
@@ -369,16 +398,30 @@ def test_a_page_stops_after_scanning_its_bound_with_a_cursor_to_go_on(project, a
     assert page == {"entries": [], "cursor": None}
 
 
-def test_a_done_over_http_logs_the_senders_ip_and_every_field(project, admin, engine, r,
-                                                              tmp_path):
+def test_a_done_over_http_logs_the_senders_ip_and_every_field(project, admin, engine, r, tmp_path):
     names = [url(1, 2048), "ünï/cødé ☃ 日本語?q=%E2%98%83 #x"]
     list(admin.add_items(P, names))
     web = testing.TestClient(create_app(engine))
-    got = web.simulate_post(f"/{P}/multi=2/request", remote_addr="198.51.100.7", json={
-        "downloader": "alice", "api_version": "2"}).json["item_name"].split("\0")
-    res = web.simulate_post(f"/{P}/done", remote_addr="198.51.100.8", json={
-        "downloader": "alice", "version": "20240101.01", "item": "\0".join(got),
-        "bytes": {"example.com": 3000, "cdn.example.com": 1000}, "id": {"sha1": "ab"}})
+    got = (
+        web.simulate_post(
+            f"/{P}/multi=2/request",
+            remote_addr="198.51.100.7",
+            json={"downloader": "alice", "api_version": "2"},
+        )
+        .json["item_name"]
+        .split("\0")
+    )
+    res = web.simulate_post(
+        f"/{P}/done",
+        remote_addr="198.51.100.8",
+        json={
+            "downloader": "alice",
+            "version": "20240101.01",
+            "item": "\0".join(got),
+            "bytes": {"example.com": 3000, "cdn.example.com": 1000},
+            "id": {"sha1": "ab"},
+        },
+    )
     assert res.status_code == 200, res.text
     offload.maintain_project(r, P, tmp_path)
     admin.set_settings(P, {"log_maxlen": "0"})
@@ -386,5 +429,9 @@ def test_a_done_over_http_logs_the_senders_ip_and_every_field(project, admin, en
     [row] = export(admin, tmp_path)
     assert row["ip"] == "198.51.100.8" and row["items"] == got and sorted(got) == sorted(names)
     assert (row["downloader"], row["version"], row["bytes"], row["domains"], row["id"]) == (
-        "alice", "20240101.01", 4000, {"example.com": 3000, "cdn.example.com": 1000},
-        {"sha1": "ab"})
+        "alice",
+        "20240101.01",
+        4000,
+        {"example.com": 3000, "cdn.example.com": 1000},
+        {"sha1": "ab"},
+    )

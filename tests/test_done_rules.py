@@ -5,6 +5,7 @@ an item waiting in a queue changes nothing and is refused unless the project acc
 a name found nowhere is unknown. Bytes per item are capped, ids and bad_dones are bounded, and no
 input makes the script fail after its first write.
 """
+
 import json
 
 import pytest
@@ -31,8 +32,9 @@ def project(admin):
 
 def post(client, path, body):
     # json.dumps, as seesaw sends it (orjson would refuse the deepest ids tested here).
-    return client.simulate_post(path, body=json.dumps(body).encode(),
-                                headers={"Content-Type": "application/json"})
+    return client.simulate_post(
+        path, body=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
 
 
 def state(r):
@@ -42,8 +44,13 @@ def state(r):
         if key in (K.stats, K.bad_dones) or ":minute:" in key:
             continue
         kind = r.type(key)
-        out[key] = {"set": r.smembers, "zset": lambda k: r.zrange(k, 0, -1, withscores=True),
-                    "hash": r.hgetall, "string": r.dump, "stream": r.xrange}[kind](key)
+        out[key] = {
+            "set": r.smembers,
+            "zset": lambda k: r.zrange(k, 0, -1, withscores=True),
+            "hash": r.hgetall,
+            "string": r.dump,
+            "stream": r.xrange,
+        }[kind](key)
     return out
 
 
@@ -52,6 +59,7 @@ def counter(r, field):
 
 
 # -- dead items --------------------------------------------------------------------------------
+
 
 def test_a_late_done_for_a_dead_item_completes_it(project, admin, engine, clock, r):
     admin.set_settings(P, {"reclaim_ttl_s": "1", "max_reclaims": "1"})
@@ -75,15 +83,19 @@ def test_a_late_done_for_a_dead_item_completes_it(project, admin, engine, clock,
 
 # -- queued items ------------------------------------------------------------------------------
 
+
 def test_a_done_for_100_queued_items_changes_nothing_and_is_refused(client, project, admin, r):
     names = [url(n) for n in range(100)]
     list(admin.add_items(P, names[:60]))
     list(admin.add_items(P, names[60:80], queue="secondary"))
     list(admin.add_items(P, names[80:], queue="backfeed"))
     before = state(r)
-    res = post(client, "/rules/done", {**SEESAW, "item": "\0".join(names),
-                                        "bytes": {"data": 9_999_999_999_999}, "id": {}})
-    assert res.status_code == 200 and res.text == "OK"   # a real client must not loop
+    res = post(
+        client,
+        "/rules/done",
+        {**SEESAW, "item": "\0".join(names), "bytes": {"data": 9_999_999_999_999}, "id": {}},
+    )
+    assert res.status_code == 200 and res.text == "OK"  # a real client must not loop
     assert state(r) == before
     assert counter(r, "dones_refused") == 100 and counter(r, "items_done") == 0
     assert r.zrange(K.downloader_bytes, 0, -1) == []
@@ -117,6 +129,7 @@ def test_a_done_completes_an_item_that_is_out_whoever_reports_it(project, admin,
 
 # -- bytes per item ----------------------------------------------------------------------------
 
+
 def claimed(admin, engine, n):
     names = [url(i) for i in range(n)]
     list(admin.add_items(P, names))
@@ -134,8 +147,11 @@ def test_bytes_at_the_cap_per_item_are_credited_in_full(project, admin, engine, 
 
 def test_bytes_past_the_cap_are_cut_to_it_and_counted(client, project, admin, engine, r):
     items = claimed(admin, engine, 1)
-    res = post(client, "/rules/done", {**SEESAW, "item": items[0], "id": None,
-                                        "bytes": {"data": 9_999_999_999_998, "warc": 1}})
+    res = post(
+        client,
+        "/rules/done",
+        {**SEESAW, "item": items[0], "id": None, "bytes": {"data": 9_999_999_999_998, "warc": 1}},
+    )
     assert res.status_code == 200 and res.text == "OK"
     assert r.sismember(K.done, items[0])
     assert r.zscore(K.downloader_bytes, "mallory") <= DEFAULT_MAX_BYTES_PER_ITEM
@@ -151,30 +167,31 @@ def test_one_byte_past_the_cap_is_clamped_and_a_cap_of_0_is_off(project, admin, 
     assert engine.done(P, "alice", "", items[:1], ["data", 1001], "{}").clamped
     assert r.zscore(K.downloader_bytes, "alice") == 1000
     admin.set_settings(P, {"max_bytes_per_item": "0"})
-    assert not engine.done(P, "alice", "", items[1:2], ["data", 10 ** 12 + 1], "{}").clamped
-    assert r.zscore(K.downloader_bytes, "alice") == 1000 + 10 ** 12 + 1
+    assert not engine.done(P, "alice", "", items[1:2], ["data", 10**12 + 1], "{}").clamped
+    assert r.zscore(K.downloader_bytes, "alice") == 1000 + 10**12 + 1
 
 
 def test_the_default_cap_is_100_gb_per_item(project, admin, engine, r):
     # At 1 TB a single done could top the leaderboard (multi=100: up to the 10^13 per done).
-    assert DEFAULT_MAX_BYTES_PER_ITEM == 10 ** 11
+    assert DEFAULT_MAX_BYTES_PER_ITEM == 10**11
     items = claimed(admin, engine, 2)
-    assert not engine.done(P, "alice", "", items[:1], ["data", 10 ** 11], "{}").clamped
-    assert engine.done(P, "alice", "", items[1:], ["data", 10 ** 11 + 1], "{}").clamped
-    assert r.zscore(K.downloader_bytes, "alice") == 2 * 10 ** 11
-    assert r.hget(K.settings, "max_bytes_per_item") in (None, str(10 ** 11))
+    assert not engine.done(P, "alice", "", items[:1], ["data", 10**11], "{}").clamped
+    assert engine.done(P, "alice", "", items[1:], ["data", 10**11 + 1], "{}").clamped
+    assert r.zscore(K.downloader_bytes, "alice") == 2 * 10**11
+    assert r.hget(K.settings, "max_bytes_per_item") in (None, str(10**11))
 
 
 def test_max_bytes_per_item_is_validated():
     assert validate("max_bytes_per_item", "0") == "0"
-    assert validate("max_bytes_per_item", str(10 ** 13 - 1)) == str(10 ** 13 - 1)
+    assert validate("max_bytes_per_item", str(10**13 - 1)) == str(10**13 - 1)
     with pytest.raises(ValueError, match="max_bytes_per_item"):
-        validate("max_bytes_per_item", str(10 ** 13))
+        validate("max_bytes_per_item", str(10**13))
     with pytest.raises(ValueError):
         validate("max_bytes_per_item", "-1")
 
 
 # -- the id ------------------------------------------------------------------------------------
+
 
 def nested(depth):
     value = "hash"
@@ -183,17 +200,20 @@ def nested(depth):
     return value
 
 
-@pytest.mark.parametrize("item_id,kept", [
-    (nested(250), True),                    # orjson writes up to 254 levels
-    (nested(300), False),                   # deeper: replaced, the done still counts
-    ({"sha1": "f" * 4090}, False),          # over 4,096 bytes as JSON
-    ({"sha1": "f" * 4070}, True),
-])
-def test_an_id_that_cannot_be_kept_is_replaced_and_the_done_counts(client, project, admin,
-                                                                   engine, r, item_id, kept):
+@pytest.mark.parametrize(
+    "item_id,kept",
+    [
+        (nested(250), True),  # orjson writes up to 254 levels
+        (nested(300), False),  # deeper: replaced, the done still counts
+        ({"sha1": "f" * 4090}, False),  # over 4,096 bytes as JSON
+        ({"sha1": "f" * 4070}, True),
+    ],
+)
+def test_an_id_that_cannot_be_kept_is_replaced_and_the_done_counts(
+    client, project, admin, engine, r, item_id, kept
+):
     items = claimed(admin, engine, 1)
-    res = post(client, "/rules/done", {**SEESAW, "item": items[0], "bytes": {"data": 1},
-                                        "id": item_id})
+    res = post(client, "/rules/done", {**SEESAW, "item": items[0], "bytes": {"data": 1}, "id": item_id})
     assert res.status_code == 200 and res.text == "OK"
     assert r.sismember(K.done, items[0])
     logged = json.loads(r.xrange(K.log)[-1][1]["id"])
@@ -205,6 +225,7 @@ def test_an_id_that_cannot_be_kept_is_replaced_and_the_done_counts(client, proje
 
 # -- bad_dones ---------------------------------------------------------------------------------
 
+
 def test_bad_dones_keep_at_most_1_kb_of_names_per_entry(project, engine, r):
     names = [url(n, 4096) for n in range(1000)]
     result = engine.done(P, "mallory", "", names, [], "{}")
@@ -215,36 +236,61 @@ def test_bad_dones_keep_at_most_1_kb_of_names_per_entry(project, engine, r):
 
 
 def test_bad_dones_cut_names_at_a_character_boundary(project, engine, r):
-    names = ["ab", "\u00e9" * 600]          # 2 + 1 + 1,200 bytes: the cut falls inside an é
+    names = ["ab", "\u00e9" * 600]  # 2 + 1 + 1,200 bytes: the cut falls inside an é
     engine.done(P, "mallory", "", names, [], "{}")
-    items = r.xrange(K.bad_dones)[-1][1]["items"]        # decodes: no sequence cut in two
+    items = r.xrange(K.bad_dones)[-1][1]["items"]  # decodes: no sequence cut in two
     assert items == "ab\0" + "\u00e9" * 510 and len(items.encode()) == 1023
 
 
 def test_bad_dones_are_capped_by_count(project, engine, r):
     for n in range(10_200):
         engine.done(P, "mallory", "", [f"ghost{n}"], [], "{}")
-    assert r.xlen(K.bad_dones) <= 10_100           # MAXLEN ~ 10000 trims whole stream nodes
+    assert r.xlen(K.bad_dones) <= 10_100  # MAXLEN ~ 10000 trims whole stream nodes
 
 
 # -- nothing fails after the first write --------------------------------------------------------
 
+
 def run_done(engine, argv):
     k = K
-    return scripts.run(engine.conn, "done", (
-        k.settings, k.out, k.claims, k.done, k.downloader_claims, k.log, k.downloader_count,
-        k.downloader_bytes, k.downloader_version, k.domain_bytes, k.stats, k.minute(0), k.todo,
-        k.backfeed, k.secondary, k.redo, k.downloader_queue("alice"), k.bad_dones,
-        k.reclaim_history, k.dead), argv)
+    return scripts.run(
+        engine.conn,
+        "done",
+        (
+            k.settings,
+            k.out,
+            k.claims,
+            k.done,
+            k.downloader_claims,
+            k.log,
+            k.downloader_count,
+            k.downloader_bytes,
+            k.downloader_version,
+            k.domain_bytes,
+            k.stats,
+            k.minute(0),
+            k.todo,
+            k.backfeed,
+            k.secondary,
+            k.redo,
+            k.downloader_queue("alice"),
+            k.bad_dones,
+            k.reclaim_history,
+            k.dead,
+        ),
+        argv,
+    )
 
 
-@pytest.mark.parametrize("argv", [
-    (1, "alice", "", "{}", "", 1, "data", "lots"),     # a byte count that is not a number
-    ("now", "alice", "", "{}", "", 0),                 # a time that is not a number
-    (1, "alice", "", "{}", "", "two", "data", 1),      # a domain count that is not a number
-])
-def test_a_done_with_an_argument_that_is_not_a_number_changes_nothing(project, admin, engine, r,
-                                                                      argv):
+@pytest.mark.parametrize(
+    "argv",
+    [
+        (1, "alice", "", "{}", "", 1, "data", "lots"),  # a byte count that is not a number
+        ("now", "alice", "", "{}", "", 0),  # a time that is not a number
+        (1, "alice", "", "{}", "", "two", "data", 1),  # a domain count that is not a number
+    ],
+)
+def test_a_done_with_an_argument_that_is_not_a_number_changes_nothing(project, admin, engine, r, argv):
     items = claimed(admin, engine, 1)
     before = state(r)
     with pytest.raises(scripts.ScriptError):
@@ -259,7 +305,7 @@ def test_a_huge_stored_log_maxlen_does_not_fail_the_done(project, admin, engine,
     assert engine.done(P, "alice", "", items, ["data", 10], "{}").new == 1
     assert counter(r, "items_done") == 1 and len(r.xrange(K.log)) == 1
     with pytest.raises(ValueError, match="log_maxlen"):
-        validate("log_maxlen", str(10 ** 9 + 1))
+        validate("log_maxlen", str(10**9 + 1))
 
 
 def test_a_done_of_the_maximum_batch_of_the_longest_names(project, admin, engine, r):
@@ -267,7 +313,7 @@ def test_a_done_of_the_maximum_batch_of_the_longest_names(project, admin, engine
     list(admin.add_items(P, names))
     status, items = engine.claim(P, "alice", "10.0.0.1", 1000)
     assert status == 200 and len(items) == 1000
-    result = engine.done(P, "alice", "", items, ["data", 10 ** 12], "{}")
+    result = engine.done(P, "alice", "", items, ["data", 10**12], "{}")
     assert result.new == 1000 and r.zcard(K.out) == 0 and r.scard(K.done) == 1000
     assert len(r.xrange(K.log)[-1][1]["items"]) == 1000 * 4096 + 999
 
@@ -282,11 +328,10 @@ def test_a_fractional_claim_time_does_not_fail_the_done(project, admin, engine, 
 
 # -- counters stay bounded -----------------------------------------------------------------------
 
-LIMIT = 2 ** 53
+LIMIT = 2**53
 
 
-def test_counters_near_overflow_never_fail_a_done_after_its_first_write(project, admin, engine,
-                                                                         clock, r):
+def test_counters_near_overflow_never_fail_a_done_after_its_first_write(project, admin, engine, clock, r):
     # Past 2^63 HINCRBY fails "would overflow": the item had already left out and entered done,
     # the log entry and items_done were never written, and the retry was taken as a repeat.
     items = claimed(admin, engine, 2)
@@ -305,7 +350,7 @@ def test_counters_near_overflow_never_fail_a_done_after_its_first_write(project,
     assert counter(r, "bytes_done") == LIMIT and int(r.hget(minute, "bytes_done")) == LIMIT - 90
     assert r.zscore(K.downloader_bytes, "alice") == 10
     assert counter(r, "rtt_sum_ms") == 9223372036854775000
-    (_, entry), = r.xrange(K.log)
+    ((_, entry),) = r.xrange(K.log)
     assert entry["items"] == items[0] and entry["bytes"] == "10"
     assert entry["domains"] == "data\x000\x00warc\x0010"
     # A counter just under the bound takes what fits, exactly; the next done adds nothing.
@@ -346,7 +391,7 @@ def test_domain_bytes_keeps_64_domains_and_counts_the_rest_under_other(project, 
     assert r.hget(K.domain_bytes, "d0.example") == "6"
     assert r.hget(K.domain_bytes, "other") == str(20 + 32)
     assert r.hlen(K.domain_bytes) == MAX_DOMAINS + 1
-    entry = r.xrange(K.log)[-1][1]   # the log keeps what the client reported
+    entry = r.xrange(K.log)[-1][1]  # the log keeps what the client reported
     assert entry["domains"].split("\0")[:2] == ["d0.example", "5"]
     assert engine.done(P, "alice", "", items[2:3], ["d-64th", 1], "{}").new == 1
     assert r.hget(K.domain_bytes, "d-64th") == "11" and r.hlen(K.domain_bytes) == MAX_DOMAINS + 1

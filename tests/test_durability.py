@@ -1,4 +1,5 @@
 """Nothing acknowledged is lost: Redis restarts from its AOF, killed workers are replaced."""
+
 import http.client
 import os
 import signal
@@ -7,11 +8,11 @@ import time
 import orjson
 import pytest
 
+from conftest import start_live_server, stop_live_server
 from tracker_core.admin import Admin
 from tracker_core.embedded import EmbeddedRedis, free_port
 from tracker_core.engine import Engine
 from tracker_core.keys import ProjectKeys
-from conftest import start_live_server, stop_live_server
 
 K = ProjectKeys("dur")
 
@@ -43,6 +44,7 @@ def test_killed_worker_is_replaced_and_loses_nothing(admin, redis_url, r):
     list(admin.add_items("dur", [f"i{n}" for n in range(100)]))
     server = start_live_server(redis_url, workers=2)
     try:
+
         def post(path, body):
             conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
             conn.request("POST", path, orjson.dumps(body), {"Connection": "close"})

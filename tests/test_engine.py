@@ -1,4 +1,5 @@
 """The engine against a real Redis: claim order and records, limits, done, release, settings refresh."""
+
 import pytest
 
 from tracker_core.keys import ProjectKeys
@@ -25,8 +26,14 @@ def test_claim_visits_queues_in_serve_order(project, admin, engine):
     add(admin, ["own1"], "downloader:alice")
     add(admin, ["bob1"], "downloader:bob")
     got = [engine.claim(P, "alice", "10.0.0.1", 1) for _ in range(6)]
-    assert got == [(200, ["own1"]), (200, ["main1"]), (200, ["bf1"]), (200, ["sec1"]),
-                   (200, ["redo1"]), (404, [])]
+    assert got == [
+        (200, ["own1"]),
+        (200, ["main1"]),
+        (200, ["bf1"]),
+        (200, ["sec1"]),
+        (200, ["redo1"]),
+        (404, []),
+    ]
 
 
 def test_multi_claim_spans_queues_and_records_each_claim(project, admin, engine, r, clock):
@@ -168,13 +175,12 @@ def test_done_for_unknown_name_changes_nothing_but_is_recorded(project, admin, e
     assert r.zscore(K.downloader_bytes, "alice") is None
 
 
-def test_done_for_a_released_item_still_queued_changes_nothing_unless_accepted(project, admin,
-                                                                             engine, r):
+def test_done_for_a_released_item_still_queued_changes_nothing_unless_accepted(project, admin, engine, r):
     add(admin, ["a"])
     engine.claim(P, "alice", "ip", 1)
     engine.release(P, "alice", ["a"])
     result = engine.done(P, "alice", "", ["a"], [], "null")
-    assert (result.new, result.refused) == (0, 1)       # given back: a queued item (done-20.lua)
+    assert (result.new, result.refused) == (0, 1)  # given back: a queued item (done-20.lua)
     assert r.sismember(K.todo, "a") and not r.sismember(K.done, "a")
     admin.set_settings(P, {"accept_queued_dones": "true"})
     assert engine.done(P, "alice", "", ["a"], [], "null").new == 1

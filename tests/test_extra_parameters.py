@@ -4,6 +4,7 @@ seesaw-kit's GetItemFromTracker copies into the item for the grab script to read
 The real client runs in a subprocess (seesaw needs tornado's global IOLoop and an alias of
 collections.MutableMapping) against `tracker serve`, and prints the item it got.
 """
+
 import json
 import subprocess
 import sys
@@ -20,8 +21,14 @@ from tracker_core.settings import MAX_EXTRA_PARAMETERS_BYTES
 P = "extras"
 K = ProjectKeys(P)
 URLS = [f"https://example.com/a b/{n}?q=%20&r=1#frag/" + "x" * 2500 for n in range(12)]
-EXTRA = {"grab_mode": "fast", "limits": {"depth": 3, "per_host": [1, 2]}, "note": "été 🌍",
-         "retries": 4, "enabled": True, "nothing": None}
+EXTRA = {
+    "grab_mode": "fast",
+    "limits": {"depth": 3, "per_host": [1, 2]},
+    "note": "été 🌍",
+    "retries": 4,
+    "enabled": True,
+    "nothing": None,
+}
 
 # GetItemFromTracker and one task that prints what the item holds: what a grab script sees.
 DRIVER = r"""
@@ -47,11 +54,17 @@ SimpleRunner(pipeline, max_items=1).start()
 def seesaw_item(base: str, project: str, work_dir, multi: int = 1) -> dict:
     url = f"{base}/{project}" + (f"/multi={multi}/" if multi > 1 else "")
     # seesaw makes its data directory in the working directory.
-    done = subprocess.run([sys.executable, "-c", DRIVER, url, "extras-warrior"], cwd=work_dir,
-                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", DRIVER, url, "extras-warrior"],
+        cwd=work_dir,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     lines = [x for x in done.stdout.splitlines() if x.startswith("ITEM ")]
     assert done.returncode == 0 and lines, done.stdout[-3000:] + done.stderr[-3000:]
-    return json.loads(lines[-1][len("ITEM "):])
+    return json.loads(lines[-1][len("ITEM ") :])
 
 
 @pytest.fixture
@@ -62,8 +75,7 @@ def project(admin):
 
 
 @pytest.mark.slow
-def test_seesaw_copies_the_extra_parameters_into_the_item(project, admin, live_server, r,
-                                                           tmp_path):
+def test_seesaw_copies_the_extra_parameters_into_the_item(project, admin, live_server, r, tmp_path):
     admin.set_settings(P, {"extra_parameters": json.dumps(EXTRA)})
     item = seesaw_item(live_server.base, P, tmp_path)
     assert item["item_name"] in URLS and r.hget(K.claims, item["item_name"]) is not None
@@ -82,8 +94,9 @@ def test_seesaw_copies_the_extra_parameters_into_the_item(project, admin, live_s
 
 
 def request(web, body):
-    return web.simulate_post(f"/{P}/request", body=orjson.dumps(body),
-                             headers={"Content-Type": "application/json"})
+    return web.simulate_post(
+        f"/{P}/request", body=orjson.dumps(body), headers={"Content-Type": "application/json"}
+    )
 
 
 def test_the_answer_carries_them_and_item_name_is_the_claims(project, admin, engine, r):
@@ -105,17 +118,19 @@ def test_they_cost_no_redis_call_on_the_request_path(project, admin, engine, r):
     sent = []
     execute = engine.conn.execute_command
 
-    def counting(*args):                   # the engine's own connection, counted, not replaced
+    def counting(*args):  # the engine's own connection, counted, not replaced
         sent.append(args[0])
         return execute(*args)
+
     engine.conn.execute_command = counting
 
     def commands_per_request():
-        request(web, body)                 # its claim reply tells of a new settings age,
-        request(web, body)                 # and this one reloads them: cached from here
+        request(web, body)  # its claim reply tells of a new settings age,
+        request(web, body)  # and this one reloads them: cached from here
         sent.clear()
         assert request(web, body).status_code == 200
         return list(sent)
+
     assert commands_per_request() == ["EVALSHA"]
     admin.set_settings(P, {"extra_parameters": json.dumps(EXTRA)})
     assert commands_per_request() == ["EVALSHA"]
@@ -128,7 +143,7 @@ def test_a_change_reaches_the_next_answer(project, admin, engine):
     admin.set_settings(P, {"extra_parameters": '{"phase": 1}'})
     assert orjson.loads(request(web, body).content)["phase"] == 1
     admin.set_settings(P, {"extra_parameters": '{"phase": 2}'})
-    request(web, body)                  # this claim's reply carries the new settings age
+    request(web, body)  # this claim's reply carries the new settings age
     assert orjson.loads(request(web, body).content)["phase"] == 2
 
 
@@ -138,21 +153,34 @@ def padded(total_bytes: int) -> str:
     return json.dumps({"pad": "p" * (total_bytes - len(text))}, separators=(",", ":"))
 
 
-@pytest.mark.parametrize("value,reason", [
-    ('{"item_name": "other"}', "may not set item_name"),
-    ('["a", "b"]', "must be a JSON object"),
-    ('"text"', "must be a JSON object"),
-    ("{'a': 1}", "must be a JSON object"),
-    ("{not json", "must be a JSON object"),
-    ('{"": 1}', "keys must not be empty"),
-    ('{"a": ' + "[" * 300 + "]" * 300 + "}", "cannot be sent"),
-    (padded(MAX_EXTRA_PARAMETERS_BYTES + 1), f"at most {MAX_EXTRA_PARAMETERS_BYTES} bytes"),
-    ('{"a": "' + "é" * 2100 + '"}', f"at most {MAX_EXTRA_PARAMETERS_BYTES} bytes"),  # bytes
-    ("[" * 100_000, f"at most {MAX_EXTRA_PARAMETERS_BYTES} bytes"),
-], ids=["item_name", "list", "string", "python", "broken", "empty key", "deep", "past limit",
-        "past limit in bytes", "brackets"])
-def test_bad_values_are_refused_with_a_reason_and_change_nothing(project, admin, r, value,
-                                                                 reason):
+@pytest.mark.parametrize(
+    "value,reason",
+    [
+        ('{"item_name": "other"}', "may not set item_name"),
+        ('["a", "b"]', "must be a JSON object"),
+        ('"text"', "must be a JSON object"),
+        ("{'a': 1}", "must be a JSON object"),
+        ("{not json", "must be a JSON object"),
+        ('{"": 1}', "keys must not be empty"),
+        ('{"a": ' + "[" * 300 + "]" * 300 + "}", "cannot be sent"),
+        (padded(MAX_EXTRA_PARAMETERS_BYTES + 1), f"at most {MAX_EXTRA_PARAMETERS_BYTES} bytes"),
+        ('{"a": "' + "é" * 2100 + '"}', f"at most {MAX_EXTRA_PARAMETERS_BYTES} bytes"),  # bytes
+        ("[" * 100_000, f"at most {MAX_EXTRA_PARAMETERS_BYTES} bytes"),
+    ],
+    ids=[
+        "item_name",
+        "list",
+        "string",
+        "python",
+        "broken",
+        "empty key",
+        "deep",
+        "past limit",
+        "past limit in bytes",
+        "brackets",
+    ],
+)
+def test_bad_values_are_refused_with_a_reason_and_change_nothing(project, admin, r, value, reason):
     admin.set_settings(P, {"extra_parameters": '{"kept": 1}'})
     before = r.hgetall(K.settings)
     with pytest.raises(ValueError) as caught:
@@ -172,11 +200,10 @@ def test_the_size_limit_is_inclusive_and_values_are_stored_compact(project, admi
 def test_a_stored_value_that_cannot_be_sent_never_fails_an_answer(project, admin, engine, r):
     # Written past validation (by hand, or by an older version): claims are still answered.
     web = testing.TestClient(create_app(engine))
-    for bad in ('{"a": ' + "[" * 300 + "]" * 300 + "}", "[1]", "nonsense",
-                '{"item_name": "not this"}'):
+    for bad in ('{"a": ' + "[" * 300 + "]" * 300 + "}", "[1]", "nonsense", '{"item_name": "not this"}'):
         r.hset(K.settings, "extra_parameters", bad)
         r.hincrby(K.settings, "settings_age", 1)
-        request(web, {"downloader": "alice", "api_version": "2"})   # sees the new age
+        request(web, {"downloader": "alice", "api_version": "2"})  # sees the new age
         res = request(web, {"downloader": "alice", "api_version": "2"})
         assert res.status_code == 200
         answer = orjson.loads(res.content)

@@ -1,4 +1,5 @@
 """The front page GET /: listed projects with progress and leaderboard links, the HQ banner."""
+
 import os
 import re
 
@@ -47,7 +48,7 @@ def test_front_page_lists_listed_projects_with_progress_and_links(web, projects)
     assert res.status_code == 200 and res.headers["content-type"].startswith("text/html")
     page = res.text
     assert 'href="/shown/"' in page and 'href="/second/"' in page
-    assert "hidden" not in page                             # unlisted: never shown
+    assert "hidden" not in page  # unlisted: never shown
     row = re.search(r'<li class="project"><h2><a href="/shown/">.*?</li>', page).group(0)
     assert '<progress value="3" max="10">30.0 %</progress>' in row
     assert "<b>3</b> done" in row and "<b>1</b> out" in row and "<b>6</b> to do" in row
@@ -65,9 +66,12 @@ def test_titles_are_escaped_the_banner_is_html_a_global_admin_set(web, engine, p
     project_token = tokens.create(r, "second")[0]
 
     def set_hq(token, body):
-        return web.simulate_post("/api/admin/hq", body=orjson.dumps(body),
-                                 headers={"Authorization": f"Bearer {token}",
-                                          "Content-Type": "application/json"})
+        return web.simulate_post(
+            "/api/admin/hq",
+            body=orjson.dumps(body),
+            headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+        )
+
     assert set_hq(project_token, {"tracker_banner_html": "<b>mine</b>"}).status_code == 403
     assert set_hq(global_token, {"tracker_banner_html": banner}).status_code == 200
     page = front(engine)
@@ -94,45 +98,65 @@ def test_no_listed_project_says_so(web, admin):
 
 def test_the_page_is_built_at_most_once_a_second(projects, engine):
     import falcon
+
     from tracker_api.front_page import FrontPage
+
     ticks = iter([100.0, 100.2, 100.9, 101.1])
     app = falcon.App()
     app.add_route("/", FrontPage(engine, projects, clock=lambda: next(ticks)))
     client = testing.TestClient(app)
     first = client.simulate_get("/").text
     projects.set_settings("second", {"title": "Renamed"})
-    assert client.simulate_get("/").text == first          # same second: served from cache
+    assert client.simulate_get("/").text == first  # same second: served from cache
     assert client.simulate_get("/").text == first
-    assert "Renamed" in client.simulate_get("/").text       # next second: built again
+    assert "Renamed" in client.simulate_get("/").text  # next second: built again
 
 
-needs_chromium = pytest.mark.skipif(find_chromium() is None and os.environ.get("CI") != "true",
-                                    reason="Debian's chromium is not installed")
+needs_chromium = pytest.mark.skipif(
+    find_chromium() is None and os.environ.get("CI") != "true", reason="Debian's chromium is not installed"
+)
 
 
 @pytest.mark.slow
 @needs_chromium
 def test_front_page_at_400_px_in_chromium(redis_url, projects):
-    operations.set_hq(projects, {"tracker_banner_html":
-                                 '<p>Banner with a long link https://www.example.com/'
-                                 + "segment/" * 30 + "</p>"})
+    operations.set_hq(
+        projects,
+        {
+            "tracker_banner_html": "<p>Banner with a long link https://www.example.com/"
+            + "segment/" * 30
+            + "</p>"
+        },
+    )
     server = start_live_server(redis_url, workers=1)
     browser = Browser(find_chromium())
     try:
-        browser.call("Emulation.setDeviceMetricsOverride", width=400, height=900,
-                     deviceScaleFactor=1, mobile=True)
+        browser.call(
+            "Emulation.setDeviceMetricsOverride", width=400, height=900, deviceScaleFactor=1, mobile=True
+        )
         browser.navigate(f"{server.base}/")
         browser.wait_for("document.querySelectorAll('li.project').length === 2")
         # Styled from /static/ (allowed by the CSP) and nothing wider than the screen.
-        assert browser.evaluate("getComputedStyle(document.querySelector('.banner'))"
-                                ".borderTopStyle") == "solid"
+        assert (
+            browser.evaluate("getComputedStyle(document.querySelector('.banner')).borderTopStyle") == "solid"
+        )
         assert browser.evaluate("document.documentElement.scrollWidth") <= 400
-        assert browser.evaluate("Math.max(...[...document.querySelectorAll('li.project')]"
-                                ".map(e => e.getBoundingClientRect().right))") <= 400
-        assert browser.evaluate("document.querySelector('a[href=\"/shown/\"]').closest('li')"
-                                ".querySelector('progress').value") == 3
-        assert browser.evaluate("[...document.querySelectorAll('li.project h2 a')]"
-                                ".map(a => a.getAttribute('href')).sort()") == ["/second/", "/shown/"]
+        assert (
+            browser.evaluate(
+                "Math.max(...[...document.querySelectorAll('li.project')]"
+                ".map(e => e.getBoundingClientRect().right))"
+            )
+            <= 400
+        )
+        assert (
+            browser.evaluate(
+                "document.querySelector('a[href=\"/shown/\"]').closest('li').querySelector('progress').value"
+            )
+            == 3
+        )
+        assert browser.evaluate(
+            "[...document.querySelectorAll('li.project h2 a')].map(a => a.getAttribute('href')).sort()"
+        ) == ["/second/", "/shown/"]
         browser.screenshot(ARTIFACTS / "front-page-400px.png")
         # The link leads to the project's leaderboard.
         browser.evaluate("document.querySelector('a[href=\"/shown/\"]').click(); true")

@@ -8,6 +8,7 @@ hashes, per-minute counters, unique-count HyperLogLogs) may only grow on a refus
 Short by default (in `make test`); FUZZ_REQUESTS=10000 (`make fuzz`, part of `make chaos`) runs
 the full size and writes benchmarks/results/fuzz.json. FUZZ_SEED picks another corpus.
 """
+
 import json
 import os
 import random
@@ -23,22 +24,22 @@ import pytest
 import redis
 from falcon import testing
 
+from conftest import start_live_server, stop_live_server
+from tracker_api.admin_api import ADMIN_ROUTES
+from tracker_api.app import create_app
 from tracker_core import backfeed_secrets, bloom, tokens
 from tracker_core.admin import Admin
 from tracker_core.embedded import EmbeddedRedis, free_port
 from tracker_core.engine import Engine
 from tracker_core.keys import ProjectKeys
-from tracker_api.admin_api import ADMIN_ROUTES
-from tracker_api.app import create_app
-from conftest import start_live_server, stop_live_server
 
 REQUESTS = int(os.environ.get("FUZZ_REQUESTS", "1200"))
 SEED = int(os.environ.get("FUZZ_SEED", "12"))
-RAW_SHARE = 10                  # one request in RAW_SHARE goes raw over a socket to the real server
+RAW_SHARE = 10  # one request in RAW_SHARE goes raw over a socket to the real server
 # done+request makes the done, then the claim: its 403/404/429/455 are the claim's answer (nothing
 # to give, blocked, rate limited, old client) after a done that counted, not a refused request.
 CLAIM_ANSWERS_AFTER_DONE = {("done+request", s) for s in ("403", "404", "429", "455")}
-SLOW_S = 5.0                    # an answer later than this is a hang
+SLOW_S = 5.0  # an answer later than this is a hang
 RESULTS = Path(__file__).resolve().parent.parent / "benchmarks" / "results" / "fuzz.json"
 P = "fz"
 COUNTER_KEY_RE = re.compile(rb"\{[a-z0-9_-]+\}:(stats|minute:[0-9]+|uniq:[a-z]+:[0-9]+)\Z")
@@ -46,15 +47,18 @@ K = ProjectKeys(P)
 
 
 def url_name(rng, n):
-    return rng.choice([
-        f"https://example.com/{n}/a b?q=%20x&y=1#frag",
-        f"http://ex.org/{n}/" + "p/" * rng.randint(1, 1500),
-        f"https://example.net/user {n}/?s=%25&t=#x/y",
-        f"item-{n}",
-    ])
+    return rng.choice(
+        [
+            f"https://example.com/{n}/a b?q=%20x&y=1#frag",
+            f"http://ex.org/{n}/" + "p/" * rng.randint(1, 1500),
+            f"https://example.net/user {n}/?s=%25&t=#x/y",
+            f"item-{n}",
+        ]
+    )
 
 
 # -- state ----------------------------------------------------------------------------------------
+
 
 def is_counter(key: bytes) -> bool:
     """Keys a refusal is allowed to count in: stats hashes, minute counters, unique counts."""
@@ -73,7 +77,7 @@ def snapshot(r) -> tuple[dict, dict]:
         pipe.type(key)
     replies = pipe.execute()
     digests = dict(zip(plain, replies[0])) if plain else {}
-    types = replies[1 if plain else 0:]
+    types = replies[1 if plain else 0 :]
     pipe = r.pipeline(transaction=False)
     for key, kind in zip(counters, types):
         if kind == b"hash":
@@ -103,6 +107,7 @@ def changes(before, after) -> list[str]:
 
 # -- the generator ----------------------------------------------------------------------------
 
+
 class Corpus:
     """Seeded request maker: a valid request of a route, then mutated (or not)."""
 
@@ -120,22 +125,63 @@ class Corpus:
         for _ in range(rng.choice((3, 300))):
             node["a"] = {}
             node = node["a"]
-        return rng.choice([None, True, False, 0, -1, 2**63, -2**70, 1.5, 1e308, "", "a", "abc",
-                           "x" * 5000, "\0", "a\0b", "\x1f", "é", "\u2028", "../../etc", [], {},
-                           [1, "2"], {"a": 1}, deep, self.item(), "trk_" + "0" * 12 + "_x"])
+        return rng.choice(
+            [
+                None,
+                True,
+                False,
+                0,
+                -1,
+                2**63,
+                -(2**70),
+                1.5,
+                1e308,
+                "",
+                "a",
+                "abc",
+                "x" * 5000,
+                "\0",
+                "a\0b",
+                "\x1f",
+                "é",
+                "\u2028",
+                "../../etc",
+                [],
+                {},
+                [1, "2"],
+                {"a": 1},
+                deep,
+                self.item(),
+                "trk_" + "0" * 12 + "_x",
+            ]
+        )
 
     def item(self):
         rng = self.rng
         if rng.random() < 0.6:
             return rng.choice(self.names)
-        return rng.choice([f"https://new.example/{rng.getrandbits(30)}?a=%2F#b c",
-                           "\0".join(rng.sample(self.names, 3)), "x" * 4097, "x" * 4096, "",
-                           "a\0", "\0", "\ud7ff\ue000", "%FF%FE", "名前/スペース ?#",
-                           "https://example.com/" + "a" * 60 + "!"])    # the ReDoS name
+        return rng.choice(
+            [
+                f"https://new.example/{rng.getrandbits(30)}?a=%2F#b c",
+                "\0".join(rng.sample(self.names, 3)),
+                "x" * 4097,
+                "x" * 4096,
+                "",
+                "a\0",
+                "\0",
+                "\ud7ff\ue000",
+                "%FF%FE",
+                "名前/スペース ?#",
+                "https://example.com/" + "a" * 60 + "!",
+            ]
+        )  # the ReDoS name
 
     def project(self):
-        return P if self.rng.random() < 0.9 else self.pick("nope", "FZ", "a" * 70, "api",
-                                                             "fz%00", "fz%2Fx", "backfeed")
+        return (
+            P
+            if self.rng.random() < 0.9
+            else self.pick("nope", "FZ", "a" * 70, "api", "fz%00", "fz%2Fx", "backfeed")
+        )
 
     def mutate(self, body: dict) -> bytes | dict:
         rng = self.rng
@@ -150,11 +196,22 @@ class Corpus:
         elif roll < 0.75:
             body[self.pick("extra", "item_name", "api_version", "multi", "bytes", "id")] = self.value()
         elif roll < 0.83:
-            return self.pick(b"", b"{", b"null", b"[]", b"\"x\"", b"{\"a\":}", b"\xff\xfe{}",
-                             b"{\"downloader\": \"\xff\xfe\"}", b"\0" * 10, b"{}" * 3,
-                             b"{\"item\": \"a\\ud800\"}", b"1" * 5000)
+            return self.pick(
+                b"",
+                b"{",
+                b"null",
+                b"[]",
+                b'"x"',
+                b'{"a":}',
+                b"\xff\xfe{}",
+                b'{"downloader": "\xff\xfe"}',
+                b"\0" * 10,
+                b"{}" * 3,
+                b'{"item": "a\\ud800"}',
+                b"1" * 5000,
+            )
         elif roll < 0.85:
-            return b"{\"a\": \"" + b"x" * ((1 << 20) + rng.choice((-64, 10))) + b"\"}"
+            return b'{"a": "' + b"x" * ((1 << 20) + rng.choice((-64, 10))) + b'"}'
         else:
             for key in list(body)[: rng.randint(1, 3)]:
                 body[key] = self.value()
@@ -165,13 +222,21 @@ class Corpus:
 
     def warrior(self):
         rng, project = self.rng, self.project()
-        base = {"downloader": self.downloader() if rng.random() < 0.2 else "fuzzer",
-                "api_version": self.pick("2", "2", "1", None), "version": "20240101.01"}
-        done = {**base, "item": self.item(), "bytes": self.pick({"data": 10}, {"a": 1, "b": 2}),
-                "id": {"n": 1}}
+        base = {
+            "downloader": self.downloader() if rng.random() < 0.2 else "fuzzer",
+            "api_version": self.pick("2", "2", "1", None),
+            "version": "20240101.01",
+        }
+        done = {
+            **base,
+            "item": self.item(),
+            "bytes": self.pick({"data": 10}, {"a": 1, "b": 2}),
+            "id": {"n": 1},
+        }
         multi = self.pick(1, 5, 100, 1000, 1001, 0, -1, "x", 10**20)
-        route = self.pick("request", "multi", "done", "done+request", "release", "upload",
-                          "uploaded", "status", "stats")
+        route = self.pick(
+            "request", "multi", "done", "done+request", "release", "upload", "uploaded", "status", "stats"
+        )
         if route == "request":
             return "request", "POST", f"/{project}/request", None, self.mutate(base)
         if route == "multi":
@@ -180,95 +245,186 @@ class Corpus:
         if route == "done":
             return "done", "POST", f"/{project}/done", None, self.mutate(done)
         if route == "done+request":
-            return "done+request", "POST", f"/{project}/multi={multi}//done+request", None, \
-                self.mutate(done)
+            return "done+request", "POST", f"/{project}/multi={multi}//done+request", None, self.mutate(done)
         if route == "release":
-            return "release", "POST", f"/{project}/release", None, \
-                self.mutate({"downloader": "fuzzer", "item": self.item()})
+            return (
+                "release",
+                "POST",
+                f"/{project}/release",
+                None,
+                self.mutate({"downloader": "fuzzer", "item": self.item()}),
+            )
         if route == "upload":
-            return "upload", "POST", f"/{project}/upload", None, \
-                self.mutate({"downloader": "fuzzer", "item_name": self.item(), "version": "1"})
+            return (
+                "upload",
+                "POST",
+                f"/{project}/upload",
+                None,
+                self.mutate({"downloader": "fuzzer", "item_name": self.item(), "version": "1"}),
+            )
         if route == "uploaded":
-            return "uploaded", "POST", f"/{project}/uploaded", None, \
-                self.mutate({"uploader": "fuzzer", "item": self.item(), "server": "rsync://x/"})
+            return (
+                "uploaded",
+                "POST",
+                f"/{project}/uploaded",
+                None,
+                self.mutate({"uploader": "fuzzer", "item": self.item(), "server": "rsync://x/"}),
+            )
         if route == "status":
             name = self.item()
-            return "status", self.pick("GET", "GET", "POST"), \
-                f"/{project}/items/{quote(name, safe='/')}.json", None, None
+            return (
+                "status",
+                self.pick("GET", "GET", "POST"),
+                f"/{project}/items/{quote(name, safe='/')}.json",
+                None,
+                None,
+            )
         return "stats", self.pick("GET", "GET", "DELETE"), f"/{project}/stats.json", None, None
 
     def backfeed(self):
         rng = self.rng
-        secret = self.secret if rng.random() < 0.8 else self.pick("", "short", "x" * 129,
-                                                                   "0" * 64, self.secret + "-x")
+        secret = (
+            self.secret
+            if rng.random() < 0.8
+            else self.pick("", "short", "x" * 129, "0" * 64, self.secret + "-x")
+        )
         project = self.project()
-        query = self.pick("", "", "?delimiter=%0A", "?itemseparator=%1F", "?delimiter=%00&itemseparator=%00",
-                          "?shard=s1", "?shard=bad%20shard", "?delimiter=", "?delimiter=" + "%41" * 17,
-                          "?delimiter=%FF", "?x=1&x=2")
+        query = self.pick(
+            "",
+            "",
+            "?delimiter=%0A",
+            "?itemseparator=%1F",
+            "?delimiter=%00&itemseparator=%00",
+            "?shard=s1",
+            "?shard=bad%20shard",
+            "?delimiter=",
+            "?delimiter=" + "%41" * 17,
+            "?delimiter=%FF",
+            "?x=1&x=2",
+        )
         n = self.pick(0, 1, 5, 100, 10_001)
         items = [f"https://found.example/{rng.getrandbits(40)}/a b?c=%25#d" for _ in range(min(n, 200))]
         if n == 10_001:
             items = [f"f{i}" for i in range(n)]
         body = b"\0".join(i.encode() for i in items)
         body = self.pick(body, body + b"\0", b"x" * 4097, b"\xff\xfe\0ok", b"\0\0\0", body)
-        return "backfeed", self.pick("POST", "POST", "GET"), \
-            f"/backfeed/legacy/{project}-{secret}{query}", None, body
+        return (
+            "backfeed",
+            self.pick("POST", "POST", "GET"),
+            f"/backfeed/legacy/{project}-{secret}{query}",
+            None,
+            body,
+        )
 
     def admin(self):
         rng = self.rng
         method, path, _needs, handler = rng.choice(ADMIN_ROUTES)
         project = P if rng.random() < 0.85 else self.pick("nope", "fz2", "FZ", "a" * 70)
-        params = {"project": project, "queue": self.pick("todo", "backfeed", "secondary", "redo",
-                                                         "downloader:alice", "downloader:x y", "bogus"),
-                  "name": self.pick("lim", "nope", "Bad Name"), "secret_id": self.pick("abcdef", "zz"),
-                  "shard": self.pick("s1", "bad shard", "x" * 70),
-                  "token_id": self.pick("0" * 12, "zz", "abcdefabcdef")}
+        params = {
+            "project": project,
+            "queue": self.pick(
+                "todo", "backfeed", "secondary", "redo", "downloader:alice", "downloader:x y", "bogus"
+            ),
+            "name": self.pick("lim", "nope", "Bad Name"),
+            "secret_id": self.pick("abcdef", "zz"),
+            "shard": self.pick("s1", "bad shard", "x" * 70),
+            "token_id": self.pick("0" * 12, "zz", "abcdefabcdef"),
+        }
         if method == "DELETE" and path == "/api/admin/projects/{project}":
-            params["project"] = self.pick("nope", "fzdel")      # never the project under test
+            params["project"] = self.pick("nope", "fzdel")  # never the project under test
         path = path.format(**{k: quote(v, safe="") for k, v in params.items()})
-        token = self.pick(*self.tokens.values(), self.tokens["global"], None, "garbage",
-                          "trk_000000000000_" + "A" * 43)
+        token = self.pick(
+            *self.tokens.values(), self.tokens["global"], None, "garbage", "trk_000000000000_" + "A" * 43
+        )
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         if rng.random() < 0.05:
             headers["Authorization"] = self.pick("Basic abc", "Bearer", "bearer  ", "Bearer \x7f")
         templates = {
             "create_project": {"project": self.pick("fz2", "fz", "Bad", "a" * 70), "settings": {}},
-            "set_settings": {self.pick("max_multi", "paused", "min_version", "reclaim_ttl_s",
-                                       "title", "bogus"): self.pick("5", "0", "1", "x", 2, True, None)},
+            "set_settings": {
+                self.pick("max_multi", "paused", "min_version", "reclaim_ttl_s", "title", "bogus"): self.pick(
+                    "5", "0", "1", "x", 2, True, None
+                )
+            },
             "add_items": {"items": [self.item() for _ in range(rng.randint(0, 3))]},
             "move": {"to": self.pick("todo", "redo", "bogus"), "pattern": self.pick("*", "[", "x*")},
             "release": {"downloader": self.pick("fuzzer", None), "older_than_s": self.pick(0, -1, None)},
-            "block": {"entry": self.pick("name:blocked-one", "ip:10.9.9.9", "bogus"),
-                      "remove": self.pick(True, False)},
-            "upload_target": {"url": self.pick("rsync://h/m/:downloader/", "ftp://x", "https://h/"),
-                              "state": self.pick("active", "inactive", "remove", "x")},
-            "add_limit": {"name": self.pick("lim", "Bad Name"), "rate": self.pick("5/s", "0", "x"),
-                          "pattern": self.pick("prefix:https://lim.example/", "regex:^item-[0-9]+$",
-                                               "regex:(", "regex:a{99999999}", "domain:ex.org",
-                                               "type:user", "bogus:x", "prefix:",
-                                               # backtracks exponentially on a backtracking engine
-                                               r"regex:^https?://example\.com/(\w+/?)*$")},
+            "block": {
+                "entry": self.pick("name:blocked-one", "ip:10.9.9.9", "bogus"),
+                "remove": self.pick(True, False),
+            },
+            "upload_target": {
+                "url": self.pick("rsync://h/m/:downloader/", "ftp://x", "https://h/"),
+                "state": self.pick("active", "inactive", "remove", "x"),
+            },
+            "add_limit": {
+                "name": self.pick("lim", "Bad Name"),
+                "rate": self.pick("5/s", "0", "x"),
+                "pattern": self.pick(
+                    "prefix:https://lim.example/",
+                    "regex:^item-[0-9]+$",
+                    "regex:(",
+                    "regex:a{99999999}",
+                    "domain:ex.org",
+                    "type:user",
+                    "bogus:x",
+                    "prefix:",
+                    # backtracks exponentially on a backtracking engine
+                    r"regex:^https?://example\.com/(\w+/?)*$",
+                ),
+            },
             "map_shard": {"queue": self.pick("secondary", "downloader:alice", "bogus")},
             "requeue_dead": self.pick({"all": True}, {"items": [self.item()]}, {}),
             "create_token": {"scope": self.pick(P, "*", "Bad"), "note": "fuzz"},
-            "set_hq": {self.pick("auto_project", "broadcast_message", "bogus"): self.pick("fz", "<p>x</p>", 5)},
+            "set_hq": {
+                self.pick("auto_project", "broadcast_message", "bogus"): self.pick("fz", "<p>x</p>", 5)
+            },
         }
         body = templates.get(handler.__name__, {})
         if method == "GET":
-            query = self.pick("", "", "?count=5", "?count=0", "?count=x", "?cursor=99999999999999999999999",
-                              "?before=1-1", "?before=x", "?pattern=*", "?bogus=1", "?count=1&count=2")
+            query = self.pick(
+                "",
+                "",
+                "?count=5",
+                "?count=0",
+                "?count=x",
+                "?cursor=99999999999999999999999",
+                "?before=1-1",
+                "?before=x",
+                "?pattern=*",
+                "?bogus=1",
+                "?count=1&count=2",
+            )
             return "admin " + handler.__name__, "GET", path + query, headers, None
         if handler.__name__ == "add_items" and rng.random() < 0.3:
             headers["Content-Type"] = "text/plain"
             lines = [self.item() for _ in range(3)]
-            return "admin add_items", method, path, headers, \
-                "\n".join(lines).encode("utf-8", "surrogateescape") + self.pick(b"", b"\n\xff\xfe")
+            return (
+                "admin add_items",
+                method,
+                path,
+                headers,
+                "\n".join(lines).encode("utf-8", "surrogateescape") + self.pick(b"", b"\n\xff\xfe"),
+            )
         return "admin " + handler.__name__, method, path, headers, self.mutate(body)
 
     def other(self):
-        path = self.pick("/", "/metrics", "/projects.json", "/api/register.json", "/api/update.json",
-                         "/fz", "/static/x", "/admin", "/fz/multi=2", "/%FF", "/fz/items/.json",
-                         "/" + "a" * 5000, "/fz/request/extra", "/api/admin/nothing")
+        path = self.pick(
+            "/",
+            "/metrics",
+            "/projects.json",
+            "/api/register.json",
+            "/api/update.json",
+            "/fz",
+            "/static/x",
+            "/admin",
+            "/fz/multi=2",
+            "/%FF",
+            "/fz/items/.json",
+            "/" + "a" * 5000,
+            "/fz/request/extra",
+            "/api/admin/nothing",
+        )
         method = self.pick("GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "HEAD")
         body = self.mutate({"warrior": {"version": "0.10.3"}, "warrior_id": "x"})
         return "other " + path[:20], method, path, None, body
@@ -286,17 +442,30 @@ class Corpus:
 
 # -- raw HTTP -------------------------------------------------------------------------------------
 
+
 def raw_request(rng: random.Random) -> bytes:
     """A complete HTTP message, malformed in one or more ways (never one waiting for more bytes)."""
     body = orjson.dumps({"downloader": "rawfuzz", "api_version": "2"})
-    method = rng.choice([b"POST", b"GET", b"post", b"PO ST", b"\x00POST", b"BREW", b"CONNECT",
-                         b"X" * 300])
-    path = rng.choice([b"/fz/request", b"/fz/multi=3//request", b"/fz/items/a%FFb.json",
-                       b"/fz/items/" + b"x" * 9000 + b".json", b"*", b"http://other/fz/request",
-                       b"/fz/request?" + b"a=1&" * 500, b"/fz/\x00", b"/fz/re quest", b"/%",
-                       b"/fz/stats.json#frag", b"/backfeed/legacy/fz-zzzzzzzz"])
-    version = rng.choice([b"HTTP/1.1", b"HTTP/1.1", b"HTTP/1.0", b"HTTP/1.x", b"HTTP/11", b"",
-                          b"HTTPS/1.1", b"HTTP/1.1 extra"])
+    method = rng.choice([b"POST", b"GET", b"post", b"PO ST", b"\x00POST", b"BREW", b"CONNECT", b"X" * 300])
+    path = rng.choice(
+        [
+            b"/fz/request",
+            b"/fz/multi=3//request",
+            b"/fz/items/a%FFb.json",
+            b"/fz/items/" + b"x" * 9000 + b".json",
+            b"*",
+            b"http://other/fz/request",
+            b"/fz/request?" + b"a=1&" * 500,
+            b"/fz/\x00",
+            b"/fz/re quest",
+            b"/%",
+            b"/fz/stats.json#frag",
+            b"/backfeed/legacy/fz-zzzzzzzz",
+        ]
+    )
+    version = rng.choice(
+        [b"HTTP/1.1", b"HTTP/1.1", b"HTTP/1.0", b"HTTP/1.x", b"HTTP/11", b"", b"HTTPS/1.1", b"HTTP/1.1 extra"]
+    )
     headers = [b"Host: 127.0.0.1", b"Content-Type: application/json", b"Connection: close"]
     length = [b"Content-Length: %d" % len(body)]
     for _ in range(rng.randint(0, 3)):
@@ -312,8 +481,13 @@ def raw_request(rng: random.Random) -> bytes:
             length = [b"Content-Length: " + rng.choice([b"-1", b"abc", b"1e3", b" ", b"0x10"])]
         elif kind == 4:
             length = [b"Transfer-Encoding: chunked"]
-            body = rng.choice([b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body),
-                               b"zz\r\n" + body + b"\r\n0\r\n\r\n", b"0\r\n\r\n"])
+            body = rng.choice(
+                [
+                    b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body),
+                    b"zz\r\n" + body + b"\r\n0\r\n\r\n",
+                    b"0\r\n\r\n",
+                ]
+            )
         elif kind == 5:
             headers.append(b"X-Nul: a\x00b")
         elif kind == 6:
@@ -358,11 +532,13 @@ def send_raw(port: int, data: bytes) -> tuple[str, float]:
 
 # -- the run --------------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
     """Its own Redis (DEBUG allowed on loopback, for the digests) with a project to fuzz."""
-    server = EmbeddedRedis(tmp_path_factory.mktemp("fuzz-redis"), port=free_port(),
-                           extra=["--enable-debug-command", "local"]).start()
+    server = EmbeddedRedis(
+        tmp_path_factory.mktemp("fuzz-redis"), port=free_port(), extra=["--enable-debug-command", "local"]
+    ).start()
     r = redis.Redis.from_url(server.url)
     admin = Admin.from_url(server.url)
     admin.create_project(P)
@@ -375,10 +551,20 @@ def world(tmp_path_factory):
     admin.add_limit(P, "held", "prefix:https://example.net/", "2/s")
     admin.set_upload_target(P, "rsync://up.example/fz/:downloader/", "active")
     secret = backfeed_secrets.create(admin.r, K)[1]
-    tokens_ = {"global": tokens.create(admin.r, "*")[0], "project": tokens.create(admin.r, P)[0],
-               "other": tokens.create(admin.r, "fzdel")[0]}
-    yield {"server": server, "r": r, "admin": admin, "names": names, "secret": secret,
-           "tokens": tokens_, "rng": rng}
+    tokens_ = {
+        "global": tokens.create(admin.r, "*")[0],
+        "project": tokens.create(admin.r, P)[0],
+        "other": tokens.create(admin.r, "fzdel")[0],
+    }
+    yield {
+        "server": server,
+        "r": r,
+        "admin": admin,
+        "names": names,
+        "secret": secret,
+        "tokens": tokens_,
+        "rng": rng,
+    }
     server.stop()
 
 
@@ -386,8 +572,15 @@ def refill(world) -> None:
     """Keep items to claim: fuzzed admin calls clear queues and pause the project."""
     admin = world["admin"]
     if admin.status(P)["todo_total"] < 50:
-        list(admin.add_items(P, [url_name(world["rng"], n) for n in
-                                 range(10**6 + world["rng"].getrandbits(20), 10**6 + 10**6 + 200)][:100]))
+        list(
+            admin.add_items(
+                P,
+                [
+                    url_name(world["rng"], n)
+                    for n in range(10**6 + world["rng"].getrandbits(20), 10**6 + 10**6 + 200)
+                ][:100],
+            )
+        )
     admin.set_settings(P, {"paused": "0", "min_version": "", "max_multi": "100"})
     admin.block("name:fuzzer", P, remove=True)
 
@@ -417,8 +610,11 @@ def test_fuzzed_requests_answer_below_500_in_time_and_refusals_change_nothing(wo
                 route, method, path, headers, body = corpus.next()
                 kwargs = {"headers": headers or {}}
                 if isinstance(body, dict):
-                    kwargs["body"] = orjson.dumps(body, option=orjson.OPT_PASSTHROUGH_SUBCLASS) \
-                        if _encodable(body) else json.dumps(body).encode()
+                    kwargs["body"] = (
+                        orjson.dumps(body, option=orjson.OPT_PASSTHROUGH_SUBCLASS)
+                        if _encodable(body)
+                        else json.dumps(body).encode()
+                    )
                 elif body is not None:
                     kwargs["body"] = body
                 t = time.monotonic()
@@ -428,8 +624,14 @@ def test_fuzzed_requests_answer_below_500_in_time_and_refusals_change_nothing(wo
             slowest = max(slowest, elapsed)
             statuses[f"{route} {status}"] += 1
             after = snapshot(r)
-            what = {"n": n, "route": route, "method": method, "path": str(path)[:120],
-                    "status": status, "s": round(elapsed, 3)}
+            what = {
+                "n": n,
+                "route": route,
+                "method": method,
+                "path": str(path)[:120],
+                "status": status,
+                "s": round(elapsed, 3),
+            }
             if status in ("hang", "garbage") or (status.isdigit() and int(status) >= 500):
                 failures.append(what)
             elif elapsed > SLOW_S:
@@ -446,12 +648,23 @@ def test_fuzzed_requests_answer_below_500_in_time_and_refusals_change_nothing(wo
         stop_live_server(live)
     duration = time.monotonic() - started
     if REQUESTS >= 10_000:
-        RESULTS.write_text(json.dumps({
-            "command": "make fuzz (FUZZ_REQUESTS=%d FUZZ_SEED=%d)" % (REQUESTS, SEED),
-            "requests": REQUESTS, "raw_http": REQUESTS // RAW_SHARE, "seed": SEED,
-            "duration_s": round(duration, 1), "slowest_answer_s": round(slowest, 3),
-            "failures": len(failures), "first_failures": failures[:20],
-            "by_route_status": dict(sorted(statuses.items()))}, indent=2) + "\n")
+        RESULTS.write_text(
+            json.dumps(
+                {
+                    "command": f"make fuzz (FUZZ_REQUESTS={REQUESTS} FUZZ_SEED={SEED})",
+                    "requests": REQUESTS,
+                    "raw_http": REQUESTS // RAW_SHARE,
+                    "seed": SEED,
+                    "duration_s": round(duration, 1),
+                    "slowest_answer_s": round(slowest, 3),
+                    "failures": len(failures),
+                    "first_failures": failures[:20],
+                    "by_route_status": dict(sorted(statuses.items())),
+                },
+                indent=2,
+            )
+            + "\n"
+        )
     assert failures == [], failures[:10]
     assert sum(statuses.values()) == REQUESTS
     assert sum(v for k, v in statuses.items() if k.endswith(" 200")) > REQUESTS // 20
@@ -474,10 +687,10 @@ HALF_SENT = {
 }
 WHOLE = {
     "websocket upgrade": b"GET /fz/request HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\n"
-                         b"Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
-                         b"Sec-WebSocket-Version: 13\r\n\r\n",
+    b"Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+    b"Sec-WebSocket-Version: 13\r\n\r\n",
     "h2c upgrade": b"GET /fz/stats.json HTTP/1.1\r\nHost: a\r\nConnection: Upgrade, HTTP2-Settings\r\n"
-                   b"Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n",
+    b"Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n",
     "HTTP/9.9": b"GET /fz/stats.json HTTP/9.9\r\nHost: a\r\n\r\n",
     "200 KB path": b"GET /" + b"a" * 200_000 + b" HTTP/1.1\r\nHost: a\r\n\r\n",
     "1 MB header": b"GET / HTTP/1.1\r\nHost: a\r\nX-Big: " + b"v" * 1_000_000 + b"\r\n\r\n",
@@ -489,12 +702,28 @@ def short_timeout_server(world):
     """`tracker serve` with idle and request timeouts of a few seconds (defaults: 30 s, 60 s)."""
     import subprocess
     import sys
+
     from conftest import wait_for_port
+
     port = free_port()
     process = subprocess.Popen(
-        [str(Path(sys.executable).with_name("tracker")), "serve", "--host", "127.0.0.1", "--port",
-         str(port), "--workers", "2", "--idle-timeout", "2", "--request-timeout", "3"],
-        env=dict(os.environ, TRACKER_REDIS_URL=world["server"].url), stdin=subprocess.DEVNULL)
+        [
+            str(Path(sys.executable).with_name("tracker")),
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            "2",
+            "--idle-timeout",
+            "2",
+            "--request-timeout",
+            "3",
+        ],
+        env=dict(os.environ, TRACKER_REDIS_URL=world["server"].url),
+        stdin=subprocess.DEVNULL,
+    )
     wait_for_port(port, process=process)
     yield port
     process.terminate()
@@ -511,9 +740,11 @@ def test_malformed_http_is_answered_below_500(world, short_timeout_server, name)
 
 def test_half_sent_and_idle_connections_are_closed(world, short_timeout_server):
     import concurrent.futures
+
     with concurrent.futures.ThreadPoolExecutor(len(HALF_SENT)) as pool:
-        answers = dict(zip(HALF_SENT, pool.map(lambda d: send_raw(short_timeout_server, d),
-                                                HALF_SENT.values())))
+        answers = dict(
+            zip(HALF_SENT, pool.map(lambda d: send_raw(short_timeout_server, d), HALF_SENT.values()))
+        )
     for name, (status, elapsed) in answers.items():
         assert status in ("closed", "408", "400"), (name, status)
         assert elapsed < SLOW_S, (name, elapsed)

@@ -3,6 +3,7 @@
 bjoern has no timeouts and buffers whole bodies; the worker's guard thread and body cap must
 answer or close every connection within a bound and keep a worker's memory bounded.
 """
+
 from __future__ import annotations
 
 import json
@@ -46,8 +47,11 @@ class Server:
         self.port = free_port()
         env = dict(os.environ, TRACKER_REDIS_URL=redis_url)
         self.process = subprocess.Popen(
-            [str(TRACKER_BIN), "serve", "--port", str(self.port), "--workers", str(workers),
-             *options], env=env, stdin=subprocess.DEVNULL, preexec_fn=preexec_fn)
+            [str(TRACKER_BIN), "serve", "--port", str(self.port), "--workers", str(workers), *options],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            preexec_fn=preexec_fn,
+        )
         wait_for_port(self.port, process=self.process)
         deadline = time.monotonic() + 10
         while len(children(self.process.pid)) < workers and time.monotonic() < deadline:
@@ -78,7 +82,7 @@ def read_until_closed(sock: socket.socket, limit_s: float) -> tuple[bytes, float
         sock.settimeout(left)
         try:
             chunk = sock.recv(65536)
-        except socket.timeout:
+        except TimeoutError:
             return got, None
         except ConnectionResetError:
             return got, time.monotonic() - started
@@ -89,8 +93,15 @@ def read_until_closed(sock: socket.socket, limit_s: float) -> tuple[bytes, float
 
 @pytest.fixture
 def server(redis_url):
-    s = Server(redis_url, "--idle-timeout", str(IDLE_S), "--request-timeout", str(REQUEST_S),
-               "--max-body-bytes", str(1 << 20))
+    s = Server(
+        redis_url,
+        "--idle-timeout",
+        str(IDLE_S),
+        "--request-timeout",
+        str(REQUEST_S),
+        "--max-body-bytes",
+        str(1 << 20),
+    )
     yield s
     s.stop()
 
@@ -99,21 +110,32 @@ def status_line(answer: bytes) -> bytes:
     return answer.split(b"\r\n", 1)[0]
 
 
-UPGRADE_WS = (b"GET /p/request HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-              b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
-UPGRADE_H2C = (b"POST /p/request HTTP/1.1\r\nHost: t\r\nUpgrade: h2c\r\n"
-               b"Connection: Upgrade, HTTP2-Settings\r\nHTTP2-Settings: AAMAAABkAAQAAP__\r\n\r\n")
+UPGRADE_WS = (
+    b"GET /p/request HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+    b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+)
+UPGRADE_H2C = (
+    b"POST /p/request HTTP/1.1\r\nHost: t\r\nUpgrade: h2c\r\n"
+    b"Connection: Upgrade, HTTP2-Settings\r\nHTTP2-Settings: AAMAAABkAAQAAP__\r\n\r\n"
+)
 
 
-@pytest.mark.parametrize("name,raw,expect", [
-    ("websocket upgrade", UPGRADE_WS, b"HTTP/1.1 405"),
-    ("h2c upgrade", UPGRADE_H2C, b"HTTP/1.1 "),
-    ("HTTP/9.9", b"POST /p/request HTTP/9.9\r\nHost: t\r\nContent-Length: 2\r\n\r\n{}", b"HTTP/1.1 "),
-    ("Content-Length larger than the body",
-     b"POST /p/done HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\nabc", b"HTTP/1.1 408"),
-    ("a body of only CRLFs", b"\r\n" * 5000, b"HTTP/1.1 408"),
-    ("a request line cut short", b"POST /p/request HTT", b"HTTP/1.1 408"),
-], ids=lambda value: value if isinstance(value, str) else "")
+@pytest.mark.parametrize(
+    "name,raw,expect",
+    [
+        ("websocket upgrade", UPGRADE_WS, b"HTTP/1.1 405"),
+        ("h2c upgrade", UPGRADE_H2C, b"HTTP/1.1 "),
+        ("HTTP/9.9", b"POST /p/request HTTP/9.9\r\nHost: t\r\nContent-Length: 2\r\n\r\n{}", b"HTTP/1.1 "),
+        (
+            "Content-Length larger than the body",
+            b"POST /p/done HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\nabc",
+            b"HTTP/1.1 408",
+        ),
+        ("a body of only CRLFs", b"\r\n" * 5000, b"HTTP/1.1 408"),
+        ("a request line cut short", b"POST /p/request HTT", b"HTTP/1.1 408"),
+    ],
+    ids=lambda value: value if isinstance(value, str) else "",
+)
 def test_malformed_request_is_answered_and_closed(server, name, raw, expect):
     with server.connect() as sock:
         sock.sendall(raw)
@@ -123,10 +145,14 @@ def test_malformed_request_is_answered_and_closed(server, name, raw, expect):
     assert answer.startswith(expect), f"{name}: {answer[:80]!r}"
 
 
-@pytest.mark.parametrize("name,raw", [
-    ("200 KB path", b"GET /" + b"a" * 200_000 + b" HTTP/1.1\r\nHost: t\r\n\r\n"),
-    ("1 MB header", b"GET / HTTP/1.1\r\nHost: t\r\nX-Big: " + b"a" * 1_000_000 + b"\r\n\r\n"),
-], ids=lambda value: value if isinstance(value, str) else "")
+@pytest.mark.parametrize(
+    "name,raw",
+    [
+        ("200 KB path", b"GET /" + b"a" * 200_000 + b" HTTP/1.1\r\nHost: t\r\n\r\n"),
+        ("1 MB header", b"GET / HTTP/1.1\r\nHost: t\r\nX-Big: " + b"a" * 1_000_000 + b"\r\n\r\n"),
+    ],
+    ids=lambda value: value if isinstance(value, str) else "",
+)
 def test_oversized_head_is_refused_at_once(server, name, raw):
     """bjoern's parser stops at 80 KB of head and answers 400 itself (no hook for 414/431):
     the answer comes at once and the connection is closed, never left open."""
@@ -150,8 +176,13 @@ def test_idle_keepalive_connection_is_closed_after_the_timeout(server):
         while b"\r\n\r\n" not in first:
             first += sock.recv(65536)
         head, _, body = first.partition(b"\r\n\r\n")
-        length = int([line.split(b":")[1] for line in head.split(b"\r\n")
-                      if line.lower().startswith(b"content-length")][0])
+        length = int(
+            [
+                line.split(b":")[1]
+                for line in head.split(b"\r\n")
+                if line.lower().startswith(b"content-length")
+            ][0]
+        )
         while len(body) < length:
             body += sock.recv(65536)
         started = time.monotonic()
@@ -185,7 +216,7 @@ def test_slowloris_drip_is_cut_at_the_request_timeout(server):
                 answer += chunk
                 if not chunk:
                     break
-            except socket.timeout:
+            except TimeoutError:
                 pass
             except ConnectionResetError:
                 # The guard closes with a reset (so bjoern can never run what is queued); a
@@ -215,12 +246,14 @@ def _post_huge(server, total_bytes: int, limit_s: float = 20.0):
     sent = 0
     started = time.monotonic()
     try:
-        sock.sendall(f"POST /p/done HTTP/1.1\r\nHost: t\r\nContent-Length: {total_bytes}\r\n"
-                     f"Content-Type: application/json\r\n\r\n".encode())
+        sock.sendall(
+            f"POST /p/done HTTP/1.1\r\nHost: t\r\nContent-Length: {total_bytes}\r\n"
+            f"Content-Type: application/json\r\n\r\n".encode()
+        )
         while sent < total_bytes and time.monotonic() - started < limit_s:
             sock.sendall(chunk)
             sent += len(chunk)
-    except (BrokenPipeError, ConnectionResetError, socket.timeout):
+    except (TimeoutError, BrokenPipeError, ConnectionResetError):
         pass
     try:
         answer, _ = read_until_closed(sock, 5)
@@ -247,19 +280,28 @@ def test_body_at_the_cap_still_reaches_the_app(server, admin):
     body = head + b"a" * ((1 << 20) - len(head) - 2) + b'"}'
     assert len(body) == 1 << 20
     with server.connect() as sock:
-        sock.sendall(b"POST /p/done HTTP/1.1\r\nHost: t\r\nConnection: close\r\n"
-                     b"Content-Type: application/json\r\nContent-Length: "
-                     + str(len(body)).encode() + b"\r\n\r\n" + body)
+        sock.sendall(
+            b"POST /p/done HTTP/1.1\r\nHost: t\r\nConnection: close\r\n"
+            b"Content-Type: application/json\r\nContent-Length: "
+            + str(len(body)).encode()
+            + b"\r\n\r\n"
+            + body
+        )
         answer, _ = read_until_closed(sock, 10)
     assert status_line(answer) != b"HTTP/1.1 413 Content Too Large"
-    assert status_line(answer).startswith(b"HTTP/1.1 4")      # no such project: the app's own
+    assert status_line(answer).startswith(b"HTTP/1.1 4")  # no such project: the app's own
 
 
 def post_raw(server, path: str, body: bytes) -> tuple[bytes, float | None]:
     """POST BODY to PATH on one connection; what came back and when the server closed."""
     with server.connect() as sock:
-        sock.sendall(f"POST {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n".encode()
-                     + b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        sock.sendall(
+            f"POST {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n".encode()
+            + b"Content-Length: "
+            + str(len(body)).encode()
+            + b"\r\n\r\n"
+            + body
+        )
         return read_until_closed(sock, 10)
 
 
@@ -298,7 +340,8 @@ def test_a_client_still_sending_past_the_cap_is_cut_off(server):
 def test_connect_is_answered_4xx_not_500(server):
     # CONNECT carries an authority, not a path: bjoern gives the app no PATH_INFO.
     with server.connect() as sock:
-        sock.sendall(b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n"
-                     b"Connection: close\r\n\r\n")
+        sock.sendall(
+            b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\nConnection: close\r\n\r\n"
+        )
         answer, _ = read_until_closed(sock, 10)
     assert status_line(answer).startswith(b"HTTP/1.1 4"), answer[:200]

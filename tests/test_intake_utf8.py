@@ -6,6 +6,7 @@ stranded. Backfeed bodies, admin text uploads, `tracker items add` files and imp
 files now refuse such names (and names holding a NUL, which a multi claim uses to join names)
 while taking the rest of the batch.
 """
+
 from __future__ import annotations
 
 import json
@@ -40,11 +41,12 @@ def claim_everything(engine) -> list[str]:
         if status != 200:
             return got
         for item in items:
-            item.encode("utf-8")               # raises on a lone surrogate (an undecodable byte)
+            item.encode("utf-8")  # raises on a lone surrogate (an undecodable byte)
         got += items
 
 
 # -- backfeed -----------------------------------------------------------------------------------
+
 
 @pytest.fixture
 def secret(project, r):
@@ -64,8 +66,10 @@ def test_backfeed_refuses_each_entry_that_is_not_utf8_and_takes_the_rest(web, se
     body = b"\0".join([g.encode() for g in GOOD] + BAD) + b"\0"
     res = post(web, secret, body)
     assert res.status_code == 200, res.text
-    assert res.json == {"status_code": 200, "data": f"{len(GOOD)} items queued for "
-                        f"deduplication; refused: {len(BAD)} not valid UTF-8"}
+    assert res.json == {
+        "status_code": 200,
+        "data": f"{len(GOOD)} items queued for deduplication; refused: {len(BAD)} not valid UTF-8",
+    }
     assert r.smembers(K.backfeed) == set(GOOD)
     stats = r.hgetall(K.stats)
     assert stats["backfeed_refused_not_utf8"] == str(len(BAD))
@@ -77,11 +81,14 @@ def test_backfeed_with_another_delimiter_refuses_entries_with_nul_or_bad_bytes(w
     body = b"ok-1\nbad\0name\nok-2\ncaf\xe9\n"
     res = post(web, secret, body, "delimiter=%0A&itemseparator=%1F")
     assert res.status_code == 200
-    assert res.json["data"] == ("2 items queued for deduplication; refused: 1 contains NUL, "
-                                "1 not valid UTF-8")
+    assert res.json["data"] == (
+        "2 items queued for deduplication; refused: 1 contains NUL, 1 not valid UTF-8"
+    )
     assert r.smembers(K.backfeed) == {"ok-1", "ok-2"}
-    assert (r.hget(K.stats, "backfeed_refused_nul"), r.hget(K.stats, "backfeed_refused_not_utf8")) \
-        == ("1", "1")
+    assert (r.hget(K.stats, "backfeed_refused_nul"), r.hget(K.stats, "backfeed_refused_not_utf8")) == (
+        "1",
+        "1",
+    )
 
 
 def test_a_delimiter_byte_inside_a_character_cannot_split_it_into_bad_names(web, secret, r):
@@ -103,12 +110,15 @@ def test_a_post_of_only_bad_names_queues_nothing_and_a_wrong_secret_counts_none(
 
 # -- admin API text upload, JSON upload ----------------------------------------------------------
 
+
 def test_admin_text_upload_refuses_bad_lines_and_adds_the_rest(web, admin, project, r, engine):
     token = tokens.create(admin.r, P)[0]
     body = b"\n".join([g.encode() for g in GOOD] + BAD) + b"\n"
-    res = web.simulate_post(f"/api/admin/projects/{P}/queues/todo/items", body=body,
-                            headers={"Authorization": f"Bearer {token}",
-                                     "Content-Type": "text/plain"})
+    res = web.simulate_post(
+        f"/api/admin/projects/{P}/queues/todo/items",
+        body=body,
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "text/plain"},
+    )
     assert res.status_code == 200, res.text
     assert res.json == {"added": len(GOOD), "duplicates": 0, "refused_not_utf8": len(BAD)}
     assert r.smembers(K.todo) == set(GOOD)
@@ -118,23 +128,28 @@ def test_admin_text_upload_refuses_bad_lines_and_adds_the_rest(web, admin, proje
 
 def test_admin_json_upload_cannot_carry_a_lone_surrogate(web, admin, project, r):
     token = tokens.create(admin.r, P)[0]
-    res = web.simulate_post(f"/api/admin/projects/{P}/queues/todo/items",
-                            body=b'{"items": ["ok", "bad\\udc80"]}',
-                            headers={"Authorization": f"Bearer {token}",
-                                     "Content-Type": "application/json"})
+    res = web.simulate_post(
+        f"/api/admin/projects/{P}/queues/todo/items",
+        body=b'{"items": ["ok", "bad\\udc80"]}',
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+    )
     assert res.status_code == 400
     assert r.scard(K.todo) == 0
 
 
 # -- tracker items add ---------------------------------------------------------------------------
 
+
 def test_cli_items_add_refuses_bad_lines_and_adds_the_rest(project, redis_url, r, tmp_path, engine):
     source = tmp_path / "items.txt"
     source.write_bytes(b"\n".join([g.encode() for g in GOOD] + BAD) + b"\n")
     res = CliRunner().invoke(main, ["--redis-url", redis_url, "items", "add", P, str(source)])
     assert res.exit_code == 0, res.output
-    assert json.loads(res.output.splitlines()[-1]) == {"added": len(GOOD), "duplicates": 0,
-                                                       "refused_not_utf8": len(BAD)}
+    assert json.loads(res.output.splitlines()[-1]) == {
+        "added": len(GOOD),
+        "duplicates": 0,
+        "refused_not_utf8": len(BAD),
+    }
     assert r.smembers(K.todo) == set(GOOD)
     assert r.hget(K.stats, "items_refused_not_utf8") == str(len(BAD))
     assert sorted(claim_everything(engine)) == sorted(GOOD)
@@ -150,30 +165,29 @@ def test_admin_add_items_refuses_surrogate_escaped_names(admin, project, r):
 
 # -- segment import (a file from elsewhere goes through the Bloom filter) ------------------------
 
+
 def test_segment_import_refuses_bad_names_of_a_foreign_file(project, r, tmp_path, engine):
     source = tmp_path / "foreign.zst"
-    source.write_bytes(zstandard.ZstdCompressor().compress(
-        b"\0".join([g.encode() for g in GOOD] + BAD)))
+    source.write_bytes(zstandard.ZstdCompressor().compress(b"\0".join([g.encode() for g in GOOD] + BAD)))
     result = offload.import_segment(r, K, tmp_path / "segments", source, "todo")
-    assert result == {"segment": None, "items": len(GOOD), "duplicates": 0,
-                      "refused_not_utf8": len(BAD)}
+    assert result == {"segment": None, "items": len(GOOD), "duplicates": 0, "refused_not_utf8": len(BAD)}
     assert r.smembers(K.todo) == set(GOOD)
     assert sorted(claim_everything(engine)) == sorted(GOOD)
 
 
 # -- names queued before the check: admin verbs still work over them ----------------------------
 
-def test_admin_verbs_work_over_a_name_queued_before_names_had_to_be_utf8(admin, project, redis_url,
-                                                                         engine):
+
+def test_admin_verbs_work_over_a_name_queued_before_names_had_to_be_utf8(admin, project, redis_url, engine):
     import redis
 
     from tracker_core import operations
+
     raw = redis.Redis.from_url(redis_url)
     legacy = b"https://example.com/old-\xff"
     raw.sadd(K.todo, legacy, b"https://example.com/ok")
-    admin.add_limit(P, "site", "domain:example.com", "1/s")         # reclassify over it
-    assert {m.split(b"\0", 1)[1] for m in raw.zrange(K.limited, 0, -1)} == \
-        {legacy, b"https://example.com/ok"}
+    admin.add_limit(P, "site", "domain:example.com", "1/s")  # reclassify over it
+    assert {m.split(b"\0", 1)[1] for m in raw.zrange(K.limited, 0, -1)} == {legacy, b"https://example.com/ok"}
     admin.remove_limit(P, "site")
     raw.delete(K.limited, K.limits_ready)
     raw.sadd(K.secondary, legacy)

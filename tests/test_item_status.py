@@ -4,6 +4,7 @@ GET /P/items/ITEM.json keeps the old tracker's keys (status, downloader: the sam
 todo, out and done) and says more: the queue (and the limit holding it), the claim count, dead
 and offloaded items, and "maybe" for a name found nowhere that a segment file may hold.
 """
+
 import json
 import time
 from urllib.parse import quote
@@ -24,11 +25,18 @@ K = ProjectKeys(P)
 URLS = [
     "https://example.org/a b/c?d=%20e&f=1#frag",
     "http://user:pw@example.org:8080/%E2%98%BA/?q=a%2Fb#x y",
-    "https://example.org/p?" + "k=%41%25&" * 300 + "#end",          # about 2.7 KB
-    "https://example.org/" + "seg%20ment/" * 360,                    # about 4 KB
+    "https://example.org/p?" + "k=%41%25&" * 300 + "#end",  # about 2.7 KB
+    "https://example.org/" + "seg%20ment/" * 360,  # about 4 KB
 ]
-NOWHERE = {"status": None, "downloader": None, "queue": None, "limit": None, "claims": None,
-           "reason": None, "maybe": []}
+NOWHERE = {
+    "status": None,
+    "downloader": None,
+    "queue": None,
+    "limit": None,
+    "claims": None,
+    "reason": None,
+    "maybe": [],
+}
 
 
 def place(**fields) -> dict:
@@ -56,18 +64,17 @@ def put_everywhere(admin, engine, r, clock) -> dict:
     status, out = engine.claim(P, "alice", "10.0.0.1", len(URLS))
     assert status == 200
     clock.advance(61)
-    status, again = engine.claim(P, "bob", "10.0.0.2", 1)       # queues empty: a reclaim
+    status, again = engine.claim(P, "bob", "10.0.0.2", 1)  # queues empty: a reclaim
     assert status == 200 and again[0] in out
     expected.update({n: place(status="out", downloader="alice", claims=1) for n in out})
     expected[again[0]] = place(status="out", downloader="bob", claims=2)
     # Dead: that reclaimed item comes due again, its claims now past max_reclaims.
     clock.advance(121)
     dead = again[0]
-    status, _ = engine.claim(P, "carol", "10.0.0.3", len(URLS))   # the others reclaimed
+    status, _ = engine.claim(P, "carol", "10.0.0.3", len(URLS))  # the others reclaimed
     assert r.hexists(K.dead, dead)
     expected[dead] = place(status="dead", downloader="bob", claims=2, reason="reclaimed too often")
-    expected.update({n: place(status="out", downloader="carol", claims=2)
-                     for n in out if n != dead})
+    expected.update({n: place(status="out", downloader="carol", claims=2) for n in out if n != dead})
     # Done.
     list(admin.add_items(P, [u + "&done" for u in URLS]))
     status, done = engine.claim(P, "alice", "10.0.0.1", len(URLS))
@@ -111,10 +118,14 @@ def test_offloaded_items_and_maybe_offloaded(admin, engine, r, web, tmp_path, le
     admin.create_project(P)
     names = [f"{URLS[0]}&n={i}" for i in range(30)]
     list(admin.add_items(P, names, queue="backfeed"))
-    assert over_http(web, URLS[0] + "&never") == NOWHERE         # no segment files: not maybe
+    assert over_http(web, URLS[0] + "&never") == NOWHERE  # no segment files: not maybe
     # On its way to a segment file (staged by a maintainer): offloaded, from its queue.
-    reply = scripts.run(r, "offload_stage", (lease.key, K.backfeed, K.offloading, K.segments,
-                                             K.segment_queues), (lease.holder, 10, "backfeed"))
+    reply = scripts.run(
+        r,
+        "offload_stage",
+        (lease.key, K.backfeed, K.offloading, K.segments, K.segment_queues),
+        (lease.holder, 10, "backfeed"),
+    )
     staged = reply[1:]
     assert len(staged) == 10
     for name in staged:
@@ -134,13 +145,12 @@ def test_offloaded_items_and_maybe_offloaded(admin, engine, r, web, tmp_path, le
 
 def test_a_downloader_queue_made_a_moment_ago_is_found_at_once(admin, engine, r):
     admin.create_project(P)
-    assert engine.item_place(P, URLS[1]) == NOWHERE               # caches "no own queues"
+    assert engine.item_place(P, URLS[1]) == NOWHERE  # caches "no own queues"
     list(admin.add_items(P, [URLS[1]], queue="downloader:erin"))
     assert engine.item_place(P, URLS[1]) == place(status="todo", queue="downloader:erin")
 
 
-def test_past_the_cap_of_own_queues_looked_in_a_name_found_nowhere_says_maybe(
-        admin, engine, r, monkeypatch):
+def test_past_the_cap_of_own_queues_looked_in_a_name_found_nowhere_says_maybe(admin, engine, r, monkeypatch):
     monkeypatch.setattr(item_status_mod, "OWN_QUEUES_CHECKED", 3)
     admin.create_project(P)
     for i in range(5):
@@ -153,8 +163,7 @@ def test_past_the_cap_of_own_queues_looked_in_a_name_found_nowhere_says_maybe(
     assert engine.item_place(P, "never") == place(maybe=["downloader_queue"])
 
 
-def test_an_unknown_name_costs_bounded_lookups_with_many_limits_and_own_queues(admin, engine, r,
-                                                                               web):
+def test_an_unknown_name_costs_bounded_lookups_with_many_limits_and_own_queues(admin, engine, r, web):
     admin.create_project(P)
     for i in range(50):
         admin.add_limit(P, f"lim{i}", f"regex:^https://l{i}\\.example/", "1/m")
@@ -189,12 +198,14 @@ def test_unknown_project_and_bad_paths(engine, web, admin):
 
 # -- tracker items status ------------------------------------------------------------------------
 
+
 @pytest.fixture
 def cli(redis_url):
     runner = CliRunner()
 
     def invoke(*args):
         return runner.invoke(main, ["--redis-url", redis_url, *args])
+
     return invoke
 
 
@@ -221,4 +232,4 @@ def test_cli_items_status_refuses_an_unknown_project_and_bad_names(admin, cli):
     admin.create_project(P)
     res = cli("items", "status", P, "x" * 4097)
     assert res.exit_code == 2 and "4096" in res.output
-    assert cli("items", "status", P).exit_code == 2                # no name given
+    assert cli("items", "status", P).exit_code == 2  # no name given

@@ -1,5 +1,6 @@
 """Pattern limits: stored in Redis, listed, replaced, removed; each change reaches every node;
 every way an item enters a shared queue holds the items a limit matches."""
+
 import json
 from collections import Counter
 
@@ -10,10 +11,9 @@ from falcon import testing
 
 from tracker_api.app import create_app
 from tracker_api.cli import main
+from tracker_core import backfeed_secrets, bloom, limits, operations
 from tracker_core import engine as engine_mod
-from tracker_core import backfeed_secrets, bloom, operations
 from tracker_core import keys as keyspace
-from tracker_core import limits
 from tracker_core.admin import AdminError
 from tracker_core.backfeed import Backfeed, split_body
 from tracker_core.engine import Engine
@@ -43,27 +43,32 @@ def test_add_list_replace_remove(project, admin, r):
     assert admin.add_limit(P, "cdn", "domain:*.Example.COM", "30/m") == start + 2
     assert admin.limits(P) == [
         {"name": "users", "pattern": "type:user", "rate": "10/s", "rate_per_s": 10.0, "seq": 1},
-        {"name": "cdn", "pattern": "domain:example.com", "rate": "30/m", "rate_per_s": 0.5,
-         "seq": 2}]
+        {"name": "cdn", "pattern": "domain:example.com", "rate": "30/m", "rate_per_s": 0.5, "seq": 2},
+    ]
     # Replacing keeps the limit's place in the classification order.
     admin.add_limit(P, "users", "prefix:user:", "2.5")
     assert [(x["name"], x["pattern"], x["rate_per_s"]) for x in admin.limits(P)] == [
-        ("users", "prefix:user:", 2.5), ("cdn", "domain:example.com", 0.5)]
+        ("users", "prefix:user:", 2.5),
+        ("cdn", "domain:example.com", 0.5),
+    ]
     assert admin.remove_limit(P, "users") == start + 4
     assert [x["name"] for x in admin.limits(P)] == ["cdn"]
     assert r.hkeys(keyspace.ProjectKeys(P).limits) == ["cdn"]
 
 
-@pytest.mark.parametrize("name,pattern,rate,reason", [
-    ("Bad Name", "type:user", "1/s", "bad limit name"),
-    ("ok", "user", "1/s", "pattern must start with"),
-    ("ok", "regex:(", "1/s", "bad regular expression"),
-    ("ok", "domain:a.com/x", "1/s", "domain is a host name"),
-    ("ok", "type:user", "0/s", "bad rate"),
-    ("ok", "type:user", "5/h", "bad rate"),
-    ("ok", "type:user", "-1", "bad rate"),
-    ("ok", "type:user", "2000000/s", "bad rate"),
-])
+@pytest.mark.parametrize(
+    "name,pattern,rate,reason",
+    [
+        ("Bad Name", "type:user", "1/s", "bad limit name"),
+        ("ok", "user", "1/s", "pattern must start with"),
+        ("ok", "regex:(", "1/s", "bad regular expression"),
+        ("ok", "domain:a.com/x", "1/s", "domain is a host name"),
+        ("ok", "type:user", "0/s", "bad rate"),
+        ("ok", "type:user", "5/h", "bad rate"),
+        ("ok", "type:user", "-1", "bad rate"),
+        ("ok", "type:user", "2000000/s", "bad rate"),
+    ],
+)
 def test_bad_limits_are_refused_and_change_nothing(project, admin, r, name, pattern, rate, reason):
     before = _age(r)
     with pytest.raises(AdminError, match=reason):
@@ -177,7 +182,7 @@ def drain_held(engine, clock, limit_items: int, every_s: float) -> list:
         clock.advance(every_s)
         got = claim(engine)
         assert len(got) == 1, got
-        assert claim(engine) == []          # nothing more before the next token
+        assert claim(engine) == []  # nothing more before the next token
         served += got
     return served
 
@@ -187,8 +192,7 @@ def secret(project, r):
     return backfeed_secrets.create(r, K)[1]
 
 
-def test_backfeed_holds_limited_items_and_serves_them_at_the_rate(project, admin, engine, clock,
-                                                                  r, secret):
+def test_backfeed_holds_limited_items_and_serves_them_at_the_rate(project, admin, engine, clock, r, secret):
     # The auditor's case: 50 user: items backfed into a project limited to 1/m.
     admin.add_limit(P, "users", "type:user", "1/m")
     client = testing.TestClient(create_app(engine))
@@ -207,16 +211,17 @@ def test_backfeed_holds_limited_items_and_serves_them_at_the_rate(project, admin
     assert_each_once(r, users + ["page:1", "page:2"])
     first = claim(engine)
     assert sorted(first) == sorted(first[:1] + ["page:1", "page:2"]) and first[0].startswith("user:")
-    assert claim(engine) == []               # one token a minute, not 51 items at once
+    assert claim(engine) == []  # one token a minute, not 51 items at once
     served = first[:1] + drain_held(engine, clock, 50, 60)
     assert sorted(served) == sorted(users)
     assert r.zcard(K.limited) == 0 and r.zcard(K.out) == 53
     assert_each_once(r, users + ["page:1", "page:2"])
 
 
-def test_backfeed_classifies_the_dedup_key_and_keeps_the_whole_entry(project, admin, engine,
-                                                                     clock, r, secret):
-    admin.add_limit(P, "users", r"regex:^user:[a-z]+$", "1/m")   # matches the key, not the entry
+def test_backfeed_classifies_the_dedup_key_and_keeps_the_whole_entry(
+    project, admin, engine, clock, r, secret
+):
+    admin.add_limit(P, "users", r"regex:^user:[a-z]+$", "1/m")  # matches the key, not the entry
     feed = Backfeed(engine)
     entries, keys = split_body(b"user:bob\x1fdata1\0user:bob\x1fdata2\0page:1\x1fx", b"\0", b"\x1f")
     outcome = feed.submit(P, secret, entries, keys)
@@ -229,7 +234,8 @@ def test_backfeed_classifies_the_dedup_key_and_keeps_the_whole_entry(project, ad
 
 
 def test_backfeed_shards_mapped_to_a_downloader_are_not_held_shared_ones_are(
-        project, admin, engine, r, secret):
+    project, admin, engine, r, secret
+):
     admin.add_limit(P, "users", "type:user", "1/m")
     r.hset(K.backfeed_shard_map, "mine", "downloader:alice")
     r.hset(K.backfeed_shard_map, "sec", "secondary")
@@ -242,15 +248,14 @@ def test_backfeed_shards_mapped_to_a_downloader_are_not_held_shared_ones_are(
     assert_each_once(r, ["user:a", "user:b", "user:c", "x"])
 
 
-def test_backfeed_sees_a_new_limit_within_a_second(project, admin, engine, r, secret,
-                                                   monkeypatch):
+def test_backfeed_sees_a_new_limit_within_a_second(project, admin, engine, r, secret, monkeypatch):
     # The engine's settings cache expires (1 s) and its limits reload on a new settings age.
-    monkeypatch.setattr(engine_mod, "_SETTINGS_CACHE_S", 0.0)   # as if a second passed each time
+    monkeypatch.setattr(engine_mod, "_SETTINGS_CACHE_S", 0.0)  # as if a second passed each time
     feed = Backfeed(engine)
-    assert feed.submit(P, secret, [b"user:a"], [b"user:a"]).new == 1    # caches the settings
+    assert feed.submit(P, secret, [b"user:a"], [b"user:a"]).new == 1  # caches the settings
     admin.add_limit(P, "users", "type:user", "1/m")
     assert feed.submit(P, secret, [b"user:b"], [b"user:b"]).new == 1
-    assert held_names(r) == ["user:a", "user:b"]       # user:a by add_limit's reclassify
+    assert held_names(r) == ["user:a", "user:b"]  # user:a by add_limit's reclassify
 
 
 def test_release_holds_limited_items(project, admin, engine, clock, r, redis_url):
@@ -307,8 +312,7 @@ def test_requeued_dead_items_are_held_unless_for_a_downloader(project, admin, en
     drain_held(engine, clock, 1, 60)
 
 
-def test_moved_items_are_held_in_a_shared_queue_not_in_a_downloader_queue(project, admin, engine,
-                                                                          clock, r):
+def test_moved_items_are_held_in_a_shared_queue_not_in_a_downloader_queue(project, admin, engine, clock, r):
     add(admin, ["user:a", "user:b", "page:1"], queue="secondary")
     add(admin, ["user:c"], queue="redo")
     admin.add_limit(P, "users", "type:user", "1/m", reclassify=False)
@@ -329,7 +333,7 @@ def test_item_status_reports_held_items_as_todo(project, admin, engine, r, redis
     admin.add_limit(P, "users", "type:user", "1/m")
     add(admin, ["user:a", "user:b"])
     assert engine.item_status(P, "user:a") == ("todo", None)
-    r.sadd(K.limited_in, "users\0user:in")             # between bloom_add and hold_limited
+    r.sadd(K.limited_in, "users\0user:in")  # between bloom_add and hold_limited
     assert engine.item_status(P, "user:in") == ("todo", None)
     r.srem(K.limited_in, "users\0user:in")
     assert engine.item_status(P, "user:zzz") == (None, None)
@@ -369,9 +373,9 @@ def test_held_entries_and_split_entries():
     compiled = limits.CompiledLimits([limits.Limit("users", "type:user", "1/s", 1.0, 1)])
     assert limits.held_entries(compiled, ["user:a", "page:1"]) == ["users\0user:a", ""]
     assert limits.held_entries(None, ["user:a"]) == [""]
-    groups = limits.split_entries([b"user:a\x1fp", b"x\x1fq"], [b"user:a", b"x"],
-                                  ["users", None], None, K)
-    assert groups == [([b"x\x1fq"], [b"x"], None), ([b"users\0user:a\x1fp"], [b"user:a"],
-                                                    K.limited_in)]
+    groups = limits.split_entries([b"user:a\x1fp", b"x\x1fq"], [b"user:a", b"x"], ["users", None], None, K)
+    assert groups == [([b"x\x1fq"], [b"x"], None), ([b"users\0user:a\x1fp"], [b"user:a"], K.limited_in)]
     assert limits.split_entries(["user:a", "b"], ["user:a", "b"], ["users", None], K.todo, K) == [
-        (["b"], ["b"], K.todo), (["users\0user:a"], ["user:a"], K.limited_in)]
+        (["b"], ["b"], K.todo),
+        (["users\0user:a"], ["user:a"], K.limited_in),
+    ]

@@ -1,4 +1,5 @@
 """The leaderboard page, its static files, the live feed (`tracker live`) and headless Chromium."""
+
 import contextlib
 import json
 import os
@@ -10,6 +11,7 @@ import urllib.request
 
 import pytest
 from falcon import testing
+from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
 from cdp import Browser, find_chromium
@@ -37,8 +39,20 @@ def web(engine):
 def start_feed(redis_url: str, interval_s: float = 0.2):
     port = free_port()
     process = subprocess.Popen(
-        [str(TRACKER_BIN), "--redis-url", redis_url, "live", "--host", "127.0.0.1",
-         "--port", str(port), "--interval", str(interval_s)], stdin=subprocess.DEVNULL)
+        [
+            str(TRACKER_BIN),
+            "--redis-url",
+            redis_url,
+            "live",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--interval",
+            str(interval_s),
+        ],
+        stdin=subprocess.DEVNULL,
+    )
     wait_for_port(port, process=process)
     return process, port
 
@@ -75,6 +89,7 @@ def receive(ws, kind):
 
 
 # -- the page and its files -------------------------------------------------------------------
+
 
 def test_page_is_served_with_the_project_filled_in_and_escaped(web, project):
     res = web.simulate_get(f"/{P}/")
@@ -113,6 +128,7 @@ def test_stats_json_carries_recent_log_newest_first(web, engine, project):
 
 # -- the live feed ----------------------------------------------------------------------------
 
+
 def test_new_viewer_gets_recent_log_then_snapshot_then_updates(engine, project, feed):
     earlier = complete(engine, "alice", 3)
     with connect(f"ws://127.0.0.1:{feed}/{P}") as ws:
@@ -148,7 +164,7 @@ def test_feed_coalesces_many_dones_into_few_messages(engine, project, redis_url)
 
 def test_feed_refuses_unknown_project(feed, project):
     with connect(f"ws://127.0.0.1:{feed}/nope") as ws:
-        with pytest.raises(Exception):
+        with pytest.raises(ConnectionClosed):
             ws.recv(timeout=15)
         assert ws.close_code == 4404
 
@@ -157,7 +173,7 @@ def test_feed_without_redis_closes_viewers_so_pages_poll():
     process, port = start_feed(f"redis://127.0.0.1:{free_port()}/0")
     try:
         with connect(f"ws://127.0.0.1:{port}/{P}") as ws:
-            with pytest.raises(Exception):
+            with pytest.raises(ConnectionClosed):
                 ws.recv(timeout=15)
             assert ws.close_code == 1011
     finally:
@@ -175,12 +191,24 @@ def test_feed_pushes_a_snapshot_when_settings_change(engine, project, feed, admi
 @pytest.mark.slow
 def test_tracker_run_starts_the_feed_and_stops_it(redis_url, project):
     port = free_port()
-    live_port = free_port()      # not port + 1: that one may belong to another test's server
+    live_port = free_port()  # not port + 1: that one may belong to another test's server
     while live_port == port:
         live_port = free_port()
-    run = subprocess.Popen([str(TRACKER_BIN), "--redis-url", redis_url, "run", "--port", str(port),
-                            "--workers", "1", "--live-port", str(live_port)],
-                           stdin=subprocess.DEVNULL)
+    run = subprocess.Popen(
+        [
+            str(TRACKER_BIN),
+            "--redis-url",
+            redis_url,
+            "run",
+            "--port",
+            str(port),
+            "--workers",
+            "1",
+            "--live-port",
+            str(live_port),
+        ],
+        stdin=subprocess.DEVNULL,
+    )
     try:
         wait_for_port(port, process=run)
         wait_for_port(live_port, process=run)
@@ -194,34 +222,46 @@ def test_tracker_run_starts_the_feed_and_stops_it(redis_url, project):
 
 # -- the page in headless Chromium ------------------------------------------------------------
 
+
 def post(base, path, body):
-    request = urllib.request.Request(base + path, data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        base + path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(request, timeout=10) as res:
         return res.status, res.read().decode()
 
 
 def complete_over_http(base, downloader, n):
-    status, body = post(base, f"/{P}/multi={n}/request",
-                        {"downloader": downloader, "api_version": "2", "version": "1"})
+    status, body = post(
+        base, f"/{P}/multi={n}/request", {"downloader": downloader, "api_version": "2", "version": "1"}
+    )
     assert status == 200
     items = json.loads(body)["item_name"].split("\0")
-    assert post(base, f"/{P}/done", {"downloader": downloader, "version": "1",
-                                     "item": "\0".join(items), "bytes": {"data": 2048 * n},
-                                     "id": {}}) == (200, "OK")
+    assert post(
+        base,
+        f"/{P}/done",
+        {
+            "downloader": downloader,
+            "version": "1",
+            "item": "\0".join(items),
+            "bytes": {"data": 2048 * n},
+            "id": {},
+        },
+    ) == (200, "OK")
     return items
 
 
-needs_chromium = pytest.mark.skipif(find_chromium() is None and os.environ.get("CI") != "true",
-                                    reason="Debian's chromium is not installed (make deps installs it)")
+needs_chromium = pytest.mark.skipif(
+    find_chromium() is None and os.environ.get("CI") != "true",
+    reason="Debian's chromium is not installed (make deps installs it)",
+)
 
 
 @contextlib.contextmanager
 def live_page(redis_url):
     """The real server with the live feed, and headless Chromium: (server, feed process, browser)."""
     feed_process, feed_port = start_feed(redis_url)
-    server = start_live_server(redis_url, workers=1,
-                               extra_env={"TRACKER_LIVE_URL": f":{feed_port}"})
+    server = start_live_server(redis_url, workers=1, extra_env={"TRACKER_LIVE_URL": f":{feed_port}"})
     browser = Browser(find_chromium())
     try:
         yield server, feed_process, browser
@@ -237,19 +277,22 @@ def live_page(redis_url):
 def test_leaderboard_in_headless_chromium(redis_url, project):
     with live_page(redis_url) as (server, feed_process, browser):
         browser.navigate(f"{server.base}/{P}/")
-        assert browser.wait_for("document.body.dataset.feed === 'live' && "
-                                "document.getElementById('done').textContent === '0'")
+        assert browser.wait_for(
+            "document.body.dataset.feed === 'live' && document.getElementById('done').textContent === '0'"
+        )
         assert browser.evaluate("typeof uPlot") == "function"
         first = complete_over_http(server.base, "alice", 3)
         browser.wait_for("document.getElementById('done').textContent === '3'")
         assert browser.evaluate("document.getElementById('todo').textContent") == "57"
         assert browser.evaluate("document.getElementById('irsr').textContent") == "100.0%"
         assert browser.evaluate("document.getElementById('uniques').textContent") == "1 / 1"
-        log = browser.wait_for("document.querySelector('#log li') && "
-                               "document.querySelector('#log li').textContent")
+        log = browser.wait_for(
+            "document.querySelector('#log li') && document.querySelector('#log li').textContent"
+        )
         assert "alice" in log and all(item in log for item in first)
-        rows = browser.evaluate("[...document.querySelectorAll('#downloaders tbody tr')]"
-                                ".map(r => r.cells[1].textContent)")
+        rows = browser.evaluate(
+            "[...document.querySelectorAll('#downloaders tbody tr')].map(r => r.cells[1].textContent)"
+        )
         assert rows == ["alice"]
         assert browser.evaluate("document.querySelectorAll('.charts canvas').length") >= 3
         assert browser.wait_for("document.getElementById('chart-top').dataset.points > 0")
@@ -260,8 +303,9 @@ def test_leaderboard_in_headless_chromium(redis_url, project):
         browser.wait_for("document.body.dataset.feed === 'polling'")
         second = complete_over_http(server.base, "bob", 2)
         browser.wait_for("document.getElementById('done').textContent === '5'", timeout_s=30)
-        log = browser.wait_for("[...document.querySelectorAll('#log li')]"
-                               ".map(li => li.textContent).join('\\n')")
+        log = browser.wait_for(
+            "[...document.querySelectorAll('#log li')].map(li => li.textContent).join('\\n')"
+        )
         assert all(item in log for item in second + first)
         browser.screenshot(ARTIFACTS / "leaderboard-polling.png")
     assert (ARTIFACTS / "leaderboard.png").stat().st_size > 10000
@@ -273,7 +317,7 @@ def test_top_downloaders_chart_draws_history_on_first_load(redis_url, engine, r,
     complete(engine, "alice", 5)
     complete(engine, "bob", 2, nbytes=500)
     now_ms = int(time.time() * 1000)
-    for hours_ago in (3, 2, 1):             # what `tracker maintain` recorded before anyone looked
+    for hours_ago in (3, 2, 1):  # what `tracker maintain` recorded before anyone looked
         assert stats_mod.record_top_history(r, P, now_ms - hours_ago * 3_600_000) == 2
     with live_page(redis_url) as (server, feed_process, browser):
         browser.navigate(f"{server.base}/{P}/")
@@ -285,9 +329,8 @@ def test_top_downloaders_chart_draws_history_on_first_load(redis_url, engine, r,
         assert "alice" in legend and "bob" in legend
         points = int(browser.evaluate("document.getElementById('chart-top').dataset.points"))
         browser.wait_for("document.body.dataset.feed === 'live'")
-        complete_over_http(server.base, "carol", 1)      # live snapshots extend the history
-        browser.wait_for("document.querySelector('#chart-top .u-legend').textContent"
-                         ".includes('carol')")
+        complete_over_http(server.base, "carol", 1)  # live snapshots extend the history
+        browser.wait_for("document.querySelector('#chart-top .u-legend').textContent.includes('carol')")
         assert int(browser.evaluate("document.getElementById('chart-top').dataset.points")) > points
         browser.screenshot(ARTIFACTS / "leaderboard-top-history.png")
 
@@ -301,11 +344,10 @@ def test_many_watched_projects_each_get_their_updates_promptly(engine, admin, fe
         admin.create_project(name)
         list(admin.add_items(name, [f"{name}-item{i}" for i in range(5)]))
     with contextlib.ExitStack() as stack:
-        viewers = {name: stack.enter_context(connect(f"ws://127.0.0.1:{feed}/{name}"))
-                   for name in names}
+        viewers = {name: stack.enter_context(connect(f"ws://127.0.0.1:{feed}/{name}")) for name in names}
         for ws in viewers.values():
-            receive(ws, "snapshot")                      # every watcher is running
-        time.sleep(1.5)                                  # and idle, blocked in XREAD
+            receive(ws, "snapshot")  # every watcher is running
+        time.sleep(1.5)  # and idle, blocked in XREAD
         delays = []
         for name in names[::6]:
             status, items = engine.claim(name, "alice", "10.0.0.1", 1)

@@ -2,6 +2,7 @@
 
 Locust runs in subprocesses (loadtest.runner) so gevent's monkey-patching never reaches pytest.
 """
+
 import json
 import os
 import random
@@ -18,8 +19,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # loadtest/ sits beside src/
-from loadtest import figures, options
-from loadtest.runner import run_headless
+from loadtest import figures, options  # noqa: E402 (needs the path above)
+from loadtest.runner import run_headless  # noqa: E402
 
 SEEDED = 3000
 
@@ -33,10 +34,13 @@ def _status_total(status):
 
 def test_the_modules_tests_import_leave_gevent_out():
     """Locust monkey-patches on import; pytest must never get it through these modules."""
-    probe = ("import sys; import loadtest.runner, loadtest.figures, loadtest.options; "
-             "print(sorted(m for m in ('gevent', 'locust') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True,
-                         check=True).stdout
+    probe = (
+        "import sys; import loadtest.runner, loadtest.figures, loadtest.options; "
+        "print(sorted(m for m in ('gevent', 'locust') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
     assert out.strip() == "[]"
 
 
@@ -65,11 +69,11 @@ def test_merged_worker_exports_give_the_same_figures_as_one_process():
 def test_irsr_counts_only_misses_that_happened_while_items_remained():
     f = figures.Figures()
     f.record_request(10.0, 10.1, "served", 5)
-    f.record_request(10.2, 10.3, "no_items")        # ended before a later claim started: a miss
-    f.record_request(10.4, 10.5, "rate_limited")    # the same
-    f.record_request(11.0, 11.2, "served", 1)       # the last successful claim starts at 11.0
-    f.record_request(10.9, 11.1, "no_items")        # overlapped it: the queue may have been empty
-    f.record_request(12.0, 12.1, "no_items")        # after the queue ran dry
+    f.record_request(10.2, 10.3, "no_items")  # ended before a later claim started: a miss
+    f.record_request(10.4, 10.5, "rate_limited")  # the same
+    f.record_request(11.0, 11.2, "served", 1)  # the last successful claim starts at 11.0
+    f.record_request(10.9, 11.1, "no_items")  # overlapped it: the queue may have been empty
+    f.record_request(12.0, 12.1, "no_items")  # after the queue ran dry
     s = f.summary()
     assert s["misses_while_items_remained"] == 2
     assert s["irsr"] == pytest.approx(2 / 4)
@@ -84,12 +88,34 @@ def test_timeline_has_one_row_per_second_for_plots():
     f.record_done(100.3, 101.3, 3)
     f.record_request(102.0, 102.5, "no_items")
     assert f.summary()["timeline"] == [
-        {"t_s": 0, "requests": 2, "served": 1, "served_share": 0.5, "items_claimed": 4,
-         "items_done": 0, "rtt_mean_ms": None},
-        {"t_s": 1, "requests": 0, "served": 0, "served_share": None, "items_claimed": 0,
-         "items_done": 3, "rtt_mean_ms": 1000.0},
-        {"t_s": 2, "requests": 1, "served": 0, "served_share": 0.0, "items_claimed": 0,
-         "items_done": 0, "rtt_mean_ms": None}]
+        {
+            "t_s": 0,
+            "requests": 2,
+            "served": 1,
+            "served_share": 0.5,
+            "items_claimed": 4,
+            "items_done": 0,
+            "rtt_mean_ms": None,
+        },
+        {
+            "t_s": 1,
+            "requests": 0,
+            "served": 0,
+            "served_share": None,
+            "items_claimed": 0,
+            "items_done": 3,
+            "rtt_mean_ms": 1000.0,
+        },
+        {
+            "t_s": 2,
+            "requests": 1,
+            "served": 0,
+            "served_share": 0.0,
+            "items_claimed": 0,
+            "items_done": 0,
+            "rtt_mean_ms": None,
+        },
+    ]
 
 
 def test_rtt_percentiles_come_from_the_histogram():
@@ -110,15 +136,23 @@ def test_thresholds_name_each_breach():
     f.add("server_5xx")
     f.add("backfeed_errors", 3)
     failures = figures.threshold_failures(f.summary(), 0.99, 1, 0)
-    assert failures == ["2 answers with 5xx (at most 1 allowed)",
-                        "1 done calls not answered 200 OK (at most 0 allowed)",
-                        "3 backfeed posts failed (at most 0 allowed)"]
+    assert failures == [
+        "2 answers with 5xx (at most 1 allowed)",
+        "1 done calls not answered 200 OK (at most 0 allowed)",
+        "3 backfeed posts failed (at most 0 allowed)",
+    ]
     assert figures.threshold_failures(f.summary(), 0.99, 2, 1, 3) == []
 
 
-@pytest.mark.parametrize("spec, low, high", [
-    ("const:0.5", 0.5, 0.5), ("uniform:0.1,0.3", 0.1, 0.3), ("exp:0.2", 0.0, 50.0),
-    ("lognormal:0,0.5", 0.0, 100.0)])
+@pytest.mark.parametrize(
+    "spec, low, high",
+    [
+        ("const:0.5", 0.5, 0.5),
+        ("uniform:0.1,0.3", 0.1, 0.3),
+        ("exp:0.2", 0.0, 50.0),
+        ("lognormal:0,0.5", 0.0, 100.0),
+    ],
+)
 def test_download_time_specs_draw_within_their_range(spec, low, high):
     draw = options.download_time_sampler(spec, random.Random(1))
     assert all(low <= draw() <= high for _ in range(200))
@@ -145,13 +179,23 @@ def test_multi_and_back_off_follow_the_client():
 
 
 @pytest.mark.slow
-def test_distributed_warriors_keep_irsr_and_account_for_every_item(live_server, redis_url, admin,
-                                                                   tmp_path):
+def test_distributed_warriors_keep_irsr_and_account_for_every_item(live_server, redis_url, admin, tmp_path):
     """Master plus two workers, multi=1..10, some items failed, some claims abandoned."""
-    result = run_headless(live_server.base, redis_url=redis_url, project="ci-load",
-                          seed_items=SEEDED, users=20, run_time_s=15, workers=2, multi="1-10",
-                          download_time="uniform:0.01,0.05", fail_share=0.05, abandon_share=0.02,
-                          retry_delay_s=0.5, workdir=tmp_path)
+    result = run_headless(
+        live_server.base,
+        redis_url=redis_url,
+        project="ci-load",
+        seed_items=SEEDED,
+        users=20,
+        run_time_s=15,
+        workers=2,
+        multi="1-10",
+        download_time="uniform:0.01,0.05",
+        fail_share=0.05,
+        abandon_share=0.02,
+        retry_delay_s=0.5,
+        workdir=tmp_path,
+    )
     summary, counts = result["summary"], result["summary"]["counts"]
     assert result["exit_code"] == 0, result["log"]
     assert result["passed"] and result["failures"] == []
@@ -180,9 +224,18 @@ def test_distributed_warriors_keep_irsr_and_account_for_every_item(live_server, 
 def test_a_rate_limited_project_fails_the_run_on_irsr(live_server, redis_url, admin, tmp_path):
     """429s while items remain drag IRSR below 99%: the quitting listener fails the run."""
     admin.create_project("ci-limited", rate_limit="120", rate_burst="2")
-    result = run_headless(live_server.base, redis_url=redis_url, project="ci-limited",
-                          seed_items=500, users=8, run_time_s=5, multi="1",
-                          download_time="const:0", retry_delay_s=0.05, workdir=tmp_path)
+    result = run_headless(
+        live_server.base,
+        redis_url=redis_url,
+        project="ci-limited",
+        seed_items=500,
+        users=8,
+        run_time_s=5,
+        multi="1",
+        download_time="const:0",
+        retry_delay_s=0.05,
+        workdir=tmp_path,
+    )
     counts = result["summary"]["counts"]
     assert result["exit_code"] == 1
     assert counts["rate_limited_429"] > 0 and counts["requests_served"] > 0
@@ -209,8 +262,7 @@ def readme_headless_commands(readme: str, port: int) -> str:
     for option, value in README_SCALE.items():
         script, n = re.subn(rf"{option} \S+", f"{option} {value}", script)
         assert n == 1, f"README's load-test command: {option} found {n} times"
-    script, n = re.subn(r"--host http://127\.0\.0\.1:8080", f"--host http://127.0.0.1:{port}",
-                        script)
+    script, n = re.subn(r"--host http://127\.0\.0\.1:8080", f"--host http://127.0.0.1:{port}", script)
     assert n == 1, "README's load-test command: --host http://127.0.0.1:8080 not found"
     return script
 
@@ -237,17 +289,26 @@ def test_the_readmes_locust_command_works_as_written(tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("TRACKER_REDIS_URL", "TRACKER_DATA_DIR", "LOADTEST_BACKFEED_SECRET")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("TRACKER_REDIS_URL", "TRACKER_DATA_DIR", "LOADTEST_BACKFEED_SECRET")
+    }
     log = open(tmp_path / "run.log", "wb")
-    tracker = subprocess.Popen([str(ROOT / ".venv/bin/tracker"), "run", "--demo", "--port", str(port),
-                                "--live-port", "0"], cwd=tmp_path, env=env, stdout=log,
-                               stderr=subprocess.STDOUT, start_new_session=True)
+    tracker = subprocess.Popen(
+        [str(ROOT / ".venv/bin/tracker"), "run", "--demo", "--port", str(port), "--live-port", "0"],
+        cwd=tmp_path,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         _wait_for_http(f"http://127.0.0.1:{port}/demo/stats.json", tracker)
         script = readme_headless_commands((ROOT / "README.md").read_text(), port)
-        done = subprocess.run(["bash", "-c", script], cwd=tmp_path, env=env, capture_output=True,
-                              text=True, timeout=180)
+        done = subprocess.run(
+            ["bash", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180
+        )
         assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
         result = json.loads((tmp_path / "figures.json").read_text())
         counts = result["summary"]["counts"]

@@ -5,6 +5,7 @@ limit, out, done or dead) and the counters equal to what moved. The scripts behi
 once popped thousands of entries and then failed on `unpack` (Lua stops near 8,000 values), and
 Redis keeps a failed script's earlier writes: the popped items were in no place at all.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,7 +25,7 @@ from tracker_core.admin import ADD_BATCH, AdminError
 
 P = "max"
 K = keyspace.ProjectKeys(P)
-PER_POST = backfeed_mod.MAX_ITEMS_PER_POST          # 10,000: the backfeed's documented maximum
+PER_POST = backfeed_mod.MAX_ITEMS_PER_POST  # 10,000: the backfeed's documented maximum
 LIMIT = ("site", "domain:example.com", "5/s")
 
 
@@ -50,11 +51,12 @@ def assert_each_once(r, names) -> None:
 def fill(r, key: str, names: list[str]) -> None:
     pipe = r.pipeline(transaction=False)
     for start in range(0, len(names), 10_000):
-        pipe.sadd(key, *names[start:start + 10_000])
+        pipe.sadd(key, *names[start : start + 10_000])
     pipe.execute()
 
 
 # -- backfeed: 10,000 items per post, all matching a limit --------------------------------------
+
 
 @pytest.fixture
 def secret(project, r):
@@ -63,25 +65,25 @@ def secret(project, r):
 
 def post(engine, secret, names):
     client = testing.TestClient(create_app(engine))
-    return client.simulate_post(f"/backfeed/legacy/{P}-{secret}",
-                                body=b"\0".join(n.encode() for n in names) + b"\0")
+    return client.simulate_post(
+        f"/backfeed/legacy/{P}-{secret}", body=b"\0".join(n.encode() for n in names) + b"\0"
+    )
 
 
-def test_a_backfeed_post_at_the_maximum_all_limited_holds_every_item(project, admin, engine, r,
-                                                                      secret):
+def test_a_backfeed_post_at_the_maximum_all_limited_holds_every_item(project, admin, engine, r, secret):
     admin.add_limit(P, *LIMIT)
     names = [url(i) for i in range(PER_POST)]
     res = post(engine, secret, names)
     assert res.status_code == 200, res.text
-    assert res.json == {"status_code": 200,
-                        "data": f"{PER_POST} items queued for deduplication"}
+    assert res.json == {"status_code": 200, "data": f"{PER_POST} items queued for deduplication"}
     assert r.zcard(K.limited) == PER_POST and r.scard(K.limited_in) == 0
     assert r.hget(K.stats, "backfeed_new") == str(PER_POST)
     assert_each_once(r, names)
 
 
-def test_a_backfeed_post_just_past_the_maximum_is_refused_and_changes_nothing(project, admin,
-                                                                            engine, r, secret):
+def test_a_backfeed_post_just_past_the_maximum_is_refused_and_changes_nothing(
+    project, admin, engine, r, secret
+):
     admin.add_limit(P, *LIMIT)
     res = post(engine, secret, [url(i) for i in range(PER_POST + 1)])
     assert res.status_code == 400
@@ -116,7 +118,7 @@ def test_reclassify_over_100k_queued_then_100k_held_items(project, admin, r):
     admin.add_limit(P, *LIMIT, reclassify=False)
     assert admin.reclassify(P) == N_QUEUED
     assert r.zcard(K.limited) == N_QUEUED and r.smembers(K.backfeed) == set(free)
-    assert admin.reclassify(P) == 0                # a second pass over 100k held items
+    assert admin.reclassify(P) == 0  # a second pass over 100k held items
     assert r.zcard(K.limited) == N_QUEUED
     assert_each_once(r, names + free)
 
@@ -132,6 +134,7 @@ def test_held_items_left_in_the_way_in_set_are_filed_by_reclassify(project, admi
 
 
 # -- admin release of 10,000 claims, requeue of 10,000 dead items --------------------------------
+
 
 def claim_all(engine, n: int) -> list[str]:
     got = []
@@ -154,8 +157,10 @@ def test_admin_release_of_a_full_page_of_claims_that_a_limit_matches(project, ad
     assert r.hlen(K.downloader_claims) == 1 and r.hget(K.downloader_claims, "alice") == "1"
     assert_each_once(r, names)
     # Just past the maximum: a page is capped at MAX_PAGE, the rest comes with the next call.
-    assert operations.release(admin, P, older_than_s=0,
-                              limit=operations.MAX_PAGE + 1) == {"released": 1, "cursor": 0}
+    assert operations.release(admin, P, older_than_s=0, limit=operations.MAX_PAGE + 1) == {
+        "released": 1,
+        "cursor": 0,
+    }
     assert r.zcard(K.out) == 0 and r.hlen(K.claims) == 0
     assert_each_once(r, names)
 
@@ -165,7 +170,7 @@ def test_requeue_of_the_most_dead_items_at_once_holds_the_limited(project, admin
     record = json.dumps({"claims": 3, "last_downloader": "alice"})
     pipe = r.pipeline(transaction=False)
     for start in range(0, len(names), 5000):
-        pipe.hset(K.dead, mapping=dict.fromkeys(names[start:start + 5000], record))
+        pipe.hset(K.dead, mapping=dict.fromkeys(names[start : start + 5000], record))
     pipe.execute()
     admin.add_limit(P, *LIMIT)
     with pytest.raises(AdminError, match="give 1 to 10000 item names"):
@@ -194,6 +199,7 @@ def test_requeue_of_a_full_page_of_dead_items_by_cursor(project, admin, r):
 
 # -- items add at its batch maximum --------------------------------------------------------------
 
+
 def test_items_add_at_its_batch_maximum_all_limited(project, admin, r):
     admin.add_limit(P, *LIMIT)
     names = [url(i) for i in range(ADD_BATCH + 1)]
@@ -203,26 +209,24 @@ def test_items_add_at_its_batch_maximum_all_limited(project, admin, r):
     assert_each_once(r, names)
 
 
-def test_cli_items_add_at_its_largest_batch_and_just_past_it(project, admin, r, redis_url,
-                                                             tmp_path):
+def test_cli_items_add_at_its_largest_batch_and_just_past_it(project, admin, r, redis_url, tmp_path):
     admin.add_limit(P, *LIMIT)
     names = [url(i) for i in range(12_000)] + [f"plain-{i}" for i in range(100)]
     source = tmp_path / "items.txt"
     source.write_text("\n".join(names) + "\n")
     runner = CliRunner()
-    res = runner.invoke(main, ["--redis-url", redis_url, "items", "add", P, str(source),
-                               "--batch", "100000"])
+    res = runner.invoke(main, ["--redis-url", redis_url, "items", "add", P, str(source), "--batch", "100000"])
     assert res.exit_code == 0, res.output
     assert json.loads(res.output.splitlines()[-1])["added"] == len(names)
     assert r.zcard(K.limited) == 12_000 and r.scard(K.todo) == 100
     assert_each_once(r, names)
-    res = runner.invoke(main, ["--redis-url", redis_url, "items", "add", P, str(source),
-                               "--batch", "100001"])
+    res = runner.invoke(main, ["--redis-url", redis_url, "items", "add", P, str(source), "--batch", "100001"])
     assert res.exit_code == 2
     assert_each_once(r, names)
 
 
 # -- multi=1000 over held items ------------------------------------------------------------------
+
 
 def test_a_claim_of_1000_held_items_at_once(project, admin, engine, r):
     admin.add_limit(P, "fast", "domain:example.com", "1000000/s")
@@ -249,8 +253,10 @@ def test_hold_limited_that_fails_changes_nothing(project, r):
 # -- a script that fails changes nothing ----------------------------------------------------------
 # Each case once wrote first (an item left its place, a counter moved) and failed after.
 
+
 def run(r, name, keys, args):
     from tracker_core import scripts
+
     return scripts.run(r, name, keys, args)
 
 
@@ -268,26 +274,37 @@ def test_move_and_requeue_with_a_broken_way_in_set_change_nothing(project, r):
     r.set(K.limited_in, "broken")
     pairs = (url(2), "", url(1), limits.held_entry("site", url(1)))
     with pytest.raises(Exception, match="WRONGTYPE"):
-        run(r, "move_items", (K.settings, K.todo, K.secondary, K.downloader_queues, K.limited_in),
-            ("", *pairs))
+        run(
+            r,
+            "move_items",
+            (K.settings, K.todo, K.secondary, K.downloader_queues, K.limited_in),
+            ("", *pairs),
+        )
     assert r.smembers(K.todo) == {url(1), url(2)} and r.scard(K.secondary) == 0
     with pytest.raises(Exception, match="WRONGTYPE"):
-        run(r, "requeue_dead", (K.dead, K.todo, K.stats, K.limited_in, K.downloader_queues),
-            ("", url(3), limits.held_entry("site", url(3))))
+        run(
+            r,
+            "requeue_dead",
+            (K.dead, K.todo, K.stats, K.limited_in, K.downloader_queues),
+            ("", url(3), limits.held_entry("site", url(3))),
+        )
     assert r.hkeys(K.dead) == [url(3)]
 
 
 def test_set_limit_with_a_record_that_is_not_json_moves_no_counter(project, r):
-    with pytest.raises(Exception, match="Expected object key string"):   # cjson decoding
-        run(r, "set_limit", (K.settings, K.limits, K.limits_ready, K.limit_tat),
-            (P, keyspace.SETTINGS_CHANNEL, "set", "site", "{not json", 10))
+    with pytest.raises(Exception, match="Expected object key string"):  # cjson decoding
+        run(
+            r,
+            "set_limit",
+            (K.settings, K.limits, K.limits_ready, K.limit_tat),
+            (P, keyspace.SETTINGS_CHANNEL, "set", "site", "{not json", 10),
+        )
     assert r.hget(K.settings, "limits_seq") is None and r.hlen(K.limits) == 0
 
 
 def test_set_settings_with_a_half_pair_changes_nothing(project, r):
     age = r.hget(K.settings, "settings_age")
-    assert run(r, "set_settings", (K.settings,),
-               (P, keyspace.SETTINGS_CHANNEL, "title", "x", "paused")) == -2
+    assert run(r, "set_settings", (K.settings,), (P, keyspace.SETTINGS_CHANNEL, "title", "x", "paused")) == -2
     assert r.hget(K.settings, "title") == "" and r.hget(K.settings, "settings_age") == age
 
 
@@ -297,8 +314,12 @@ def test_refill_into_a_broken_queue_keeps_the_segment_registered(project, r):
     r.hset(K.segment_queues, "1", "todo")
     r.set(K.todo, "broken")
     with pytest.raises(Exception, match="WRONGTYPE"):
-        run(r, "refill", (K.maintain_lease, K.segments, K.segment_queues, K.todo, K.stats),
-            ("me", 1, "todo", url(1), url(2)))
+        run(
+            r,
+            "refill",
+            (K.maintain_lease, K.segments, K.segment_queues, K.todo, K.stats),
+            ("me", 1, "todo", url(1), url(2)),
+        )
     assert r.hget(K.segments, "1") == "2" and r.hget(K.segment_queues, "1") == "todo"
 
 
@@ -306,8 +327,12 @@ def test_offload_stage_with_a_damaged_counter_takes_nothing(project, r):
     r.set(K.maintain_lease, "me")
     r.sadd(K.todo, url(1), url(2))
     r.hset(K.segments, "#next", "x")
-    reply = run(r, "offload_stage", (K.maintain_lease, K.todo, K.offloading, K.segments,
-                                     K.segment_queues), ("me", 10, "todo"))
+    reply = run(
+        r,
+        "offload_stage",
+        (K.maintain_lease, K.todo, K.offloading, K.segments, K.segment_queues),
+        ("me", 10, "todo"),
+    )
     assert reply == [-3]
     assert r.scard(K.todo) == 2 and r.scard(K.offloading) == 0
 
@@ -315,12 +340,12 @@ def test_offload_stage_with_a_damaged_counter_takes_nothing(project, r):
 def test_rollup_of_an_hour_with_thousands_of_fields(project, r):
     minute = K.minute(60)
     r.hset(minute, mapping={f"f{i}": 1 for i in range(5000)})
-    assert run(r, "rollup_hour", (K.hour(1), minute, *[K.minute(61 + i) for i in range(59)]),
-               (3600,)) == 1
+    assert run(r, "rollup_hour", (K.hour(1), minute, *[K.minute(61 + i) for i in range(59)]), (3600,)) == 1
     assert r.hlen(K.hour(1)) == 5001
 
 
 # -- backfeed's bound on the items it may queue (backfeed_max_items) ------------------------------
+
 
 def test_backfeed_at_its_bound_and_just_past_it(project, admin, engine, r, secret):
     admin.set_settings(P, {"backfeed_max_items": str(PER_POST)})
@@ -332,8 +357,7 @@ def test_backfeed_at_its_bound_and_just_past_it(project, admin, engine, r, secre
     # 503 that grab scripts decode and retry with back-off.
     res = post(engine, secret, names[:5] + [url(PER_POST)])
     assert res.status_code == 503
-    assert res.json == {"status_code": 503,
-                        "reason": f"backfeed queue full ({PER_POST} items), retry later"}
+    assert res.json == {"status_code": 503, "reason": f"backfeed queue full ({PER_POST} items), retry later"}
     assert res.headers["Retry-After"] == "60"
     assert r.scard(K.backfeed) == PER_POST and r.hget(K.bloom, "items") == str(PER_POST)
     assert r.hget(K.stats, "backfeed_refused_full") == "1"
@@ -347,8 +371,7 @@ def test_backfeed_at_its_bound_and_just_past_it(project, admin, engine, r, secre
     assert_each_once(r, names + [url(PER_POST)])
 
 
-def test_backfeed_bound_counts_held_items_and_is_off_while_offloading(project, admin, engine, r,
-                                                                       secret):
+def test_backfeed_bound_counts_held_items_and_is_off_while_offloading(project, admin, engine, r, secret):
     admin.set_settings(P, {"backfeed_max_items": "5"})
     admin.add_limit(P, *LIMIT)
     first = [url(1), url(2), url(3), "https://free.example.org/1", "https://free.example.org/2"]
@@ -364,7 +387,7 @@ def test_backfeed_bound_counts_held_items_and_is_off_while_offloading(project, a
 
 
 def test_a_backfeed_post_redis_refuses_gets_a_json_503(project, engine, r, secret):
-    r.set(K.backfeed, "not a set")         # the script fails before it sets any bit
+    r.set(K.backfeed, "not a set")  # the script fails before it sets any bit
     res = post(engine, secret, ["https://example.org/x"])
     assert res.status_code == 503
     assert res.json["status_code"] == 503 and "retry later" in res.json["reason"]
@@ -378,9 +401,21 @@ def test_release_with_a_broken_way_in_set_leaves_the_claim_out(project, engine, 
     assert names == [url(1)]
     r.set(K.limited_in, "broken")
     with pytest.raises(Exception, match="WRONGTYPE"):
-        run(r, "release", (K.settings, K.out, K.claims, K.todo, K.downloader_claims, K.stats,
-                           K.limited_in, K.reclaim_history),
-            (1, "", "", url(1), limits.held_entry("site", url(1))))
+        run(
+            r,
+            "release",
+            (
+                K.settings,
+                K.out,
+                K.claims,
+                K.todo,
+                K.downloader_claims,
+                K.stats,
+                K.limited_in,
+                K.reclaim_history,
+            ),
+            (1, "", "", url(1), limits.held_entry("site", url(1))),
+        )
     assert r.zrange(K.out, 0, -1) == [url(1)] and r.hexists(K.claims, url(1))
 
 
@@ -388,7 +423,7 @@ def test_backfeed_is_refused_before_redis_is_full(project, engine, r, secret):
     # Under noeviction a full Redis refuses every project's claims and dones: what anonymous
     # clients add (backfeed secrets ship in public grab scripts) stops at 90% of maxmemory.
     used = int(r.info("memory")["used_memory"])
-    r.config_set("maxmemory", str(int(used / 0.6)))         # used is about 60%: below the guard
+    r.config_set("maxmemory", str(int(used / 0.6)))  # used is about 60%: below the guard
     try:
         engine._memory_checked_at = float("-inf")
         assert post(engine, secret, [url(1)]).status_code == 200

@@ -1,5 +1,6 @@
 """Offloading queues and done items to zstandard segment files: watermarks, crash safety, the
 lease, export/import, and the maintain loop."""
+
 import os
 import signal
 import subprocess
@@ -98,15 +99,28 @@ def test_the_whole_queue_drains_through_claims(project, admin, engine, r, tmp_pa
 
 def stage(r, lease, count, source="todo"):
     """Stage COUNT items of SOURCE as a maintainer holding LEASE would; return (number, items)."""
-    reply = scripts.run(r, "offload_stage", (lease.key, K.queue(source) if source != "done" else K.done,
-                                             K.offloading, K.segments, K.segment_queues),
-                        (lease.holder, count, source))
+    reply = scripts.run(
+        r,
+        "offload_stage",
+        (
+            lease.key,
+            K.queue(source) if source != "done" else K.done,
+            K.offloading,
+            K.segments,
+            K.segment_queues,
+        ),
+        (lease.holder, count, source),
+    )
     return reply[0], reply[1:]
 
 
 def commit(r, lease, number, n, source="todo"):
-    return scripts.run(r, "offload_commit", (lease.key, K.offloading, K.segments, K.segment_queues,
-                                             K.stats), (lease.holder, number, n, source))
+    return scripts.run(
+        r,
+        "offload_commit",
+        (lease.key, K.offloading, K.segments, K.segment_queues, K.stats),
+        (lease.holder, number, n, source),
+    )
 
 
 @pytest.fixture
@@ -121,20 +135,20 @@ def test_crash_after_staging_puts_items_back(project, admin, r, tmp_path, lease)
     number, staged = stage(r, lease, 300)
     assert len(staged) == 300 and r.hget(K.segment_queues, "#staged") == f"{number} todo"
     offload.write_segment(offload.segment_path(tmp_path, P, number), staged)
-    assert admin.status(P)["offloaded"] == 300          # staged items are still counted
+    assert admin.status(P)["offloaded"] == 300  # staged items are still counted
     assert stage(r, lease, 10) == (-2, [])
     assert offload.recover(r, K, tmp_path, lease) == 300
     assert r.scard(K.todo) == 1000 and not r.exists(K.offloading)
     assert not r.hexists(K.segment_queues, "#staged")
-    assert not offload.segment_path(tmp_path, P, number).exists()   # its number: removed at once
+    assert not offload.segment_path(tmp_path, P, number).exists()  # its number: removed at once
     assert_each_item_once(r, tmp_path)
 
 
 def test_commit_refuses_when_the_staged_set_differs(project, r, lease):
     number, _ = stage(r, lease, 10)
     assert commit(r, lease, number, 11) == 0
-    assert commit(r, lease, number + 1, 10) == 0            # another number: not this staging
-    assert commit(r, lease, number, 10, "backfeed") == 0    # another source
+    assert commit(r, lease, number + 1, 10) == 0  # another number: not this staging
+    assert commit(r, lease, number, 10, "backfeed") == 0  # another source
     assert r.scard(K.offloading) == 10 and offload.registry(r, K) == {}
     assert commit(r, lease, number, 10) == 1
 
@@ -150,9 +164,9 @@ def test_crash_after_refill_leaves_only_a_stale_file(project, admin, r, tmp_path
     assert scripts.run(r, "refill", keys, ("node-b", 1, "todo", *items)) == -4
     assert scripts.run(r, "refill", keys, (lease.holder, 1, "todo", *items)) == 500
     assert scripts.run(r, "refill", keys, (lease.holder, 1, "todo", *items)) == -1
-    assert path.exists() and admin.status(P)["offloaded"] == 0   # not counted
+    assert path.exists() and admin.status(P)["offloaded"] == 0  # not counted
     assert_each_item_once(r, tmp_path)
-    assert offload.cleanup_files(r, K, tmp_path) == 0             # young: may be an import
+    assert offload.cleanup_files(r, K, tmp_path) == 0  # young: may be an import
     assert offload.cleanup_files(r, K, tmp_path, now_s=time.time() + offload.STALE_FILE_S + 1) == 1
     assert not path.exists()
 
@@ -163,17 +177,19 @@ def test_one_maintainer_holds_the_lease(project, admin, r, tmp_path):
     assert offload.maintain_once(r, "node-b", tmp_path) == {P: {"lease": "held elsewhere"}}
     assert offload.maintain_once(r, "node-a", tmp_path) == {P: {"offloaded": 0, "refilled": 0}}
     assert r.get(K.maintain_lease) == "node-a"
-    r.delete(K.maintain_lease)                              # node-a's lease ran out
+    r.delete(K.maintain_lease)  # node-a's lease ran out
     assert offload.maintain_once(r, "node-b", tmp_path) == {P: {"offloaded": 0, "refilled": 0}}
 
 
 def test_cli_maintain_list_export_import(project, admin, r, tmp_path, redis_url):
     from tracker_core import audit
+
     runner = CliRunner()
     seg_dir = str(tmp_path / "segs")
 
     def cli(*args):
         return runner.invoke(main, ["--redis-url", redis_url, *args])
+
     admin.set_settings(P, {"offload_high": "600", "offload_segment_items": "400"})
     res = cli("maintain", "--once", "--segments-dir", seg_dir)
     assert res.exit_code == 0 and '"offloaded": 400' in res.output
@@ -191,8 +207,7 @@ def test_cli_maintain_list_export_import(project, admin, r, tmp_path, redis_url)
     res = cli("segments", "import", P, str(exported), "--segments-dir", seg_dir)
     assert res.exit_code == 0 and "imported 0 items" in res.output and "400 duplicates" in res.output
     entries = audit.read(r, P)["entries"]
-    assert [e["action"] for e in entries[:3]] == ["segments.import", "segments.import",
-                                                   "segments.export"]
+    assert [e["action"] for e in entries[:3]] == ["segments.import", "segments.import", "segments.export"]
     assert entries[2]["detail"]["items"] == 400 and entries[2]["actor"] == "cli"
     assert entries[1]["detail"]["segment"] is not None and entries[0]["detail"]["duplicates"] == 400
     bad = tmp_path / "bad.zst"
@@ -209,24 +224,25 @@ def test_maintain_reclassifies_when_limits_change(project, admin, r, tmp_path):
     assert r.zcard(K.limited) == 0
     assert offload.maintain_once(r, "node-a", tmp_path, ages)[P]["held"] == 10
     assert r.zcard(K.limited) == 10 and r.scard(K.todo) == 990
-    assert "held" not in offload.maintain_once(r, "node-a", tmp_path, ages)[P]   # age unchanged
+    assert "held" not in offload.maintain_once(r, "node-a", tmp_path, ages)[P]  # age unchanged
 
 
 # -- the lease: renewed during long passes, checked by every script that moves items ------------
 
+
 def test_lease_is_renewed_during_a_pass_and_released(r, project):
     lease = offload.Lease(r, K, "node-a", lease_ms=300)
     assert lease.take() and 0 < r.pttl(K.maintain_lease) <= 300
-    time.sleep(0.15)                                   # past a third of the lease: keep renews
+    time.sleep(0.15)  # past a third of the lease: keep renews
     lease.keep()
     assert r.pttl(K.maintain_lease) > 200
     other = offload.Lease(r, K, "node-b")
     assert not other.take()
-    r.set(K.maintain_lease, "node-b")                 # the lease moved on while node-a slept
+    r.set(K.maintain_lease, "node-b")  # the lease moved on while node-a slept
     time.sleep(0.11)
     with pytest.raises(offload.LeaseLost):
         lease.keep()
-    lease.release()                                    # not the holder: changes nothing
+    lease.release()  # not the holder: changes nothing
     assert r.get(K.maintain_lease) == "node-b"
     other.release()
     assert not r.exists(K.maintain_lease)
@@ -246,13 +262,12 @@ class LosesLeaseMidPass(offload.Lease):
 
     def keep(self):
         self.calls += 1
-        if self.calls == 2:                            # after staging, before the commit
+        if self.calls == 2:  # after staging, before the commit
             self.client.delete(self.key)
             self.other_pass()
 
 
-def test_lease_lost_mid_pass_changes_nothing_and_leaves_the_file_unregistered(
-        project, admin, r, tmp_path):
+def test_lease_lost_mid_pass_changes_nothing_and_leaves_the_file_unregistered(project, admin, r, tmp_path):
     admin.set_settings(P, {"offload_high": "300", "offload_segment_items": "400"})
     b_reports = []
 
@@ -266,7 +281,7 @@ def test_lease_lost_mid_pass_changes_nothing_and_leaves_the_file_unregistered(
     assert b_reports[0]["recovered"] == 400 and b_reports[0]["offloaded"] == 700
     assert sorted(offload.registry(r, K).values()) == [300, 400]
     assert r.scard(K.todo) == 300 and not r.exists(K.offloading)
-    assert_each_item_once(r, tmp_path)                 # one copy of each item: none lost, none twice
+    assert_each_item_once(r, tmp_path)  # one copy of each item: none lost, none twice
     assert int(r.hget(K.stats, "items_offloaded")) == 700
     # node-a's file (segment 1) was never registered; node-b removed it when it took over.
     assert 1 not in offload.registry(r, K) and not offload.segment_path(tmp_path, P, 1).exists()
@@ -280,14 +295,15 @@ def test_every_segment_script_refuses_without_the_lease(project, r, lease, tmp_p
     # node-a: every step refused, nothing changes.
     assert stage(r, lease, 10) == (-4, [])
     assert commit(r, lease, number, 100) == -4
-    assert scripts.run(r, "offload_abort", (lease.key, K.offloading, K.segment_queues, K.todo),
-                       (lease.holder, "todo", 1000)) == [-4, 0]
+    assert scripts.run(
+        r, "offload_abort", (lease.key, K.offloading, K.segment_queues, K.todo), (lease.holder, "todo", 1000)
+    ) == [-4, 0]
     assert r.scard(K.offloading) == 100 and r.scard(K.todo) == 900
     # node-b aborts node-a's staging and stages its own; node-a's commit still cannot land.
     assert offload.recover(r, K, tmp_path, thief) == 100
     number_b, _ = stage(r, thief, 50)
     assert commit(r, lease, number, 50) == -4
-    r.set(K.maintain_lease, "node-a")                  # even back in node-a's hands: not its set
+    r.set(K.maintain_lease, "node-a")  # even back in node-a's hands: not its set
     assert commit(r, lease, number, 50) == 0
     r.set(K.maintain_lease, "node-b")
     assert commit(r, thief, number_b, 50) == 1
@@ -298,6 +314,7 @@ def test_every_segment_script_refuses_without_the_lease(project, r, lease, tmp_p
 
 # -- crashes between steps, and what an abort costs ----------------------------------------------
 
+
 def test_abort_moves_staged_items_back_in_bounded_chunks(project, r, lease, tmp_path, monkeypatch):
     # An abort never rebuilds the queue (SUNIONSTORE todo todo offloading was O(todo)): each
     # call moves at most the chunk it is given, and a crash between calls loses nothing.
@@ -306,12 +323,12 @@ def test_abort_moves_staged_items_back_in_bounded_chunks(project, r, lease, tmp_
     assert scripts.run(r, "offload_abort", abort_keys, (lease.holder, "backfeed", 100)) == [-5, 0]
     assert scripts.run(r, "offload_abort", abort_keys, (lease.holder, "todo", 250)) == [250, 450]
     assert r.scard(K.todo) == 550 and r.hget(K.segment_queues, "#staged") == f"{number} todo"
-    assert admin_counts(r) == 1000                     # "crash" here: every item is still counted
+    assert admin_counts(r) == 1000  # "crash" here: every item is still counted
     monkeypatch.setattr(offload, "ABORT_CHUNK", 100)
     assert offload.recover(r, K, tmp_path, lease) == 450
     assert r.scard(K.todo) == 1000 and not r.hexists(K.segment_queues, "#staged")
     r.config_resetstat()
-    scripts.run(r, "offload_abort", abort_keys, (lease.holder, "todo", 100))   # nothing staged
+    scripts.run(r, "offload_abort", abort_keys, (lease.holder, "todo", 100))  # nothing staged
     assert "cmdstat_sunionstore" not in r.info("commandstats")
 
 
@@ -327,19 +344,23 @@ def test_crash_during_refill_file_is_cleaned_on_startup(project, admin, r, tmp_p
     lease = offload.Lease(r, K, "node-a")
     assert lease.take()
     items = offload.read_segment(path)
-    scripts.run(r, "refill", (lease.key, K.segments, K.segment_queues, K.todo, K.stats),
-                (lease.holder, 1, "todo", *items))      # ... and the maintainer died here
+    scripts.run(
+        r,
+        "refill",
+        (lease.key, K.segments, K.segment_queues, K.todo, K.stats),
+        (lease.holder, 1, "todo", *items),
+    )  # ... and the maintainer died here
     lease.release()
     old = time.time() - offload.STALE_FILE_S - 5
     os.utime(path, (old, old))
-    leftover = tmp_path / P / "7.0123abcd.part"      # a temp file of a write that never finished
+    leftover = tmp_path / P / "7.0123abcd.part"  # a temp file of a write that never finished
     leftover.write_bytes(b"x")
     os.utime(leftover, (old, old))
-    assert not r.exists(K.offloading)                  # nothing staged: cleanup runs anyway
+    assert not r.exists(K.offloading)  # nothing staged: cleanup runs anyway
     report = offload.Maintainer(r, tmp_path, "node-b", stats_upkeep=False).pass_once()
     assert report[P]["files_removed"] == 2
     assert not path.exists() and not leftover.exists()
-    assert offload.segment_path(tmp_path, P, 2).exists()     # registered: kept
+    assert offload.segment_path(tmp_path, P, 2).exists()  # registered: kept
     assert_each_item_once(r, tmp_path)
 
 
@@ -351,13 +372,15 @@ def test_a_missing_segment_file_does_not_stop_the_others(project, admin, r, tmp_
     admin.set_settings(P, {"offload_high": "0"})
     report = offload.maintain_project(r, P, tmp_path)
     assert report["refilled"] == 100 and report["unreadable_segments"] == [1, 2]
-    assert sorted(offload.registry(r, K)) == [1, 2]    # still counted, for an admin to look at
+    assert sorted(offload.registry(r, K)) == [1, 2]  # still counted, for an admin to look at
 
 
 # -- other queues and done items ----------------------------------------------------------------
 
+
 def test_backfeed_secondary_and_redo_are_offloaded_and_refilled_into_their_own_queue(
-        admin, engine, r, tmp_path):
+    admin, engine, r, tmp_path
+):
     admin.create_project(P)
     names = {q: [f"{q}-{i:04d}" for i in range(500)] for q in ("todo", "backfeed", "secondary", "redo")}
     for queue, items in names.items():
@@ -371,8 +394,9 @@ def test_backfeed_secondary_and_redo_are_offloaded_and_refilled_into_their_own_q
     assert all(status["queues"][q] == 200 for q in names)
     sources = offload.segment_sources(r, K)
     for number, source in sources.items():
-        assert {i.split("-")[0] for i in offload.read_segment(
-            offload.segment_path(tmp_path, P, number))} == {source}
+        assert {i.split("-")[0] for i in offload.read_segment(offload.segment_path(tmp_path, P, number))} == {
+            source
+        }
     # Drain everything through claims: each queue gets its own segments back.
     claimed = []
     for _ in range(500):
@@ -389,9 +413,11 @@ def test_backfeed_secondary_and_redo_are_offloaded_and_refilled_into_their_own_q
 
 
 def test_done_items_beyond_the_watermark_go_to_segments_and_never_come_back(
-        project, admin, engine, r, tmp_path):
-    admin.set_settings(P, {"done_mode": "offload", "done_offload_high": "100",
-                           "offload_segment_items": "250"})
+    project, admin, engine, r, tmp_path
+):
+    admin.set_settings(
+        P, {"done_mode": "offload", "done_offload_high": "100", "offload_segment_items": "250"}
+    )
     status_code, items = engine.claim(P, "alice", "10.0.0.1", 100)
     for _ in range(3):
         _, more = engine.claim(P, "alice", "10.0.0.1", 100)
@@ -406,8 +432,7 @@ def test_done_items_beyond_the_watermark_go_to_segments_and_never_come_back(
     assert status["offloaded"] == 0 and status["todo_total"] == 600
     assert int(r.hget(K.stats, "done_items_offloaded")) == 300
     done_segments = [n for n, q in offload.segment_sources(r, K).items() if q == "done"]
-    on_disk = {i for n in done_segments
-               for i in offload.read_segment(offload.segment_path(tmp_path, P, n))}
+    on_disk = {i for n in done_segments for i in offload.read_segment(offload.segment_path(tmp_path, P, n))}
     assert on_disk | r.smembers(K.done) == set(items) and len(on_disk) == 300
     # Turning queue offloading off refills queue segments only; done segments stay on disk.
     admin.set_settings(P, {"offload_high": "0"})
@@ -416,9 +441,15 @@ def test_done_items_beyond_the_watermark_go_to_segments_and_never_come_back(
     lease = offload.Lease(r, K, "node-a")
     assert lease.take()
     n = done_segments[0]
-    assert scripts.run(r, "refill", (lease.key, K.segments, K.segment_queues, K.done, K.stats),
-                       (lease.holder, n, "done", *offload.read_segment(
-                           offload.segment_path(tmp_path, P, n)))) == -5
+    assert (
+        scripts.run(
+            r,
+            "refill",
+            (lease.key, K.segments, K.segment_queues, K.done, K.stats),
+            (lease.holder, n, "done", *offload.read_segment(offload.segment_path(tmp_path, P, n))),
+        )
+        == -5
+    )
     # Claims never hand a done item out again.
     _, rest = engine.claim(P, "bob", "10.0.0.2", 100)
     assert not set(rest) & set(items)
@@ -431,6 +462,7 @@ def test_done_mode_offload_is_a_valid_setting(admin):
 
 
 # -- export and import --------------------------------------------------------------------------
+
 
 def test_importing_the_same_segment_twice_does_not_duplicate(project, admin, r, tmp_path):
     admin.set_settings(P, {"offload_high": "600", "offload_segment_items": "400"})
@@ -465,6 +497,7 @@ def test_a_foreign_segment_is_deduplicated_through_the_bloom_filter(project, adm
 
 def test_deleting_a_project_removes_its_segment_files(project, admin, r, tmp_path):
     from tracker_core import operations
+
     admin.set_settings(P, {"offload_high": "500"})
     offload.maintain_project(r, P, tmp_path)
     assert (tmp_path / P).is_dir()
@@ -475,6 +508,7 @@ def test_deleting_a_project_removes_its_segment_files(project, admin, r, tmp_pat
 
 def test_a_project_created_again_keeps_its_new_segments(project, admin, r, tmp_path):
     from tracker_core import operations
+
     operations.delete_project(admin, P)
     admin.create_project(P)
     list(admin.add_items(P, ["again-1", "again-2", "again-3"]))
@@ -485,6 +519,7 @@ def test_a_project_created_again_keeps_its_new_segments(project, admin, r, tmp_p
 
 
 # -- the maintain loop: survives errors, keeps statistics up, is restarted ----------------------
+
 
 def test_the_loop_survives_a_bad_directory_and_a_redis_outage(tmp_path):
     server = EmbeddedRedis(tmp_path / "redis", port=free_port())
@@ -498,23 +533,24 @@ def test_the_loop_survives_a_bad_directory_and_a_redis_outage(tmp_path):
         blocked = tmp_path / "segs"
         blocked.write_text("a file where the segment directory should be")
         maintainer = offload.Maintainer(admin.r, blocked, "node-a", log=lines.append)
-        thread = threading.Thread(target=maintainer.run, args=(0.05, stop),
-                                  kwargs={"max_backoff_s": 0.2}, daemon=True)
+        thread = threading.Thread(
+            target=maintainer.run, args=(0.05, stop), kwargs={"max_backoff_s": 0.2}, daemon=True
+        )
         thread.start()
         wait_until(lambda: any("NotADirectoryError" in line for line in lines))
         assert admin.r.scard(K.todo) == 300 and not admin.r.exists(K.offloading)
-        blocked.unlink()                                 # the operator fixes it
+        blocked.unlink()  # the operator fixes it
         wait_until(lambda: admin.r.scard(K.todo) == 100)
-        server.stop()                                    # Redis goes away ...
+        server.stop()  # Redis goes away ...
         wait_until(lambda: any("pass failed" in line for line in lines))
-        server.start()                                   # ... and comes back
+        server.start()  # ... and comes back
         list(admin.add_items(P, ITEMS[300:500]))
         wait_until(lambda: admin.r.scard(K.todo) == 100 and sum(offload.registry(admin.r, K).values()) == 400)
         assert thread.is_alive()
         assert all("\n" not in line for line in lines)
         stop.set()
         thread.join(5)
-        assert not admin.r.exists(K.maintain_lease)     # given up on the way out
+        assert not admin.r.exists(K.maintain_lease)  # given up on the way out
     finally:
         stop.set()
         server.stop()
@@ -529,8 +565,9 @@ def wait_until(condition, timeout_s=20.0):
 
 def test_each_pass_keeps_the_statistics_rolled_up(project, r, tmp_path):
     from tracker_core import stats
+
     now_ms = int(time.time() * 1000)
-    hour = now_ms // stats.HOUR_MS - 10                 # ten hours ago, nobody looked since
+    hour = now_ms // stats.HOUR_MS - 10  # ten hours ago, nobody looked since
     r.hset(K.minute(hour * 60 + 5), mapping={"items_done": 7, "requests": 9})
     r.hset(K.minute(hour * 60 + 6), "items_done", 3)
     offload.Maintainer(r, tmp_path, "node-a").pass_once()
@@ -539,15 +576,28 @@ def test_each_pass_keeps_the_statistics_rolled_up(project, r, tmp_path):
 
 
 def test_supervised_maintain_is_restarted_when_it_dies(project, admin, r, redis_url, tmp_path):
-    proc = subprocess.Popen([str(TRACKER_BIN), "--redis-url", redis_url, "--data-dir", str(tmp_path),
-                             "maintain", "--supervise", "--interval", "0.1"],
-                            stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            str(TRACKER_BIN),
+            "--redis-url",
+            redis_url,
+            "--data-dir",
+            str(tmp_path),
+            "maintain",
+            "--supervise",
+            "--interval",
+            "0.1",
+        ],
+        stdin=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         wait_until(lambda: r.get(K.maintain_lease))
         first = r.get(K.maintain_lease)
         child_pid = int(first.split(":")[1])
         os.kill(child_pid, signal.SIGKILL)
-        r.delete(K.maintain_lease)                      # rather than wait 30 s for it to expire
+        r.delete(K.maintain_lease)  # rather than wait 30 s for it to expire
         wait_until(lambda: r.get(K.maintain_lease) not in (None, first))
         assert int(r.get(K.maintain_lease).split(":")[1]) != child_pid
         assert proc.poll() is None

@@ -1,5 +1,6 @@
 """Offloaded items are still to do: stats.json's to-do total, the backlog trend and the ETA, the
 leaderboard page's figures, the front page and /metrics count them as `tracker status` does."""
+
 import re
 
 import pytest
@@ -12,8 +13,9 @@ from tracker_core.keys import ProjectKeys
 P = "urls"
 K = ProjectKeys(P)
 # URL items as the biggest projects queue them: slashes, ?, %, #, spaces, 2-4 KB long.
-ITEMS = [f"https://example.com/a b/{i}?q=%20{i}&r=/x#frag {i}/" + "p/" * (1000 + i % 1000)
-         for i in range(1000)]
+ITEMS = [
+    f"https://example.com/a b/{i}?q=%20{i}&r=/x#frag {i}/" + "p/" * (1000 + i % 1000) for i in range(1000)
+]
 
 
 @pytest.fixture
@@ -26,8 +28,7 @@ def project(admin, r, tmp_path):
     """1,000 URL items: 700 offloaded to 4 segment files, 300 left in todo."""
     admin.create_project(P)
     list(admin.add_items(P, ITEMS))
-    admin.set_settings(P, {"offload_high": "300", "offload_low": "100",
-                           "offload_segment_items": "200"})
+    admin.set_settings(P, {"offload_high": "300", "offload_low": "100", "offload_segment_items": "200"})
     return P
 
 
@@ -43,7 +44,8 @@ def metric(text: str, name: str, **labels) -> float:
 
 
 def test_every_to_do_total_counts_offloaded_items_as_tracker_status_does(
-        project, admin, engine, r, web, tmp_path):
+    project, admin, engine, r, web, tmp_path
+):
     offload_now(r, tmp_path)
     status_code, claimed = engine.claim(P, "alice", "10.0.0.1", 5)
     assert status_code == 200 and len(claimed) == 5
@@ -70,8 +72,7 @@ def test_every_to_do_total_counts_offloaded_items_as_tracker_status_does(
 
 
 def test_a_staged_set_counts_and_done_segments_do_not(project, admin, engine, r, web, tmp_path):
-    admin.set_settings(P, {"offload_high": "0", "done_mode": "offload",
-                           "done_offload_high": "10"})
+    admin.set_settings(P, {"offload_high": "0", "done_mode": "offload", "done_offload_high": "10"})
     _, claimed = engine.claim(P, "alice", "10.0.0.1", 50)
     engine.done(P, "alice", "1", claimed, [], "")
     report = offload.maintain_project(r, P, tmp_path)
@@ -79,8 +80,12 @@ def test_a_staged_set_counts_and_done_segments_do_not(project, admin, engine, r,
     # A maintainer that stopped between staging and committing leaves items in `offloading`.
     lease = offload.Lease(r, K, "node-a")
     assert lease.take()
-    reply = scripts.run(r, "offload_stage", (lease.key, K.todo, K.offloading, K.segments,
-                                             K.segment_queues), (lease.holder, 30, "todo"))
+    reply = scripts.run(
+        r,
+        "offload_stage",
+        (lease.key, K.todo, K.offloading, K.segments, K.segment_queues),
+        (lease.holder, 30, "todo"),
+    )
     assert len(reply) == 31
     status = admin.status(P)
     assert (status["offloaded"], status["done_offloaded"], status["todo_total"]) == (30, 40, 920)
@@ -88,24 +93,32 @@ def test_a_staged_set_counts_and_done_segments_do_not(project, admin, engine, r,
     assert web.simulate_get(f"/{P}/stats.json").json["todo_total"] == 950
 
 
-def test_offloading_is_not_progress_for_the_trend_or_the_eta(project, engine, r, web, tmp_path,
-                                                            clock):
+def test_offloading_is_not_progress_for_the_trend_or_the_eta(project, engine, r, web, tmp_path, clock):
     # Items are done steadily, so the ETA has a throughput; the backlog's first sample is taken.
     _, claimed = engine.claim(P, "alice", "10.0.0.1", 20)
     engine.done(P, "alice", "1", claimed, [], "")
     before = web.simulate_get(f"/{P}/stats.json").json["stats"]
     assert before["backlog"] == 980
     clock.advance(stats.MIN_GROWTH_WINDOW_MIN * 60 + 60)
-    offload_now(r, tmp_path, 680)             # 680 of the 980 move to files: nothing was done
+    offload_now(r, tmp_path, 680)  # 680 of the 980 move to files: nothing was done
     after = web.simulate_get(f"/{P}/stats.json").json["stats"]
     assert after["backlog"] == 980
     assert after["backlog_growth_per_s"] == 0 and not after["backlog_growing"]
-    assert after["eta_s"] is None             # no net drain over the window: no ETA claimed
+    assert after["eta_s"] is None  # no net drain over the window: no ETA claimed
 
 
 def test_todo_total_is_the_sum_of_the_breakdown():
-    counts = {"queues": {"todo": 3, "backfeed": 1, "secondary": 0, "redo": 2, "limited": 4,
-                         "downloader": 5, "offloaded": 700}}
+    counts = {
+        "queues": {
+            "todo": 3,
+            "backfeed": 1,
+            "secondary": 0,
+            "redo": 2,
+            "limited": 4,
+            "downloader": 5,
+            "offloaded": 700,
+        }
+    }
     assert todo.total(counts) == 715
     # Done segments and bookkeeping fields are not to do; an unknown source is a queue (todo).
     segments = {"1": "200", "2": "50", "3": "10", "#next": "3"}

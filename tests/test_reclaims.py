@@ -1,5 +1,6 @@
 """Reclaims, the claims limit, dead items, limited sub-queues and the serve order (claim-22.lua),
 against a real Redis with a controlled clock."""
+
 import json
 
 import pytest
@@ -48,7 +49,7 @@ def test_reclaims_are_off_with_a_ttl_of_0(project, admin, engine, clock):
     admin.set_settings(P, {"reclaim_ttl_s": "0"})
     add(admin, ["x"])
     assert claim(engine, A) == (200, ["x"])
-    clock.advance(10 ** 6)
+    clock.advance(10**6)
     assert claim(engine, B) == (404, [])
 
 
@@ -58,19 +59,19 @@ def test_reclaim_waits_ttl_times_claim_count(project, admin, engine, clock, r):
     assert claim(engine, A) == (200, ["x"])
     clock.advance(59.9)
     assert claim(engine, B) == (404, [])
-    clock.advance(0.2)                     # older than 60 s x 1 claim
+    clock.advance(0.2)  # older than 60 s x 1 claim
     assert claim(engine, B) == (200, ["x"])
     assert r.hget(K.claims, "x") == "bob\t10.0.0.2\t2"
     assert r.zscore(K.out, "x") == int(clock.now * 1000)
     assert r.hget(K.downloader_claims, "bob") == "1" and r.hget(K.downloader_claims, "alice") is None
-    clock.advance(119)                     # second round: 60 s x 2 claims
+    clock.advance(119)  # second round: 60 s x 2 claims
     assert claim(engine, C) == (404, [])
     clock.advance(1.1)
     assert claim(engine, C) == (200, ["x"])
     assert r.hget(K.claims, "x") == "carol\t10.0.0.3\t3"
     # A reclaim changes only the claim count and the reclaim statistics.
     assert counter(r, "items_claimed") == 1 and counter(r, "reclaims_served") == 2
-    assert counter(r, "items_reclaimed") == 1          # one item, reclaimed at least once
+    assert counter(r, "items_reclaimed") == 1  # one item, reclaimed at least once
     assert r.zcard(K.out) == 1 and r.scard(K.todo) == 0
 
 
@@ -82,9 +83,9 @@ def test_done_or_released_claims_are_not_reclaimed(project, admin, engine, clock
     engine.done(P, "alice", "1", ["a"], [], "id1")
     assert engine.release(P, "alice", ["b"]) == 1
     clock.advance(100)
-    assert claim(engine, B) == (200, ["b"])    # from todo, as a fresh claim
+    assert claim(engine, B) == (200, ["b"])  # from todo, as a fresh claim
     assert r.hget(K.claims, "b") == "bob\t10.0.0.2\t1"
-    assert claim(engine, C) == (404, [])       # "a" is done: its stale entry is dropped
+    assert claim(engine, C) == (404, [])  # "a" is done: its stale entry is dropped
     assert r.zscore(K.reclaim_at, "a") is None
 
 
@@ -104,14 +105,13 @@ def test_claims_limit_serves_reclaims_first_then_404_without_change(project, adm
     admin.set_settings(P, {"claims_limit": "2", "reclaim_ttl_s": "30"})
     add(admin, ["a", "b", "c", "d"])
     status, first = claim(engine, A, 5)
-    assert status == 200 and len(first) == 2          # capped to the room left in `out`
+    assert status == 200 and len(first) == 2  # capped to the room left in `out`
     before = (r.zrange(K.out, 0, -1, withscores=True), r.hgetall(K.claims), r.smembers(K.todo))
     assert claim(engine, B) == (404, [])
-    assert (r.zrange(K.out, 0, -1, withscores=True), r.hgetall(K.claims),
-            r.smembers(K.todo)) == before
+    assert (r.zrange(K.out, 0, -1, withscores=True), r.hgetall(K.claims), r.smembers(K.todo)) == before
     assert counter(r, "requests_claims_limited") == 1
     clock.advance(31)
-    status, again = claim(engine, B, 5)                # the limit is hit: only reclaims
+    status, again = claim(engine, B, 5)  # the limit is hit: only reclaims
     assert status == 200 and sorted(again) == sorted(first)
     assert r.scard(K.todo) == 2 and r.zcard(K.out) == 2
 
@@ -124,7 +124,7 @@ def test_items_reclaimed_too_often_go_dead_and_can_be_requeued(project, admin, e
         clock.advance(n + 0.5)
         assert claim(engine, who) == (200, ["x"])
     clock.advance(3.5)
-    assert claim(engine, A) == (404, [])             # the third reclaim would exceed the maximum
+    assert claim(engine, A) == (404, [])  # the third reclaim would exceed the maximum
     assert r.zscore(K.out, "x") is None and r.hget(K.claims, "x") is None
     assert r.hget(K.downloader_claims, "carol") is None
     history = json.loads(r.hget(K.dead, "x"))
@@ -154,13 +154,13 @@ def test_limited_items_wait_for_their_bucket_and_others_go_first(project, admin,
     clock.advance(1.0)
     status, items = claim(engine, A, 10)
     assert status == 200 and len(items) == 1 and items[0].startswith("user:")
-    clock.advance(5)                                  # the bucket holds one second's worth
+    clock.advance(5)  # the bucket holds one second's worth
     status, items = claim(engine, A, 10)
     assert status == 200 and len(items) == 1
     assert r.zcard(K.limited) == 0 and r.zscore(K.limits_ready, "users") is None
-    assert r.hget(K.limit_tat, "users") is not None   # the bucket survives an empty sub-queue
+    assert r.hget(K.limit_tat, "users") is not None  # the bucket survives an empty sub-queue
     add(admin, ["user:d"])
-    assert claim(engine, A) == (404, [])              # no token yet: it stays held
+    assert claim(engine, A) == (404, [])  # no token yet: it stays held
     clock.advance(1)
     assert claim(engine, A) == (200, ["user:d"])
 
@@ -178,12 +178,13 @@ def test_a_request_gets_free_items_however_much_is_held(project, admin, engine, 
 
 
 def test_removed_limit_releases_its_items_and_items_for_one_downloader_are_not_held(
-        project, admin, engine, r):
+    project, admin, engine, r
+):
     admin.add_limit(P, "users", "type:user", "1/m")
     add(admin, ["user:a", "user:b"])
     add(admin, ["user:own"], "downloader:alice")
     assert r.smembers(K.downloader_queue("alice")) == {"user:own"}
-    assert claim(engine, A) == (200, ["user:a"])      # the one token, held items first
+    assert claim(engine, A) == (200, ["user:a"])  # the one token, held items first
     assert claim(engine, A) == (200, ["user:own"])
     assert claim(engine, A) == (404, [])
     admin.remove_limit(P, "users")
@@ -203,14 +204,14 @@ def test_serve_order_across_every_source(project, admin, engine, clock):
     add(admin, ["sec1"], "secondary")
     add(admin, ["redo1"], "redo")
     got = [claim(engine, A)[1] for _ in range(8)]
-    assert got == [["user:held"], ["own1"], ["main1"], ["bf1"], ["sec1"], ["redo1"],
-                   ["reclaimme"], []]
+    assert got == [["user:held"], ["own1"], ["main1"], ["bf1"], ["sec1"], ["redo1"], ["reclaimme"], []]
 
 
 def test_cli_lists_and_requeues_dead_items(project, admin, engine, clock, r, redis_url):
     from click.testing import CliRunner
 
     from tracker_api.cli import main
+
     admin.set_settings(P, {"reclaim_ttl_s": "1", "max_reclaims": "1"})
     add(admin, ["x", "y"])
     claim(engine, A, 2)
@@ -245,6 +246,7 @@ def test_a_new_limit_holds_queued_and_released_items(project, admin, engine, r, 
     from click.testing import CliRunner
 
     from tracker_api.cli import main
+
     add(admin, ["user:a", "user:b", "page:1"])
     add(admin, ["user:c"], "secondary")
     assert claim(engine, A)[0] == 200
@@ -273,7 +275,7 @@ def test_done_from_the_old_holder_after_a_reclaim_counts_once(project, admin, en
     assert engine.done(P, "bob", "1", ["x"], [], "again").new == 0
     assert r.hgetall(K.downloader_claims) == {} and r.zcard(K.out) == 0
     clock.advance(100)
-    assert claim(engine, C) == (404, [])      # nothing left to reclaim
+    assert claim(engine, C) == (404, [])  # nothing left to reclaim
     assert r.zcard(K.reclaim_at) == 0
 
 
@@ -282,19 +284,18 @@ def test_reclaim_history_is_kept_until_done_or_released(project, admin, engine, 
     add(admin, ["x", "y", "z"])
     assert claim(engine, A, 3)[0] == 200
     clock.advance(1.5)
-    assert sorted(claim(engine, B, 3)[1]) == ["x", "y", "z"]        # three reclaims
+    assert sorted(claim(engine, B, 3)[1]) == ["x", "y", "z"]  # three reclaims
     rounds = json.loads(r.hget(K.reclaim_history, "x"))
     assert [(h["downloader"], h["ip"]) for h in rounds] == [A]
     assert engine.done(P, "bob", "1", ["x"], ["data", 1], "{}").new == 1
     assert engine.release(P, "bob", ["y"]) == 1
-    assert r.hkeys(K.reclaim_history) == ["z"]                      # only the one still out
+    assert r.hkeys(K.reclaim_history) == ["z"]  # only the one still out
     clock.advance(2.5)
-    assert claim(engine, C, 2)[1].count("z") == 1                   # z again: a second round
+    assert claim(engine, C, 2)[1].count("z") == 1  # z again: a second round
     assert len(json.loads(r.hget(K.reclaim_history, "z"))) == 2
 
 
-def test_claims_limit_serves_the_queues_when_every_due_reclaim_goes_dead(project, admin, engine,
-                                                                        clock, r):
+def test_claims_limit_serves_the_queues_when_every_due_reclaim_goes_dead(project, admin, engine, clock, r):
     # The limit is reached and both due reclaims exceed max_reclaims: they go to `dead`, which
     # frees their room in `out`, so the same request is served from todo instead of a 404 that
     # would idle the warrior while items wait.
@@ -304,9 +305,9 @@ def test_claims_limit_serves_the_queues_when_every_due_reclaim_goes_dead(project
     status, first = claim(engine, A, 5)
     assert status == 200 and len(first) == 2
     clock.advance(11)
-    status, again = claim(engine, B, 5)               # reclaimed once (the maximum)
+    status, again = claim(engine, B, 5)  # reclaimed once (the maximum)
     assert status == 200 and sorted(again) == sorted(first)
-    clock.advance(21)                                 # due again: 10 s x 2 claims
+    clock.advance(21)  # due again: 10 s x 2 claims
     status, items = claim(engine, C, 5)
     assert status == 200 and len(items) == 2 and not set(items) & set(first)
     assert set(r.hkeys(K.dead)) == set(first)
@@ -325,11 +326,11 @@ def test_claims_limit_serves_only_the_room_the_dead_made(project, admin, engine,
     add(admin, ["a", "b"])
     assert claim(engine, A, 2)[0] == 200
     clock.advance(11)
-    assert claim(engine, B, 2)[0] == 200              # a and b reclaimed once: due at 31 s
+    assert claim(engine, B, 2)[0] == 200  # a and b reclaimed once: due at 31 s
     admin.set_settings(P, {"claims_limit": "3"})
     add(admin, ["c"])
     clock.advance(14)
-    assert claim(engine, C, 1) == (200, ["c"])        # due at 35 s; out holds 3: the limit
+    assert claim(engine, C, 1) == (200, ["c"])  # due at 35 s; out holds 3: the limit
     add(admin, ["d", "e"])
     clock.advance(7)
     # a and b go dead (2 of room), c is not due: two fresh items, and the third wanted is not
@@ -341,7 +342,8 @@ def test_claims_limit_serves_only_the_room_the_dead_made(project, admin, engine,
 
 
 def test_claims_limit_with_every_reclaim_dead_and_nothing_queued_is_an_empty_404(
-        project, admin, engine, clock, r):
+    project, admin, engine, clock, r
+):
     admin.set_settings(P, {"claims_limit": "1", "reclaim_ttl_s": "10", "max_reclaims": "1"})
     add(admin, ["only"])
     assert claim(engine, A) == (200, ["only"])

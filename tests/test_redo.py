@@ -3,6 +3,7 @@
 By name, by file and by pattern; out and queued items stay where they are; limits hold redone
 items; the one way past the filter; the per-call maximum; every item in one place after.
 """
+
 import json
 from collections import Counter
 
@@ -11,8 +12,8 @@ import pytest
 from click.testing import CliRunner
 from falcon import testing
 
-from test_api import snapshot
 import census
+from test_api import snapshot
 from tracker_api.app import create_app
 from tracker_api.cli import main
 from tracker_core import audit, offload, operations, tokens
@@ -30,7 +31,7 @@ def url(i: int, tag: str = "u") -> str:
 
 
 def long_url(i: int) -> str:
-    return url(i, "long") + "/x" * 1000          # 2 KB and more
+    return url(i, "long") + "/x" * 1000  # 2 KB and more
 
 
 @pytest.fixture
@@ -62,8 +63,7 @@ def finish(engine, names, downloader="alice"):
     return got
 
 
-def test_done_items_by_name_go_to_redo_items_done_drops_out_and_queued_stay(admin, engine, r,
-                                                                          project):
+def test_done_items_by_name_go_to_redo_items_done_drops_out_and_queued_stay(admin, engine, r, project):
     names = [url(i) for i in range(6)] + [long_url(i) for i in range(4)]
     list(admin.add_items(P, names))
     finish(engine, names)
@@ -74,15 +74,27 @@ def test_done_items_by_name_go_to_redo_items_done_drops_out_and_queued_stay(admi
 
     redo = [url(0), long_url(1), url(2), out_item, queued_item, url(999)]
     result = operations.redo(admin, P, names=redo)
-    assert result == {"requeued": 3, "from_done": 3, "from_seen": 0, "held": 0, "skipped": 3,
-                      "skipped_by_reason": {"out": 1, "queued": 1, "dead": 0, "offloaded": 0,
-                                            "not_seen": 1, "maybe_offloaded": 0,
-                                            "not_utf8": 0}}
+    assert result == {
+        "requeued": 3,
+        "from_done": 3,
+        "from_seen": 0,
+        "held": 0,
+        "skipped": 3,
+        "skipped_by_reason": {
+            "out": 1,
+            "queued": 1,
+            "dead": 0,
+            "offloaded": 0,
+            "not_seen": 1,
+            "maybe_offloaded": 0,
+            "not_utf8": 0,
+        },
+    }
     assert r.smembers(K.redo) == {url(0), long_url(1), url(2)}
-    assert items_done(r) == r.scard(K.done) == 7           # done count = done set
+    assert items_done(r) == r.scard(K.done) == 7  # done count = done set
     assert r.hget(K.stats, "items_redone") == "3"
     assert r.zrange(K.out, 0, -1) == [out_item] and r.sismember(K.todo, queued_item)
-    assert not r.sismember(K.redo, url(999))                # never seen: not queued by redo
+    assert not r.sismember(K.redo, url(999))  # never seen: not queued by redo
     assert_each_once(r, names + [url(100), url(101)])
     # A repeat changes nothing: they are queued now.
     again = operations.redo(admin, P, names=[url(0), long_url(1), url(2)])
@@ -117,8 +129,7 @@ def test_by_pattern_pages_over_done_with_a_cursor(admin, engine, r, project):
     finish(engine, names)
     total, cursor, calls = 0, 0, 0
     while True:
-        page = operations.redo(admin, P, pattern="https://www.example.com/b/*", cursor=cursor,
-                               limit=50)
+        page = operations.redo(admin, P, pattern="https://www.example.com/b/*", cursor=cursor, limit=50)
         total, cursor, calls = total + page["requeued"], page["cursor"], calls + 1
         assert page["skipped_by_reason"]["too_long"] == 0
         if cursor == 0:
@@ -137,8 +148,7 @@ def test_redone_items_a_limit_matches_are_held(admin, engine, r, project):
     result = operations.redo(admin, P, pattern="*")
     assert (result["requeued"], result["held"]) == (10, 5)
     assert r.smembers(K.redo) == {url(i, "page") for i in range(5)}
-    assert {m.split("\0", 1)[1] for m in r.zrange(K.limited, 0, -1)} == \
-        {url(i, "img") for i in range(5)}
+    assert {m.split("\0", 1)[1] for m in r.zrange(K.limited, 0, -1)} == {url(i, "img") for i in range(5)}
     assert r.scard(K.limited_in) == 0
     # Held items are queued: a second redo by name leaves them there.
     assert operations.redo(admin, P, names=[url(0, "img")])["skipped_by_reason"]["queued"] == 1
@@ -150,7 +160,7 @@ def test_downloader_queue_and_dead_items_are_places_too(admin, engine, r, projec
     list(admin.add_items(P, names[:2], queue="downloader:alice"))
     r.hset(K.dead, names[2], json.dumps({"times_claimed": 9}))
     list(admin.add_items(P, [names[3]]))
-    r.srem(K.todo, names[3])         # gone from every place (a cleared queue), but seen
+    r.srem(K.todo, names[3])  # gone from every place (a cleared queue), but seen
     result = operations.redo(admin, P, names=names, queue="downloader:bob")
     assert result["skipped_by_reason"]["queued"] == 2 and result["skipped_by_reason"]["dead"] == 1
     assert result["from_seen"] == 1 and r.smembers(K.downloader_queue("bob")) == {names[3]}
@@ -158,8 +168,9 @@ def test_downloader_queue_and_dead_items_are_places_too(admin, engine, r, projec
     assert_each_once(r, names)
 
 
-def test_with_segment_files_a_seen_name_found_nowhere_is_left_unless_asked(admin, engine, r,
-                                                                         project, tmp_path):
+def test_with_segment_files_a_seen_name_found_nowhere_is_left_unless_asked(
+    admin, engine, r, project, tmp_path
+):
     admin.set_settings(P, {"done_mode": "offload"})
     names = [url(i) for i in range(10)]
     list(admin.add_items(P, names))
@@ -179,20 +190,23 @@ def test_names_not_utf8_and_too_long_are_left_done(admin, engine, r, project):
     raw = redis_bytes(r)
     prefix = "https://old.example/"
     at_limit = prefix + "y" * (operations.MAX_ITEM_CHARS - len(prefix))
-    raw.sadd(K.done, (prefix + "\xff\xfe").encode("latin-1"), (at_limit + "y").encode(),
-             at_limit.encode())
+    raw.sadd(K.done, (prefix + "\xff\xfe").encode("latin-1"), (at_limit + "y").encode(), at_limit.encode())
     r.hset(K.stats, "items_done", 4)
     result = operations.redo(admin, P, pattern="https://old.example/*")
-    assert result["requeued"] == 1 and r.smembers(K.redo) == {at_limit}   # 4,096: redone
+    assert result["requeued"] == 1 and r.smembers(K.redo) == {at_limit}  # 4,096: redone
     assert result["skipped_by_reason"]["not_utf8"] == 1
-    assert result["skipped_by_reason"]["too_long"] == 1                   # 4,097: stays done
+    assert result["skipped_by_reason"]["too_long"] == 1  # 4,097: stays done
     assert raw.scard(K.done) == 3 and items_done(r) == 3
 
 
 def redis_bytes(r):
     import redis
-    return redis.Redis(connection_pool=redis.ConnectionPool(**{
-        **r.connection_pool.connection_kwargs, "decode_responses": False}))
+
+    return redis.Redis(
+        connection_pool=redis.ConnectionPool(
+            **{**r.connection_pool.connection_kwargs, "decode_responses": False}
+        )
+    )
 
 
 def test_per_call_maximum_at_and_past_the_limit(admin, r, project):
@@ -205,16 +219,21 @@ def test_per_call_maximum_at_and_past_the_limit(admin, r, project):
     with pytest.raises(AdminError, match="1 to 10000"):
         operations.redo(admin, P, names=names)
     assert snapshot(r) == before
-    result = operations.redo(admin, P, names=names[:operations.MAX_PAGE])
+    result = operations.redo(admin, P, names=names[: operations.MAX_PAGE])
     assert result["from_done"] == operations.MAX_PAGE
     assert r.scard(K.redo) == operations.MAX_PAGE and items_done(r) == r.scard(K.done) == 1
     assert_each_once(r, names)
     for bad in ([], ["a\0b"], ["x" * (operations.MAX_ITEM_CHARS + 1)], "name", [5]):
         with pytest.raises(AdminError):
             operations.redo(admin, P, names=bad)
-    for bad in (dict(names=["a"], pattern="*"), dict(), dict(pattern="*", queue="nowhere"),
-                dict(pattern="*", cursor=-1), dict(pattern="", cursor=0),
-                dict(names=["a"], even_if_offloaded="yes")):
+    for bad in (
+        dict(names=["a"], pattern="*"),
+        dict(),
+        dict(pattern="*", queue="nowhere"),
+        dict(pattern="*", cursor=-1),
+        dict(pattern="", cursor=0),
+        dict(names=["a"], even_if_offloaded="yes"),
+    ):
         with pytest.raises(AdminError):
             operations.redo(admin, P, **bad)
 
@@ -238,17 +257,25 @@ def test_admin_api_redo_is_audited_once_per_call(engine, admin, r, project):
     finish(engine, names)
 
     def post(body):
-        return web.simulate_post(f"/api/admin/projects/{P}/redo", body=orjson.dumps(body),
-                                 headers={"Authorization": f"Bearer {token}",
-                                          "Content-Type": "application/json"})
+        return web.simulate_post(
+            f"/api/admin/projects/{P}/redo",
+            body=orjson.dumps(body),
+            headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+        )
+
     res = post({"items": names[:5], "queue": "secondary"})
     assert res.status_code == 200, res.text
     assert res.json["requeued"] == 5 and r.scard(K.secondary) == 5
     res = post({"pattern": "*n=1*", "limit": 10000})
     assert res.status_code == 200 and "cursor" in res.json
     before = snapshot(r)
-    for bad in ({"items": names, "cursor": 3}, {"pattern": "*", "limit": 10001}, {},
-                {"items": [url(1)] * 10001}, {"items": names, "pattern": "*"}):
+    for bad in (
+        {"items": names, "cursor": 3},
+        {"pattern": "*", "limit": 10001},
+        {},
+        {"items": [url(1)] * 10001},
+        {"items": names, "pattern": "*"},
+    ):
         res = post(bad)
         assert res.status_code == 400 and res.text.count("\n") == 1, res.text
     assert snapshot(r) == before
@@ -269,6 +296,7 @@ def test_cli_redo_by_file_names_and_pattern(redis_url, admin, engine, r, project
 
     def cli(*args):
         return runner.invoke(main, ["--redis-url", redis_url, *args])
+
     res = cli("items", "redo", P, "--file", str(listing), long_url(0), "--queue", "todo")
     assert res.exit_code == 0, res.output
     assert json.loads(res.output)["requeued"] == 11 and r.scard(K.todo) == 11
@@ -286,9 +314,12 @@ def test_cli_redo_by_file_names_and_pattern(redis_url, admin, engine, r, project
 
 
 def test_redo_pages_while_warriors_claim_and_finish_keep_every_item_in_one_place(
-        admin, r, project, redis_url):
+    admin, r, project, redis_url
+):
     import threading
+
     from tracker_core.engine import Engine
+
     names = [url(i) for i in range(2000)]
     list(admin.add_items(P, names))
     stop = threading.Event()
@@ -301,8 +332,9 @@ def test_redo_pages_while_warriors_claim_and_finish_keep_every_item_in_one_place
                 status, claimed = engine.claim(P, name, "10.0.0.9", 20)
                 if status == 200 and claimed:
                     engine.done(P, name, "1", claimed, ["example.com", 1], "")
-        except Exception as exc:        # noqa: BLE001 - reported below
+        except Exception as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
+
     threads = [threading.Thread(target=warrior, args=(f"w{n}",)) for n in range(3)]
     for t in threads:
         t.start()
@@ -311,8 +343,7 @@ def test_redo_pages_while_warriors_claim_and_finish_keep_every_item_in_one_place
         for _ in range(20):
             cursor = 0
             while True:
-                page = operations.redo(admin, P, pattern="*", cursor=cursor, limit=200,
-                                       queue="todo")
+                page = operations.redo(admin, P, pattern="*", cursor=cursor, limit=200, queue="todo")
                 redone, cursor = redone + page["requeued"], page["cursor"]
                 if cursor == 0:
                     break

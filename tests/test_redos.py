@@ -1,5 +1,6 @@
 """Hostile names and patterns: regex limits run in linear time (RE2), patterns RE2 cannot run are
 refused, and anonymous release and item status never classify a name that is not the project's."""
+
 import json
 import time
 from urllib.parse import quote
@@ -25,23 +26,35 @@ K = keyspace.ProjectKeys(P)
 # Nested quantifiers: a backtracking engine tries every way to split the path into words, so a
 # name that fails at its last character takes time doubling per character (3 s at 47 characters).
 BACKTRACKING = r"regex:^https?://example\.com/(\w+/?)*$"
-HOSTILE = "https://example.com/" + "a" * 26 + "!"             # 47 characters
-HOSTILE_LONG = "https://example.com/" + "ab/" * 1300 + "!"    # about 4 KB
+HOSTILE = "https://example.com/" + "a" * 26 + "!"  # 47 characters
+HOSTILE_LONG = "https://example.com/" + "ab/" * 1300 + "!"  # about 4 KB
 # The same trap for names without '/' (the item-status route takes one path segment).
 BACKTRACKING_IDS = r"regex:^id:(\w+-?)*$"
-HOSTILE_ID = "id:" + "a" * 43 + "!"                             # 47 characters
+HOSTILE_ID = "id:" + "a" * 43 + "!"  # 47 characters
 # Far above what these calls take with a linear-time engine (milliseconds, on a busy machine),
 # far below the seconds a backtracking engine takes on HOSTILE.
 FAST_S = 0.5
 
 IMPLEMENTATIONS = pytest.mark.parametrize(
-    "impl", [pure, pytest.param(compiled, marks=pytest.mark.skipif(
-        compiled is None, reason="built without extensions"))], ids=["pure", "compiled"])
+    "impl",
+    [
+        pure,
+        pytest.param(compiled, marks=pytest.mark.skipif(compiled is None, reason="built without extensions")),
+    ],
+    ids=["pure", "compiled"],
+)
 
 
 # The item status answer of a name found nowhere: the old tracker's two keys, and the rest empty.
-NOWHERE = {"status": None, "downloader": None, "queue": None, "limit": None, "claims": None,
-           "reason": None, "maybe": []}
+NOWHERE = {
+    "status": None,
+    "downloader": None,
+    "queue": None,
+    "limit": None,
+    "claims": None,
+    "reason": None,
+    "maybe": [],
+}
 
 
 def legacy(answer: dict) -> dict:
@@ -79,19 +92,22 @@ def web(engine, classifier_impl):
 
 
 def post(web, path, body):
-    return web.simulate_post(path, body=orjson.dumps(body),
-                             headers={"Content-Type": "application/json"})
+    return web.simulate_post(path, body=orjson.dumps(body), headers={"Content-Type": "application/json"})
 
 
 # -- the classifier ------------------------------------------------------------------------------
+
 
 @IMPLEMENTATIONS
 def test_a_backtracking_regex_classifies_hostile_names_in_linear_time(impl):
     classifier = impl.Classifier(["type:user", BACKTRACKING])
     answers, took = elapsed(classifier.classify_many, [HOSTILE, HOSTILE_LONG, HOSTILE + "a" * 30])
     assert answers == [-1, -1, -1] and took < FAST_S
-    assert classifier.classify_many(["https://example.com/a/bc/d", "http://example.com/",
-                                     "user:x"]) == [1, 1, 0]
+    assert classifier.classify_many(["https://example.com/a/bc/d", "http://example.com/", "user:x"]) == [
+        1,
+        1,
+        0,
+    ]
 
 
 @IMPLEMENTATIONS
@@ -106,17 +122,20 @@ def test_regexes_without_a_literal_also_run_on_re2(impl):
 
 
 @IMPLEMENTATIONS
-@pytest.mark.parametrize("pattern,reason", [
-    (r"regex:(a)\1", "invalid escape sequence"),            # backreference
-    (r"regex:a(?=b)", "invalid perl operator"),             # lookahead
-    (r"regex:(?<!a)b", "invalid"),                          # lookbehind
-    (r"regex:abc\Z", "invalid escape sequence"),            # Python's \Z is RE2's \z
-    (r"regex:a*+", "bad repetition operator"),              # possessive
-    ("regex:(?x) a b", "invalid perl operator"),
-    ("regex:\\pL{5}", "too complex"),                       # 6,000 RE2 steps
-    ("regex:a\ud800", "not valid UTF-8"),
-    ("regex:(a\nb", "missing"),                             # the reason stays one line
-])
+@pytest.mark.parametrize(
+    "pattern,reason",
+    [
+        (r"regex:(a)\1", "invalid escape sequence"),  # backreference
+        (r"regex:a(?=b)", "invalid perl operator"),  # lookahead
+        (r"regex:(?<!a)b", "invalid"),  # lookbehind
+        (r"regex:abc\Z", "invalid escape sequence"),  # Python's \Z is RE2's \z
+        (r"regex:a*+", "bad repetition operator"),  # possessive
+        ("regex:(?x) a b", "invalid perl operator"),
+        ("regex:\\pL{5}", "too complex"),  # 6,000 RE2 steps
+        ("regex:a\ud800", "not valid UTF-8"),
+        ("regex:(a\nb", "missing"),  # the reason stays one line
+    ],
+)
 def test_patterns_re2_cannot_run_are_refused_with_a_one_line_reason(impl, pattern, reason):
     with pytest.raises(pure.PatternError, match=reason) as info:
         impl.Classifier([pattern])
@@ -124,20 +143,23 @@ def test_patterns_re2_cannot_run_are_refused_with_a_one_line_reason(impl, patter
 
 
 @IMPLEMENTATIONS
-@pytest.mark.parametrize("pattern,name,matches", [
-    ("regex:[[:alpha:]]x", "1ax", True),           # a POSIX class, not a nested set
-    ("regex:[[:alpha:]]x", "]x", False),
-    ("regex:^a{,3}b", "a{,3}b", True),             # RE2 reads {,3} as text
-    ("regex:^a{,3}b", "ab", False),
-    ("regex:\\pLx", "éx", True),
-    ("regex:\\x{263a}!", "a☺!", True),
-    ("regex:^(?<n>ab)c", "abc", True),
-    ("regex:\\Qa.b\\E$", "xa.b", True),
-    ("regex:\\Qa.b\\E$", "xaxb", False),
-    ("regex:\\w+é$", "abé", True),
-    ("regex:abc\\z", "xabc", True),
-    ("regex:abc$", "abc\n", False),                # RE2's $ is the end of the text
-])
+@pytest.mark.parametrize(
+    "pattern,name,matches",
+    [
+        ("regex:[[:alpha:]]x", "1ax", True),  # a POSIX class, not a nested set
+        ("regex:[[:alpha:]]x", "]x", False),
+        ("regex:^a{,3}b", "a{,3}b", True),  # RE2 reads {,3} as text
+        ("regex:^a{,3}b", "ab", False),
+        ("regex:\\pLx", "éx", True),
+        ("regex:\\x{263a}!", "a☺!", True),
+        ("regex:^(?<n>ab)c", "abc", True),
+        ("regex:\\Qa.b\\E$", "xa.b", True),
+        ("regex:\\Qa.b\\E$", "xaxb", False),
+        ("regex:\\w+é$", "abé", True),
+        ("regex:abc\\z", "xabc", True),
+        ("regex:abc$", "abc\n", False),  # RE2's $ is the end of the text
+    ],
+)
 def test_re2_syntax_is_read_as_re2_reads_it(impl, pattern, name, matches):
     assert impl.Classifier([pattern]).classify(name) == (0 if matches else -1)
 
@@ -153,12 +175,15 @@ def test_limit_add_refuses_what_re2_cannot_run_and_stores_nothing(admin, r, engi
 
 def test_limit_add_over_http_answers_400_with_one_line(admin, r, engine):
     from tracker_core import tokens
+
     admin.create_project(P)
     token = tokens.create(admin.r, P, "ops")[0]
     web = testing.TestClient(create_app(engine))
-    res = web.simulate_post(f"/api/admin/projects/{P}/limits", body=orjson.dumps(
-        {"name": "bad", "pattern": "regex:a(?=b)", "rate": "1/s"}),
-        headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"})
+    res = web.simulate_post(
+        f"/api/admin/projects/{P}/limits",
+        body=orjson.dumps({"name": "bad", "pattern": "regex:a(?=b)", "rate": "1/s"}),
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"},
+    )
     assert res.status_code == 400 and "RE2" in res.text and "\n" not in res.text.strip()
     assert not r.exists(K.limits)
 
@@ -168,8 +193,11 @@ def test_a_stored_limit_re2_cannot_run_matches_nothing_and_breaks_nothing(admin,
     # working, that limit holds nothing, and the others still hold their items.
     admin.create_project(P)
     admin.add_limit(P, "users", "type:user", "1/m")
-    r.hset(K.limits, "old", orjson.dumps({"pattern": r"regex:^(a)\1", "rate": "1/s",
-                                           "rate_per_s": 1.0, "seq": 0}).decode())
+    r.hset(
+        K.limits,
+        "old",
+        orjson.dumps({"pattern": r"regex:^(a)\1", "rate": "1/s", "rate_per_s": 1.0, "seq": 0}).decode(),
+    )
     compiled_limits = limits_mod.CompiledLimits(limits_mod.load(r, K))
     assert compiled_limits.unusable == ["old"]
     assert compiled_limits.names_of(["aa", "user:x", "b"]) == [None, "users", None]
@@ -182,6 +210,7 @@ def test_a_stored_limit_re2_cannot_run_matches_nothing_and_breaks_nothing(admin,
 
 # -- anonymous clients over HTTP -----------------------------------------------------------------
 
+
 def test_item_status_of_a_hostile_name_answers_in_milliseconds(project, web):
     for name in (HOSTILE_ID, "id:" + "ab-" * 1300 + "!"):
         res, took = elapsed(web.simulate_get, f"/{P}/items/{quote(name, safe='')}.json")
@@ -193,8 +222,9 @@ def test_release_of_hostile_names_answers_in_milliseconds(project, web, r):
     for name in (HOSTILE, HOSTILE_LONG):
         res, took = elapsed(post, web, f"/{P}/release", {"item": name})
         assert res.status_code == 200 and res.text == "OK" and took < FAST_S
-    res, took = elapsed(post, web, f"/{P}/release",
-                        {"downloader": "alice", "item": "\0".join([HOSTILE] * 50)})
+    res, took = elapsed(
+        post, web, f"/{P}/release", {"downloader": "alice", "item": "\0".join([HOSTILE] * 50)}
+    )
     assert res.status_code == 200 and took < FAST_S
     assert r.hget(K.stats, "items_released") in (None, "0")
 
@@ -211,10 +241,12 @@ def test_backfeed_of_hostile_names_answers_in_milliseconds(project, web, admin, 
 
 def admin_secret(admin):
     from tracker_core import backfeed_secrets
+
     return backfeed_secrets.create(admin.r, K)[1]
 
 
 # -- release and item status classify only the project's own names -------------------------------
+
 
 @pytest.fixture
 def classified(monkeypatch):
@@ -229,6 +261,7 @@ def classified(monkeypatch):
     def record_one(self, item):
         seen.append(item)
         return name_of(self, item)
+
     monkeypatch.setattr(limits_mod.CompiledLimits, "names_of", record_many)
     monkeypatch.setattr(limits_mod.CompiledLimits, "name_of", record_one)
     return seen
@@ -241,7 +274,7 @@ def test_release_classifies_only_the_claims_it_gives_back(admin, engine, r, clas
     status, alices = engine.claim(P, "alice", "127.0.0.1", 2)
     status, bobs = engine.claim(P, "bob", "127.0.0.1", 1)
     admin.add_limit(P, "site", BACKTRACKING, "1/m", reclassify=False)
-    engine = Engine(engine.redis_url)           # sees the new limit at once
+    engine = Engine(engine.redis_url)  # sees the new limit at once
     classified.clear()
     released = engine.release(P, "alice", [alices[0], bobs[0], HOSTILE, "never added"])
     assert released == 1 and classified == [alices[0]]
@@ -253,19 +286,17 @@ def test_release_classifies_only_the_claims_it_gives_back(admin, engine, r, clas
     assert engine.release("no-such-project", "", [HOSTILE]) is None
 
 
-def test_item_status_classifies_nothing_and_finds_held_items(project, admin, engine, r,
-                                                             classified):
+def test_item_status_classifies_nothing_and_finds_held_items(project, admin, engine, r, classified):
     held = "https://example.com/a/b"
     list(admin.add_items(P, [held]))
     assert r.zrange(K.limited, 0, -1) == [f"site\0{held}"]
     classified.clear()
     assert engine.item_status(P, held) == ("todo", None)
     assert engine.item_status(P, HOSTILE) == (None, None)
-    r.sadd(K.limited_in, f"site\0{held}/in")          # between bloom_add and hold_limited
+    r.sadd(K.limited_in, f"site\0{held}/in")  # between bloom_add and hold_limited
     assert engine.item_status(P, f"{held}/in") == ("todo", None)
     assert engine.item_place(P, HOSTILE_LONG)["status"] is None
-    assert engine.item_place(P, held) == {**NOWHERE, "status": "todo", "queue": "limited",
-                                          "limit": "site"}
+    assert engine.item_place(P, held) == {**NOWHERE, "status": "todo", "queue": "limited", "limit": "site"}
     assert classified == []
 
 
@@ -274,13 +305,13 @@ def test_item_status_classifies_nothing_and_finds_held_items(project, admin, eng
 URL_NAMES = [
     "https://example.org/a b/c?d=%20e&f=1#frag",
     "http://user:pw@example.org:8080/%E2%98%BA/?q=a%2Fb#x y",
-    "https://example.org/p?" + "k=%41%25&" * 300 + "#end",          # about 2.7 KB
-    "https://example.org/" + "seg%20ment/" * 370,                    # about 4 KB
+    "https://example.org/p?" + "k=%41%25&" * 300 + "#end",  # about 2.7 KB
+    "https://example.org/" + "seg%20ment/" * 370,  # about 4 KB
 ]
 # Names without '/' (the route takes any name; these check the one-segment case too).
 SEGMENT_NAMES = [
     "https:example.org?a b=%20c&d#frag",
-    "search?q=" + "%41 b#c&" * 400,                                     # about 3.2 KB
+    "search?q=" + "%41 b#c&" * 400,  # about 3.2 KB
 ]
 
 
@@ -295,7 +326,7 @@ def place_items(admin, engine, r, urls):
     # Out and done: claim everything queued so far, then finish half of it.
     status, out = engine.claim(P, "alice", "127.0.0.1", 1000)
     assert status == 200 and sorted(out) == sorted(queued)
-    finished = out[:len(out) // 2]
+    finished = out[: len(out) // 2]
     assert engine.done(P, "alice", "1", finished, [], "id").new == len(finished)
     expected = {name: ("done", None) if name in finished else ("out", "alice") for name in out}
     for queue in ("todo", "backfeed", "secondary", "redo"):
@@ -338,13 +369,18 @@ def test_item_status_over_http_for_a_name_with_slashes(admin, engine, r, web):
 def test_item_status_through_the_real_server_for_url_names(admin, engine, r, live_server):
     # bjoern decodes the path before routing: "%2F" becomes "/", and "http://" keeps its "//".
     import urllib.request
+
     admin.create_project(P)
     list(admin.add_items(P, URL_NAMES))
     status, claimed = engine.claim(P, "alice", "10.0.0.1", 1)
     for name in URL_NAMES:
-        with urllib.request.urlopen(f"{live_server.base}/{P}/items/{quote(name, safe='')}.json",
-                                    timeout=10) as res:
+        with urllib.request.urlopen(
+            f"{live_server.base}/{P}/items/{quote(name, safe='')}.json", timeout=10
+        ) as res:
             body = json.loads(res.read())
-        expected = {"status": "out", "downloader": "alice"} if name in claimed else \
-            {"status": "todo", "downloader": None}
+        expected = (
+            {"status": "out", "downloader": "alice"}
+            if name in claimed
+            else {"status": "todo", "downloader": None}
+        )
         assert legacy(body) == expected, name

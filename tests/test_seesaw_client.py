@@ -5,6 +5,7 @@ PrepareStatsForTracker, optionally UploadWithTracker, SendDoneToTracker) in a su
 `tracker serve` with bjoern workers and a real Redis, then checks the tracker's state: every item
 done exactly once, none out, none left, counters equal to the truth.
 """
+
 from __future__ import annotations
 
 import http.server
@@ -16,9 +17,9 @@ import time
 from pathlib import Path
 
 import pytest
+
 from conftest import wait_for_port
 from seesaw_runner import finish_warrior, run_warrior, start_warrior
-
 from tracker_core.embedded import free_port
 from tracker_core.keys import ProjectKeys
 
@@ -73,10 +74,12 @@ def test_multi_claims_travel_as_nul_joined_batches(admin, r, live_server, tmp_pa
 
 def test_concurrent_items_and_two_warriors_share_the_queue(admin, r, live_server, tmp_path):
     names = project_with_items(admin, 60)
-    first = start_warrior(live_server, tmp_path, project=P, claims=5, multi=3, concurrent=4,
-                          downloader="warrior-one")
-    second = start_warrior(live_server, tmp_path, project=P, claims=15, multi=3, concurrent=3,
-                           downloader="warrior-two")
+    first = start_warrior(
+        live_server, tmp_path, project=P, claims=5, multi=3, concurrent=4, downloader="warrior-one"
+    )
+    second = start_warrior(
+        live_server, tmp_path, project=P, claims=15, multi=3, concurrent=3, downloader="warrior-two"
+    )
     (one, _), (two, _) = finish_warrior(first), finish_warrior(second)
     assert not set(one["names"]) & set(two["names"])
     assert sorted(one["names"] + two["names"]) == names
@@ -94,8 +97,7 @@ def test_rate_limited_warrior_backs_off_on_429_and_finishes(admin, r, live_serve
     assert_all_done(admin, r, names, {"e2e-warrior": 5})
 
 
-def test_outdated_warrior_gets_455_until_the_minimum_version_allows_it(admin, r, live_server,
-                                                                        tmp_path):
+def test_outdated_warrior_gets_455_until_the_minimum_version_allows_it(admin, r, live_server, tmp_path):
     names = project_with_items(admin, 3, min_version="20240101.02")
     warrior = start_warrior(live_server, tmp_path, project=P, claims=3, version="20240101.01")
     k = ProjectKeys(P)
@@ -151,10 +153,12 @@ def rsync_target(tmp_path):
     config.write_text(
         f"pid file = {tmp_path / 'rsyncd.pid'}\nuse chroot = false\n"
         f"uid = {os.getuid()}\ngid = {os.getgid()}\n"
-        f"[items]\npath = {received}\nread only = false\n")
-    daemon = subprocess.Popen(["rsync", "--daemon", "--no-detach", f"--config={config}",
-                               "--address=127.0.0.1", f"--port={port}"],
-                              stdin=subprocess.DEVNULL)
+        f"[items]\npath = {received}\nread only = false\n"
+    )
+    daemon = subprocess.Popen(
+        ["rsync", "--daemon", "--no-detach", f"--config={config}", "--address=127.0.0.1", f"--port={port}"],
+        stdin=subprocess.DEVNULL,
+    )
     wait_for_port(port, process=daemon)
     yield f"rsync://127.0.0.1:{port}/items/", received
     daemon.terminate()
@@ -162,8 +166,9 @@ def rsync_target(tmp_path):
 
 
 @pytest.mark.parametrize("target_kind", ["http", "rsync"])
-def test_upload_with_tracker_sends_data_to_the_announced_target(admin, r, live_server, tmp_path,
-                                                                target_kind, request):
+def test_upload_with_tracker_sends_data_to_the_announced_target(
+    admin, r, live_server, tmp_path, target_kind, request
+):
     url, received = request.getfixturevalue(f"{target_kind}_target")
     names = project_with_items(admin, 4)
     admin.set_upload_target(P, url, "active")

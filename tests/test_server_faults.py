@@ -3,6 +3,7 @@
 kill -9 of `tracker serve` and of `tracker run`, a second run on one data directory, the
 descriptor limit, and secrets in what the server prints.
 """
+
 from __future__ import annotations
 
 import os
@@ -66,6 +67,7 @@ def kill_all(pids):
 
 # -- kill -9 of the parent ---------------------------------------------------------------
 
+
 def test_workers_die_with_a_killed_serve_and_the_port_is_free_again(redis_url):
     first = Server(redis_url, workers=2)
     workers = list(first.workers)
@@ -74,9 +76,20 @@ def test_workers_die_with_a_killed_serve_and_the_port_is_free_again(redis_url):
         first.process.send_signal(signal.SIGKILL)
         first.process.wait()
         assert wait_gone(workers, 5) == [], "workers outlived their parent"
-        again = subprocess.Popen([str(TRACKER_BIN), "--redis-url", redis_url, "serve",
-                                  "--port", str(first.port), "--workers", "1"],
-                                 stdin=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        again = subprocess.Popen(
+            [
+                str(TRACKER_BIN),
+                "--redis-url",
+                redis_url,
+                "serve",
+                "--port",
+                str(first.port),
+                "--workers",
+                "1",
+            ],
+            stdin=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
         try:
             wait_for_port(first.port, process=again)
             assert get(first.port) == 200
@@ -88,9 +101,12 @@ def test_workers_die_with_a_killed_serve_and_the_port_is_free_again(redis_url):
 
 
 def _run(data_dir, port: int, *extra: str) -> subprocess.Popen:
-    return subprocess.Popen([str(TRACKER_BIN), "--data-dir", str(data_dir), "run", "--port",
-                             str(port), "--workers", "1", *extra],
-                            stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [str(TRACKER_BIN), "--data-dir", str(data_dir), "run", "--port", str(port), "--workers", "1", *extra],
+        stdin=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def test_a_second_run_on_one_data_directory_is_refused(tmp_path):
@@ -120,7 +136,7 @@ def test_a_killed_run_takes_its_children_along_and_a_new_run_recovers(tmp_path):
         wait_for_port(port, timeout_s=30, process=first)
         wait_for_port(live_port, timeout_s=15)
         deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:   # redis, maintain (and its child), live, a worker
+        while time.monotonic() < deadline:  # redis, maintain (and its child), live, a worker
             family = descendants(first.pid)
             if len(family) >= 5:
                 break
@@ -135,9 +151,8 @@ def test_a_killed_run_takes_its_children_along_and_a_new_run_recovers(tmp_path):
             assert get(port) == 200
             r = redis.Redis(unix_socket_path=str(tmp_path / "redis" / "redis.sock"))
             assert r.ping()
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/demo/stats.json",
-                                        timeout=5) as res:
-                assert res.status == 200       # the demo project survived the kill
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/demo/stats.json", timeout=5) as res:
+                assert res.status == 200  # the demo project survived the kill
         finally:
             again.terminate()
             again.wait(timeout=30)
@@ -149,7 +164,7 @@ def test_a_redis_left_by_a_killed_tracker_is_stopped_before_a_new_one_starts(tmp
     """Whatever killed the tracker, the next start must not run a second Redis on the dir."""
     orphan = EmbeddedRedis(tmp_path).start()
     pid = orphan.process.pid
-    orphan.process = None        # forget it, as a killed tracker would
+    orphan.process = None  # forget it, as a killed tracker would
     fresh = None
     try:
         r = redis.Redis(unix_socket_path=str(tmp_path / "redis.sock"))
@@ -157,7 +172,7 @@ def test_a_redis_left_by_a_killed_tracker_is_stopped_before_a_new_one_starts(tmp
         fresh = EmbeddedRedis(tmp_path).start()
         assert not alive(pid)
         assert fresh.process.pid != pid
-        assert redis.Redis.from_url(fresh.url).get("kept") == b"yes"   # AOF flushed on the way
+        assert redis.Redis.from_url(fresh.url).get("kept") == b"yes"  # AOF flushed on the way
     finally:
         if fresh is not None:
             fresh.stop()
@@ -165,6 +180,7 @@ def test_a_redis_left_by_a_killed_tracker_is_stopped_before_a_new_one_starts(tmp
 
 
 # -- descriptors -------------------------------------------------------------------------
+
 
 def _nofile(soft: int, hard: int):
     return lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
@@ -196,7 +212,7 @@ def _server_cpu_s(parent: int) -> float:
         try:
             total += cpu_s(pid)
         except FileNotFoundError:
-            pass            # exited between the listing and the read: in cutime next time
+            pass  # exited between the listing and the read: in cutime next time
     return total
 
 
@@ -206,14 +222,13 @@ def test_a_flood_at_the_descriptor_limit_does_not_spin_and_service_comes_back(re
     Measured over the server and all its workers: at a 96-descriptor limit a worker now and then
     aborts in libev (epoll_create: too many open files) and the parent replaces it; what must
     hold is that nothing spins and service comes back."""
-    server = Server(redis_url, "--idle-timeout", "30", "--request-timeout", "30",
-                    preexec_fn=_nofile(96, 96))
+    server = Server(redis_url, "--idle-timeout", "30", "--request-timeout", "30", preexec_fn=_nofile(96, 96))
     parent = server.process.pid
     flood = []
     try:
         for _ in range(400):
             sock = socket.create_connection(("127.0.0.1", server.port), timeout=5)
-            sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: t\r\n")    # and never finish
+            sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: t\r\n")  # and never finish
             flood.append(sock)
         time.sleep(1.0)
         cpu_before, wall_before = _server_cpu_s(parent), time.monotonic()
@@ -242,40 +257,49 @@ def test_a_flood_at_the_descriptor_limit_does_not_spin_and_service_comes_back(re
 
 # -- secrets -----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("text,secret", [
-    ("tracker: serving on http://h:1, Redis redis://:s3cretpass@10.0.0.1:6379/0", "s3cretpass"),
-    ("Redis redis://tracker:s3cretpass@10.0.0.1/0 down", "s3cretpass"),
-    ("redis+sentinel://:s3cretpass@a:26379,b:26379/mymaster", "s3cretpass"),
-    ("tracker: POST /backfeed/legacy/my-proj-0123456789abcdef0123: OOM", "0123456789abcdef0123"),
-    ("Authorization: Bearer tok_abcdefgh12345", "tok_abcdefgh12345"),
-    ("GET /admin?token=abcd1234efgh", "abcd1234efgh"),
-    # a raw '@' in the password: everything up to the authority's last '@' is the password
-    ("Redis redis://:pa@ss@10.0.0.1:6379/0 down", "ss@"),
-    ("Redis redis://tracker:p@ss@w0rd@10.0.0.1/0 down", "w0rd"),
-    # the backfeed secret percent-encoded, in part or whole, or the path's '-' or '/' encoded
-    ("tracker: POST /backfeed/legacy/P-%61bcd0123: OOM", "bcd0123"),
-    ("POST /backfeed/legacy/my-proj-%30%31%32%33%34%35%36%37 503", "%34%35%36%37"),
-    ("POST /backfeed/legacy/my-proj%2D0123456789abcdef 503", "0123456789abcdef"),
-    ("POST /backfeed%2Flegacy/my-proj-0123456789abcdef 503", "0123456789abcdef"),
-    ("POST /backfeed/legacy/p-ab 503", "-ab"),
-])
+
+@pytest.mark.parametrize(
+    "text,secret",
+    [
+        ("tracker: serving on http://h:1, Redis redis://:s3cretpass@10.0.0.1:6379/0", "s3cretpass"),
+        ("Redis redis://tracker:s3cretpass@10.0.0.1/0 down", "s3cretpass"),
+        ("redis+sentinel://:s3cretpass@a:26379,b:26379/mymaster", "s3cretpass"),
+        ("tracker: POST /backfeed/legacy/my-proj-0123456789abcdef0123: OOM", "0123456789abcdef0123"),
+        ("Authorization: Bearer tok_abcdefgh12345", "tok_abcdefgh12345"),
+        ("GET /admin?token=abcd1234efgh", "abcd1234efgh"),
+        # a raw '@' in the password: everything up to the authority's last '@' is the password
+        ("Redis redis://:pa@ss@10.0.0.1:6379/0 down", "ss@"),
+        ("Redis redis://tracker:p@ss@w0rd@10.0.0.1/0 down", "w0rd"),
+        # the backfeed secret percent-encoded, in part or whole, or the path's '-' or '/' encoded
+        ("tracker: POST /backfeed/legacy/P-%61bcd0123: OOM", "bcd0123"),
+        ("POST /backfeed/legacy/my-proj-%30%31%32%33%34%35%36%37 503", "%34%35%36%37"),
+        ("POST /backfeed/legacy/my-proj%2D0123456789abcdef 503", "0123456789abcdef"),
+        ("POST /backfeed%2Flegacy/my-proj-0123456789abcdef 503", "0123456789abcdef"),
+        ("POST /backfeed/legacy/p-ab 503", "-ab"),
+    ],
+)
 def test_redact_hides_every_kind_of_secret(text, secret):
     from tracker_api.redact import redact
+
     cleaned = redact(text)
     assert secret not in cleaned and "***" in cleaned
 
 
 def test_redact_keeps_the_host_after_a_password_holding_at_signs():
     from tracker_api.redact import redact
+
     assert redact("Redis redis://:pa@ss@host:6379/0 down") == "Redis redis://:***@host:6379/0 down"
-    assert (redact("POST /backfeed/legacy/disc-o-%61bcd 200")
-            == "POST /backfeed/legacy/disc-o-*** 200")
+    assert redact("POST /backfeed/legacy/disc-o-%61bcd 200") == "POST /backfeed/legacy/disc-o-*** 200"
 
 
 def test_redact_keeps_what_is_not_secret():
     from tracker_api.redact import redact
-    for text in ("tracker: serving on http://127.0.0.1:8080 with 2 worker(s), Redis "
-                 "redis://127.0.0.1:6379/0", "unix:///var/redis.sock", "/p/done 200"):
+
+    for text in (
+        "tracker: serving on http://127.0.0.1:8080 with 2 worker(s), Redis redis://127.0.0.1:6379/0",
+        "unix:///var/redis.sock",
+        "/p/done 200",
+    ):
         assert redact(text) == text
 
 
@@ -287,9 +311,12 @@ def test_the_redis_password_never_reaches_the_log(tmp_path):
     port = free_port()
     log = tmp_path / "serve.log"
     with open(log, "w") as out:
-        process = subprocess.Popen([str(TRACKER_BIN), "--redis-url", url, "serve", "--port",
-                                    str(port), "--workers", "1"], stdin=subprocess.DEVNULL,
-                                   stdout=out, stderr=out)
+        process = subprocess.Popen(
+            [str(TRACKER_BIN), "--redis-url", url, "serve", "--port", str(port), "--workers", "1"],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=out,
+        )
     try:
         wait_for_port(port, process=process)
         assert get(port) == 200
@@ -305,16 +332,18 @@ def test_the_redis_password_never_reaches_the_log(tmp_path):
 
 def test_a_script_error_on_a_backfeed_path_logs_no_secret(capsys):
     from falcon import testing as falcon_testing
+
     from tracker_api.errors import script_handler
     from tracker_core.scripts import ScriptError
+
     secret = "0123456789abcdef0123456789abcdef"
     req = falcon_testing.create_req(method="POST", path=f"/backfeed/legacy/disc-o-{secret}")
     resp = falcon_testing.create_resp() if hasattr(falcon_testing, "create_resp") else None
     if resp is None:
         import falcon
+
         resp = falcon.Response()
-    script_handler(req, resp, ScriptError(f"OOM in bloom_add for /backfeed/legacy/disc-o-{secret}"),
-                   {})
+    script_handler(req, resp, ScriptError(f"OOM in bloom_add for /backfeed/legacy/disc-o-{secret}"), {})
     err = capsys.readouterr().err
     assert "/backfeed/legacy/disc-o-***" in err and secret not in err
     assert resp.status in (503, "503 Service Unavailable")
@@ -322,10 +351,11 @@ def test_a_script_error_on_a_backfeed_path_logs_no_secret(capsys):
 
 def test_everything_the_server_prints_is_redacted(capsys):
     import sys
+
     from tracker_api.redact import RedactingStream
+
     stream = RedactingStream(sys.stderr)
-    print("Traceback: redis.exceptions.AuthenticationError for redis://u:hunter2@h:6379/0",
-          file=stream)
+    print("Traceback: redis.exceptions.AuthenticationError for redis://u:hunter2@h:6379/0", file=stream)
     assert "hunter2" not in capsys.readouterr().err
 
 
@@ -333,8 +363,11 @@ def test_click_output_through_the_redacting_stream_is_text_not_bytes_reprs():
     # click probes a stream with write(b"") to choose text or binary output: a redacting stream
     # that took bytes made `tracker run` print "b'tracker: embedded Redis at ...'".
     import io
+
     import click
+
     from tracker_api.redact import RedactingStream
+
     out = io.StringIO()
     click.echo("tracker: embedded Redis at redis://:hunter2@h:6379/0", file=RedactingStream(out))
     assert out.getvalue() == "tracker: embedded Redis at redis://:***@h:6379/0\n"

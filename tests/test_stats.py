@@ -1,4 +1,5 @@
 """Statistics: counters kept by claim/done, the stats module, GET /P/stats.json and GET /metrics."""
+
 import math
 import re
 
@@ -44,6 +45,7 @@ def claim_and_done(engine, clock, downloader, n, rtt_s, nbytes=0, ip="10.0.0.1")
 
 # -- counters kept by the scripts -------------------------------------------------------------
 
+
 def test_lua_and_python_agree_on_rtt_bounds():
     source = (LUA_DIR / "done-20.lua").read_text()
     bounds = re.search(r"RTT_BOUNDS_S = \{([^}]*)\}", source)[1]
@@ -52,9 +54,9 @@ def test_lua_and_python_agree_on_rtt_bounds():
 
 def test_done_counts_rtt_into_histogram_buckets(engine, clock, project, r):
     minute = int(clock.now * 1000) // 60000
-    claim_and_done(engine, clock, "alice", 3, rtt_s=20)        # 20 s -> le 30
-    claim_and_done(engine, clock, "alice", 2, rtt_s=4000)      # 4000 s -> le 10800
-    claim_and_done(engine, clock, "alice", 1, rtt_s=50000)     # beyond the last bound
+    claim_and_done(engine, clock, "alice", 3, rtt_s=20)  # 20 s -> le 30
+    claim_and_done(engine, clock, "alice", 2, rtt_s=4000)  # 4000 s -> le 10800
+    claim_and_done(engine, clock, "alice", 1, rtt_s=50000)  # beyond the last bound
     stats = r.hgetall(K.stats)
     assert stats["rtt_le_30"] == "3" and stats["rtt_le_10800"] == "2" and stats["rtt_le_inf"] == "1"
     assert stats["rtt_count"] == "6"
@@ -71,15 +73,19 @@ def test_repeated_done_adds_no_rtt(engine, clock, project, r):
 
 
 def test_unique_downloaders_and_ips_per_day_and_month(engine, clock, project, admin, web):
-    for name, ip in (("alice", "10.0.0.1"), ("bob", "10.0.0.1"), ("carol", "10.0.0.2"),
-                     ("alice", "10.0.0.1")):
+    for name, ip in (
+        ("alice", "10.0.0.1"),
+        ("bob", "10.0.0.1"),
+        ("carol", "10.0.0.2"),
+        ("alice", "10.0.0.1"),
+    ):
         assert engine.claim(P, name, ip, 1)[0] == 200
     admin.block("name:mallory", P)
     assert engine.claim(P, "mallory", "10.0.0.9", 1)[0] == 403
     day = int(clock.now * 1000) // 86_400_000
     uniques = stats_json(web)["stats"]["uniques"]
     assert uniques == {"downloaders_day": 3, "ips_day": 2, "downloaders_month": 3, "ips_month": 2}
-    clock.advance(86400)   # 2023-11-15: same month, a new day
+    clock.advance(86400)  # 2023-11-15: same month, a new day
     assert engine.claim(P, "dave", "10.0.0.3", 1)[0] == 200
     assert engine.claim(P, "alice", "10.0.0.1", 1)[0] == 200
     uniques = stats_json(web)["stats"]["uniques"]
@@ -93,12 +99,13 @@ def test_unique_downloaders_and_ips_per_day_and_month(engine, clock, project, ad
 
 # -- the stats module -------------------------------------------------------------------------
 
+
 def test_percentile_interpolates_within_buckets():
     counters = {"rtt_le_5": 10, "rtt_le_15": 10}
     histogram = stats_mod.rtt_histogram(counters)
     assert stats_mod.percentile(histogram, 50) == pytest.approx(5.0)
     assert stats_mod.percentile(histogram, 75) == pytest.approx(10.0)
-    assert stats_mod.percentile(histogram, 25) == pytest.approx(3.0)   # bucket 1..5 s
+    assert stats_mod.percentile(histogram, 25) == pytest.approx(3.0)  # bucket 1..5 s
     assert stats_mod.percentile(stats_mod.rtt_histogram({}), 50) is None
     # A percentile in the open top bucket is reported as its floor, not invented.
     assert stats_mod.percentile(stats_mod.rtt_histogram({"rtt_le_inf": 4}), 99) == 43200
@@ -132,13 +139,13 @@ def test_items_and_bytes_per_second_over_the_window(engine, clock, project, web)
     stats = stats_json(web)["stats"]
     assert stats["items_per_s"] == pytest.approx(10 / window_s)
     assert stats["bytes_per_s"] == pytest.approx(5000 / window_s)
-    clock.advance(11 * 60)   # out of the window
+    clock.advance(11 * 60)  # out of the window
     stats = stats_json(web)["stats"]
     assert stats["items_per_s"] == 0 and stats["eta_s"] is None
 
 
 def test_eta_from_net_drain_and_warning_when_backlog_grows(engine, clock, project, admin, web):
-    first = stats_json(web)["stats"]          # samples the backlog (100) for this minute
+    first = stats_json(web)["stats"]  # samples the backlog (100) for this minute
     assert first["backlog"] == 100 and first["backlog_growth_per_s"] is None
     clock.advance(10 * 60)
     claim_and_done(engine, clock, "alice", 20, rtt_s=1)
@@ -161,13 +168,13 @@ def test_eta_helpers():
     assert stats_mod.eta_seconds(100, 0.0, None) is None
     assert stats_mod.eta_seconds(100, 2.0, 1.0) is None
     trend = stats_mod.backlog_trend([(0, 10), (2, 50)], 5)
-    assert trend["growth_per_s"] is None      # samples too close together to judge
+    assert trend["growth_per_s"] is None  # samples too close together to judge
 
 
 def test_hours_are_rolled_up_once_and_outlive_the_minutes(engine, clock, project, r, web):
     hour = int(clock.now * 1000) // 3_600_000
     claim_and_done(engine, clock, "alice", 7, rtt_s=2, nbytes=700)
-    clock.now = (hour + 1) * 3600 + 5 * 60     # five minutes into the next hour
+    clock.now = (hour + 1) * 3600 + 5 * 60  # five minutes into the next hour
     stats = stats_json(web)["stats"]
     rolled = r.hgetall(K.hour(hour))
     assert rolled["items_done"] == "7" and rolled["bytes_done"] == "700"
@@ -190,7 +197,7 @@ def test_backlog_sampled_once_per_minute(engine, clock, project, r, web):
     minute = int(clock.now * 1000) // 60000
     stats_json(web)
     list(engine.claim(P, "alice", "10.0.0.1", 30))
-    stats_json(web)     # same minute: the first sample stays
+    stats_json(web)  # same minute: the first sample stays
     assert r.hget(K.minute(minute), "backlog") == "100"
     assert 0 < r.ttl(K.minute(minute)) <= stats_mod.MINUTE_TTL_S
 
@@ -202,11 +209,12 @@ def test_stats_json_counts_and_leaderboard(engine, clock, project, web):
     assert body["done"] == 4 and body["todo_total"] == 96 and body["out"] == 0
     assert body["downloaders_total"] == 2
     assert [row["downloader"] for row in body["leaderboard"]] == ["bob", "alice"]
-    assert body["stats"]["reclaim_rate"] is None   # no reclaim counters yet
+    assert body["stats"]["reclaim_rate"] is None  # no reclaim counters yet
     assert web.simulate_get("/nope/stats.json").status_code == 404
 
 
 # -- /metrics ---------------------------------------------------------------------------------
+
 
 def metric_samples(text):
     samples = {}
@@ -233,8 +241,10 @@ def test_metrics_exposes_counters_gauges_and_rtt_histogram(engine, clock, projec
     assert samples[("tracker_rtt_seconds_bucket", (("le", "30"), ("project", P)))] == 3
     assert samples[("tracker_rtt_seconds_count", lab)] == 3
     assert samples[("tracker_rtt_seconds_sum", lab)] == pytest.approx(60.0)
-    assert samples[("tracker_unique_visitors",
-                    (("kind", "downloaders"), ("period", "day"), ("project", P)))] == 2
+    assert (
+        samples[("tracker_unique_visitors", (("kind", "downloaders"), ("period", "day"), ("project", P)))]
+        == 2
+    )
     assert samples[("tracker_items_done_total", (("project", "other"),))] == 0
     assert not math.isnan(samples[("tracker_rtt_seconds_sum", (("project", "other"),))])
 
@@ -248,8 +258,11 @@ def test_metrics_exports_a_projects_refusals_by_reason(engine, clock, project, w
     assert res.status_code == 400
     assert engine.counts(P)["queues"]["todo"] == queued
     samples = metric_samples(web.simulate_get("/metrics").text)
-    refused = {dict(labels)["reason"]: value for (name, labels), value in samples.items()
-               if name == "tracker_project_refused_total" and dict(labels)["project"] == P}
+    refused = {
+        dict(labels)["reason"]: value
+        for (name, labels), value in samples.items()
+        if name == "tracker_project_refused_total" and dict(labels)["project"] == P
+    }
     assert refused.get("dones_refused") == 1
     assert refused.get("bad_downloader") == 1
     assert "items_done" not in refused
@@ -259,8 +272,8 @@ def test_stats_json_is_built_at_most_once_a_second(engine, clock, project, web):
     assert stats_json(web)["done"] == 0
     status, items = engine.claim(P, "alice", "10.0.0.1", 2)
     engine.done(P, "alice", "1", items, ["data", 1], "{}")
-    assert stats_json(web)["done"] == 0            # same second: the cached body
-    assert web.simulate_get(f"/{P}/stats.json?top=5").json["done"] == 2   # another size
+    assert stats_json(web)["done"] == 0  # same second: the cached body
+    assert web.simulate_get(f"/{P}/stats.json?top=5").json["done"] == 2  # another size
     clock.advance(1)
     assert stats_json(web)["done"] == 2
 
@@ -270,14 +283,14 @@ def test_reclaim_rate_and_reclaim_serve_rate(engine, clock, admin, web):
     list(admin.add_items("rec", ["a", "b", "c", "d"]))
     admin.set_settings("rec", {"reclaim_ttl_s": "10"})
     assert len(engine.claim("rec", "alice", "10.0.0.1", 4)[1]) == 4
-    clock.advance(11)                                # every claim is due: four first reclaims
+    clock.advance(11)  # every claim is due: four first reclaims
     assert len(engine.claim("rec", "bob", "10.0.0.2", 4)[1]) == 4
-    clock.advance(21)                                # 10 s x 2 claims: due again, not first ones
+    clock.advance(21)  # 10 s x 2 claims: due again, not first ones
     assert len(engine.claim("rec", "carol", "10.0.0.3", 2)[1]) == 2
     counters = engine.counts("rec")["counters"]
     assert (counters["items_claimed"], counters["reclaims_served"], counters["items_reclaimed"]) == (4, 6, 4)
     stats = stats_json(web, "rec")["stats"]
-    assert stats["reclaim_rate"] == 1.0              # every item was reclaimed at least once
+    assert stats["reclaim_rate"] == 1.0  # every item was reclaimed at least once
     assert stats["reclaim_serve_rate"] == pytest.approx(6 / 10)
 
 
@@ -287,7 +300,7 @@ def test_to_do_total_counts_held_and_downloader_queues(engine, admin, web):
     list(admin.add_items("held", ["user:a", "user:b", "page:1"]))
     list(admin.add_items("held", ["mine-1", "mine-2"], queue="downloader:alice"))
     body = stats_json(web, "held")
-    assert body["todo_total"] == 5                   # 2 held by the limit, 1 free, 2 alice's own
+    assert body["todo_total"] == 5  # 2 held by the limit, 1 free, 2 alice's own
     assert body["todo_total"] == admin.status("held")["todo_total"]
     assert engine.counts("held")["queues"]["limited"] == 2
 
@@ -305,27 +318,27 @@ def twelve_downloaders(engine, clock):
 
 def test_top_downloaders_history_recorded_and_served_in_stats_json(engine, clock, project, r, web):
     twelve_downloaders(engine, clock)
-    top = stats_json(web)["stats"]["charts"]["top_downloaders"]   # the snapshot takes a point
+    top = stats_json(web)["stats"]["charts"]["top_downloaders"]  # the snapshot takes a point
     assert len(top["t"]) == 1 and abs(top["t"][0] - clock.now) < 1
-    assert list(top["series"]) == [f"d{n:02d}" for n in range(11, 1, -1)]   # the top 10 only
+    assert list(top["series"]) == [f"d{n:02d}" for n in range(11, 1, -1)]  # the top 10 only
     assert top["series"]["d11"] == [12] and top["series"]["d02"] == [3]
     assert r.xlen(K.top_history(RECENT_S)) == 1 and r.xlen(K.top_history(HOURLY_S)) == 1
     assert 0 < r.pttl(K.top_history(RECENT_S)) <= stats_mod.TOP_HISTORY_TIERS[0][2] * 1000
     assert 0 < r.pttl(K.top_history(HOURLY_S)) <= stats_mod.TOP_HISTORY_TIERS[1][2] * 1000
 
-    clock.advance(2)                     # same interval: no new point, however many viewers
+    clock.advance(2)  # same interval: no new point, however many viewers
     claim_and_done(engine, clock, "d11", 5, rtt_s=1, nbytes=10)
     assert len(stats_json(web)["stats"]["charts"]["top_downloaders"]["t"]) == 1
     assert r.xlen(K.top_history(RECENT_S)) == 1
 
-    clock.now = (int(clock.now) // RECENT_S + 1) * RECENT_S + 30        # the next ten minutes
+    clock.now = (int(clock.now) // RECENT_S + 1) * RECENT_S + 30  # the next ten minutes
     top = stats_json(web)["stats"]["charts"]["top_downloaders"]
     assert len(top["t"]) == 2 and top["series"]["d11"] == [12, 17]
     assert r.xlen(K.top_history(RECENT_S)) == 2
 
     # Hourly points older than the ten-minute window come first; the recent ones follow.
     r.delete(K.top_history(RECENT_S))
-    clock.now = (int(clock.now) // HOURLY_S + 1) * HOURLY_S + 60        # the next hour
+    clock.now = (int(clock.now) // HOURLY_S + 1) * HOURLY_S + 60  # the next hour
     top = stats_json(web)["stats"]["charts"]["top_downloaders"]
     assert r.xlen(K.top_history(HOURLY_S)) == 2 and r.xlen(K.top_history(RECENT_S)) == 1
     assert top["t"] == sorted(top["t"]) and len(top["t"]) == 2
@@ -342,7 +355,7 @@ def test_upkeep_records_history_without_a_viewer(engine, clock, project, r):
     claim_and_done(engine, clock, "alice", 2, rtt_s=1, nbytes=10)
     now_ms = int(clock.now * 1000)
     stats_mod.upkeep(r, P, now_ms)
-    stats_mod.upkeep(r, P, now_ms + 60_000)           # the next pass, same ten minutes
+    stats_mod.upkeep(r, P, now_ms + 60_000)  # the next pass, same ten minutes
     entries = r.xrange(K.top_history(RECENT_S))
     assert len(entries) == 1 and entries[0][1] == {"alice": "2"}
     assert entries[0][0] == f"{now_ms}-0" and r.xlen(K.top_history(HOURLY_S)) == 1
@@ -352,8 +365,8 @@ def test_duplicate_and_late_points_are_harmless(engine, clock, project, r):
     claim_and_done(engine, clock, "alice", 2, rtt_s=1, nbytes=10)
     now_ms = int(clock.now * 1000)
     assert stats_mod.record_top_history(r, P, now_ms) == 2
-    assert stats_mod.record_top_history(r, P, now_ms) == 0            # same timestamp
-    assert stats_mod.record_top_history(r, P, now_ms - 1) == 0        # a writer on a slow clock
+    assert stats_mod.record_top_history(r, P, now_ms) == 0  # same timestamp
+    assert stats_mod.record_top_history(r, P, now_ms - 1) == 0  # a writer on a slow clock
     assert stats_mod.record_top_history(r, P, now_ms - 86_400_000) == 0
     assert r.xlen(K.top_history(RECENT_S)) == 1 and r.xlen(K.top_history(HOURLY_S)) == 1
 
@@ -362,7 +375,7 @@ def test_top_history_is_bounded(engine, clock, project, r, web, monkeypatch):
     claim_and_done(engine, clock, "alice", 2, rtt_s=1, nbytes=10)
     start = int(clock.now * 1000)
     kept_recent = stats_mod.TOP_HISTORY_TIERS[0][1]
-    for step in range(kept_recent + 12):                   # 50 hours of ten-minute points
+    for step in range(kept_recent + 12):  # 50 hours of ten-minute points
         assert stats_mod.record_top_history(r, P, start + step * RECENT_S * 1000) >= 1
     assert r.xlen(K.top_history(RECENT_S)) == kept_recent
     assert r.xlen(K.top_history(HOURLY_S)) == (kept_recent + 12) * RECENT_S // HOURLY_S + 1
@@ -401,6 +414,7 @@ def test_top_history_reads_only_the_top_n(engine, clock, project, r):
 
 def test_deleting_a_project_removes_its_history(engine, clock, project, admin, r):
     from tracker_core import operations
+
     claim_and_done(engine, clock, "alice", 2, rtt_s=1, nbytes=10)
     assert stats_mod.record_top_history(r, P, int(clock.now * 1000)) == 2
     streams = [K.top_history(s) for s, _, _ in stats_mod.TOP_HISTORY_TIERS]

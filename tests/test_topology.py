@@ -4,6 +4,7 @@ The hot path's raw hiredis connection routes each project to the node owning its
 follows MOVED/ASK; under Sentinel it finds the new primary after a failover, and a state change is
 answered only once a replica holds it, so a crash of the primary loses no acknowledged done.
 """
+
 from __future__ import annotations
 
 import http.client
@@ -16,11 +17,11 @@ from pathlib import Path
 
 import pytest
 import redis
-from conftest import start_live_server, stop_live_server
 from falcon import testing
+
+from conftest import start_live_server, stop_live_server
 from redis_topologies import Cluster, SentinelGroup
 from seesaw_runner import finish_warrior, start_warrior
-
 from tracker_api.app import create_app
 from tracker_core import topology
 from tracker_core.admin import Admin
@@ -37,19 +38,34 @@ pytestmark = pytest.mark.slow
 
 # -- URL forms (no server needed) ---------------------------------------------------------------
 
+
 def test_topology_urls_parse_into_their_parts():
-    spec = topology.parse_topology_url("redis+sentinel://:s%40cret@10.0.0.1:26379,10.0.0.2:26380/"
-                                       "tracker/2?wait_replicas=0")
-    assert spec == {"kind": "sentinel", "password": "s@cret",
-                    "sentinels": [("10.0.0.1", 26379), ("10.0.0.2", 26380)], "service": "tracker",
-                    "db": 2, "wait_replicas": 0, "wait_timeout_ms": 2000}
-    assert topology.parse_topology_url("redis+cluster://a:7000,b:7001")["nodes"] == [("a", 7000),
-                                                                                 ("b", 7001)]
+    spec = topology.parse_topology_url(
+        "redis+sentinel://:s%40cret@10.0.0.1:26379,10.0.0.2:26380/tracker/2?wait_replicas=0"
+    )
+    assert spec == {
+        "kind": "sentinel",
+        "password": "s@cret",
+        "sentinels": [("10.0.0.1", 26379), ("10.0.0.2", 26380)],
+        "service": "tracker",
+        "db": 2,
+        "wait_replicas": 0,
+        "wait_timeout_ms": 2000,
+    }
+    assert topology.parse_topology_url("redis+cluster://a:7000,b:7001")["nodes"] == [("a", 7000), ("b", 7001)]
     assert topology.parse_topology_url("redis://h:1/0") == {"kind": "single", "url": "redis://h:1/0"}
 
 
-@pytest.mark.parametrize("url", ["redis+sentinel://h:1", "redis+sentinel://h:1/svc/x",
-                                 "redis+cluster://h:1/3", "redis+cluster://h", "redis+cluster://h:x"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "redis+sentinel://h:1",
+        "redis+sentinel://h:1/svc/x",
+        "redis+cluster://h:1/3",
+        "redis+cluster://h",
+        "redis+cluster://h:x",
+    ],
+)
 def test_malformed_topology_urls_are_refused(url):
     with pytest.raises(ValueError):
         topology.parse_topology_url(url)
@@ -133,6 +149,7 @@ def test_an_answer_lost_after_the_claim_was_sent_is_a_503(redis_url, admin, cloc
 
 # -- Redis Cluster -----------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     group = Cluster(tmp_path_factory.mktemp("cluster")).start()
@@ -161,8 +178,7 @@ def projects_on_every_node(cluster, count_per_node=1) -> list[str]:
     return names
 
 
-def test_projects_spread_over_the_cluster_complete_with_the_real_client(cluster, cluster_url,
-                                                                       tmp_path):
+def test_projects_spread_over_the_cluster_complete_with_the_real_client(cluster, cluster_url, tmp_path):
     projects = projects_on_every_node(cluster)
     admin = Admin.from_url(cluster_url)
     for project in projects:
@@ -170,8 +186,10 @@ def test_projects_spread_over_the_cluster_complete_with_the_real_client(cluster,
         assert sum(a for a, _ in admin.add_items(project, [f"{project}-{i}" for i in range(12)])) == 12
     server = start_live_server(cluster_url)
     try:
-        warriors = [start_warrior(server, tmp_path, project=project, claims=4, multi=3,
-                                  concurrent=2) for project in projects]
+        warriors = [
+            start_warrior(server, tmp_path, project=project, claims=4, multi=3, concurrent=2)
+            for project in projects
+        ]
         results = [finish_warrior(w)[0] for w in warriors]
     finally:
         stop_live_server(server)
@@ -184,7 +202,8 @@ def test_projects_spread_over_the_cluster_complete_with_the_real_client(cluster,
         owner = cluster.owner_port(k.tag)
         for node in cluster.nodes:
             held = redis.Redis(port=node.port).execute_command(
-                "CLUSTER", "COUNTKEYSINSLOT", _slot_of(project, node.port))
+                "CLUSTER", "COUNTKEYSINSLOT", _slot_of(project, node.port)
+            )
             assert (held > 0) == (node.port == owner)
 
 
@@ -208,7 +227,8 @@ def finish_migration(cluster, project: str, target_port: int) -> None:
     target_id = redis.Redis(port=target_port).cluster("myid")
     for node in cluster.nodes:
         redis.Redis(port=node.port).execute_command(
-            "CLUSTER", "SETSLOT", _slot_of(project, node.port), "NODE", target_id)
+            "CLUSTER", "SETSLOT", _slot_of(project, node.port), "NODE", target_id
+        )
 
 
 def test_engine_follows_ask_during_a_migration_and_moved_after_it(cluster, cluster_url, clock):
@@ -239,13 +259,15 @@ def test_engine_follows_ask_during_a_migration_and_moved_after_it(cluster, clust
     assert engine.done(project, "alice", "", items + more, {"data": 5}, "null").new == 5
     assert engine.conn._slots[_slot_of(project, target)] == ("127.0.0.1", target)
     assert redis.Redis(port=target).scard(ProjectKeys(project).done) == 5
-    assert redis.Redis(port=source).execute_command(
-        "CLUSTER", "COUNTKEYSINSLOT", _slot_of(project, source)) == 0
+    assert (
+        redis.Redis(port=source).execute_command("CLUSTER", "COUNTKEYSINSLOT", _slot_of(project, source)) == 0
+    )
 
 
 def _migrate_keys(source_port: int, target_port: int, keys: list) -> None:
-    redis.Redis(port=source_port).execute_command("MIGRATE", "127.0.0.1", target_port, "", 0, 5000,
-                                                  "KEYS", *keys)
+    redis.Redis(port=source_port).execute_command(
+        "MIGRATE", "127.0.0.1", target_port, "", 0, 5000, "KEYS", *keys
+    )
 
 
 def test_a_pipeline_follows_ask_command_by_command_during_a_migration(cluster, cluster_url, clock):
@@ -302,11 +324,22 @@ def test_locust_warriors_complete_projects_spread_over_the_cluster(cluster, clus
     seeded = 300
     server = start_live_server(cluster_url, workers=2)
     try:
+
         def run(project):
-            return run_headless(server.base, redis_url=cluster_url, project=project,
-                                seed_items=seeded, users=4, spawn_rate=4, run_time_s=12,
-                                multi="1-10", download_time="uniform:0.005,0.02",
-                                retry_delay_s=0.2, workdir=tmp_path / project)
+            return run_headless(
+                server.base,
+                redis_url=cluster_url,
+                project=project,
+                seed_items=seeded,
+                users=4,
+                spawn_rate=4,
+                run_time_s=12,
+                multi="1-10",
+                download_time="uniform:0.005,0.02",
+                retry_delay_s=0.2,
+                workdir=tmp_path / project,
+            )
+
         with ThreadPoolExecutor(len(projects)) as pool:
             results = list(pool.map(run, projects))
     finally:
@@ -327,6 +360,7 @@ def test_locust_warriors_complete_projects_spread_over_the_cluster(cluster, clus
 
 
 # -- Sentinel ----------------------------------------------------------------------------------
+
 
 @pytest.fixture
 def sentinel_group(tmp_path):
@@ -360,8 +394,9 @@ def _post(port: int, path: str, body: dict) -> tuple[int, bytes]:
     """POST as a warrior does; a connection that breaks without an answer is status 0."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     try:
-        conn.request("POST", path, json.dumps(body), {"Content-Type": "application/json",
-                                                      "Connection": "close"})
+        conn.request(
+            "POST", path, json.dumps(body), {"Content-Type": "application/json", "Connection": "close"}
+        )
         response = conn.getresponse()
         return response.status, response.read()
     except (OSError, http.client.HTTPException):
@@ -384,8 +419,9 @@ def test_a_primary_crash_during_load_loses_no_acknowledged_done(sentinel_group):
 
     def warrior(name: str) -> None:
         while not stop.is_set():
-            status, body = _post(server.port, f"/{project}/multi=5/request",
-                                 {"downloader": name, "api_version": "2"})
+            status, body = _post(
+                server.port, f"/{project}/multi=5/request", {"downloader": name, "api_version": "2"}
+            )
             if status == 404:
                 return
             if status != 200:
@@ -395,9 +431,11 @@ def test_a_primary_crash_during_load_loses_no_acknowledged_done(sentinel_group):
                 continue
             names = json.loads(body)["item_name"].split("\0")
             while not stop.is_set():  # as seesaw does: retry the done until it is OK
-                status, body = _post(server.port, f"/{project}/done",
-                                     {"downloader": name, "item": "\0".join(names),
-                                      "bytes": {"data": 1}})
+                status, body = _post(
+                    server.port,
+                    f"/{project}/done",
+                    {"downloader": name, "item": "\0".join(names), "bytes": {"data": 1}},
+                )
                 if status == 200 and body == b"OK":
                     with lock:
                         acknowledged.update(names)

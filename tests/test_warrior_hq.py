@@ -2,6 +2,7 @@
 server, what the registry keeps of each update (validated, bounded), and "warriors online"
 (last heartbeat within hq.ONLINE_WITHIN_MS) wherever it shows: the admin registry, the CLI,
 stats.json and /metrics."""
+
 import itertools
 import json
 import subprocess
@@ -55,8 +56,12 @@ for line in sys.stdin:
 class SeesawWarrior:
     def __init__(self, base: str, work_dir):
         self.process = subprocess.Popen(
-            [sys.executable, "-c", SEESAW_ROUNDS, base, str(work_dir)], stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            [sys.executable, "-c", SEESAW_ROUNDS, base, str(work_dir)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
 
     def update(self, **config) -> dict:
         self.process.stdin.write(json.dumps(config) + "\n")
@@ -64,7 +69,7 @@ class SeesawWarrior:
         seen = []
         for line in self.process.stdout:
             if line.startswith("RESULT "):
-                return json.loads(line[len("RESULT "):])
+                return json.loads(line[len("RESULT ") :])
             seen.append(line)
         pytest.fail("seesaw's Warrior exited:\n" + "".join(seen)[-3000:])
 
@@ -88,27 +93,33 @@ def get(server, path, token=None) -> bytes:
 def online_everywhere(server, r, redis_url, token) -> set:
     """Warriors online as every view shows them: registry API, CLI, stats.json, /metrics."""
     api = orjson.loads(get(server, "/api/admin/warriors", token))
-    cli = json.loads(CliRunner().invoke(main, ["--redis-url", redis_url, "admin",
-                                               "warriors"]).output)
+    cli = json.loads(CliRunner().invoke(main, ["--redis-url", redis_url, "admin", "warriors"]).output)
     # stats.json is built once a second per process and size: a new size is a fresh one.
     page = orjson.loads(get(server, f"/{LISTED}/stats.json?top={next(FRESH)}"))
     metrics = get(server, "/metrics").decode()
     gauge = [line for line in metrics.splitlines() if line.startswith("tracker_warriors_online ")]
-    return {api["online"], cli.get("online", "CLI shows no online count"),
-            page["warriors_online"], page["warriors_active"],
-            float(gauge[0].split()[1]) if gauge else "no gauge", hq.online_count(r)}
+    return {
+        api["online"],
+        cli.get("online", "CLI shows no online count"),
+        page["warriors_online"],
+        page["warriors_active"],
+        float(gauge[0].split()[1]) if gauge else "no gauge",
+        hq.online_count(r),
+    }
 
 
-def test_seesaw_warrior_heartbeats_are_recorded_and_count_it_online(live_server, redis_url,
-                                                                    admin, r, tmp_path):
+def test_seesaw_warrior_heartbeats_are_recorded_and_count_it_online(
+    live_server, redis_url, admin, r, tmp_path
+):
     admin.create_project(LISTED)
     hq.set_fields(r, {"broadcast_message": "<p>hello warriors</p>", "seesaw_version": "0.10.3"})
     token = tokens.create(r, "*")[0]
     warrior = SeesawWarrior(live_server.base, tmp_path)
     try:
         before = int(time.time() * 1000)
-        first = warrior.update(downloader="hq-tester", selected_project="old-project",
-                               lat_lng="51.5074/-0.1278")
+        first = warrior.update(
+            downloader="hq-tester", selected_project="old-project", lat_lng="51.5074/-0.1278"
+        )
         after = int(time.time() * 1000)
         # What the warrior reads from the answer still works: its projects, the broadcast
         # message, the seesaw version (equal: no reboot), no failure.
@@ -133,14 +144,18 @@ def test_seesaw_warrior_heartbeats_are_recorded_and_count_it_online(live_server,
 
         # Its next update (ten minutes later in real life) moves last_seen and replaces what
         # the heartbeat carries; the registration's fields stay.
-        second = warrior.update(downloader="hq-tester-2", selected_project="auto",
-                                lat_lng="-33.8688/151.2093")
+        second = warrior.update(
+            downloader="hq-tester-2", selected_project="auto", lat_lng="-33.8688/151.2093"
+        )
         assert second["warrior_id"] == first["warrior_id"] and not second["failed"]
         record2 = hq.registry(r)["warriors"][0]
         assert r.zscore(keyspace.WARRIORS_SEEN, first["warrior_id"]) > silent_since + 60_000
         assert record2["last_heartbeat_ms"] >= record["last_heartbeat_ms"] and record2["online"]
         assert (record2["downloader"], record2["selected_project"], record2["lat_lng"]) == (
-            "hq-tester-2", "auto", [-33.8688, 151.2093])
+            "hq-tester-2",
+            "auto",
+            [-33.8688, 151.2093],
+        )
         assert record2["registered_ms"] == record["registered_ms"]
         assert record2["warrior"] == {"version": "0.10.3"}
         assert r.hlen(keyspace.WARRIORS) == 1
@@ -152,20 +167,23 @@ def test_seesaw_warrior_heartbeats_are_recorded_and_count_it_online(live_server,
 
 # -- what update.json keeps, field by field (through the app) --------------------------------
 
+
 @pytest.fixture
 def web(engine):
     return testing.TestClient(create_app(engine))
 
 
 def register(web) -> str:
-    res = web.simulate_post("/api/register.json", headers=JSON,
-                            body=orjson.dumps({"warrior": {"version": "0.10.3"}}))
+    res = web.simulate_post(
+        "/api/register.json", headers=JSON, body=orjson.dumps({"warrior": {"version": "0.10.3"}})
+    )
     return res.json["warrior_id"]
 
 
 def update(web, body, user_agent="ArchiveTeam Warrior/0.10.3 Standalone"):
-    return web.simulate_post("/api/update.json", body=orjson.dumps(body),
-                             headers={**JSON, "User-Agent": user_agent})
+    return web.simulate_post(
+        "/api/update.json", body=orjson.dumps(body), headers={**JSON, "User-Agent": user_agent}
+    )
 
 
 def record_of(r, warrior_id) -> dict:
@@ -178,11 +196,19 @@ def refused(r, field) -> int:
 
 def test_the_answer_keeps_everything_the_warrior_reads(web, r, admin):
     admin.create_project(LISTED)
-    hq.set_fields(r, {"auto_project": LISTED, "broadcast_message": "<b>hi</b>",
-                      "seesaw_version": "0.10.3"})
+    hq.set_fields(r, {"auto_project": LISTED, "broadcast_message": "<b>hi</b>", "seesaw_version": "0.10.3"})
     warrior_id = register(web)
-    res = update(web, {"warrior": {"warrior_id": warrior_id, "lat_lng": None,
-                                   "downloader": None, "selected_project": "none"}})
+    res = update(
+        web,
+        {
+            "warrior": {
+                "warrior_id": warrior_id,
+                "lat_lng": None,
+                "downloader": None,
+                "selected_project": "none",
+            }
+        },
+    )
     assert res.status_code == 200
     assert res.json["warrior"] == {"seesaw_version": "0.10.3"}
     assert res.json["auto_project"] == LISTED and res.json["broadcast_message"] == "<b>hi</b>"
@@ -195,34 +221,44 @@ def test_the_answer_keeps_everything_the_warrior_reads(web, r, admin):
 
 def test_the_top_level_form_is_taken_too(web, r):
     warrior_id = register(web)
-    res = update(web, {"warrior_id": warrior_id, "downloader": "top-level",
-                       "selected_project": LISTED, "lat_lng": [10, 20], "version": "0.9.1"})
+    res = update(
+        web,
+        {
+            "warrior_id": warrior_id,
+            "downloader": "top-level",
+            "selected_project": LISTED,
+            "lat_lng": [10, 20],
+            "version": "0.9.1",
+        },
+    )
     assert res.status_code == 200
     kept = record_of(r, warrior_id)
-    assert (kept["downloader"], kept["selected_project"], kept["lat_lng"]) == (
-        "top-level", LISTED, [10, 20])
-    assert kept["warrior"] == {"version": "0.9.1"}     # the body's version before the agent's
+    assert (kept["downloader"], kept["selected_project"], kept["lat_lng"]) == ("top-level", LISTED, [10, 20])
+    assert kept["warrior"] == {"version": "0.9.1"}  # the body's version before the agent's
 
 
-@pytest.mark.parametrize("field, good, bad", [
-    ("downloader", "abc", "ab"),
-    ("downloader", "x" * 30, "x" * 31),
-    ("downloader", "a-b_C9", "caf\u00e9"),
-    ("downloader", "a-b_C9", 12345),
-    ("selected_project", "p" * 64, "p" * 65),
-    ("selected_project", "auto", "Upper"),
-    ("selected_project", "a_b-c", ["list"]),
-    ("lat_lng", [90, 180], [90.000001, 0]),
-    ("lat_lng", [-90, -180], [0, -180.000001]),
-    ("lat_lng", "51.5/-0.1", "NaN/0"),
-    ("lat_lng", "51.5,-0.1", "51.5/-0.1/3"),
-    ("lat_lng", [1.5, 2.5], [True, 1]),
-    ("lat_lng", [1, 2], [1, 2, 3]),
-    ("lat_lng", "1/" + "0" * (hq.MAX_LAT_LNG_CHARS - 2), "1/" + "0" * (hq.MAX_LAT_LNG_CHARS - 1)),
-    ("lat_lng", [0, 0], {"lat": 1, "lng": 2}),
-    ("version", "v" * hq.MAX_VERSION_CHARS, "v" * (hq.MAX_VERSION_CHARS + 1)),
-    ("version", "0.10.3-dev", "0.10.3\n"),
-])
+@pytest.mark.parametrize(
+    "field, good, bad",
+    [
+        ("downloader", "abc", "ab"),
+        ("downloader", "x" * 30, "x" * 31),
+        ("downloader", "a-b_C9", "caf\u00e9"),
+        ("downloader", "a-b_C9", 12345),
+        ("selected_project", "p" * 64, "p" * 65),
+        ("selected_project", "auto", "Upper"),
+        ("selected_project", "a_b-c", ["list"]),
+        ("lat_lng", [90, 180], [90.000001, 0]),
+        ("lat_lng", [-90, -180], [0, -180.000001]),
+        ("lat_lng", "51.5/-0.1", "NaN/0"),
+        ("lat_lng", "51.5,-0.1", "51.5/-0.1/3"),
+        ("lat_lng", [1.5, 2.5], [True, 1]),
+        ("lat_lng", [1, 2], [1, 2, 3]),
+        ("lat_lng", "1/" + "0" * (hq.MAX_LAT_LNG_CHARS - 2), "1/" + "0" * (hq.MAX_LAT_LNG_CHARS - 1)),
+        ("lat_lng", [0, 0], {"lat": 1, "lng": 2}),
+        ("version", "v" * hq.MAX_VERSION_CHARS, "v" * (hq.MAX_VERSION_CHARS + 1)),
+        ("version", "0.10.3-dev", "0.10.3\n"),
+    ],
+)
 def test_each_field_is_kept_at_its_limit_and_refused_just_past_it(web, r, field, good, bad):
     warrior_id = register(web)
     res = update(web, {"warrior": {"warrior_id": warrior_id, field: good}})
@@ -238,7 +274,7 @@ def test_each_field_is_kept_at_its_limit_and_refused_just_past_it(web, r, field,
     assert res.json["refused"] == hq.HEARTBEAT_REASONS[field]
     assert record_of(r, warrior_id) == {**kept, "seen_ms": record_of(r, warrior_id)["seen_ms"]}
     assert refused(r, field) == 1
-    assert r.zscore(keyspace.WARRIORS_SEEN, warrior_id) >= seen      # still alive
+    assert r.zscore(keyspace.WARRIORS_SEEN, warrior_id) >= seen  # still alive
 
 
 def test_the_version_comes_from_seesaws_user_agent(web, r):
@@ -253,8 +289,9 @@ def test_a_forgotten_id_is_registered_again_by_its_heartbeat(web, r, monkeypatch
     # seesaw keeps its id in config.json and never registers again: after the registry forgot
     # it (30 days silent, or lost), its next heartbeat registers it anew, throttled as usual.
     forgotten = "0123456789abcdef" * 2
-    res = update(web, {"warrior": {"warrior_id": forgotten, "downloader": "alice",
-                                   "selected_project": "demo"}})
+    res = update(
+        web, {"warrior": {"warrior_id": forgotten, "downloader": "alice", "selected_project": "demo"}}
+    )
     assert res.status_code == 200 and "projects" in res.json
     kept = record_of(r, forgotten)
     assert kept["downloader"] == "alice" and kept["selected_project"] == "demo"
@@ -262,13 +299,18 @@ def test_a_forgotten_id_is_registered_again_by_its_heartbeat(web, r, monkeypatch
     monkeypatch.setenv("TRACKER_REGISTRATIONS_PER_HOUR", "1")
     other = "fedcba9876543210" * 2
     assert update(web, {"warrior": {"warrior_id": other}}).status_code == 200
-    assert r.hget(keyspace.WARRIORS, other) is None                   # throttled: not stored
+    assert r.hget(keyspace.WARRIORS, other) is None  # throttled: not stored
     assert int(r.hget(keyspace.GLOBAL_STATS, "register_throttled")) == 1
 
 
 def test_an_unknown_id_or_a_bad_one_adds_nothing(web, r):
-    for body in ({"warrior": {"warrior_id": "ghost", "downloader": "abc"}},
-                 {"warrior_id": "x" * 65}, {"warrior_id": 7}, {"warrior": "text"}, {}):
+    for body in (
+        {"warrior": {"warrior_id": "ghost", "downloader": "abc"}},
+        {"warrior_id": "x" * 65},
+        {"warrior_id": 7},
+        {"warrior": "text"},
+        {},
+    ):
         res = update(web, body)
         assert res.status_code == 200 and "projects" in res.json
     assert r.hlen(keyspace.WARRIORS) == 0 and r.zcard(keyspace.WARRIORS_SEEN) == 0
@@ -276,12 +318,21 @@ def test_an_unknown_id_or_a_bad_one_adds_nothing(web, r):
 
 
 def test_the_longest_record_fits_and_its_size_in_redis(web, r):
-    warrior_id = hq.register(r, {"version": '\\"' * (hq.MAX_VERSION_CHARS // 2)},
-                             "2001:db8:ffff:ffff:ffff:ffff:ffff:ffff")
-    update(web, {"warrior": {"warrior_id": warrior_id, "downloader": "d" * 30,
-                             "selected_project": "p" * 64,
-                             "lat_lng": [-89.123456, -179.123456]}},
-           "ArchiveTeam Warrior/" + '\\"' * (hq.MAX_VERSION_CHARS // 2))
+    warrior_id = hq.register(
+        r, {"version": '\\"' * (hq.MAX_VERSION_CHARS // 2)}, "2001:db8:ffff:ffff:ffff:ffff:ffff:ffff"
+    )
+    update(
+        web,
+        {
+            "warrior": {
+                "warrior_id": warrior_id,
+                "downloader": "d" * 30,
+                "selected_project": "p" * 64,
+                "lat_lng": [-89.123456, -179.123456],
+            }
+        },
+        "ArchiveTeam Warrior/" + '\\"' * (hq.MAX_VERSION_CHARS // 2),
+    )
     stored = r.hget(keyspace.WARRIORS, warrior_id)
     kept = json.loads(stored)
     assert kept["downloader"] == "d" * 30 and kept["lat_lng"] == [-89.123456, -179.123456]
@@ -299,8 +350,8 @@ def test_online_means_a_heartbeat_within_the_window(web, r):
     assert listing[registered_only]["last_seen_ms"] == listing[registered_only]["registered_ms"]
     assert listing[beating]["online"] and hq.online_count(r) == 1
     now = int(time.time() * 1000)
-    r.zadd(keyspace.WARRIORS_SEEN, {beating: now - hq.ONLINE_WITHIN_MS + 5_000})   # just within
+    r.zadd(keyspace.WARRIORS_SEEN, {beating: now - hq.ONLINE_WITHIN_MS + 5_000})  # just within
     assert hq.online_count(r) == 1
-    r.zadd(keyspace.WARRIORS_SEEN, {beating: now - hq.ONLINE_WITHIN_MS - 1})       # just past
+    r.zadd(keyspace.WARRIORS_SEEN, {beating: now - hq.ONLINE_WITHIN_MS - 1})  # just past
     assert hq.online_count(r) == 0
-    assert hq.ONLINE_WITHIN_MS == 25 * 60_000      # two of seesaw's ten-minute updates, and 5 min
+    assert hq.ONLINE_WITHIN_MS == 25 * 60_000  # two of seesaw's ten-minute updates, and 5 min

@@ -2,6 +2,7 @@
 the pages' headers (CSRF on login, no framing, no caching of admin answers, nosniff) and
 /metrics behind a token.
 """
+
 import json
 import os
 import subprocess
@@ -29,8 +30,12 @@ def web(engine):
 
 
 def register(web, ip, warrior=None):
-    return web.simulate_post("/api/register.json", remote_addr=ip, headers=JSON,
-                             body=orjson.dumps({"warrior": warrior or {"version": "0.10.3"}}))
+    return web.simulate_post(
+        "/api/register.json",
+        remote_addr=ip,
+        headers=JSON,
+        body=orjson.dumps({"warrior": warrior or {"version": "0.10.3"}}),
+    )
 
 
 def refused(r, field):
@@ -39,8 +44,9 @@ def refused(r, field):
 
 # -- the warrior registry ------------------------------------------------------------------
 
+
 def test_registration_is_throttled_per_address_at_the_bound(web, r):
-    for n in range(hq.REGISTRATIONS_PER_HOUR):
+    for _ in range(hq.REGISTRATIONS_PER_HOUR):
         res = register(web, "192.0.2.1")
         assert res.status_code == 200 and r.hexists(keyspace.WARRIORS, res.json["warrior_id"])
     assert r.hlen(keyspace.WARRIORS) == hq.REGISTRATIONS_PER_HOUR
@@ -65,15 +71,14 @@ def test_ipv6_addresses_of_one_64_share_the_throttle(web, r):
     assert r.hexists(keyspace.WARRIORS, register(web, "2001:db8:1:3::1").json["warrior_id"])
 
 
-def test_the_registry_holds_at_most_its_bound_and_makes_room_as_warriors_fall_silent(
-        web, r, monkeypatch):
+def test_the_registry_holds_at_most_its_bound_and_makes_room_as_warriors_fall_silent(web, r, monkeypatch):
     monkeypatch.setenv("TRACKER_WARRIORS_MAX", "3")
     ids = [register(web, f"198.51.100.{n}").json["warrior_id"] for n in range(3)]
     assert r.hlen(keyspace.WARRIORS) == 3
     res = register(web, "198.51.100.9")
     assert res.status_code == 200 and not r.hexists(keyspace.WARRIORS, res.json["warrior_id"])
     assert r.hlen(keyspace.WARRIORS) == 3 and refused(r, "register_registry_full") == 1
-    r.zadd(keyspace.WARRIORS_SEEN, {ids[0]: 1})          # silent since 1970: forgotten
+    r.zadd(keyspace.WARRIORS_SEEN, {ids[0]: 1})  # silent since 1970: forgotten
     assert r.hexists(keyspace.WARRIORS, register(web, "198.51.100.9").json["warrior_id"])
     assert r.hlen(keyspace.WARRIORS) == 3 and not r.hexists(keyspace.WARRIORS, ids[0])
 
@@ -84,8 +89,9 @@ def test_a_record_keeps_only_the_version_ip_and_time(web, r):
     stored = r.hget(keyspace.WARRIORS, res.json["warrior_id"])
     assert len(stored) <= hq.MAX_RECORD
     assert json.loads(stored)["warrior"] == {"version": "0.10.3"}
-    worst = register(web, "2001:db8:ffff:ffff:ffff:ffff:ffff:ffff",
-                     {"version": "\\\"" * (hq.MAX_VERSION_CHARS // 2)})
+    worst = register(
+        web, "2001:db8:ffff:ffff:ffff:ffff:ffff:ffff", {"version": '\\"' * (hq.MAX_VERSION_CHARS // 2)}
+    )
     assert len(r.hget(keyspace.WARRIORS, worst.json["warrior_id"])) <= hq.MAX_RECORD
     for version in ("x" * (hq.MAX_VERSION_CHARS + 1), "caf\u00e9", 3, "\n"):
         before = r.hlen(keyspace.WARRIORS)
@@ -115,18 +121,20 @@ print("RESULT " + json.dumps({"warrior_id": realize(warrior.warrior_id),
 def run_seesaw_hq(server, work_dir) -> dict:
     """One round of seesaw 0.10.3's own Warrior.update_warrior_hq: register if it has no id
     yet, then post its update and load the projects from the answer."""
-    done = subprocess.run([sys.executable, "-c", SEESAW_HQ, server.base, str(work_dir)],
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", SEESAW_HQ, server.base, str(work_dir)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     line = [x for x in done.stdout.splitlines() if x.startswith("RESULT ")][-1]
-    return json.loads(line[len("RESULT "):])
+    return json.loads(line[len("RESULT ") :])
 
 
-def test_seesaw_warrior_registers_heartbeats_and_works_past_the_throttle(redis_url, admin, r,
-                                                                        tmp_path):
+def test_seesaw_warrior_registers_heartbeats_and_works_past_the_throttle(redis_url, admin, r, tmp_path):
     admin.create_project("listed")
-    server = start_live_server(redis_url, workers=1,
-                               extra_env={"TRACKER_REGISTRATIONS_PER_HOUR": "1"})
+    server = start_live_server(redis_url, workers=1, extra_env={"TRACKER_REGISTRATIONS_PER_HOUR": "1"})
     try:
         first = run_seesaw_hq(server, tmp_path / "one")
         assert first["projects"] == ["listed"] and not first["failed"]
@@ -156,6 +164,7 @@ P = "proj"
 @pytest.fixture
 def tokens_(admin):
     from tracker_core import tokens
+
     admin.create_project(P)
     list(admin.add_items(P, ["https://example.com/a b?c=%20#d"]))
     return {P: tokens.create(admin.r, P)[0], "global": tokens.create(admin.r, "*")[0]}
@@ -178,29 +187,36 @@ def post_login(web, fields, cookie=None, origin=None):
 def test_login_needs_the_nonce_its_form_set(web, tokens_, r):
     token = tokens_[P]
     nonce = login_form(web)
-    for fields, cookie in (({"token": token}, None),                       # a cross-site post
-                           ({"token": token, "csrf": nonce}, None),        # field, no cookie
-                           ({"token": token}, nonce),                       # cookie, no field
-                           ({"token": token, "csrf": "0" * 32}, nonce),     # the wrong field
-                           ({"token": token, "csrf": ""}, "")):
+    for fields, cookie in (
+        ({"token": token}, None),  # a cross-site post
+        ({"token": token, "csrf": nonce}, None),  # field, no cookie
+        ({"token": token}, nonce),  # cookie, no field
+        ({"token": token, "csrf": "0" * 32}, nonce),  # the wrong field
+        ({"token": token, "csrf": ""}, ""),
+    ):
         res = post_login(web, fields, cookie)
         assert res.status_code == 403 and "tracker_admin" not in res.cookies, fields
     assert refused(r, "admin_bad_csrf") == 5
     res = post_login(web, {"token": token, "csrf": nonce}, nonce, origin="https://evil.example")
     assert res.status_code == 403 and "tracker_admin" not in res.cookies
     assert refused(r, "admin_bad_origin") == 1
-    res = post_login(web, {"token": token, "csrf": nonce}, nonce,
-                     origin="http://falconframework.org")
+    res = post_login(web, {"token": token, "csrf": nonce}, nonce, origin="http://falconframework.org")
     assert res.status_code == 303 and res.cookies["tracker_admin"].value == token
-    assert res.cookies["tracker_login"].value == ""          # the nonce is used up
+    assert res.cookies["tracker_login"].value == ""  # the nonce is used up
 
 
 def test_a_page_action_posted_from_another_site_is_refused(web, tokens_, r):
     from tracker_api.admin_pages import csrf_for
-    res = web.simulate_post(f"/admin/{P}/block", body=urllib.parse.urlencode(
-        {"entry": "name:mallory", "csrf": csrf_for(tokens_[P])}), headers={
-        "Content-Type": "application/x-www-form-urlencoded", "Origin": "null",
-        "Cookie": f"tracker_admin={tokens_[P]}"})
+
+    res = web.simulate_post(
+        f"/admin/{P}/block",
+        body=urllib.parse.urlencode({"entry": "name:mallory", "csrf": csrf_for(tokens_[P])}),
+        headers={
+            "Content-Type": "application/x-www-form-urlencoded",
+            "Origin": "null",
+            "Cookie": f"tracker_admin={tokens_[P]}",
+        },
+    )
     assert res.status_code == 403 and not r.smembers(ProjectKeys(P).blocked)
 
 
@@ -220,10 +236,12 @@ def test_admin_pages_and_api_are_not_framed_cached_or_sniffed(web, tokens_):
         assert_page_headers(res)
         assert res.headers["cache-control"] == "no-store"
     bearer = {"Authorization": f"Bearer {tokens_['global']}"}
-    for path, headers, status in (("/api/admin/projects", bearer, 200),
-                                  ("/api/admin/projects", {}, 401),
-                                  (f"/admin/{P}", {}, 401),
-                                  ("/api/admin/nope", bearer, 404)):
+    for path, headers, status in (
+        ("/api/admin/projects", bearer, 200),
+        ("/api/admin/projects", {}, 401),
+        (f"/admin/{P}", {}, 401),
+        ("/api/admin/nope", bearer, 404),
+    ):
         res = web.simulate_get(path, headers=headers)
         assert res.status_code == status, path
         assert res.headers["cache-control"] == "no-store", path
@@ -235,18 +253,24 @@ def test_public_answers_are_not_sniffed_and_pages_not_framed(web, tokens_):
     assert leaderboard.status_code == 200
     assert_page_headers(leaderboard)
     assert "no-store" not in leaderboard.headers.get("cache-control", "")
-    for res in (web.simulate_get(f"/{P}/stats.json"), web.simulate_get("/static/leaderboard.js"),
-                web.simulate_get("/projects.json"), web.simulate_get("/nope/at/all"),
-                web.simulate_post(f"/{P}/request", body=b"{", headers=JSON),
-                web.simulate_post(f"/{P}/request", headers=JSON, body=orjson.dumps(
-                    {"downloader": "alice", "api_version": "2"}))):
+    for res in (
+        web.simulate_get(f"/{P}/stats.json"),
+        web.simulate_get("/static/leaderboard.js"),
+        web.simulate_get("/projects.json"),
+        web.simulate_get("/nope/at/all"),
+        web.simulate_post(f"/{P}/request", body=b"{", headers=JSON),
+        web.simulate_post(
+            f"/{P}/request", headers=JSON, body=orjson.dumps({"downloader": "alice", "api_version": "2"})
+        ),
+    ):
         assert res.headers["x-content-type-options"] == "nosniff"
         # Warriors' answers are not HTML: no page headers on the hot path.
         assert "content-security-policy" not in res.headers
 
 
-needs_chromium = pytest.mark.skipif(find_chromium() is None and os.environ.get("CI") != "true",
-                                    reason="Debian's chromium is not installed")
+needs_chromium = pytest.mark.skipif(
+    find_chromium() is None and os.environ.get("CI") != "true", reason="Debian's chromium is not installed"
+)
 
 
 @pytest.mark.slow
@@ -255,6 +279,7 @@ def test_admin_pages_work_in_chromium_under_their_policy(redis_url, admin, tmp_p
     """Log in through the form, see the project page styled from /static/, and find the policy
     in force: an inline script is not run."""
     from tracker_core import tokens
+
     admin.create_project(P)
     list(admin.add_items(P, [f"https://example.com/{n}?q=%20" for n in range(3)]))
     token = tokens.create(admin.r, P)[0]
@@ -262,23 +287,28 @@ def test_admin_pages_work_in_chromium_under_their_policy(redis_url, admin, tmp_p
     browser = Browser(find_chromium())
     try:
         browser.navigate(f"{server.base}/admin")
-        browser.evaluate(f"document.querySelector('input[name=token]').value = {json.dumps(token)};"
-                         "document.querySelector('form').submit(); true")
+        browser.evaluate(
+            f"document.querySelector('input[name=token]').value = {json.dumps(token)};"
+            "document.querySelector('form').submit(); true"
+        )
         browser.wait_for(f"!!document.querySelector('a[href=\"/admin/{P}\"]')")
         browser.navigate(f"{server.base}/admin/{P}")
         assert browser.wait_for("document.body && document.body.textContent.includes('done: 0')")
         # admin.css applied (a stylesheet from /static/ is allowed)...
         assert browser.evaluate("getComputedStyle(document.body).maxWidth") == "900px"
         # ...an inline script is not.
-        assert browser.evaluate("const s = document.createElement('script');"
-                                "s.textContent = 'window.inlineRan = true';"
-                                "document.body.appendChild(s); window.inlineRan === undefined")
+        assert browser.evaluate(
+            "const s = document.createElement('script');"
+            "s.textContent = 'window.inlineRan = true';"
+            "document.body.appendChild(s); window.inlineRan === undefined"
+        )
         # A form still posts (form-action 'self') and comes back with the result.
-        browser.evaluate("document.querySelector('form[action$=\"/block\"] input[name=entry]')"
-                         ".value = 'name:mallory';"
-                         "document.querySelector('form[action$=\"/block\"]').submit(); true")
-        browser.wait_for("document.body && "
-                         "document.body.textContent.includes('blocked name:mallory')")
+        browser.evaluate(
+            "document.querySelector('form[action$=\"/block\"] input[name=entry]')"
+            ".value = 'name:mallory';"
+            "document.querySelector('form[action$=\"/block\"]').submit(); true"
+        )
+        browser.wait_for("document.body && document.body.textContent.includes('blocked name:mallory')")
     finally:
         browser.close()
         stop_live_server(server)
@@ -287,15 +317,22 @@ def test_admin_pages_work_in_chromium_under_their_policy(redis_url, admin, tmp_p
 
 # -- /metrics ------------------------------------------------------------------------------
 
+
 def metric_projects(text) -> set[str]:
     from prometheus_client.parser import text_string_to_metric_families
-    return {s.labels["project"] for f in text_string_to_metric_families(text)
-            for s in f.samples if "project" in s.labels}
+
+    return {
+        s.labels["project"]
+        for f in text_string_to_metric_families(text)
+        for s in f.samples
+        if "project" in s.labels
+    }
 
 
 @pytest.fixture
 def metrics_setup(admin, monkeypatch):
     from tracker_core import tokens
+
     monkeypatch.setenv("TRACKER_METRICS_TOKEN", "prometheus-secret-0123456789")
     admin.create_project("public")
     admin.create_project("hidden")
@@ -329,16 +366,26 @@ def test_the_metrics_token_or_a_global_admin_token_sees_everything(engine, metri
     assert metric_projects(scrape(web, metrics_setup["hidden"]).text) == {"public", "hidden"}
 
 
-@pytest.mark.parametrize("token,scheme", [("wrong", "Bearer"), ("", "Bearer"),
-                                          ("prometheus-secret-0123456789", "Basic"),
-                                          ("trk_000000000000_" + "x" * 43, "Bearer"),
-                                          ("prometheus-secret-012345678", "Bearer")])
+@pytest.mark.parametrize(
+    "token,scheme",
+    [
+        ("wrong", "Bearer"),
+        ("", "Bearer"),
+        ("prometheus-secret-0123456789", "Basic"),
+        ("trk_000000000000_" + "x" * 43, "Bearer"),
+        ("prometheus-secret-012345678", "Bearer"),
+    ],
+)
 def test_a_wrong_metrics_token_is_refused_and_counted(engine, metrics_setup, r, token, scheme):
     web = testing.TestClient(create_app(engine))
     res = scrape(web, token, scheme)
     assert res.status_code == 401 and "hidden" not in res.text
-    assert refused(r, "metrics_unauthenticated") + refused(r, "metrics_bad_token") \
-        + refused(r, "admin_bad_token") == 1
+    assert (
+        refused(r, "metrics_unauthenticated")
+        + refused(r, "metrics_bad_token")
+        + refused(r, "admin_bad_token")
+        == 1
+    )
 
 
 def test_no_spelling_of_metrics_shows_an_unlisted_project_through_bjoern(redis_url, admin):
@@ -348,8 +395,18 @@ def test_no_spelling_of_metrics_shows_an_unlisted_project_through_bjoern(redis_u
     server = start_live_server(redis_url, workers=1)
     try:
         import socket
-        for path in ("/metrics", "/metrics#x", "/metrics/", "//metrics", "/metrics?",
-                     "/metrics/?x#y", "/%6detrics", "/METRICS", "/metrics;x"):
+
+        for path in (
+            "/metrics",
+            "/metrics#x",
+            "/metrics/",
+            "//metrics",
+            "/metrics?",
+            "/metrics/?x#y",
+            "/%6detrics",
+            "/METRICS",
+            "/metrics;x",
+        ):
             with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:
                 s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
                 answer = b""
@@ -364,12 +421,23 @@ def test_haproxy_refuses_every_spelling_of_metrics_and_nothing_else():
     """The deny rule's regular expression, over the URL-decoded path HAProxy matches it on
     (HAProxy's `path` stops at "?" and keeps "#"; matched with -i)."""
     import re
+
     from conftest import ROOT
+
     defaults = (ROOT / "ansible/roles/loadbalancer/defaults/main.yml").read_text()
     (value,) = re.findall(r"^loadbalancer_private_paths_regex: '(.*)'$", defaults, re.M)
     rule = re.compile(value.replace("''", "'"), re.IGNORECASE)
-    for path in ("/metrics", "/metrics#x", "/metrics/", "//metrics", "/METRICS", "/Metrics/#",
-                 "/metrics;x", "///metrics//", "/metrics/x"):
+    for path in (
+        "/metrics",
+        "/metrics#x",
+        "/metrics/",
+        "//metrics",
+        "/METRICS",
+        "/Metrics/#",
+        "/metrics;x",
+        "///metrics//",
+        "/metrics/x",
+    ):
         assert rule.search(path), path
     for path in ("/metricsfoo", "/proj/metrics", "/proj", "/admin", "/metrics-project/"):
         assert not rule.search(path), path

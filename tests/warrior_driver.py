@@ -4,6 +4,7 @@ Started as a subprocess by tests/test_seesaw_client.py, so that tornado's global
 ``collections`` alias seesaw needs never touch the pytest process. Prints seesaw's own item log,
 then one last line ``RESULT {json}`` with what the pipeline completed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -19,8 +20,13 @@ from seesaw.item import ItemInterpolation, ItemValue  # noqa: E402
 from seesaw.pipeline import Pipeline  # noqa: E402
 from seesaw.runner import SimpleRunner  # noqa: E402
 from seesaw.task import SimpleTask  # noqa: E402
-from seesaw.tracker import (GetItemFromTracker, PrepareStatsForTracker,  # noqa: E402
-                            SendDoneToTracker, TrackerRequest, UploadWithTracker)
+from seesaw.tracker import (  # noqa: E402
+    GetItemFromTracker,
+    PrepareStatsForTracker,
+    SendDoneToTracker,
+    TrackerRequest,
+    UploadWithTracker,
+)
 
 
 def shorten_back_off(seconds: float) -> None:
@@ -29,6 +35,7 @@ def shorten_back_off(seconds: float) -> None:
 
     def increment_retry_delay(self, max_delay=300):
         self.retry_delay = seconds
+
     TrackerRequest.increment_retry_delay = increment_retry_delay
 
 
@@ -62,10 +69,17 @@ def build_pipeline(args) -> Pipeline:
         ),
     ]
     if args.upload:
-        tasks.append(UploadWithTracker(
-            base, args.downloader, files=[ItemInterpolation("%(data_file)s")], version=args.version,
-            rsync_target_source_path=ItemInterpolation("%(item_dir)s/"),
-            curl_connect_timeout="5", curl_speed_time="30"))
+        tasks.append(
+            UploadWithTracker(
+                base,
+                args.downloader,
+                files=[ItemInterpolation("%(data_file)s")],
+                version=args.version,
+                rsync_target_source_path=ItemInterpolation("%(item_dir)s/"),
+                curl_connect_timeout="5",
+                curl_speed_time="30",
+            )
+        )
     tasks.append(SendDoneToTracker(base, stats=ItemValue("stats")))
     return Pipeline(*tasks)
 
@@ -92,8 +106,7 @@ def main() -> None:
     runner = SimpleRunner(pipeline, concurrent_items=args.concurrent, max_items=args.claims)
     runner.start()
     names = [name for joined in completed for name in joined.split("\0")]
-    print("RESULT " + json.dumps({"claims": len(completed), "names": names, "failed": failed}),
-          flush=True)
+    print("RESULT " + json.dumps({"claims": len(completed), "names": names, "failed": failed}), flush=True)
 
 
 if __name__ == "__main__":

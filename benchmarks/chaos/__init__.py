@@ -10,4 +10,5 @@ recovery time after each fault, items handed out twice and every violation found
 Modules: procs (the processes and their faults), census (where every item is), ledger (what the
 warriors were told), warriors (the HTTP clients), run (the schedule and the report).
 """
+
 from chaos.run import Config, run  # noqa: F401

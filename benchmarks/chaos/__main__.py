@@ -1,4 +1,5 @@
 """`make chaos`: PYTHONPATH=benchmarks python -m chaos [--items N] [--rounds R] [--seed S] ..."""
+
 from __future__ import annotations
 
 import argparse
@@ -23,8 +24,9 @@ def main(argv=None) -> int:
             parser.add_argument(flag, action="store_true", default=f.default)
         else:
             parser.add_argument(flag, type=kind, default=f.default)
-    parser.add_argument("--faults", default=",".join(Config.faults),
-                        help="comma-separated subset of the faults")
+    parser.add_argument(
+        "--faults", default=",".join(Config.faults), help="comma-separated subset of the faults"
+    )
     parser.add_argument("--out", type=Path, default=RESULTS / "chaos.json")
     args = vars(parser.parse_args(argv))
     out = args.pop("out")
@@ -33,8 +35,17 @@ def main(argv=None) -> int:
     report["command"] = "make chaos (" + " ".join(sys.argv[1:]) + ")" if sys.argv[1:] else "make chaos"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
-    summary = {k: report[k] for k in ("duration_s", "requests_total", "items_handed_out",
-                                      "items_handed_out_twice", "violation_counts", "passed")}
+    summary = {
+        k: report[k]
+        for k in (
+            "duration_s",
+            "requests_total",
+            "items_handed_out",
+            "items_handed_out_twice",
+            "violation_counts",
+            "passed",
+        )
+    }
     print(json.dumps(summary, indent=2))
     print("recovery:", {f["fault"]: f["recovery_s"] for f in report["faults"]})
     print(f"written to {out}")

@@ -4,6 +4,7 @@ The places (docs/data-model.md's invariant): a todo queue (the shared ones, each
 items held back by a limit in its sub-queue or on their way in), out, done, offloaded (segments
 on disk or on their way to one), dead. Every loaded item must be in exactly one of them.
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -14,7 +15,7 @@ from tracker_core.keys import ProjectKeys
 
 
 def _held_name(entry: str) -> str:
-    return entry.split("\0", 1)[1]       # "LIMIT\0ITEM"
+    return entry.split("\0", 1)[1]  # "LIMIT\0ITEM"
 
 
 def places(r, project: str, segments_dir: Path | None = None) -> dict[str, Counter]:

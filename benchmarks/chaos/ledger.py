@@ -5,6 +5,7 @@ two claims ran certainly closer than the project's reclaim TTL: a claim ran some
 request being sent and its answer arriving, so the widest gap is (later answer - earlier send).
 Wider gaps may be legitimate reclaims (the first holder went quiet) and are counted apart.
 """
+
 from __future__ import annotations
 
 import threading
@@ -24,9 +25,9 @@ class Ledger:
         self.reclaim_ttl_s = reclaim_ttl_s
         self.lock = threading.Lock()
         self.holders: dict[str, Claim] = {}
-        self.acked_done: dict[str, float] = {}        # item -> when its 200 OK arrived
-        self.loaded: set[str] = set()                  # added by the admin, or backfed with a 200
-        self.maybe: set[str] = set()                   # backfed without an answer: in or not
+        self.acked_done: dict[str, float] = {}  # item -> when its 200 OK arrived
+        self.loaded: set[str] = set()  # added by the admin, or backfed with a 200
+        self.maybe: set[str] = set()  # backfed without an answer: in or not
         self.handed = 0
         self.reclaimed = 0
         self.twice: list[dict] = []
@@ -43,14 +44,25 @@ class Ledger:
                 self.handed += 1
                 done_at = self.acked_done.get(item)
                 if done_at is not None and sent > done_at:
-                    self.after_done.append({"item": item[:200], "holder": holder,
-                                            "done_acked_s_before": round(sent - done_at, 3)})
+                    self.after_done.append(
+                        {
+                            "item": item[:200],
+                            "holder": holder,
+                            "done_acked_s_before": round(sent - done_at, 3),
+                        }
+                    )
                 prev = self.holders.get(item)
                 if prev is not None:
                     widest = max(received - prev.sent, prev.received - sent)
                     if widest < self.reclaim_ttl_s:
-                        self.twice.append({"item": item[:200], "first": prev.holder,
-                                           "second": holder, "widest_gap_s": round(widest, 3)})
+                        self.twice.append(
+                            {
+                                "item": item[:200],
+                                "first": prev.holder,
+                                "second": holder,
+                                "widest_gap_s": round(widest, 3),
+                            }
+                        )
                     else:
                         self.reclaimed += 1
                 self.holders[item] = Claim(holder, sent, received)

@@ -1,4 +1,5 @@
 """The processes under test: a redis-server and `tracker serve`, with the faults applied to them."""
+
 from __future__ import annotations
 
 import os
@@ -48,8 +49,14 @@ class ChaosRedis:
     def __init__(self, data_dir: Path, port: int, maxmemory_mb: int, appendfsync: str):
         self.data_dir, self.port = data_dir, port
         # The extra arguments come last, so they override EmbeddedRedis's everysec.
-        self.extra = ["--appendfsync", appendfsync, "--maxmemory", f"{maxmemory_mb}mb",
-                      "--maxmemory-policy", "noeviction"]
+        self.extra = [
+            "--appendfsync",
+            appendfsync,
+            "--maxmemory",
+            f"{maxmemory_mb}mb",
+            "--maxmemory-policy",
+            "noeviction",
+        ]
         self.server = EmbeddedRedis(data_dir, port=port, extra=self.extra)
         self.restarts = 0
 
@@ -81,8 +88,9 @@ class ChaosRedis:
         os.kill(self.pid, signal.SIGCONT)
 
     def client(self) -> redis.Redis:
-        return redis.Redis.from_url(self.url, decode_responses=True,
-                                    encoding_errors="surrogateescape", socket_timeout=30)
+        return redis.Redis.from_url(
+            self.url, decode_responses=True, encoding_errors="surrogateescape", socket_timeout=30
+        )
 
     def stop(self) -> None:
         try:
@@ -104,12 +112,30 @@ class ChaosServer:
         env = dict(os.environ, TRACKER_REDIS_URL=self.redis_url)
         with open(self.log, "ab") as log:
             self.process = subprocess.Popen(
-                [str(TRACKER_BIN), "serve", "--host", "127.0.0.1", "--port", str(self.port),
-                 "--workers", str(self.workers)], env=env, stdin=subprocess.DEVNULL,
-                stdout=log, stderr=log)
+                [
+                    str(TRACKER_BIN),
+                    "serve",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(self.port),
+                    "--workers",
+                    str(self.workers),
+                ],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+            )
         self.starts += 1
-        if not wait_for(lambda: self.process.poll() is not None or
-                        len(self.worker_pids()) == self.workers and port_open(self.port), timeout_s):
+        if not wait_for(
+            lambda: (
+                self.process.poll() is not None
+                or len(self.worker_pids()) == self.workers
+                and port_open(self.port)
+            ),
+            timeout_s,
+        ):
             raise RuntimeError(f"tracker serve did not start on port {self.port}")
         if self.process.poll() is not None:
             raise RuntimeError(f"tracker serve exited with {self.process.returncode}; see {self.log}")
@@ -128,8 +154,9 @@ class ChaosServer:
         victim = pick(sorted(workers))
         os.kill(victim, signal.SIGKILL)
         started = time.monotonic()
-        replaced = wait_for(lambda: victim not in self.worker_pids()
-                            and len(self.worker_pids()) == self.workers, 15)
+        replaced = wait_for(
+            lambda: victim not in self.worker_pids() and len(self.worker_pids()) == self.workers, 15
+        )
         return victim, replaced, time.monotonic() - started
 
     def kill_parent(self, grace_s: float) -> list[int]:

@@ -1,4 +1,5 @@
 """The fault schedule and the report: load, drive, inject faults, drain, take the census."""
+
 from __future__ import annotations
 
 import os
@@ -15,7 +16,7 @@ import redis
 
 from chaos import census
 from chaos.ledger import Ledger
-from chaos.procs import ChaosRedis, ChaosServer, port_open, wait_for
+from chaos.procs import ChaosRedis, ChaosServer, wait_for
 from chaos.warriors import Backfeeder, Prober, Warrior
 from tracker_core import backfeed_secrets
 from tracker_core.admin import Admin
@@ -25,7 +26,7 @@ from tracker_core.keys import ProjectKeys
 PROJECT = "chaos"
 LIMITED_PREFIX = "https://limited.example/"
 FAULTS = ("worker_kill", "parent_kill", "redis_kill", "redis_stall", "redis_full")
-SAMPLE = 20          # items named per violation in the report
+SAMPLE = 20  # items named per violation in the report
 
 
 @dataclass
@@ -34,20 +35,20 @@ class Config:
     items: int = 40_000
     warriors: int = 8
     workers: int = 2
-    rounds: int = 2                      # each round applies every fault once, in a seeded order
+    rounds: int = 2  # each round applies every fault once, in a seeded order
     faults: tuple = FAULTS
-    backfeed_batch: int = 10_000         # the documented maximum per post
+    backfeed_batch: int = 10_000  # the documented maximum per post
     backfeed_posts: int = 6
     limit_rate: str = "3000/s"
     max_multi: int = 100
     reclaim_ttl_s: float = 5.0
     warmup_s: float = 3.0
-    settle_s: float = 5.0                # load between faults, recovery measured in it
+    settle_s: float = 5.0  # load between faults, recovery measured in it
     redis_down_s: float = 1.0
-    stall_s: float = 12.0                # past the tracker's 10 s Redis client timeout
+    stall_s: float = 12.0  # past the tracker's 10 s Redis client timeout
     fill_hold_s: float = 4.0
-    headroom_mb: int = 48                # maxmemory = memory used after loading + this
-    parent_grace_s: float = 3.0          # how long workers may outlive a killed parent
+    headroom_mb: int = 48  # maxmemory = memory used after loading + this
+    parent_grace_s: float = 3.0  # how long workers may outlive a killed parent
     appendfsync: str = "everysec"
     drain_timeout_s: float = 120.0
     keep_dir: bool = False
@@ -62,7 +63,7 @@ def item_name(rng: random.Random, n: int) -> str:
     if kind in (1, 2):
         return f"https://example.com/user {n}/photos?page={rng.randint(1, 99)}&q=a%20b#top"
     if kind == 3:
-        return f"{LIMITED_PREFIX}{n}/loaded?x=%41#f"        # held by the limit from the start
+        return f"{LIMITED_PREFIX}{n}/loaded?x=%41#f"  # held by the limit from the start
     return f"https://example.org/p/{n}/{rng.getrandbits(32):x}?s=1%25&t=#frag/x y"
 
 
@@ -91,8 +92,7 @@ class Run:
         cfg = self.cfg
         self.redis.start()
         admin = Admin.from_url(self.redis.url)
-        admin.create_project(PROJECT, reclaim_ttl_s=str(cfg.reclaim_ttl_s),
-                             max_multi=str(cfg.max_multi))
+        admin.create_project(PROJECT, reclaim_ttl_s=str(cfg.reclaim_ttl_s), max_multi=str(cfg.max_multi))
         admin.add_limit(PROJECT, "limited", f"prefix:{LIMITED_PREFIX}", cfg.limit_rate)
         self.secret = backfeed_secrets.create(admin.r, ProjectKeys(PROJECT))[1]
         names = [item_name(self.rng, n) for n in range(cfg.items)]
@@ -102,7 +102,7 @@ class Run:
         used = int(admin.r.info("memory")["used_memory"])
         self.maxmemory = used + cfg.headroom_mb * 2**20
         admin.r.config_set("maxmemory", self.maxmemory)
-        self.redis.extra[3] = str(self.maxmemory)         # kept across restarts
+        self.redis.extra[3] = str(self.maxmemory)  # kept across restarts
         admin.r.close()
         self.server = ChaosServer(self.redis.url, free_port(), cfg.workers, self.dir / "serve.log")
         self.server.start()
@@ -119,7 +119,7 @@ class Run:
     def parent_kill(self) -> dict:
         orphans = self.server.kill_parent(self.cfg.parent_grace_s)
         self.orphans += orphans
-        for attempt in range(20):
+        for attempt in range(20):  # noqa: B007 (reported after the loop)
             try:
                 self.server.start()
                 break
@@ -162,26 +162,52 @@ class Run:
         end = time.monotonic()
         self.stop.wait(self.cfg.settle_s)
         recovery = self.prober.recovered_after(end)
-        if recovery is None:       # not within the settle time: wait for it, bounded
+        if recovery is None:  # not within the settle time: wait for it, bounded
             wait_for(lambda: self.prober.recovered_after(end) is not None, 60, 0.2)
             recovery = self.prober.recovered_after(end)
-        self.faults.append({"fault": name, "at_s": round(at - self.t0, 2),
-                            "fault_s": round(end - at, 3),
-                            "recovery_s": None if recovery is None else round(recovery, 3),
-                            **detail})
-        print(f"chaos: {name} at {at - self.t0:.1f}s: recovered in {recovery} s {detail}",
-              file=sys.stderr, flush=True)
+        self.faults.append(
+            {
+                "fault": name,
+                "at_s": round(at - self.t0, 2),
+                "fault_s": round(end - at, 3),
+                "recovery_s": None if recovery is None else round(recovery, 3),
+                **detail,
+            }
+        )
+        print(
+            f"chaos: {name} at {at - self.t0:.1f}s: recovered in {recovery} s {detail}",
+            file=sys.stderr,
+            flush=True,
+        )
 
     # -- the run ----------------------------------------------------------------------------------
 
     def drive(self) -> None:
         cfg = self.cfg
-        self.warriors = [Warrior(f"warrior{w}", cfg.seed * 1000 + w, self.port, PROJECT,
-                                 self.ledger, self.stop, self.draining, cfg.max_multi)
-                         for w in range(cfg.warriors)]
-        self.backfeeder = Backfeeder(cfg.seed * 1000 + 999, self.port, PROJECT, self.secret,
-                                     self.ledger, self.stop, cfg.backfeed_batch,
-                                     cfg.backfeed_posts, backfed_name)
+        self.warriors = [
+            Warrior(
+                f"warrior{w}",
+                cfg.seed * 1000 + w,
+                self.port,
+                PROJECT,
+                self.ledger,
+                self.stop,
+                self.draining,
+                cfg.max_multi,
+            )
+            for w in range(cfg.warriors)
+        ]
+        self.backfeeder = Backfeeder(
+            cfg.seed * 1000 + 999,
+            self.port,
+            PROJECT,
+            self.secret,
+            self.ledger,
+            self.stop,
+            cfg.backfeed_batch,
+            cfg.backfeed_posts,
+            backfed_name,
+        )
         self.prober = Prober(self.port, PROJECT, self.ledger, self.stop)
         for t in (*self.warriors, self.backfeeder, self.prober):
             t.start()
@@ -225,16 +251,24 @@ class Run:
         stranded = sorted(found["out"])
         counters = census.counter_checks(r, PROJECT)
         r.close()
-        server_errors = {k: v for k, v in ledger.statuses.items()
-                         if k.rsplit(" ", 1)[1].isdigit() and int(k.rsplit(" ", 1)[1]) >= 500
-                         and not k.endswith(" 503")}
+        server_errors = {
+            k: v
+            for k, v in ledger.statuses.items()
+            if k.rsplit(" ", 1)[1].isdigit() and int(k.rsplit(" ", 1)[1]) >= 500 and not k.endswith(" 503")
+        }
         crashes = {k: v for k, v in ledger.statuses.items() if k.startswith("warrior-crash")}
         violations = {
-            "missing": missing, "in_two_places": twice_placed, "never_loaded": unknown,
-            "acked_done_not_in_done": acked_missing, "stranded_claims": stranded,
-            "handed_twice": ledger.twice, "handed_after_acked_done": ledger.after_done,
-            "counters": counters, "server_errors": server_errors,
-            "orphaned_workers": self.orphans, "warrior_crashes": crashes,
+            "missing": missing,
+            "in_two_places": twice_placed,
+            "never_loaded": unknown,
+            "acked_done_not_in_done": acked_missing,
+            "stranded_claims": stranded,
+            "handed_twice": ledger.twice,
+            "handed_after_acked_done": ledger.after_done,
+            "counters": counters,
+            "server_errors": server_errors,
+            "orphaned_workers": self.orphans,
+            "warrior_crashes": crashes,
             "not_recovered": [f["fault"] for f in self.faults if f["recovery_s"] is None],
             "not_drained": [] if self.drain_s is not None else ["drain timed out"],
         }
@@ -243,8 +277,11 @@ class Run:
         return {
             "command": "make chaos",
             "config": asdict(cfg),
-            "redis": {"appendfsync": cfg.appendfsync, "maxmemory_bytes": self.maxmemory,
-                      "restarts": self.redis.restarts},
+            "redis": {
+                "appendfsync": cfg.appendfsync,
+                "maxmemory_bytes": self.maxmemory,
+                "restarts": self.redis.restarts,
+            },
             "server_starts": self.server.starts,
             "duration_s": round(time.monotonic() - self.t0, 1),
             "drain_s": self.drain_s,
@@ -261,8 +298,9 @@ class Run:
             "dones_acknowledged": len(ledger.acked_done),
             "faults": self.faults,
             "violation_counts": counts,
-            "violations": {name: (v[:SAMPLE] if isinstance(v, list) else v)
-                           for name, v in violations.items()},
+            "violations": {
+                name: (v[:SAMPLE] if isinstance(v, list) else v) for name, v in violations.items()
+            },
             "passed": not any(counts.values()),
         }
 

@@ -3,6 +3,7 @@
 Each thread has its own seeded random generator. They retry after any non-200 as a real client
 does, only faster (tenths of a second, not a minute), so a fault run keeps the server busy.
 """
+
 from __future__ import annotations
 
 import http.client
@@ -14,17 +15,19 @@ import orjson
 
 from chaos.ledger import Ledger
 
-TIMEOUT_S = 20.0          # what seesaw-kit gives a request
+TIMEOUT_S = 20.0  # what seesaw-kit gives a request
 BACKOFF_S = 0.1
 
 
-def call(port: int, method: str, path: str, body: bytes | None,
-         headers: dict | None = None) -> tuple[object, bytes]:
+def call(
+    port: int, method: str, path: str, body: bytes | None, headers: dict | None = None
+) -> tuple[object, bytes]:
     """One request on its own connection (as the client does); status or an error name."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=TIMEOUT_S)
     try:
-        conn.request(method, path, body, {"Content-Type": "application/json", "Connection": "close",
-                                          **(headers or {})})
+        conn.request(
+            method, path, body, {"Content-Type": "application/json", "Connection": "close", **(headers or {})}
+        )
         res = conn.getresponse()
         return res.status, res.read()
     except TimeoutError:
@@ -36,13 +39,22 @@ def call(port: int, method: str, path: str, body: bytes | None,
 
 
 class Warrior(threading.Thread):
-    def __init__(self, name: str, seed: int, port_of, project: str, ledger: Ledger,
-                 stop: threading.Event, draining: threading.Event, max_multi: int):
+    def __init__(
+        self,
+        name: str,
+        seed: int,
+        port_of,
+        project: str,
+        ledger: Ledger,
+        stop: threading.Event,
+        draining: threading.Event,
+        max_multi: int,
+    ):
         super().__init__(name=name, daemon=True)
         self.downloader, self.rng = name, random.Random(seed)
         self.port_of, self.project, self.ledger = port_of, project, ledger
         self.stop, self.draining, self.max_multi = stop, draining, max_multi
-        self.finished: list[str] = []      # items to report with the next done+request
+        self.finished: list[str] = []  # items to report with the next done+request
 
     def post(self, route: str, path: str, body: dict) -> tuple[object, bytes, float, float]:
         sent = time.monotonic()
@@ -54,8 +66,12 @@ class Warrior(threading.Thread):
         return {"downloader": self.downloader, "api_version": "2", "version": "20240101.01"}
 
     def done_body(self, items: list[str]) -> dict:
-        return {**self.claim_body(), "item": "\0".join(items), "bytes": {"data": 10 * len(items)},
-                "id": {"sha1": self.rng.getrandbits(64)}}
+        return {
+            **self.claim_body(),
+            "item": "\0".join(items),
+            "bytes": {"data": 10 * len(items)},
+            "id": {"sha1": self.rng.getrandbits(64)},
+        }
 
     def run(self) -> None:
         while not self.stop.is_set():
@@ -98,19 +114,22 @@ class Warrior(threading.Thread):
             finished, released, dropped = items, [], []
         else:
             a, b = int(len(items) * 0.8), int(len(items) * 0.9)
-            finished, released, dropped = items[:max(1, a)], items[max(1, a):b], items[b:]
+            finished, released, dropped = items[: max(1, a)], items[max(1, a) : b], items[b:]
             if len(items) == 1 and rng.random() < 0.05:
-                finished, dropped = [], items     # a whole batch failed: no done at all
-        del dropped                                 # never reported: reclaims bring them back
+                finished, dropped = [], items  # a whole batch failed: no done at all
+        del dropped  # never reported: reclaims bring them back
         if finished and rng.random() < 0.3 and not self.draining.is_set():
-            self.finished += finished               # next round's done+request reports them
+            self.finished += finished  # next round's done+request reports them
         elif finished:
             self.report(finished, repeats=2 if rng.random() < 0.2 else 1)
         if released:
             self.ledger.giving_up(self.downloader, released)
             for _ in range(3):
-                status, *_ = self.post("release", f"/{self.project}/release",
-                                       {"downloader": self.downloader, "item": "\0".join(released)})
+                status, *_ = self.post(
+                    "release",
+                    f"/{self.project}/release",
+                    {"downloader": self.downloader, "item": "\0".join(released)},
+                )
                 if status == 200 or self.stop.is_set():
                     break
                 time.sleep(BACKOFF_S)
@@ -125,8 +144,9 @@ class Warrior(threading.Thread):
                 if not part:
                     continue
                 while not self.stop.is_set():
-                    status, text, _, received = self.post("done", f"/{self.project}/done",
-                                                          self.done_body(part))
+                    status, text, _, received = self.post(
+                        "done", f"/{self.project}/done", self.done_body(part)
+                    )
                     if (status, text) == (200, b"OK"):
                         self.ledger.done_acked(self.downloader, part, received)
                         break
@@ -139,8 +159,18 @@ class Backfeeder(threading.Thread):
 
     RETRIES = 10
 
-    def __init__(self, seed: int, port_of, project: str, secret: str, ledger: Ledger,
-                 stop: threading.Event, batch: int, posts: int, make_name):
+    def __init__(
+        self,
+        seed: int,
+        port_of,
+        project: str,
+        secret: str,
+        ledger: Ledger,
+        stop: threading.Event,
+        batch: int,
+        posts: int,
+        make_name,
+    ):
         super().__init__(name="backfeeder", daemon=True)
         self.rng = random.Random(seed)
         self.port_of, self.project, self.secret, self.ledger = port_of, project, secret, ledger
@@ -154,17 +184,18 @@ class Backfeeder(threading.Thread):
                 return
             items = [self.make_name(self.rng, n * self.batch + i) for i in range(self.batch)]
             if previous and self.rng.random() < 0.3:
-                items[: len(items) // 10] = previous[: len(items) // 10]   # seen before: dropped
+                items[: len(items) // 10] = previous[: len(items) // 10]  # seen before: dropped
             body = b"\0".join(i.encode() for i in items) + b"\0"
             # Clients retry a failed post 10 times with exponential back-off; an item of a post
             # answered 200 at any attempt must be somewhere (seen ones were queued by an earlier
             # attempt), one never answered 200 may be in or not.
             for attempt in range(self.RETRIES):
-                status, text = call(self.port_of(), "POST",
-                                    f"/backfeed/legacy/{self.project}-{self.secret}", body)
+                status, text = call(
+                    self.port_of(), "POST", f"/backfeed/legacy/{self.project}-{self.secret}", body
+                )
                 self.ledger.count("backfeed", status)
                 acked = status == 200 and orjson.loads(text).get("status_code") == 200
-                if acked or self.stop.wait(min(5.0, 0.25 * 2 ** attempt)):
+                if acked or self.stop.wait(min(5.0, 0.25 * 2**attempt)):
                     break
             self.ledger.backfed(items, acked)
             self.sent += 1
@@ -180,7 +211,7 @@ class Prober(threading.Thread):
     def __init__(self, port_of, project: str, ledger: Ledger, stop: threading.Event):
         super().__init__(name="prober", daemon=True)
         self.port_of, self.project, self.ledger, self.stop = port_of, project, ledger, stop
-        self.answers: list[tuple[float, float, object]] = []   # (sent, received, status)
+        self.answers: list[tuple[float, float, object]] = []  # (sent, received, status)
 
     def run(self) -> None:
         body = {"downloader": "prober", "api_version": "2"}
@@ -194,8 +225,12 @@ class Prober(threading.Thread):
                 items = orjson.loads(text)["item_name"].split("\0")
                 self.ledger.handed_out("prober", items, sent, received)
                 while not self.stop.is_set():
-                    status, text = call(self.port_of(), "POST", f"/{self.project}/done",
-                                        orjson.dumps({**body, "item": items[0]}))
+                    status, text = call(
+                        self.port_of(),
+                        "POST",
+                        f"/{self.project}/done",
+                        orjson.dumps({**body, "item": items[0]}),
+                    )
                     self.ledger.count("probe-done", status)
                     if (status, text) == (200, b"OK"):
                         self.ledger.done_acked("prober", items, time.monotonic())

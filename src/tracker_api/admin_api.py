@@ -10,6 +10,7 @@ handler names (``Call.body``), query parameters are only those a handler declare
 and every value is checked for type and range (here or in tracker_core.operations). A bad one
 is answered 4xx with a one-line reason and counted (tracker_api.errors), never 500.
 """
+
 from __future__ import annotations
 
 import re
@@ -27,7 +28,7 @@ from tracker_core import settings as settings_mod
 from tracker_core.admin import NOT_UTF8, Admin, AdminError
 
 MAX_JSON_BYTES = 1 << 20
-MAX_UPLOAD_BYTES = 64 << 20     # an item list uploaded as text, one name per line
+MAX_UPLOAD_BYTES = 64 << 20  # an item list uploaded as text, one name per line
 MAX_REASON_CHARS = 300
 DIGITS_RE = re.compile(r"[0-9]{1,20}\Z")
 TOKEN_ID_RE = re.compile(r"[0-9a-f]{12}\Z")
@@ -36,7 +37,7 @@ TOKEN_ID_RE = re.compile(r"[0-9a-f]{12}\Z")
 class Call:
     """What a handler gets: the request, the path parameters, the caller's token, helpers."""
 
-    def __init__(self, api: "AdminApi", req, params: dict, token):
+    def __init__(self, api: AdminApi, req, params: dict, token):
         self.api, self.req, self.params, self.token = api, req, params, token
         self.admin: Admin = api.admin
         self.project = params.get("project")
@@ -50,8 +51,7 @@ class Call:
             try:
                 body = orjson.loads(raw)
             except orjson.JSONDecodeError:
-                raise Refused(400, "body is not valid JSON", "admin_bad_json",
-                              self.project) from None
+                raise Refused(400, "body is not valid JSON", "admin_bad_json", self.project) from None
             if type(body) is not dict:
                 raise Refused(400, "body must be a JSON object", "admin_bad_json", self.project)
         if allowed is not None:
@@ -67,8 +67,7 @@ class Call:
             raise AdminError(f"query parameter {name!r} given more than once")
         return value or None
 
-    def int_param(self, name: str, default: int, low: int = 0,
-                  high: int = operations.MAX_CURSOR) -> int:
+    def int_param(self, name: str, default: int, low: int = 0, high: int = operations.MAX_CURSOR) -> int:
         raw = self._param(name)
         if raw is None:
             return default
@@ -95,9 +94,11 @@ def _read(req, limit: int, project) -> bytes:
 
 def query(*names: str):
     """Declare the query parameters a GET handler reads; the responder refuses any other."""
+
     def mark(handler):
         handler.query = frozenset(names)
         return handler
+
     return mark
 
 
@@ -108,8 +109,7 @@ def _need(body: dict, name: str):
     return value
 
 
-def _str(body: dict, name: str, max_chars: int, default: str | None = None,
-         empty_ok: bool = False) -> str:
+def _str(body: dict, name: str, max_chars: int, default: str | None = None, empty_ok: bool = False) -> str:
     """Field NAME as a string (null or absent: DEFAULT, or refused without one)."""
     value = body.get(name)
     if value is None and default is not None:
@@ -140,7 +140,7 @@ def _setting_values(values: dict) -> dict[str, str]:
     out = {}
     for name, value in values.items():
         if name not in settings_mod.SETTINGS:
-            settings_mod.validate(name, "")          # the one-line "unknown setting" reason
+            settings_mod.validate(name, "")  # the one-line "unknown setting" reason
         if type(value) is bool:
             value = "true" if value else "false"
         elif type(value) in (int, float):
@@ -153,6 +153,7 @@ def _setting_values(values: dict) -> dict[str, str]:
 
 
 # -- handlers: (call) -> JSON-ready answer ------------------------------------------------------
+
 
 def list_projects(c: Call):
     names = c.admin.projects()
@@ -266,28 +267,40 @@ def move(c: Call):
     body = c.body(("to", "pattern", "cursor", "limit"))
     target = _str(body, "to", 100)
     pattern = _str(body, "pattern", operations.MAX_PATTERN_CHARS, "*")
-    result = operations.move(c.admin, c.project, c.params["queue"], target, pattern=pattern,
-                             cursor=_int(body, "cursor", 0, 0, operations.MAX_CURSOR),
-                             limit=_int(body, "limit", 1000, 1, operations.MAX_PAGE))
-    c.audit("queue.move", source=c.params["queue"], target=target, pattern=pattern,
-            moved=result["moved"])
+    result = operations.move(
+        c.admin,
+        c.project,
+        c.params["queue"],
+        target,
+        pattern=pattern,
+        cursor=_int(body, "cursor", 0, 0, operations.MAX_CURSOR),
+        limit=_int(body, "limit", 1000, 1, operations.MAX_PAGE),
+    )
+    c.audit("queue.move", source=c.params["queue"], target=target, pattern=pattern, moved=result["moved"])
     return result
 
 
 @query("cursor", "count", "pattern")
 def claims(c: Call):
-    return operations.list_claims(c.admin, c.project, cursor=c.int_param("cursor", 0),
-                                  count=c.int_param("count", 100, 1, operations.MAX_PAGE),
-                                  pattern=c.str_param("pattern", "*", operations.MAX_PATTERN_CHARS))
+    return operations.list_claims(
+        c.admin,
+        c.project,
+        cursor=c.int_param("cursor", 0),
+        count=c.int_param("count", 100, 1, operations.MAX_PAGE),
+        pattern=c.str_param("pattern", "*", operations.MAX_PATTERN_CHARS),
+    )
 
 
 def release(c: Call):
     body = c.body(("downloader", "older_than_s", "pattern", "cursor", "limit"))
-    chosen = {k: body[k] for k in ("downloader", "older_than_s", "pattern")
-              if body.get(k) is not None}
+    chosen = {k: body[k] for k in ("downloader", "older_than_s", "pattern") if body.get(k) is not None}
     result = operations.release(
-        c.admin, c.project, **chosen, cursor=_int(body, "cursor", 0, 0, operations.MAX_CURSOR),
-        limit=_int(body, "limit", 1000, 1, operations.MAX_PAGE))
+        c.admin,
+        c.project,
+        **chosen,
+        cursor=_int(body, "cursor", 0, 0, operations.MAX_CURSOR),
+        limit=_int(body, "limit", 1000, 1, operations.MAX_PAGE),
+    )
     c.audit("claims.release", filter=chosen, released=result["released"])
     return result
 
@@ -295,7 +308,7 @@ def release(c: Call):
 def block(c: Call):
     body = c.body(("entry", "remove"))
     entry, remove = _str(body, "entry", 200), _bool(body, "remove")
-    entry = c.admin.block(entry, c.project, remove)     # as stored: ip:10.0.0.1/32 is ip:10.0.0.1
+    entry = c.admin.block(entry, c.project, remove)  # as stored: ip:10.0.0.1/32 is ip:10.0.0.1
     c.audit("block.remove" if remove else "block.add", entry=entry)
     return {"entry": entry, "blocked": not remove}
 
@@ -312,15 +325,17 @@ def upload_target(c: Call):
 
 @query("count", "before")
 def project_audit(c: Call):
-    c.admin._keys(c.project, must_exist=False)    # a deleted project's log stays readable
-    return audit.read(c.admin.r, c.project, c.int_param("count", 100, 1, audit.MAX_PAGE),
-                      c.str_param("before", None, 41))
+    c.admin._keys(c.project, must_exist=False)  # a deleted project's log stays readable
+    return audit.read(
+        c.admin.r, c.project, c.int_param("count", 100, 1, audit.MAX_PAGE), c.str_param("before", None, 41)
+    )
 
 
 @query("count", "before")
 def global_audit(c: Call):
-    return audit.read(c.admin.r, None, c.int_param("count", 100, 1, audit.MAX_PAGE),
-                      c.str_param("before", None, 41))
+    return audit.read(
+        c.admin.r, None, c.int_param("count", 100, 1, audit.MAX_PAGE), c.str_param("before", None, 41)
+    )
 
 
 def list_tokens(c: Call):
@@ -349,8 +364,7 @@ def revoke_token(c: Call):
 
 @query("offset", "count")
 def warriors(c: Call):
-    return hq.registry(c.admin.r, c.int_param("offset", 0, 0, 10**9),
-                       c.int_param("count", 100, 1, 1000))
+    return hq.registry(c.admin.r, c.int_param("offset", 0, 0, 10**9), c.int_param("count", 100, 1, 1000))
 
 
 def set_hq(c: Call):
@@ -360,6 +374,7 @@ def set_hq(c: Call):
 
 
 # pattern and item-type limits
+
 
 def list_limits(c: Call):
     return {"limits": c.admin.limits(c.project)}
@@ -390,6 +405,7 @@ def reclassify(c: Call):
 
 # backfeed secrets and shards
 
+
 def list_backfeed_secrets(c: Call):
     return {"secrets": operations.list_backfeed_secrets(c.admin, c.project)}
 
@@ -397,7 +413,7 @@ def list_backfeed_secrets(c: Call):
 def create_backfeed_secret(c: Call):
     c.body(())
     result = operations.create_backfeed_secret(c.admin, c.project)
-    c.audit("backfeed_secret.create", id=result["id"])     # never the secret itself
+    c.audit("backfeed_secret.create", id=result["id"])  # never the secret itself
     return result
 
 
@@ -410,8 +426,9 @@ def revoke_backfeed_secret(c: Call):
 
 @query("cursor", "count")
 def shard_map(c: Call):
-    return operations.shard_map(c.admin, c.project, c.int_param("cursor", 0),
-                                c.int_param("count", 1000, 1, operations.MAX_PAGE))
+    return operations.shard_map(
+        c.admin, c.project, c.int_param("cursor", 0), c.int_param("count", 1000, 1, operations.MAX_PAGE)
+    )
 
 
 def map_shard(c: Call):
@@ -430,10 +447,12 @@ def unmap_shard(c: Call):
 
 # dead items and segments
 
+
 @query("cursor", "count")
 def list_dead(c: Call):
-    return operations.list_dead(c.admin, c.project, c.int_param("cursor", 0),
-                                c.int_param("count", 100, 1, operations.MAX_PAGE))
+    return operations.list_dead(
+        c.admin, c.project, c.int_param("cursor", 0), c.int_param("count", 100, 1, operations.MAX_PAGE)
+    )
 
 
 def requeue_dead(c: Call):
@@ -444,8 +463,12 @@ def requeue_dead(c: Call):
         raise AdminError("give 'items' (a list of names) or \"all\": true")
     if everything:
         result = operations.requeue_dead_page(
-            c.admin, c.project, _int(body, "cursor", 0, 0, operations.MAX_CURSOR),
-            _int(body, "limit", 1000, 1, operations.MAX_PAGE), queue)
+            c.admin,
+            c.project,
+            _int(body, "cursor", 0, 0, operations.MAX_CURSOR),
+            _int(body, "limit", 1000, 1, operations.MAX_PAGE),
+            queue,
+        )
         c.audit("dead.requeue", queue=queue, all=True, requeued=result["requeued"])
         return result
     if body.get("cursor") is not None or body.get("limit") is not None:
@@ -464,6 +487,7 @@ def log_page(c: Call):
     """A page of the done log (archived segments, then the stream), or of the uploads or
     bad_dones streams, oldest first; "cursor" in the answer continues it (null: the end)."""
     from tracker_core import log_archive
+
     k = c.admin._keys(c.project)
     since = c.str_param("since", None, 40)
     cursor = c.str_param("cursor", None, 41)
@@ -471,11 +495,16 @@ def log_page(c: Call):
         log_archive.parse_id(cursor)
     try:
         return log_archive.page(
-            c.admin.r, k, log_archive.segments_dir_from_env(), c.str_param("kind", "done", 20),
+            c.admin.r,
+            k,
+            log_archive.segments_dir_from_env(),
+            c.str_param("kind", "done", 20),
             None if since is None else log_archive.parse_since(since),
-            c.str_param("downloader", None, 64), cursor,
-            c.int_param("limit", 100, 1, log_archive.PAGE_MAX))
-    except log_archive.LogUnreadable as exc:     # this node does not see the segment files
+            c.str_param("downloader", None, 64),
+            cursor,
+            c.int_param("limit", 100, 1, log_archive.PAGE_MAX),
+        )
+    except log_archive.LogUnreadable as exc:  # this node does not see the segment files
         raise Refused(503, str(exc), "admin_log_unreadable", c.project) from None
 
 
@@ -487,13 +516,17 @@ def redo_items(c: Call):
     if names is not None and (body.get("cursor") is not None or body.get("limit") is not None):
         raise AdminError("'cursor' and 'limit' go with 'pattern'")
     result = operations.redo(
-        c.admin, c.project, names=names, pattern=pattern,
+        c.admin,
+        c.project,
+        names=names,
+        pattern=pattern,
         cursor=_int(body, "cursor", 0, 0, operations.MAX_CURSOR),
-        limit=_int(body, "limit", 1000, 1, operations.MAX_PAGE), queue=queue,
-        even_if_offloaded=_bool(body, "even_if_offloaded"))
+        limit=_int(body, "limit", 1000, 1, operations.MAX_PAGE),
+        queue=queue,
+        even_if_offloaded=_bool(body, "even_if_offloaded"),
+    )
     chosen = {"pattern": pattern} if pattern is not None else {"items": len(names)}
-    c.audit("items.redo", queue=queue, **chosen,
-            **{k: v for k, v in result.items() if k != "cursor"})
+    c.audit("items.redo", queue=queue, **chosen, **{k: v for k, v in result.items() if k != "cursor"})
     return result
 
 
@@ -557,16 +590,17 @@ class AdminApi:
                 unknown = sorted(set(req.params) - accepted)
                 if unknown:
                     known = ", ".join(sorted(accepted)) or "none"
-                    raise AdminError(f"unknown query parameter {unknown[0][:80]!r} "
-                                     f"(known: {known})")
+                    raise AdminError(f"unknown query parameter {unknown[0][:80]!r} (known: {known})")
                 answer = handler(call)
             except (AdminError, tokens.TokenError, ValueError) as exc:
                 text = (str(exc).splitlines() or ["bad request"])[0][:MAX_REASON_CHARS]
-                status = (404 if isinstance(exc, operations.NotFound)
-                          or text.startswith("unknown project") else 400)
+                status = (
+                    404 if isinstance(exc, operations.NotFound) or text.startswith("unknown project") else 400
+                )
                 raise Refused(status, text, "admin_bad_request", call.project) from None
             resp.content_type = falcon.MEDIA_JSON
             resp.data = dumps(answer)
+
         return respond
 
 
@@ -607,6 +641,7 @@ def add_admin_routes(app, admin: Admin) -> None:
 
 
 # -- the warrior HQ (public) --------------------------------------------------------------------
+
 
 class ProjectsDocument:
     def __init__(self, admin: Admin):
@@ -685,13 +720,17 @@ class UpdateWarrior:
         if isinstance(warrior_id, str) and 0 < len(warrior_id) <= 64:
             fields, refused = hq.heartbeat_fields(warrior, req.user_agent)
             ip = client_ip(req, self.trusted_proxies)
-            if not hq.heartbeat(self.admin.r, warrior_id, fields, ip) and \
-                    hq.WARRIOR_ID_RE.match(warrior_id):
+            if not hq.heartbeat(self.admin.r, warrior_id, fields, ip) and hq.WARRIOR_ID_RE.match(warrior_id):
                 # Forgotten (30 days silent, or the registry lost): seesaw never registers again,
                 # so its id is registered anew, under the registration throttle and bound.
                 try:
-                    hq.register(self.admin.r, {"version": fields.get("version", "")}, ip,
-                                throttle_key(ip), warrior_id=warrior_id)
+                    hq.register(
+                        self.admin.r,
+                        {"version": fields.get("version", "")},
+                        ip,
+                        throttle_key(ip),
+                        warrior_id=warrior_id,
+                    )
                     hq.heartbeat(self.admin.r, warrior_id, fields, ip)
                 except hq.NotRegistered as exc:
                     self.admin.r.hincrby(keyspace.GLOBAL_STATS, exc.field, 1)

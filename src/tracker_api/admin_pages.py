@@ -7,6 +7,7 @@ The login form carries a nonce its own cookie holds (login CSRF), a post whose O
 another host is refused, and the pages may not be framed or cached (web_headers).
 Changes go through the same operations as the API and CLI, and into the audit log.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -24,11 +25,17 @@ from tracker_core import audit, hq, operations
 from tracker_core.admin import Admin, AdminError
 
 COOKIE = "tracker_admin"
-LOGIN_COOKIE = "tracker_login"     # the login form's CSRF nonce
+LOGIN_COOKIE = "tracker_login"  # the login form's CSRF nonce
 LOGIN_NONCE_S = 3600
 MAX_FORM_BYTES = 16 << 20
-LIMIT_SETTINGS = ("rate_limit", "rate_burst", "max_claims_per_downloader", "max_multi",
-                  "min_version", "paused")
+LIMIT_SETTINGS = (
+    "rate_limit",
+    "rate_burst",
+    "max_claims_per_downloader",
+    "max_multi",
+    "min_version",
+    "paused",
+)
 # One release from the page works through at most this many pages of claims (MAX_PAGE each)
 # or this many seconds, then offers to continue from where it stopped.
 RELEASE_PAGES = 20
@@ -44,15 +51,19 @@ def csrf_for(token_text: str) -> str:
 
 
 def _page(title: str, body: str) -> str:
-    return (f"<!doctype html><html lang=en><head><meta charset=utf-8><title>{html.escape(title)}"
-            "</title><link rel=stylesheet href=/static/admin.css></head><body>"
-            f"<h1>{html.escape(title)}</h1>{body}</body></html>")
+    return (
+        f"<!doctype html><html lang=en><head><meta charset=utf-8><title>{html.escape(title)}"
+        "</title><link rel=stylesheet href=/static/admin.css></head><body>"
+        f"<h1>{html.escape(title)}</h1>{body}</body></html>"
+    )
 
 
 def _form(action: str, csrf: str, fields: str, button: str) -> str:
-    return (f'<form method=post action="{html.escape(action)}">'
-            f'<input type=hidden name=csrf value="{csrf}">{fields}'
-            f"<button>{html.escape(button)}</button></form>")
+    return (
+        f'<form method=post action="{html.escape(action)}">'
+        f'<input type=hidden name=csrf value="{csrf}">{fields}'
+        f"<button>{html.escape(button)}</button></form>"
+    )
 
 
 def _hidden(name: str, value: str) -> str:
@@ -66,8 +77,10 @@ def _when(ms) -> str:
 def _warriors_section(admin: Admin, token) -> str:
     """Registered warriors by last heartbeat (global admins see the registry, others the count)."""
     within_min = hq.ONLINE_WITHIN_MS // 60_000
-    body = (f"<h2>Warriors</h2><p>{hq.online_count(admin.r)} online (a heartbeat in the last "
-            f"{within_min} minutes)</p>")
+    body = (
+        f"<h2>Warriors</h2><p>{hq.online_count(admin.r)} online (a heartbeat in the last "
+        f"{within_min} minutes)</p>"
+    )
     if not token.is_global:
         return body
     rows = []
@@ -75,14 +88,27 @@ def _warriors_section(admin: Admin, token) -> str:
         registered = w.get("warrior") if isinstance(w.get("warrior"), dict) else {}
         version = w.get("version") or registered.get("version", "")
         lat_lng = w.get("lat_lng")
-        cells = (w["warrior_id"][:12], w.get("downloader", ""), w.get("selected_project", ""),
-                 version, w.get("ip", ""), ", ".join(f"{x:g}" for x in lat_lng) if lat_lng else "")
-        rows.append("<tr>" + "".join(f"<td>{html.escape(str(c)[:64])}</td>" for c in cells)
-                    + f"<td>{_when(w['last_seen_ms'])}</td>"
-                    + f"<td>{'yes' if w.get('online') else 'no'}</td></tr>")
-    return body + ("<table><tr><th>warrior</th><th>downloader</th><th>project</th><th>version</th>"
-                   "<th>IP</th><th>position</th><th>last heartbeat</th><th>online</th></tr>"
-                   f"{''.join(rows)}</table>" if rows else "<p>none registered</p>")
+        cells = (
+            w["warrior_id"][:12],
+            w.get("downloader", ""),
+            w.get("selected_project", ""),
+            version,
+            w.get("ip", ""),
+            ", ".join(f"{x:g}" for x in lat_lng) if lat_lng else "",
+        )
+        rows.append(
+            "<tr>"
+            + "".join(f"<td>{html.escape(str(c)[:64])}</td>" for c in cells)
+            + f"<td>{_when(w['last_seen_ms'])}</td>"
+            + f"<td>{'yes' if w.get('online') else 'no'}</td></tr>"
+        )
+    return body + (
+        "<table><tr><th>warrior</th><th>downloader</th><th>project</th><th>version</th>"
+        "<th>IP</th><th>position</th><th>last heartbeat</th><th>online</th></tr>"
+        f"{''.join(rows)}</table>"
+        if rows
+        else "<p>none registered</p>"
+    )
 
 
 def _check_origin(req, project) -> None:
@@ -105,8 +131,7 @@ def _read_form(req, project) -> dict[str, str]:
     if len(raw) > MAX_FORM_BYTES:
         raise Refused(413, "form too large", "admin_too_large", project)
     try:
-        pairs = urllib.parse.parse_qsl(raw.decode("utf-8"), keep_blank_values=True,
-                                       max_num_fields=100)
+        pairs = urllib.parse.parse_qsl(raw.decode("utf-8"), keep_blank_values=True, max_num_fields=100)
     except (UnicodeDecodeError, ValueError):
         raise Refused(400, "malformed form", "admin_bad_form", project) from None
     return dict(pairs)
@@ -130,38 +155,51 @@ class AdminPages:
         try:
             token = self._token(req, ANY)[1]
         except Refused:
-            pass            # no cookie, or a revoked token: show the login form
+            pass  # no cookie, or a revoked token: show the login form
         if token is None:
             # Login CSRF: the form's field must equal a cookie only this page sets (SameSite
             # Strict, so another site's form posted at /admin arrives without it): nobody can
             # log a browser in with a token of theirs and watch what the victim types.
             nonce = secrets.token_hex(16)
-            resp.set_cookie(LOGIN_COOKIE, nonce, path="/admin", http_only=True,
-                            same_site="Strict", secure=req.scheme == "https",
-                            max_age=LOGIN_NONCE_S)
-            resp.text = _page("Tracker admin", '<form method=post action=/admin>'
-                              f'<input type=hidden name=csrf value="{nonce}">'
-                              '<label>Admin token <input name=token type=password size=70>'
-                              "</label><button>Log in</button></form>")
+            resp.set_cookie(
+                LOGIN_COOKIE,
+                nonce,
+                path="/admin",
+                http_only=True,
+                same_site="Strict",
+                secure=req.scheme == "https",
+                max_age=LOGIN_NONCE_S,
+            )
+            resp.text = _page(
+                "Tracker admin",
+                "<form method=post action=/admin>"
+                f'<input type=hidden name=csrf value="{nonce}">'
+                "<label>Admin token <input name=token type=password size=70>"
+                "</label><button>Log in</button></form>",
+            )
             return
         names = [n for n in self.admin.projects() if token.allows(n)]
-        links = "".join(f'<li><a href="/admin/{html.escape(n)}">{html.escape(n)}</a></li>'
-                        for n in names)
-        resp.text = _page("Tracker admin", f"<ul>{links}</ul>"
-                          + _warriors_section(self.admin, token))
+        links = "".join(f'<li><a href="/admin/{html.escape(n)}">{html.escape(n)}</a></li>' for n in names)
+        resp.text = _page("Tracker admin", f"<ul>{links}</ul>" + _warriors_section(self.admin, token))
 
     def on_post(self, req, resp):
         _check_origin(req, None)
         form = _read_form(req, None)
         nonce = req.cookies.get(LOGIN_COOKIE, "")
         if not nonce or not hmac.compare_digest(form.get("csrf", ""), nonce):
-            raise Refused(403, "bad or missing CSRF field: reload the login page",
-                          "admin_bad_csrf")
+            raise Refused(403, "bad or missing CSRF field: reload the login page", "admin_bad_csrf")
         text = form.get("token", "").strip()
-        self.auth.check(text, ANY)     # 401 for a bad token; nothing is set
+        self.auth.check(text, ANY)  # 401 for a bad token; nothing is set
         resp.unset_cookie(LOGIN_COOKIE, path="/admin")
-        resp.set_cookie(COOKIE, text, path="/admin", http_only=True, same_site="Strict",
-                        secure=req.scheme == "https", max_age=12 * 3600)
+        resp.set_cookie(
+            COOKIE,
+            text,
+            path="/admin",
+            http_only=True,
+            same_site="Strict",
+            secure=req.scheme == "https",
+            max_age=12 * 3600,
+        )
         resp.status = falcon.HTTP_303
         resp.location = "/admin"
 
@@ -169,12 +207,17 @@ class AdminPages:
 def _blocks_list(shown: dict) -> str:
     """The project's own blocks and the global ones it sees (lifted apart)."""
     ignored = shown["settings"].get("ignore_global_blocked") == "1"
-    rows = [("this project", shown.get("blocked", [])),
-            ("global" + (" (ignored here: ignore_global_blocked)" if ignored else ""),
-             shown.get("blocked_global", []))]
-    return "".join(f"<p>{html.escape(label)}: "
-                   f"{html.escape(', '.join(entries)) if entries else 'none'}</p>"
-                   for label, entries in rows)
+    rows = [
+        ("this project", shown.get("blocked", [])),
+        (
+            "global" + (" (ignored here: ignore_global_blocked)" if ignored else ""),
+            shown.get("blocked_global", []),
+        ),
+    ]
+    return "".join(
+        f"<p>{html.escape(label)}: {html.escape(', '.join(entries)) if entries else 'none'}</p>"
+        for label, entries in rows
+    )
 
 
 class ProjectPage:
@@ -191,43 +234,70 @@ class ProjectPage:
             raise Refused(404, str(exc), "admin_bad_request", None) from None
         csrf = csrf_for(text)
         base = f"/admin/{project}/"
-        queues = "".join(f"<tr><td>{html.escape(q)}</td><td>{n}</td></tr>"
-                         for q, n in status["queues"].items() if q != "downloader")
+        queues = "".join(
+            f"<tr><td>{html.escape(q)}</td><td>{n}</td></tr>"
+            for q, n in status["queues"].items()
+            if q != "downloader"
+        )
         limits = "".join(
             f'<label>{name} <input name="{name}" value="{html.escape(shown["settings"].get(name, ""))}">'
-            "</label><br>" for name in LIMIT_SETTINGS)
+            "</label><br>"
+            for name in LIMIT_SETTINGS
+        )
         pattern_limits = "".join(
             f"<tr><td>{html.escape(x['name'])}</td><td>{html.escape(x['pattern'])}</td>"
             f"<td>{html.escape(x['rate'])}</td><td>"
             + _form(base + "limit-remove", csrf, _hidden("name", x["name"]), "Remove")
-            + "</td></tr>" for x in self.admin.limits(project))
+            + "</td></tr>"
+            for x in self.admin.limits(project)
+        )
         message = req.get_param("done")
         body = (
             (f"<p class=done>{html.escape(message)}</p>" if message else "")
             + f"<p>out: {status['out']} · done: {status['done']}</p>"
             f"<table><tr><th>queue</th><th>items</th></tr>{queues}</table>"
-            "<h2>Add items</h2>" + _form(base + "add-items", csrf,
-                                         "<textarea name=items rows=8 cols=60></textarea><br>"
-                                         "<label>queue <input name=queue value=todo></label>", "Add")
-            + "<h2>Limits</h2>" + _form(base + "limits", csrf, limits, "Save")
+            "<h2>Add items</h2>"
+            + _form(
+                base + "add-items",
+                csrf,
+                "<textarea name=items rows=8 cols=60></textarea><br>"
+                "<label>queue <input name=queue value=todo></label>",
+                "Add",
+            )
+            + "<h2>Limits</h2>"
+            + _form(base + "limits", csrf, limits, "Save")
             + "<h3>Pattern and item-type limits</h3><p>Items that match share one rate; the first "
             "matching limit wins. Patterns: type:T, prefix:P, domain:D or regex:R.</p>"
             "<table><tr><th>name</th><th>pattern</th><th>rate</th><th></th></tr>"
             f"{pattern_limits}</table>"
-            + _form(base + "limit-add", csrf,
-                    "<label>name <input name=name></label> <label>pattern <input name=pattern>"
-                    "</label> <label>rate <input name=rate placeholder=10/m></label> ", "Add limit")
-            + "<h2>Release claims</h2>" + self._continue_release(req, base, csrf) + _form(
-                base + "release", csrf,
+            + _form(
+                base + "limit-add",
+                csrf,
+                "<label>name <input name=name></label> <label>pattern <input name=pattern>"
+                "</label> <label>rate <input name=rate placeholder=10/m></label> ",
+                "Add limit",
+            )
+            + "<h2>Release claims</h2>"
+            + self._continue_release(req, base, csrf)
+            + _form(
+                base + "release",
+                csrf,
                 "<label>held by downloader <input name=downloader></label> or "
                 "<label>older than (s) <input name=older_than_s></label> or "
                 "<label>item names matching <input name=pattern placeholder=glob></label><br>",
-                "Release")
-            + "<h2>Block</h2>" + _blocks_list(shown) + _form(
-                base + "block", csrf, "<label>ip:ADDRESS, ip:CIDR or name:DOWNLOADER "
+                "Release",
+            )
+            + "<h2>Block</h2>"
+            + _blocks_list(shown)
+            + _form(
+                base + "block",
+                csrf,
+                "<label>ip:ADDRESS, ip:CIDR or name:DOWNLOADER "
                 "<input name=entry></label> "
                 "<label><input type=checkbox name=remove value=1> unblock</label>",
-                "Apply"))
+                "Apply",
+            )
+        )
         resp.content_type = falcon.MEDIA_HTML
         resp.text = _page(f"{project} · admin", body)
 
@@ -238,9 +308,11 @@ class ProjectPage:
         if not cursor or not cursor.isdigit():
             return ""
         fields = "".join(_hidden(name, req.get_param(name) or "") for name in RELEASE_FIELDS)
-        return ("<p>Claims matching that filter are left." + _form(
-            base + "release", csrf, fields + _hidden("cursor", cursor), "Continue releasing")
-            + "</p>")
+        return (
+            "<p>Claims matching that filter are left."
+            + _form(base + "release", csrf, fields + _hidden("cursor", cursor), "Continue releasing")
+            + "</p>"
+        )
 
 
 class ProjectAction:
@@ -255,8 +327,7 @@ class ProjectAction:
         _check_origin(req, project)
         form = _read_form(req, project)
         if not hmac.compare_digest(form.get("csrf", ""), csrf_for(text)):
-            raise Refused(403, "bad or missing CSRF field: reload the page", "admin_bad_csrf",
-                          project)
+            raise Refused(403, "bad or missing CSRF field: reload the page", "admin_bad_csrf", project)
         if action not in PAGE_ACTIONS:
             raise Refused(404, f"no admin action {action[:80]!r}", "admin_bad_request", project)
         handler = getattr(self, "_" + action.replace("-", "_"))
@@ -269,11 +340,11 @@ class ProjectAction:
         audit.record(self.admin.r, token.token_id, "page." + action, project, **detail)
         resp.status = falcon.HTTP_303
         resp.location = f"/admin/{project}?" + urllib.parse.urlencode(
-            {"done": message, **(more[0] if more else {})})
+            {"done": message, **(more[0] if more else {})}
+        )
 
     def _add_items(self, project, form):
-        names = operations.check_items(
-            [n.strip() for n in form.get("items", "").splitlines() if n.strip()])
+        names = operations.check_items([n.strip() for n in form.get("items", "").splitlines() if n.strip()])
         queue = operations.check_queue(form.get("queue") or "todo")
         self.admin._keys(project)
         added = duplicates = 0
@@ -290,8 +361,10 @@ class ProjectAction:
         name, pattern = form.get("name", "").strip(), form.get("pattern", "").strip()
         rate = form.get("rate", "").strip()
         result = operations.add_limit(self.admin, project, name, pattern, rate)
-        return (f"limit {name} set", {"name": name, "pattern": pattern, "rate": rate,
-                                      "settings_age": result["settings_age"]})
+        return (
+            f"limit {name} set",
+            {"name": name, "pattern": pattern, "rate": rate, "settings_age": result["settings_age"]},
+        )
 
     def _limit_remove(self, project, form):
         name = form.get("name", "").strip()
@@ -310,9 +383,15 @@ class ProjectAction:
         cursor = int(cursor)
         released, deadline = 0, time.monotonic() + RELEASE_SECONDS
         for _ in range(RELEASE_PAGES):
-            page = operations.release(self.admin, project, downloader=downloader,
-                                      older_than_s=older_than_s, pattern=pattern,
-                                      cursor=cursor, limit=operations.MAX_PAGE)
+            page = operations.release(
+                self.admin,
+                project,
+                downloader=downloader,
+                older_than_s=older_than_s,
+                pattern=pattern,
+                cursor=cursor,
+                limit=operations.MAX_PAGE,
+            )
             released, cursor = released + page["released"], page["cursor"]
             if cursor == 0:
                 cursor = 0
@@ -320,12 +399,21 @@ class ProjectAction:
             if time.monotonic() > deadline:
                 break
         more = {}
-        if cursor:       # stopped at the budget: the page offers to continue from here
-            more = {"release_cursor": cursor, "downloader": downloader or "",
-                    "older_than_s": age, "pattern": pattern or ""}
+        if cursor:  # stopped at the budget: the page offers to continue from here
+            more = {
+                "release_cursor": cursor,
+                "downloader": downloader or "",
+                "older_than_s": age,
+                "pattern": pattern or "",
+            }
         message = f"released {released}" + ("; more left, continue below" if cursor else "")
-        detail = {"downloader": downloader, "older_than_s": age, "pattern": pattern,
-                  "released": released, "finished": not cursor}
+        detail = {
+            "downloader": downloader,
+            "older_than_s": age,
+            "pattern": pattern,
+            "released": released,
+            "finished": not cursor,
+        }
         return message, detail, more
 
     def _block(self, project, form):

@@ -1,14 +1,13 @@
 """Wire the routes: ``create_app(engine)`` returns the WSGI application."""
+
 from __future__ import annotations
 
 import falcon
 import redis
 
-from tracker_api import (admin_api, admin_pages, backfeed, front_page, metrics, stats,
-                         stats_page, warrior)
+from tracker_api import admin_api, admin_pages, backfeed, front_page, metrics, stats, stats_page, warrior
+from tracker_api.errors import Refused, refuse_handler, script_handler, storage_handler, unrouted_handler
 from tracker_api.web_headers import SecurityHeaders
-from tracker_api.errors import (Refused, refuse_handler, script_handler, storage_handler,
-                                unrouted_handler)
 from tracker_core.admin import Admin
 from tracker_core.engine import Engine
 from tracker_core.rawredis import RedisError
@@ -21,6 +20,7 @@ def _collapse_slashes(app):
     Grab scripts build URLs as BASE + "/" + command with a BASE that already ends in "/"; the
     client turns a redirected POST into a GET and drops the body, so we must answer in place.
     """
+
     def wsgi(environ, start_response):
         path = environ.get("PATH_INFO")
         if path is None:
@@ -35,6 +35,7 @@ def _collapse_slashes(app):
                 head = head.replace("//", "/")
             environ["PATH_INFO"] = head + sep + name
         return app(environ, start_response)
+
     wsgi.falcon_app = app
     return wsgi
 
@@ -73,7 +74,7 @@ def create_app(engine: Engine, trust_forwarded: bool | int = False):
     app.add_route("/{project}/stats.json", stats.StatsResource(engine))
     app.add_route("/backfeed/legacy/{name}", backfeed.BackfeedResource(engine))
     app.add_route("/static/{name}", stats_page.StaticResource())
-    admin = Admin.from_url(engine.redis_url)   # redis-py: admin paths, not the hot path
+    admin = Admin.from_url(engine.redis_url)  # redis-py: admin paths, not the hot path
     app.add_route("/metrics", metrics.MetricsResource(engine, admin.r))
     admin_api.add_admin_routes(app, admin)
     admin_pages.add_admin_pages(app, admin)

@@ -3,6 +3,7 @@
 No token or an unknown one is 401; a project token used on another project, or on a route
 that needs a global admin, is 403. Both are counted and change nothing.
 """
+
 from __future__ import annotations
 
 from tracker_api.errors import Refused
@@ -21,8 +22,7 @@ class Authenticator:
         header = req.get_header("Authorization") or ""
         scheme, _, text = header.partition(" ")
         if scheme.lower() != "bearer" or not text.strip():
-            raise Refused(401, "admin token required (Authorization: Bearer TOKEN)",
-                          "admin_unauthenticated")
+            raise Refused(401, "admin token required (Authorization: Bearer TOKEN)", "admin_unauthenticated")
         return self.check(text.strip(), needs, project)
 
     def check(self, text: str, needs: str, project: str | None = None) -> Token:

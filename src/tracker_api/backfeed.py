@@ -12,6 +12,7 @@ of its maxmemory, 90 by default: a full Redis would refuse every project's claim
 or Redis cannot take the change, the answer is a JSON 503 (grab scripts check ``status_code`` and retry with back-off; any answer they cannot
 decode as JSON would stop them).
 """
+
 from __future__ import annotations
 
 import re
@@ -96,34 +97,33 @@ class BackfeedResource:
         delimiter = _param_bytes(req, "delimiter", b"\0", project)
         separator = _param_bytes(req, "itemseparator", None, project)
         if separator is not None and separator == delimiter:
-            raise _Refusal(400, "itemseparator must differ from delimiter", "backfeed_bad_params",
-                           project)
+            raise _Refusal(400, "itemseparator must differ from delimiter", "backfeed_bad_params", project)
         shard = req.get_param("shard") or ""
         if shard and not SHARD_RE.match(shard):
-            raise _Refusal(400, "shard must match [A-Za-z0-9_.:-]{1,64}", "backfeed_bad_params",
-                           project)
+            raise _Refusal(400, "shard must match [A-Za-z0-9_.:-]{1,64}", "backfeed_bad_params", project)
         if req.content_length is not None and req.content_length > MAX_BODY_BYTES:
-            raise _Refusal(413, f"body larger than {MAX_BODY_BYTES} bytes", "backfeed_too_large",
-                           project)
+            raise _Refusal(413, f"body larger than {MAX_BODY_BYTES} bytes", "backfeed_too_large", project)
         body = req.bounded_stream.read(MAX_BODY_BYTES + 1)
         if len(body) > MAX_BODY_BYTES:
-            raise _Refusal(413, f"body larger than {MAX_BODY_BYTES} bytes", "backfeed_too_large",
-                           project)
+            raise _Refusal(413, f"body larger than {MAX_BODY_BYTES} bytes", "backfeed_too_large", project)
         try:
             entries, dedup_keys, refused = parse_body(body, delimiter, separator)
         except BadBatch as exc:
             raise _Refusal(400, str(exc), "backfeed_bad_body", project) from None
         if entries and self.engine.memory_nearly_full():
-            raise _Refusal(503, "tracker memory nearly full, retry later",
-                           "backfeed_refused_memory", project)
+            raise _Refusal(503, "tracker memory nearly full, retry later", "backfeed_refused_memory", project)
         outcome = self.backfeed.submit(project, secret, entries, dedup_keys, shard)
         if outcome.status == bloom.WRONG_SECRET:
             raise _Refusal(403, "unknown project or wrong secret", "backfeed_refused", project)
         if outcome.status == bloom.UNKNOWN_PROJECT:
             raise _Refusal(404, "unknown project or wrong secret", "backfeed_refused")
-        if refused:     # counted once the secret is known to be right
+        if refused:  # counted once the secret is known to be right
             self.backfeed.count_refused(project, refused)
         if outcome.status == bloom.FULL:
-            raise _Refusal(503, f"backfeed queue full ({outcome.bound} items), retry later",
-                           "backfeed_refused_full", project)
+            raise _Refusal(
+                503,
+                f"backfeed queue full ({outcome.bound} items), retry later",
+                "backfeed_refused_full",
+                project,
+            )
         return outcome.received, refused

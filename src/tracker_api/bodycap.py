@@ -12,6 +12,7 @@ usually stops the transfer well before that (connguard.py).
 `write()` must not raise (bjoern would drop a NULL result), so a refusal is a mark, not an error.
 The real `io` module is put back in `sys.modules` on the first request.
 """
+
 from __future__ import annotations
 
 import io
@@ -27,7 +28,7 @@ _REAL_IO = io
 class CappedBody(io.BytesIO):
     limit_bytes = 64 << 20
     budget_bytes = 128 << 20
-    buffered_total = 0          # bytes held by every unfinished body of this worker
+    buffered_total = 0  # bytes held by every unfinished body of this worker
 
     def __init__(self):
         super().__init__()
@@ -43,7 +44,7 @@ class CappedBody(io.BytesIO):
                 self.refusal = "busy"
         if self.refusal is not None:
             self._release()
-            return n                # dropped: the request is answered 413/503 without its body
+            return n  # dropped: the request is answered 413/503 without its body
         self.kept += n
         CappedBody.buffered_total += n
         return super().write(chunk)
@@ -73,6 +74,7 @@ def _stand_in_io(server_code) -> types.ModuleType:
         if not args and not kwargs and sys._getframe(1).f_code is server_code:
             return CappedBody()
         return _REAL_IO.BytesIO(*args, **kwargs)
+
     module.BytesIO = BytesIO
     return module
 
@@ -80,6 +82,7 @@ def _stand_in_io(server_code) -> types.ModuleType:
 def run_capped(sock, app, max_body_bytes: int, budget_bytes: int, guard=None) -> None:
     """Run bjoern on SOCK with APP, bodies capped at MAX_BODY_BYTES (BUDGET_BYTES in all)."""
     import _bjoern
+
     CappedBody.limit_bytes = max_body_bytes
     CappedBody.budget_bytes = max(budget_bytes, max_body_bytes)
     wrapped = _wrap(app, guard)
@@ -88,7 +91,7 @@ def run_capped(sock, app, max_body_bytes: int, budget_bytes: int, guard=None) ->
 
 
 def _serve_loop(_bjoern, sock, app) -> None:
-    _bjoern.server_run(sock, app)       # bjoern imports `io` here, then loops until stopped
+    _bjoern.server_run(sock, app)  # bjoern imports `io` here, then loops until stopped
 
 
 _TOO_LARGE = (b"request body too large\n", "413 Content Too Large")
@@ -102,7 +105,7 @@ def _wrap(app, guard):
             # read whole and runs now; a 408 for it could reach a client whose request ran).
             guard.busy_since = time.monotonic()
         if sys.modules.get("io") is not _REAL_IO:
-            sys.modules["io"] = _REAL_IO        # bjoern holds the stand-in already
+            sys.modules["io"] = _REAL_IO  # bjoern holds the stand-in already
         body = environ.get("wsgi.input")
         refusal = getattr(body, "refusal", None)
         if refusal is not None:
@@ -127,5 +130,6 @@ def _wrap(app, guard):
         finally:
             guard.busy_since = None
             if body is not None and getattr(body, "kept", 0):
-                body._release()         # the app has read it: no longer counts to the budget
+                body._release()  # the app has read it: no longer counts to the budget
+
     return capped

@@ -13,12 +13,13 @@ one its proxy does not overwrite. An entry that is not an IP address (a misconfi
 not trusted: the socket's peer is used instead, so nothing a client writes is ever stored or
 matched against blocks unchecked.
 """
+
 from __future__ import annotations
 
 import functools
 import ipaddress
 
-MAX_HEADER_CHARS = 8192     # a longer X-Forwarded-For is not a proxy's: only its tail is read
+MAX_HEADER_CHARS = 8192  # a longer X-Forwarded-For is not a proxy's: only its tail is read
 
 
 @functools.lru_cache(maxsize=4096)
@@ -28,9 +29,9 @@ def normalize(text: str) -> str | None:
     Canonical so that a block on an address matches however a proxy spelled it.
     """
     text = text.strip()
-    if text.startswith("[") and "]" in text:          # "[2001:db8::1]:4711"
-        text = text[1:text.index("]")]
-    elif text.count(":") == 1:                        # "192.0.2.1:4711"
+    if text.startswith("[") and "]" in text:  # "[2001:db8::1]:4711"
+        text = text[1 : text.index("]")]
+    elif text.count(":") == 1:  # "192.0.2.1:4711"
         text = text.partition(":")[0]
     try:
         address = ipaddress.ip_address(text)
@@ -50,7 +51,7 @@ def from_forwarded_for(header: str, trusted_proxies: int) -> str | None:
     """
     entries = header[-MAX_HEADER_CHARS:].split(",")
     if len(header) > MAX_HEADER_CHARS:
-        entries = entries[1:] or entries      # the first entry may have been cut
+        entries = entries[1:] or entries  # the first entry may have been cut
     hop = entries[-min(trusted_proxies, len(entries))]
     return normalize(hop)
 

@@ -34,6 +34,7 @@ Per connection, once per scan (every `scan_interval_s`, much faster under fd pre
 The connection whose request the app is running right now is never touched: the app wrapper
 marks when a call started, and that connection has been silent for as long as the call.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -56,12 +57,12 @@ _OFF_LAST_DATA_RECV = 52
 _OFF_BYTES_RECEIVED = 128
 _OFF_BYTES_SENT = 200
 
-REQUEST_HEAD_SLACK_BYTES = 128 * 1024   # request line and headers on top of the body cap
+REQUEST_HEAD_SLACK_BYTES = 128 * 1024  # request line and headers on top of the body cap
 SHED_MIN_IDLE_S = 0.05
 
 
 _LIBC = ctypes.CDLL(None, use_errno=True)
-_UNSPEC_ADDR = ctypes.create_string_buffer(16)     # struct sockaddr, sa_family = AF_UNSPEC
+_UNSPEC_ADDR = ctypes.create_string_buffer(16)  # struct sockaddr, sa_family = AF_UNSPEC
 
 
 def _abort(fd: int) -> None:
@@ -79,7 +80,7 @@ def _unread_bytes(fd: int) -> int:
     try:
         return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
     except OSError:
-        return 1            # unknown: act as if a request may be waiting (reset, no answer)
+        return 1  # unknown: act as if a request may be waiting (reset, no answer)
 
 
 def _dup_if_same(fd: int, inode: int) -> int | None:
@@ -92,7 +93,7 @@ def _dup_if_same(fd: int, inode: int) -> int | None:
     except OSError as error:
         if error.errno in (errno.EMFILE, errno.ENFILE):
             raise
-        return None         # EBADF: closed since it was listed
+        return None  # EBADF: closed since it was listed
     try:
         if os.fstat(dup).st_ino == inode:
             return dup
@@ -104,8 +105,10 @@ def _dup_if_same(fd: int, inode: int) -> int | None:
 
 def _answer(status: str, extra: str = "") -> bytes:
     reason = f"{status}\n".encode()
-    return (f"HTTP/1.1 {status}\r\nContent-Type: text/plain\r\nContent-Length: {len(reason)}\r\n"
-            f"Connection: close\r\n{extra}\r\n").encode() + reason
+    return (
+        f"HTTP/1.1 {status}\r\nContent-Type: text/plain\r\nContent-Length: {len(reason)}\r\n"
+        f"Connection: close\r\n{extra}\r\n"
+    ).encode() + reason
 
 
 TIMEOUT_408 = _answer("408 Request Timeout")
@@ -140,20 +143,26 @@ class _Conn:
 class ConnectionGuard:
     """Watch the sockets this worker accepted on LISTEN_SOCK; see the module docstring."""
 
-    def __init__(self, listen_sock: socket.socket, idle_timeout_s: float,
-                 request_timeout_s: float, max_body_bytes: int, scan_interval_s: float = 1.0):
+    def __init__(
+        self,
+        listen_sock: socket.socket,
+        idle_timeout_s: float,
+        request_timeout_s: float,
+        max_body_bytes: int,
+        scan_interval_s: float = 1.0,
+    ):
         self.listen_fd = listen_sock.fileno()
         self.local_port = listen_sock.getsockname()[1]
         self.idle_timeout_s = idle_timeout_s
         self.request_timeout_s = request_timeout_s
         self.max_request_bytes = max_body_bytes + REQUEST_HEAD_SLACK_BYTES
         self.scan_interval_s = min(scan_interval_s, idle_timeout_s / 4, request_timeout_s / 4)
-        self.busy_since: float | None = None      # set by the app wrapper around each call
-        self.conns: dict[int, _Conn] = {}         # socket inode -> state
-        self.foreign: set[int] = set()            # inodes of sockets that are not ours (Redis...)
-        self.closing: dict[int, float] = {}        # inode -> when the guard shut it down
+        self.busy_since: float | None = None  # set by the app wrapper around each call
+        self.conns: dict[int, _Conn] = {}  # socket inode -> state
+        self.foreign: set[int] = set()  # inodes of sockets that are not ours (Redis...)
+        self.closing: dict[int, float] = {}  # inode -> when the guard shut it down
         self.closed_total = {"idle": 0, "slow": 0, "too_large": 0, "shed": 0}
-        self.reset_unread = 0                      # closes with bytes queued unread: no answer
+        self.reset_unread = 0  # closes with bytes queued unread: no answer
         self._busy_last_scan = False
         nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
         margin = max(4, min(1024, nofile // 8))
@@ -161,7 +170,7 @@ class ConnectionGuard:
         self.low_water = nofile - 2 * margin
         self.nofile = nofile
 
-    def start(self) -> "ConnectionGuard":
+    def start(self) -> ConnectionGuard:
         threading.Thread(target=self._run, name="connguard", daemon=True).start()
         return self
 
@@ -189,7 +198,7 @@ class ConnectionGuard:
                     next_scan = 0.0
                 else:
                     time.sleep(0.002)
-            except Exception:       # the guard must never die and leave the worker unguarded
+            except Exception:  # the guard must never die and leave the worker unguarded
                 time.sleep(self.scan_interval_s)
 
     def _at_limit(self) -> bool:
@@ -217,7 +226,7 @@ class ConnectionGuard:
         """Check every socket of ours once; return how many descriptors the process held."""
         fds = self._fds()
         seen: dict[int, _Conn] = {}
-        live: list[tuple[float, int, int, int]] = []   # (idle_s, fd, inode, pending bytes)
+        live: list[tuple[float, int, int, int]] = []  # (idle_s, fd, inode, pending bytes)
         busy_since = self.busy_since
         busy_s = None if busy_since is None else now - busy_since
         # Busy now or at the last scan (a call that just ended: bjoern is reading the requests
@@ -242,24 +251,24 @@ class ConnectionGuard:
                 conn = _Conn(fd, 0)
             seen[inode] = conn
             closed_at = self.closing.get(inode)
-            if closed_at is not None:                # reset, yet bjoern still holds it
+            if closed_at is not None:  # reset, yet bjoern still holds it
                 if now - closed_at >= self.scan_interval_s:
                     self._act(fd, inode, _abort)
                 continue
-            if tx != conn.tx:                        # an answer went out: the request is done
+            if tx != conn.tx:  # an answer went out: the request is done
                 conn.tx, conn.rx_base, conn.pending_since = tx, rx, None
             elif rx > conn.rx_base and conn.pending_since is None:
                 conn.pending_since = now
             if state != _ESTABLISHED:
-                continue                             # closing: bjoern frees it on its own
+                continue  # closing: bjoern frees it on its own
             idle_s = min(sent_ago_ms, recv_ago_ms) / 1000.0
             if busy_s is not None and abs(idle_s - busy_s) < 1.0:
-                continue                             # maybe the request the app is running
+                continue  # maybe the request the app is running
             pending = rx - conn.rx_base
             if pending > self.max_request_bytes:
                 self._close(fd, inode, TOO_LARGE_413, "too_large")
             elif worker_held:
-                live.append((idle_s, fd, inode, pending))    # the wait is the worker's, see above
+                live.append((idle_s, fd, inode, pending))  # the wait is the worker's, see above
             elif conn.pending_since is not None and now - conn.pending_since >= self.request_timeout_s:
                 self._close(fd, inode, TIMEOUT_408, "slow")
             elif idle_s >= self.idle_timeout_s:
@@ -302,9 +311,11 @@ class ConnectionGuard:
         except OSError:
             return False
         try:
-            return (sock.family in (socket.AF_INET, socket.AF_INET6)
-                    and sock.type == socket.SOCK_STREAM
-                    and sock.getsockname()[1] == self.local_port)
+            return (
+                sock.family in (socket.AF_INET, socket.AF_INET6)
+                and sock.type == socket.SOCK_STREAM
+                and sock.getsockname()[1] == self.local_port
+            )
         except OSError:
             return False
         finally:
@@ -321,10 +332,13 @@ class ConnectionGuard:
             sock.detach()
         if len(raw) < _OFF_BYTES_SENT + 8:
             return None
-        return (raw[0], struct.unpack_from("I", raw, _OFF_LAST_DATA_SENT)[0],
-                struct.unpack_from("I", raw, _OFF_LAST_DATA_RECV)[0],
-                struct.unpack_from("Q", raw, _OFF_BYTES_RECEIVED)[0],
-                struct.unpack_from("Q", raw, _OFF_BYTES_SENT)[0])
+        return (
+            raw[0],
+            struct.unpack_from("I", raw, _OFF_LAST_DATA_SENT)[0],
+            struct.unpack_from("I", raw, _OFF_LAST_DATA_RECV)[0],
+            struct.unpack_from("Q", raw, _OFF_BYTES_RECEIVED)[0],
+            struct.unpack_from("Q", raw, _OFF_BYTES_SENT)[0],
+        )
 
     def _act(self, fd: int, inode: int, action):
         """Run ACTION on a duplicate of FD checked to be socket INODE; None if FD was reused.
@@ -345,6 +359,7 @@ class ConnectionGuard:
 
     def _close(self, fd: int, inode: int, answer: bytes | None, why: str) -> None:
         """Reset the connection, answering first only if no request bytes wait unread."""
+
         def close(target: int) -> bool:
             unread = _unread_bytes(target)
             if answer is not None and not unread:
@@ -357,6 +372,7 @@ class ConnectionGuard:
                     sock.detach()
             _abort(target)
             return bool(unread)
+
         result = self._act(fd, inode, close)
         if result is None:
             return

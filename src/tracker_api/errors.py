@@ -1,4 +1,5 @@
 """Refusals with a one-line reason: every bad request is answered 4xx, counted, and changes nothing."""
+
 from __future__ import annotations
 
 import sys
@@ -45,6 +46,7 @@ def refuse_handler(engine):
             engine.count(ex.project if known else None, ex.field)
         except RedisError:
             pass  # counting must never turn a 4xx into a 5xx
+
     return handle
 
 
@@ -74,17 +76,20 @@ def unrouted_handler(engine):
     Backfeed clients read a JSON `status_code`, so under /backfeed/ the answer is JSON as the
     endpoint's own refusals are; everything else gets the protocol's one-line text.
     """
+
     def handle(req, resp, ex, params):
         method_not_allowed = isinstance(ex, falcon.HTTPMethodNotAllowed)
         status = 405 if method_not_allowed else 404
-        reason = (f"{req.method} is not allowed on {req.path}" if method_not_allowed
-                  else f"no such path {req.path}")[:300]
+        reason = (
+            f"{req.method} is not allowed on {req.path}" if method_not_allowed else f"no such path {req.path}"
+        )[:300]
         resp.status = status
-        for name, value in (ex.headers or {}).items():     # Allow: on a 405
+        for name, value in (ex.headers or {}).items():  # Allow: on a 405
             resp.set_header(name, value)
         answer(req, resp, status, reason)
         try:
             engine.count(None, "bad_method" if method_not_allowed else "bad_path")
         except RedisError:
             pass  # counting must never turn a 4xx into a 5xx
+
     return handle

@@ -7,6 +7,7 @@ unlisted project never appears. Titles and descriptions are escaped (a project a
 them); the banner, ``tracker_banner_html`` of the HQ document, is HTML only a global admin can
 set, shown as set (the CSP still keeps its scripts, inline styles and other hosts' images out).
 """
+
 from __future__ import annotations
 
 import html
@@ -22,7 +23,7 @@ from tracker_core.engine import Engine
 
 
 def _number(n: int) -> str:
-    return f"{n:,}".replace(",", "\u202f")       # a narrow no-break space: 1 234 567
+    return f"{n:,}".replace(",", "\u202f")  # a narrow no-break space: 1 234 567
 
 
 def project_row(entry: dict, counts: dict) -> str:
@@ -35,12 +36,14 @@ def project_row(entry: dict, counts: dict) -> str:
     link = html.escape(f"/{entry['name']}/", quote=True)
     description = entry.get("description")
     about = f'<p class="about">{html.escape(description)}</p>' if description else ""
-    return (f'<li class="project"><h2><a href="{link}">{title}</a></h2>{about}'
-            f'<progress value="{done}" max="{max(total, 1)}">{share}</progress>'
-            f'<p class="counts"><span><b>{_number(done)}</b> done</span> '
-            f'<span><b>{_number(out)}</b> out</span> '
-            f'<span><b>{_number(to_do)}</b> to do</span> <span class="share">{share}</span></p>'
-            f'<p class="links"><a href="{link}">leaderboard</a></p></li>')
+    return (
+        f'<li class="project"><h2><a href="{link}">{title}</a></h2>{about}'
+        f'<progress value="{done}" max="{max(total, 1)}">{share}</progress>'
+        f'<p class="counts"><span><b>{_number(done)}</b> done</span> '
+        f"<span><b>{_number(out)}</b> out</span> "
+        f'<span><b>{_number(to_do)}</b> to do</span> <span class="share">{share}</span></p>'
+        f'<p class="links"><a href="{link}">leaderboard</a></p></li>'
+    )
 
 
 class FrontPage:
@@ -54,13 +57,11 @@ class FrontPage:
     def render(self) -> str:
         document = hq.document(self.admin.r, "")
         banner = self.admin.r.hget(keyspace.HQ, "tracker_banner_html") or ""
-        rows = [project_row(entry, self.engine.counts(entry["name"]))
-                for entry in document["projects"]]
-        projects = ("".join(rows) if rows
-                    else '<li class="empty">No project is listed right now.</li>')
-        return (self.template.replace("{{banner}}",
-                                      f'<div class="banner">{banner}</div>' if banner else "")
-                .replace("{{projects}}", projects))
+        rows = [project_row(entry, self.engine.counts(entry["name"])) for entry in document["projects"]]
+        projects = "".join(rows) if rows else '<li class="empty">No project is listed right now.</li>'
+        return self.template.replace(
+            "{{banner}}", f'<div class="banner">{banner}</div>' if banner else ""
+        ).replace("{{projects}}", projects)
 
     def on_get(self, req, resp):
         second = int(self.clock())

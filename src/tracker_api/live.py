@@ -16,6 +16,7 @@ Cluster each project's stream lives in its own slot, so one reader per project i
 every topology. Past MAX_WATCHED_PROJECTS a new project's viewers are closed with 1013 (try
 again later) and its page polls stats.json instead.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -35,9 +36,9 @@ from tracker_core import topology
 from tracker_core.engine import Engine
 from tracker_core.stats import StatsReader, log_line
 
-DEFAULT_INTERVAL_S = 0.5     # at most two updates a second per project
-SNAPSHOT_IDLE_S = 5.0        # claims change "out" without a log line: refresh now and then
-RECENT_LINES = 50            # what a new viewer gets first
+DEFAULT_INTERVAL_S = 0.5  # at most two updates a second per project
+SNAPSHOT_IDLE_S = 5.0  # claims change "out" without a log line: refresh now and then
+RECENT_LINES = 50  # what a new viewer gets first
 BLOCK_MS = 1000
 UNKNOWN_PROJECT_CLOSE = 4404
 TRY_AGAIN_LATER_CLOSE = 1013
@@ -52,11 +53,11 @@ def _text(message: dict) -> str:
 class ProjectWatcher:
     """Follow one project's log and statistics for its viewers."""
 
-    def __init__(self, feed: "LiveFeed", project: str):
+    def __init__(self, feed: LiveFeed, project: str):
         self.feed = feed
         self.project = project
         self.viewers: set = set()
-        self.recent = collections.deque(maxlen=RECENT_LINES)   # oldest first
+        self.recent = collections.deque(maxlen=RECENT_LINES)  # oldest first
         self.snapshot_text: str | None = None
         self.ready = asyncio.Event()
         self.exists = True
@@ -80,13 +81,15 @@ class ProjectWatcher:
         self._snapshot()
 
     def _snapshot(self) -> None:
-        self.snapshot_text = _text({"type": "snapshot",
-                                    "data": stats_body(self.engine, self.reader, self.project)})
+        self.snapshot_text = _text(
+            {"type": "snapshot", "data": stats_body(self.engine, self.reader, self.project)}
+        )
         self.snapshot_at = time.monotonic()
 
     def _step(self, block_ms: int) -> tuple[list[dict], bool]:
         reply = self.engine.conn.execute_command(
-            "XREAD", "COUNT", 1000, "BLOCK", block_ms, "STREAMS", self.log_key, self.last_id)
+            "XREAD", "COUNT", 1000, "BLOCK", block_ms, "STREAMS", self.log_key, self.last_id
+        )
         lines = []
         for _, entries in reply or ():
             for entry_id, flat in entries:
@@ -95,7 +98,7 @@ class ProjectWatcher:
             self.last_id = lines[-1]["id"]
         refresh = bool(lines) or self.dirty or time.monotonic() - self.snapshot_at > SNAPSHOT_IDLE_S
         if refresh:
-            if self.dirty:   # settings changed (title...): read them afresh
+            if self.dirty:  # settings changed (title...): read them afresh
                 self.engine._settings.pop(self.project, None)
             self.dirty = False
             self._snapshot()
@@ -193,8 +196,9 @@ class LiveFeed:
     async def serve(self, host: str, port: int, ready=None) -> None:
         self.loop = asyncio.get_running_loop()
         # One thread per watched project (each blocks in XREAD), plus a few for their start-ups.
-        self.loop.set_default_executor(ThreadPoolExecutor(max_workers=MAX_WATCHED_PROJECTS + 8,
-                                                          thread_name_prefix="live-redis"))
+        self.loop.set_default_executor(
+            ThreadPoolExecutor(max_workers=MAX_WATCHED_PROJECTS + 8, thread_name_prefix="live-redis")
+        )
         stop = self.loop.create_future()
         for sig in (signal.SIGTERM, signal.SIGINT):
             self.loop.add_signal_handler(sig, lambda: stop.done() or stop.set_result(None))
@@ -202,9 +206,13 @@ class LiveFeed:
         # Viewers send nothing: a small max_size turns any flood into a closed connection.
         async with serve(self.handler, host, port, max_size=4096, ping_interval=30) as server:
             bound = server.sockets[0].getsockname()[1]
-            from tracker_api.redact import redact    # a Redis password never reaches a log
-            print(f"tracker live: feed on ws://{host}:{bound}/PROJECT, "
-                  f"Redis {redact(self.redis_url)}", file=sys.stderr, flush=True)
+            from tracker_api.redact import redact  # a Redis password never reaches a log
+
+            print(
+                f"tracker live: feed on ws://{host}:{bound}/PROJECT, Redis {redact(self.redis_url)}",
+                file=sys.stderr,
+                flush=True,
+            )
             if ready is not None:
                 ready(bound)
             await stop

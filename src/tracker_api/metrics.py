@@ -14,6 +14,7 @@ project. Without a token (HAProxy's health check), only the projects listed for 
 their public leaderboards show them: an unlisted project's name never reaches an anonymous
 caller. A token that is sent but wrong is a 401, counted.
 """
+
 from __future__ import annotations
 
 import hmac
@@ -36,9 +37,14 @@ METRICS_TOKEN_ENV = "TRACKER_METRICS_TOKEN"
 # Counter fields of a project's stats hash -> (metric name, help). Request outcomes share one
 # metric with an outcome label.
 REQUEST_OUTCOMES = {
-    "requests_served": "served", "requests_empty": "empty", "requests_limited": "limited",
-    "requests_blocked": "blocked", "requests_paused": "paused", "requests_capped": "capped",
-    "requests_outdated": "outdated", "requests_claims_limited": "claims_limited",
+    "requests_served": "served",
+    "requests_empty": "empty",
+    "requests_limited": "limited",
+    "requests_blocked": "blocked",
+    "requests_paused": "paused",
+    "requests_capped": "capped",
+    "requests_outdated": "outdated",
+    "requests_claims_limited": "claims_limited",
 }
 PROJECT_COUNTERS = {
     "items_claimed": ("tracker_items_claimed", "Fresh items handed out (reclaims not included)."),
@@ -51,16 +57,22 @@ PROJECT_COUNTERS = {
     "dones_repeated": ("tracker_dones_repeated", "Done calls' names that were already done."),
     "dones_unknown": ("tracker_dones_unknown", "Done calls' names the project never had."),
     "items_dead_done": ("tracker_items_dead_done", "Dead items completed by a late done."),
-    "items_unservable": ("tracker_items_unservable",
-                         "Claimed names no client could receive (not UTF-8, NUL), sent to dead."),
-    "log_entries_dropped": ("tracker_log_entries_dropped",
-                            "Done-log entries cut by the stream's safety bound before archiving."),
+    "items_unservable": (
+        "tracker_items_unservable",
+        "Claimed names no client could receive (not UTF-8, NUL), sent to dead.",
+    ),
+    "log_entries_dropped": (
+        "tracker_log_entries_dropped",
+        "Done-log entries cut by the stream's safety bound before archiving.",
+    ),
 }
 # Fields of a project's stats hash that count refused input (bad requests, names refused at a
 # way in, dones that changed nothing, bounds reached): one metric with a reason label, so a
 # refusal added later is exported without a change here.
-_REFUSAL_FIELD = re.compile(r"(bad_|admin_bad_|admin_too_large|admin_forbidden|admin_conflict)"
-                            r"|.*(refused|clamped|replaced|dropped|throttled|full)")
+_REFUSAL_FIELD = re.compile(
+    r"(bad_|admin_bad_|admin_too_large|admin_forbidden|admin_conflict)"
+    r"|.*(refused|clamped|replaced|dropped|throttled|full)"
+)
 
 
 class TrackerCollector:
@@ -76,34 +88,47 @@ class TrackerCollector:
         self.private = private
 
     def _projects(self) -> list[str]:
-        return sorted(name for name in self.engine.conn.execute_command("SMEMBERS",
-                                                                        keyspace.PROJECTS)
-                      if self.visible(name))
+        return sorted(
+            name
+            for name in self.engine.conn.execute_command("SMEMBERS", keyspace.PROJECTS)
+            if self.visible(name)
+        )
 
     def collect(self):
-        requests = CounterMetricFamily("tracker_requests", "Item requests by outcome.",
-                                       labels=["project", "outcome"])
-        counters = {field: CounterMetricFamily(name, text, labels=["project"])
-                    for field, (name, text) in PROJECT_COUNTERS.items()}
-        queue = GaugeMetricFamily("tracker_queue_items", "Items waiting, by queue.",
-                                  labels=["project", "queue"])
+        requests = CounterMetricFamily(
+            "tracker_requests", "Item requests by outcome.", labels=["project", "outcome"]
+        )
+        counters = {
+            field: CounterMetricFamily(name, text, labels=["project"])
+            for field, (name, text) in PROJECT_COUNTERS.items()
+        }
+        queue = GaugeMetricFamily(
+            "tracker_queue_items", "Items waiting, by queue.", labels=["project", "queue"]
+        )
         todo_items = GaugeMetricFamily(
-            "tracker_todo_items", "Items to do: every queue, offloaded tails included.",
-            labels=["project"])
+            "tracker_todo_items", "Items to do: every queue, offloaded tails included.", labels=["project"]
+        )
         out = GaugeMetricFamily("tracker_items_out", "Items claimed and not done.", labels=["project"])
         warriors = GaugeMetricFamily(
             "tracker_warriors_online",
-            f"Warriors whose last heartbeat is at most {hq.ONLINE_WITHIN_MS // 60_000} min old.")
-        uniques = GaugeMetricFamily("tracker_unique_visitors",
-                                    "Unique downloaders and IPs this UTC day and month.",
-                                    labels=["project", "kind", "period"])
-        rtt = HistogramMetricFamily("tracker_rtt_seconds", "Claim-to-done time of completed items.",
-                                    labels=["project"])
-        refused = CounterMetricFamily("tracker_refused", "Refused requests outside any project.",
-                                      labels=["reason"])
+            f"Warriors whose last heartbeat is at most {hq.ONLINE_WITHIN_MS // 60_000} min old.",
+        )
+        uniques = GaugeMetricFamily(
+            "tracker_unique_visitors",
+            "Unique downloaders and IPs this UTC day and month.",
+            labels=["project", "kind", "period"],
+        )
+        rtt = HistogramMetricFamily(
+            "tracker_rtt_seconds", "Claim-to-done time of completed items.", labels=["project"]
+        )
+        refused = CounterMetricFamily(
+            "tracker_refused", "Refused requests outside any project.", labels=["reason"]
+        )
         project_refused = CounterMetricFamily(
-            "tracker_project_refused", "Refused input of a project (requests, entries, dones), by reason.",
-            labels=["project", "reason"])
+            "tracker_project_refused",
+            "Refused input of a project (requests, entries, dones), by reason.",
+            labels=["project", "reason"],
+        )
         now_ms = self.engine._now_ms()
         for project in self._projects():
             counts = self.engine.counts(project)
@@ -143,10 +168,14 @@ class TrackerCollector:
         k = self.engine.keys(project)
         day = now_ms // stats_mod.DAY_MS
         days = stats_mod.month_days(now_ms)
-        replies = self.engine.conn.pipeline((
-            ("PFCOUNT", k.uniques("downloaders", day)), ("PFCOUNT", k.uniques("ips", day)),
-            ("PFCOUNT", *(k.uniques("downloaders", d) for d in days)),
-            ("PFCOUNT", *(k.uniques("ips", d) for d in days))))
+        replies = self.engine.conn.pipeline(
+            (
+                ("PFCOUNT", k.uniques("downloaders", day)),
+                ("PFCOUNT", k.uniques("ips", day)),
+                ("PFCOUNT", *(k.uniques("downloaders", d) for d in days)),
+                ("PFCOUNT", *(k.uniques("ips", d) for d in days)),
+            )
+        )
         return dict(zip(("downloaders_day", "ips_day", "downloaders_month", "ips_month"), replies))
 
 
@@ -165,13 +194,14 @@ class MetricsResource:
         scheme, _, text = header.partition(" ")
         text = text.strip()
         if scheme.lower() != "bearer" or not text:
-            raise Refused(401, "metrics token required (Authorization: Bearer TOKEN)",
-                          "metrics_unauthenticated")
+            raise Refused(
+                401, "metrics token required (Authorization: Bearer TOKEN)", "metrics_unauthenticated"
+            )
         if self.metrics_token and hmac.compare_digest(text.encode(), self.metrics_token.encode()):
             return (lambda project: True), True
         if self.auth is None:
             raise Refused(401, "unknown metrics token", "metrics_bad_token")
-        token = self.auth.check(text, ANY)          # 401 for an unknown or revoked token
+        token = self.auth.check(text, ANY)  # 401 for an unknown or revoked token
         if token.is_global:
             return (lambda project: True), True
         return (lambda project: token.allows(project) or self._listed(project)), False

@@ -8,6 +8,7 @@ app decodes the path before routing it), an admin bearer token and a `password=`
 so that tracebacks, the framework's error log and C-level Python error prints pass through it
 too (bjoern takes `sys.stderr` as the WSGI error stream when its loop starts).
 """
+
 from __future__ import annotations
 
 import re
@@ -22,11 +23,9 @@ _PATTERNS = (
     (re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^\s/:@]*:)[^\s/?#]+@"), r"\1" + MASK + "@"),
     # the secret after the project's last '-' in a backfeed path (secrets never hold '-'), each
     # character raw or %XX and of any length: a partial or encoded secret is still secret.
-    (re.compile(r"(/backfeed/legacy/[^\s?#/]*(?:-|%2[dD]))(?:[A-Za-z0-9]|%[0-9A-Fa-f]{2})+"),
-     r"\1" + MASK),
+    (re.compile(r"(/backfeed/legacy/[^\s?#/]*(?:-|%2[dD]))(?:[A-Za-z0-9]|%[0-9A-Fa-f]{2})+"), r"\1" + MASK),
     (re.compile(r"(?i)(bearer\s+)[^\s,;]+"), r"\1" + MASK),
-    (re.compile(r"(?i)((?:password|passwd|secret|token|requirepass)[=:]\s*)[^\s&;,]+"),
-     r"\1" + MASK),
+    (re.compile(r"(?i)((?:password|passwd|secret|token|requirepass)[=:]\s*)[^\s&;,]+"), r"\1" + MASK),
 )
 
 # A token with percent-escapes (a raw request path as a log prints it). Falcon decodes the whole
@@ -38,7 +37,7 @@ def _redact_encoded_token(match: re.Match) -> str:
     token = match.group(0)
     decoded = unquote(token)
     if "/backfeed/legacy/" not in decoded or "/backfeed/legacy/" in token:
-        return token                # nothing hidden by the encoding (raw paths: the patterns)
+        return token  # nothing hidden by the encoding (raw paths: the patterns)
     # The log keeps the decoded form: mapping the mask back onto the escapes is not worth it.
     return redact(decoded)
 

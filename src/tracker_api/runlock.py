@@ -5,6 +5,7 @@ the socket the first still serves. The kernel drops the lock when the holder die
 `kill -9` (its forked workers hold it a moment longer: they die with it), so no stale lock file
 ever needs cleaning up.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -29,8 +30,10 @@ def lock_data_dir(data_dir: str | os.PathLike) -> int:
     except BlockingIOError:
         holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
         os.close(fd)
-        raise DataDirBusy(f"data directory {directory} is in use by another tracker run "
-                          f"(pid {holder}); stop it first or use another --data-dir") from None
+        raise DataDirBusy(
+            f"data directory {directory} is in use by another tracker run "
+            f"(pid {holder}); stop it first or use another --data-dir"
+        ) from None
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
     return fd

@@ -1,4 +1,5 @@
 """Read-only views: GET /P/stats.json (counts, statistics, charts and leaderboard top N)."""
+
 from __future__ import annotations
 
 import falcon
@@ -11,7 +12,7 @@ from tracker_core.stats import StatsReader
 
 DEFAULT_TOP = 100
 MAX_TOP = 10000
-RECENT_LOG_LINES = 30   # the page's log when it polls (the live feed sends its own)
+RECENT_LOG_LINES = 30  # the page's log when it polls (the live feed sends its own)
 
 
 def stats_body(engine: Engine, reader: StatsReader, project: str, top: int = DEFAULT_TOP) -> dict:
@@ -24,7 +25,7 @@ def stats_body(engine: Engine, reader: StatsReader, project: str, top: int = DEF
     counts.update(
         project=project,
         title=(settings.values.get("title") if settings else None) or project,
-        todo_total=todo.total(counts),         # offloaded queue tails included
+        todo_total=todo.total(counts),  # offloaded queue tails included
         irsr=(counters.get("requests_served", 0) / requests) if requests else None,
         rtt_mean_s=(counters.get("rtt_sum_ms", 0) / rtt_n / 1000) if rtt_n else None,
         leaderboard=engine.leaderboard(project, top),

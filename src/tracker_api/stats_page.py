@@ -4,6 +4,7 @@ The page is static HTML with the project's name filled in; its numbers come from
 the live feed. Its scripts and styles (uPlot vendored from its npm package, with its licence) are
 served from the package itself, so the page loads nothing from other hosts.
 """
+
 from __future__ import annotations
 
 import html
@@ -16,10 +17,14 @@ from tracker_api.errors import Refused
 from tracker_core.engine import Engine
 
 STATIC_DIR = Path(__file__).with_name("static")
-CONTENT_TYPES = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8",
-                 ".html": "text/html; charset=utf-8", ".png": "image/png",
-                 ".svg": "image/svg+xml"}
-LIVE_URL_ENV = "TRACKER_LIVE_URL"   # the feed: ws://HOST:PORT, /PATH, :PORT; empty: next port up
+CONTENT_TYPES = {
+    ".js": "text/javascript; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".html": "text/html; charset=utf-8",
+    ".png": "image/png",
+    ".svg": "image/svg+xml",
+}
+LIVE_URL_ENV = "TRACKER_LIVE_URL"  # the feed: ws://HOST:PORT, /PATH, :PORT; empty: next port up
 
 
 def _load_static() -> dict[str, tuple[bytes, str]]:
@@ -54,10 +59,13 @@ class LeaderboardPage:
         settings = self.engine.settings(project)
         if settings is None:
             raise Refused(404, f"unknown project {project!r}", "bad_unknown_project")
-        fill = {"project": project, "title": settings.values.get("title") or project,
-                "live_url": self.live_url}
+        fill = {
+            "project": project,
+            "title": settings.values.get("title") or project,
+            "live_url": self.live_url,
+        }
         page = self.template
         for name, value in fill.items():
-            page = page.replace("{{%s}}" % name, html.escape(value))
+            page = page.replace("{{" + name + "}}", html.escape(value))
         resp.content_type = falcon.MEDIA_HTML
         resp.text = page

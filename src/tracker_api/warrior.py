@@ -3,29 +3,29 @@
 Every resource parses and checks its input fully before it touches Redis, then makes one script
 call. A check that fails raises ``Refused`` (4xx, one-line reason, counted, nothing changed).
 """
+
 from __future__ import annotations
 
 import falcon
 import orjson
 
+from tracker_api.client_ip import client_ip
+from tracker_api.errors import Refused
 from tracker_core import protocol
 from tracker_core.engine import UNKNOWN_PROJECT, Engine
 from tracker_core.settings import MAX_MULTI_CEILING
-from tracker_api.client_ip import client_ip
-from tracker_api.errors import Refused
 
 MAX_BODY_BYTES = 1 << 20
 MAX_ITEM_CHARS = protocol.MAX_ITEM_CHARS
-MAX_DONE_ITEMS = MAX_MULTI_CEILING   # a done reports what one request claimed
+MAX_DONE_ITEMS = MAX_MULTI_CEILING  # a done reports what one request claimed
 # A claimed batch must always be reportable: a 413 on its done would be retried for ever and the
 # items never done. The warrior sends json.dumps output (ASCII only), which writes a character
 # outside the BMP as two \uXXXX escapes: 12 bytes for one character (any other escaped one: 6),
 # and the NUL between names as 6. So a whole claim of the longest names takes up to 1,000 x
 # (4,096 x 12 + 6) bytes; 1 MiB more is room for the other fields (downloader, version, bytes, id).
 JSON_BYTES_PER_CHAR_MAX = 12
-MAX_DONE_BODY_BYTES = (MAX_DONE_ITEMS * (MAX_ITEM_CHARS * JSON_BYTES_PER_CHAR_MAX + 6)
-                       + (1 << 20))
-MAX_ID_BYTES = 4096       # the id as JSON; a larger or deeper one is replaced, the done still counts
+MAX_DONE_BODY_BYTES = MAX_DONE_ITEMS * (MAX_ITEM_CHARS * JSON_BYTES_PER_CHAR_MAX + 6) + (1 << 20)
+MAX_ID_BYTES = 4096  # the id as JSON; a larger or deeper one is replaced, the done still counts
 
 
 def read_json(req, project: str, limit: int = MAX_BODY_BYTES) -> dict:
@@ -127,8 +127,12 @@ def item_names(value, project: str) -> list[str]:
         raise Refused(400, "item must be a string (names joined by NUL)", "bad_item", project)
     names = protocol.split_items(value, MAX_DONE_ITEMS, MAX_ITEM_CHARS)
     if names is None:
-        raise Refused(400, f"item must hold 1 to {MAX_DONE_ITEMS} names of 1 to {MAX_ITEM_CHARS} "
-                           "characters", "bad_item", project)
+        raise Refused(
+            400,
+            f"item must hold 1 to {MAX_DONE_ITEMS} names of 1 to {MAX_ITEM_CHARS} characters",
+            "bad_item",
+            project,
+        )
     return names
 
 
@@ -155,9 +159,13 @@ class ProtocolResource:
         downloader = downloader_of(body, project)
         version = version_of(body, project)
         if settings.min_version and protocol.version_older(version, settings.min_version):
-            raise Refused(455, f"client version {version or 'unknown'} is older than "
-                               f"{settings.min_version}; update your warrior", "requests_outdated",
-                          project)
+            raise Refused(
+                455,
+                f"client version {version or 'unknown'} is older than "
+                f"{settings.min_version}; update your warrior",
+                "requests_outdated",
+                project,
+            )
         legacy = body.get("api_version") != "2"
         wanted = 1 if legacy else max(1, min(multi, settings.max_multi))
         ip = self.client_ip(req) if ip is None else ip
@@ -170,14 +178,13 @@ class ProtocolResource:
                 if bad:
                     self.engine.bury_unservable(project, downloader, bad)
                 items = [name for name in items if name not in bad]
-                answer = (answer_body(items, legacy, settings.extra_parameters) if items
-                          else None)
+                answer = answer_body(items, legacy, settings.extra_parameters) if items else None
             if answer is not None:
                 resp.status = 200
                 resp.content_type = falcon.MEDIA_TEXT if legacy else falcon.MEDIA_JSON
                 resp.data = answer
                 return
-            status = 404        # every name given was taken back
+            status = 404  # every name given was taken back
         if status == UNKNOWN_PROJECT:
             raise Refused(404, f"unknown project {project!r}", "bad_unknown_project")
         # 404 (nothing available), 429 (rate limited), 403 (blocked): empty body, as clients expect.
@@ -193,11 +200,14 @@ class ProtocolResource:
         names = item_names(body.get("item"), project)
         domain_bytes = protocol.flatten_bytes(body.get("bytes", {}))
         if domain_bytes is None:
-            raise Refused(400, "bytes must map at most 32 domain names to non-negative integers"
-                          " totalling under 10 TB", "bad_bytes", project)
+            raise Refused(
+                400,
+                "bytes must map at most 32 domain names to non-negative integers totalling under 10 TB",
+                "bad_bytes",
+                project,
+            )
         item_id, dropped = id_text(body.get("id"))
-        if self.engine.done(project, downloader, version, names, domain_bytes, item_id,
-                            ip) is None:
+        if self.engine.done(project, downloader, version, names, domain_bytes, item_id, ip) is None:
             raise Refused(404, f"unknown project {project!r}", "bad_unknown_project")
         if dropped:
             self.engine.count(project, dropped)
@@ -223,7 +233,7 @@ class DoneRequestResource(ProtocolResource):
 
     def on_post(self, req, resp, project: str, multi: int = 1):
         body = read_json(req, project, MAX_DONE_BODY_BYTES)
-        ip = self.client_ip(req)        # read once for both halves
+        ip = self.client_ip(req)  # read once for both halves
         if "item" in body:
             self.complete(project, body, ip)
         self.claim(req, resp, project, body, multi, ip)
@@ -271,9 +281,10 @@ class ItemStatusResource(ProtocolResource):
     def on_get(self, req, resp, project: str, item: str):
         self.known_project(project)
         if not item.endswith(".json"):
-            raise Refused(404, "item status is at /P/items/NAME.json (NAME percent-encoded)",
-                          "bad_path", project)
-        item = item[:-len(".json")]
+            raise Refused(
+                404, "item status is at /P/items/NAME.json (NAME percent-encoded)", "bad_path", project
+            )
+        item = item[: -len(".json")]
         if not 0 < len(item) <= MAX_ITEM_CHARS:
             raise Refused(400, "bad item name", "bad_item", project)
         place = self.engine.item_place(project, item)

@@ -10,12 +10,14 @@
 - Admin pages and the admin API: ``Cache-Control: no-store``, so no proxy or browser cache
   keeps a page with tokens' effects, CSRF fields or the registry.
 """
+
 from __future__ import annotations
 
 CONTENT_SECURITY_POLICY = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "connect-src 'self' ws: wss:; object-src 'none'; base-uri 'none'; form-action 'self'; "
-    "frame-ancestors 'none'")
+    "frame-ancestors 'none'"
+)
 ADMIN_PREFIXES = ("/admin/", "/api/admin/")
 
 

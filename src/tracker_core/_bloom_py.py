@@ -5,6 +5,7 @@ compare them). An item's dedup key is hashed once with 64-bit FNV-1a; each filte
 derives its own chunk and k bit positions from that hash with the murmur3 finalizer (different
 seeds per layer, so layers are independent) and double hashing: position i = (a + i*b) mod bits.
 """
+
 from __future__ import annotations
 
 MASK64 = 0xFFFFFFFFFFFFFFFF

@@ -18,6 +18,7 @@ order in which the fast forms are tried cannot change the answer.
 The tables are built here and shared by the compiled class, so both index patterns identically
 and run the very same compiled regexes; only the per-name walk differs.
 """
+
 from __future__ import annotations
 
 import re
@@ -43,8 +44,8 @@ class PatternError(ValueError):
 
 def _regex_options(max_mem: int = REGEX_MAX_MEM):
     options = _re2.RE2.Options()
-    options.never_capture = True      # only "does it match" is asked: no submatch tracking
-    options.log_errors = False        # a refused pattern is answered, not logged by RE2
+    options.never_capture = True  # only "does it match" is asked: no submatch tracking
+    options.log_errors = False  # a refused pattern is answered, not logged by RE2
     options.max_mem = max_mem
     return options
 
@@ -63,8 +64,10 @@ def check_regex(expression: str) -> None:
         reason = regexp.error().decode("utf-8", "replace")
         raise PatternError(" ".join(f"bad regular expression (RE2 syntax): {reason}".split()))
     if regexp.ProgramSize() > MAX_REGEX_PROGRAM:
-        raise PatternError(f"regular expression too complex (RE2 program of {regexp.ProgramSize()}"
-                           f" steps; at most {MAX_REGEX_PROGRAM})")
+        raise PatternError(
+            f"regular expression too complex (RE2 program of {regexp.ProgramSize()}"
+            f" steps; at most {MAX_REGEX_PROGRAM})"
+        )
 
 
 def compile_regexes(expressions: list, max_mem: int = REGEX_MAX_MEM):
@@ -137,7 +140,7 @@ def normalize_domain(value: str) -> str:
 # case-insensitive flag or `\Q...\E` give up on literals altogether.
 
 _METACHARS = frozenset("\\.+*?()|[]{}^$")
-_REPEAT_RE = re.compile(r"\{[0-9]+(?:,[0-9]*)?\}")   # RE2 reads any other '{' as a literal
+_REPEAT_RE = re.compile(r"\{[0-9]+(?:,[0-9]*)?\}")  # RE2 reads any other '{' as a literal
 _FLAGS_RE = re.compile(r"\(\?([imsU-]*)[:)]")
 _OCTAL = "01234567"
 LITERAL, BEGIN, OTHER = "literal", "begin", "other"
@@ -167,7 +170,7 @@ def _class_end(expression: str, i: int) -> int | None:
     n, j = len(expression), i + 1
     if j < n and expression[j] == "^":
         j += 1
-    if j < n and expression[j] == "]":       # a ']' first in a class is a literal
+    if j < n and expression[j] == "]":  # a ']' first in a class is a literal
         j += 1
     while j < n:
         ch = expression[j]
@@ -203,7 +206,7 @@ def top_level_items(expression: str) -> list | None:
             nxt = expression[i + 1] if i + 1 < n else ""
             end = _escape_end(expression, i)
             if nxt and nxt.isascii() and not nxt.isalnum():
-                item = (LITERAL, nxt)          # an escaped punctuation mark is itself
+                item = (LITERAL, nxt)  # an escaped punctuation mark is itself
             i = end
         elif ch == "[":
             end = _class_end(expression, i)
@@ -219,7 +222,7 @@ def top_level_items(expression: str) -> list | None:
         elif ch == ")":
             depth -= 1
             i += 1
-            continue                           # the group was recorded at its '('
+            continue  # the group was recorded at its '('
         elif ch == "|" and depth == 0:
             return None
         elif ch in "*+?" or (ch == "{" and _REPEAT_RE.match(expression, i)):
@@ -253,7 +256,7 @@ def anchored_literal_prefix(expression: str) -> str:
     if not items or items[0][0] != BEGIN:
         return ""
     if any("m" in flags.partition("-")[0] for flags in _FLAGS_RE.findall(expression)):
-        return ""                              # (?m): '^' also matches after a newline
+        return ""  # (?m): '^' also matches after a newline
     literal = []
     for kind, ch in items[1:]:
         if kind != LITERAL:
@@ -295,7 +298,7 @@ def build_tables(patterns):
     domains: dict[str, int] = {}
     trie: dict = {}
     others = []
-    bare = []          # (index, expression) of regexes with no literal at all
+    bare = []  # (index, expression) of regexes with no literal at all
     for index, pattern in enumerate(patterns):
         if pattern is None:
             continue
@@ -321,8 +324,7 @@ def build_tables(patterns):
 def _group_unfiltered(bare: list) -> list:
     if not bare:
         return []
-    combined = compile_regexes([value for _, value, _ in bare],
-                               min(64 << 20, REGEX_MAX_MEM * len(bare)))
+    combined = compile_regexes([value for _, value, _ in bare], min(64 << 20, REGEX_MAX_MEM * len(bare)))
     if combined is not None:
         return [([index for index, _, _ in bare], combined)]
     return [([index], compiled) for index, _, compiled in bare]
@@ -347,7 +349,7 @@ def host_of(name: str) -> str:
     host = name[start:end]
     at = host.rfind("@")
     if at >= 0:
-        host = host[at + 1:]
+        host = host[at + 1 :]
     colon = host.find(":")
     if colon >= 0:
         host = host[:colon]
@@ -359,8 +361,7 @@ class Classifier:
 
     def __init__(self, patterns):
         self.patterns = list(patterns)
-        self.types, self.domains, self.trie, self.others, self.unfiltered = \
-            build_tables(self.patterns)
+        self.types, self.domains, self.trie, self.others, self.unfiltered = build_tables(self.patterns)
 
     def __len__(self):
         return len(self.patterns)
@@ -368,7 +369,7 @@ class Classifier:
     def classify(self, name: str) -> int:
         """Return the index of the first pattern NAME matches, or -1."""
         best = len(self.patterns)
-        data = None            # the name's UTF-8 bytes, made once the first regex needs them
+        data = None  # the name's UTF-8 bytes, made once the first regex needs them
         if self.types:
             colon = name.find(":")
             if colon > 0:
@@ -380,7 +381,7 @@ class Classifier:
                 dot = host.find(".")
                 if dot < 0:
                     break
-                host = host[dot + 1:]
+                host = host[dot + 1 :]
         node = self.trie
         i, n = 0, len(name)
         while node:

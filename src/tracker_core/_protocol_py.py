@@ -1,11 +1,12 @@
 """Per-request protocol checks: the readable twin of ``_protocol_c.pyx`` (same signatures)."""
+
 from __future__ import annotations
 
 # Bytes one done may report, all domains together. The done script handles counts as Lua
 # numbers, which print in exponent form from 1e14 on: Redis then refuses them as integers in the
 # middle of the script. 10 TB per item is far above any real one.
 MAX_DONE_BYTES = 10**13
-MAX_DOMAINS = 32          # domains per done: each becomes a field of the project's domain_bytes
+MAX_DOMAINS = 32  # domains per done: each becomes a field of the project's domain_bytes
 
 
 def valid_downloader(name) -> bool:

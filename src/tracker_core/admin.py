@@ -3,6 +3,7 @@
 The CLI and (later) the admin API both call these; every change is one script or one atomic
 command, like the hot path.
 """
+
 from __future__ import annotations
 
 import time
@@ -10,23 +11,32 @@ from collections.abc import Iterable, Iterator
 
 import redis
 
-from tracker_core import keys as keyspace
 from tracker_core import blocks as blocks_mod
-from tracker_core import bloom, scripts, settings as settings_mod, topology
+from tracker_core import bloom, scripts, topology
+from tracker_core import keys as keyspace
 from tracker_core import limits as limits_mod
 from tracker_core import offload as offload_mod
+from tracker_core import settings as settings_mod
 
 ADD_BATCH = 5000
-NOT_UTF8 = "not_utf8"     # a name refused on its own; counted in stats as items_refused_not_utf8
+NOT_UTF8 = "not_utf8"  # a name refused on its own; counted in stats as items_refused_not_utf8
 # Redo (re-queue done or seen items on purpose): the queue it fills unless told otherwise (served
 # after todo, backfeed and secondary), names per script call (one call blocks Redis while it
 # runs), and what the script answers, in its order, then what the caller adds.
 REDO_QUEUE = "redo"
 REDO_BATCH = 1000
-REDO_FIELDS = ("from_done", "from_seen", "held", "out", "queued", "dead", "offloaded",
-               "not_seen", "maybe_offloaded")
-REDO_SKIP_FIELDS = ("out", "queued", "dead", "offloaded", "not_seen", "maybe_offloaded",
-                    "not_utf8")
+REDO_FIELDS = (
+    "from_done",
+    "from_seen",
+    "held",
+    "out",
+    "queued",
+    "dead",
+    "offloaded",
+    "not_seen",
+    "maybe_offloaded",
+)
+REDO_SKIP_FIELDS = ("out", "queued", "dead", "offloaded", "not_seen", "maybe_offloaded", "not_utf8")
 
 
 def valid_utf8(name: str) -> bool:
@@ -58,7 +68,7 @@ class Admin:
         self.r = client
 
     @classmethod
-    def from_url(cls, url: str) -> "Admin":
+    def from_url(cls, url: str) -> Admin:
         return cls(connect(url))
 
     def _keys(self, project: str, must_exist: bool = True) -> keyspace.ProjectKeys:
@@ -78,14 +88,14 @@ class Admin:
         for name, value in values.items():
             initial[name] = settings_mod.validate(name, value)
         flat = [x for pair in initial.items() for x in pair]
-        created = scripts.run(self.r, "create_project", (k.settings, k.blocked),
-                              (_now_ms(), *flat, "--blocked"))
+        created = scripts.run(
+            self.r, "create_project", (k.settings, k.blocked), (_now_ms(), *flat, "--blocked")
+        )
         self.r.sadd(keyspace.PROJECTS, project)
         if created:
             # After joining PROJECTS: a global block made meanwhile either is read here or
             # finds this project in its loop over PROJECTS.
-            self._write_blocks(k, lambda own, copy: (
-                own, set(self.r.smembers(keyspace.GLOBAL_BLOCKED))))
+            self._write_blocks(k, lambda own, copy: (own, set(self.r.smembers(keyspace.GLOBAL_BLOCKED))))
         return bool(created)
 
     def projects(self) -> list[str]:
@@ -97,8 +107,7 @@ class Admin:
         flat = []
         for name, value in values.items():
             flat += [name, settings_mod.validate(name, value)]
-        age = scripts.run(self.r, "set_settings", (k.settings,),
-                          (project, keyspace.SETTINGS_CHANNEL, *flat))
+        age = scripts.run(self.r, "set_settings", (k.settings,), (project, keyspace.SETTINGS_CHANNEL, *flat))
         if age == -1:
             raise AdminError(f"unknown project {project!r}")
         if age < 0:
@@ -109,10 +118,13 @@ class Admin:
         k = self._keys(project)
         values = settings_mod.defaults()
         values.update(self.r.hgetall(k.settings))
-        return {"project": project, "settings": values,
-                "upload_targets": self.r.hgetall(k.upload_targets),
-                "blocked": sorted(self.r.smembers(k.blocked)),
-                "blocked_global": sorted(self.r.smembers(k.blocked_global))}
+        return {
+            "project": project,
+            "settings": values,
+            "upload_targets": self.r.hgetall(k.upload_targets),
+            "blocked": sorted(self.r.smembers(k.blocked)),
+            "blocked_global": sorted(self.r.smembers(k.blocked_global)),
+        }
 
     def set_upload_target(self, project: str, url: str, state: str) -> int:
         """Mark URL 'active' or 'inactive', or remove it (state ''); bumps the settings age."""
@@ -144,6 +156,7 @@ class Admin:
 
         def change(entries: set[str]) -> set[str]:
             return entries - {entry} if remove else entries | {entry}
+
         if project is not None:
             if not self._write_blocks(self._keys(project), lambda own, copy: (change(own), copy)):
                 raise AdminError(f"unknown project {project!r}")
@@ -159,9 +172,12 @@ class Admin:
             return {"global": sorted(self.r.smembers(keyspace.GLOBAL_BLOCKED))}
         k = self._keys(project)
         ignore = self.r.hget(k.settings, "ignore_global_blocked") == "1"
-        return {"project": project, "blocked": sorted(self.r.smembers(k.blocked)),
-                "blocked_global": sorted(self.r.smembers(k.blocked_global)),
-                "ignore_global_blocked": ignore}
+        return {
+            "project": project,
+            "blocked": sorted(self.r.smembers(k.blocked)),
+            "blocked_global": sorted(self.r.smembers(k.blocked_global)),
+            "ignore_global_blocked": ignore,
+        }
 
     def reindex_blocks(self) -> int:
         """Rebuild every project's block index, its global copy from the global list (entries of
@@ -170,8 +186,9 @@ class Admin:
         done = 0
         for name in self.projects():
             glob = set(self.r.smembers(keyspace.GLOBAL_BLOCKED))
-            done += self._write_blocks(keyspace.ProjectKeys(name),
-                                       lambda own, copy: (own - glob, glob))
+            done += self._write_blocks(
+                keyspace.ProjectKeys(name), lambda own, copy, glob=glob: (own - glob, glob)
+            )
         return done
 
     def reindex_blocks_if_missing(self) -> int:
@@ -191,23 +208,35 @@ class Admin:
         index, in one script that first checks nobody changed them since the read; False for a
         project that does not exist (any more)."""
         for _ in range(50):
-            own, copy = (set(x) for x in self.r.pipeline(transaction=False)
-                         .smembers(k.blocked).smembers(k.blocked_global).execute())
+            own, copy = (
+                set(x)
+                for x in self.r.pipeline(transaction=False)
+                .smembers(k.blocked)
+                .smembers(k.blocked_global)
+                .execute()
+            )
             new_own, new_copy = change(own, copy)
             index = blocks_mod.index_members(new_own, new_copy)
-            done = scripts.run(self.r, "set_blocks", (
-                k.settings, k.blocked, k.blocked_global, k.blocked_index),
-                (len(own), len(copy), len(new_own), len(new_copy),
-                 *own, *copy, *new_own, *new_copy, *index))
+            done = scripts.run(
+                self.r,
+                "set_blocks",
+                (k.settings, k.blocked, k.blocked_global, k.blocked_index),
+                (len(own), len(copy), len(new_own), len(new_copy), *own, *copy, *new_own, *new_copy, *index),
+            )
             if done != 0:
                 return done == 1
         raise AdminError(f"the blocks of {k.project!r} kept changing: try again")
 
     # -- items ------------------------------------------------------------------------------------
 
-    def add_items(self, project: str, names: Iterable[str], queue: str = "todo",
-                  batch: int = ADD_BATCH, refused: dict | None = None
-                  ) -> Iterator[tuple[int, int]]:
+    def add_items(
+        self,
+        project: str,
+        names: Iterable[str],
+        queue: str = "todo",
+        batch: int = ADD_BATCH,
+        refused: dict | None = None,
+    ) -> Iterator[tuple[int, int]]:
         """Queue NAMES in batches; yield (added, duplicates) per batch so callers show progress.
 
         A name that was not valid UTF-8 is refused on its own (the rest of the batch is added),
@@ -227,8 +256,8 @@ class Admin:
 
         def add(chunk: list[str]) -> tuple[int, int]:
             added = duplicates = 0
-            for start in range(0, len(chunk), bloom.BATCH):   # short scripts: Redis stays responsive
-                part = chunk[start:start + bloom.BATCH]
+            for start in range(0, len(chunk), bloom.BATCH):  # short scripts: Redis stays responsive
+                part = chunk[start : start + bloom.BATCH]
                 groups = [(part, part, target)]
                 if held is not None and held.limits:
                     groups = limits_mod.split_entries(part, part, held.names_of(part), target, k)
@@ -245,7 +274,7 @@ class Admin:
         refused = {} if refused is None else refused
         bad = 0
 
-        def count_refused() -> None:      # once per batch, not once per name
+        def count_refused() -> None:  # once per batch, not once per name
             nonlocal bad
             if bad:
                 self.r.hincrby(k.stats, "items_refused_not_utf8", bad)
@@ -288,9 +317,10 @@ class Admin:
         pipe.hgetall(k.segment_queues)
         replies = pipe.execute()
         shared = dict(zip(keyspace.SHARED_QUEUES, replies[:4]))
-        per_downloader = {o: n for o, n in zip(owners, replies[4:4 + len(owners)]) if n}
-        (out, done_kept, stats, held, held_in, dead, segments, offloading,
-         sources) = replies[4 + len(owners):]
+        per_downloader = {o: n for o, n in zip(owners, replies[4 : 4 + len(owners)]) if n}
+        (out, done_kept, stats, held, held_in, dead, segments, offloading, sources) = replies[
+            4 + len(owners) :
+        ]
         counters = {f: int(v) for f, v in stats.items()}
         segments = {n: int(c) for n, c in segments.items() if not n.startswith("#")}
         # Offloaded items: in segment files, or on their way to one (not in todo_total), per
@@ -321,8 +351,7 @@ class Admin:
 
     # -- pattern and item-type limits (tracker_core.limits) -------------------------------------
 
-    def add_limit(self, project: str, name: str, pattern: str, rate: str,
-                  reclassify: bool = True) -> int:
+    def add_limit(self, project: str, name: str, pattern: str, rate: str, reclassify: bool = True) -> int:
         """Add or replace a limit; return the new settings age (every node reloads).
 
         With RECLASSIFY, queued items the limit now matches move to its sub-queue (a scan of
@@ -362,12 +391,14 @@ class Admin:
         compiled = None if owner else limits_mod.CompiledLimits(limits_mod.load(self.r, k))
         moved = held = 0
         for start in range(0, len(names), ADD_BATCH):
-            part = names[start:start + ADD_BATCH]
+            part = names[start : start + ADD_BATCH]
             entries = limits_mod.held_entries(compiled, part)
-            n = scripts.run(self.r, "requeue_dead",
-                            (k.dead, target, k.stats, k.limited_in, k.downloader_queues),
-                            (owner, *[limits_mod.wire(x) for pair in zip(part, entries)
-                                      for x in pair]))
+            n = scripts.run(
+                self.r,
+                "requeue_dead",
+                (k.dead, target, k.stats, k.limited_in, k.downloader_queues),
+                (owner, *[limits_mod.wire(x) for pair in zip(part, entries) for x in pair]),
+            )
             if n < 0:
                 raise AdminError("requeue_dead: bad arguments (nothing changed)")
             moved += n
@@ -386,26 +417,25 @@ class Admin:
         if not fields or not names:
             return [False] * len(names)
         plan = bloom.Plan(k, bloom.Geometry.from_redis(fields))
-        args = bloom.script_args([b""] * len(names), [limits_mod.wire(n) for n in names],
-                                 plan.hash_plan)
+        args = bloom.script_args([b""] * len(names), [limits_mod.wire(n) for n in names], plan.hash_plan)
         pipe = self.r.pipeline(transaction=False)
         i = 0
         for _ in names:
-            i += 1                                   # the (empty) entry
+            i += 1  # the (empty) entry
             for k_bits in plan.ks:
                 chunk_key = plan.chunk_keys[args[i] - bloom.FIXED_KEYS - 1]
                 ops = []
-                for position in args[i + 1:i + 1 + k_bits]:
+                for position in args[i + 1 : i + 1 + k_bits]:
                     ops += ("GET", "u1", position)
                 pipe.execute_command("BITFIELD_RO", chunk_key, *ops)
                 i += 1 + k_bits
         replies = pipe.execute()
         layers = len(plan.ks)
-        return [any(all(replies[n * layers + layer]) for layer in range(layers))
-                for n in range(len(names))]
+        return [any(all(replies[n * layers + layer]) for layer in range(layers)) for n in range(len(names))]
 
-    def redo_items(self, project: str, names: list[str], queue: str = REDO_QUEUE,
-                   even_if_offloaded: bool = False) -> dict:
+    def redo_items(
+        self, project: str, names: list[str], queue: str = REDO_QUEUE, even_if_offloaded: bool = False
+    ) -> dict:
         """Re-queue NAMES on purpose: done items, and items the filter has seen that are nowhere.
 
         The only way into a queue that bypasses the Bloom filter (see redo_items-n.lua for what
@@ -424,7 +454,7 @@ class Admin:
         totals["not_utf8"] = len(names) - len(good)
         held_any = False
         for start in range(0, len(good), REDO_BATCH):
-            part = good[start:start + REDO_BATCH]
+            part = good[start : start + REDO_BATCH]
             in_done = self.r.smismember(k.done, [limits_mod.wire(n) for n in part])
             maybe = [n for n, done in zip(part, in_done) if not done]
             # A done name came in through the filter; ask it only about the others. (Should a
@@ -440,30 +470,66 @@ class Admin:
             limits_mod.hold_new(self.r, k)
         requeued = totals["from_done"] + totals["from_seen"]
         skipped = {f: totals[f] for f in REDO_SKIP_FIELDS}
-        return {"requeued": requeued, "from_done": totals["from_done"],
-                "from_seen": totals["from_seen"], "held": totals["held"],
-                "skipped": sum(skipped.values()), "skipped_by_reason": skipped}
+        return {
+            "requeued": requeued,
+            "from_done": totals["from_done"],
+            "from_seen": totals["from_seen"],
+            "held": totals["held"],
+            "skipped": sum(skipped.values()),
+            "skipped_by_reason": skipped,
+        }
 
-    def _redo_batch(self, k: keyspace.ProjectKeys, target: str, owner: str, names: list[str],
-                    seen: dict, even_if_offloaded: bool) -> list:
+    def _redo_batch(
+        self,
+        k: keyspace.ProjectKeys,
+        target: str,
+        owner: str,
+        names: list[str],
+        seen: dict,
+        even_if_offloaded: bool,
+    ) -> list:
         """One redo_items script call; retried when the limits or downloader queues moved."""
         for attempt in range(4):
             # Classified at the settings age the script checks (like release); the last
             # attempt does not check, so a stream of limit changes cannot stop a redo.
             age, compiled = limits_mod.current(self.r, k)
-            entries = (limits_mod.held_entries(compiled, names) if not owner
-                       else [""] * len(names))
+            entries = limits_mod.held_entries(compiled, names) if not owner else [""] * len(names)
             owners = sorted(self.r.smembers(k.downloader_queues))
-            args = [age if attempt < 3 else "", owner, "1" if even_if_offloaded else "0",
-                    len(owners), *owners]
+            args = [
+                age if attempt < 3 else "",
+                owner,
+                "1" if even_if_offloaded else "0",
+                len(owners),
+                *owners,
+            ]
             for name, entry in zip(names, entries):
-                args += [limits_mod.wire(name), limits_mod.wire(entry),
-                         "1" if seen.get(name) else "0"]
-            reply = scripts.run(self.r, "redo_items", (
-                k.settings, k.done, k.out, k.claims, k.dead, k.todo, k.backfeed, k.secondary,
-                k.redo, k.limited, k.limited_in, k.limits_ready, k.limits, k.offloading,
-                k.segments, k.stats, target, k.downloader_queues,
-                *[k.downloader_queue(o) for o in owners]), args)
+                args += [limits_mod.wire(name), limits_mod.wire(entry), "1" if seen.get(name) else "0"]
+            reply = scripts.run(
+                self.r,
+                "redo_items",
+                (
+                    k.settings,
+                    k.done,
+                    k.out,
+                    k.claims,
+                    k.dead,
+                    k.todo,
+                    k.backfeed,
+                    k.secondary,
+                    k.redo,
+                    k.limited,
+                    k.limited_in,
+                    k.limits_ready,
+                    k.limits,
+                    k.offloading,
+                    k.segments,
+                    k.stats,
+                    target,
+                    k.downloader_queues,
+                    *[k.downloader_queue(o) for o in owners],
+                ),
+                args,
+            )
             if reply[0] == 200:
                 return reply
             if reply[0] == -1:

@@ -3,6 +3,7 @@
 Each change goes to the global stream and, for a project's change, to the project's own stream,
 so a project admin reads their project's history without seeing the others'.
 """
+
 from __future__ import annotations
 
 import json
@@ -14,7 +15,7 @@ GLOBAL_MAXLEN = 100_000
 PROJECT_MAXLEN = 10_000
 MAX_PAGE = 1000
 STREAM_ID_RE = re.compile(r"([0-9]{1,20})(?:-([0-9]{1,20}))?\Z")
-CLI_ACTOR = "cli"          # the actor of changes made with the `tracker` command
+CLI_ACTOR = "cli"  # the actor of changes made with the `tracker` command
 
 
 def check_before(before: str | None) -> str | None:
@@ -29,13 +30,16 @@ def check_before(before: str | None) -> str | None:
 
 def record(r, actor: str, action: str, project: str | None = None, **detail) -> None:
     """Append one entry; DETAIL is stored as JSON (keep it small: counts, not item lists)."""
-    fields = {"actor": actor, "action": action, "project": project or "",
-              "detail": json.dumps(detail, sort_keys=True, default=str)}
+    fields = {
+        "actor": actor,
+        "action": action,
+        "project": project or "",
+        "detail": json.dumps(detail, sort_keys=True, default=str),
+    }
     pipe = r.pipeline(transaction=False)
     pipe.xadd(keyspace.AUDIT, fields, maxlen=GLOBAL_MAXLEN, approximate=True)
     if project:
-        pipe.xadd(keyspace.ProjectKeys(project).audit, fields, maxlen=PROJECT_MAXLEN,
-                  approximate=True)
+        pipe.xadd(keyspace.ProjectKeys(project).audit, fields, maxlen=PROJECT_MAXLEN, approximate=True)
     pipe.execute()
 
 
@@ -47,10 +51,17 @@ def read(r, project: str | None = None, count: int = 100, before: str | None = N
     count = max(1, min(count, MAX_PAGE))
     before = check_before(before)
     if before is not None and not int(before.replace("-", "")):
-        return {"entries": [], "next": None}       # nothing comes before 0-0
+        return {"entries": [], "next": None}  # nothing comes before 0-0
     top = f"({before}" if before else "+"
     entries = r.xrevrange(key, max=top, min="-", count=count)
-    rows = [{"id": entry_id, "actor": f.get("actor"), "action": f.get("action"),
-             "project": f.get("project") or None, "detail": json.loads(f.get("detail") or "{}")}
-            for entry_id, f in entries]
+    rows = [
+        {
+            "id": entry_id,
+            "actor": f.get("actor"),
+            "action": f.get("action"),
+            "project": f.get("project") or None,
+            "detail": json.loads(f.get("detail") or "{}"),
+        }
+        for entry_id, f in entries
+    ]
     return {"entries": rows, "next": rows[-1]["id"] if len(rows) == count else None}

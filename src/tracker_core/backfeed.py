@@ -7,6 +7,7 @@ Like every way in, backfeed classifies: an item whose dedup key matches a patter
 limit is held in the limit's sub-queue instead (unless its shard maps to one downloader's own
 queue), through the same Bloom filter call, so it is deduplicated exactly like the others.
 """
+
 from __future__ import annotations
 
 import time
@@ -15,10 +16,10 @@ from dataclasses import dataclass
 from tracker_core import backfeed_secrets, bloom, protocol
 from tracker_core import limits as limits_mod
 
-SHARD_MAP_TTL_S = 1.0   # an admin's new shard mapping reaches every process within a second
+SHARD_MAP_TTL_S = 1.0  # an admin's new shard mapping reaches every process within a second
 
 MAX_ITEMS_PER_POST = 10_000
-MAX_ITEM_BYTES = protocol.MAX_ITEM_CHARS   # bytes >= characters: every entry can be done
+MAX_ITEM_BYTES = protocol.MAX_ITEM_CHARS  # bytes >= characters: every entry can be done
 
 
 class BadBatch(ValueError):
@@ -32,9 +33,13 @@ class BadBatch(ValueError):
 EMPTY, TOO_LONG = "empty", f"longer than {MAX_ITEM_BYTES} bytes"
 NOT_UTF8, HAS_NUL = "not valid UTF-8", "contains NUL"
 EMPTY_KEY = "empty dedup key"
-REFUSED_FIELDS = {EMPTY: "backfeed_refused_empty", TOO_LONG: "backfeed_refused_too_long",
-                  HAS_NUL: "backfeed_refused_nul", NOT_UTF8: "backfeed_refused_not_utf8",
-                  EMPTY_KEY: "backfeed_refused_empty_key"}
+REFUSED_FIELDS = {
+    EMPTY: "backfeed_refused_empty",
+    TOO_LONG: "backfeed_refused_too_long",
+    HAS_NUL: "backfeed_refused_nul",
+    NOT_UTF8: "backfeed_refused_not_utf8",
+    EMPTY_KEY: "backfeed_refused_empty_key",
+}
 
 
 def refusal(entry: bytes) -> str | None:
@@ -57,8 +62,7 @@ def refusal(entry: bytes) -> str | None:
     return None
 
 
-def parse_body(body: bytes, delimiter: bytes, separator: bytes | None
-               ) -> tuple[list, list, dict]:
+def parse_body(body: bytes, delimiter: bytes, separator: bytes | None) -> tuple[list, list, dict]:
     """Split BODY into entries; return (entries, dedup keys, {reason: entries refused}).
 
     One bad entry never refuses the post: it is left out and counted by reason. Only the
@@ -72,14 +76,19 @@ def parse_body(body: bytes, delimiter: bytes, separator: bytes | None
         raise BadBatch(f"too many items: at most {MAX_ITEMS_PER_POST} per post")
     entries = body.split(delimiter)
     if not entries[-1]:
-        entries.pop()             # the end after a trailing delimiter (or an empty body)
+        entries.pop()  # the end after a trailing delimiter (or an empty body)
     if len(entries) > MAX_ITEMS_PER_POST:
         raise BadBatch(f"too many items: at most {MAX_ITEMS_PER_POST} per post")
     # Fast path: no empty or long entry, and a valid UTF-8 body split by NUL, which leaves
     # only valid entries without NUL (UTF-8 is self-synchronising: a NUL byte is always a
     # character of its own).
-    clean = (entries and b"" not in entries and max(map(len, entries)) <= MAX_ITEM_BYTES
-             and delimiter == b"\0" and _is_utf8(body))
+    clean = (
+        entries
+        and b"" not in entries
+        and max(map(len, entries)) <= MAX_ITEM_BYTES
+        and delimiter == b"\0"
+        and _is_utf8(body)
+    )
     refused: dict = {}
     if not clean:
         kept = []
@@ -133,11 +142,11 @@ def queue_bound(settings) -> int:
 
 @dataclass
 class Outcome:
-    status: int          # bloom.OK, UNKNOWN_PROJECT, WRONG_SECRET or FULL
+    status: int  # bloom.OK, UNKNOWN_PROJECT, WRONG_SECRET or FULL
     received: int = 0
     new: int = 0
     seen: int = 0
-    bound: int = 0       # the bound in force (what FULL was measured against)
+    bound: int = 0  # the bound in force (what FULL was measured against)
 
 
 class Backfeed:
@@ -168,7 +177,7 @@ class Backfeed:
                 try:
                     mapping[name] = keys.queue_and_owner(queue)
                 except ValueError:
-                    continue   # a mapping to a queue that doesn't parse is ignored, not fatal
+                    continue  # a mapping to a queue that doesn't parse is ignored, not fatal
             if len(self._shard_maps) > 10000:
                 self._shard_maps.clear()
             cached = self._shard_maps[project] = (time.monotonic() + SHARD_MAP_TTL_S, mapping)
@@ -182,8 +191,7 @@ class Backfeed:
                 continue
             self.engine.conn.execute_command("HINCRBY", stats, REFUSED_FIELDS[reason], n)
 
-    def submit(self, project: str, secret: str, entries: list, dedup_keys: list,
-               shard: str = "") -> Outcome:
+    def submit(self, project: str, secret: str, entries: list, dedup_keys: list, shard: str = "") -> Outcome:
         """Dedup and queue ENTRIES in batches; the secret is checked inside every script call.
 
         Each batch is split by the project's limits (classifying the dedup keys): free items go
@@ -201,8 +209,7 @@ class Backfeed:
         target, owner = self.target_queue(project, shard)
         if not entries:
             # Nothing to queue, but a wrong secret must still be told apart: one empty call.
-            result = f.add([], [], secret_digest=digest, shard="",
-                           fields=("backfeed_new", "backfeed_seen"))
+            result = f.add([], [], secret_digest=digest, shard="", fields=("backfeed_new", "backfeed_seen"))
             outcome.status = result.status
             return outcome
         # The engine's compiled limits: reloaded when the settings age moves, which its
@@ -214,22 +221,30 @@ class Backfeed:
         held = 0
         try:
             for start in range(0, len(entries), self.batch):
-                part = entries[start:start + self.batch]
-                part_keys = dedup_keys[start:start + self.batch]
+                part = entries[start : start + self.batch]
+                part_keys = dedup_keys[start : start + self.batch]
                 groups = [(part, part_keys, target)]
                 if compiled is not None:
-                    names = [key.decode("utf-8", "surrogateescape") if isinstance(key, bytes)
-                             else key for key in part_keys]
-                    groups = limits_mod.split_entries(part, part_keys, compiled.names_of(names),
-                                                      target, k)
+                    names = [
+                        key.decode("utf-8", "surrogateescape") if isinstance(key, bytes) else key
+                        for key in part_keys
+                    ]
+                    groups = limits_mod.split_entries(part, part_keys, compiled.names_of(names), target, k)
                 for group, group_keys, group_target in groups:
                     # The bound counts the same three places for both halves of a batch: the
                     # target queue, the held items and their way-in set.
                     counted = (target or k.backfeed) if group_target == k.limited_in else None
-                    result = f.add(group, group_keys, target=group_target, owner=owner,
-                                   secret_digest=digest, shard=shard,
-                                   fields=("backfeed_new", "backfeed_seen"), bound=bound,
-                                   counted=counted)
+                    result = f.add(
+                        group,
+                        group_keys,
+                        target=group_target,
+                        owner=owner,
+                        secret_digest=digest,
+                        shard=shard,
+                        fields=("backfeed_new", "backfeed_seen"),
+                        bound=bound,
+                        counted=counted,
+                    )
                     if result.status != bloom.OK:
                         outcome.status = result.status
                         return outcome

@@ -4,6 +4,7 @@ A grab script carries its project's secret in the backfeed URL. Redis keeps the 
 secret (hex) mapped to a small record, so a dump of Redis or a log line never reveals one; the
 hot path hashes what it was given and the backfeed script checks it in the same round trip.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -13,7 +14,7 @@ import secrets
 import time
 
 SECRET_BYTES = 16
-ID_CHARS = 12                                     # a secret's id: the first characters of its hash
+ID_CHARS = 12  # a secret's id: the first characters of its hash
 ID_RE = re.compile(r"[0-9a-fA-F]{6,12}\Z")
 
 
@@ -29,7 +30,7 @@ def digest(secret: str | bytes) -> str:
 
 def create(r, keys) -> tuple[str, str]:
     """Make a new secret for the project of KEYS; return (id, secret). Only the hash is stored."""
-    secret = secrets.token_hex(SECRET_BYTES)   # hex: never contains the '-' that ends the project
+    secret = secrets.token_hex(SECRET_BYTES)  # hex: never contains the '-' that ends the project
     hashed = digest(secret)
     record = json.dumps({"id": hashed[:ID_CHARS], "created": int(time.time())})
     r.hset(keys.backfeed_secrets, hashed, record)
@@ -38,8 +39,9 @@ def create(r, keys) -> tuple[str, str]:
 
 def list_secrets(r, keys) -> list[dict]:
     """Records (id, created) of the project's secrets; the secrets themselves are not kept."""
-    return sorted((json.loads(v) for v in r.hvals(keys.backfeed_secrets)),
-                  key=lambda rec: (rec["created"], rec["id"]))
+    return sorted(
+        (json.loads(v) for v in r.hvals(keys.backfeed_secrets)), key=lambda rec: (rec["created"], rec["id"])
+    )
 
 
 def revoke(r, keys, secret_id: str) -> str | None:
@@ -50,8 +52,10 @@ def revoke(r, keys, secret_id: str) -> str | None:
     and revokes nothing.
     """
     if type(secret_id) is not str or not ID_RE.match(secret_id):
-        raise SecretError(f"bad secret id {str(secret_id)[:40]!r}: give the 12 hex characters "
-                          "the list shows (or 6 or more of the first ones)")
+        raise SecretError(
+            f"bad secret id {str(secret_id)[:40]!r}: give the 12 hex characters "
+            "the list shows (or 6 or more of the first ones)"
+        )
     secret_id = secret_id.lower()
     matches = []
     for hashed, _ in r.hscan_iter(keys.backfeed_secrets):
@@ -59,8 +63,10 @@ def revoke(r, keys, secret_id: str) -> str | None:
         if hashed[:ID_CHARS].startswith(secret_id):
             matches.append(hashed)
     if len(matches) > 1:
-        raise SecretError(f"secret id {secret_id!r} is ambiguous: {len(matches)} secrets start "
-                          "with it; give the full 12-character id")
+        raise SecretError(
+            f"secret id {secret_id!r} is ambiguous: {len(matches)} secrets start "
+            "with it; give the full 12-character id"
+        )
     if not matches or not r.hdel(keys.backfeed_secrets, matches[0]):
         return None
     return matches[0][:ID_CHARS]

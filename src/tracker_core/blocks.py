@@ -19,6 +19,7 @@ with ``ignore_global_blocked`` off):
   address is blocked if END >= ADDR. Lua cannot parse addresses: the caller passes ``4ADDR`` or
   ``6ADDR`` (ip_key) and the script only compares strings.
 """
+
 from __future__ import annotations
 
 import functools
@@ -61,8 +62,7 @@ def normalise(entry) -> str:
     value = value.strip()
     if kind == "name":
         if not keyspace.DOWNLOADER_RE.match(value):
-            raise BadEntry(f"bad block entry {entry!r}: a downloader name matches "
-                           "^[-_a-zA-Z0-9]{3,30}$")
+            raise BadEntry(f"bad block entry {entry!r}: a downloader name matches ^[-_a-zA-Z0-9]{{3,30}}$")
         return "name:" + value
     if kind == "ip":
         if value.startswith("[") and value.endswith("]"):
@@ -104,7 +104,7 @@ def _view(prefix: str, entries: Iterable[str]) -> list[str]:
             try:
                 network = _network(value)
             except ValueError:
-                continue          # stored before entries were checked: it never matched
+                continue  # stored before entries were checked: it never matched
             networks[network.version].append(network)
     for version, found in networks.items():
         for network in ipaddress.collapse_addresses(found):

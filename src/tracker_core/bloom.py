@@ -11,6 +11,7 @@ all layers' rates (the rate an absent item sees) stays under ``fp_rate``. Each l
 equal chunks of at most ``chunk_bits`` bits, one Redis string each, so the 512 MB string limit
 never caps a project; an item's bits all live in one chunk, chosen by its hash.
 """
+
 from __future__ import annotations
 
 import math
@@ -22,22 +23,25 @@ from tracker_core import scripts
 
 if os.environ.get("TRACKER_PURE_PYTHON") == "1":
     from tracker_core._bloom_py import script_args
+
     COMPILED = False
 else:
     try:
         from tracker_core._bloom_c import script_args
+
         COMPILED = True
     except ImportError:
         from tracker_core._bloom_py import script_args
+
         COMPILED = False
 
 DEFAULT_CAPACITY = 1_000_000
 DEFAULT_FP_RATE = 1e-6
 DEFAULT_GROWTH = 2
 DEFAULT_TIGHTENING = 0.1
-MAX_CHUNK_BITS = 2**30          # 128 MiB per Redis string, far under the 512 MB limit
+MAX_CHUNK_BITS = 2**30  # 128 MiB per Redis string, far under the 512 MB limit
 BATCH = 400
-FIXED_KEYS = 9                  # keys of bloom_add before the bitmaps
+FIXED_KEYS = 9  # keys of bloom_add before the bitmaps
 
 OK, UNKNOWN_PROJECT, STALE_GEOMETRY, WRONG_SECRET, FULL = 0, -1, -2, -3, -4
 
@@ -78,13 +82,18 @@ class Geometry:
 
     @classmethod
     def from_redis(cls, fields: dict) -> Geometry:
-        return cls(capacity=int(fields["capacity"]), fp_rate=float(fields["fp_rate"]),
-                   growth=int(fields["growth"]), tightening=float(fields["tightening"]),
-                   chunk_bits=int(fields["chunk_bits"]), layers=int(fields.get("layers", 1)))
+        return cls(
+            capacity=int(fields["capacity"]),
+            fp_rate=float(fields["fp_rate"]),
+            growth=int(fields["growth"]),
+            tightening=float(fields["tightening"]),
+            chunk_bits=int(fields["chunk_bits"]),
+            layers=int(fields.get("layers", 1)),
+        )
 
     def layer(self, index: int) -> Layer:
-        capacity = self.capacity * self.growth ** index
-        fp_rate = self.fp_rate * (1 - self.tightening) * self.tightening ** index
+        capacity = self.capacity * self.growth**index
+        fp_rate = self.fp_rate * (1 - self.tightening) * self.tightening**index
         bits = math.ceil(capacity * optimal_bits_per_item(fp_rate))
         chunks = math.ceil(bits / self.chunk_bits)
         chunk_bits = math.ceil(bits / chunks)
@@ -123,13 +132,17 @@ def _text(value):
     return value.decode() if isinstance(value, bytes) else value
 
 
-def configure(conn, keys: keyspace.ProjectKeys, geometry: Geometry | None = None,
-              replace: bool = False) -> Geometry | int:
+def configure(
+    conn, keys: keyspace.ProjectKeys, geometry: Geometry | None = None, replace: bool = False
+) -> Geometry | int:
     """Fix the geometry (defaults when None); return the geometry in force, or an error code."""
     g = geometry or Geometry()
-    reply = scripts.run(conn, "bloom_configure", (keys.settings, keys.bloom),
-                        (g.capacity, repr(g.fp_rate), g.growth, repr(g.tightening), g.chunk_bits,
-                         "1" if replace else "0"))
+    reply = scripts.run(
+        conn,
+        "bloom_configure",
+        (keys.settings, keys.bloom),
+        (g.capacity, repr(g.fp_rate), g.growth, repr(g.tightening), g.chunk_bits, "1" if replace else "0"),
+    )
     if reply and not isinstance(reply, dict) and reply[0] in (-1, -2):
         return reply[0]
     return Geometry.from_redis(_as_dict(reply))
@@ -162,10 +175,18 @@ class BloomFilter:
             self._plan = Plan(self.keys, geometry)
         return self._plan
 
-    def add(self, entries, dedup_keys=None, target: str | None = None, owner: str = "",
-            secret_digest: str = "", shard: str = "",
-            fields: tuple[str, str] = ("items_added", "items_duplicate"),
-            bound: int = 0, counted: str | None = None) -> AddResult:
+    def add(
+        self,
+        entries,
+        dedup_keys=None,
+        target: str | None = None,
+        owner: str = "",
+        secret_digest: str = "",
+        shard: str = "",
+        fields: tuple[str, str] = ("items_added", "items_duplicate"),
+        bound: int = 0,
+        counted: str | None = None,
+    ) -> AddResult:
         """Queue the ENTRIES whose DEDUP_KEYS the filter has not seen, in one script call.
 
         The caller keeps batches to a few hundred items (one script blocks Redis while it runs).
@@ -182,12 +203,34 @@ class BloomFilter:
             args = script_args(entries, dedup_keys, plan.hash_plan)
             last = plan.layers[-1]
             reply = scripts.run(
-                self.conn, "bloom_add",
-                (k.settings, target or k.backfeed, k.stats, k.bloom, k.downloader_queues,
-                 k.backfeed_secrets, k.backfeed_shards, k.limited, counted or k.limited_in,
-                 *plan.chunk_keys),
-                (len(plan.layers), last.capacity, owner, secret_digest, shard, fields[0],
-                 fields[1], len(entries), bound, *plan.ks, *args))
+                self.conn,
+                "bloom_add",
+                (
+                    k.settings,
+                    target or k.backfeed,
+                    k.stats,
+                    k.bloom,
+                    k.downloader_queues,
+                    k.backfeed_secrets,
+                    k.backfeed_shards,
+                    k.limited,
+                    counted or k.limited_in,
+                    *plan.chunk_keys,
+                ),
+                (
+                    len(plan.layers),
+                    last.capacity,
+                    owner,
+                    secret_digest,
+                    shard,
+                    fields[0],
+                    fields[1],
+                    len(entries),
+                    bound,
+                    *plan.ks,
+                    *args,
+                ),
+            )
             status, new, seen = (int(x) for x in reply)
             if status != STALE_GEOMETRY:
                 return AddResult(status, new, seen)
@@ -205,18 +248,19 @@ class BloomFilter:
         args = script_args([b""] * len(dedup_keys), dedup_keys, plan.hash_plan)
         commands, i = [], 0
         for _ in dedup_keys:
-            i += 1                                   # the entry
+            i += 1  # the entry
             for k in plan.ks:
                 chunk_key = plan.chunk_keys[args[i] - FIXED_KEYS - 1]
                 ops = []
-                for position in args[i + 1:i + 1 + k]:
+                for position in args[i + 1 : i + 1 + k]:
                     ops += ("GET", "u1", position)
                 commands.append(("BITFIELD_RO", chunk_key, *ops))
                 i += 1 + k
         replies = self.conn.pipeline(commands)
         layers = len(plan.ks)
-        return [any(all(replies[n * layers + l]) for l in range(layers))
-                for n in range(len(dedup_keys))]
+        return [
+            any(all(replies[n * layers + layer]) for layer in range(layers)) for n in range(len(dedup_keys))
+        ]
 
 
 def all_chunk_keys(r, keys: keyspace.ProjectKeys) -> list[str]:

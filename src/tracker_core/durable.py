@@ -4,6 +4,7 @@ Segment files (offloaded queue tails, the archived done log) leave Redis only on
 disk: a file is written under a temporary name, fsynced, renamed into place and its directory
 fsynced, so after a crash at any point the name holds the whole file or nothing.
 """
+
 from __future__ import annotations
 
 import os

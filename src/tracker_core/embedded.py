@@ -1,4 +1,5 @@
 """A private redis-server that the tracker (or a test) starts and stops itself."""
+
 from __future__ import annotations
 
 import ctypes
@@ -60,8 +61,7 @@ class EmbeddedRedis:
     tests pass a free TCP port.
     """
 
-    def __init__(self, data_dir: str | os.PathLike, port: int | None = None,
-                 extra: list[str] | None = None):
+    def __init__(self, data_dir: str | os.PathLike, port: int | None = None, extra: list[str] | None = None):
         self.data_dir = Path(data_dir).resolve()
         self.port = port
         self.extra = extra or []
@@ -81,25 +81,42 @@ class EmbeddedRedis:
             return f"unix://{self.socket_path}"
         return f"redis://127.0.0.1:{self.port}/0"
 
-    def start(self, timeout_s: float = 10.0) -> "EmbeddedRedis":
+    def start(self, timeout_s: float = 10.0) -> EmbeddedRedis:
         binary = shutil.which("redis-server")
         if binary is None:
             raise RedisServerError("redis-server is not installed (Debian: apt-get install redis-server)")
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._stop_orphan()
-        args = [binary, "--dir", str(self.data_dir), "--pidfile", str(self.pid_path),
-                "--appendonly", "yes",
-                "--appendfsync", "everysec", "--save", "", "--daemonize", "no",
-                "--protected-mode", "yes", "--loglevel", "warning",
-                "--logfile", str(self.data_dir / "redis.log")]
+        args = [
+            binary,
+            "--dir",
+            str(self.data_dir),
+            "--pidfile",
+            str(self.pid_path),
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "everysec",
+            "--save",
+            "",
+            "--daemonize",
+            "no",
+            "--protected-mode",
+            "yes",
+            "--loglevel",
+            "warning",
+            "--logfile",
+            str(self.data_dir / "redis.log"),
+        ]
         if self.port is None:
             args += ["--port", "0", "--unixsocket", str(self.socket_path), "--unixsocketperm", "700"]
         else:
             args += ["--port", str(self.port), "--bind", "127.0.0.1"]
         # The kernel watches the thread that forks: only the main thread outlives its children.
         on_main = threading.current_thread() is threading.main_thread()
-        self.process = subprocess.Popen(args + self.extra, stdin=subprocess.DEVNULL,
-                                        preexec_fn=die_with_parent if on_main else None)
+        self.process = subprocess.Popen(
+            args + self.extra, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent if on_main else None
+        )
         client = redis.Redis.from_url(self.url)
         deadline = time.monotonic() + timeout_s
         while True:
@@ -129,7 +146,7 @@ class EmbeddedRedis:
         if not _redis_serving(pid, self.data_dir):
             return
         deadline = time.monotonic() + timeout_s
-        term_at = time.monotonic() + 2.0     # it may be shutting down already (parent died)
+        term_at = time.monotonic() + 2.0  # it may be shutting down already (parent died)
         signalled = False
         while _redis_serving(pid, self.data_dir):
             if not signalled and time.monotonic() > term_at:
@@ -139,8 +156,9 @@ class EmbeddedRedis:
                     break
                 signalled = True
             if time.monotonic() > deadline:
-                raise RedisServerError(f"a redis-server (pid {pid}) still runs on {self.data_dir} "
-                                       "and did not stop")
+                raise RedisServerError(
+                    f"a redis-server (pid {pid}) still runs on {self.data_dir} and did not stop"
+                )
             time.sleep(0.05)
 
     def stop(self) -> None:

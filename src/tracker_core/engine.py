@@ -3,6 +3,7 @@
 An ``Engine`` belongs to one process (one bjoern worker) and holds one raw hiredis connection and
 a cache of project settings. Each public method makes one Redis round trip in the common case.
 """
+
 from __future__ import annotations
 
 import os
@@ -10,11 +11,10 @@ import random
 import time
 from dataclasses import dataclass
 
-from tracker_core import blocks
-from tracker_core import keys as keyspace
+from tracker_core import blocks, scripts, todo, topology
 from tracker_core import item_status as item_status_mod
+from tracker_core import keys as keyspace
 from tracker_core import limits as limits_mod
-from tracker_core import scripts, todo, topology
 from tracker_core.settings import ProjectSettings
 
 UNKNOWN_PROJECT = -1
@@ -41,7 +41,7 @@ class DoneResult:
     new: int
     repeated: int
     unknown: int
-    refused: int = 0      # names waiting in a queue: nothing changed (accept_queued_dones off)
+    refused: int = 0  # names waiting in a queue: nothing changed (accept_queued_dones off)
     clamped: bool = False  # the bytes were cut to max_bytes_per_item per item
 
 
@@ -57,7 +57,7 @@ class Engine:
         self._limits: dict[str, tuple[int, limits_mod.CompiledLimits]] = {}
         self._memory_checked_at = float("-inf")
         self._memory_full = False
-        self._owners = item_status_mod.Owners()   # downloaders with own queues, for item_status
+        self._owners = item_status_mod.Owners()  # downloaders with own queues, for item_status
 
     # -- settings cache -------------------------------------------------------------------------
 
@@ -118,13 +118,35 @@ class Engine:
         k = self.keys(project)
         now_ms = self._now_ms()
         day = now_ms // 86_400_000
-        reply = scripts.run(self.conn, "claim", (
-            k.settings, k.blocked_index, k.downloader_queue(downloader), k.todo, k.backfeed,
-            k.secondary, k.redo, k.out, k.claims, k.downloader_claims, k.ratelimit, k.stats,
-            k.minute(now_ms // 60000), k.uniques("downloaders", day), k.uniques("ips", day),
-            k.limited, k.limits_ready, k.limit_tat, k.limits, k.reclaim_at, k.dead,
-            k.reclaim_history),
-            (now_ms, downloader, ip, wanted, blocks.ip_key(ip)))
+        reply = scripts.run(
+            self.conn,
+            "claim",
+            (
+                k.settings,
+                k.blocked_index,
+                k.downloader_queue(downloader),
+                k.todo,
+                k.backfeed,
+                k.secondary,
+                k.redo,
+                k.out,
+                k.claims,
+                k.downloader_claims,
+                k.ratelimit,
+                k.stats,
+                k.minute(now_ms // 60000),
+                k.uniques("downloaders", day),
+                k.uniques("ips", day),
+                k.limited,
+                k.limits_ready,
+                k.limit_tat,
+                k.limits,
+                k.reclaim_at,
+                k.dead,
+                k.reclaim_history,
+            ),
+            (now_ms, downloader, ip, wanted, blocks.ip_key(ip)),
+        )
         self._note_age(project, reply[1])
         return reply[0], reply[2:]
 
@@ -136,28 +158,67 @@ class Engine:
         """
         k = self.keys(project)
         # Back to the bytes Redis holds: the names came decoded with surrogateescape.
-        args = [x for name, why in reasons.items()
-                for x in (name.encode("utf-8", "surrogateescape"), why)]
-        reply = scripts.run(self.conn, "bury_unservable", (
-            k.settings, k.out, k.claims, k.downloader_claims, k.reclaim_at, k.reclaim_history,
-            k.dead, k.stats), (self._now_ms(), downloader, *args))
+        args = [x for name, why in reasons.items() for x in (name.encode("utf-8", "surrogateescape"), why)]
+        reply = scripts.run(
+            self.conn,
+            "bury_unservable",
+            (
+                k.settings,
+                k.out,
+                k.claims,
+                k.downloader_claims,
+                k.reclaim_at,
+                k.reclaim_history,
+                k.dead,
+                k.stats,
+            ),
+            (self._now_ms(), downloader, *args),
+        )
         return reply[1]
 
-    def done(self, project: str, downloader: str, version: str, items: list[str],
-             domain_bytes: list, item_id: str, ip: str = "") -> DoneResult | None:
+    def done(
+        self,
+        project: str,
+        downloader: str,
+        version: str,
+        items: list[str],
+        domain_bytes: list,
+        item_id: str,
+        ip: str = "",
+    ) -> DoneResult | None:
         """Mark ITEMS done (idempotent), by the rules of done-20.lua; None for an unknown project.
 
         IP (the sender's) goes into the done log with the rest of the call.
         """
         k = self.keys(project)
         now_ms = self._now_ms()
-        reply = scripts.run(self.conn, "done", (
-            k.settings, k.out, k.claims, k.done, k.downloader_claims, k.log, k.downloader_count,
-            k.downloader_bytes, k.downloader_version, k.domain_bytes, k.stats,
-            k.minute(now_ms // 60000), k.todo, k.backfeed, k.secondary, k.redo,
-            k.downloader_queue(downloader), k.bad_dones, k.reclaim_history, k.dead),
-            (now_ms, downloader, version, item_id, ip, len(domain_bytes) // 2, *domain_bytes,
-             *items))
+        reply = scripts.run(
+            self.conn,
+            "done",
+            (
+                k.settings,
+                k.out,
+                k.claims,
+                k.done,
+                k.downloader_claims,
+                k.log,
+                k.downloader_count,
+                k.downloader_bytes,
+                k.downloader_version,
+                k.domain_bytes,
+                k.stats,
+                k.minute(now_ms // 60000),
+                k.todo,
+                k.backfeed,
+                k.secondary,
+                k.redo,
+                k.downloader_queue(downloader),
+                k.bad_dones,
+                k.reclaim_history,
+                k.dead,
+            ),
+            (now_ms, downloader, version, item_id, ip, len(domain_bytes) // 2, *domain_bytes, *items),
+        )
         if reply[0] == UNKNOWN_PROJECT:
             return None
         self._note_age(project, reply[1])
@@ -185,10 +246,21 @@ class Engine:
             # every call is no reason to fail a release (maintenance's reclassify follows up).
             age = "" if attempt == 2 else str(settings.age) if settings is not None else "?"
             held = limits_mod.held_entries(compiled, items)
-            reply = scripts.run(self.conn, "release", (
-                k.settings, k.out, k.claims, k.todo, k.downloader_claims, k.stats, k.limited_in,
-                k.reclaim_history),
-                (self._now_ms(), downloader, age, *[x for pair in zip(items, held) for x in pair]))
+            reply = scripts.run(
+                self.conn,
+                "release",
+                (
+                    k.settings,
+                    k.out,
+                    k.claims,
+                    k.todo,
+                    k.downloader_claims,
+                    k.stats,
+                    k.limited_in,
+                    k.reclaim_history,
+                ),
+                (self._now_ms(), downloader, age, *[x for pair in zip(items, held) for x in pair]),
+            )
             if reply[0] == UNKNOWN_PROJECT:
                 return None
             if reply[0] == limits_mod.STALE_AGE:
@@ -203,13 +275,17 @@ class Engine:
     def _claimed_by(self, k: keyspace.ProjectKeys, downloader: str, items: list[str]) -> list[str]:
         """The ITEMS that are out, held by DOWNLOADER ('' = by anyone), in order."""
         claims = self.conn.execute_command("HMGET", k.claims, *items) if items else []
-        return [item for item, claim in zip(items, claims) if claim is not None
-                and (not downloader or claim.partition("\t")[0] == downloader)]
+        return [
+            item
+            for item, claim in zip(items, claims)
+            if claim is not None and (not downloader or claim.partition("\t")[0] == downloader)
+        ]
 
     def uploaded(self, project: str, uploader: str, item: str, server: str) -> bool:
         k = self.keys(project)
-        reply = scripts.run(self.conn, "uploaded", (k.settings, k.uploads, k.stats),
-                            (self._now_ms(), uploader, item, server))
+        reply = scripts.run(
+            self.conn, "uploaded", (k.settings, k.uploads, k.stats), (self._now_ms(), uploader, item, server)
+        )
         return reply[0] != UNKNOWN_PROJECT
 
     def item_status(self, project: str, item: str) -> tuple[str | None, str | None]:
@@ -252,9 +328,10 @@ class Engine:
             info = self.conn.execute_command("INFO", "memory")
             fields = dict(line.split(":", 1) for line in str(info).splitlines() if ":" in line)
             limit = int(fields.get("maxmemory", 0))
-            self._memory_full = limit > 0 and int(fields["used_memory"]) * 100 >= \
-                limit * memory_guard_percent()
-        except Exception:   # a topology without INFO here (a cluster): no guard, never a 500
+            self._memory_full = (
+                limit > 0 and int(fields["used_memory"]) * 100 >= limit * memory_guard_percent()
+            )
+        except Exception:  # a topology without INFO here (a cluster): no guard, never a 500
             self._memory_full = False
         return self._memory_full
 
@@ -272,12 +349,18 @@ class Engine:
         so its sum is the to-do total everywhere (todo.total).
         """
         k = self.keys(project)
-        replies = self.conn.pipeline((
-            *todo.commands(k),
-            ("ZCARD", k.out), ("SCARD", k.done), ("HGETALL", k.stats), ("HGETALL", k.domain_bytes)))
+        replies = self.conn.pipeline(
+            (
+                *todo.commands(k),
+                ("ZCARD", k.out),
+                ("SCARD", k.done),
+                ("HGETALL", k.stats),
+                ("HGETALL", k.domain_bytes),
+            )
+        )
         owners = todo.owners(replies)
         own = self.conn.pipeline([("SCARD", k.downloader_queue(o)) for o in owners]) if owners else []
-        out, done_kept, stats, domain_bytes = replies[todo.N_COMMANDS:]
+        out, done_kept, stats, domain_bytes = replies[todo.N_COMMANDS :]
         stats = {f: int(v) for f, v in _pairs_to_dict(stats).items()}
         return {
             "queues": todo.sizes(replies, own),
@@ -294,7 +377,10 @@ class Engine:
         names = flat[::2]
         if not names:
             return []
-        counts, versions = self.conn.pipeline((("HMGET", k.downloader_count, *names),
-                                               ("HMGET", k.downloader_version, *names)))
-        return [{"downloader": n, "bytes": int(float(b)), "items": int(c or 0), "version": v}
-                for n, b, c, v in zip(names, flat[1::2], counts, versions)]
+        counts, versions = self.conn.pipeline(
+            (("HMGET", k.downloader_count, *names), ("HMGET", k.downloader_version, *names))
+        )
+        return [
+            {"downloader": n, "bytes": int(float(b)), "items": int(c or 0), "version": v}
+            for n, b, c, v in zip(names, flat[1::2], counts, versions)
+        ]

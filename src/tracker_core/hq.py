@@ -19,6 +19,7 @@ hour (default 10); the registry holds at most ``TRACKER_WARRIORS_MAX`` warriors 
 IPv6): about 211 MB at the bound (docs/operations.md, "Warrior HQ"). Past a bound,
 ``register`` raises NotRegistered and stores nothing.
 """
+
 from __future__ import annotations
 
 import json
@@ -29,7 +30,8 @@ import time
 import uuid
 
 from tracker_core import keys as keyspace
-from tracker_core import protocol, scripts, settings as settings_mod
+from tracker_core import protocol, scripts
+from tracker_core import settings as settings_mod
 
 FORGET_AFTER_MS = 30 * 86_400_000
 MAX_WARRIORS = 250_000
@@ -37,16 +39,20 @@ REGISTRATIONS_PER_HOUR = 10
 REGISTRATION_WINDOW_MS = 3_600_000
 MAX_VERSION_CHARS = 64
 # Printable ASCII, so a record's JSON stays under MAX_RECORD however the version is escaped.
-VERSION_RE = re.compile(r"[\x20-\x7e]{0,%d}\Z" % MAX_VERSION_CHARS)
+VERSION_RE = re.compile(rf"[\x20-\x7e]{{0,{MAX_VERSION_CHARS}}}\Z")
 # tracker_banner_html is not part of projects.json: the front page (GET /) shows it as HTML a
 # global admin set (only global admins set these fields).
-HQ_FIELDS = {"auto_project": "", "broadcast_message": "", "seesaw_version": "0.8.5",
-             "tracker_banner_html": ""}
+HQ_FIELDS = {
+    "auto_project": "",
+    "broadcast_message": "",
+    "seesaw_version": "0.8.5",
+    "tracker_banner_html": "",
+}
 PROJECT_FIELDS = ("title", "description", "repository", "logo", "marker_html", "deadline", "host")
 # The longest record: a version of 64 characters that JSON escapes to 128, an IP (at most 64
 # characters), the two times, a 30-character downloader, a 64-character project, a position.
 MAX_RECORD = 640
-UPDATE_INTERVAL_MS = 600_000        # seesaw's hq_updater: every ten minutes
+UPDATE_INTERVAL_MS = 600_000  # seesaw's hq_updater: every ten minutes
 ONLINE_WITHIN_MS = 2 * UPDATE_INTERVAL_MS + 300_000
 # seesaw's User-Agent on its update: "ArchiveTeam Warrior/0.10.3 Standalone".
 USER_AGENT_VERSION_RE = re.compile(r"ArchiveTeam Warrior/(\S{1,64})")
@@ -82,9 +88,12 @@ def document(r, base_url: str) -> dict:
             entry["lat_lng"] = [float(x) for x in values["lat_lng"].split(",")]
         entry["leaderboard"] = f"{base_url}/{name}/"
         projects.append(entry)
-    return {"warrior": {"seesaw_version": hq["seesaw_version"]},
-            "auto_project": hq["auto_project"] or None,
-            "broadcast_message": hq["broadcast_message"], "projects": projects}
+    return {
+        "warrior": {"seesaw_version": hq["seesaw_version"]},
+        "auto_project": hq["auto_project"] or None,
+        "broadcast_message": hq["broadcast_message"],
+        "projects": projects,
+    }
 
 
 def set_fields(r, values: dict[str, str]) -> None:
@@ -104,8 +113,10 @@ class NotRegistered(Exception):
         self.field = field
 
 
-REFUSALS = {-1: ("register_throttled", "too many registrations from this address this hour"),
-            -2: ("register_registry_full", "the warrior registry is full")}
+REFUSALS = {
+    -1: ("register_throttled", "too many registrations from this address this hour"),
+    -2: ("register_registry_full", "the warrior registry is full"),
+}
 
 
 def _bound(name: str, default: int) -> int:
@@ -116,8 +127,7 @@ def _bound(name: str, default: int) -> int:
         return default
 
 
-def register(r, warrior: dict, ip: str, address_key: str | None = None,
-             warrior_id: str | None = None) -> str:
+def register(r, warrior: dict, ip: str, address_key: str | None = None, warrior_id: str | None = None) -> str:
     """Register a warrior from IP; return its new id, or raise NotRegistered past a bound.
 
     Only the version is kept of what the warrior sent: the rest is the client's to fill, and
@@ -127,26 +137,34 @@ def register(r, warrior: dict, ip: str, address_key: str | None = None,
     """
     version = warrior.get("version", "")
     if not isinstance(version, str) or not VERSION_RE.match(version):
-        raise ValueError(f"warrior version must be at most {MAX_VERSION_CHARS} printable ASCII "
-                         "characters")
+        raise ValueError(f"warrior version must be at most {MAX_VERSION_CHARS} printable ASCII characters")
     now = _now_ms()
     if warrior_id is None:
         warrior_id = uuid.uuid4().hex
     elif not WARRIOR_ID_RE.match(warrior_id):
         raise ValueError("warrior id must be 32 lowercase hex digits")
-    record = json.dumps({"warrior": {"version": version} if version else {}, "ip": ip[:64],
-                         "registered_ms": now})
+    record = json.dumps(
+        {"warrior": {"version": version} if version else {}, "ip": ip[:64], "registered_ms": now}
+    )
     if len(record) > MAX_RECORD:
         raise ValueError("warrior record too large")
     # Indexed as last heard from just before the online window: listed and forgotten on the
     # same schedule as the others, online only once it sends a heartbeat.
     outcome = scripts.run(
-        r, "register_warrior", (keyspace.WARRIORS, keyspace.WARRIORS_SEEN,
-                                keyspace.warrior_registrations(address_key or ip[:64])),
-        (now, warrior_id, record, now - FORGET_AFTER_MS,
-         _bound("TRACKER_WARRIORS_MAX", MAX_WARRIORS),
-         _bound("TRACKER_REGISTRATIONS_PER_HOUR", REGISTRATIONS_PER_HOUR), REGISTRATION_WINDOW_MS,
-         now - ONLINE_WITHIN_MS - 1))
+        r,
+        "register_warrior",
+        (keyspace.WARRIORS, keyspace.WARRIORS_SEEN, keyspace.warrior_registrations(address_key or ip[:64])),
+        (
+            now,
+            warrior_id,
+            record,
+            now - FORGET_AFTER_MS,
+            _bound("TRACKER_WARRIORS_MAX", MAX_WARRIORS),
+            _bound("TRACKER_REGISTRATIONS_PER_HOUR", REGISTRATIONS_PER_HOUR),
+            REGISTRATION_WINDOW_MS,
+            now - ONLINE_WITHIN_MS - 1,
+        ),
+    )
     if outcome < 0:
         raise NotRegistered(*REFUSALS[outcome])
     return warrior_id
@@ -166,13 +184,15 @@ def _lat_lng(value) -> list[float]:
         value = value.replace("/", ",").split(",")
         if len(value) != 2:
             raise ValueError
-        value = [float(part) for part in value]          # ValueError for anything else
-    if not isinstance(value, (list, tuple)) or len(value) != 2 or any(
-            type(x) not in (int, float) for x in value):
+        value = [float(part) for part in value]  # ValueError for anything else
+    if (
+        not isinstance(value, (list, tuple))
+        or len(value) != 2
+        or any(type(x) not in (int, float) for x in value)
+    ):
         raise ValueError
     lat, lng = (float(x) for x in value)
-    if not (math.isfinite(lat) and math.isfinite(lng) and -90 <= lat <= 90
-            and -180 <= lng <= 180):
+    if not (math.isfinite(lat) and math.isfinite(lng) and -90 <= lat <= 90 and -180 <= lng <= 180):
         raise ValueError
     return [round(lat, 6), round(lng, 6)]
 
@@ -180,7 +200,7 @@ def _lat_lng(value) -> list[float]:
 HEARTBEAT_REASONS = {
     "downloader": "downloader must match ^[-_a-zA-Z0-9]{3,30}$",
     "selected_project": "selected_project must be a project name (or auto, none)",
-    "lat_lng": "lat_lng must be [latitude, longitude] in range (or \"LAT/LNG\")",
+    "lat_lng": 'lat_lng must be [latitude, longitude] in range (or "LAT/LNG")',
     "version": f"version must be at most {MAX_VERSION_CHARS} printable ASCII characters",
 }
 
@@ -231,16 +251,21 @@ def heartbeat(r, warrior_id: str, fields: dict | None = None, ip: str | None = N
     beat = dict(fields or {}, seen_ms=now)
     if ip is not None:
         beat["ip"] = ip[:64]
-    outcome = scripts.run(r, "warrior_seen", (keyspace.WARRIORS, keyspace.WARRIORS_SEEN),
-                          (now, warrior_id, now - FORGET_AFTER_MS, json.dumps(beat), MAX_RECORD))
+    outcome = scripts.run(
+        r,
+        "warrior_seen",
+        (keyspace.WARRIORS, keyspace.WARRIORS_SEEN),
+        (now, warrior_id, now - FORGET_AFTER_MS, json.dumps(beat), MAX_RECORD),
+    )
     return outcome == 1
 
 
 def online_count(conn) -> int:
     """Warriors whose last heartbeat is at most ONLINE_WITHIN_MS old (all projects, wall
     clock); CONN is redis-py or RawRedis. What every view of "warriors online" shows."""
-    return int(conn.execute_command("ZCOUNT", keyspace.WARRIORS_SEEN,
-                                    f"({_now_ms() - ONLINE_WITHIN_MS}", "+inf"))
+    return int(
+        conn.execute_command("ZCOUNT", keyspace.WARRIORS_SEEN, f"({_now_ms() - ONLINE_WITHIN_MS}", "+inf")
+    )
 
 
 def active_count(r, within_ms: int = 3_600_000) -> int:
@@ -263,14 +288,23 @@ def list_warriors(r, offset: int = 0, count: int = 100) -> list[dict]:
     for (warrior_id, seen), text in zip(rows, records):
         record = json.loads(text or "{}")
         heard = record.pop("seen_ms", None)
-        listed.append({"warrior_id": warrior_id, **record, "last_heartbeat_ms": heard,
-                       "last_seen_ms": int(heard or record.get("registered_ms") or seen),
-                       "online": seen > since})
+        listed.append(
+            {
+                "warrior_id": warrior_id,
+                **record,
+                "last_heartbeat_ms": heard,
+                "last_seen_ms": int(heard or record.get("registered_ms") or seen),
+                "online": seen > since,
+            }
+        )
     return listed
 
 
 def registry(r, offset: int = 0, count: int = 100) -> dict:
     """The admin's view of the registry (GET /api/admin/warriors, `tracker admin warriors`)."""
-    return {"online": online_count(r), "online_within_s": ONLINE_WITHIN_MS // 1000,
-            "active_last_hour": active_count(r),
-            "warriors": list_warriors(r, offset, count)}
+    return {
+        "online": online_count(r),
+        "online_within_s": ONLINE_WITHIN_MS // 1000,
+        "active_last_hour": active_count(r),
+        "warriors": list_warriors(r, offset, count),
+    }

@@ -20,6 +20,7 @@ todo, out and done) and adds the rest:
   "downloader_queue" when the project has more downloaders' own queues than are looked in.
 Nothing else of a claim or a dead record is shown (the IPs stay private).
 """
+
 from __future__ import annotations
 
 import json
@@ -28,9 +29,9 @@ import time
 from tracker_core import keys as keyspace
 from tracker_core import scripts
 
-OWN_QUEUES_CHECKED = 1000   # downloaders' own queues looked in per call (the same cap as counts)
-OWNERS_CACHE_S = 1.0        # a downloader queue made a moment ago is looked in within a second
-DEAD_REASON = "reclaimed too often"   # claim-22.lua's dead records carry no reason of their own
+OWN_QUEUES_CHECKED = 1000  # downloaders' own queues looked in per call (the same cap as counts)
+OWNERS_CACHE_S = 1.0  # a downloader queue made a moment ago is looked in within a second
+DEAD_REASON = "reclaimed too often"  # claim-22.lua's dead records carry no reason of their own
 FIELDS = ("status", "downloader", "queue", "limit", "claims", "reason", "maybe")
 
 
@@ -45,8 +46,7 @@ class Owners:
         if cached is not None and not fresh and cached[0] > time.monotonic():
             return cached[1]
         # SRANDMEMBER with a positive count gives distinct members: all of them up to the cap.
-        owners = sorted(conn.execute_command("SRANDMEMBER", k.downloader_queues,
-                                             OWN_QUEUES_CHECKED) or [])
+        owners = sorted(conn.execute_command("SRANDMEMBER", k.downloader_queues, OWN_QUEUES_CHECKED) or [])
         if len(self._cache) > 10000:
             self._cache.clear()
         self._cache[k.project] = (time.monotonic() + OWNERS_CACHE_S, owners)
@@ -61,21 +61,43 @@ def lookup(conn, k: keyspace.ProjectKeys, item: str, owners: Owners) -> dict | N
     """Where ITEM is in the project of K (the answer described above); None: no such project."""
     for attempt in range(3):
         passed = owners.get(conn, k, fresh=attempt > 0)
-        reply = scripts.run(conn, "item_status", (
-            k.settings, k.claims, k.done, k.dead, k.todo, k.backfeed, k.secondary, k.redo,
-            k.limited, k.limited_in, k.limits_ready, k.limits, k.offloading, k.segments,
-            k.segment_queues, k.downloader_queues,
-            *[k.downloader_queue(o) for o in passed]), (item, *passed))
+        reply = scripts.run(
+            conn,
+            "item_status",
+            (
+                k.settings,
+                k.claims,
+                k.done,
+                k.dead,
+                k.todo,
+                k.backfeed,
+                k.secondary,
+                k.redo,
+                k.limited,
+                k.limited_in,
+                k.limits_ready,
+                k.limits,
+                k.offloading,
+                k.segments,
+                k.segment_queues,
+                k.downloader_queues,
+                *[k.downloader_queue(o) for o in passed],
+            ),
+            (item, *passed),
+        )
         if int(reply[0]) != 200:
             return None
         status = _text(reply[1]) or None
         total = int(reply[4])
         # Found nowhere while the downloaders' queues changed since they were read: read again.
-        if status is None and total != len(passed) and not (
-                len(passed) == OWN_QUEUES_CHECKED and total > OWN_QUEUES_CHECKED) and attempt < 2:
+        if (
+            status is None
+            and total != len(passed)
+            and not (len(passed) == OWN_QUEUES_CHECKED and total > OWN_QUEUES_CHECKED)
+            and attempt < 2
+        ):
             continue
-        return _answer(status, _text(reply[2]), _text(reply[3]), total > len(passed),
-                       int(reply[5]) > 0)
+        return _answer(status, _text(reply[2]), _text(reply[3]), total > len(passed), int(reply[5]) > 0)
     raise AssertionError("unreachable")
 
 

@@ -5,6 +5,7 @@ project's scripts stay atomic when projects are spread over a cluster. The names
 the ones the original tracker used (``todo``, ``out``, ``claims``, ``done``...), so an operator who
 knows it finds their way.
 """
+
 from __future__ import annotations
 
 import re
@@ -47,19 +48,55 @@ class ProjectKeys:
     """Key names of one project; built once per project and cached by the engine."""
 
     __slots__ = (
-        "project", "tag", "settings", "blocked", "blocked_global", "blocked_index", "todo",
-        "backfeed", "secondary", "redo",
-        "downloader_queues", "out", "claims", "done", "downloader_claims", "ratelimit", "stats",
-        "log", "bad_dones", "uploads", "upload_targets", "downloader_count", "downloader_bytes",
-        "downloader_version", "domain_bytes", "audit", "bloom", "backfeed_secrets",
-        "backfeed_shards", "backfeed_shard_map", "limits", "limited", "limited_in",
-        "limits_ready", "limit_tat", "reclaim_at", "reclaim_history", "dead", "segments", "offloading",
-        "segment_queues", "segment_exports", "maintain_lease", "log_segments",
+        "project",
+        "tag",
+        "settings",
+        "blocked",
+        "blocked_global",
+        "blocked_index",
+        "todo",
+        "backfeed",
+        "secondary",
+        "redo",
+        "downloader_queues",
+        "out",
+        "claims",
+        "done",
+        "downloader_claims",
+        "ratelimit",
+        "stats",
+        "log",
+        "bad_dones",
+        "uploads",
+        "upload_targets",
+        "downloader_count",
+        "downloader_bytes",
+        "downloader_version",
+        "domain_bytes",
+        "audit",
+        "bloom",
+        "backfeed_secrets",
+        "backfeed_shards",
+        "backfeed_shard_map",
+        "limits",
+        "limited",
+        "limited_in",
+        "limits_ready",
+        "limit_tat",
+        "reclaim_at",
+        "reclaim_history",
+        "dead",
+        "segments",
+        "offloading",
+        "segment_queues",
+        "segment_exports",
+        "maintain_lease",
+        "log_segments",
     )
 
     def __init__(self, project: str):
         self.project = project
-        tag = self.tag = "{%s}" % project
+        tag = self.tag = "{" + project + "}"
         self.settings = f"{tag}:settings"
         # Blocks (tracker_core.blocks): the project's own entries, its copy of the global ones
         # (apart, so lifting one leaves the other), and the index the claim script reads.
@@ -154,7 +191,7 @@ class ProjectKeys:
         if name in ("backfeed", "secondary", "redo"):
             return getattr(self, name)
         if name.startswith("downloader:"):
-            downloader = name[len("downloader:"):]
+            downloader = name[len("downloader:") :]
             # A queue no valid downloader name can ask for would strand its items.
             if not DOWNLOADER_RE.match(downloader):
                 raise ValueError(f"bad downloader name {downloader!r} in queue {name!r}")
@@ -165,7 +202,7 @@ class ProjectKeys:
         """(key, owner) of a queue named as the CLI and admin API name them: OWNER is the
         downloader of a `downloader:NAME` queue (whose items no limit holds), else ''."""
         key = self.queue(name)
-        return key, name[len("downloader:"):] if name.startswith("downloader:") else ""
+        return key, name[len("downloader:") :] if name.startswith("downloader:") else ""
 
     def shared_queues(self) -> tuple[str, ...]:
         return (self.todo, self.backfeed, self.secondary, self.redo)

@@ -5,6 +5,7 @@ shared by every item that matches (`10/s`, `30/m`; a bare number is per second).
 the project's `limits` hash; each change goes through the set_limit script, which bumps the
 settings age, so every node reloads its compiled pattern set on its next request.
 """
+
 from __future__ import annotations
 
 import json
@@ -21,8 +22,11 @@ LIMIT_NAME_RE = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}\Z")
 RATE_RE = re.compile(r"(?P<count>[0-9]+(?:\.[0-9]+)?)(?:/(?P<unit>s|m))?\Z")
 MAX_RATE_PER_S = 1_000_000.0
 MAX_LIMITS = 5000
-SET_LIMIT_ERRORS = {-1: "unknown project {project!r}", -2: "unknown limit {name!r}",
-                    -3: f"too many limits (at most {MAX_LIMITS})"}
+SET_LIMIT_ERRORS = {
+    -1: "unknown project {project!r}",
+    -2: "unknown limit {name!r}",
+    -3: f"too many limits (at most {MAX_LIMITS})",
+}
 
 
 class LimitError(ValueError):
@@ -38,8 +42,13 @@ class Limit:
     seq: int
 
     def as_dict(self) -> dict:
-        return {"name": self.name, "pattern": self.pattern, "rate": self.rate,
-                "rate_per_s": self.rate_per_s, "seq": self.seq}
+        return {
+            "name": self.name,
+            "pattern": self.pattern,
+            "rate": self.rate,
+            "rate_per_s": self.rate_per_s,
+            "seq": self.seq,
+        }
 
 
 def parse_rate(rate: str) -> tuple[str, float]:
@@ -88,8 +97,12 @@ def _refusal(pattern: str) -> str:
 
 
 def _run(client, k: keyspace.ProjectKeys, op: str, name: str, record: str = "") -> int:
-    age = scripts.run(client, "set_limit", (k.settings, k.limits, k.limits_ready, k.limit_tat),
-                      (k.project, keyspace.SETTINGS_CHANNEL, op, name, record, MAX_LIMITS))
+    age = scripts.run(
+        client,
+        "set_limit",
+        (k.settings, k.limits, k.limits_ready, k.limit_tat),
+        (k.project, keyspace.SETTINGS_CHANNEL, op, name, record, MAX_LIMITS),
+    )
     if age < 0:
         raise LimitError(SET_LIMIT_ERRORS[age].format(project=k.project, name=name))
     return age
@@ -116,8 +129,9 @@ def from_hash(values: dict) -> list[Limit]:
     for name, raw in values.items():
         name = name.decode() if isinstance(name, bytes) else name
         record = json.loads(raw)
-        limits.append(Limit(name, record["pattern"], record["rate"], float(record["rate_per_s"]),
-                            int(record["seq"])))
+        limits.append(
+            Limit(name, record["pattern"], record["rate"], float(record["rate_per_s"]), int(record["seq"]))
+        )
     return sorted(limits, key=lambda limit: limit.seq)
 
 
@@ -139,9 +153,11 @@ class CompiledLimits:
         patterns = [usable_pattern(limit.pattern) for limit in limits]
         self.unusable = [limit.name for limit, p in zip(limits, patterns) if p is None]
         if self.unusable:
-            log.warning("limits %s cannot be used (matching nothing): %s", self.unusable,
-                        "; ".join(_refusal(limit.pattern) for limit in limits
-                                  if limit.name in self.unusable))
+            log.warning(
+                "limits %s cannot be used (matching nothing): %s",
+                self.unusable,
+                "; ".join(_refusal(limit.pattern) for limit in limits if limit.name in self.unusable),
+            )
         self.classifier = Classifier(patterns)
 
     def name_of(self, item: str) -> str | None:
@@ -169,8 +185,9 @@ def held_entry(limit: str, entry):
     return f"{limit}\0{entry}"
 
 
-def split_entries(entries: list, dedup_keys: list, limit_names: list, target,
-                  k: keyspace.ProjectKeys) -> list:
+def split_entries(
+    entries: list, dedup_keys: list, limit_names: list, target, k: keyspace.ProjectKeys
+) -> list:
     """Split a batch into (entries, dedup keys, target) groups: free items, then held ones.
 
     LIMIT_NAMES (one per item, None when no limit matches) come from classifying the dedup keys,
@@ -200,8 +217,10 @@ def held_entries(compiled: CompiledLimits | None, names: list[str]) -> list[str]
     """
     if compiled is None or not compiled.limits:
         return [""] * len(names)
-    return ["" if limit is None else held_entry(limit, name)
-            for name, limit in zip(names, compiled.names_of(names))]
+    return [
+        "" if limit is None else held_entry(limit, name)
+        for name, limit in zip(names, compiled.names_of(names))
+    ]
 
 
 def current(client, k: keyspace.ProjectKeys) -> tuple[str, CompiledLimits]:
@@ -213,15 +232,16 @@ def current(client, k: keyspace.ProjectKeys) -> tuple[str, CompiledLimits]:
 
 
 HOLD_BATCH = 5000
-STALE_AGE = -2   # a script's answer when the caller classified at another settings age
+STALE_AGE = -2  # a script's answer when the caller classified at another settings age
 
 
 def hold_new(client, k: keyspace.ProjectKeys) -> int:
     """Move held items from their way-in set into the held zset; return how many moved."""
     moved = 0
     while True:
-        n = scripts.run(client, "hold_limited", (k.limited_in, k.limited, k.limits_ready, k.limit_tat),
-                        (HOLD_BATCH,))
+        n = scripts.run(
+            client, "hold_limited", (k.limited_in, k.limited, k.limits_ready, k.limit_tat), (HOLD_BATCH,)
+        )
         moved += n
         if n < HOLD_BATCH:
             return moved
@@ -241,8 +261,7 @@ def reclassify(client, k: keyspace.ProjectKeys, batch: int = 1000) -> int:
         cursor = 0
         while True:
             cursor, names = client.sscan(queue, cursor, count=batch)
-            names = [n.decode("utf-8", "surrogateescape") if isinstance(n, bytes) else n
-                     for n in names]
+            names = [n.decode("utf-8", "surrogateescape") if isinstance(n, bytes) else n for n in names]
             args = []
             for name, limit in zip(names, compiled.names_of(names)):
                 if limit is not None:

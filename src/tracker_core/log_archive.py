@@ -24,6 +24,7 @@ streams, which are not archived: anyone can add to them, so writing them to disk
 would let anyone fill it) in stream-id order, one segment file or stream batch in memory at a
 time; `page` serves the admin API one bounded page after an opaque cursor (an entry id).
 """
+
 from __future__ import annotations
 
 import calendar
@@ -32,27 +33,26 @@ import json
 import os
 import re
 import time
-from datetime import datetime, timezone
+from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Iterator
 
 import orjson
 import zstandard
 
-from tracker_core import durable
+from tracker_core import durable, scripts
 from tracker_core import keys as keyspace
-from tracker_core import scripts
 from tracker_core import settings as settings_mod
 
-KINDS = {"done": "log", "uploads": "uploads", "bad_dones": "bad_dones"}   # kind -> key attribute
+KINDS = {"done": "log", "uploads": "uploads", "bad_dones": "bad_dones"}  # kind -> key attribute
 ARCHIVED_KINDS = frozenset({"done"})
-DEFAULT_WATERMARK = int(settings_mod.SETTINGS["log_maxlen"][1])   # log_maxlen's default
+DEFAULT_WATERMARK = int(settings_mod.SETTINGS["log_maxlen"][1])  # log_maxlen's default
 SEGMENT_ENTRIES = 50_000
-SEGMENT_BYTES = 64 << 20             # JSON per file before compression (one entry may pass it)
-READ_BATCH = 500                     # entries per XRANGE: one done entry can be megabytes
-PAGE_MAX = 1000                      # entries per admin API page
-PAGE_BYTES = 8 << 20                 # JSON per page (at least one entry)
-PAGE_SCAN = 100_000                  # entries looked at per page when a filter skips most
+SEGMENT_BYTES = 64 << 20  # JSON per file before compression (one entry may pass it)
+READ_BATCH = 500  # entries per XRANGE: one done entry can be megabytes
+PAGE_MAX = 1000  # entries per admin API page
+PAGE_BYTES = 8 << 20  # JSON per page (at least one entry)
+PAGE_SCAN = 100_000  # entries looked at per page when a filter skips most
 ZSTD_LEVEL = 3
 NOT_HOLDER = -4
 ARCHIVED_FIELD, NEXT_FIELD = "#archived", "#next"
@@ -97,7 +97,7 @@ def parse_since(text) -> int:
     except ValueError:
         raise LogError(f"bad time {text[:40]!r}: give Unix seconds or an ISO 8601 time") from None
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
+        moment = moment.replace(tzinfo=UTC)
     return calendar.timegm(moment.utctimetuple()) * 1000 + moment.microsecond // 1000
 
 
@@ -119,6 +119,7 @@ def segment_path(directory: Path, project: str, number: int) -> Path:
 
 
 # -- entries as records -------------------------------------------------------------------------
+
 
 def _int(value):
     try:
@@ -145,14 +146,23 @@ def record(kind: str, entry_id: str, fields: dict) -> dict:
     out = {"entry": entry_id, "at": _int(fields.pop("at", None))}
     if kind == "done":
         pairs = _names(fields.pop("domains", ""))
-        out.update(downloader=fields.pop("downloader", None), ip=fields.pop("ip", None),
-                   items=_names(fields.pop("items", "")), bytes=_int(fields.pop("bytes", 0)),
-                   domains={d: _int(n) for d, n in zip(pairs[::2], pairs[1::2])},
-                   version=fields.pop("version", ""), id=_json_value(fields.pop("id", "null")))
+        out.update(
+            downloader=fields.pop("downloader", None),
+            ip=fields.pop("ip", None),
+            items=_names(fields.pop("items", "")),
+            bytes=_int(fields.pop("bytes", 0)),
+            domains={d: _int(n) for d, n in zip(pairs[::2], pairs[1::2])},
+            version=fields.pop("version", ""),
+            id=_json_value(fields.pop("id", "null")),
+        )
     elif kind == "bad_dones":
-        out.update(downloader=fields.pop("downloader", None), reason=fields.pop("reason", None),
-                   count=_int(fields.pop("count", 0)), items=_names(fields.pop("items", "")))
-    out.update(fields)     # what a later version adds, kept as text
+        out.update(
+            downloader=fields.pop("downloader", None),
+            reason=fields.pop("reason", None),
+            count=_int(fields.pop("count", 0)),
+            items=_names(fields.pop("items", "")),
+        )
+    out.update(fields)  # what a later version adds, kept as text
     return out
 
 
@@ -160,7 +170,7 @@ def encode(rec: dict) -> bytes:
     """REC as one JSON line (no newline); names that are not UTF-8 are kept as \\u escapes."""
     try:
         return orjson.dumps(rec)
-    except TypeError:      # lone surrogates (surrogateescape'd bytes) orjson will not write
+    except TypeError:  # lone surrogates (surrogateescape'd bytes) orjson will not write
         return json.dumps(rec, ensure_ascii=True, separators=(",", ":")).encode()
 
 
@@ -173,8 +183,10 @@ def decode(line: bytes) -> dict:
 
 # -- segment files ------------------------------------------------------------------------------
 
+
 def write_lines(path: Path, lines: list[bytes]) -> None:
     """Write LINES (JSON, newline-ended, zstandard) durably: temp, fsync, rename, fsync dir."""
+
     def write(f) -> None:
         with zstandard.ZstdCompressor(level=ZSTD_LEVEL).stream_writer(f, closefd=False) as z:
             for line in lines:
@@ -220,6 +232,7 @@ def watermark(client, k: keyspace.ProjectKeys) -> int:
 
 # -- archiving (tracker maintain, under the project's lease) -----------------------------------
 
+
 def _collect(client, key: str, after: str | None, wanted: int, max_bytes: int):
     """The oldest entries after AFTER as JSON lines: up to WANTED, about MAX_BYTES at most."""
     lines, first, last, size = [], None, None, 0
@@ -238,8 +251,15 @@ def _collect(client, key: str, after: str | None, wanted: int, max_bytes: int):
     return lines, first, last
 
 
-def archive(client, k: keyspace.ProjectKeys, directory: Path, lease, keep: int | None = None,
-            per_segment: int = SEGMENT_ENTRIES, max_bytes: int = SEGMENT_BYTES) -> int:
+def archive(
+    client,
+    k: keyspace.ProjectKeys,
+    directory: Path,
+    lease,
+    keep: int | None = None,
+    per_segment: int = SEGMENT_ENTRIES,
+    max_bytes: int = SEGMENT_BYTES,
+) -> int:
     """Archive the done log's entries beyond KEEP (log_maxlen) to segment files; how many.
 
     LEASE is the project's offload.Lease; LogLeaseLost when a script refuses (nothing of that
@@ -251,8 +271,9 @@ def archive(client, k: keyspace.ProjectKeys, directory: Path, lease, keep: int |
         excess = client.xlen(k.log) - keep
         if excess <= 0:
             return archived_total
-        lines, first, last = _collect(client, k.log, archived_id(client, k),
-                                      min(excess, per_segment), max_bytes)
+        lines, first, last = _collect(
+            client, k.log, archived_id(client, k), min(excess, per_segment), max_bytes
+        )
         if not lines:
             return archived_total
         lease.keep()
@@ -262,16 +283,20 @@ def archive(client, k: keyspace.ProjectKeys, directory: Path, lease, keep: int |
         if _after_write is not None:
             _after_write(path)
         lease.keep()
-        code, _trimmed = scripts.run(client, "log_archive",
-                                     (lease.key, k.log, k.log_segments, k.stats),
-                                     (lease.holder, number, first, last, len(lines)))
+        code, _trimmed = scripts.run(
+            client,
+            "log_archive",
+            (lease.key, k.log, k.log_segments, k.stats),
+            (lease.holder, number, first, last, len(lines)),
+        )
         if code != 1:
             raise LogLeaseLost(f"the log archive of {k.project} was refused ({code})")
         archived_total += len(lines)
 
 
-def cleanup(client, k: keyspace.ProjectKeys, directory: Path, now_s: float | None = None,
-            min_age_s: float = 600) -> int:
+def cleanup(
+    client, k: keyspace.ProjectKeys, directory: Path, now_s: float | None = None, min_age_s: float = 600
+) -> int:
     """Delete log files no registered segment names, once older than MIN_AGE_S (a younger one
     may be a pass between its write and its script)."""
     folder = log_dir(directory, k.project)
@@ -295,16 +320,23 @@ def cleanup(client, k: keyspace.ProjectKeys, directory: Path, now_s: float | Non
 
 # -- reading ------------------------------------------------------------------------------------
 
+
 def _stream_start(position) -> str:
     if position is None:
         return "-"
-    if position[1] < 0:        # "from ms on", inclusive
+    if position[1] < 0:  # "from ms on", inclusive
         return f"{position[0]}-0"
     return f"({_id_text(position)}"
 
 
-def entries(client, k: keyspace.ProjectKeys, directory: Path, kind: str = "done",
-            since_ms: int | None = None, after: str | None = None) -> Iterator[tuple[str, dict]]:
+def entries(
+    client,
+    k: keyspace.ProjectKeys,
+    directory: Path,
+    kind: str = "done",
+    since_ms: int | None = None,
+    after: str | None = None,
+) -> Iterator[tuple[str, dict]]:
     """Every entry of KIND after AFTER (an entry id) and from SINCE_MS on, oldest first, as
     (entry id, record): the registered segment files, then the stream.
 
@@ -325,8 +357,10 @@ def entries(client, k: keyspace.ProjectKeys, directory: Path, kind: str = "done"
                     continue
                 path = segment_path(directory, k.project, number)
                 if not path.exists():
-                    raise LogUnreadable(f"log segment {number} of {k.project} is not in "
-                                        f"{directory} (give the segments directory)")
+                    raise LogUnreadable(
+                        f"log segment {number} of {k.project} is not in "
+                        f"{directory} (give the segments directory)"
+                    )
                 for rec in read_lines(path):
                     at = parse_id(rec.get("entry", ""))
                     if position is None or at > position:
@@ -336,7 +370,7 @@ def entries(client, k: keyspace.ProjectKeys, directory: Path, kind: str = "done"
         while not moved:
             batch = client.xrange(key, min=_stream_start(position), max="+", count=READ_BATCH)
             if kind in ARCHIVED_KINDS:
-                mark = archived_id(client, k)     # read after the batch: see the docstring
+                mark = archived_id(client, k)  # read after the batch: see the docstring
                 moved = mark is not None and (position is None or parse_id(mark) > position)
                 if moved:
                     break
@@ -353,8 +387,15 @@ def matches(kind: str, rec: dict, downloader: str | None) -> bool:
     return rec.get("uploader" if kind == "uploads" else "downloader") == downloader
 
 
-def export(client, k: keyspace.ProjectKeys, directory: Path, out, kind: str = "done",
-           since_ms: int | None = None, downloader: str | None = None) -> int:
+def export(
+    client,
+    k: keyspace.ProjectKeys,
+    directory: Path,
+    out,
+    kind: str = "done",
+    since_ms: int | None = None,
+    downloader: str | None = None,
+) -> int:
     """Write KIND's entries (filtered) to the binary stream OUT as JSON lines; how many."""
     written = 0
     for _entry_id, rec in entries(client, k, directory, kind, since_ms):
@@ -364,9 +405,18 @@ def export(client, k: keyspace.ProjectKeys, directory: Path, out, kind: str = "d
     return written
 
 
-def page(client, k: keyspace.ProjectKeys, directory: Path, kind: str = "done",
-         since_ms: int | None = None, downloader: str | None = None, cursor: str | None = None,
-         limit: int = 100, max_bytes: int = PAGE_BYTES, max_scan: int = PAGE_SCAN) -> dict:
+def page(
+    client,
+    k: keyspace.ProjectKeys,
+    directory: Path,
+    kind: str = "done",
+    since_ms: int | None = None,
+    downloader: str | None = None,
+    cursor: str | None = None,
+    limit: int = 100,
+    max_bytes: int = PAGE_BYTES,
+    max_scan: int = PAGE_SCAN,
+) -> dict:
     """One page: {"entries": [...], "cursor": the id to continue after, or None at the end}.
 
     A page ends at LIMIT entries, about MAX_BYTES of JSON, or MAX_SCAN entries looked at (a
@@ -386,6 +436,10 @@ def page(client, k: keyspace.ProjectKeys, directory: Path, kind: str = "done",
 def status(client, k: keyspace.ProjectKeys) -> dict:
     """What the archive holds: segments, entries on disk and in Redis, entries dropped."""
     segments = registry(client, k)
-    return {"segments": len(segments), "archived_entries": sum(s[3] for s in segments),
-            "stream_entries": client.xlen(k.log), "archived_up_to": archived_id(client, k),
-            "dropped_entries": int(client.hget(k.stats, "log_entries_dropped") or 0)}
+    return {
+        "segments": len(segments),
+        "archived_entries": sum(s[3] for s in segments),
+        "stream_entries": client.xlen(k.log),
+        "archived_up_to": archived_id(client, k),
+        "dropped_entries": int(client.hget(k.stats, "log_entries_dropped") or 0),
+    }

@@ -36,6 +36,7 @@ its way to a segment is "offloaded", and a name found nowhere while the project 
 is answered with `maybe: ["offloaded"]`. Answering from disk would cost a scan of every segment;
 the Bloom filter only knows "seen", not where.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -50,22 +51,20 @@ from pathlib import Path
 
 import zstandard
 
-from tracker_core import durable
+from tracker_core import durable, log_archive, scripts
 from tracker_core import keys as keyspace
 from tracker_core import limits as limits_mod
-from tracker_core import log_archive
-from tracker_core import scripts
 
 LEASE_MS = 30_000
-STALE_FILE_S = 600   # unregistered files younger than this may be an import in progress
+STALE_FILE_S = 600  # unregistered files younger than this may be an import in progress
 CLEANUP_EVERY_S = STALE_FILE_S
-STATS_EVERY_S = 60   # statistics upkeep (roll-ups, backlog samples) per project
+STATS_EVERY_S = 60  # statistics upkeep (roll-ups, backlog samples) per project
 NEXT_FIELD = "#next"
 STAGED_FIELD = "#staged"
 ZSTD_LEVEL = 3
 ABORT_CHUNK = 10_000
-QUEUES = ("todo", "backfeed", "secondary", "redo")   # offloaded past the watermarks, refilled
-DONE = "done"                                         # offloaded with done_mode=offload, kept
+QUEUES = ("todo", "backfeed", "secondary", "redo")  # offloaded past the watermarks, refilled
+DONE = "done"  # offloaded with done_mode=offload, kept
 NOT_HOLDER, STAGE_PENDING, WRONG_SOURCE, BAD_COUNT = -4, -2, -5, -6
 
 
@@ -89,7 +88,8 @@ def items_digest(items: list[str]) -> str:
 def write_segment(path: Path, items: list[str]) -> None:
     """Write ITEMS (NUL-separated, zstandard) durably: temp file, fsync, rename, fsync dir."""
     data = zstandard.ZstdCompressor(level=ZSTD_LEVEL).compress(
-        "\0".join(items).encode("utf-8", "surrogateescape"))
+        "\0".join(items).encode("utf-8", "surrogateescape")
+    )
     durable.write_file(path, lambda f: f.write(data))
 
 
@@ -106,16 +106,21 @@ def _text(value):
 
 def registry(client, k: keyspace.ProjectKeys) -> dict[int, int]:
     """Registered segments: number -> items."""
-    return {int(n): int(c) for n, c in ((_text(n), c) for n, c in client.hgetall(k.segments).items())
-            if not n.startswith("#")}
+    return {
+        int(n): int(c)
+        for n, c in ((_text(n), c) for n, c in client.hgetall(k.segments).items())
+        if not n.startswith("#")
+    }
 
 
 def segment_sources(client, k: keyspace.ProjectKeys) -> dict[int, str]:
     """Registered segments: number -> the queue (or done) their items came from."""
     counts = registry(client, k)
-    named = {int(n): _text(q) for n, q in ((_text(n), q) for n, q in
-                                           client.hgetall(k.segment_queues).items())
-             if not n.startswith("#")}
+    named = {
+        int(n): _text(q)
+        for n, q in ((_text(n), q) for n, q in client.hgetall(k.segment_queues).items())
+        if not n.startswith("#")
+    }
     return {n: named.get(n, "todo") for n in counts}
 
 
@@ -150,8 +155,7 @@ def default_holder() -> str:
 class Lease:
     """One maintainer's hold on one project's lease; renewed between the steps of a pass."""
 
-    def __init__(self, client, k: keyspace.ProjectKeys, holder: str | None = None,
-                 lease_ms: int = LEASE_MS):
+    def __init__(self, client, k: keyspace.ProjectKeys, holder: str | None = None, lease_ms: int = LEASE_MS):
         self.client = client
         self.key = k.maintain_lease
         self.holder = holder or default_holder()
@@ -211,10 +215,15 @@ def recover(client, k: keyspace.ProjectKeys, directory: Path, lease: Lease | Non
     restored = 0
     while True:
         lease.keep()
-        moved, left = lease.checked(scripts.run(
-            client, "offload_abort", (lease.key, k.offloading, k.segment_queues, source_key(k, source)),
-            (lease.holder, source, ABORT_CHUNK)))
-        if moved == WRONG_SOURCE:          # restaged in between (not under our lease): look again
+        moved, left = lease.checked(
+            scripts.run(
+                client,
+                "offload_abort",
+                (lease.key, k.offloading, k.segment_queues, source_key(k, source)),
+                (lease.holder, source, ABORT_CHUNK),
+            )
+        )
+        if moved == WRONG_SOURCE:  # restaged in between (not under our lease): look again
             number, source = staged(client, k)
             continue
         restored += moved
@@ -225,8 +234,13 @@ def recover(client, k: keyspace.ProjectKeys, directory: Path, lease: Lease | Non
     return restored
 
 
-def cleanup_files(client, k: keyspace.ProjectKeys, directory: Path, now_s: float | None = None,
-                  min_age_s: float = STALE_FILE_S) -> int:
+def cleanup_files(
+    client,
+    k: keyspace.ProjectKeys,
+    directory: Path,
+    now_s: float | None = None,
+    min_age_s: float = STALE_FILE_S,
+) -> int:
     """Delete files of PROJECT no registered segment refers to, once older than MIN_AGE_S."""
     folder = Path(directory) / k.project
     if not folder.is_dir():
@@ -239,7 +253,7 @@ def cleanup_files(client, k: keyspace.ProjectKeys, directory: Path, now_s: float
         stem = path.name.split(".", 1)[0]
         if stem.isdigit() and path.name == f"{int(stem)}.zst" and int(stem) in registered:
             continue
-        if path.is_dir():     # log/: the done log's archive, cleaned by log_archive.cleanup
+        if path.is_dir():  # log/: the done log's archive, cleaned by log_archive.cleanup
             continue
         try:
             if now_s - path.stat().st_mtime > min_age_s:
@@ -250,41 +264,62 @@ def cleanup_files(client, k: keyspace.ProjectKeys, directory: Path, now_s: float
     return removed
 
 
-def offload_one(client, k: keyspace.ProjectKeys, directory: Path, count: int,
-                lease: Lease | None = None, source: str = "todo") -> int:
+def offload_one(
+    client,
+    k: keyspace.ProjectKeys,
+    directory: Path,
+    count: int,
+    lease: Lease | None = None,
+    source: str = "todo",
+) -> int:
     """Move up to COUNT items of SOURCE into a new segment file; return how many moved."""
     lease = _lease(client, k, lease)
     lease.keep()
-    reply = lease.checked(scripts.run(
-        client, "offload_stage",
-        (lease.key, source_key(k, source), k.offloading, k.segments, k.segment_queues),
-        (lease.holder, count, source)))
+    reply = lease.checked(
+        scripts.run(
+            client,
+            "offload_stage",
+            (lease.key, source_key(k, source), k.offloading, k.segments, k.segment_queues),
+            (lease.holder, count, source),
+        )
+    )
     if reply[0] == STAGE_PENDING:
         raise OffloadError(f"an earlier offload of {k.project} is unfinished (recover it first)")
     if reply[0] == 0:
         return 0
-    if reply[0] < 0:       # a bad count or '#next': refused before anything moved
+    if reply[0] < 0:  # a bad count or '#next': refused before anything moved
         raise OffloadError(f"offload of {k.project} refused by Redis ({reply[0]})")
     number, items = int(reply[0]), [_text(i) for i in reply[1:]]
     try:
         write_segment(segment_path(directory, k.project, number), items)
-    except Exception:      # a full disk, a bad directory: put the items back before reporting
+    except Exception:  # a full disk, a bad directory: put the items back before reporting
         try:
             recover(client, k, directory, lease)
         except Exception:  # noqa: BLE001 - the next pass recovers them
             pass
         raise
     lease.keep()
-    done = lease.checked(scripts.run(
-        client, "offload_commit", (lease.key, k.offloading, k.segments, k.segment_queues, k.stats),
-        (lease.holder, number, len(items), source)))
-    if done != 1:      # someone else aborted our staging: our file stays unregistered
+    done = lease.checked(
+        scripts.run(
+            client,
+            "offload_commit",
+            (lease.key, k.offloading, k.segments, k.segment_queues, k.stats),
+            (lease.holder, number, len(items), source),
+        )
+    )
+    if done != 1:  # someone else aborted our staging: our file stays unregistered
         raise LeaseLost(f"the staged set of {k.project} changed under this maintainer")
     return len(items)
 
 
-def refill_one(client, k: keyspace.ProjectKeys, directory: Path, lease: Lease | None = None,
-               queue: str = "todo", skip: set | None = None) -> int:
+def refill_one(
+    client,
+    k: keyspace.ProjectKeys,
+    directory: Path,
+    lease: Lease | None = None,
+    queue: str = "todo",
+    skip: set | None = None,
+) -> int:
     """Put QUEUE's oldest readable segment back into QUEUE; return its items (-1: none left).
 
     Segments whose file is missing or unreadable are added to SKIP (and left registered, still
@@ -294,8 +329,11 @@ def refill_one(client, k: keyspace.ProjectKeys, directory: Path, lease: Lease | 
     skip = set() if skip is None else skip
     passed: set = set()
     while True:
-        numbers = sorted(n for n, q in segment_sources(client, k).items()
-                         if q == queue and n not in skip and n not in passed)
+        numbers = sorted(
+            n
+            for n, q in segment_sources(client, k).items()
+            if q == queue and n not in skip and n not in passed
+        )
         if not numbers:
             return -1
         number = numbers[0]
@@ -306,21 +344,32 @@ def refill_one(client, k: keyspace.ProjectKeys, directory: Path, lease: Lease | 
             skip.add(number)
             continue
         lease.keep()
-        refilled = lease.checked(scripts.run(
-            client, "refill", (lease.key, k.segments, k.segment_queues, source_key(k, queue), k.stats),
-            (lease.holder, number, queue, *items)))
+        refilled = lease.checked(
+            scripts.run(
+                client,
+                "refill",
+                (lease.key, k.segments, k.segment_queues, source_key(k, queue), k.stats),
+                (lease.holder, number, queue, *items),
+            )
+        )
         if refilled >= 0:
             path.unlink(missing_ok=True)
             return refilled
         if refilled == BAD_COUNT:
             skip.add(number)
-        elif refilled == WRONG_SOURCE:     # not this queue's after all: leave it to its own
+        elif refilled == WRONG_SOURCE:  # not this queue's after all: leave it to its own
             passed.add(number)
         # -1: exported or refilled meanwhile, so no longer listed; look again
 
 
-def maintain_project(client, project: str, directory: Path, holder: str | None = None,
-                     lease: Lease | None = None, cleanup: bool = False) -> dict | None:
+def maintain_project(
+    client,
+    project: str,
+    directory: Path,
+    holder: str | None = None,
+    lease: Lease | None = None,
+    cleanup: bool = False,
+) -> dict | None:
     """Apply PROJECT's watermarks once; None when another maintainer holds its lease.
 
     Each shared queue is offloaded down to offload_high, or refilled from its own segments while
@@ -342,8 +391,9 @@ def maintain_project(client, project: str, directory: Path, holder: str | None =
     lease = lease or Lease(client, k, holder)
     if not lease.take():
         return None
-    values = client.hmget(k.settings, "offload_high", "offload_low", "offload_segment_items",
-                          "done_mode", "done_offload_high")
+    values = client.hmget(
+        k.settings, "offload_high", "offload_low", "offload_segment_items", "done_mode", "done_offload_high"
+    )
     high, low, per_segment = (int(v or 0) for v in values[:3])
     per_segment = per_segment or 50_000
     low = min(low, high)
@@ -400,8 +450,9 @@ def maintain_project(client, project: str, directory: Path, holder: str | None =
     return report
 
 
-def archive_log(client, k: keyspace.ProjectKeys, directory: Path, lease: Lease, cleanup: bool,
-                report: dict) -> None:
+def archive_log(
+    client, k: keyspace.ProjectKeys, directory: Path, lease: Lease, cleanup: bool, report: dict
+) -> None:
     """The done log's step: entries beyond log_maxlen to segment files, then trimmed (see
     tracker_core.log_archive); CLEANUP also deletes its stale unregistered files."""
     if cleanup:
@@ -421,9 +472,16 @@ def forget_project(client, project: str) -> None:
 class Maintainer:
     """What `tracker maintain` runs: passes over every project, each under the project's lease."""
 
-    def __init__(self, client, directory: Path, holder: str | None = None,
-                 lease_ms: int = LEASE_MS, reclassify: bool = True, stats_upkeep: bool = True,
-                 log=None):
+    def __init__(
+        self,
+        client,
+        directory: Path,
+        holder: str | None = None,
+        lease_ms: int = LEASE_MS,
+        reclassify: bool = True,
+        stats_upkeep: bool = True,
+        log=None,
+    ):
         self.client = client
         self.directory = Path(directory)
         self.holder = holder or default_holder()
@@ -432,15 +490,16 @@ class Maintainer:
         self.stats_upkeep = stats_upkeep
         self.log = log or (lambda line: print(line, file=sys.stderr, flush=True))
         self.classified_ages: dict = {}
-        self.cleaned_at: dict[str, float] = {}    # the first pass over a project cleans up
+        self.cleaned_at: dict[str, float] = {}  # the first pass over a project cleans up
         self.stats_at: dict[str, float] = {}
         self.leases: dict[str, Lease] = {}
-        self.unreadable: dict[str, list] = {}      # logged once, not every pass
+        self.unreadable: dict[str, list] = {}  # logged once, not every pass
 
     def _lease(self, project: str) -> Lease:
         if project not in self.leases:
-            self.leases[project] = Lease(self.client, keyspace.ProjectKeys(project), self.holder,
-                                         self.lease_ms)
+            self.leases[project] = Lease(
+                self.client, keyspace.ProjectKeys(project), self.holder, self.lease_ms
+            )
         return self.leases[project]
 
     def remove_deleted_projects(self) -> list[str]:
@@ -455,7 +514,7 @@ class Maintainer:
             if not lease.take():
                 continue
             try:
-                if not self.client.exists(k.settings):   # not created again since
+                if not self.client.exists(k.settings):  # not created again since
                     shutil.rmtree(self.directory / project, ignore_errors=True)
                     removed.append(project)
                 self.client.srem(keyspace.SEGMENTS_DELETED, project)
@@ -500,12 +559,18 @@ class Maintainer:
                 self.classified_ages[project] = age
         if self.stats_upkeep and now - self.stats_at.get(project, -float("inf")) >= STATS_EVERY_S:
             from tracker_core import stats
+
             stats.upkeep(self.client, project, int(time.time() * 1000))
             self.stats_at[project] = now
         return moved
 
-    def run(self, interval: float, stop: threading.Event | None = None, passes: int | None = None,
-            max_backoff_s: float = 60.0) -> None:
+    def run(
+        self,
+        interval: float,
+        stop: threading.Event | None = None,
+        passes: int | None = None,
+        max_backoff_s: float = 60.0,
+    ) -> None:
         """Pass every INTERVAL seconds until STOP is set (or PASSES were made).
 
         A failed pass (Redis unreachable, a bug) is logged in one line and retried after a
@@ -524,10 +589,12 @@ class Maintainer:
                             self.log(f"tracker maintain: {project}: {result['error']}")
                         unreadable = result.get("unreadable_segments", [])
                         if unreadable and unreadable != self.unreadable.get(project):
-                            self.log(f"tracker maintain: {project}: segments {unreadable} have "
-                                     f"no readable file (left registered)")
+                            self.log(
+                                f"tracker maintain: {project}: segments {unreadable} have "
+                                f"no readable file (left registered)"
+                            )
                         self.unreadable[project] = unreadable
-                except Exception as exc:     # noqa: BLE001 - the loop must outlive any one pass
+                except Exception as exc:  # noqa: BLE001 - the loop must outlive any one pass
                     failures += 1
                     delay = min(max_backoff_s, interval * 2 ** min(failures, 20))
                     line = f"{type(exc).__name__}: {exc}".splitlines()[0]
@@ -544,26 +611,25 @@ class Maintainer:
         for lease in self.leases.values():
             try:
                 lease.release()
-            except Exception:        # noqa: BLE001 - Redis may be gone; the lease expires
+            except Exception:  # noqa: BLE001 - Redis may be gone; the lease expires
                 pass
 
 
-def maintain_once(client, holder: str, directory: Path,
-                  classified_ages: dict | None = None) -> dict:
+def maintain_once(client, holder: str, directory: Path, classified_ages: dict | None = None) -> dict:
     """One maintenance pass over every project (see Maintainer.pass_once).
 
     With CLASSIFIED_AGES (project -> settings age last reclassified, kept by the caller), a
     project whose settings moved since is reclassified.
     """
-    maintainer = Maintainer(client, directory, holder, reclassify=classified_ages is not None,
-                            stats_upkeep=False)
+    maintainer = Maintainer(
+        client, directory, holder, reclassify=classified_ages is not None, stats_upkeep=False
+    )
     if classified_ages is not None:
         maintainer.classified_ages = classified_ages
     return maintainer.pass_once()
 
 
-def export_segment(client, k: keyspace.ProjectKeys, directory: Path, number: int,
-                   destination: Path) -> int:
+def export_segment(client, k: keyspace.ProjectKeys, directory: Path, number: int, destination: Path) -> int:
     """Take segment NUMBER out of the project into DESTINATION; return its item count.
 
     The export leaves a ticket (the digest of its items), so importing the file back brings the
@@ -578,17 +644,22 @@ def export_segment(client, k: keyspace.ProjectKeys, directory: Path, number: int
         raise OffloadError(f"cannot read segment {number}: {exc}".splitlines()[0]) from None
     destination = Path(destination)
     write_segment(destination, items)
-    n = scripts.run(client, "segment_export", (k.segments, k.segment_queues, k.segment_exports,
-                                               k.stats), (number, items_digest(items)))
-    if n < 0:     # refilled or exported meanwhile: the items are elsewhere, so no copy stays out
+    n = scripts.run(
+        client,
+        "segment_export",
+        (k.segments, k.segment_queues, k.segment_exports, k.stats),
+        (number, items_digest(items)),
+    )
+    if n < 0:  # refilled or exported meanwhile: the items are elsewhere, so no copy stays out
         destination.unlink(missing_ok=True)
         raise OffloadError(f"no segment {number} in {k.project}")
     source.unlink(missing_ok=True)
     return n
 
 
-def import_segment(client, k: keyspace.ProjectKeys, directory: Path, source: Path,
-                   queue: str = "todo") -> dict:
+def import_segment(
+    client, k: keyspace.ProjectKeys, directory: Path, source: Path, queue: str = "todo"
+) -> dict:
     """Bring a segment file (as export writes it) into the project.
 
     A file exported from this project comes back as a segment of the queue it left, once (its
@@ -612,15 +683,19 @@ def import_segment(client, k: keyspace.ProjectKeys, directory: Path, source: Pat
         number = client.hincrby(k.segments, NEXT_FIELD, 1)
         path = segment_path(directory, k.project, number)
         write_segment(path, items)
-        reply = scripts.run(client, "segment_import", (k.settings, k.segments, k.segment_queues,
-                                                       k.segment_exports, k.stats),
-                            (number, len(items), digest))
+        reply = scripts.run(
+            client,
+            "segment_import",
+            (k.settings, k.segments, k.segment_queues, k.segment_exports, k.stats),
+            (number, len(items), digest),
+        )
         if reply == 1:
             return {"segment": number, "items": len(items), "duplicates": 0}
         path.unlink(missing_ok=True)
         if reply == -1:
             raise OffloadError(f"unknown project {k.project!r}")
-    from tracker_core.admin import Admin, AdminError      # admin imports this module
+    from tracker_core.admin import Admin, AdminError  # admin imports this module
+
     added = duplicates = 0
     refused: dict = {}
     try:

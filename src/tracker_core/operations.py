@@ -4,14 +4,15 @@ Nothing here loads a whole structure: queues are read with SSCAN and SRANDMEMBER
 HSCAN or a range of the ``out`` index by claim time, and every change goes through one script
 per page. Each call returns a cursor; the caller (API, CLI) continues from it.
 """
+
 from __future__ import annotations
 
 import json
 import re
 import time
 
-from tracker_core import keys as keyspace
 from tracker_core import backfeed_secrets, bloom, hq, offload, protocol, scripts
+from tracker_core import keys as keyspace
 from tracker_core import limits as limits_mod
 from tracker_core import stats as stats_mod
 from tracker_core.admin import REDO_QUEUE, Admin, AdminError
@@ -19,14 +20,18 @@ from tracker_core.admin import REDO_QUEUE, Admin, AdminError
 MAX_PAGE = 10_000
 MAX_SAMPLE = 1000
 DELETE_CHUNK = 500
-MAX_CURSOR = 2**64 - 1            # Redis SCAN cursors are unsigned 64-bit numbers
-MAX_PATTERN_CHARS = 1000          # Redis globs (move, claims) and limit patterns
-MAX_ITEM_CHARS = protocol.MAX_ITEM_CHARS     # what /done accepts back
+MAX_CURSOR = 2**64 - 1  # Redis SCAN cursors are unsigned 64-bit numbers
+MAX_PATTERN_CHARS = 1000  # Redis globs (move, claims) and limit patterns
+MAX_ITEM_CHARS = protocol.MAX_ITEM_CHARS  # what /done accepts back
 MAX_DOWNLOADER_CHARS = 100
-MAX_AGE_S = 10 * 365 * 86400      # release by age: ten years covers any claim
-SHARD_RE = re.compile(r"[A-Za-z0-9_.:-]{1,64}\Z")   # the backfeed's ?shard= (tracker_api.backfeed)
-HQ_MAX_CHARS = {"auto_project": 64, "broadcast_message": 5000, "seesaw_version": 40,
-                "tracker_banner_html": 20000}
+MAX_AGE_S = 10 * 365 * 86400  # release by age: ten years covers any claim
+SHARD_RE = re.compile(r"[A-Za-z0-9_.:-]{1,64}\Z")  # the backfeed's ?shard= (tracker_api.backfeed)
+HQ_MAX_CHARS = {
+    "auto_project": 64,
+    "broadcast_message": 5000,
+    "seesaw_version": 40,
+    "tracker_banner_html": 20000,
+}
 
 
 class NotFound(AdminError):
@@ -35,6 +40,7 @@ class NotFound(AdminError):
 
 # -- input checks shared by the API, the admin pages and the CLI --------------------------------
 # Each raises AdminError with a one-line reason before anything is changed.
+
 
 def check_text(value, name: str, max_chars: int, empty_ok: bool = False) -> str:
     if type(value) is not str:
@@ -62,8 +68,9 @@ def check_items(names) -> list[str]:
         raise AdminError("'items' must be a list of strings")
     for n, name in enumerate(names):
         if type(name) is not str or not 0 < len(name) <= MAX_ITEM_CHARS or "\0" in name:
-            raise AdminError(f"item {n + 1}: must be a string of 1 to {MAX_ITEM_CHARS} "
-                             "characters without NUL")
+            raise AdminError(
+                f"item {n + 1}: must be a string of 1 to {MAX_ITEM_CHARS} characters without NUL"
+            )
     return names
 
 
@@ -72,7 +79,7 @@ def check_queue(queue) -> str:
     if type(queue) is not str:
         raise AdminError("queue must be a string")
     try:
-        keyspace.ProjectKeys("any").queue(queue[:200])     # the one rule of what names a queue
+        keyspace.ProjectKeys("any").queue(queue[:200])  # the one rule of what names a queue
     except ValueError as exc:
         raise AdminError(f"{exc}: use todo, backfeed, secondary, redo or downloader:NAME") from None
     return queue
@@ -103,8 +110,15 @@ def clear(admin: Admin, project: str, queue: str) -> int:
     return scripts.run(admin.r, "clear_queue", (k.settings, _queue_key(k, queue)), ())
 
 
-def move(admin: Admin, project: str, source: str, target: str, pattern: str = "*",
-         cursor: int = 0, limit: int = 1000) -> dict:
+def move(
+    admin: Admin,
+    project: str,
+    source: str,
+    target: str,
+    pattern: str = "*",
+    cursor: int = 0,
+    limit: int = 1000,
+) -> dict:
     """Move items matching PATTERN (a Redis glob) from SOURCE to TARGET, one SSCAN page.
 
     Into a shared queue (todo, backfeed, secondary, redo), items a limit matches are held in
@@ -122,10 +136,12 @@ def move(admin: Admin, project: str, source: str, target: str, pattern: str = "*
     if names:
         compiled = None if owner else limits_mod.CompiledLimits(limits_mod.load(admin.r, k))
         held = limits_mod.held_entries(compiled, names)
-        moved = scripts.run(admin.r, "move_items", (k.settings, source_key, target_key,
-                                                     k.downloader_queues, k.limited_in),
-                            (owner, *[limits_mod.wire(x) for pair in zip(names, held)
-                                      for x in pair]))
+        moved = scripts.run(
+            admin.r,
+            "move_items",
+            (k.settings, source_key, target_key, k.downloader_queues, k.limited_in),
+            (owner, *[limits_mod.wire(x) for pair in zip(names, held) for x in pair]),
+        )
         if moved > 0 and any(held):
             limits_mod.hold_new(admin.r, k)
     return {"moved": moved, "cursor": int(next_cursor)}
@@ -133,12 +149,16 @@ def move(admin: Admin, project: str, source: str, target: str, pattern: str = "*
 
 def _claim_row(name: str, claim: str | None, claimed_ms) -> dict:
     downloader, ip, times = ((claim or "").split("\t") + ["", "", "0"])[:3]
-    return {"item": name, "downloader": downloader, "ip": ip, "times_claimed": int(times or 0),
-            "claimed_at_ms": int(float(claimed_ms)) if claimed_ms is not None else None}
+    return {
+        "item": name,
+        "downloader": downloader,
+        "ip": ip,
+        "times_claimed": int(times or 0),
+        "claimed_at_ms": int(float(claimed_ms)) if claimed_ms is not None else None,
+    }
 
 
-def list_claims(admin: Admin, project: str, cursor: int = 0, count: int = 100,
-                pattern: str = "*") -> dict:
+def list_claims(admin: Admin, project: str, cursor: int = 0, count: int = 100, pattern: str = "*") -> dict:
     """One HSCAN page of claims with their holder, IP and claim time."""
     k = admin._keys(project)
     pattern = check_text(pattern, "pattern", MAX_PATTERN_CHARS)
@@ -146,8 +166,7 @@ def list_claims(admin: Admin, project: str, cursor: int = 0, count: int = 100,
     next_cursor, page = admin.r.hscan(k.claims, cursor, match=pattern, count=_page(count))
     names = list(page)
     times = admin.r.zmscore(k.out, names) if names else []
-    return {"claims": [_claim_row(n, page[n], t) for n, t in zip(names, times)],
-            "cursor": int(next_cursor)}
+    return {"claims": [_claim_row(n, page[n], t) for n, t in zip(names, times)], "cursor": int(next_cursor)}
 
 
 def _release(admin: Admin, k: keyspace.ProjectKeys, holder: str, names: list[str]) -> int:
@@ -158,11 +177,26 @@ def _release(admin: Admin, k: keyspace.ProjectKeys, holder: str, names: list[str
         # limits may have changed since they were read, and the last attempt does not check.
         age, compiled = limits_mod.current(admin.r, k)
         held = limits_mod.held_entries(compiled, names)
-        reply = scripts.run(admin.r, "release", (k.settings, k.out, k.claims, k.todo,
-                                                 k.downloader_claims, k.stats, k.limited_in,
-                                                 k.reclaim_history),
-                            (int(time.time() * 1000), holder, age if attempt < 2 else "",
-                             *[limits_mod.wire(x) for pair in zip(names, held) for x in pair]))
+        reply = scripts.run(
+            admin.r,
+            "release",
+            (
+                k.settings,
+                k.out,
+                k.claims,
+                k.todo,
+                k.downloader_claims,
+                k.stats,
+                k.limited_in,
+                k.reclaim_history,
+            ),
+            (
+                int(time.time() * 1000),
+                holder,
+                age if attempt < 2 else "",
+                *[limits_mod.wire(x) for pair in zip(names, held) for x in pair],
+            ),
+        )
         if reply[0] != limits_mod.STALE_AGE:
             break
     if reply[0] == -1:
@@ -172,9 +206,15 @@ def _release(admin: Admin, k: keyspace.ProjectKeys, holder: str, names: list[str
     return reply[2]
 
 
-def release(admin: Admin, project: str, downloader: str | None = None,
-            older_than_s: float | None = None, pattern: str | None = None, cursor: int = 0,
-            limit: int = 1000) -> dict:
+def release(
+    admin: Admin,
+    project: str,
+    downloader: str | None = None,
+    older_than_s: float | None = None,
+    pattern: str | None = None,
+    cursor: int = 0,
+    limit: int = 1000,
+) -> dict:
     """Give claims back to todo (held when a limit matches them), a page at a time: by holder,
     by age or by name pattern.
 
@@ -222,9 +262,12 @@ def delete_project(admin: Admin, project: str) -> None:
     k = admin._keys(project)
     admin.r.unlink(k.settings)
     admin.r.srem(keyspace.PROJECTS, project)
-    offload.forget_project(admin.r, project)      # a maintainer removes its segment files
-    fixed = [getattr(k, name) for name in keyspace.ProjectKeys.__slots__
-             if name not in ("project", "tag", "settings", "downloader_queues")]
+    offload.forget_project(admin.r, project)  # a maintainer removes its segment files
+    fixed = [
+        getattr(k, name)
+        for name in keyspace.ProjectKeys.__slots__
+        if name not in ("project", "tag", "settings", "downloader_queues")
+    ]
     owners = [k.downloader_queue(o) for o in admin.r.sscan_iter(k.downloader_queues)]
     now_ms = int(time.time() * 1000)
     minutes = [k.minute(m) for m in range(now_ms // 60000 - 2 * 1440, now_ms // 60000 + 2)]
@@ -232,13 +275,22 @@ def delete_project(admin: Admin, project: str) -> None:
     days = range(now_ms // 86_400_000 - 63, now_ms // 86_400_000 + 2)
     uniques = [k.uniques(kind, d) for d in days for kind in ("downloaders", "ips")]
     history = [k.top_history(s) for s, _, _ in stats_mod.TOP_HISTORY_TIERS]
-    every = (fixed + owners + [k.downloader_queues] + minutes + hours + uniques + history
-             + bloom.all_chunk_keys(admin.r, k))
+    every = (
+        fixed
+        + owners
+        + [k.downloader_queues]
+        + minutes
+        + hours
+        + uniques
+        + history
+        + bloom.all_chunk_keys(admin.r, k)
+    )
     for i in range(0, len(every), DELETE_CHUNK):
-        admin.r.unlink(*every[i:i + DELETE_CHUNK])
+        admin.r.unlink(*every[i : i + DELETE_CHUNK])
 
 
 # -- pattern and item-type limits ---------------------------------------------------------------
+
 
 def add_limit(admin: Admin, project: str, name, pattern, rate, reclassify: bool = True) -> dict:
     """Add or replace limit NAME (see tracker_core.limits); RATE is `N/s`, `N/m` or a number."""
@@ -270,6 +322,7 @@ def reclassify(admin: Admin, project: str) -> dict:
 
 # -- dead items (reclaimed more than max_reclaims times) ----------------------------------------
 
+
 def _dead_row(name: str, history: str) -> dict:
     try:
         record = json.loads(history)
@@ -295,8 +348,9 @@ def requeue_dead(admin: Admin, project: str, names, queue: str = "todo") -> dict
     return {"requeued": admin.requeue_dead(project, names, queue)}
 
 
-def requeue_dead_page(admin: Admin, project: str, cursor: int = 0, count: int = 1000,
-                      queue: str = "todo") -> dict:
+def requeue_dead_page(
+    admin: Admin, project: str, cursor: int = 0, count: int = 1000, queue: str = "todo"
+) -> dict:
     """Requeue one HSCAN page of dead items; continue from the returned cursor until it is 0."""
     k = admin._keys(project)
     check_queue(queue)
@@ -308,8 +362,17 @@ def requeue_dead_page(admin: Admin, project: str, cursor: int = 0, count: int = 
 
 # -- redo: re-queue done or seen items on purpose (the one way past the Bloom filter) -----------
 
-def redo(admin: Admin, project: str, names=None, pattern=None, cursor: int = 0,
-         limit: int = 1000, queue: str = REDO_QUEUE, even_if_offloaded: bool = False) -> dict:
+
+def redo(
+    admin: Admin,
+    project: str,
+    names=None,
+    pattern=None,
+    cursor: int = 0,
+    limit: int = 1000,
+    queue: str = REDO_QUEUE,
+    even_if_offloaded: bool = False,
+) -> dict:
     """Re-queue the items NAMES (at most MAX_PAGE), or one SSCAN page of done items matching
     PATTERN (a Redis glob; continue from the returned cursor until it is 0), into QUEUE.
 
@@ -343,6 +406,7 @@ def redo(admin: Admin, project: str, names=None, pattern=None, cursor: int = 0,
 
 # -- backfeed: secrets and the shard map --------------------------------------------------------
 
+
 def create_backfeed_secret(admin: Admin, project: str) -> dict:
     """A new secret for PROJECT, returned once with the backfeed path (only its hash is kept)."""
     secret_id, secret = backfeed_secrets.create(admin.r, admin._keys(project))
@@ -369,14 +433,16 @@ def shard_map(admin: Admin, project: str, cursor: int = 0, count: int = 1000) ->
     k = admin._keys(project)
     check_cursor(cursor)
     next_cursor, items = admin.r.hscan(k.backfeed_shards, cursor, count=_page(count))
-    return {"map": admin.r.hgetall(k.backfeed_shard_map),
-            "items": {s: int(n) for s, n in items.items()}, "cursor": int(next_cursor)}
+    return {
+        "map": admin.r.hgetall(k.backfeed_shard_map),
+        "items": {s: int(n) for s, n in items.items()},
+        "cursor": int(next_cursor),
+    }
 
 
 def _check_shard(shard) -> str:
     if type(shard) is not str or not SHARD_RE.match(shard):
-        raise AdminError(f"bad shard name {str(shard)[:80]!r}: use 1 to 64 of A-Z, a-z, 0-9 "
-                         "and _ . : -")
+        raise AdminError(f"bad shard name {str(shard)[:80]!r}: use 1 to 64 of A-Z, a-z, 0-9 and _ . : -")
     return shard
 
 
@@ -398,17 +464,23 @@ def unmap_shard(admin: Admin, project: str, shard) -> dict:
 
 # -- offloaded segments (read only here: export and import touch the filesystem) ----------------
 
+
 def list_segments(admin: Admin, project: str) -> dict:
     """Registered segments (number -> items and the queue, or done, they came from) and the
     items on their way to one."""
     k = admin._keys(project)
     sources = offload.segment_sources(admin.r, k)
-    return {"segments": {str(n): {"items": c, "source": sources.get(n, "todo")}
-                         for n, c in sorted(offload.registry(admin.r, k).items())},
-            "offloading": admin.r.scard(k.offloading)}
+    return {
+        "segments": {
+            str(n): {"items": c, "source": sources.get(n, "todo")}
+            for n, c in sorted(offload.registry(admin.r, k).items())
+        },
+        "offloading": admin.r.scard(k.offloading),
+    }
 
 
 # -- the warrior HQ document's global fields ----------------------------------------------------
+
 
 def set_hq(admin: Admin, values) -> dict:
     """Set the HQ document's global fields (auto_project, broadcast_message, seesaw_version:
@@ -417,8 +489,7 @@ def set_hq(admin: Admin, values) -> dict:
         raise AdminError(f"give one or more of {', '.join(sorted(hq.HQ_FIELDS))}")
     for name, value in values.items():
         if name not in hq.HQ_FIELDS:
-            raise AdminError(f"unknown HQ field {str(name)[:80]!r}: use "
-                             f"{', '.join(sorted(hq.HQ_FIELDS))}")
+            raise AdminError(f"unknown HQ field {str(name)[:80]!r}: use {', '.join(sorted(hq.HQ_FIELDS))}")
         check_text(value, name, HQ_MAX_CHARS[name], empty_ok=True)
     try:
         hq.set_fields(admin.r, values)

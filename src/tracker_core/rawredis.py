@@ -4,6 +4,7 @@ redis-py's per-call machinery (connection pool, command parsing, response callba
 three times what a raw socket with hiredis's C parser costs; the hot path makes one round trip per
 request, so that overhead is most of the client-side cost. Admin paths use redis-py.
 """
+
 from __future__ import annotations
 
 import select
@@ -33,14 +34,15 @@ def parse_redis_url(url: str) -> dict:
     """Split redis://[:password@]host[:port][/db] or unix:///path[?db=N] into connect options."""
     parsed = urlparse(url)
     query = parse_qs(parsed.query)
-    options = {"password": unquote(parsed.password) if parsed.password else None,
-               "username": unquote(parsed.username) if parsed.username else None}
+    options = {
+        "password": unquote(parsed.password) if parsed.password else None,
+        "username": unquote(parsed.username) if parsed.username else None,
+    }
     if parsed.scheme == "unix":
         options.update(path=parsed.path, db=int(query.get("db", ["0"])[0]))
     elif parsed.scheme in ("redis", ""):
         db = parsed.path.lstrip("/")
-        options.update(host=parsed.hostname or "127.0.0.1", port=parsed.port or 6379,
-                       db=int(db) if db else 0)
+        options.update(host=parsed.hostname or "127.0.0.1", port=parsed.port or 6379, db=int(db) if db else 0)
     else:
         raise ValueError(f"unsupported Redis URL scheme {parsed.scheme!r}")
     return options
@@ -72,8 +74,11 @@ class RawRedis:
         self._poll.register(sock, select.POLLIN)
         setup = []
         if opts.get("password"):
-            setup.append(("AUTH", opts["username"], opts["password"]) if opts.get("username")
-                         else ("AUTH", opts["password"]))
+            setup.append(
+                ("AUTH", opts["username"], opts["password"])
+                if opts.get("username")
+                else ("AUTH", opts["password"])
+            )
         if opts.get("db"):
             setup.append(("SELECT", opts["db"]))
         if setup:
@@ -138,8 +143,9 @@ class RawRedis:
             except (OSError, ConnectionLost) as exc:
                 self.close()
                 if sent:
-                    raise OutcomeUnknown(f"connection to Redis at {self._where()} broke after "
-                                         f"the commands were sent: {exc}") from exc
+                    raise OutcomeUnknown(
+                        f"connection to Redis at {self._where()} broke after the commands were sent: {exc}"
+                    ) from exc
                 if attempt == 2:
                     raise ConnectionLost(f"cannot reach Redis at {self._where()}: {exc}") from exc
         raise AssertionError("unreachable")

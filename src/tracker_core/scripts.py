@@ -4,6 +4,7 @@ Each file is ``NAME-NKEYS.lua`` and opens with its contract; ``NAME-n.lua`` take
 number of keys (the Bloom filter's bitmaps), all still passed in KEYS. A line ``--@include FILE`` is replaced
 by ``lua/includes/FILE.lua`` at load time, so shared pieces are written once.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -40,8 +41,9 @@ def load_scripts() -> dict[str, Script]:
             raise ValueError(f"script file {path.name} is not named NAME-NKEYS.lua")
         source = _inline(path.read_text())
         num_keys = -1 if match["keys"] == "n" else int(match["keys"])
-        scripts[match["name"]] = Script(match["name"], num_keys, source,
-                                        hashlib.sha1(source.encode()).hexdigest())
+        scripts[match["name"]] = Script(
+            match["name"], num_keys, source, hashlib.sha1(source.encode()).hexdigest()
+        )
     return scripts
 
 

@@ -4,6 +4,7 @@ Settings live in the project's ``settings`` hash. Every change goes through the 
 script, which bumps ``settings_age``; claim and done return the age, so a process notices a change
 on its next request to that project and reloads (no restart, no polling).
 """
+
 from __future__ import annotations
 
 import functools
@@ -57,6 +58,7 @@ def _text(limit: int):
         if len(value) > limit:
             raise ValueError(f"must be at most {limit} characters")
         return value
+
     return check
 
 
@@ -69,7 +71,7 @@ def _lat_lng(value: str) -> str:
     return f"{float(lat):g},{float(lng):g}"
 
 
-MAX_EXTRA_PARAMETERS_BYTES = 4096      # as stored (compact JSON, UTF-8); sent with every claim
+MAX_EXTRA_PARAMETERS_BYTES = 4096  # as stored (compact JSON, UTF-8); sent with every claim
 
 
 def _extra_parameters(value: str) -> str:
@@ -86,9 +88,9 @@ def _extra_parameters(value: str) -> str:
     try:
         parsed = orjson.loads(value)
     except orjson.JSONDecodeError:
-        raise ValueError("must be a JSON object, like {\"key\": \"value\"}") from None
+        raise ValueError('must be a JSON object, like {"key": "value"}') from None
     if type(parsed) is not dict:
-        raise ValueError("must be a JSON object, like {\"key\": \"value\"}")
+        raise ValueError('must be a JSON object, like {"key": "value"}')
     if "item_name" in parsed:
         raise ValueError("may not set item_name (the answer's own key)")
     if "" in parsed:
@@ -104,9 +106,9 @@ def _extra_parameters(value: str) -> str:
     return text
 
 
-DEFAULT_RECLAIM_TTL_S = 21600           # 6 h; also in claim-22.lua for a project without the field
-DEFAULT_MAX_BYTES_PER_ITEM = 10**11     # 100 GB: one done tops no leaderboard; also in done-20.lua
-MAX_LOG_MAXLEN = 10**9                  # done-20.lua hands it to XADD as an integer
+DEFAULT_RECLAIM_TTL_S = 21600  # 6 h; also in claim-22.lua for a project without the field
+DEFAULT_MAX_BYTES_PER_ITEM = 10**11  # 100 GB: one done tops no leaderboard; also in done-20.lua
+MAX_LOG_MAXLEN = 10**9  # done-20.lua hands it to XADD as an integer
 
 
 def _bytes_per_item(value: str) -> str:
@@ -127,42 +129,72 @@ SETTINGS = {
     "max_multi": (_non_negative_int, "100", "most items one request may claim (multi=K is capped)"),
     # A claim whose answer was lost (worker killed, the client's 20 s timeout) is only ever
     # found again by reclaiming, so every project reclaims unless told not to.
-    "reclaim_ttl_s": (_non_negative_number, str(DEFAULT_RECLAIM_TTL_S),
-                      "a claim may be reclaimed once older than this x its claim count; 0 = never"),
+    "reclaim_ttl_s": (
+        _non_negative_number,
+        str(DEFAULT_RECLAIM_TTL_S),
+        "a claim may be reclaimed once older than this x its claim count; 0 = never",
+    ),
     "claims_limit": (_non_negative_int, "0", "most items out at once (reclaims served first); 0 = no cap"),
     "max_reclaims": (_non_negative_int, "0", "reclaims after which an item goes to `dead`; 0 = never"),
-    "offload_high": (_non_negative_int, "0",
-                     "items of each of todo, todo:backfeed, todo:secondary and todo:redo above "
-                     "which `tracker maintain` moves the excess to disk; 0 = off"),
-    "offload_low": (_non_negative_int, "0",
-                    "items of a queue below which its offloaded segments come back into it"),
+    "offload_high": (
+        _non_negative_int,
+        "0",
+        "items of each of todo, todo:backfeed, todo:secondary and todo:redo above "
+        "which `tracker maintain` moves the excess to disk; 0 = off",
+    ),
+    "offload_low": (
+        _non_negative_int,
+        "0",
+        "items of a queue below which its offloaded segments come back into it",
+    ),
     "offload_segment_items": (_non_negative_int, "50000", "items per offloaded segment file"),
-    "backfeed_max_items": (_non_negative_int, "5000000",
-                           "while offloading is off: most items backfeed's queue and the items "
-                           "held by limits may hold; past it a post gets 503 (grab scripts retry "
-                           "later); 0 = no bound"),
-    "ignore_global_blocked": (_flag, "0", "when true, global blocks do not apply to this project "
-                              "(its own blocks still do)"),
-    "extra_parameters": (_extra_parameters, "",
-                         "a JSON object (at most 4,096 bytes) whose keys are added to every "
-                         "api_version 2 /request answer (seesaw copies them into the item); "
-                         "data only, never evaluated; not item_name"),
+    "backfeed_max_items": (
+        _non_negative_int,
+        "5000000",
+        "while offloading is off: most items backfeed's queue and the items "
+        "held by limits may hold; past it a post gets 503 (grab scripts retry "
+        "later); 0 = no bound",
+    ),
+    "ignore_global_blocked": (
+        _flag,
+        "0",
+        "when true, global blocks do not apply to this project (its own blocks still do)",
+    ),
+    "extra_parameters": (
+        _extra_parameters,
+        "",
+        "a JSON object (at most 4,096 bytes) whose keys are added to every "
+        "api_version 2 /request answer (seesaw copies them into the item); "
+        "data only, never evaluated; not item_name",
+    ),
     "min_version": (_version, "", "oldest grab-script version accepted (older ones get 455)"),
-    "done_mode": (_done_mode, "keep",
-                  "keep: done items stay in `done`; discard: only counted; offload: `done` beyond "
-                  "done_offload_high goes to segment files (counted; item status no longer finds "
-                  "them, as with discard)"),
-    "done_offload_high": (_non_negative_int, "100000",
-                          "with done_mode=offload: done items kept in Redis; `tracker maintain` "
-                          "moves the excess to segment files"),
+    "done_mode": (
+        _done_mode,
+        "keep",
+        "keep: done items stay in `done`; discard: only counted; offload: `done` beyond "
+        "done_offload_high goes to segment files (counted; item status no longer finds "
+        "them, as with discard)",
+    ),
+    "done_offload_high": (
+        _non_negative_int,
+        "100000",
+        "with done_mode=offload: done items kept in Redis; `tracker maintain` "
+        "moves the excess to segment files",
+    ),
     "log_maxlen": (_non_negative_int, "100000", "entries kept in the capped log stream"),
-    "accept_queued_dones": (_flag, "0",
-                            "when true, a done for an item waiting in a queue (never claimed, or "
-                            "given back) completes it, as the old tracker did; by default it "
-                            "changes nothing and counts in dones_refused"),
-    "max_bytes_per_item": (_bytes_per_item, str(DEFAULT_MAX_BYTES_PER_ITEM),
-                           "bytes one done may credit per item it completes (more is cut to this, "
-                           "counted in dones_bytes_clamped); 0 = only the 10 TB per done"),
+    "accept_queued_dones": (
+        _flag,
+        "0",
+        "when true, a done for an item waiting in a queue (never claimed, or "
+        "given back) completes it, as the old tracker did; by default it "
+        "changes nothing and counts in dones_refused",
+    ),
+    "max_bytes_per_item": (
+        _bytes_per_item,
+        str(DEFAULT_MAX_BYTES_PER_ITEM),
+        "bytes one done may credit per item it completes (more is cut to this, "
+        "counted in dones_bytes_clamped); 0 = only the 10 TB per done",
+    ),
     # The warrior HQ document (projects.json) is built from these.
     "warrior_listed": (_flag, "1", "list the project in projects.json for warriors"),
     "repository": (_text(500), "", "projects.json: the grab script's git repository"),
@@ -225,13 +257,13 @@ class ProjectSettings:
             return {}
         parsed.pop("item_name", None)
         try:
-            orjson.dumps(parsed)        # what orjson cannot write would fail every answer
+            orjson.dumps(parsed)  # what orjson cannot write would fail every answer
         except orjson.JSONEncodeError:
             return {}
         return parsed
 
     @classmethod
-    def from_redis(cls, values: dict) -> "ProjectSettings":
+    def from_redis(cls, values: dict) -> ProjectSettings:
         merged = defaults()
         merged.update(values)
         return cls(int(values.get("settings_age", 0)), merged)

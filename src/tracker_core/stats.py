@@ -8,27 +8,27 @@ counters into hour hashes (each one script, written once), and records the top d
 item counts every ten minutes and every hour when that point is due (one script, once per
 interval), as `tracker maintain` does once a minute for every project.
 """
+
 from __future__ import annotations
 
 import datetime as dt
 import math
 
-from tracker_core import hq
+from tracker_core import hq, scripts, todo
 from tracker_core import keys as keyspace
-from tracker_core import scripts, todo
 
 MINUTE_MS = 60_000
 HOUR_MS = 3_600_000
 DAY_MS = 86_400_000
-MINUTE_TTL_S = 172_800          # as in lua/includes/counters.lua
+MINUTE_TTL_S = 172_800  # as in lua/includes/counters.lua
 HOUR_TTL_S = 60 * 86_400
-RATE_WINDOW_MIN = 10            # items/s, bytes/s over the last ten minutes
-RECENT_WINDOW_MIN = 60          # "recent" IRSR and RTT
-MINUTE_POINTS = 120             # minute chart: the last two hours
-HOUR_POINTS = 168               # hour chart: the last week
-ROLLUP_DELAY_MIN = 3            # roll an hour up only once writers on a slow clock are past it
-ROLLUP_LOOKBACK_H = 46          # minute hashes live 48 h: older hours can no longer be summed
-MIN_GROWTH_WINDOW_MIN = 5       # backlog growth needs samples at least this far apart
+RATE_WINDOW_MIN = 10  # items/s, bytes/s over the last ten minutes
+RECENT_WINDOW_MIN = 60  # "recent" IRSR and RTT
+MINUTE_POINTS = 120  # minute chart: the last two hours
+HOUR_POINTS = 168  # hour chart: the last week
+ROLLUP_DELAY_MIN = 3  # roll an hour up only once writers on a slow clock are past it
+ROLLUP_LOOKBACK_H = 46  # minute hashes live 48 h: older hours can no longer be summed
+MIN_GROWTH_WINDOW_MIN = 5  # backlog growth needs samples at least this far apart
 PERCENTILES = (50, 90, 99)
 
 # Reclaims are counted by the claim script under these names: items reclaimed at least once
@@ -73,7 +73,7 @@ def rtt_histogram(counters: dict[str, int]) -> list[tuple[float, int]]:
     buckets[math.inf] = 0
     for field, count in counters.items():
         if field.startswith(RTT_FIELD_PREFIX):
-            bound = field[len(RTT_FIELD_PREFIX):]
+            bound = field[len(RTT_FIELD_PREFIX) :]
             buckets[math.inf if bound == "inf" else float(bound)] = count
     return sorted(buckets.items())
 
@@ -122,7 +122,7 @@ def _sum_counts(hashes) -> dict[str, int]:
 def month_days(now_ms: int) -> range:
     """Day numbers (days since the epoch, UTC) of the calendar month of NOW_MS, up to today."""
     today = now_ms // DAY_MS
-    date = dt.datetime.fromtimestamp(now_ms / 1000, dt.timezone.utc).date()
+    date = dt.datetime.fromtimestamp(now_ms / 1000, dt.UTC).date()
     first = (date.replace(day=1) - dt.date(1970, 1, 1)).days
     return range(first, today + 1)
 
@@ -157,9 +157,14 @@ def eta_seconds(backlog: int, items_per_s: float, growth_per_s: float | None) ->
 def log_line(entry_id: str, flat: list) -> dict:
     """One entry of the project's log stream as the page shows it."""
     fields = dict(zip(flat[::2], flat[1::2]))
-    return {"id": entry_id, "downloader": fields.get("downloader", ""),
-            "items": fields.get("items", "").split("\0"), "bytes": _to_int(fields.get("bytes")),
-            "version": fields.get("version", ""), "at": _to_int(fields.get("at"))}
+    return {
+        "id": entry_id,
+        "downloader": fields.get("downloader", ""),
+        "items": fields.get("items", "").split("\0"),
+        "bytes": _to_int(fields.get("bytes")),
+        "version": fields.get("version", ""),
+        "at": _to_int(fields.get("at")),
+    }
 
 
 def record_top_history(conn, project: str, now_ms: int) -> int:
@@ -171,8 +176,11 @@ def record_top_history(conn, project: str, now_ms: int) -> int:
     interval. Returns how many streams got a point.
     """
     k = keyspace.ProjectKeys(project)
-    keys = (k.downloader_bytes, k.downloader_count,
-            *(k.top_history(interval_s) for interval_s, _, _ in TOP_HISTORY_TIERS))
+    keys = (
+        k.downloader_bytes,
+        k.downloader_count,
+        *(k.top_history(interval_s) for interval_s, _, _ in TOP_HISTORY_TIERS),
+    )
     args = [now_ms, TOP_HISTORY_N]
     for interval_s, kept, expiry_s in TOP_HISTORY_TIERS:
         args += [interval_s * 1000, kept, expiry_s * 1000]
@@ -182,13 +190,17 @@ def record_top_history(conn, project: str, now_ms: int) -> int:
 def _stream_points(entries) -> list[tuple[int, dict[str, int]]]:
     """(time in ms, {downloader: items}) of top-history stream entries, in the order given."""
     if not isinstance(entries, (list, tuple)):
-        return []       # an error reply (a key of another type): no history rather than no page
+        return []  # an error reply (a key of another type): no history rather than no page
     points = []
     for entry_id, fields in entries:
         entry_id = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
         pairs = fields.items() if isinstance(fields, dict) else zip(fields[::2], fields[1::2])
-        points.append((int(entry_id.split("-")[0]),
-                       {(f.decode() if isinstance(f, bytes) else f): _to_int(v) for f, v in pairs}))
+        points.append(
+            (
+                int(entry_id.split("-")[0]),
+                {(f.decode() if isinstance(f, bytes) else f): _to_int(v) for f, v in pairs},
+            )
+        )
     return points
 
 
@@ -209,8 +221,10 @@ def top_chart(recent: list, hourly: list) -> dict:
     for _, counts in points:
         latest.update(counts)
     names = sorted(latest, key=lambda n: (-latest[n], n))[:TOP_HISTORY_N]
-    return {"t": [ms / 1000 for ms, _ in points],
-            "series": {n: [counts.get(n) for _, counts in points] for n in names}}
+    return {
+        "t": [ms / 1000 for ms, _ in points],
+        "series": {n: [counts.get(n) for _, counts in points] for n in names},
+    }
 
 
 def upkeep(conn, project: str, now_ms: int) -> None:
@@ -236,8 +250,9 @@ def backlog_items(conn, k: keyspace.ProjectKeys) -> int:
     return sum(queues.values()) + int(conn.execute_command("ZCARD", k.out))
 
 
-def sample_and_roll_up(conn, k: keyspace.ProjectKeys, now_ms: int, backlog: int,
-                       hours: dict | None = None) -> None:
+def sample_and_roll_up(
+    conn, k: keyspace.ProjectKeys, now_ms: int, backlog: int, hours: dict | None = None
+) -> None:
     """Sample the backlog for this minute and roll completed hours up (both scripts idempotent).
 
     HOURS, when given, holds the hour hashes already read: hours found there are skipped, and
@@ -261,8 +276,9 @@ class StatsReader:
 
     def recent_log(self, project: str, count: int) -> list[dict]:
         """The COUNT newest lines of the log of completed items, newest first."""
-        entries = self.conn.execute_command("XREVRANGE", keyspace.ProjectKeys(project).log,
-                                            "+", "-", "COUNT", count)
+        entries = self.conn.execute_command(
+            "XREVRANGE", keyspace.ProjectKeys(project).log, "+", "-", "COUNT", count
+        )
         return [log_line(entry_id, flat) for entry_id, flat in entries]
 
     def downloader_total(self, project: str) -> int:
@@ -294,9 +310,13 @@ class StatsReader:
         n_u = n_m + n_h + 4
         return {
             "minutes": dict(zip(minutes, (_flat_to_counts(f) for f in replies[:n_m]))),
-            "hours": dict(zip(hours, (_flat_to_counts(f) for f in replies[n_m:n_m + n_h]))),
-            "uniques": dict(zip(("downloaders_day", "ips_day", "downloaders_month", "ips_month"),
-                                (_to_int(x) for x in replies[n_m + n_h:n_u]))),
+            "hours": dict(zip(hours, (_flat_to_counts(f) for f in replies[n_m : n_m + n_h]))),
+            "uniques": dict(
+                zip(
+                    ("downloaders_day", "ips_day", "downloaders_month", "ips_month"),
+                    (_to_int(x) for x in replies[n_m + n_h : n_u]),
+                )
+            ),
             "top": self._top_points(replies[n_u:]),
         }
 
@@ -304,20 +324,20 @@ class StatsReader:
     def _top_commands(k: keyspace.ProjectKeys) -> list[tuple]:
         """Read the top-downloaders history: every recent point, the newest hourly ones."""
         (recent_s, _, _), (hourly_s, _, _) = TOP_HISTORY_TIERS
-        return [("XRANGE", k.top_history(recent_s), "-", "+"),
-                ("XREVRANGE", k.top_history(hourly_s), "+", "-", "COUNT", TOP_CHART_HOURS)]
+        return [
+            ("XRANGE", k.top_history(recent_s), "-", "+"),
+            ("XREVRANGE", k.top_history(hourly_s), "+", "-", "COUNT", TOP_CHART_HOURS),
+        ]
 
     @staticmethod
     def _top_points(replies) -> dict:
-        return {"recent": _stream_points(replies[0]),
-                "hourly": _stream_points(replies[1])[::-1]}
+        return {"recent": _stream_points(replies[0]), "hourly": _stream_points(replies[1])[::-1]}
 
     def _maintain_top(self, k: keyspace.ProjectKeys, now_ms: int, top: dict) -> dict:
         """Record a top-downloaders point when one is due, so a tracker without `tracker
         maintain` still gets history while someone looks; return the history to chart."""
         (recent_s, _, _), (hourly_s, _, _) = TOP_HISTORY_TIERS
-        if not (_top_due(top["recent"], recent_s, now_ms)
-                or _top_due(top["hourly"], hourly_s, now_ms)):
+        if not (_top_due(top["recent"], recent_s, now_ms) or _top_due(top["hourly"], hourly_s, now_ms)):
             return top
         if not record_top_history(self.conn, k.project, now_ms):
             return top
@@ -334,7 +354,7 @@ class StatsReader:
         minutes, hours = data["minutes"], data["hours"]
         sample_and_roll_up(self.conn, k, now_ms, backlog, hours)
         top = data["top"]
-        if counts.get("done"):       # nobody has done anything yet: nothing to record
+        if counts.get("done"):  # nobody has done anything yet: nothing to record
             top = self._maintain_top(k, now_ms, top)
         minute_now = now_ms // MINUTE_MS
         minutes.setdefault(minute_now, {})["backlog"] = minutes[minute_now].get("backlog", backlog)
@@ -343,8 +363,11 @@ class StatsReader:
         window = _sum_counts(minutes[m] for m in minutes if m > minute_now - RATE_WINDOW_MIN)
         window_s = (RATE_WINDOW_MIN - 1) * 60 + (now_ms % MINUTE_MS) / 1000
         items_per_s = window.get("items_done", 0) / window_s
-        samples = sorted((m, c["backlog"]) for m, c in minutes.items()
-                         if "backlog" in c and m > minute_now - RECENT_WINDOW_MIN)
+        samples = sorted(
+            (m, c["backlog"])
+            for m, c in minutes.items()
+            if "backlog" in c and m > minute_now - RECENT_WINDOW_MIN
+        )
         trend = backlog_trend(samples, recent.get("items_done", 0))
         claimed = counters.get("items_claimed", 0)
         reclaims_served = counters.get(RECLAIMS_SERVED_FIELD, 0)
@@ -353,9 +376,11 @@ class StatsReader:
             "irsr_recent": ratio(recent.get("requests_served", 0), recent.get("requests", 0)),
             # items_claimed counts fresh claims only; reclaims are counted apart (claim-22.lua).
             "reclaim_rate": ratio(counters.get(RECLAIMED_ITEMS_FIELD, 0), claimed)
-            if RECLAIMED_ITEMS_FIELD in counters else None,
+            if RECLAIMED_ITEMS_FIELD in counters
+            else None,
             "reclaim_serve_rate": ratio(reclaims_served, claimed + reclaims_served)
-            if RECLAIMS_SERVED_FIELD in counters else None,
+            if RECLAIMS_SERVED_FIELD in counters
+            else None,
             "rtt": rtt_summary(counters),
             "rtt_recent": rtt_summary(recent),
             "items_per_s": items_per_s,
@@ -399,5 +424,8 @@ class StatsReader:
             "bytes_done": [c.get("bytes_done", 0) for _, c in rows],
             "done_total": cumulative,
         }
-        return {"minute": minute_chart, "hour": hour_chart,
-                "top_downloaders": top_chart(top["recent"], top["hourly"])}
+        return {
+            "minute": minute_chart,
+            "hour": hour_chart,
+            "top_downloaders": top_chart(top["recent"], top["hourly"]),
+        }

@@ -8,6 +8,7 @@ huge set: `tracker status` counts them all) and the queued items offloaded to se
 ("offloaded", counted as `tracker status` counts them: registered segments that came from a
 queue, plus the set staged on its way to one; done items offloaded are not to do).
 """
+
 from __future__ import annotations
 
 from tracker_core import keys as keyspace
@@ -29,7 +30,7 @@ def _hash(reply) -> dict[str, str]:
     elif isinstance(reply, (list, tuple)):
         pairs = zip(reply[::2], reply[1::2])
     else:
-        return {}           # an error reply (a key of another type): count nothing from it
+        return {}  # an error reply (a key of another type): count nothing from it
     return {_text(f): _text(v) for f, v in pairs}
 
 
@@ -47,21 +48,32 @@ def offloaded_queued(segments: dict[str, str], sources: dict[str, str], staged_i
     segment_queues hash (number -> the queue it came from, todo when missing; '#staged' is
     "NUMBER SOURCE" for the set in `offloading`), STAGED_ITEMS that set's size.
     """
-    total = sum(_int(n) for number, n in segments.items()
-                if not number.startswith("#") and sources.get(number, "todo") != DONE_SOURCE)
+    total = sum(
+        _int(n)
+        for number, n in segments.items()
+        if not number.startswith("#") and sources.get(number, "todo") != DONE_SOURCE
+    )
     staged_source = sources.get(STAGED_FIELD, "0 todo").partition(" ")[2] or "todo"
     return total + (staged_items if staged_source != DONE_SOURCE else 0)
 
 
 def commands(k: keyspace.ProjectKeys) -> list[tuple]:
     """The commands whose replies sizes() reads, to pipeline with a caller's own."""
-    return [("SCARD", k.todo), ("SCARD", k.backfeed), ("SCARD", k.secondary), ("SCARD", k.redo),
-            ("ZCARD", k.limited), ("SCARD", k.limited_in),
-            ("HGETALL", k.segments), ("HGETALL", k.segment_queues), ("SCARD", k.offloading),
-            ("SRANDMEMBER", k.downloader_queues, DOWNLOADER_QUEUES_COUNTED)]
+    return [
+        ("SCARD", k.todo),
+        ("SCARD", k.backfeed),
+        ("SCARD", k.secondary),
+        ("SCARD", k.redo),
+        ("ZCARD", k.limited),
+        ("SCARD", k.limited_in),
+        ("HGETALL", k.segments),
+        ("HGETALL", k.segment_queues),
+        ("SCARD", k.offloading),
+        ("SRANDMEMBER", k.downloader_queues, DOWNLOADER_QUEUES_COUNTED),
+    ]
 
 
-N_COMMANDS = 10         # len(commands(k)): a caller pipelining its own commands after them
+N_COMMANDS = 10  # len(commands(k)): a caller pipelining its own commands after them
 
 
 def owners(replies: list) -> list:
@@ -72,12 +84,18 @@ def owners(replies: list) -> list:
 
 def sizes(replies: list, own_sizes: list) -> dict[str, int]:
     """{place: items} from the replies to commands() and the SCARDs of owners()' queues."""
-    (todo, backfeed, secondary, redo, limited, limited_in, segments, sources,
-     staged_items) = replies[:N_COMMANDS - 1]
-    return {"todo": _int(todo), "backfeed": _int(backfeed), "secondary": _int(secondary),
-            "redo": _int(redo), "limited": _int(limited) + _int(limited_in),
-            "downloader": sum(_int(n) for n in own_sizes),
-            "offloaded": offloaded_queued(_hash(segments), _hash(sources), _int(staged_items))}
+    (todo, backfeed, secondary, redo, limited, limited_in, segments, sources, staged_items) = replies[
+        : N_COMMANDS - 1
+    ]
+    return {
+        "todo": _int(todo),
+        "backfeed": _int(backfeed),
+        "secondary": _int(secondary),
+        "redo": _int(redo),
+        "limited": _int(limited) + _int(limited_in),
+        "downloader": sum(_int(n) for n in own_sizes),
+        "offloaded": offloaded_queued(_hash(segments), _hash(sources), _int(staged_items)),
+    }
 
 
 def read(run, k: keyspace.ProjectKeys) -> dict[str, int]:

@@ -5,6 +5,7 @@ in one hash, so checking a token is one HGET and a constant-time compare, and a 
 Redis gives no usable token. The secret has 256 random bits, so a fast hash is enough (a slow
 password hash protects low-entropy secrets, which these are not).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -85,6 +86,5 @@ def list_tokens(r) -> list[Token]:
     tokens = []
     for token_id, raw in r.hscan_iter(keyspace.ADMIN_TOKENS):
         stored = json.loads(raw)
-        tokens.append(Token(token_id, stored["scope"], stored.get("note", ""),
-                            stored.get("created_ms", 0)))
+        tokens.append(Token(token_id, stored["scope"], stored.get("note", ""), stored.get("created_ms", 0)))
     return sorted(tokens, key=lambda t: t.created_ms)

@@ -23,6 +23,7 @@ twice.
 
 Admin paths get the matching redis-py client from ``admin_client``.
 """
+
 from __future__ import annotations
 
 import time
@@ -39,6 +40,7 @@ from tracker_core.rawredis import ConnectionLost, OutcomeUnknown, RawRedis, Redi
 
 class NotAcknowledged(RedisError):
     """No replica confirmed a change in time: answered 503 so that the client retries."""
+
 
 SENTINEL_SCHEME = "redis+sentinel"
 CLUSTER_SCHEME = "redis+cluster"
@@ -80,10 +82,15 @@ def parse_topology_url(url: str) -> dict:
         if not path or len(path) > 2 or (len(path) == 2 and not path[1].isdigit()):
             raise ValueError("a Sentinel URL names the service: redis+sentinel://HOSTS/SERVICE[/DB]")
         query = parse_qs(parts.query)
-        return {"kind": "sentinel", "password": password, "sentinels": hosts, "service": path[0],
-                "db": int(path[1]) if len(path) == 2 else 0,
-                "wait_replicas": int(query.get("wait_replicas", ["1"])[0]),
-                "wait_timeout_ms": int(query.get("wait_timeout_ms", ["2000"])[0])}
+        return {
+            "kind": "sentinel",
+            "password": password,
+            "sentinels": hosts,
+            "service": path[0],
+            "db": int(path[1]) if len(path) == 2 else 0,
+            "wait_replicas": int(query.get("wait_replicas", ["1"])[0]),
+            "wait_timeout_ms": int(query.get("wait_timeout_ms", ["2000"])[0]),
+        }
     if parts.scheme == CLUSTER_SCHEME:
         password, hosts = _split_hosts(parts.netloc)
         if parts.path.strip("/") not in ("", "0"):
@@ -114,13 +121,17 @@ def admin_client(url: str, **options):
         options.setdefault("retry", Retry(NoBackoff(), 0))
     if spec["kind"] == "sentinel":
         from redis.sentinel import Sentinel
+
         sentinel = Sentinel(spec["sentinels"], socket_timeout=10, password=None)
-        return sentinel.master_for(spec["service"], db=spec["db"], password=spec["password"],
-                                   socket_timeout=10, **options)
+        return sentinel.master_for(
+            spec["service"], db=spec["db"], password=spec["password"], socket_timeout=10, **options
+        )
     if spec["kind"] == "cluster":
         from redis.cluster import ClusterNode, RedisCluster
-        return RedisCluster(startup_nodes=[ClusterNode(h, p) for h, p in spec["nodes"]],
-                            password=spec["password"], **options)
+
+        return RedisCluster(
+            startup_nodes=[ClusterNode(h, p) for h, p in spec["nodes"]], password=spec["password"], **options
+        )
     return redis.Redis.from_url(url, **options)
 
 
@@ -157,8 +168,7 @@ class SentinelRedis:
         for host, port in self.spec["sentinels"]:
             sentinel = RawRedis(_node_url(host, port, None), timeout_s=2.0)
             try:
-                addr = sentinel.execute_command("SENTINEL", "get-master-addr-by-name",
-                                                self.spec["service"])
+                addr = sentinel.execute_command("SENTINEL", "get-master-addr-by-name", self.spec["service"])
             except RedisError as exc:
                 errors.append(f"{host}:{port}: {exc}")
                 continue
@@ -167,8 +177,7 @@ class SentinelRedis:
             if not addr:
                 errors.append(f"{host}:{port}: does not know {self.spec['service']!r}")
                 continue
-            primary = RawRedis(_node_url(addr[0], int(addr[1]), self.spec["password"],
-                                         self.spec["db"]))
+            primary = RawRedis(_node_url(addr[0], int(addr[1]), self.spec["password"], self.spec["db"]))
             try:
                 role = primary.execute_command("ROLE")
             except RedisError as exc:
@@ -180,8 +189,9 @@ class SentinelRedis:
                 return primary
             primary.close()
             errors.append(f"{addr[0]}:{addr[1]} is not a primary yet")
-        raise ConnectionLost("no primary for Sentinel service "
-                             f"{self.spec['service']!r}: " + "; ".join(errors))
+        raise ConnectionLost(
+            f"no primary for Sentinel service {self.spec['service']!r}: " + "; ".join(errors)
+        )
 
     def _framed(self, commands) -> tuple[list, bool, bool]:
         """COMMANDS with a ROLE check before them when due and a WAIT after a script."""
@@ -218,8 +228,9 @@ class SentinelRedis:
                 self.close()  # the next call asks Sentinel again
                 raise
             if time.monotonic() > deadline:
-                raise ConnectionLost(f"no writable primary for {self.spec['service']!r} "
-                                     f"after {FAILOVER_WAIT_S:.0f} s")
+                raise ConnectionLost(
+                    f"no writable primary for {self.spec['service']!r} after {FAILOVER_WAIT_S:.0f} s"
+                )
             time.sleep(0.2)
         if role:
             self._note_role(replies.pop(0))

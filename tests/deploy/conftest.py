@@ -1,4 +1,5 @@
 """Deployment tests run only when asked for (`make deploy-test`): they need root and take minutes."""
+
 import os
 
 import pytest
