@@ -15,25 +15,13 @@ never caps a project; an item's bits all live in one chunk, chosen by its hash.
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 
 from tracker_core import keys as keyspace
-from tracker_core import scripts
+from tracker_core import scripts, twins
 
-if os.environ.get("TRACKER_PURE_PYTHON") == "1":
-    from tracker_core._bloom_py import script_args
-
-    COMPILED = False
-else:
-    try:
-        from tracker_core._bloom_c import script_args
-
-        COMPILED = True
-    except ImportError:
-        from tracker_core._bloom_py import script_args
-
-        COMPILED = False
+_impl, COMPILED = twins.load("bloom")
+script_args = _impl.script_args
 
 DEFAULT_CAPACITY = 1_000_000
 DEFAULT_FP_RATE = 1e-6

@@ -1,19 +1,7 @@
-"""Pick the compiled pattern classifier, or its pure-Python twin when TRACKER_PURE_PYTHON=1."""
+"""The pattern classifier: compiled, or its pure-Python twin (see twins.py)."""
 
-import os
-
+from tracker_core import twins
 from tracker_core._classify_py import NO_MATCH, PatternError, parse_pattern  # noqa: F401
 
-if os.environ.get("TRACKER_PURE_PYTHON") == "1":
-    from tracker_core._classify_py import Classifier
-
-    COMPILED = False
-else:
-    try:
-        from tracker_core._classify_c import Classifier
-
-        COMPILED = True
-    except ImportError:
-        from tracker_core._classify_py import Classifier  # noqa: F401
-
-        COMPILED = False
+_impl, COMPILED = twins.load("classify")
+Classifier = _impl.Classifier
