@@ -15,7 +15,7 @@ from pathlib import Path
 
 from websockets.sync.client import connect
 
-from conftest import stop_process
+from support.processes import stop_process
 from tracker_core.embedded import free_port
 
 CHROMIUM_NAMES = ("chromium", "chromium-browser")

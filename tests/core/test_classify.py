@@ -1,6 +1,5 @@
 """Pattern classification: each form's rule, first-in-list priority, and twin == compiled."""
 
-import os
 import re
 
 import pytest
@@ -8,25 +7,15 @@ import re2
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracker_core import _classify_py as pure
-from tracker_core import classify
+from support import twins
 
-if os.environ.get("TRACKER_NO_EXTENSIONS") == "1":
-    compiled = pytest.importorskip("tracker_core._classify_c")
-else:
-    # Built normally, the compiled module must import: a silent fallback would hide a broken build.
-    from tracker_core import _classify_c as compiled
+compiled, pure = twins.pair("classify")
 
 IMPLEMENTATIONS = pytest.mark.parametrize("impl", [pure, compiled], ids=["pure", "compiled"])
 
 
 def test_compiled_module_is_the_one_in_use():
-    if os.environ.get("TRACKER_PURE_PYTHON") == "1":
-        assert classify.COMPILED is False
-    else:
-        assert classify.COMPILED is True
-        assert classify.Classifier is compiled.Classifier
-        assert compiled.__file__.endswith(".so")
+    twins.in_use_matches_environment("classify")
 
 
 @IMPLEMENTATIONS

@@ -13,7 +13,7 @@ import orjson
 import pytest
 from falcon import testing
 
-from seesaw_runner import run_warrior
+from support.seesaw_runner import run_warrior
 from tracker_api import warrior
 from tracker_api.app import create_app
 from tracker_core import protocol

@@ -10,7 +10,7 @@ import time
 import pytest
 from click.testing import CliRunner
 
-from conftest import TRACKER_BIN
+from support.paths import TRACKER_BIN
 from tracker_api.cli import main
 from tracker_core import offload, scripts
 from tracker_core.admin import Admin

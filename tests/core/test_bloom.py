@@ -1,33 +1,23 @@
 """The Bloom filter: twin hashing agrees, geometry meets its memory bound, and it dedups in Redis."""
 
 import math
-import os
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracker_core import _bloom_py as pure
+from support import twins
 from tracker_core import bloom
 from tracker_core.keys import ProjectKeys
 from tracker_core.rawredis import RawRedis
 
-if os.environ.get("TRACKER_NO_EXTENSIONS") == "1":
-    compiled = pytest.importorskip("tracker_core._bloom_c")
-else:
-    # Built normally, the compiled module must import: a silent fallback would hide a broken build.
-    from tracker_core import _bloom_c as compiled
+compiled, pure = twins.pair("bloom")
 
 P = "bf"
 
 
 def test_compiled_module_is_the_one_in_use():
-    if os.environ.get("TRACKER_PURE_PYTHON") == "1":
-        assert bloom.COMPILED is False
-    else:
-        assert bloom.COMPILED is True
-        assert bloom.script_args is compiled.script_args
-        assert compiled.__file__.endswith(".so")
+    twins.in_use_matches_environment("bloom")
 
 
 layer_st = st.tuples(

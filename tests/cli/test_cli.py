@@ -9,7 +9,8 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
-from conftest import TRACKER_BIN, wait_for_port
+from support.paths import TRACKER_BIN
+from support.processes import wait_for_port
 from tracker_api.cli import main
 from tracker_core.embedded import free_port
 

@@ -14,7 +14,8 @@ import time
 
 import pytest
 
-from conftest import TRACKER_BIN, stop_process, wait_for_port
+from support.paths import TRACKER_BIN
+from support.processes import stop_process, wait_for_port
 from tracker_core.embedded import free_port
 
 IDLE_S = 2.0

@@ -2,13 +2,9 @@
 server's parent and Redis are killed, Redis is stalled past the client timeout and filled to
 maxmemory; then the census (benchmarks/chaos). `make chaos` runs the long version."""
 
-import sys
-from pathlib import Path
-
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-from chaos import Config, run  # noqa: E402
+from chaos import Config, run
 
 SHORT = Config(
     seed=7,

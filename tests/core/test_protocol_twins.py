@@ -1,31 +1,20 @@
 """The compiled protocol helpers and their pure twin agree, and the compiled one really loads."""
 
-import os
 import re
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracker_core import _protocol_py as pure
-from tracker_core import protocol
+from support import twins
 
-if os.environ.get("TRACKER_NO_EXTENSIONS") == "1":
-    compiled = pytest.importorskip("tracker_core._protocol_c")
-else:
-    # Built normally, the compiled module must import: a silent fallback would hide a broken build.
-    from tracker_core import _protocol_c as compiled
+compiled, pure = twins.pair("protocol")
 
 DOWNLOADER_RE = re.compile(r"[-_a-zA-Z0-9]{3,30}\Z")
 
 
 def test_compiled_module_is_the_one_in_use():
-    if os.environ.get("TRACKER_PURE_PYTHON") == "1":
-        assert protocol.COMPILED is False
-    else:
-        assert protocol.COMPILED is True
-        assert protocol.valid_downloader is compiled.valid_downloader
-        assert compiled.__file__.endswith(".so")
+    twins.in_use_matches_environment("protocol")
 
 
 @pytest.mark.parametrize("impl", [pure, compiled], ids=["pure", "compiled"])

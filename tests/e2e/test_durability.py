@@ -8,7 +8,7 @@ import time
 import orjson
 import pytest
 
-from conftest import start_live_server, stop_live_server
+from support.processes import start_live_server, stop_live_server
 from tracker_core.admin import Admin
 from tracker_core.embedded import EmbeddedRedis, free_port
 from tracker_core.engine import Engine

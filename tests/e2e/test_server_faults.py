@@ -16,9 +16,10 @@ import urllib.request
 
 import pytest
 import redis
-
-from conftest import TRACKER_BIN, wait_for_port
 from test_http_hardening import Server, children, cpu_s, read_until_closed, status_line
+
+from support.paths import TRACKER_BIN
+from support.processes import wait_for_port
 from tracker_core.embedded import EmbeddedRedis, free_port
 
 

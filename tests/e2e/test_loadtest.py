@@ -13,14 +13,12 @@ import subprocess
 import sys
 import time
 import urllib.request
-from pathlib import Path
 
 import pytest
+from loadtest import figures, options
+from loadtest.runner import run_headless
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # loadtest/ sits beside src/
-from loadtest import figures, options  # noqa: E402 (needs the path above)
-from loadtest.runner import run_headless  # noqa: E402
+from support.paths import ROOT
 
 SEEDED = 3000
 

@@ -13,7 +13,8 @@ import orjson
 import pytest
 from falcon import testing
 
-from conftest import TRACKER_BIN, wait_for_port
+from support.paths import TRACKER_BIN
+from support.processes import wait_for_port
 from tracker_api.app import create_app
 from tracker_api.client_ip import from_forwarded_for, normalize, throttle_key
 from tracker_core import keys as keyspace
@@ -188,7 +189,7 @@ def test_live_server_with_trusted_proxies_from_the_environment(redis_url, admin,
 
 
 def test_haproxy_drops_client_sent_forwarding_headers_before_adding_its_own():
-    from conftest import ROOT
+    from support.paths import ROOT
 
     cfg = (ROOT / "ansible/roles/loadbalancer/templates/haproxy.cfg.j2").read_text()
     frontend = cfg[cfg.index("frontend warriors") : cfg.index("\nbackend ")]

@@ -14,8 +14,8 @@ import orjson
 import pytest
 from falcon import testing
 
-from cdp import Browser, find_chromium
-from conftest import start_live_server, stop_live_server
+from support.cdp import Browser, find_chromium
+from support.processes import start_live_server, stop_live_server
 from tracker_api.app import create_app
 from tracker_core import hq
 from tracker_core import keys as keyspace
@@ -422,7 +422,7 @@ def test_haproxy_refuses_every_spelling_of_metrics_and_nothing_else():
     (HAProxy's `path` stops at "?" and keeps "#"; matched with -i)."""
     import re
 
-    from conftest import ROOT
+    from support.paths import ROOT
 
     defaults = (ROOT / "ansible/roles/loadbalancer/defaults/main.yml").read_text()
     (value,) = re.findall(r"^loadbalancer_private_paths_regex: '(.*)'$", defaults, re.M)

@@ -7,9 +7,9 @@ import orjson
 import pytest
 from falcon import testing
 
-from cdp import Browser, find_chromium
-from conftest import start_live_server, stop_live_server
-from test_live_page import ARTIFACTS
+from support.cdp import Browser, find_chromium
+from support.paths import ARTIFACTS
+from support.processes import start_live_server, stop_live_server
 from tracker_api.app import create_app
 from tracker_core import hq, operations, tokens
 from tracker_core.admin import AdminError

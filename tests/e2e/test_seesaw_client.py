@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import wait_for_port
-from seesaw_runner import finish_warrior, run_warrior, start_warrior
+from support.processes import wait_for_port
+from support.seesaw_runner import finish_warrior, run_warrior, start_warrior
 from tracker_core.embedded import free_port
 from tracker_core.keys import ProjectKeys
 

@@ -9,19 +9,18 @@ from __future__ import annotations
 
 import http.client
 import json
-import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 import redis
 from falcon import testing
+from loadtest.runner import run_headless
 
-from conftest import start_live_server, stop_live_server
-from redis_topologies import Cluster, SentinelGroup
-from seesaw_runner import finish_warrior, start_warrior
+from support.processes import start_live_server, stop_live_server
+from support.redis_topologies import Cluster, SentinelGroup
+from support.seesaw_runner import finish_warrior, start_warrior
 from tracker_api.app import create_app
 from tracker_core import topology
 from tracker_core.admin import Admin
@@ -29,9 +28,6 @@ from tracker_core.embedded import free_port
 from tracker_core.engine import Engine
 from tracker_core.keys import ProjectKeys
 from tracker_core.rawredis import ConnectionLost, OutcomeUnknown, RawRedis
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # loadtest/ sits beside src/
-from loadtest.runner import run_headless  # noqa: E402 - after the path it needs
 
 pytestmark = pytest.mark.slow
 

@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 from falcon import testing
 
-import census
+from support import census
 from tracker_api.app import create_app
 from tracker_api.cli import main
 from tracker_core import backfeed as backfeed_mod

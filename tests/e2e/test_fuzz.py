@@ -24,7 +24,8 @@ import pytest
 import redis
 from falcon import testing
 
-from conftest import start_live_server, stop_live_server
+from support.paths import ROOT
+from support.processes import start_live_server, stop_live_server
 from tracker_api.admin_api import ADMIN_ROUTES
 from tracker_api.app import create_app
 from tracker_core import backfeed_secrets, bloom, tokens
@@ -40,7 +41,7 @@ RAW_SHARE = 10  # one request in RAW_SHARE goes raw over a socket to the real se
 # to give, blocked, rate limited, old client) after a done that counted, not a refused request.
 CLAIM_ANSWERS_AFTER_DONE = {("done+request", s) for s in ("403", "404", "429", "455")}
 SLOW_S = 5.0  # an answer later than this is a hang
-RESULTS = Path(__file__).resolve().parent.parent / "benchmarks" / "results" / "fuzz.json"
+RESULTS = ROOT / "benchmarks" / "results" / "fuzz.json"
 P = "fz"
 COUNTER_KEY_RE = re.compile(rb"\{[a-z0-9_-]+\}:(stats|minute:[0-9]+|uniq:[a-z]+:[0-9]+)\Z")
 K = ProjectKeys(P)
@@ -703,7 +704,7 @@ def short_timeout_server(world):
     import subprocess
     import sys
 
-    from conftest import wait_for_port
+    from support.processes import wait_for_port
 
     port = free_port()
     process = subprocess.Popen(

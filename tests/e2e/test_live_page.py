@@ -14,14 +14,14 @@ from falcon import testing
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
-from cdp import Browser, find_chromium
-from conftest import ROOT, TRACKER_BIN, start_live_server, stop_live_server, wait_for_port
+from support.cdp import Browser, find_chromium
+from support.paths import ARTIFACTS, ROOT, TRACKER_BIN
+from support.processes import start_live_server, stop_live_server, wait_for_port
 from tracker_api.app import create_app
 from tracker_core import stats as stats_mod
 from tracker_core.embedded import free_port
 
 P = "proj"
-ARTIFACTS = ROOT / "tests" / "artifacts"
 
 
 @pytest.fixture
