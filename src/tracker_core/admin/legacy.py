@@ -12,11 +12,13 @@ from collections.abc import Iterable, Iterator
 import redis
 
 from tracker_core import blocks as blocks_mod
-from tracker_core import bloom, scripts, topology
+from tracker_core import bloom, scripts
 from tracker_core import keys as keyspace
 from tracker_core import limits as limits_mod
 from tracker_core import offload as offload_mod
 from tracker_core import settings as settings_mod
+from tracker_core.admin.context import AdminContext, connect
+from tracker_core.admin.errors import AdminError
 
 ADD_BATCH = 5000
 NOT_UTF8 = "not_utf8"  # a name refused on its own; counted in stats as items_refused_not_utf8
@@ -50,15 +52,6 @@ def valid_utf8(name: str) -> bool:
     return True
 
 
-class AdminError(ValueError):
-    """A bad admin request: unknown project, bad name, bad setting. The message is one line."""
-
-
-def connect(url: str) -> redis.Redis:
-    """A redis-py client for URL: single Redis, Sentinel primary or Cluster (see topology)."""
-    return topology.admin_client(url, decode_responses=True, encoding_errors="surrogateescape")
-
-
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -72,12 +65,7 @@ class Admin:
         return cls(connect(url))
 
     def _keys(self, project: str, must_exist: bool = True) -> keyspace.ProjectKeys:
-        if not keyspace.valid_project_name(project):
-            raise AdminError(f"bad project name {project!r}: use a-z, 0-9, - and _ (at most 64)")
-        k = keyspace.ProjectKeys(project)
-        if must_exist and not self.r.exists(k.settings):
-            raise AdminError(f"unknown project {project!r}")
-        return k
+        return AdminContext(self.r, None).keys(project, must_exist)
 
     # -- projects -------------------------------------------------------------------------------
 

@@ -1,0 +1,52 @@
+"""Who acts, on which Redis: what every admin verb takes first.
+
+A verb reads and writes through ``ctx.conn`` (redis-py, str replies decoded with
+surrogateescape, so a name that is not UTF-8 round-trips), checks a project with ``ctx.keys``
+and records its change once with ``ctx.audit`` under ``ctx.actor`` (a token id, or "cli").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import redis
+
+from tracker_core import audit, topology
+from tracker_core import keys as keyspace
+from tracker_core.admin.errors import BadInput, NotFound
+
+
+def connect(url: str) -> redis.Redis:
+    """A redis-py client for URL: single Redis, Sentinel primary or Cluster (see topology)."""
+    return topology.admin_client(url, decode_responses=True, encoding_errors="surrogateescape")
+
+
+@dataclass(frozen=True)
+class AdminContext:
+    conn: redis.Redis
+    # What the audit log records as the author of a change. None only for the transition shims
+    # (tracker_core.admin.Admin, tracker_core.operations), whose callers still audit themselves.
+    actor: str | None = audit.CLI_ACTOR
+
+    @classmethod
+    def from_url(cls, url: str, actor: str = audit.CLI_ACTOR) -> AdminContext:
+        return cls(connect(url), actor)
+
+    def as_actor(self, actor: str) -> AdminContext:
+        """The same connection, acting as ACTOR (one context per request in the web faces)."""
+        return replace(self, actor=actor)
+
+    def keys(self, project: str, must_exist: bool = True) -> keyspace.ProjectKeys:
+        """PROJECT's keys; BadInput for a malformed name, NotFound (with MUST_EXIST) for a
+        project that has no settings."""
+        if type(project) is not str or not keyspace.valid_project_name(project):
+            raise BadInput(f"bad project name {str(project)[:80]!r}: use a-z, 0-9, - and _ (at most 64)")
+        k = keyspace.ProjectKeys(project)
+        if must_exist and not self.conn.exists(k.settings):
+            raise NotFound(f"unknown project {project!r}")
+        return k
+
+    def audit(self, action: str, project: str | None = None, **detail) -> None:
+        """Record one change by this context's actor (DETAIL small: counts, not item lists)."""
+        if self.actor is not None:
+            audit.record(self.conn, self.actor, action, project, **detail)
