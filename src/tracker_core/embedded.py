@@ -2,38 +2,23 @@
 
 from __future__ import annotations
 
-import ctypes
 import os
 import shutil
 import signal
-import socket
 import subprocess
-import threading
 import time
 from pathlib import Path
 
 import redis
 
+from tracker_core import processes
+
+# Re-exported: callers older than processes.py import them from here.
+from tracker_core.processes import die_with_parent, free_port  # noqa: F401
+
 
 class RedisServerError(RuntimeError):
     pass
-
-
-PR_SET_PDEATHSIG = 1
-
-
-def die_with_parent(sig: int = signal.SIGTERM) -> None:
-    """Have the kernel send SIG to this process when its parent dies (Linux; a no-op elsewhere).
-
-    A `kill -9` of the tracker gives it no chance to stop its children: without this its
-    workers keep the port and its redis-server keeps the data directory. Also safe as a
-    Popen preexec_fn (it survives exec). Mind that the kernel watches the parent *thread*.
-    """
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
-    except (OSError, AttributeError):
-        pass
 
 
 def _redis_serving(pid: int, data_dir: Path) -> bool:
@@ -46,12 +31,6 @@ def _redis_serving(pid: int, data_dir: Path) -> bool:
         return Path(os.readlink(f"/proc/{pid}/cwd")) == data_dir
     except OSError:
         return False
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class EmbeddedRedis:
@@ -112,26 +91,23 @@ class EmbeddedRedis:
             args += ["--port", "0", "--unixsocket", str(self.socket_path), "--unixsocketperm", "700"]
         else:
             args += ["--port", str(self.port), "--bind", "127.0.0.1"]
-        # The kernel watches the thread that forks: only the main thread outlives its children.
-        on_main = threading.current_thread() is threading.main_thread()
-        self.process = subprocess.Popen(
-            args + self.extra, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent if on_main else None
-        )
+        # Dies with its parent: a killed tracker must not leave Redis holding the data directory.
+        self.process = processes.start(args + self.extra)
         client = redis.Redis.from_url(self.url)
-        deadline = time.monotonic() + timeout_s
-        while True:
+
+        def answers() -> bool:
+            # AOF loading answers LOADING errors first; ping succeeds once data is ready.
             try:
-                if client.ping():
-                    # AOF loading answers LOADING errors first; ping succeeds once data is ready.
-                    return self
+                return bool(client.ping())
             except redis.exceptions.RedisError:
-                pass
-            if self.process.poll() is not None:
-                raise RedisServerError(f"redis-server exited; see {self.data_dir / 'redis.log'}")
-            if time.monotonic() > deadline:
-                self.stop()
-                raise RedisServerError("redis-server did not answer in time")
-            time.sleep(0.02)
+                return self.process.poll() is not None
+
+        if not processes.wait_for(answers, timeout_s, step_s=0.02):
+            self.stop()
+            raise RedisServerError("redis-server did not answer in time")
+        if self.process.poll() is not None:
+            raise RedisServerError(f"redis-server exited; see {self.data_dir / 'redis.log'}")
+        return self
 
     def _stop_orphan(self, timeout_s: float = 15.0) -> None:
         """Stop a redis-server that a killed tracker left running on this data directory.
@@ -165,15 +141,11 @@ class EmbeddedRedis:
         if self.process is None or self.process.poll() is not None:
             return
         try:
-            # SHUTDOWN flushes the AOF; a plain kill could lose the last second.
+            # SHUTDOWN flushes the AOF; a plain kill could lose the last second (SIGTERM flushes too).
             redis.Redis.from_url(self.url).shutdown(nosave=False)
         except redis.exceptions.RedisError:
             pass
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        processes.stop(self.process, timeout_s=10)
 
     def __enter__(self):
         return self.start()
