@@ -18,7 +18,8 @@ import math
 from dataclasses import dataclass
 
 from tracker_core import keys as keyspace
-from tracker_core import scripts, twins
+from tracker_core import reply_codes as codes
+from tracker_core import script_calls, twins
 
 _impl, COMPILED = twins.load("bloom")
 script_args = _impl.script_args
@@ -29,9 +30,15 @@ DEFAULT_GROWTH = 2
 DEFAULT_TIGHTENING = 0.1
 MAX_CHUNK_BITS = 2**30  # 128 MiB per Redis string, far under the 512 MB limit
 BATCH = 400
-FIXED_KEYS = 9  # keys of bloom_add before the bitmaps
+FIXED_KEYS = script_calls.BLOOM_FIXED_KEYS  # keys of bloom_add before the bitmaps
 
-OK, UNKNOWN_PROJECT, STALE_GEOMETRY, WRONG_SECRET, FULL = 0, -1, -2, -3, -4
+# The outcomes of BloomFilter.add (its callers' names for reply_codes.BloomAdd).
+OK, UNKNOWN_PROJECT, WRONG_SECRET, FULL = (
+    codes.BloomAdd.OK,
+    codes.BloomAdd.UNKNOWN_PROJECT,
+    codes.BloomAdd.WRONG_SECRET,
+    codes.BloomAdd.FULL,
+)
 
 
 def optimal_bits_per_item(fp_rate: float) -> float:
@@ -111,13 +118,8 @@ class Plan:
 
 
 def _as_dict(reply) -> dict:
-    if isinstance(reply, dict):
-        return {_text(k): _text(v) for k, v in reply.items()}
-    return {_text(k): _text(v) for k, v in zip(reply[::2], reply[1::2])}
-
-
-def _text(value):
-    return value.decode() if isinstance(value, bytes) else value
+    """A hash as a dict: redis-py's HGETALL gives one, the raw connection a flat list."""
+    return reply if isinstance(reply, dict) else dict(zip(reply[::2], reply[1::2]))
 
 
 def configure(
@@ -125,15 +127,19 @@ def configure(
 ) -> Geometry | int:
     """Fix the geometry (defaults when None); return the geometry in force, or an error code."""
     g = geometry or Geometry()
-    reply = scripts.run(
+    fields = script_calls.bloom_configure(
         conn,
-        "bloom_configure",
-        (keys.settings, keys.bloom),
-        (g.capacity, repr(g.fp_rate), g.growth, repr(g.tightening), g.chunk_bits, "1" if replace else "0"),
+        keys,
+        capacity=g.capacity,
+        fp_rate=repr(g.fp_rate),
+        growth=g.growth,
+        tightening=repr(g.tightening),
+        chunk_bits=g.chunk_bits,
+        replace=replace,
     )
-    if reply and not isinstance(reply, dict) and reply[0] in (-1, -2):
-        return reply[0]
-    return Geometry.from_redis(_as_dict(reply))
+    if isinstance(fields, int):
+        return fields
+    return Geometry.from_redis(fields)
 
 
 @dataclass
@@ -190,38 +196,26 @@ class BloomFilter:
                 return AddResult(UNKNOWN_PROJECT)
             args = script_args(entries, dedup_keys, plan.hash_plan)
             last = plan.layers[-1]
-            reply = scripts.run(
+            reply = script_calls.bloom_add(
                 self.conn,
-                "bloom_add",
-                (
-                    k.settings,
-                    target or k.backfeed,
-                    k.stats,
-                    k.bloom,
-                    k.downloader_queues,
-                    k.backfeed_secrets,
-                    k.backfeed_shards,
-                    k.limited,
-                    counted or k.limited_in,
-                    *plan.chunk_keys,
-                ),
-                (
-                    len(plan.layers),
-                    last.capacity,
-                    owner,
-                    secret_digest,
-                    shard,
-                    fields[0],
-                    fields[1],
-                    len(entries),
-                    bound,
-                    *plan.ks,
-                    *args,
-                ),
+                k,
+                chunk_keys=plan.chunk_keys,
+                target=target or k.backfeed,
+                counted=counted or k.limited_in,
+                layers=len(plan.layers),
+                last_capacity=last.capacity,
+                owner=owner,
+                secret_digest=secret_digest,
+                shard=shard,
+                new_field=fields[0],
+                seen_field=fields[1],
+                count=len(entries),
+                bound=bound,
+                ks=plan.ks,
+                hashed=args,
             )
-            status, new, seen = (int(x) for x in reply)
-            if status != STALE_GEOMETRY:
-                return AddResult(status, new, seen)
+            if reply.code != codes.BloomAdd.LAYERS_CHANGED:
+                return AddResult(*reply)
             self.plan(reload=True)
         raise RuntimeError("the Bloom filter's geometry kept changing under this call")
 

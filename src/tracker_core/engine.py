@@ -11,25 +11,36 @@ import random
 import time
 from dataclasses import dataclass
 
-from tracker_core import blocks, scripts, todo, topology
+from tracker_core import blocks, script_calls, todo, topology
 from tracker_core import item_status as item_status_mod
 from tracker_core import keys as keyspace
 from tracker_core import limits as limits_mod
+from tracker_core import reply_codes as codes
 from tracker_core.settings import ProjectSettings
 
-UNKNOWN_PROJECT = -1
+UNKNOWN_PROJECT = codes.UNKNOWN_PROJECT
 _NEGATIVE_CACHE_S = 1.0
 _SETTINGS_CACHE_S = 1.0
 MEMORY_GUARD_ENV = "TRACKER_MEMORY_GUARD_PERCENT"
 MEMORY_GUARD_DEFAULT = 90
 
 
-def memory_guard_percent() -> int:
-    """Share of Redis's maxmemory past which backfeed is refused (TRACKER_MEMORY_GUARD_PERCENT)."""
+def memory_guard_percent(value=None) -> int:
+    """Share of Redis's maxmemory past which backfeed is refused: VALUE clamped to 1..100.
+
+    Without VALUE (a caller that passed none, such as a test or a script building an Engine
+    by hand) the fallback is TRACKER_MEMORY_GUARD_PERCENT, then MEMORY_GUARD_DEFAULT; the web
+    app passes its config's value, so the environment is read here only as that fallback.
+    """
+    if value is None:
+        value = os.environ.get(MEMORY_GUARD_ENV, MEMORY_GUARD_DEFAULT)
     try:
-        return min(100, max(1, int(os.environ.get(MEMORY_GUARD_ENV, MEMORY_GUARD_DEFAULT))))
+        return min(100, max(1, int(value)))
     except ValueError:
         return MEMORY_GUARD_DEFAULT
+
+
+_memory_guard_percent = memory_guard_percent  # the Engine's keyword shadows the name
 
 
 def _pairs_to_dict(flat) -> dict:
@@ -46,8 +57,10 @@ class DoneResult:
 
 
 class Engine:
-    def __init__(self, redis_url: str, clock=time.time):
+    def __init__(self, redis_url: str, clock=time.time, memory_guard_percent: int | None = None):
         self.redis_url = redis_url
+        # None: TRACKER_MEMORY_GUARD_PERCENT or 90 (see memory_guard_percent); read once here.
+        self.memory_guard_percent = _memory_guard_percent(memory_guard_percent)
         self.conn = topology.connect(redis_url)
         self.clock = clock
         self._keys: dict[str, keyspace.ProjectKeys] = {}
@@ -114,41 +127,18 @@ class Engine:
     # -- the warrior protocol -------------------------------------------------------------------
 
     def claim(self, project: str, downloader: str, ip: str, wanted: int) -> tuple[int, list[str]]:
-        """Claim up to WANTED items; return (status, names), status as in claim-22.lua."""
-        k = self.keys(project)
-        now_ms = self._now_ms()
-        day = now_ms // 86_400_000
-        reply = scripts.run(
+        """Claim up to WANTED items; return (status, names), status a reply_codes.Claim."""
+        reply = script_calls.claim(
             self.conn,
-            "claim",
-            (
-                k.settings,
-                k.blocked_index,
-                k.downloader_queue(downloader),
-                k.todo,
-                k.backfeed,
-                k.secondary,
-                k.redo,
-                k.out,
-                k.claims,
-                k.downloader_claims,
-                k.ratelimit,
-                k.stats,
-                k.minute(now_ms // 60000),
-                k.uniques("downloaders", day),
-                k.uniques("ips", day),
-                k.limited,
-                k.limits_ready,
-                k.limit_tat,
-                k.limits,
-                k.reclaim_at,
-                k.dead,
-                k.reclaim_history,
-            ),
-            (now_ms, downloader, ip, wanted, blocks.ip_key(ip)),
+            self.keys(project),
+            now_ms=self._now_ms(),
+            downloader=downloader,
+            ip=ip,
+            wanted=wanted,
+            ip_key=blocks.ip_key(ip),
         )
-        self._note_age(project, reply[1])
-        return reply[0], reply[2:]
+        self._note_age(project, reply.settings_age)
+        return reply.code, reply.items
 
     def bury_unservable(self, project: str, downloader: str, reasons: dict[str, str]) -> int:
         """Send the claims DOWNLOADER was just given but cannot receive to `dead`; how many.
@@ -156,25 +146,12 @@ class Engine:
         REASONS maps each such name to why (not UTF-8, holds NUL). Called only when building
         the answer found one, so the request path pays nothing otherwise.
         """
-        k = self.keys(project)
         # Back to the bytes Redis holds: the names came decoded with surrogateescape.
-        args = [x for name, why in reasons.items() for x in (name.encode("utf-8", "surrogateescape"), why)]
-        reply = scripts.run(
-            self.conn,
-            "bury_unservable",
-            (
-                k.settings,
-                k.out,
-                k.claims,
-                k.downloader_claims,
-                k.reclaim_at,
-                k.reclaim_history,
-                k.dead,
-                k.stats,
-            ),
-            (self._now_ms(), downloader, *args),
+        flat = [x for name, why in reasons.items() for x in (script_calls.wire(name), why)]
+        reply = script_calls.bury_unservable(
+            self.conn, self.keys(project), now_ms=self._now_ms(), downloader=downloader, reasons=flat
         )
-        return reply[1]
+        return reply.buried
 
     def done(
         self,
@@ -190,39 +167,21 @@ class Engine:
 
         IP (the sender's) goes into the done log with the rest of the call.
         """
-        k = self.keys(project)
-        now_ms = self._now_ms()
-        reply = scripts.run(
+        reply = script_calls.done(
             self.conn,
-            "done",
-            (
-                k.settings,
-                k.out,
-                k.claims,
-                k.done,
-                k.downloader_claims,
-                k.log,
-                k.downloader_count,
-                k.downloader_bytes,
-                k.downloader_version,
-                k.domain_bytes,
-                k.stats,
-                k.minute(now_ms // 60000),
-                k.todo,
-                k.backfeed,
-                k.secondary,
-                k.redo,
-                k.downloader_queue(downloader),
-                k.bad_dones,
-                k.reclaim_history,
-                k.dead,
-            ),
-            (now_ms, downloader, version, item_id, ip, len(domain_bytes) // 2, *domain_bytes, *items),
+            self.keys(project),
+            now_ms=self._now_ms(),
+            downloader=downloader,
+            version=version,
+            item_id=item_id,
+            ip=ip,
+            domain_bytes=domain_bytes,
+            items=items,
         )
-        if reply[0] == UNKNOWN_PROJECT:
+        if reply.code == codes.Done.UNKNOWN_PROJECT:
             return None
-        self._note_age(project, reply[1])
-        return DoneResult(reply[2], reply[3], reply[4], reply[5], bool(reply[6]))
+        self._note_age(project, reply.settings_age)
+        return DoneResult(reply.new, reply.repeated, reply.unknown, reply.refused, bool(reply.clamped))
 
     def release(self, project: str, downloader: str, items: list[str]) -> int | None:
         """Give back claims DOWNLOADER holds ('' = whoever holds them); the number released.
@@ -245,31 +204,24 @@ class Engine:
             # script answers with the age. The last attempt skips the check: limits changing on
             # every call is no reason to fail a release (maintenance's reclassify follows up).
             age = "" if attempt == 2 else str(settings.age) if settings is not None else "?"
-            held = limits_mod.held_entries(compiled, items)
-            reply = scripts.run(
+            reply = script_calls.release(
                 self.conn,
-                "release",
-                (
-                    k.settings,
-                    k.out,
-                    k.claims,
-                    k.todo,
-                    k.downloader_claims,
-                    k.stats,
-                    k.limited_in,
-                    k.reclaim_history,
-                ),
-                (self._now_ms(), downloader, age, *[x for pair in zip(items, held) for x in pair]),
+                k,
+                now_ms=self._now_ms(),
+                downloader=downloader,
+                age=age,
+                items=items,
+                held=limits_mod.held_entries(compiled, items),
             )
-            if reply[0] == UNKNOWN_PROJECT:
+            if reply.code == codes.Release.UNKNOWN_PROJECT:
                 return None
-            if reply[0] == limits_mod.STALE_AGE:
+            if reply.code == codes.Release.STALE_AGE:
                 self._unknown.pop(project, None)
-                self._note_age(project, reply[1])
+                self._note_age(project, reply.settings_age)
                 continue
-            if reply[4]:
+            if reply.held:
                 limits_mod.hold_new(self.conn, k)
-            return reply[2]
+            return reply.released
         raise AssertionError("unreachable")
 
     def _claimed_by(self, k: keyspace.ProjectKeys, downloader: str, items: list[str]) -> list[str]:
@@ -282,11 +234,10 @@ class Engine:
         ]
 
     def uploaded(self, project: str, uploader: str, item: str, server: str) -> bool:
-        k = self.keys(project)
-        reply = scripts.run(
-            self.conn, "uploaded", (k.settings, k.uploads, k.stats), (self._now_ms(), uploader, item, server)
+        reply = script_calls.uploaded(
+            self.conn, self.keys(project), now_ms=self._now_ms(), uploader=uploader, item=item, server=server
         )
-        return reply[0] != UNKNOWN_PROJECT
+        return reply.code != codes.Uploaded.UNKNOWN_PROJECT
 
     def item_status(self, project: str, item: str) -> tuple[str | None, str | None]:
         """(status, downloader) of ITEM, the old tracker's two answer keys (see item_place)."""
@@ -313,7 +264,7 @@ class Engine:
         return random.choice(active).replace(":downloader", downloader)
 
     def memory_nearly_full(self) -> bool:
-        """Whether Redis uses at least MEMORY_GUARD_PERCENT of its maxmemory (read at most once a
+        """Whether Redis uses at least memory_guard_percent of its maxmemory (read at most once a
         second per process; False when no maxmemory is set or INFO cannot be read).
 
         What anonymous clients can add (backfeed) is refused before Redis is full: under
@@ -329,7 +280,7 @@ class Engine:
             fields = dict(line.split(":", 1) for line in str(info).splitlines() if ":" in line)
             limit = int(fields.get("maxmemory", 0))
             self._memory_full = (
-                limit > 0 and int(fields["used_memory"]) * 100 >= limit * memory_guard_percent()
+                limit > 0 and int(fields["used_memory"]) * 100 >= limit * self.memory_guard_percent
             )
         except Exception:  # a topology without INFO here (a cluster): no guard, never a 500
             self._memory_full = False

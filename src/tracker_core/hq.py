@@ -30,7 +30,7 @@ import time
 import uuid
 
 from tracker_core import keys as keyspace
-from tracker_core import protocol, scripts
+from tracker_core import protocol, reply_codes, script_calls
 from tracker_core import settings as settings_mod
 
 FORGET_AFTER_MS = 30 * 86_400_000
@@ -114,8 +114,11 @@ class NotRegistered(Exception):
 
 
 REFUSALS = {
-    -1: ("register_throttled", "too many registrations from this address this hour"),
-    -2: ("register_registry_full", "the warrior registry is full"),
+    reply_codes.RegisterWarrior.THROTTLED: (
+        "register_throttled",
+        "too many registrations from this address this hour",
+    ),
+    reply_codes.RegisterWarrior.REGISTRY_FULL: ("register_registry_full", "the warrior registry is full"),
 }
 
 
@@ -150,22 +153,19 @@ def register(r, warrior: dict, ip: str, address_key: str | None = None, warrior_
         raise ValueError("warrior record too large")
     # Indexed as last heard from just before the online window: listed and forgotten on the
     # same schedule as the others, online only once it sends a heartbeat.
-    outcome = scripts.run(
+    outcome = script_calls.register_warrior(
         r,
-        "register_warrior",
-        (keyspace.WARRIORS, keyspace.WARRIORS_SEEN, keyspace.warrior_registrations(address_key or ip[:64])),
-        (
-            now,
-            warrior_id,
-            record,
-            now - FORGET_AFTER_MS,
-            _bound("TRACKER_WARRIORS_MAX", MAX_WARRIORS),
-            _bound("TRACKER_REGISTRATIONS_PER_HOUR", REGISTRATIONS_PER_HOUR),
-            REGISTRATION_WINDOW_MS,
-            now - ONLINE_WITHIN_MS - 1,
-        ),
+        now_ms=now,
+        warrior_id=warrior_id,
+        record=record,
+        address_key=address_key or ip[:64],
+        forget_before_ms=now - FORGET_AFTER_MS,
+        max_warriors=_bound("TRACKER_WARRIORS_MAX", MAX_WARRIORS),
+        max_registrations=_bound("TRACKER_REGISTRATIONS_PER_HOUR", REGISTRATIONS_PER_HOUR),
+        window_ms=REGISTRATION_WINDOW_MS,
+        seen_ms=now - ONLINE_WITHIN_MS - 1,
     )
-    if outcome < 0:
+    if outcome != reply_codes.RegisterWarrior.REGISTERED:
         raise NotRegistered(*REFUSALS[outcome])
     return warrior_id
 
@@ -251,13 +251,15 @@ def heartbeat(r, warrior_id: str, fields: dict | None = None, ip: str | None = N
     beat = dict(fields or {}, seen_ms=now)
     if ip is not None:
         beat["ip"] = ip[:64]
-    outcome = scripts.run(
+    outcome = script_calls.warrior_seen(
         r,
-        "warrior_seen",
-        (keyspace.WARRIORS, keyspace.WARRIORS_SEEN),
-        (now, warrior_id, now - FORGET_AFTER_MS, json.dumps(beat), MAX_RECORD),
+        now_ms=now,
+        warrior_id=warrior_id,
+        forget_before_ms=now - FORGET_AFTER_MS,
+        beat=json.dumps(beat),
+        max_record=MAX_RECORD,
     )
-    return outcome == 1
+    return outcome == reply_codes.WarriorSeen.SEEN
 
 
 def online_count(conn) -> int:

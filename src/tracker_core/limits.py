@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 
 from tracker_core import keys as keyspace
-from tracker_core import scripts
+from tracker_core import reply_codes, script_calls
 from tracker_core.classify import Classifier, PatternError, parse_pattern
 
 log = logging.getLogger(__name__)
@@ -23,9 +23,9 @@ RATE_RE = re.compile(r"(?P<count>[0-9]+(?:\.[0-9]+)?)(?:/(?P<unit>s|m))?\Z")
 MAX_RATE_PER_S = 1_000_000.0
 MAX_LIMITS = 5000
 SET_LIMIT_ERRORS = {
-    -1: "unknown project {project!r}",
-    -2: "unknown limit {name!r}",
-    -3: f"too many limits (at most {MAX_LIMITS})",
+    reply_codes.SetLimit.UNKNOWN_PROJECT: "unknown project {project!r}",
+    reply_codes.SetLimit.UNKNOWN_LIMIT: "unknown limit {name!r}",
+    reply_codes.SetLimit.TOO_MANY: f"too many limits (at most {MAX_LIMITS})",
 }
 
 
@@ -97,11 +97,8 @@ def _refusal(pattern: str) -> str:
 
 
 def _run(client, k: keyspace.ProjectKeys, op: str, name: str, record: str = "") -> int:
-    age = scripts.run(
-        client,
-        "set_limit",
-        (k.settings, k.limits, k.limits_ready, k.limit_tat),
-        (k.project, keyspace.SETTINGS_CHANNEL, op, name, record, MAX_LIMITS),
+    age = script_calls.set_limit(
+        client, k, channel=keyspace.SETTINGS_CHANNEL, op=op, name=name, record=record, max_limits=MAX_LIMITS
     )
     if age < 0:
         raise LimitError(SET_LIMIT_ERRORS[age].format(project=k.project, name=name))
@@ -127,7 +124,6 @@ def from_hash(values: dict) -> list[Limit]:
     """Decode the limits hash into limits in classification order (oldest first)."""
     limits = []
     for name, raw in values.items():
-        name = name.decode() if isinstance(name, bytes) else name
         record = json.loads(raw)
         limits.append(
             Limit(name, record["pattern"], record["rate"], float(record["rate_per_s"]), int(record["seq"]))
@@ -168,11 +164,7 @@ class CompiledLimits:
         return [None if i < 0 else self.limits[i].name for i in self.classifier.classify_many(items)]
 
 
-def wire(name):
-    """NAME as the bytes Redis holds: a name queued before names had to be UTF-8 reads back
-    with surrogateescape, and the client's packer refuses lone surrogates (one such name would
-    stop every admin verb over its queue)."""
-    return name.encode("utf-8", "surrogateescape") if isinstance(name, str) else name
+wire = script_calls.wire  # callers that classify names also send them
 
 
 def held_entry(limit: str, entry):
@@ -227,21 +219,18 @@ def current(client, k: keyspace.ProjectKeys) -> tuple[str, CompiledLimits]:
     """(settings age, compiled limits) read fresh; the age is read first, so a script that
     compares it with the project's age refuses whenever the limits may have changed since."""
     age = client.hget(k.settings, "settings_age")
-    age = age.decode() if isinstance(age, bytes) else age
     return ("" if age is None else str(age)), CompiledLimits(load(client, k))
 
 
 HOLD_BATCH = 5000
-STALE_AGE = -2  # a script's answer when the caller classified at another settings age
+STALE_AGE = reply_codes.Release.STALE_AGE  # classified at another settings age (release, redo)
 
 
 def hold_new(client, k: keyspace.ProjectKeys) -> int:
     """Move held items from their way-in set into the held zset; return how many moved."""
     moved = 0
     while True:
-        n = scripts.run(
-            client, "hold_limited", (k.limited_in, k.limited, k.limits_ready, k.limit_tat), (HOLD_BATCH,)
-        )
+        n = script_calls.hold_limited(client, k, most=HOLD_BATCH)
         moved += n
         if n < HOLD_BATCH:
             return moved
@@ -261,13 +250,15 @@ def reclassify(client, k: keyspace.ProjectKeys, batch: int = 1000) -> int:
         cursor = 0
         while True:
             cursor, names = client.sscan(queue, cursor, count=batch)
-            names = [n.decode("utf-8", "surrogateescape") if isinstance(n, bytes) else n for n in names]
-            args = []
-            for name, limit in zip(names, compiled.names_of(names)):
-                if limit is not None:
-                    args += [wire(name), held_entry(limit, wire(name))]
-            if args:
-                moved += scripts.run(client, "hold_queued", (queue, k.limited_in), args)
+            matched = [(n, limit) for n, limit in zip(names, compiled.names_of(names)) if limit is not None]
+            if matched:
+                moved += script_calls.hold_queued(
+                    client,
+                    k,
+                    queue=queue,
+                    items=[n for n, _ in matched],
+                    held=[held_entry(limit, wire(n)) for n, limit in matched],
+                )
             if int(cursor) == 0:
                 break
     hold_new(client, k)

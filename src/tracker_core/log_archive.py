@@ -40,7 +40,7 @@ from pathlib import Path
 import orjson
 import zstandard
 
-from tracker_core import durable, scripts
+from tracker_core import durable, reply_codes, script_calls
 from tracker_core import keys as keyspace
 from tracker_core import settings as settings_mod
 
@@ -54,7 +54,6 @@ PAGE_MAX = 1000  # entries per admin API page
 PAGE_BYTES = 8 << 20  # JSON per page (at least one entry)
 PAGE_SCAN = 100_000  # entries looked at per page when a filter skips most
 ZSTD_LEVEL = 3
-NOT_HOLDER = -4
 ARCHIVED_FIELD, NEXT_FIELD = "#archived", "#next"
 ENTRY_ID_RE = re.compile(r"([0-9]{1,20})-([0-9]{1,20})\Z")
 SECONDS_RE = re.compile(r"[0-9]{1,12}(\.[0-9]{1,6})?\Z")
@@ -283,13 +282,10 @@ def archive(
         if _after_write is not None:
             _after_write(path)
         lease.keep()
-        code, _trimmed = scripts.run(
-            client,
-            "log_archive",
-            (lease.key, k.log, k.log_segments, k.stats),
-            (lease.holder, number, first, last, len(lines)),
+        code, _trimmed = script_calls.log_archive(
+            client, k, holder=lease.holder, number=number, first_id=first, last_id=last, entries=len(lines)
         )
-        if code != 1:
+        if code != reply_codes.LogArchive.REGISTERED:
             raise LogLeaseLost(f"the log archive of {k.project} was refused ({code})")
         archived_total += len(lines)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 
-from tracker_core import hq, scripts, todo
+from tracker_core import hq, reply_codes, script_calls, todo
 from tracker_core import keys as keyspace
 
 MINUTE_MS = 60_000
@@ -176,15 +176,7 @@ def record_top_history(conn, project: str, now_ms: int) -> int:
     interval. Returns how many streams got a point.
     """
     k = keyspace.ProjectKeys(project)
-    keys = (
-        k.downloader_bytes,
-        k.downloader_count,
-        *(k.top_history(interval_s) for interval_s, _, _ in TOP_HISTORY_TIERS),
-    )
-    args = [now_ms, TOP_HISTORY_N]
-    for interval_s, kept, expiry_s in TOP_HISTORY_TIERS:
-        args += [interval_s * 1000, kept, expiry_s * 1000]
-    return _to_int(scripts.run(conn, "top_history", keys, args))
+    return script_calls.top_history(conn, k, now_ms=now_ms, top=TOP_HISTORY_N, tiers=TOP_HISTORY_TIERS)
 
 
 def _stream_points(entries) -> list[tuple[int, dict[str, int]]]:
@@ -193,13 +185,8 @@ def _stream_points(entries) -> list[tuple[int, dict[str, int]]]:
         return []  # an error reply (a key of another type): no history rather than no page
     points = []
     for entry_id, fields in entries:
-        entry_id = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
-        pairs = fields.items() if isinstance(fields, dict) else zip(fields[::2], fields[1::2])
         points.append(
-            (
-                int(entry_id.split("-")[0]),
-                {(f.decode() if isinstance(f, bytes) else f): _to_int(v) for f, v in pairs},
-            )
+            (int(entry_id.split("-")[0]), {f: _to_int(v) for f, v in zip(fields[::2], fields[1::2])})
         )
     return points
 
@@ -258,13 +245,15 @@ def sample_and_roll_up(
     HOURS, when given, holds the hour hashes already read: hours found there are skipped, and
     hours rolled up now are added to it.
     """
-    scripts.run(conn, "sample_backlog", (k.minute(now_ms // MINUTE_MS),), (backlog, MINUTE_TTL_S))
+    script_calls.sample_backlog(conn, k, minute=now_ms // MINUTE_MS, backlog=backlog, ttl_s=MINUTE_TTL_S)
     newest = (now_ms - ROLLUP_DELAY_MIN * MINUTE_MS) // HOUR_MS - 1
     for hour in range(newest - ROLLUP_LOOKBACK_H + 1, newest + 1):
         if hours is not None and hours.get(hour, {}) != {}:
             continue
-        hour_keys = (k.hour(hour), *(k.minute(hour * 60 + i) for i in range(60)))
-        if scripts.run(conn, "rollup_hour", hour_keys, (HOUR_TTL_S,)) == 1 and hours is not None:
+        written = (
+            script_calls.rollup_hour(conn, k, hour=hour, ttl_s=HOUR_TTL_S) == reply_codes.RollupHour.WRITTEN
+        )
+        if written and hours is not None:
             hours[hour] = _flat_to_counts(conn.execute_command("HGETALL", k.hour(hour)))
 
 
