@@ -1,4 +1,4 @@
-"""The admin API under /api/admin/ (token-authenticated, audited) and the warrior HQ endpoints.
+"""The admin API under /api/admin/ (token-authenticated, audited).
 
 Every admin route is declared once in ``ADMIN_ROUTES`` with what it needs: any valid token, a
 global admin's, or one for the project in its path. The token is checked before the body is
@@ -14,16 +14,14 @@ is answered 4xx with a one-line reason and counted (tracker_api.errors), never 5
 from __future__ import annotations
 
 import re
-import uuid
 
 import falcon
 import orjson
 
 from tracker_api.auth import ANY, GLOBAL, PROJECT, Authenticator
-from tracker_api.client_ip import client_ip, throttle_key
-from tracker_api.errors import Refused
+from tracker_api.config import AppConfig
+from tracker_api.errors import Refused, read_bounded
 from tracker_core import audit, hq, operations, tokens
-from tracker_core import keys as keyspace
 from tracker_core import settings as settings_mod
 from tracker_core.admin import NOT_UTF8, Admin, AdminError
 
@@ -84,12 +82,7 @@ class Call:
 
 
 def _read(req, limit: int, project) -> bytes:
-    if req.content_length is not None and req.content_length > limit:
-        raise Refused(413, f"body too large (limit {limit} bytes)", "admin_too_large", project)
-    raw = req.bounded_stream.read(limit + 1)
-    if len(raw) > limit:
-        raise Refused(413, f"body too large (limit {limit} bytes)", "admin_too_large", project)
-    return raw
+    return read_bounded(req, limit, "admin_too_large", project)
 
 
 def query(*names: str):
@@ -497,7 +490,7 @@ def log_page(c: Call):
         return log_archive.page(
             c.admin.r,
             k,
-            log_archive.segments_dir_from_env(),
+            c.api.config.segments_dir or log_archive.segments_dir_from_env(),
             c.str_param("kind", "done", 20),
             None if since is None else log_archive.parse_since(since),
             c.str_param("downloader", None, 64),
@@ -576,8 +569,9 @@ ADMIN_ROUTES = [
 
 
 class AdminApi:
-    def __init__(self, admin: Admin):
+    def __init__(self, admin: Admin, config: AppConfig = AppConfig()):
         self.admin = admin
+        self.config = config
         self.auth = Authenticator(admin.r)
 
     def responder(self, needs: str, handler):
@@ -629,8 +623,8 @@ class _Route:
     """One path of the admin API; its responders are set per method from ADMIN_ROUTES."""
 
 
-def add_admin_routes(app, admin: Admin) -> None:
-    api = AdminApi(admin)
+def add_admin_routes(app, admin: Admin, config: AppConfig = AppConfig()) -> None:
+    api = AdminApi(admin, config)
     routes: dict[str, _Route] = {}
     for method, path, needs, handler in ADMIN_ROUTES:
         route = routes.setdefault(path, _Route())
@@ -638,107 +632,3 @@ def add_admin_routes(app, admin: Admin) -> None:
         setattr(route, "on_" + method.lower(), responder.__get__(route))
     for path, route in routes.items():
         app.add_route(path, route)
-
-
-# -- the warrior HQ (public) --------------------------------------------------------------------
-
-
-class ProjectsDocument:
-    def __init__(self, admin: Admin):
-        self.admin = admin
-
-    def on_get(self, req, resp):
-        resp.content_type = falcon.MEDIA_JSON
-        resp.data = orjson.dumps(hq.document(self.admin.r, req.prefix))
-
-
-def _warrior_body(req) -> dict:
-    raw = _read(req, 64 << 10, None)
-    try:
-        body = orjson.loads(raw or b"{}")
-    except orjson.JSONDecodeError:
-        raise Refused(400, "body is not valid JSON", "bad_json") from None
-    if type(body) is not dict:
-        raise Refused(400, "body must be a JSON object", "bad_json")
-    return body
-
-
-class RegisterWarrior:
-    """A warrior's first call: a new warrior id, recorded in the registry within its bounds.
-
-    Past a bound (the address's registrations this hour, the registry's size) nothing is
-    stored and the refusal is counted, but the answer is still a 200 with a fresh id: seesaw's
-    Warrior treats any other answer as an error and then skips its update, so it would load no
-    project list until its next try ten minutes later. With the id it loads the projects (an
-    update from an id the registry does not know is answered all the same) and works; it is
-    just not listed among the registered warriors.
-    """
-
-    def __init__(self, admin: Admin, trust_forwarded: bool | int = False):
-        self.admin = admin
-        self.trusted_proxies = int(trust_forwarded)
-
-    def on_post(self, req, resp):
-        body = _warrior_body(req)
-        warrior = body.get("warrior", {})
-        if not isinstance(warrior, dict):
-            raise Refused(400, "'warrior' must be an object", "bad_warrior")
-        ip = client_ip(req, self.trusted_proxies)
-        try:
-            warrior_id = hq.register(self.admin.r, warrior, ip, throttle_key(ip))
-        except ValueError as exc:
-            raise Refused(400, str(exc), "bad_warrior") from None
-        except hq.NotRegistered as exc:
-            self.admin.r.hincrby(keyspace.GLOBAL_STATS, exc.field, 1)
-            warrior_id = uuid.uuid4().hex
-        resp.content_type = falcon.MEDIA_JSON
-        resp.data = orjson.dumps({"warrior_id": warrior_id})
-
-
-class UpdateWarrior:
-    """A warrior's heartbeat; answered with the projects document, known id or not.
-
-    seesaw's Warrior sends {"warrior": {"warrior_id", "lat_lng", "downloader",
-    "selected_project"}}; the same fields at the top level are taken too. The registry keeps
-    the valid ones (hq.heartbeat_fields) with the IP and the time. A field that is not valid is
-    not kept, counted (heartbeat_bad_FIELD) and named in the answer's "refused"; the answer is
-    still the document with a 200, as for an unknown id: it is the warrior's list of work, and
-    anything else makes seesaw drop its projects until the next update ten minutes later.
-    """
-
-    def __init__(self, admin: Admin, trust_forwarded: bool | int = False):
-        self.admin = admin
-        self.trusted_proxies = int(trust_forwarded)
-
-    def on_post(self, req, resp):
-        body = _warrior_body(req)
-        warrior = body.get("warrior")
-        if not isinstance(warrior, dict) or "warrior_id" not in warrior:
-            warrior = body
-        warrior_id = warrior.get("warrior_id")
-        document = hq.document(self.admin.r, req.prefix)
-        if isinstance(warrior_id, str) and 0 < len(warrior_id) <= 64:
-            fields, refused = hq.heartbeat_fields(warrior, req.user_agent)
-            ip = client_ip(req, self.trusted_proxies)
-            if not hq.heartbeat(self.admin.r, warrior_id, fields, ip) and hq.WARRIOR_ID_RE.match(warrior_id):
-                # Forgotten (30 days silent, or the registry lost): seesaw never registers again,
-                # so its id is registered anew, under the registration throttle and bound.
-                try:
-                    hq.register(
-                        self.admin.r,
-                        {"version": fields.get("version", "")},
-                        ip,
-                        throttle_key(ip),
-                        warrior_id=warrior_id,
-                    )
-                    hq.heartbeat(self.admin.r, warrior_id, fields, ip)
-                except hq.NotRegistered as exc:
-                    self.admin.r.hincrby(keyspace.GLOBAL_STATS, exc.field, 1)
-            if refused:
-                pipe = self.admin.r.pipeline(transaction=False)
-                for field in refused:
-                    pipe.hincrby(keyspace.GLOBAL_STATS, f"heartbeat_bad_{field}", 1)
-                pipe.execute()
-                document["refused"] = "; ".join(hq.HEARTBEAT_REASONS[f] for f in refused)
-        resp.content_type = falcon.MEDIA_JSON
-        resp.data = orjson.dumps(document)

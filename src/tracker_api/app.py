@@ -2,10 +2,23 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import falcon
 import redis
 
-from tracker_api import admin_api, admin_pages, backfeed, front_page, metrics, stats, stats_page, warrior
+from tracker_api import (
+    admin_api,
+    admin_pages,
+    backfeed,
+    front_page,
+    hq_api,
+    metrics,
+    stats,
+    stats_page,
+    warrior,
+)
+from tracker_api.config import AppConfig
 from tracker_api.errors import Refused, refuse_handler, script_handler, storage_handler, unrouted_handler
 from tracker_api.web_headers import SecurityHeaders
 from tracker_core.admin import Admin
@@ -40,9 +53,22 @@ def _collapse_slashes(app):
     return wsgi
 
 
-def create_app(engine: Engine, trust_forwarded: bool | int = False):
-    """The tracker's WSGI app. TRUST_FORWARDED: how many proxies in front append to
-    X-Forwarded-For (True: one; False or 0: the socket's peer is the client), see client_ip."""
+def create_app(
+    engine: Engine,
+    admin: Admin | None = None,
+    config: AppConfig = AppConfig(),
+    *,
+    trust_forwarded: bool | int | None = None,
+):
+    """The tracker's WSGI app over ENGINE (the hot path), ADMIN (redis-py, for the admin faces
+    and the HQ; built from engine.redis_url when None) and CONFIG (what the CLI was given).
+
+    TRUST_FORWARDED is CONFIG.trust_forwarded's old spelling, taken until every caller passes
+    a config."""
+    if trust_forwarded is not None:
+        config = dataclasses.replace(config, trust_forwarded=trust_forwarded)
+    if admin is None:
+        admin = Admin.from_url(engine.redis_url)  # redis-py: admin paths, not the hot path
     app = falcon.App(media_type=falcon.MEDIA_JSON, middleware=[SecurityHeaders()])
     app.req_options.strip_url_path_trailing_slash = True
     app.add_error_handler(RedisError, storage_handler)
@@ -55,7 +81,7 @@ def create_app(engine: Engine, trust_forwarded: bool | int = False):
     app.add_error_handler(falcon.HTTPMethodNotAllowed, unrouted_handler(engine))
 
     def protocol(resource_cls):
-        return resource_cls(engine, trust_forwarded=trust_forwarded)
+        return resource_cls(engine, trust_forwarded=config.trust_forwarded)
 
     request = protocol(warrior.RequestResource)
     done = protocol(warrior.DoneResource)
@@ -74,13 +100,10 @@ def create_app(engine: Engine, trust_forwarded: bool | int = False):
     app.add_route("/{project}/stats.json", stats.StatsResource(engine))
     app.add_route("/backfeed/legacy/{name}", backfeed.BackfeedResource(engine))
     app.add_route("/static/{name}", stats_page.StaticResource())
-    admin = Admin.from_url(engine.redis_url)  # redis-py: admin paths, not the hot path
-    app.add_route("/metrics", metrics.MetricsResource(engine, admin.r))
-    admin_api.add_admin_routes(app, admin)
+    app.add_route("/metrics", metrics.MetricsResource(engine, admin.r, config.metrics_token))
+    admin_api.add_admin_routes(app, admin, config)
     admin_pages.add_admin_pages(app, admin)
-    app.add_route("/projects.json", admin_api.ProjectsDocument(admin))
-    app.add_route("/api/register.json", admin_api.RegisterWarrior(admin, trust_forwarded))
-    app.add_route("/api/update.json", admin_api.UpdateWarrior(admin, trust_forwarded))
+    hq_api.add_hq_routes(app, admin.r, config.trust_forwarded)
     app.add_route("/", front_page.FrontPage(engine, admin))
-    app.add_route("/{project}", stats_page.LeaderboardPage(engine))
+    app.add_route("/{project}", stats_page.LeaderboardPage(engine, config.live_url))
     return _collapse_slashes(app)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 import falcon
+import orjson
 
 from tracker_api.redact import redact
 from tracker_core.rawredis import RedisError
@@ -21,15 +22,33 @@ class Refused(Exception):
         self.project = project
 
 
+ADMIN_API_PREFIX = "/api/admin/"
+
+
+def read_bounded(req, limit: int, field: str, project: str | None = None) -> bytes:
+    """The request's body, refused with a 413 (counted under FIELD) past LIMIT bytes."""
+    if req.content_length is not None and req.content_length > limit:
+        raise Refused(413, f"body too large (limit {limit} bytes)", field, project)
+    raw = req.bounded_stream.read(limit + 1)
+    if len(raw) > limit:
+        raise Refused(413, f"body too large (limit {limit} bytes)", field, project)
+    return raw
+
+
 def answer(req, resp, status: int, reason: str) -> None:
-    """Answer STATUS with REASON: JSON with a status_code under /backfeed/, one text line elsewhere.
+    """Answer STATUS with REASON in the shape the path's clients read.
 
     Grab scripts decode every backfeed answer as JSON and read its status_code (a text answer
-    raises in the script instead of being retried); warriors read the protocol's plain text.
+    raises in the script instead of being retried); admin API clients read JSON ``{"error":
+    REASON}`` (one line, ended by a newline as the text answers are); warriors read the
+    protocol's plain text.
     """
     resp.status = status
     if req.path.startswith("/backfeed/"):
         resp.media = {"status_code": status, "reason": reason}
+    elif req.path.startswith(ADMIN_API_PREFIX):
+        resp.content_type = falcon.MEDIA_JSON
+        resp.data = orjson.dumps({"error": reason}) + b"\n"
     else:
         resp.content_type = falcon.MEDIA_TEXT
         resp.text = reason + "\n"
@@ -37,9 +56,7 @@ def answer(req, resp, status: int, reason: str) -> None:
 
 def refuse_handler(engine):
     def handle(req, resp, ex: Refused, params):
-        resp.status = ex.status
-        resp.content_type = falcon.MEDIA_TEXT
-        resp.text = ex.reason + "\n"
+        answer(req, resp, ex.status, ex.reason)
         try:
             # Only a project that exists gets the count; anything else would create its keys.
             known = ex.project is not None and engine.settings(ex.project) is not None

@@ -8,9 +8,9 @@ trip per project; no per-item or per-downloader series, so a scrape stays small 
 project grows.
 
 Who sees what: a scrape with ``Authorization: Bearer TOKEN``, where TOKEN is the metrics token
-(``TRACKER_METRICS_TOKEN``, for Prometheus: it grants nothing else) or a global admin token,
-gets every project and the refusals outside projects; a project admin's token adds its own
-project. Without a token (HAProxy's health check), only the projects listed for warriors, as
+(AppConfig.metrics_token, which the CLI takes from ``TRACKER_METRICS_TOKEN``; for Prometheus: it
+grants nothing else) or a global admin token, gets every project and the refusals outside
+projects; a project admin's token adds its own project. Without a token (HAProxy's health check), only the projects listed for warriors, as
 their public leaderboards show them: an unlisted project's name never reaches an anonymous
 caller. A token that is sent but wrong is a 401, counted.
 """
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import hmac
 import math
-import os
 import re
 
 from prometheus_client import CollectorRegistry
@@ -33,7 +32,6 @@ from tracker_core import keys as keyspace
 from tracker_core import stats as stats_mod
 from tracker_core.engine import Engine
 
-METRICS_TOKEN_ENV = "TRACKER_METRICS_TOKEN"
 # Counter fields of a project's stats hash -> (metric name, help). Request outcomes share one
 # metric with an outcome label.
 REQUEST_OUTCOMES = {
@@ -180,11 +178,10 @@ class TrackerCollector:
 
 
 class MetricsResource:
-    def __init__(self, engine: Engine, admin_redis=None, metrics_token: str | None = None):
+    def __init__(self, engine: Engine, admin_redis=None, metrics_token: str = ""):
         self.engine = engine
         self.auth = Authenticator(admin_redis) if admin_redis is not None else None
-        token = os.environ.get(METRICS_TOKEN_ENV, "") if metrics_token is None else metrics_token
-        self.metrics_token = token.strip()
+        self.metrics_token = metrics_token.strip()
 
     def _rights(self, req):
         """(visible, private) for the caller: see the module's docstring."""

@@ -8,7 +8,6 @@ served from the package itself, so the page loads nothing from other hosts.
 from __future__ import annotations
 
 import html
-import os
 from pathlib import Path
 
 import falcon
@@ -24,7 +23,6 @@ CONTENT_TYPES = {
     ".png": "image/png",
     ".svg": "image/svg+xml",
 }
-LIVE_URL_ENV = "TRACKER_LIVE_URL"  # the feed: ws://HOST:PORT, /PATH, :PORT; empty: next port up
 
 
 def _load_static() -> dict[str, tuple[bytes, str]]:
@@ -50,10 +48,12 @@ class StaticResource:
 
 
 class LeaderboardPage:
-    def __init__(self, engine: Engine, live_url: str | None = None):
+    def __init__(self, engine: Engine, live_url: str = ""):
+        """LIVE_URL: where the page opens the live feed (AppConfig.live_url; empty: the page's
+        own host, the next port up)."""
         self.engine = engine
         self.template = (STATIC_DIR / "leaderboard.html").read_text()
-        self.live_url = os.environ.get(LIVE_URL_ENV, "") if live_url is None else live_url
+        self.live_url = live_url
 
     def on_get(self, req, resp, project: str):
         settings = self.engine.settings(project)

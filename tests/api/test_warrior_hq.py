@@ -355,3 +355,26 @@ def test_online_means_a_heartbeat_within_the_window(web, r):
     r.zadd(keyspace.WARRIORS_SEEN, {beating: now - hq.ONLINE_WITHIN_MS - 1})  # just past
     assert hq.online_count(r) == 0
     assert hq.ONLINE_WITHIN_MS == 25 * 60_000  # two of seesaw's ten-minute updates, and 5 min
+
+
+def test_the_hq_endpoints_are_served_by_their_own_module(r, admin):
+    """hq_api alone, on a bare Falcon app: the three public endpoints need no admin API."""
+    import falcon
+
+    from tracker_api import admin_api, hq_api
+
+    admin.create_project(LISTED)
+    app = falcon.App()
+    hq_api.add_hq_routes(app, r)
+    web = testing.TestClient(app)
+    assert [p["name"] for p in web.simulate_get("/projects.json").json["projects"]] == [LISTED]
+    warrior_id = web.simulate_post(
+        "/api/register.json", headers=JSON, body=orjson.dumps({"warrior": {"version": "0.10.3"}})
+    ).json["warrior_id"]
+    update = {"warrior": {"warrior_id": warrior_id, "downloader": "alice", "selected_project": LISTED}}
+    res = web.simulate_post("/api/update.json", headers=JSON, body=orjson.dumps(update))
+    assert res.status_code == 200 and "projects" in res.json
+    assert r.zscore(keyspace.WARRIORS_SEEN, warrior_id) is not None
+    assert not any(
+        hasattr(admin_api, name) for name in ("ProjectsDocument", "RegisterWarrior", "UpdateWarrior")
+    )

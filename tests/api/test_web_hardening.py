@@ -17,6 +17,7 @@ from falcon import testing
 from support.cdp import Browser, find_chromium
 from support.processes import start_live_server, stop_live_server
 from tracker_api.app import create_app
+from tracker_api.config import AppConfig
 from tracker_core import hq
 from tracker_core import keys as keyspace
 from tracker_core.keys import ProjectKeys
@@ -329,11 +330,18 @@ def metric_projects(text) -> set[str]:
     }
 
 
+METRICS_TOKEN = "prometheus-secret-0123456789"
+
+
+def metrics_web(engine):
+    """The app as `tracker serve` builds it with a metrics token (AppConfig, not the environment)."""
+    return testing.TestClient(create_app(engine, config=AppConfig(metrics_token=METRICS_TOKEN)))
+
+
 @pytest.fixture
-def metrics_setup(admin, monkeypatch):
+def metrics_setup(admin):
     from tracker_core import tokens
 
-    monkeypatch.setenv("TRACKER_METRICS_TOKEN", "prometheus-secret-0123456789")
     admin.create_project("public")
     admin.create_project("hidden")
     admin.create_project("hidden2")
@@ -349,15 +357,15 @@ def scrape(web, token=None, scheme="Bearer"):
 
 
 def test_anonymous_metrics_show_only_listed_projects(engine, metrics_setup):
-    web = testing.TestClient(create_app(engine))
+    web = metrics_web(engine)
     res = scrape(web)
     assert res.status_code == 200 and metric_projects(res.text) == {"public"}
     assert "hidden" not in res.text and "tracker_refused" not in res.text
 
 
 def test_the_metrics_token_or_a_global_admin_token_sees_everything(engine, metrics_setup):
-    web = testing.TestClient(create_app(engine))
-    for token in ("prometheus-secret-0123456789", metrics_setup["global"]):
+    web = metrics_web(engine)
+    for token in (METRICS_TOKEN, metrics_setup["global"]):
         res = scrape(web, token)
         assert res.status_code == 200
         assert metric_projects(res.text) == {"public", "hidden", "hidden2"}
@@ -377,7 +385,7 @@ def test_the_metrics_token_or_a_global_admin_token_sees_everything(engine, metri
     ],
 )
 def test_a_wrong_metrics_token_is_refused_and_counted(engine, metrics_setup, r, token, scheme):
-    web = testing.TestClient(create_app(engine))
+    web = metrics_web(engine)
     res = scrape(web, token, scheme)
     assert res.status_code == 401 and "hidden" not in res.text
     assert (

@@ -1,0 +1,132 @@
+"""The warrior HQ's public endpoints: GET /projects.json, POST /api/register.json, /api/update.json.
+
+Unauthenticated, called by every seesaw Warrior: the projects document, a registration, and the
+heartbeat it sends every ten minutes. Whatever a warrior sends, it gets a 200 with what it needs
+to keep working (see RegisterWarrior and UpdateWarrior); only a body that is not a JSON object is
+refused. The registry's rules and bounds are tracker_core.hq's.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import falcon
+import orjson
+
+from tracker_api.client_ip import client_ip, throttle_key
+from tracker_api.errors import Refused, read_bounded
+from tracker_core import hq
+from tracker_core import keys as keyspace
+
+MAX_WARRIOR_BODY_BYTES = 64 << 10
+
+
+class ProjectsDocument:
+    def __init__(self, conn):
+        self.conn = conn
+
+    def on_get(self, req, resp):
+        resp.content_type = falcon.MEDIA_JSON
+        resp.data = orjson.dumps(hq.document(self.conn, req.prefix))
+
+
+def _warrior_body(req) -> dict:
+    raw = read_bounded(req, MAX_WARRIOR_BODY_BYTES, "admin_too_large")
+    try:
+        body = orjson.loads(raw or b"{}")
+    except orjson.JSONDecodeError:
+        raise Refused(400, "body is not valid JSON", "bad_json") from None
+    if type(body) is not dict:
+        raise Refused(400, "body must be a JSON object", "bad_json")
+    return body
+
+
+def _count(conn, *fields: str) -> None:
+    """Count refusals outside any project (GLOBAL_STATS), in one round trip."""
+    pipe = conn.pipeline(transaction=False)
+    for field in fields:
+        pipe.hincrby(keyspace.GLOBAL_STATS, field, 1)
+    pipe.execute()
+
+
+class RegisterWarrior:
+    """A warrior's first call: a new warrior id, recorded in the registry within its bounds.
+
+    Past a bound (the address's registrations this hour, the registry's size) nothing is
+    stored and the refusal is counted, but the answer is still a 200 with a fresh id: seesaw's
+    Warrior treats any other answer as an error and then skips its update, so it would load no
+    project list until its next try ten minutes later. With the id it loads the projects (an
+    update from an id the registry does not know is answered all the same) and works; it is
+    just not listed among the registered warriors.
+    """
+
+    def __init__(self, conn, trust_forwarded: bool | int = False):
+        self.conn = conn
+        self.trusted_proxies = int(trust_forwarded)
+
+    def on_post(self, req, resp):
+        body = _warrior_body(req)
+        warrior = body.get("warrior", {})
+        if not isinstance(warrior, dict):
+            raise Refused(400, "'warrior' must be an object", "bad_warrior")
+        ip = client_ip(req, self.trusted_proxies)
+        try:
+            warrior_id = hq.register(self.conn, warrior, ip, throttle_key(ip))
+        except ValueError as exc:
+            raise Refused(400, str(exc), "bad_warrior") from None
+        except hq.NotRegistered as exc:
+            _count(self.conn, exc.field)
+            warrior_id = uuid.uuid4().hex
+        resp.content_type = falcon.MEDIA_JSON
+        resp.data = orjson.dumps({"warrior_id": warrior_id})
+
+
+class UpdateWarrior:
+    """A warrior's heartbeat; answered with the projects document, known id or not.
+
+    seesaw's Warrior sends {"warrior": {"warrior_id", "lat_lng", "downloader",
+    "selected_project"}}; the same fields at the top level are taken too. The registry keeps
+    the valid ones (hq.heartbeat_fields) with the IP and the time. A field that is not valid is
+    not kept, counted (heartbeat_bad_FIELD) and named in the answer's "refused"; the answer is
+    still the document with a 200, as for an unknown id: it is the warrior's list of work, and
+    anything else makes seesaw drop its projects until the next update ten minutes later.
+    """
+
+    def __init__(self, conn, trust_forwarded: bool | int = False):
+        self.conn = conn
+        self.trusted_proxies = int(trust_forwarded)
+
+    def on_post(self, req, resp):
+        body = _warrior_body(req)
+        warrior = body.get("warrior")
+        if not isinstance(warrior, dict) or "warrior_id" not in warrior:
+            warrior = body
+        warrior_id = warrior.get("warrior_id")
+        document = hq.document(self.conn, req.prefix)
+        if isinstance(warrior_id, str) and 0 < len(warrior_id) <= 64:
+            fields, refused = hq.heartbeat_fields(warrior, req.user_agent)
+            self._heartbeat(warrior_id, fields, client_ip(req, self.trusted_proxies))
+            if refused:
+                _count(self.conn, *(f"heartbeat_bad_{field}" for field in refused))
+                document["refused"] = "; ".join(hq.HEARTBEAT_REASONS[f] for f in refused)
+        resp.content_type = falcon.MEDIA_JSON
+        resp.data = orjson.dumps(document)
+
+    def _heartbeat(self, warrior_id: str, fields: dict, ip: str) -> None:
+        if hq.heartbeat(self.conn, warrior_id, fields, ip) or not hq.WARRIOR_ID_RE.match(warrior_id):
+            return
+        # Forgotten (30 days silent, or the registry lost): seesaw never registers again, so its
+        # id is registered anew, under the registration throttle and bound.
+        try:
+            hq.register(
+                self.conn, {"version": fields.get("version", "")}, ip, throttle_key(ip), warrior_id=warrior_id
+            )
+            hq.heartbeat(self.conn, warrior_id, fields, ip)
+        except hq.NotRegistered as exc:
+            _count(self.conn, exc.field)
+
+
+def add_hq_routes(app, conn, trust_forwarded: bool | int = False) -> None:
+    app.add_route("/projects.json", ProjectsDocument(conn))
+    app.add_route("/api/register.json", RegisterWarrior(conn, trust_forwarded))
+    app.add_route("/api/update.json", UpdateWarrior(conn, trust_forwarded))
