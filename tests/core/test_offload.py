@@ -324,7 +324,7 @@ def test_abort_moves_staged_items_back_in_bounded_chunks(project, r, lease, tmp_
     assert scripts.run(r, "offload_abort", abort_keys, (lease.holder, "todo", 250)) == [250, 450]
     assert r.scard(K.todo) == 550 and r.hget(K.segment_queues, "#staged") == f"{number} todo"
     assert admin_counts(r) == 1000  # "crash" here: every item is still counted
-    monkeypatch.setattr(offload, "ABORT_CHUNK", 100)
+    monkeypatch.setattr(offload.staging, "ABORT_CHUNK", 100)  # what recover reads
     assert offload.recover(r, K, tmp_path, lease) == 450
     assert r.scard(K.todo) == 1000 and not r.hexists(K.segment_queues, "#staged")
     r.config_resetstat()

@@ -1,0 +1,72 @@
+"""The maintain lease: one maintainer at a time moves a project's segments.
+
+`{P}:maintain_lease` holds the holder's name with a TTL. Every script that stages, commits,
+aborts or refills checks the holder in the same atomic step, so a maintainer whose lease ran out
+(a long pass, a pause) can change nothing: its next step is refused with NOT_HOLDER, which
+`Lease.checked` turns into LeaseLost.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+import uuid
+
+from tracker_core import keys as keyspace
+from tracker_core import scripts
+from tracker_core.offload.registry import OffloadError
+
+LEASE_MS = 30_000
+NOT_HOLDER = -4  # what every lease-checking script answers to a maintainer without the lease
+
+
+class LeaseLost(RuntimeError):
+    """Another maintainer holds the project's lease now: stop this project's pass."""
+
+
+def default_holder() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+class Lease:
+    """One maintainer's hold on one project's lease; renewed between the steps of a pass."""
+
+    def __init__(self, client, k: keyspace.ProjectKeys, holder: str | None = None, lease_ms: int = LEASE_MS):
+        self.client = client
+        self.key = k.maintain_lease
+        self.holder = holder or default_holder()
+        self.lease_ms = lease_ms
+        self.renewed_at = -float("inf")
+
+    def take(self) -> bool:
+        """Take or renew the lease; False when another maintainer holds it."""
+        if scripts.run(self.client, "maintain_lease", (self.key,), (self.holder, self.lease_ms)) != 1:
+            return False
+        self.renewed_at = time.monotonic()
+        return True
+
+    def keep(self) -> None:
+        """Renew once a third of the lease has passed; raise LeaseLost when someone else has it."""
+        if (time.monotonic() - self.renewed_at) * 1000 >= self.lease_ms / 3 and not self.take():
+            raise LeaseLost(f"another maintainer holds {self.key}")
+
+    def release(self) -> None:
+        scripts.run(self.client, "maintain_lease", (self.key,), (self.holder, self.lease_ms, "release"))
+        self.renewed_at = -float("inf")
+
+    def checked(self, reply):
+        """REPLY of a lease-checking script; LeaseLost when it refused for want of the lease."""
+        code = reply[0] if isinstance(reply, list) else reply
+        if code == NOT_HOLDER:
+            raise LeaseLost(f"another maintainer holds {self.key}")
+        return reply
+
+
+def held_or_taken(client, k: keyspace.ProjectKeys, lease: Lease | None) -> Lease:
+    """LEASE, or a new one held for this call (OffloadError when another maintainer has it)."""
+    if lease is None:
+        lease = Lease(client, k)
+        if not lease.take():
+            raise OffloadError(f"another maintainer holds the lease of {k.project}")
+    return lease

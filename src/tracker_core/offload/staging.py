@@ -1,0 +1,195 @@
+"""Staging and refill: move items between a queue (or done) and segment files, crash-safely.
+
+- offload: items move queue -> `offloading` (one script, which also reserves the segment number
+  and records it with the source as '#staged'); the file is written to a temp name, fsynced,
+  renamed, the directory fsynced; only then one script registers the segment and drops
+  `offloading`. A crash before that leaves the items in `offloading` (counted as offloaded):
+  `recover` puts them back into their queue, a bounded chunk per script, and deletes the file.
+- refill: the file is read, one script puts its items into their queue and unregisters the
+  segment; only then is the file deleted. A crash in between leaves an unregistered file.
+- Unregistered files (a crash, a lost lease, a failed unlink) are deleted by `cleanup_files` once
+  older than STALE_FILE_S (younger ones may be an import between its file and its registration).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from tracker_core import keys as keyspace
+from tracker_core import scripts
+from tracker_core.offload.lease import Lease, LeaseLost, held_or_taken
+from tracker_core.offload.registry import OffloadError, registry, segment_sources, source_key, staged, text
+from tracker_core.offload.segment_file import UNREADABLE, read_segment, segment_path, write_segment
+
+STALE_FILE_S = 600  # unregistered files younger than this may be an import in progress
+ABORT_CHUNK = 10_000  # items put back per script: Redis stays responsive during a recovery
+# Script replies (see the headers of offload_stage, offload_abort and refill).
+STAGE_PENDING, WRONG_SOURCE, BAD_COUNT = -2, -5, -6
+
+
+def remove_number(directory: Path, project: str, number: int) -> None:
+    """Delete segment NUMBER's file and any temp file of it (it is not registered)."""
+    folder = Path(directory) / project
+    if folder.is_dir():
+        for path in folder.glob(f"{number}.*"):
+            if path.name.split(".", 1)[0] == str(number):
+                path.unlink(missing_ok=True)
+
+
+def recover(client, k: keyspace.ProjectKeys, directory: Path, lease: Lease | None = None) -> int:
+    """Put the items of an unfinished offload back where they came from; delete its file.
+
+    Runs under the lease, so the staging belongs to a maintainer that died or lost its lease:
+    its commit will be refused. Moves ABORT_CHUNK items per script (Redis stays responsive).
+    """
+    lease = held_or_taken(client, k, lease)
+    number, source = staged(client, k)
+    restored = 0
+    while True:
+        lease.keep()
+        moved, left = lease.checked(
+            scripts.run(
+                client,
+                "offload_abort",
+                (lease.key, k.offloading, k.segment_queues, source_key(k, source)),
+                (lease.holder, source, ABORT_CHUNK),
+            )
+        )
+        if moved == WRONG_SOURCE:  # restaged in between (not under our lease): look again
+            number, source = staged(client, k)
+            continue
+        restored += moved
+        if left == 0:
+            break
+    if number is not None:
+        remove_number(directory, k.project, number)
+    return restored
+
+
+def cleanup_files(
+    client,
+    k: keyspace.ProjectKeys,
+    directory: Path,
+    now_s: float | None = None,
+    min_age_s: float = STALE_FILE_S,
+) -> int:
+    """Delete files of PROJECT no registered segment refers to, once older than MIN_AGE_S."""
+    folder = Path(directory) / k.project
+    if not folder.is_dir():
+        return 0
+    paths = list(folder.iterdir())
+    registered = registry(client, k)
+    now_s = time.time() if now_s is None else now_s
+    removed = 0
+    for path in paths:
+        stem = path.name.split(".", 1)[0]
+        if stem.isdigit() and path.name == f"{int(stem)}.zst" and int(stem) in registered:
+            continue
+        if path.is_dir():  # log/: the done log's archive, cleaned by log_archive.cleanup
+            continue
+        try:
+            if now_s - path.stat().st_mtime > min_age_s:
+                path.unlink()
+                removed += 1
+        except FileNotFoundError:
+            pass
+    return removed
+
+
+def offload_one(
+    client,
+    k: keyspace.ProjectKeys,
+    directory: Path,
+    count: int,
+    lease: Lease | None = None,
+    source: str = "todo",
+) -> int:
+    """Move up to COUNT items of SOURCE into a new segment file; return how many moved."""
+    lease = held_or_taken(client, k, lease)
+    lease.keep()
+    reply = lease.checked(
+        scripts.run(
+            client,
+            "offload_stage",
+            (lease.key, source_key(k, source), k.offloading, k.segments, k.segment_queues),
+            (lease.holder, count, source),
+        )
+    )
+    if reply[0] == STAGE_PENDING:
+        raise OffloadError(f"an earlier offload of {k.project} is unfinished (recover it first)")
+    if reply[0] == 0:
+        return 0
+    if reply[0] < 0:  # a bad count or '#next': refused before anything moved
+        raise OffloadError(f"offload of {k.project} refused by Redis ({reply[0]})")
+    number, items = int(reply[0]), [text(i) for i in reply[1:]]
+    try:
+        write_segment(segment_path(directory, k.project, number), items)
+    except Exception:  # a full disk, a bad directory: put the items back before reporting
+        try:
+            recover(client, k, directory, lease)
+        except Exception:  # noqa: BLE001 - the next pass recovers them
+            pass
+        raise
+    lease.keep()
+    done = lease.checked(
+        scripts.run(
+            client,
+            "offload_commit",
+            (lease.key, k.offloading, k.segments, k.segment_queues, k.stats),
+            (lease.holder, number, len(items), source),
+        )
+    )
+    if done != 1:  # someone else aborted our staging: our file stays unregistered
+        raise LeaseLost(f"the staged set of {k.project} changed under this maintainer")
+    return len(items)
+
+
+def refill_one(
+    client,
+    k: keyspace.ProjectKeys,
+    directory: Path,
+    lease: Lease | None = None,
+    queue: str = "todo",
+    skip: set | None = None,
+) -> int:
+    """Put QUEUE's oldest readable segment back into QUEUE; return its items (-1: none left).
+
+    Segments whose file is missing or unreadable are added to SKIP (and left registered, still
+    counted, for an admin to look at), so one bad file does not stop the refill of the others.
+    """
+    lease = held_or_taken(client, k, lease)
+    skip = set() if skip is None else skip
+    passed: set = set()
+    while True:
+        numbers = sorted(
+            n
+            for n, q in segment_sources(client, k).items()
+            if q == queue and n not in skip and n not in passed
+        )
+        if not numbers:
+            return -1
+        number = numbers[0]
+        path = segment_path(directory, k.project, number)
+        try:
+            items = read_segment(path)
+        except UNREADABLE:
+            skip.add(number)
+            continue
+        lease.keep()
+        refilled = lease.checked(
+            scripts.run(
+                client,
+                "refill",
+                (lease.key, k.segments, k.segment_queues, source_key(k, queue), k.stats),
+                (lease.holder, number, queue, *items),
+            )
+        )
+        if refilled >= 0:
+            path.unlink(missing_ok=True)
+            return refilled
+        if refilled == BAD_COUNT:
+            skip.add(number)
+        elif refilled == WRONG_SOURCE:  # not this queue's after all: leave it to its own
+            passed.add(number)
+        # -1: exported or refilled meanwhile, so no longer listed; look again
