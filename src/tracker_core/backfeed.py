@@ -3,9 +3,10 @@
 Items discovered by workers arrive as one body joined by a delimiter; each is queued to
 ``todo:backfeed`` (or the queue its shard is mapped to) only if the project's Bloom filter has
 never seen its dedup key, the part before the first ``itemseparator`` when one is given.
-Like every way in, backfeed classifies: an item whose dedup key matches a pattern or item-type
-limit is held in the limit's sub-queue instead (unless its shard maps to one downloader's own
-queue), through the same Bloom filter call, so it is deduplicated exactly like the others.
+Like every way in, backfeed passes tracker_core.intake: an item whose dedup key matches a pattern
+or item-type limit is held in the limit's sub-queue instead (unless its shard maps to one
+downloader's own queue), through the same Bloom filter call, so it is deduplicated exactly like
+the others.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from tracker_core import backfeed_secrets, bloom, protocol
+from tracker_core import backfeed_secrets, bloom, intake, protocol
 from tracker_core import limits as limits_mod
 
 SHARD_MAP_TTL_S = 1.0  # an admin's new shard mapping reaches every process within a second
@@ -215,43 +216,29 @@ class Backfeed:
         # The engine's compiled limits: reloaded when the settings age moves, which its
         # settings cache notices within a second even in a process that only takes backfeed.
         compiled = None if owner else self.engine.limits(project)
-        if compiled is not None and not compiled.limits:
-            compiled = None
         k = self.engine.keys(project)
         held = 0
         try:
             for start in range(0, len(entries), self.batch):
-                part = entries[start : start + self.batch]
-                part_keys = dedup_keys[start : start + self.batch]
-                groups = [(part, part_keys, target)]
-                if compiled is not None:
-                    names = [
-                        key.decode("utf-8", "surrogateescape") if isinstance(key, bytes) else key
-                        for key in part_keys
-                    ]
-                    groups = limits_mod.split_entries(part, part_keys, compiled.names_of(names), target, k)
-                for group, group_keys, group_target in groups:
-                    # The bound counts the same three places for both halves of a batch: the
-                    # target queue, the held items and their way-in set.
-                    counted = (target or k.backfeed) if group_target == k.limited_in else None
-                    result = f.add(
-                        group,
-                        group_keys,
-                        target=group_target,
-                        owner=owner,
-                        secret_digest=digest,
-                        shard=shard,
-                        fields=("backfeed_new", "backfeed_seen"),
-                        bound=bound,
-                        counted=counted,
-                    )
-                    if result.status != bloom.OK:
-                        outcome.status = result.status
-                        return outcome
-                    outcome.new += result.new
-                    outcome.seen += result.seen
-                    if group_target == k.limited_in:
-                        held += result.new
+                result = intake.enqueue(
+                    f,
+                    k,
+                    entries[start : start + self.batch],
+                    dedup_keys[start : start + self.batch],
+                    target,
+                    owner,
+                    compiled,
+                    secret_digest=digest,
+                    shard=shard,
+                    fields=("backfeed_new", "backfeed_seen"),
+                    bound=bound,
+                )
+                outcome.new += result.new
+                outcome.seen += result.seen
+                held += result.held
+                if result.status != bloom.OK:
+                    outcome.status = result.status
+                    return outcome
         finally:
             if held:
                 limits_mod.hold_new(self.engine.conn, k)

@@ -12,16 +12,16 @@ from collections.abc import Iterable, Iterator
 import redis
 
 from tracker_core import blocks as blocks_mod
-from tracker_core import bloom, scripts
+from tracker_core import bloom, census, intake, scripts
 from tracker_core import keys as keyspace
 from tracker_core import limits as limits_mod
-from tracker_core import offload as offload_mod
 from tracker_core import settings as settings_mod
 from tracker_core.admin.context import AdminContext, connect
 from tracker_core.admin.errors import AdminError
 
-ADD_BATCH = 5000
-NOT_UTF8 = "not_utf8"  # a name refused on its own; counted in stats as items_refused_not_utf8
+ADD_BATCH = intake.ADD_BATCH
+NOT_UTF8 = intake.NOT_UTF8
+valid_utf8 = intake.valid_utf8
 # Redo (re-queue done or seen items on purpose): the queue it fills unless told otherwise (served
 # after todo, backfeed and secondary), names per script call (one call blocks Redis while it
 # runs), and what the script answers, in its order, then what the caller adds.
@@ -39,17 +39,6 @@ REDO_FIELDS = (
     "maybe_offloaded",
 )
 REDO_SKIP_FIELDS = ("out", "queued", "dead", "offloaded", "not_seen", "maybe_offloaded", "not_utf8")
-
-
-def valid_utf8(name: str) -> bool:
-    """Whether NAME (read with surrogateescape) was valid UTF-8: an undecodable byte became a
-    lone surrogate. A warrior gets names as JSON text, so such a name could be claimed but
-    never answered, and its whole multi claim would be stranded."""
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _now_ms() -> int:
@@ -225,117 +214,12 @@ class Admin:
         batch: int = ADD_BATCH,
         refused: dict | None = None,
     ) -> Iterator[tuple[int, int]]:
-        """Queue NAMES in batches; yield (added, duplicates) per batch so callers show progress.
-
-        A name that was not valid UTF-8 is refused on its own (the rest of the batch is added),
-        counted in the project's stats (items_refused_not_utf8) and in REFUSED[NOT_UTF8].
-        """
-        k = self._keys(project)
-        try:
-            target, owner = k.queue_and_owner(queue)
-        except ValueError as exc:
-            raise AdminError(str(exc)) from None
-        # Every way in passes the project's Bloom filter, so backfeed never re-queues an item
-        # loaded here and a name seen before (queued, claimed or done) is counted and dropped.
-        seen_filter = bloom.BloomFilter(self.r, k)
-        # Items that match a limit are held in its sub-queue (classified once, here), unless
-        # they go to one downloader's own queue.
-        held = None if owner else limits_mod.CompiledLimits(limits_mod.load(self.r, k))
-
-        def add(chunk: list[str]) -> tuple[int, int]:
-            added = duplicates = 0
-            for start in range(0, len(chunk), bloom.BATCH):  # short scripts: Redis stays responsive
-                part = chunk[start : start + bloom.BATCH]
-                groups = [(part, part, target)]
-                if held is not None and held.limits:
-                    groups = limits_mod.split_entries(part, part, held.names_of(part), target, k)
-                for entries, dedup_keys, group_target in groups:
-                    result = seen_filter.add(entries, dedup_keys, target=group_target, owner=owner)
-                    if result.status != bloom.OK:
-                        return (-1, 0)
-                    added += result.new
-                    duplicates += result.seen
-                    if group_target == k.limited_in and result.new:
-                        limits_mod.hold_new(self.r, k)
-            return (added, duplicates)
-
-        refused = {} if refused is None else refused
-        bad = 0
-
-        def count_refused() -> None:  # once per batch, not once per name
-            nonlocal bad
-            if bad:
-                self.r.hincrby(k.stats, "items_refused_not_utf8", bad)
-                refused[NOT_UTF8] = refused.get(NOT_UTF8, 0) + bad
-                bad = 0
-
-        chunk: list[str] = []
-        for name in names:
-            if not name:
-                continue
-            if not valid_utf8(name):
-                bad += 1
-                continue
-            chunk.append(name)
-            if len(chunk) >= batch:
-                count_refused()
-                yield add(chunk)
-                chunk = []
-        count_refused()
-        if chunk:
-            yield add(chunk)
+        """Queue NAMES in batches (tracker_core.intake.add); yield (added, duplicates) per batch."""
+        return intake.add(self.r, self._keys(project), names, queue, batch, refused)
 
     def status(self, project: str) -> dict:
-        """Size of every queue, out and done, and the counters (JSON-ready)."""
-        k = self._keys(project)
-        owners = sorted(self.r.smembers(k.downloader_queues))
-        pipe = self.r.pipeline(transaction=False)
-        for key in k.shared_queues():
-            pipe.scard(key)
-        for owner in owners:
-            pipe.scard(k.downloader_queue(owner))
-        pipe.zcard(k.out)
-        pipe.scard(k.done)
-        pipe.hgetall(k.stats)
-        pipe.zcard(k.limited)
-        pipe.scard(k.limited_in)
-        pipe.hlen(k.dead)
-        pipe.hgetall(k.segments)
-        pipe.scard(k.offloading)
-        pipe.hgetall(k.segment_queues)
-        replies = pipe.execute()
-        shared = dict(zip(keyspace.SHARED_QUEUES, replies[:4]))
-        per_downloader = {o: n for o, n in zip(owners, replies[4 : 4 + len(owners)]) if n}
-        (out, done_kept, stats, held, held_in, dead, segments, offloading, sources) = replies[
-            4 + len(owners) :
-        ]
-        counters = {f: int(v) for f, v in stats.items()}
-        segments = {n: int(c) for n, c in segments.items() if not n.startswith("#")}
-        # Offloaded items: in segment files, or on their way to one (not in todo_total), per
-        # queue they came from; done items offloaded (done_mode=offload) are counted apart.
-        by_source = dict.fromkeys(offload_mod.QUEUES, 0) | {offload_mod.DONE: 0}
-        for number, n in segments.items():
-            by_source[sources.get(number, "todo")] += n
-        staged = sources.get(offload_mod.STAGED_FIELD, "0 todo").partition(" ")[2]
-        by_source[staged] = by_source.get(staged, 0) + offloading
-        done_offloaded = by_source.pop(offload_mod.DONE)
-        offloaded = sum(by_source.values())
-        queued = sum(shared.values()) + sum(per_downloader.values()) + held + held_in
-        return {
-            "project": project,
-            # "limited": items held back by a pattern limit (in its sub-queue or on their way in).
-            "queues": {**shared, "downloader": per_downloader, "limited": held + held_in},
-            "todo_total": queued,
-            "out": out,
-            "dead": dead,
-            "offloaded": offloaded,
-            "offloaded_queues": by_source,
-            "segments": len(segments),
-            "done": counters.get("items_done", 0),
-            "done_kept": done_kept,
-            "done_offloaded": done_offloaded,
-            "counters": counters,
-        }
+        """Where every item is (tracker_core.census.project_status), JSON-ready."""
+        return census.project_status(census.redis_py_runner(self.r), self._keys(project))
 
     # -- pattern and item-type limits (tracker_core.limits) -------------------------------------
 

@@ -1,0 +1,71 @@
+"""The one way items the project already had go back into a queue: release of claims, requeue
+of dead items, queue moves and redo.
+
+Into a shared queue, an item one of the project's limits matches is held in the limit's
+sub-queue instead, like a new one (tracker_core.intake): the names are classified at the
+project's settings age, the script files the held ones in the way-in set and refuses when the
+age moved since (the limits may have changed), and the call is made again with the limits read
+anew; the last attempt does not check, so a stream of limit changes cannot stop a give-back
+(maintenance's reclassify follows up). Then hold_new files the held items. A downloader's own
+queue takes every item as it is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from tracker_core import keys as keyspace
+from tracker_core import limits as limits_mod
+
+ATTEMPTS = 3
+STALE_AGE = limits_mod.STALE_AGE  # a script's code when the caller classified at another age
+
+
+def reply_code(reply) -> int:
+    """The code of a script reply: the number itself, or the first field of a list or tuple."""
+    return int(reply[0]) if isinstance(reply, (list, tuple)) else int(reply)
+
+
+def fresh_limits(conn, k: keyspace.ProjectKeys) -> Callable[[], tuple[str, limits_mod.CompiledLimits | None]]:
+    """A classifier for give_back that reads the age and the limits from Redis on every attempt
+    (the admin paths; the hot path passes its cached ones)."""
+    return lambda: limits_mod.current(conn, k)
+
+
+def give_back(
+    conn,
+    k: keyspace.ProjectKeys,
+    names: Sequence[str],
+    call: Callable[[str, list[str]], object],
+    *,
+    owner: str = "",
+    classify: Callable[[], tuple[str, limits_mod.CompiledLimits | None]] | None = None,
+    held_filed: Callable[[object, list[str]], bool] | None = None,
+    on_stale: Callable[[object], None] | None = None,
+    attempts: int = ATTEMPTS,
+):
+    """Give NAMES back through CALL(age, held) -> the script's reply, and return that reply.
+
+    HELD is, per name, "LIMIT\\0NAME" when a limit matches it and '' otherwise (all '' for
+    OWNER's own queue); AGE is the settings age they were classified at ('' on the last
+    attempt: no check). CLASSIFY() -> (age, compiled limits) defaults to a fresh read. A reply
+    whose code is STALE_AGE is retried (after ON_STALE(reply)); a script without an age check
+    never answers it. HELD_FILED(reply, held) says whether the script filed held items (by
+    default: a positive count and any held entry); then hold_new files them.
+    """
+    classify = classify or fresh_limits(conn, k)
+    reply = None
+    held: list[str] = []
+    for attempt in range(attempts):
+        age, compiled = classify()
+        held = [""] * len(names) if owner else limits_mod.held_entries(compiled, list(names))
+        reply = call("" if attempt == attempts - 1 else age, held)
+        if isinstance(reply, (list, tuple)) and reply_code(reply) == STALE_AGE:
+            if on_stale is not None:
+                on_stale(reply)
+            continue
+        break
+    filed = held_filed(reply, held) if held_filed is not None else reply_code(reply) > 0 and any(held)
+    if filed:
+        limits_mod.hold_new(conn, k)
+    return reply
