@@ -13,19 +13,23 @@ from __future__ import annotations
 import os
 import signal
 import sys
-import time
 from dataclasses import dataclass
 
 import bjoern
 
 from tracker_api import bodycap, redact
 from tracker_api.app import create_app
+from tracker_api.config import AppConfig
 from tracker_api.connguard import ConnectionGuard, raise_nofile_limit
-from tracker_core.embedded import die_with_parent
+from tracker_core import processes
 from tracker_core.engine import Engine
 
 # The largest body any route takes (an admin item list as text, 64 MB) plus its form framing.
 DEFAULT_MAX_BODY_BYTES = (64 << 20) + (64 << 10)
+
+# A worker that dies is replaced at once; one that keeps dying within a second (say, libev's
+# epoll_create failing at the descriptor limit) waits up to a second between tries, never spins.
+WORKER_BACKOFF = dict(first_s=0.0, min_s=0.05, max_s=1.0, healthy_after_s=1.0)
 
 
 @dataclass(frozen=True)
@@ -38,20 +42,20 @@ class Limits:
     body_budget_bytes: int = 2 * DEFAULT_MAX_BODY_BYTES  # all unfinished bodies of a worker
 
 
-def _worker(sock, redis_url: str, trust_forwarded: bool, limits: Limits, parent: int) -> None:
+def make_app(redis_url: str, config: AppConfig):
+    """The app one worker serves, with its own Engine (built after the fork: no shared socket)."""
+    engine = Engine(redis_url, memory_guard_percent=config.memory_guard_percent)
+    return create_app(engine, config=config)
+
+
+def _worker(sock, redis_url: str, config: AppConfig, limits: Limits) -> None:
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    die_with_parent(signal.SIGKILL)
-    if os.getppid() != parent:  # the parent died before the line above took effect
-        os._exit(0)
-    app = create_app(Engine(redis_url), trust_forwarded=trust_forwarded)
+    app = make_app(redis_url, config)
     guard = ConnectionGuard(
         sock, limits.idle_timeout_s, limits.request_timeout_s, limits.max_body_bytes
     ).start()
-    try:
-        bodycap.run_capped(sock, app, limits.max_body_bytes, limits.body_budget_bytes, guard)
-    finally:
-        os._exit(0)
+    bodycap.run_capped(sock, app, limits.max_body_bytes, limits.body_budget_bytes, guard)
 
 
 def serve(
@@ -59,60 +63,35 @@ def serve(
     host: str,
     port: int,
     workers: int,
-    trust_forwarded: bool = False,
+    config: AppConfig = AppConfig(),
     ready=None,
     limits: Limits = Limits(),
 ) -> None:
     """Bind HOST:PORT and run WORKERS bjoern processes until SIGTERM/SIGINT."""
+    if not isinstance(config, AppConfig):  # the old trust_forwarded, until the CLI passes a config
+        config = AppConfig(trust_forwarded=config)
     redact.install()
     raise_nofile_limit()
-    parent = os.getpid()
     sock = bjoern.bind_and_listen(host, port, listen_backlog=4096)
-    children: dict[int, int] = {}
-    stopping = False
-
-    def spawn(slot: int) -> None:
-        pid = os.fork()
-        if pid == 0:
-            _worker(sock, redis_url, trust_forwarded, limits, parent)
-        children[pid] = slot
-
-    def stop(*_):
-        nonlocal stopping
-        stopping = True
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    for slot in range(workers):
-        spawn(slot)
-    print(
-        f"tracker: serving on http://{host}:{sock.getsockname()[1]} with {workers} "
-        f"worker(s), Redis {redact.redact(redis_url)}",
-        file=sys.stderr,
-        flush=True,
-    )
-    if ready is not None:
-        ready()
-    while not stopping:
-        try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            break
-        if pid == 0:
-            time.sleep(0.2)
-            continue
-        slot = children.pop(pid, None)
-        if slot is not None and not stopping:
-            print(f"tracker: worker {pid} exited ({status}); restarting", file=sys.stderr, flush=True)
-            spawn(slot)
-    for pid in list(children):
-        try:
-            os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-    for pid in list(children):
-        try:
-            os.waitpid(pid, 0)
-        except ChildProcessError:
-            pass
-    sock.close()
+    supervisor = processes.Supervisor()
+    supervisor.stop_on_signals()
+    try:
+        for _ in range(workers):
+            # SIGKILL when the parent dies: a worker must never outlive it and hold the port.
+            supervisor.add(
+                "worker",
+                lambda: processes.fork(lambda: _worker(sock, redis_url, config, limits)),
+                processes.Backoff(**WORKER_BACKOFF),
+            )
+        print(
+            f"tracker: serving on http://{host}:{sock.getsockname()[1]} with {workers} "
+            f"worker(s), Redis {redact.redact(redis_url)}",
+            file=sys.stderr,
+            flush=True,
+        )
+        if ready is not None:
+            ready()
+        supervisor.run()
+    finally:
+        supervisor.stop_all()
+        sock.close()

@@ -7,26 +7,17 @@ answer or close every connection within a bound and keep a worker's memory bound
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
 import time
 
 import pytest
 
-from support.paths import TRACKER_BIN
-from support.processes import stop_process, wait_for_port
-from tracker_core.embedded import free_port
+from support.processes import ServerProcess as Server
+from support.raw_http import read_until_closed, status_line
 
 IDLE_S = 2.0
 REQUEST_S = 3.0
 # The guard scans every quarter of the shorter timeout: a close comes at most that late.
 BOUND_S = 1.5
-
-
-def children(pid: int) -> list[int]:
-    with open(f"/proc/{pid}/task/{pid}/children") as f:
-        return [int(p) for p in f.read().split()]
 
 
 def proc_status(pid: int, field: str) -> int:
@@ -35,61 +26,6 @@ def proc_status(pid: int, field: str) -> int:
             if line.startswith(field + ":"):
                 return int(line.split()[1])
     raise KeyError(field)
-
-
-def cpu_s(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-class Server:
-    def __init__(self, redis_url: str, *options: str, workers: int = 1, preexec_fn=None):
-        self.port = free_port()
-        env = dict(os.environ, TRACKER_REDIS_URL=redis_url)
-        self.process = subprocess.Popen(
-            [str(TRACKER_BIN), "serve", "--port", str(self.port), "--workers", str(workers), *options],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            preexec_fn=preexec_fn,
-        )
-        wait_for_port(self.port, process=self.process)
-        deadline = time.monotonic() + 10
-        while len(children(self.process.pid)) < workers and time.monotonic() < deadline:
-            time.sleep(0.05)
-        self.workers = children(self.process.pid)
-
-    def stop(self):
-        stop_process(self.process)
-
-    def connect(self, timeout_s: float = 10.0) -> socket.socket:
-        sock = socket.create_connection(("127.0.0.1", self.port), timeout=timeout_s)
-        return sock
-
-    def get(self, path: str = "/metrics") -> bytes:
-        with self.connect() as sock:
-            sock.sendall(f"GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n".encode())
-            return read_until_closed(sock, 10)[0]
-
-
-def read_until_closed(sock: socket.socket, limit_s: float) -> tuple[bytes, float | None]:
-    """Everything the server sends, and after how many seconds it closed (None: still open)."""
-    started = time.monotonic()
-    got = b""
-    while True:
-        left = limit_s - (time.monotonic() - started)
-        if left <= 0:
-            return got, None
-        sock.settimeout(left)
-        try:
-            chunk = sock.recv(65536)
-        except TimeoutError:
-            return got, None
-        except ConnectionResetError:
-            return got, time.monotonic() - started
-        if not chunk:
-            return got, time.monotonic() - started
-        got += chunk
 
 
 @pytest.fixture
@@ -105,10 +41,6 @@ def server(redis_url):
     )
     yield s
     s.stop()
-
-
-def status_line(answer: bytes) -> bytes:
-    return answer.split(b"\r\n", 1)[0]
 
 
 UPGRADE_WS = (

@@ -10,8 +10,9 @@ import time
 
 import pytest
 import redis
-from test_http_hardening import Server, read_until_closed, status_line
 
+from support.processes import ServerProcess as Server
+from support.raw_http import read_until_closed, status_line
 from tracker_api.connguard import TIMEOUT_408, ConnectionGuard
 from tracker_core.admin import Admin
 from tracker_core.embedded import EmbeddedRedis, free_port

@@ -16,40 +16,29 @@ import urllib.request
 
 import pytest
 import redis
-from test_http_hardening import Server, children, cpu_s, read_until_closed, status_line
 
 from support.paths import TRACKER_BIN
-from support.processes import wait_for_port
-from tracker_core.embedded import EmbeddedRedis, free_port
-
-
-def descendants(pid: int) -> list[int]:
-    found, todo = [], [pid]
-    while todo:
-        try:
-            kids = children(todo.pop())
-        except OSError:
-            continue
-        found += kids
-        todo += kids
-    return found
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
+from support.processes import ServerProcess as Server
+from support.processes import (
+    alive,
+    cpu_s,
+    descendants,
+    free_port,
+    port_open,
+    start_serve,
+    stop,
+    stop_pids,
+    wait_for,
+    wait_for_port,
+)
+from support.processes import children_of as children
+from support.raw_http import read_until_closed, status_line
+from tracker_core.embedded import EmbeddedRedis
 
 
 def wait_gone(pids, timeout_s: float) -> list[int]:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        left = [p for p in pids if alive(p)]
-        if not left:
-            return []
-        time.sleep(0.05)
+    """The pids of PIDS still alive after up to TIMEOUT_S."""
+    wait_for(lambda: not any(alive(p) for p in pids), timeout_s)
     return [p for p in pids if alive(p)]
 
 
@@ -59,45 +48,30 @@ def get(port: int, path: str = "/metrics", timeout_s: float = 5.0) -> int:
 
 
 def kill_all(pids):
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+    stop_pids(pids, timeout_s=0, sig=signal.SIGKILL)
 
 
 # -- kill -9 of the parent ---------------------------------------------------------------
 
 
 def test_workers_die_with_a_killed_serve_and_the_port_is_free_again(redis_url):
+    """kill -9 gives `tracker serve` no chance to stop its workers: the kernel must (their
+    parent-death signal), or they keep serving and the next serve finds the port taken."""
     first = Server(redis_url, workers=2)
     workers = list(first.workers)
     assert len(workers) == 2
+    assert get(first.port) == 200
+    again = None
     try:
         first.process.send_signal(signal.SIGKILL)
         first.process.wait()
         assert wait_gone(workers, 5) == [], "workers outlived their parent"
-        again = subprocess.Popen(
-            [
-                str(TRACKER_BIN),
-                "--redis-url",
-                redis_url,
-                "serve",
-                "--port",
-                str(first.port),
-                "--workers",
-                "1",
-            ],
-            stdin=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )
-        try:
-            wait_for_port(first.port, process=again)
-            assert get(first.port) == 200
-        finally:
-            again.terminate()
-            again.wait(timeout=10)
+        assert not port_open(first.port), "something still serves the killed server's port"
+        again, _ = start_serve(redis_url, port=first.port, capture=True)
+        assert get(first.port) == 200
+        assert not any("in use" in line for line in again.lines), again.lines
     finally:
+        stop(again)
         kill_all(workers)
 
 

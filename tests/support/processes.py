@@ -1,27 +1,112 @@
-"""Start, wait for and stop the real server and other processes the tests drive."""
+"""The real server as the tests start it: `tracker serve` over tracker_core.processes.
+
+Starting, waiting and stopping are tracker_core.processes' own (re-exported here for the tests
+that import them from support); this module only knows how the tests run the server.
+"""
 
 from __future__ import annotations
 
 import os
 import socket
 import subprocess
-import time
 
 from support.paths import TRACKER_BIN
-from tracker_core.embedded import free_port
+from support.raw_http import read_until_closed
+from tracker_core.processes import (
+    alive,
+    children_of,
+    free_port,
+    port_open,
+    start,
+    stop,
+    stop_pids,
+    wait_for,
+    wait_for_line,
+    wait_for_port,
+)
+
+__all__ = [
+    "LiveServer",
+    "ServerProcess",
+    "alive",
+    "children_of",
+    "cpu_s",
+    "descendants",
+    "free_port",
+    "port_open",
+    "start",
+    "start_live_server",
+    "start_serve",
+    "stop",
+    "stop_live_server",
+    "stop_pids",
+    "stop_process",
+    "wait_for",
+    "wait_for_line",
+    "wait_for_port",
+]
+
+stop_process = stop
 
 
-def wait_for_port(port: int, timeout_s: float = 15.0, process=None) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if process is not None and process.poll() is not None:
-            raise RuntimeError(f"server exited with {process.returncode}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f"nothing listens on port {port}")
+def cpu_s(pid: int) -> float:
+    """User plus system CPU seconds PID has used."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def descendants(pid: int) -> list[int]:
+    """PID's children, their children and so on."""
+    found, todo = [], [pid]
+    while todo:
+        kids = children_of(todo.pop())
+        found += kids
+        todo += kids
+    return found
+
+
+def start_serve(
+    redis_url: str,
+    *options: str,
+    port: int | None = None,
+    workers: int = 1,
+    env: dict | None = None,
+    preexec=None,
+    **start_kwargs,
+) -> tuple[subprocess.Popen, int]:
+    """`tracker serve` on PORT (a free one by default) with WORKERS workers, once it listens."""
+    port = free_port() if port is None else port
+    process = start(
+        [TRACKER_BIN, "serve", "--port", str(port), "--workers", str(workers), *options],
+        env=dict(env if env is not None else os.environ, TRACKER_REDIS_URL=redis_url),
+        preexec=preexec,
+        **start_kwargs,
+    )
+    if start_kwargs.get("capture"):  # its ready line; the output is then read on into .lines
+        wait_for_line(process, "serving on", timeout_s=15)
+    wait_for_port(port, process)
+    return process, port
+
+
+class ServerProcess:
+    """`tracker serve` with its workers started, on a free port; OPTIONS go to `serve`."""
+
+    def __init__(self, redis_url: str, *options: str, workers: int = 1, preexec_fn=None):
+        self.process, self.port = start_serve(redis_url, *options, workers=workers, preexec=preexec_fn)
+        wait_for(lambda: len(children_of(self.process.pid)) >= workers, 10)
+        self.workers = children_of(self.process.pid)
+
+    def stop(self) -> None:
+        stop(self.process)
+
+    def connect(self, timeout_s: float = 10.0) -> socket.socket:
+        return socket.create_connection(("127.0.0.1", self.port), timeout=timeout_s)
+
+    def get(self, path: str = "/metrics") -> bytes:
+        with self.connect() as sock:
+            sock.sendall(f"GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n".encode())
+            return read_until_closed(sock, 10)[0]
 
 
 class LiveServer:
@@ -32,26 +117,10 @@ class LiveServer:
 
 
 def start_live_server(redis_url: str, workers: int = 2, extra_env: dict | None = None) -> LiveServer:
-    port = free_port()
-    env = dict(os.environ, TRACKER_REDIS_URL=redis_url, **(extra_env or {}))
-    process = subprocess.Popen(
-        [str(TRACKER_BIN), "serve", "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers)],
-        env=env,
-        stdin=subprocess.DEVNULL,
-    )
-    wait_for_port(port, process=process)
+    env = dict(os.environ, **(extra_env or {}))
+    process, port = start_serve(redis_url, "--host", "127.0.0.1", workers=workers, env=env)
     return LiveServer(process, port)
 
 
-def stop_process(process: subprocess.Popen, timeout_s: float = 10) -> None:
-    """SIGTERM PROCESS and wait; SIGKILL it if it has not exited after TIMEOUT_S."""
-    process.terminate()
-    try:
-        process.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-
-
 def stop_live_server(server: LiveServer) -> None:
-    stop_process(server.process)
+    stop(server.process)
