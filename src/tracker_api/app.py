@@ -104,6 +104,6 @@ def create_app(
     admin_api.add_admin_routes(app, admin, config)
     admin_pages.add_admin_pages(app, admin)
     hq_api.add_hq_routes(app, admin.r, config.trust_forwarded)
-    app.add_route("/", front_page.FrontPage(engine, admin))
+    app.add_route("/", front_page.FrontPage(engine, admin.r))
     app.add_route("/{project}", stats_page.LeaderboardPage(engine, config.live_url))
     return _collapse_slashes(app)

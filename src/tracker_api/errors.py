@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import html
 import sys
 
 import falcon
 import orjson
 
 from tracker_api.redact import redact
+from tracker_core.admin.errors import AdminError, Conflict, NotFound
 from tracker_core.rawredis import RedisError
 
 
@@ -23,6 +25,24 @@ class Refused(Exception):
 
 
 ADMIN_API_PREFIX = "/api/admin/"
+MAX_REASON_CHARS = 300
+
+# The admin faces' one error map (API and pages alike): a verb's typed refusal -> HTTP status
+# and the counter it is counted under. The type decides, never the message's text. A base
+# AdminError (no subtype) is bad input. Redis unreachable is not here: redis-py's errors reach
+# storage_handler (503) from any path.
+ADMIN_ERROR_STATUS = (
+    (NotFound, 404, "admin_bad_request"),
+    (Conflict, 409, "admin_conflict"),
+    (AdminError, 400, "admin_bad_request"),
+)
+
+
+def admin_refusal(exc: AdminError, project: str | None) -> Refused:
+    """The refusal a verb's typed error becomes: its status, its first line, its counter."""
+    status, field = next((s, f) for kind, s, f in ADMIN_ERROR_STATUS if isinstance(exc, kind))
+    reason = (str(exc).splitlines() or ["bad request"])[0][:MAX_REASON_CHARS]
+    return Refused(status, reason, field, project)
 
 
 def read_bounded(req, limit: int, field: str, project: str | None = None) -> bytes:
@@ -40,8 +60,8 @@ def answer(req, resp, status: int, reason: str) -> None:
 
     Grab scripts decode every backfeed answer as JSON and read its status_code (a text answer
     raises in the script instead of being retried); admin API clients read JSON ``{"error":
-    REASON}`` (one line, ended by a newline as the text answers are); warriors read the
-    protocol's plain text.
+    REASON}`` (one line, ended by a newline as the text answers are); the admin pages show it
+    in a page a browser renders; warriors read the protocol's plain text.
     """
     resp.status = status
     if req.path.startswith("/backfeed/"):
@@ -49,9 +69,23 @@ def answer(req, resp, status: int, reason: str) -> None:
     elif req.path.startswith(ADMIN_API_PREFIX):
         resp.content_type = falcon.MEDIA_JSON
         resp.data = orjson.dumps({"error": reason}) + b"\n"
+    elif req.path == "/admin" or req.path.startswith("/admin/"):
+        resp.content_type = falcon.MEDIA_HTML
+        resp.text = _error_page(status, reason)
     else:
         resp.content_type = falcon.MEDIA_TEXT
         resp.text = reason + "\n"
+
+
+def _error_page(status: int, reason: str) -> str:
+    """The admin pages' refusal: the reason in a page of the admin's style, one line of HTML."""
+    title = f"{status} {falcon.code_to_http_status(status)[4:]}"
+    return (
+        f"<!doctype html><html lang=en><head><meta charset=utf-8><title>{html.escape(title)}</title>"
+        "<link rel=stylesheet href=/static/admin.css></head><body>"
+        f"<h1>{html.escape(title)}</h1><p class=error>{html.escape(reason)}</p>"
+        '<p><a href="/admin">Back to the admin pages</a></p></body></html>\n'
+    )
 
 
 def refuse_handler(engine):

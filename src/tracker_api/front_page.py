@@ -16,9 +16,8 @@ import time
 import falcon
 
 from tracker_api.stats_page import STATIC_DIR
-from tracker_core import hq, todo
+from tracker_core import census, hq
 from tracker_core import keys as keyspace
-from tracker_core.admin import Admin
 from tracker_core.engine import Engine
 
 
@@ -27,8 +26,8 @@ def _number(n: int) -> str:
 
 
 def project_row(entry: dict, counts: dict) -> str:
-    # As stats.json counts them (todo.total: offloaded items included).
-    done, out, to_do = counts["done"], counts["out"], todo.total(counts)
+    # As stats.json counts them (census.todo_total: offloaded items included).
+    done, out, to_do = counts["done"], counts["out"], census.todo_total(counts)
     total = done + out + to_do
     share = f"{100 * done / total:.1f} %" if total else "–"
     title = html.escape(entry.get("title") or entry["name"])
@@ -47,16 +46,17 @@ def project_row(entry: dict, counts: dict) -> str:
 
 
 class FrontPage:
-    def __init__(self, engine: Engine, admin: Admin, clock=time.monotonic):
+    def __init__(self, engine: Engine, conn, clock=time.monotonic):
+        """CONN: a redis-py client (the admin context's) for the HQ document and banner."""
         self.engine = engine
-        self.admin = admin
+        self.conn = conn
         self.clock = clock
         self.template = (STATIC_DIR / "front.html").read_text()
         self.cached: tuple[int, str] | None = None
 
     def render(self) -> str:
-        document = hq.document(self.admin.r, "")
-        banner = self.admin.r.hget(keyspace.HQ, "tracker_banner_html") or ""
+        document = hq.document(self.conn, "")
+        banner = self.conn.hget(keyspace.HQ, "tracker_banner_html") or ""
         rows = [project_row(entry, self.engine.counts(entry["name"])) for entry in document["projects"]]
         projects = "".join(rows) if rows else '<li class="empty">No project is listed right now.</li>'
         return self.template.replace(

@@ -1,8 +1,9 @@
 """GET /metrics: every project's counters and gauges in the Prometheus text format.
 
 Counters are the scripts' own (requests by outcome, items, bytes, RTT histogram), so rates come
-from Prometheus's rate(); gauges are queue sizes (offloaded queue tails as queue="offloaded"),
-the to-do total (tracker_core.todo, as stats.json's todo_total), unique visitors and the
+from Prometheus's rate(); gauges are queue sizes (offloaded queue tails as queue="offloaded")
+and the to-do total, both from the one census (tracker_core.census through Engine.counts, as
+stats.json, the pages and `tracker status` count them), unique visitors and the
 warriors online (last heartbeat within hq.ONLINE_WITHIN_MS, all projects). One pipelined round
 trip per project; no per-item or per-downloader series, so a scrape stays small however big a
 project grows.
@@ -27,7 +28,7 @@ from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_late
 
 from tracker_api.auth import ANY, Authenticator
 from tracker_api.errors import Refused
-from tracker_core import hq, todo
+from tracker_core import census, hq
 from tracker_core import keys as keyspace
 from tracker_core import stats as stats_mod
 from tracker_core.engine import Engine
@@ -140,7 +141,7 @@ class TrackerCollector:
                     project_refused.add_metric([project, field], value)
             for name, size in counts["queues"].items():
                 queue.add_metric([project, name], size)
-            todo_items.add_metric([project], todo.total(counts))
+            todo_items.add_metric([project], census.todo_total(counts))
             out.add_metric([project], counts["out"])
             for key, value in self._uniques(project, now_ms).items():
                 kind, period = key.split("_")

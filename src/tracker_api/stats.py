@@ -6,7 +6,7 @@ import falcon
 import orjson
 
 from tracker_api.errors import Refused
-from tracker_core import todo
+from tracker_core import census
 from tracker_core.engine import Engine
 from tracker_core.stats import StatsReader
 
@@ -25,7 +25,7 @@ def stats_body(engine: Engine, reader: StatsReader, project: str, top: int = DEF
     counts.update(
         project=project,
         title=(settings.values.get("title") if settings else None) or project,
-        todo_total=todo.total(counts),  # offloaded queue tails included
+        todo_total=census.todo_total(counts),  # offloaded queue tails included
         irsr=(counters.get("requests_served", 0) / requests) if requests else None,
         rtt_mean_s=(counters.get("rtt_sum_ms", 0) / rtt_n / 1000) if rtt_n else None,
         leaderboard=engine.leaderboard(project, top),

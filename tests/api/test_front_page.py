@@ -103,7 +103,7 @@ def test_the_page_is_built_at_most_once_a_second(projects, engine):
 
     ticks = iter([100.0, 100.2, 100.9, 101.1])
     app = falcon.App()
-    app.add_route("/", FrontPage(engine, projects, clock=lambda: next(ticks)))
+    app.add_route("/", FrontPage(engine, projects.r, clock=lambda: next(ticks)))
     client = testing.TestClient(app)
     first = client.simulate_get("/").text
     projects.set_settings("second", {"title": "Renamed"})
