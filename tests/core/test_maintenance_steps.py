@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tracker_core import offload, scripts, stats
+from tracker_core import offload, script_calls, stats
 from tracker_core.keys import ProjectKeys
 from tracker_core.offload import maintenance
 
@@ -48,13 +48,9 @@ def project_pass(r, directory, lease, **kw):
 
 
 def test_recover_unfinished_puts_a_dead_maintainers_staged_items_back(project, r, tmp_path, lease):
-    reply = scripts.run(
-        r,
-        "offload_stage",
-        (lease.key, K.todo, K.offloading, K.segments, K.segment_queues),
-        (lease.holder, 150, "todo"),
+    number, staged = script_calls.offload_stage(
+        r, K, holder=lease.holder, source="todo", source_key=K.todo, count=150
     )
-    number, staged = reply[0], reply[1:]
     offload.write_segment(offload.segment_path(tmp_path, P, number), staged)  # written, never registered
     assert r.scard(K.todo) == 250
     p = project_pass(r, tmp_path, lease)

@@ -12,10 +12,11 @@ from click.testing import CliRunner
 
 from support.paths import TRACKER_BIN
 from tracker_api.cli import main
-from tracker_core import offload, scripts
+from tracker_core import offload, reply_codes, script_calls
 from tracker_core.admin import Admin
 from tracker_core.embedded import EmbeddedRedis, free_port
 from tracker_core.keys import ProjectKeys
+from tracker_core.reply_codes import Refill
 
 P = "off"
 K = ProjectKeys(P)
@@ -99,28 +100,26 @@ def test_the_whole_queue_drains_through_claims(project, admin, engine, r, tmp_pa
 
 def stage(r, lease, count, source="todo"):
     """Stage COUNT items of SOURCE as a maintainer holding LEASE would; return (number, items)."""
-    reply = scripts.run(
-        r,
-        "offload_stage",
-        (
-            lease.key,
-            K.queue(source) if source != "done" else K.done,
-            K.offloading,
-            K.segments,
-            K.segment_queues,
-        ),
-        (lease.holder, count, source),
+    source_key = K.queue(source) if source != "done" else K.done
+    reply = script_calls.offload_stage(
+        r, K, holder=lease.holder, source=source, source_key=source_key, count=count
     )
-    return reply[0], reply[1:]
+    return reply.code, reply.items
 
 
 def commit(r, lease, number, n, source="todo"):
-    return scripts.run(
-        r,
-        "offload_commit",
-        (lease.key, K.offloading, K.segments, K.segment_queues, K.stats),
-        (lease.holder, number, n, source),
+    return script_calls.offload_commit(r, K, holder=lease.holder, number=number, count=n, source=source)
+
+
+def refill(r, holder, number, queue, items):
+    queue_key = K.queue(queue) if queue != "done" else K.done
+    return script_calls.refill(
+        r, K, holder=holder, number=number, queue=queue, queue_key=queue_key, items=items
     )
+
+
+def abort(r, holder, source, most):
+    return script_calls.offload_abort(r, K, holder=holder, source=source, source_key=K.todo, most=most)
 
 
 @pytest.fixture
@@ -158,12 +157,12 @@ def test_crash_after_refill_leaves_only_a_stale_file(project, admin, r, tmp_path
     offload.maintain_project(r, P, tmp_path, lease=lease)
     path = offload.segment_path(tmp_path, P, 1)
     items = offload.read_segment(path)
-    keys = (lease.key, K.segments, K.segment_queues, K.todo, K.stats)
-    assert scripts.run(r, "refill", keys, (lease.holder, 1, "todo", *items[:-1])) == -6
-    assert scripts.run(r, "refill", keys, (lease.holder, 1, "backfeed", *items)) == -5
-    assert scripts.run(r, "refill", keys, ("node-b", 1, "todo", *items)) == -4
-    assert scripts.run(r, "refill", keys, (lease.holder, 1, "todo", *items)) == 500
-    assert scripts.run(r, "refill", keys, (lease.holder, 1, "todo", *items)) == -1
+    assert refill(r, lease.holder, 1, "todo", items[:-1]) == Refill.BAD_COUNT == -6
+    # The script refuses a queue that is not the segment's source, before any write.
+    assert refill(r, lease.holder, 1, "backfeed", items) == Refill.WRONG_SOURCE == -5
+    assert refill(r, "node-b", 1, "todo", items) == Refill.NOT_HOLDER == -4
+    assert refill(r, lease.holder, 1, "todo", items) == 500
+    assert refill(r, lease.holder, 1, "todo", items) == Refill.NOT_REGISTERED == -1
     assert path.exists() and admin.status(P)["offloaded"] == 0  # not counted
     assert_each_item_once(r, tmp_path)
     assert offload.cleanup_files(r, K, tmp_path) == 0  # young: may be an import
@@ -287,6 +286,14 @@ def test_lease_lost_mid_pass_changes_nothing_and_leaves_the_file_unregistered(pr
     assert 1 not in offload.registry(r, K) and not offload.segment_path(tmp_path, P, 1).exists()
 
 
+def test_every_lease_checking_script_refuses_with_the_one_code_lease_checked_knows():
+    refusals = {
+        c.NOT_HOLDER
+        for c in (reply_codes.OffloadStage, reply_codes.OffloadCommit, reply_codes.OffloadAbort, Refill)
+    }
+    assert refusals == {offload.NOT_HOLDER}
+
+
 def test_every_segment_script_refuses_without_the_lease(project, r, lease, tmp_path):
     number, items = stage(r, lease, 100)
     thief = offload.Lease(r, K, "node-b")
@@ -295,9 +302,7 @@ def test_every_segment_script_refuses_without_the_lease(project, r, lease, tmp_p
     # node-a: every step refused, nothing changes.
     assert stage(r, lease, 10) == (-4, [])
     assert commit(r, lease, number, 100) == -4
-    assert scripts.run(
-        r, "offload_abort", (lease.key, K.offloading, K.segment_queues, K.todo), (lease.holder, "todo", 1000)
-    ) == [-4, 0]
+    assert abort(r, lease.holder, "todo", 1000) == (-4, 0)
     assert r.scard(K.offloading) == 100 and r.scard(K.todo) == 900
     # node-b aborts node-a's staging and stages its own; node-a's commit still cannot land.
     assert offload.recover(r, K, tmp_path, thief) == 100
@@ -319,16 +324,15 @@ def test_abort_moves_staged_items_back_in_bounded_chunks(project, r, lease, tmp_
     # An abort never rebuilds the queue (SUNIONSTORE todo todo offloading was O(todo)): each
     # call moves at most the chunk it is given, and a crash between calls loses nothing.
     number, _ = stage(r, lease, 700, "todo")
-    abort_keys = (lease.key, K.offloading, K.segment_queues, K.todo)
-    assert scripts.run(r, "offload_abort", abort_keys, (lease.holder, "backfeed", 100)) == [-5, 0]
-    assert scripts.run(r, "offload_abort", abort_keys, (lease.holder, "todo", 250)) == [250, 450]
+    assert abort(r, lease.holder, "backfeed", 100) == (-5, 0)
+    assert abort(r, lease.holder, "todo", 250) == (250, 450)
     assert r.scard(K.todo) == 550 and r.hget(K.segment_queues, "#staged") == f"{number} todo"
     assert admin_counts(r) == 1000  # "crash" here: every item is still counted
     monkeypatch.setattr(offload.staging, "ABORT_CHUNK", 100)  # what recover reads
     assert offload.recover(r, K, tmp_path, lease) == 450
     assert r.scard(K.todo) == 1000 and not r.hexists(K.segment_queues, "#staged")
     r.config_resetstat()
-    scripts.run(r, "offload_abort", abort_keys, (lease.holder, "todo", 100))  # nothing staged
+    abort(r, lease.holder, "todo", 100)  # nothing staged
     assert "cmdstat_sunionstore" not in r.info("commandstats")
 
 
@@ -344,12 +348,7 @@ def test_crash_during_refill_file_is_cleaned_on_startup(project, admin, r, tmp_p
     lease = offload.Lease(r, K, "node-a")
     assert lease.take()
     items = offload.read_segment(path)
-    scripts.run(
-        r,
-        "refill",
-        (lease.key, K.segments, K.segment_queues, K.todo, K.stats),
-        (lease.holder, 1, "todo", *items),
-    )  # ... and the maintainer died here
+    refill(r, lease.holder, 1, "todo", items)  # ... and the maintainer died here
     lease.release()
     old = time.time() - offload.STALE_FILE_S - 5
     os.utime(path, (old, old))
@@ -442,13 +441,7 @@ def test_done_items_beyond_the_watermark_go_to_segments_and_never_come_back(
     assert lease.take()
     n = done_segments[0]
     assert (
-        scripts.run(
-            r,
-            "refill",
-            (lease.key, K.segments, K.segment_queues, K.done, K.stats),
-            (lease.holder, n, "done", *offload.read_segment(offload.segment_path(tmp_path, P, n))),
-        )
-        == -5
+        refill(r, lease.holder, n, "done", offload.read_segment(offload.segment_path(tmp_path, P, n))) == -5
     )
     # Claims never hand a done item out again.
     _, rest = engine.claim(P, "bob", "10.0.0.2", 100)
@@ -605,3 +598,26 @@ def test_supervised_maintain_is_restarted_when_it_dies(project, admin, r, redis_
         proc.terminate()
         proc.wait(timeout=20)
     assert "restarting" in proc.stderr.read()
+
+
+# -- the package's place in the layers ---------------------------------------------------------
+
+
+def test_offload_stands_below_the_admin_layer():
+    # The admin verbs call offload (segments export/import); offload names items through the
+    # intake, never through Admin, so there is no import circle between them.
+    import ast
+    import pathlib
+    import sys
+
+    package = pathlib.Path(offload.__file__).parent
+    for path in package.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or ""] + [f"{node.module}.{a.name}" for a in node.names]
+            assert not [n for n in names if n.startswith("tracker_core.admin")], path.name
+    code = "import sys, tracker_core.offload; print('tracker_core.admin.legacy' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout == "False\n"

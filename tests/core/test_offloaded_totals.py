@@ -7,7 +7,7 @@ import pytest
 from falcon import testing
 
 from tracker_api.app import create_app
-from tracker_core import offload, scripts, stats, todo
+from tracker_core import offload, script_calls, stats, todo
 from tracker_core.keys import ProjectKeys
 
 P = "urls"
@@ -80,13 +80,8 @@ def test_a_staged_set_counts_and_done_segments_do_not(project, admin, engine, r,
     # A maintainer that stopped between staging and committing leaves items in `offloading`.
     lease = offload.Lease(r, K, "node-a")
     assert lease.take()
-    reply = scripts.run(
-        r,
-        "offload_stage",
-        (lease.key, K.todo, K.offloading, K.segments, K.segment_queues),
-        (lease.holder, 30, "todo"),
-    )
-    assert len(reply) == 31
+    reply = script_calls.offload_stage(r, K, holder=lease.holder, source="todo", source_key=K.todo, count=30)
+    assert reply.code > 0 and len(reply.items) == 30
     status = admin.status(P)
     assert (status["offloaded"], status["done_offloaded"], status["todo_total"]) == (30, 40, 920)
     assert engine.counts(P)["queues"]["offloaded"] == 30

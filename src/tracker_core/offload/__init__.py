@@ -82,10 +82,7 @@ from tracker_core.offload.segment_file import (
 )
 from tracker_core.offload.staging import (
     ABORT_CHUNK,
-    BAD_COUNT,
-    STAGE_PENDING,
     STALE_FILE_S,
-    WRONG_SOURCE,
     cleanup_files,
     offload_one,
     recover,
@@ -95,7 +92,6 @@ from tracker_core.offload.transfer import export_segment, import_segment
 
 __all__ = [
     "ABORT_CHUNK",
-    "BAD_COUNT",
     "CLEANUP_EVERY_S",
     "DONE",
     "LEASE_MS",
@@ -104,11 +100,9 @@ __all__ = [
     "OFFLOAD_STEPS",
     "QUEUES",
     "STAGED_FIELD",
-    "STAGE_PENDING",
     "STALE_FILE_S",
     "STATS_EVERY_S",
     "STEPS",
-    "WRONG_SOURCE",
     "ZSTD_LEVEL",
     "Lease",
     "LeaseLost",

@@ -3,7 +3,8 @@
 `{P}:maintain_lease` holds the holder's name with a TTL. Every script that stages, commits,
 aborts or refills checks the holder in the same atomic step, so a maintainer whose lease ran out
 (a long pass, a pause) can change nothing: its next step is refused with NOT_HOLDER, which
-`Lease.checked` turns into LeaseLost.
+`Lease.checked` turns into LeaseLost. The same lease guards the done log's archive
+(tracker_core.log_archive).
 """
 
 from __future__ import annotations
@@ -14,11 +15,13 @@ import time
 import uuid
 
 from tracker_core import keys as keyspace
-from tracker_core import scripts
+from tracker_core import reply_codes, script_calls
 from tracker_core.offload.registry import OffloadError
 
 LEASE_MS = 30_000
-NOT_HOLDER = -4  # what every lease-checking script answers to a maintainer without the lease
+# Every script that checks the lease (offload_stage, offload_commit, offload_abort, refill)
+# refuses a maintainer without it with this one code; tests/core/test_offload.py checks it.
+NOT_HOLDER = reply_codes.OffloadStage.NOT_HOLDER
 
 
 class LeaseLost(RuntimeError):
@@ -34,6 +37,7 @@ class Lease:
 
     def __init__(self, client, k: keyspace.ProjectKeys, holder: str | None = None, lease_ms: int = LEASE_MS):
         self.client = client
+        self.k = k
         self.key = k.maintain_lease
         self.holder = holder or default_holder()
         self.lease_ms = lease_ms
@@ -41,7 +45,8 @@ class Lease:
 
     def take(self) -> bool:
         """Take or renew the lease; False when another maintainer holds it."""
-        if scripts.run(self.client, "maintain_lease", (self.key,), (self.holder, self.lease_ms)) != 1:
+        reply = script_calls.maintain_lease(self.client, self.k, holder=self.holder, lease_ms=self.lease_ms)
+        if reply != reply_codes.MaintainLease.HELD:
             return False
         self.renewed_at = time.monotonic()
         return True
@@ -52,12 +57,14 @@ class Lease:
             raise LeaseLost(f"another maintainer holds {self.key}")
 
     def release(self) -> None:
-        scripts.run(self.client, "maintain_lease", (self.key,), (self.holder, self.lease_ms, "release"))
+        script_calls.maintain_lease(
+            self.client, self.k, holder=self.holder, lease_ms=self.lease_ms, release=True
+        )
         self.renewed_at = -float("inf")
 
     def checked(self, reply):
         """REPLY of a lease-checking script; LeaseLost when it refused for want of the lease."""
-        code = reply[0] if isinstance(reply, list) else reply
+        code = reply[0] if isinstance(reply, (tuple, list)) else reply
         if code == NOT_HOLDER:
             raise LeaseLost(f"another maintainer holds {self.key}")
         return reply

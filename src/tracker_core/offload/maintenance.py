@@ -31,7 +31,7 @@ from tracker_core import keys as keyspace
 from tracker_core import limits as limits_mod
 from tracker_core import log_archive, scripts, stats
 from tracker_core.offload.lease import LEASE_MS, Lease, LeaseLost, default_holder
-from tracker_core.offload.registry import DONE, QUEUES, STAGED_FIELD, OffloadError, source_key, text
+from tracker_core.offload.registry import DONE, QUEUES, STAGED_FIELD, OffloadError, source_key
 from tracker_core.offload.staging import STALE_FILE_S, cleanup_files, offload_one, recover, refill_one
 
 CLEANUP_EVERY_S = STALE_FILE_S
@@ -65,7 +65,7 @@ class Watermarks:
             high=high,
             low=min(low, high),
             per_segment=per_segment or SEGMENT_ITEMS_DEFAULT,
-            done_mode=text(values[3]) or "keep",
+            done_mode=values[3] or "keep",
             done_high=int(values[4]) if values[4] is not None else DONE_HIGH_DEFAULT,
         )
 
@@ -272,7 +272,7 @@ class Maintainer:
     def remove_deleted_projects(self) -> list[str]:
         """Delete the segment folders of deleted projects (under their lease); return them."""
         removed = []
-        for project in sorted(text(p) for p in self.client.smembers(keyspace.SEGMENTS_DELETED)):
+        for project in sorted(self.client.smembers(keyspace.SEGMENTS_DELETED)):
             k = keyspace.ProjectKeys(project)
             if not keyspace.valid_project_name(project):
                 self.client.srem(keyspace.SEGMENTS_DELETED, project)
@@ -298,7 +298,7 @@ class Maintainer:
         """
         report: dict = {}
         self.remove_deleted_projects()
-        for project in sorted(text(p) for p in self.client.smembers(keyspace.PROJECTS)):
+        for project in sorted(self.client.smembers(keyspace.PROJECTS)):
             try:
                 report[project] = self._project(project)
             except (OSError, zstandard.ZstdError, scripts.ScriptError, OffloadError) as exc:

@@ -20,34 +20,21 @@ class OffloadError(ValueError):
     """A bad segment request; the message is one line."""
 
 
-def text(value):
-    """VALUE as str (redis-py without decode_responses gives bytes)."""
-    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else value
-
-
 def registry(client, k: keyspace.ProjectKeys) -> dict[int, int]:
-    """Registered segments: number -> items."""
-    return {
-        int(n): int(c)
-        for n, c in ((text(n), c) for n, c in client.hgetall(k.segments).items())
-        if not n.startswith("#")
-    }
+    """Registered segments: number -> items. CLIENT replies in text, as every core client does."""
+    return {int(n): int(c) for n, c in client.hgetall(k.segments).items() if not n.startswith("#")}
 
 
 def segment_sources(client, k: keyspace.ProjectKeys) -> dict[int, str]:
     """Registered segments: number -> the queue (or done) their items came from."""
     counts = registry(client, k)
-    named = {
-        int(n): text(q)
-        for n, q in ((text(n), q) for n, q in client.hgetall(k.segment_queues).items())
-        if not n.startswith("#")
-    }
+    named = {int(n): q for n, q in client.hgetall(k.segment_queues).items() if not n.startswith("#")}
     return {n: named.get(n, "todo") for n in counts}
 
 
 def staged(client, k: keyspace.ProjectKeys) -> tuple[int | None, str]:
     """The segment number and source of the set in `offloading` (None, 'todo' when unknown)."""
-    value = text(client.hget(k.segment_queues, STAGED_FIELD))
+    value = client.hget(k.segment_queues, STAGED_FIELD)
     if not value:
         return None, "todo"
     number, _, source = value.partition(" ")

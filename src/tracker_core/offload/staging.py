@@ -17,15 +17,14 @@ import time
 from pathlib import Path
 
 from tracker_core import keys as keyspace
-from tracker_core import scripts
+from tracker_core import script_calls
 from tracker_core.offload.lease import Lease, LeaseLost, held_or_taken
-from tracker_core.offload.registry import OffloadError, registry, segment_sources, source_key, staged, text
+from tracker_core.offload.registry import OffloadError, registry, segment_sources, source_key, staged
 from tracker_core.offload.segment_file import UNREADABLE, read_segment, segment_path, write_segment
+from tracker_core.reply_codes import OffloadAbort, OffloadCommit, OffloadStage, Refill
 
 STALE_FILE_S = 600  # unregistered files younger than this may be an import in progress
 ABORT_CHUNK = 10_000  # items put back per script: Redis stays responsive during a recovery
-# Script replies (see the headers of offload_stage, offload_abort and refill).
-STAGE_PENDING, WRONG_SOURCE, BAD_COUNT = -2, -5, -6
 
 
 def remove_number(directory: Path, project: str, number: int) -> None:
@@ -49,14 +48,16 @@ def recover(client, k: keyspace.ProjectKeys, directory: Path, lease: Lease | Non
     while True:
         lease.keep()
         moved, left = lease.checked(
-            scripts.run(
+            script_calls.offload_abort(
                 client,
-                "offload_abort",
-                (lease.key, k.offloading, k.segment_queues, source_key(k, source)),
-                (lease.holder, source, ABORT_CHUNK),
+                k,
+                holder=lease.holder,
+                source=source,
+                source_key=source_key(k, source),
+                most=ABORT_CHUNK,
             )
         )
-        if moved == WRONG_SOURCE:  # restaged in between (not under our lease): look again
+        if moved == OffloadAbort.WRONG_SOURCE:  # restaged in between (not under our lease): look again
             number, source = staged(client, k)
             continue
         restored += moved
@@ -109,20 +110,17 @@ def offload_one(
     lease = held_or_taken(client, k, lease)
     lease.keep()
     reply = lease.checked(
-        scripts.run(
-            client,
-            "offload_stage",
-            (lease.key, source_key(k, source), k.offloading, k.segments, k.segment_queues),
-            (lease.holder, count, source),
+        script_calls.offload_stage(
+            client, k, holder=lease.holder, source=source, source_key=source_key(k, source), count=count
         )
     )
-    if reply[0] == STAGE_PENDING:
+    if reply.code == OffloadStage.PENDING:
         raise OffloadError(f"an earlier offload of {k.project} is unfinished (recover it first)")
-    if reply[0] == 0:
+    if reply.code == OffloadStage.EMPTY:
         return 0
-    if reply[0] < 0:  # a bad count or '#next': refused before anything moved
-        raise OffloadError(f"offload of {k.project} refused by Redis ({reply[0]})")
-    number, items = int(reply[0]), [text(i) for i in reply[1:]]
+    if reply.code < 0:  # a bad count or '#next': refused before anything moved
+        raise OffloadError(f"offload of {k.project} refused by Redis ({reply.code})")
+    number, items = reply.code, list(reply.items)
     try:
         write_segment(segment_path(directory, k.project, number), items)
     except Exception:  # a full disk, a bad directory: put the items back before reporting
@@ -133,14 +131,11 @@ def offload_one(
         raise
     lease.keep()
     done = lease.checked(
-        scripts.run(
-            client,
-            "offload_commit",
-            (lease.key, k.offloading, k.segments, k.segment_queues, k.stats),
-            (lease.holder, number, len(items), source),
+        script_calls.offload_commit(
+            client, k, holder=lease.holder, number=number, count=len(items), source=source
         )
     )
-    if done != 1:  # someone else aborted our staging: our file stays unregistered
+    if done != OffloadCommit.COMMITTED:  # someone else aborted our staging: our file stays unregistered
         raise LeaseLost(f"the staged set of {k.project} changed under this maintainer")
     return len(items)
 
@@ -178,18 +173,21 @@ def refill_one(
             continue
         lease.keep()
         refilled = lease.checked(
-            scripts.run(
+            script_calls.refill(
                 client,
-                "refill",
-                (lease.key, k.segments, k.segment_queues, source_key(k, queue), k.stats),
-                (lease.holder, number, queue, *items),
+                k,
+                holder=lease.holder,
+                number=number,
+                queue=queue,
+                queue_key=source_key(k, queue),
+                items=[script_calls.wire(i) for i in items],
             )
         )
         if refilled >= 0:
             path.unlink(missing_ok=True)
             return refilled
-        if refilled == BAD_COUNT:
+        if refilled == Refill.BAD_COUNT:
             skip.add(number)
-        elif refilled == WRONG_SOURCE:  # not this queue's after all: leave it to its own
+        elif refilled == Refill.WRONG_SOURCE:  # not this queue's after all: leave it to its own
             passed.add(number)
-        # -1: exported or refilled meanwhile, so no longer listed; look again
+        # NOT_REGISTERED: exported or refilled meanwhile, so no longer listed; look again

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tracker_core import intake, script_calls
 from tracker_core import keys as keyspace
-from tracker_core import scripts
 from tracker_core.offload.registry import NEXT_FIELD, QUEUES, OffloadError, registry
 from tracker_core.offload.segment_file import (
     UNREADABLE,
@@ -19,6 +19,7 @@ from tracker_core.offload.segment_file import (
     segment_path,
     write_segment,
 )
+from tracker_core.reply_codes import SegmentImport
 
 
 def export_segment(client, k: keyspace.ProjectKeys, directory: Path, number: int, destination: Path) -> int:
@@ -36,12 +37,7 @@ def export_segment(client, k: keyspace.ProjectKeys, directory: Path, number: int
         raise OffloadError(f"cannot read segment {number}: {exc}".splitlines()[0]) from None
     destination = Path(destination)
     write_segment(destination, items)
-    n = scripts.run(
-        client,
-        "segment_export",
-        (k.segments, k.segment_queues, k.segment_exports, k.stats),
-        (number, items_digest(items)),
-    )
+    n = script_calls.segment_export(client, k, number=number, digest=items_digest(items))
     if n < 0:  # refilled or exported meanwhile: the items are elsewhere, so no copy stays out
         destination.unlink(missing_ok=True)
         raise OffloadError(f"no segment {number} in {k.project}")
@@ -60,7 +56,8 @@ def import_segment(
     has seen (queued, claimed, done, offloaded) are dropped, so nothing is duplicated.
     Returns {"segment": number or None, "items": brought in, "duplicates": dropped}, plus
     "refused_not_utf8" when names of such a file were not valid UTF-8 (refused one by one and
-    counted; an exported file comes back whole, as it left).
+    counted; an exported file comes back whole, as it left). OffloadError for a file that cannot
+    be read, an unknown project or queue; intake's NotFound when the project goes meanwhile.
     """
     try:
         items = read_segment(Path(source))
@@ -75,34 +72,16 @@ def import_segment(
         number = client.hincrby(k.segments, NEXT_FIELD, 1)
         path = segment_path(directory, k.project, number)
         write_segment(path, items)
-        reply = scripts.run(
-            client,
-            "segment_import",
-            (k.settings, k.segments, k.segment_queues, k.segment_exports, k.stats),
-            (number, len(items), digest),
-        )
-        if reply == 1:
+        reply = script_calls.segment_import(client, k, number=number, count=len(items), digest=digest)
+        if reply == SegmentImport.IMPORTED:
             return {"segment": number, "items": len(items), "duplicates": 0}
         path.unlink(missing_ok=True)
-        if reply == -1:
+        if reply == SegmentImport.UNKNOWN_PROJECT:
             raise OffloadError(f"unknown project {k.project!r}")
-    return _through_intake(client, k, items, queue)
-
-
-def _through_intake(client, k: keyspace.ProjectKeys, items: list[str], queue: str) -> dict:
-    """Add ITEMS to QUEUE through the project's intake; the import's report."""
-    from tracker_core.admin import Admin, AdminError  # TEMPORARY: until tracker_core.intake lands
-
-    added = duplicates = 0
-    refused: dict = {}
-    try:
-        for new, seen in Admin(client).add_items(k.project, items, queue=queue, refused=refused):
-            if new < 0:
-                raise OffloadError(f"unknown project {k.project!r}")
-            added, duplicates = added + new, duplicates + seen
-    except AdminError as exc:
-        raise OffloadError(str(exc)) from None
-    result = {"segment": None, "items": added, "duplicates": duplicates}
-    if refused:
-        result["refused_not_utf8"] = sum(refused.values())
+        # NO_TICKET (imported meanwhile) or NUMBER_TAKEN: through the filter, which drops
+        # whatever the project already has.
+    added = intake.add_names(client, k, items, queue)
+    result = {"segment": None, "items": added["added"], "duplicates": added["duplicates"]}
+    if "refused_not_utf8" in added:
+        result["refused_not_utf8"] = added["refused_not_utf8"]
     return result
