@@ -20,6 +20,9 @@ from tracker_core.scripts import run
 
 DAY_MS = 86_400_000
 MINUTE_MS = 60_000
+# A named tuple from a sequence at C speed (the class call runs a Python __new__): the request
+# hot path builds one per claim and per done.
+_make = tuple.__new__
 
 
 def wire(name):
@@ -47,6 +50,7 @@ def claim(
     conn, k: keyspace.ProjectKeys, *, now_ms: int, downloader: str, ip: str, wanted: int, ip_key: str
 ) -> ClaimReply:
     """Hand up to WANTED items to DOWNLOADER (claim-22.lua); IP_KEY is blocks.ip_key(IP)."""
+    day = now_ms // DAY_MS
     reply = run(
         conn,
         "claim",
@@ -64,8 +68,8 @@ def claim(
             k.ratelimit,
             k.stats,
             k.minute(now_ms // MINUTE_MS),
-            k.uniques("downloaders", now_ms // DAY_MS),
-            k.uniques("ips", now_ms // DAY_MS),
+            k.uniques("downloaders", day),
+            k.uniques("ips", day),
             k.limited,
             k.limits_ready,
             k.limit_tat,
@@ -76,7 +80,7 @@ def claim(
         ),
         (now_ms, downloader, ip, wanted, ip_key),
     )
-    return ClaimReply(reply[0], reply[1], reply[2:])
+    return _make(ClaimReply, (reply[0], reply[1], reply[2:]))
 
 
 class DoneReply(NamedTuple):
@@ -131,7 +135,7 @@ def done(
     )
     if len(reply) < 7:  # unknown project: {-1, 0}
         return DoneReply(reply[0], reply[1], 0, 0, 0, 0, 0)
-    return DoneReply(*reply)
+    return _make(DoneReply, reply)
 
 
 class BuryReply(NamedTuple):

@@ -2,7 +2,10 @@
 
 Each file is ``NAME-NKEYS.lua`` and opens with its contract; ``NAME-n.lua`` takes a variable
 number of keys (the Bloom filter's bitmaps), all still passed in KEYS. A line ``--@include FILE`` is replaced
-by ``lua/includes/FILE.lua`` at load time, so shared pieces are written once.
+by ``lua/includes/FILE.lua`` at load time, so shared pieces are written once, and a line
+``--@constants NAME ...`` by ``local NAME = <value>`` from tracker_core.script_constants, so the
+numbers Python also uses are written once. Callers use tracker_core.script_calls, which knows
+each script's KEYS and ARGV; ``run`` is its one way to Redis.
 """
 
 from __future__ import annotations
@@ -12,8 +15,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from tracker_core import script_constants
+
 LUA_DIR = Path(__file__).with_name("lua")
 _INCLUDE_RE = re.compile(r"^--@include (\w+)\s*$", re.M)
+_CONSTANTS_RE = re.compile(r"^--@constants((?: +[A-Z][A-Z0-9_]*)+) *$", re.M)
 _NAME_RE = re.compile(r"(?P<name>[a-z_]+)-(?P<keys>\d+|n)\.lua\Z")
 
 
@@ -29,8 +35,18 @@ class Script:
     sha: str
 
 
+def _constants(names: str) -> str:
+    lines = []
+    for name in names.split():
+        if not hasattr(script_constants, name):
+            raise ValueError(f"--@constants {name}: no such name in tracker_core.script_constants")
+        lines.append(f"local {name} = {script_constants.lua_value(getattr(script_constants, name))}")
+    return "\n".join(lines)
+
+
 def _inline(source: str) -> str:
-    return _INCLUDE_RE.sub(lambda m: (LUA_DIR / "includes" / f"{m[1]}.lua").read_text(), source)
+    source = _INCLUDE_RE.sub(lambda m: (LUA_DIR / "includes" / f"{m[1]}.lua").read_text(), source)
+    return _CONSTANTS_RE.sub(lambda m: _constants(m[1]), source)
 
 
 def load_scripts() -> dict[str, Script]:

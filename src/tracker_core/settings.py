@@ -14,6 +14,13 @@ from dataclasses import dataclass
 import orjson
 
 from tracker_core import protocol
+from tracker_core.script_constants import (  # re-exported: the scripts fall back to the same values
+    DEFAULT_LOG_MAXLEN,
+    DEFAULT_MAX_BYTES_PER_ITEM,
+    DEFAULT_RECLAIM_TTL_S,
+    MAX_LOG_MAXLEN,
+    MAX_MULTI_CEILING,
+)
 
 UPLOAD_TARGET_RE = re.compile(r"(rsync://.+/|https?://.+/)\Z")
 
@@ -106,11 +113,6 @@ def _extra_parameters(value: str) -> str:
     return text
 
 
-DEFAULT_RECLAIM_TTL_S = 21600  # 6 h; also in claim-22.lua for a project without the field
-DEFAULT_MAX_BYTES_PER_ITEM = 10**11  # 100 GB: one done tops no leaderboard; also in done-20.lua
-MAX_LOG_MAXLEN = 10**9  # done-20.lua hands it to XADD as an integer
-
-
 def _bytes_per_item(value: str) -> str:
     number = int(_non_negative_int(value))
     if number >= protocol.MAX_DONE_BYTES:
@@ -181,7 +183,7 @@ SETTINGS = {
         "with done_mode=offload: done items kept in Redis; `tracker maintain` "
         "moves the excess to segment files",
     ),
-    "log_maxlen": (_non_negative_int, "100000", "entries kept in the capped log stream"),
+    "log_maxlen": (_non_negative_int, str(DEFAULT_LOG_MAXLEN), "entries kept in the capped log stream"),
     "accept_queued_dones": (
         _flag,
         "0",
@@ -204,7 +206,6 @@ SETTINGS = {
     "deadline": (_text(40), "", "projects.json: when the site goes away, like 2013-04-30T23:59:59Z"),
     "host": (_text(200), "", "projects.json: the site's host name"),
 }
-MAX_MULTI_CEILING = 1000  # the claim script returns all names in one reply
 
 
 def validate(name: str, value: str) -> str:

@@ -16,11 +16,11 @@ import math
 
 from tracker_core import hq, reply_codes, script_calls, todo
 from tracker_core import keys as keyspace
+from tracker_core.script_constants import MINUTE_TTL_S, RTT_BOUNDS_S  # the scripts' own
 
 MINUTE_MS = 60_000
 HOUR_MS = 3_600_000
 DAY_MS = 86_400_000
-MINUTE_TTL_S = 172_800  # as in lua/includes/counters.lua
 HOUR_TTL_S = 60 * 86_400
 RATE_WINDOW_MIN = 10  # items/s, bytes/s over the last ten minutes
 RECENT_WINDOW_MIN = 60  # "recent" IRSR and RTT
@@ -48,8 +48,6 @@ TOP_CHART_HOURS = HOUR_POINTS
 # processes) never add two points for one interval: the check and the XADD are atomic.
 
 RTT_FIELD_PREFIX = "rtt_le_"
-# The histogram's upper bounds (seconds), as RTT_BOUNDS_S in lua/done-20.lua (a test compares).
-RTT_BOUNDS_S = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 10800, 43200)
 
 
 def _to_int(value) -> int:

@@ -28,11 +28,20 @@ so a wrong type fails there): Redis keeps a failed script's writes, and an item 
 not queued could never come back through the filter.
 ]]
 --@include counters
-local MAX_SHARDS = 1000   -- distinct shard names counted in backfeed_shards (beyond: 'other')
-if redis.call('EXISTS', KEYS[1]) == 0 then return {-1, 0, 0} end
-if ARGV[4] ~= '' and redis.call('HEXISTS', KEYS[6], ARGV[4]) == 0 then return {-3, 0, 0} end
+--@constants MAX_SHARDS
+local settings_key = KEYS[1]
+local target_key   = KEYS[2]
+local stats_key    = KEYS[3]
+local bloom_key    = KEYS[4]
+local owners_key   = KEYS[5]
+local secrets_key  = KEYS[6]
+local shards_key   = KEYS[7]
+local limited_key  = KEYS[8]
+local counted_key  = KEYS[9]
+if redis.call('EXISTS', settings_key) == 0 then return {-1, 0, 0} end
+if ARGV[4] ~= '' and redis.call('HEXISTS', secrets_key, ARGV[4]) == 0 then return {-3, 0, 0} end
 local layers = tonumber(ARGV[1])
-local current = tonumber(redis.call('HGET', KEYS[4], 'layers') or '1')
+local current = tonumber(redis.call('HGET', bloom_key, 'layers') or '1')
 if current ~= layers then return {-2, 0, 0} end
 local n = tonumber(ARGV[8])
 local bound = tonumber(ARGV[9]) or 0
@@ -48,7 +57,7 @@ local function probe(i)
   local last_chunk, last_start
   i = i + 1
   for l = 1, layers do
-    local chunk = KEYS[tonumber(ARGV[i])]
+    local chunk = KEYS[tonumber(ARGV[i])]   -- a bitmap: KEYS[10 ..]
     local k = ks[l]
     if l == layers then last_chunk, last_start = chunk, i + 1 end
     if not found then
@@ -63,17 +72,17 @@ local function probe(i)
   return found, last_chunk, last_start, i
 end
 
-local size = redis.call('SCARD', KEYS[2])
-if ARGV[3] ~= '' then redis.call('SCARD', KEYS[5]) end
+local size = redis.call('SCARD', target_key)
+if ARGV[3] ~= '' then redis.call('SCARD', owners_key) end
 -- Anyone with the secret names shards: past MAX_SHARDS distinct names a new one is counted
 -- under 'other', so backfeed_shards stays small (decided here, before the first write).
 local shard = ARGV[5]
-if shard ~= '' and redis.call('HEXISTS', KEYS[7], shard) == 0
-    and redis.call('HLEN', KEYS[7]) >= MAX_SHARDS then
+if shard ~= '' and redis.call('HEXISTS', shards_key, shard) == 0
+    and redis.call('HLEN', shards_key) >= MAX_SHARDS then
   shard = 'other'
 end
 if bound > 0 then
-  size = size + redis.call('ZCARD', KEYS[8]) + redis.call('SCARD', KEYS[9])
+  size = size + redis.call('ZCARD', limited_key) + redis.call('SCARD', counted_key)
   if size + n > bound then
     -- Near the bound only: count what this batch would add (a read-only pass; copies of one
     -- new key count twice, which errs on the safe side), so seen items still pass.
@@ -105,17 +114,17 @@ for _ = 1, n do
     end
     redis.call('BITFIELD', last_chunk, unpack(set_args, 1, s))
     to_queue[#to_queue + 1] = entry
-    if #to_queue >= 1000 then redis.call('SADD', KEYS[2], unpack(to_queue)) to_queue = {} end
+    if #to_queue >= 1000 then redis.call('SADD', target_key, unpack(to_queue)) to_queue = {} end
   end
 end
-if #to_queue > 0 then redis.call('SADD', KEYS[2], unpack(to_queue)) end
+if #to_queue > 0 then redis.call('SADD', target_key, unpack(to_queue)) end
 if new > 0 then
-  local filled = redis.call('HINCRBY', KEYS[4], 'n:' .. (layers - 1), new)
-  redis.call('HINCRBY', KEYS[4], 'items', new)
-  if filled >= tonumber(ARGV[2]) then redis.call('HSET', KEYS[4], 'layers', layers + 1) end
-  if ARGV[3] ~= '' then redis.call('SADD', KEYS[5], ARGV[3]) end
+  local filled = redis.call('HINCRBY', bloom_key, 'n:' .. (layers - 1), new)
+  redis.call('HINCRBY', bloom_key, 'items', new)
+  if filled >= tonumber(ARGV[2]) then redis.call('HSET', bloom_key, 'layers', layers + 1) end
+  if ARGV[3] ~= '' then redis.call('SADD', owners_key, ARGV[3]) end
 end
-if shard ~= '' then redis.call('HINCRBY', KEYS[7], shard, n) end
-bump(KEYS[3], nil, ARGV[6], new)
-bump(KEYS[3], nil, ARGV[7], seen)
+if shard ~= '' then redis.call('HINCRBY', shards_key, shard, n) end
+bump(stats_key, nil, ARGV[6], new)
+bump(stats_key, nil, ARGV[7], seen)
 return {0, new, seen}

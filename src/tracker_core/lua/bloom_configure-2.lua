@@ -8,17 +8,19 @@ Returns the geometry in force as a flat field/value list; {-1} unknown project, 
 already holds items (its bit positions depend on the geometry, so it can no longer change);
 {-3} (nothing changed) when an argument is not a number.
 ]]
-if redis.call('EXISTS', KEYS[1]) == 0 then return {-1} end
+local settings_key = KEYS[1]
+local bloom_key    = KEYS[2]
+if redis.call('EXISTS', settings_key) == 0 then return {-1} end
 for i = 1, 5 do if not tonumber(ARGV[i]) then return {-3} end end   -- before the DEL below
 local fields = {'capacity', 'fp_rate', 'growth', 'tightening', 'chunk_bits'}
-local configured = redis.call('EXISTS', KEYS[2]) == 1
+local configured = redis.call('EXISTS', bloom_key) == 1
 if configured and ARGV[6] == '1' then
-  if tonumber(redis.call('HGET', KEYS[2], 'items') or '0') > 0 then return {-2} end
-  redis.call('DEL', KEYS[2])
+  if tonumber(redis.call('HGET', bloom_key, 'items') or '0') > 0 then return {-2} end
+  redis.call('DEL', bloom_key)
   configured = false
 end
 if not configured then
-  for i, field in ipairs(fields) do redis.call('HSET', KEYS[2], field, ARGV[i]) end
-  redis.call('HSET', KEYS[2], 'layers', 1, 'items', 0)
+  for i, field in ipairs(fields) do redis.call('HSET', bloom_key, field, ARGV[i]) end
+  redis.call('HSET', bloom_key, 'layers', 1, 'items', 0)
 end
-return redis.call('HGETALL', KEYS[2])
+return redis.call('HGETALL', bloom_key)

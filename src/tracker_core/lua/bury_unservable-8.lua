@@ -22,23 +22,31 @@ Only claims DOWNLOADER holds are taken (the claim it was just given); others are
 Returns {code, buried}: code 200, or -1 for an unknown project. Counts items_dead and
 items_unservable per item buried. Every check comes before the first write.
 ]]
+local settings_key          = KEYS[1]
+local out_key               = KEYS[2]
+local claims_key            = KEYS[3]
+local downloader_claims_key = KEYS[4]
+local reclaim_at_key        = KEYS[5]
+local reclaim_history_key   = KEYS[6]
+local dead_key              = KEYS[7]
+local stats_key             = KEYS[8]
 local now = tonumber(ARGV[1])
 if not now or #ARGV % 2 ~= 0 then
   return redis.error_reply('bury_unservable: ARGV[1] (now, ms), ARGV[2] downloader, then pairs')
 end
-if redis.call('EXISTS', KEYS[1]) == 0 then return {-1, 0} end
+if redis.call('EXISTS', settings_key) == 0 then return {-1, 0} end
 local downloader = ARGV[2]
 local prefix = downloader .. '\t'
 
 local buried = 0
 for i = 3, #ARGV, 2 do
   local item, reason = ARGV[i], ARGV[i + 1]
-  local claim = redis.call('HGET', KEYS[3], item)
+  local claim = redis.call('HGET', claims_key, item)
   if claim and string.sub(claim, 1, #prefix) == prefix then
-    local claimed_at = tonumber(redis.call('ZSCORE', KEYS[2], item))
+    local claimed_at = tonumber(redis.call('ZSCORE', out_key, item))
     local ip, times = string.match(claim, '^[^\t]*\t(.*)\t(%d+)$')
     local rounds = {}
-    local text = redis.call('HGET', KEYS[6], item)
+    local text = redis.call('HGET', reclaim_history_key, item)
     if text then
       local ok, decoded = pcall(cjson.decode, text)
       if ok and type(decoded) == 'table' then rounds = decoded end
@@ -48,17 +56,17 @@ for i = 3, #ARGV, 2 do
       last_downloader = downloader, last_ip = ip or '', last_claimed_ms = claimed_at,
       dead_ms = now, rounds = rounds})
     if not ok then record = cjson.encode({reason = reason, dead_ms = now}) end
-    redis.call('ZREM', KEYS[2], item)
-    redis.call('HDEL', KEYS[3], item)
-    redis.call('ZREM', KEYS[5], item)
-    redis.call('HDEL', KEYS[6], item)
-    redis.call('HSET', KEYS[7], item, record)
-    if redis.call('HINCRBY', KEYS[4], downloader, -1) <= 0 then redis.call('HDEL', KEYS[4], downloader) end
+    redis.call('ZREM', out_key, item)
+    redis.call('HDEL', claims_key, item)
+    redis.call('ZREM', reclaim_at_key, item)
+    redis.call('HDEL', reclaim_history_key, item)
+    redis.call('HSET', dead_key, item, record)
+    if redis.call('HINCRBY', downloader_claims_key, downloader, -1) <= 0 then redis.call('HDEL', downloader_claims_key, downloader) end
     buried = buried + 1
   end
 end
 if buried > 0 then
-  redis.call('HINCRBY', KEYS[8], 'items_dead', buried)
-  redis.call('HINCRBY', KEYS[8], 'items_unservable', buried)
+  redis.call('HINCRBY', stats_key, 'items_dead', buried)
+  redis.call('HINCRBY', stats_key, 'items_unservable', buried)
 end
 return {200, buried}

@@ -55,21 +55,36 @@ pcall, argument lists are unpacked in chunks, and every number given to Redis st
 Names are not checked here (a byte scan in Lua costs ~7-26 ns a byte, 28 us for a 4 KB URL):
 the API finds a name no client can receive (not UTF-8, or holding NUL) while it builds the
 answer, at no cost, and bury_unservable-8.lua sends it to `dead`. The default reclaim TTL applies
-when the setting is absent (DEFAULT_RECLAIM_TTL_S, as in settings.py).
+when the setting is absent (DEFAULT_RECLAIM_TTL_S of script_constants.py).
 ]]
 --@include counters
-local UNIQUES_TTL_S = 62 * 86400
-local MAX_WANTED = 1000                -- MAX_MULTI_CEILING in settings.py
-local DEFAULT_RECLAIM_TTL_S = 21600    -- reclaim_ttl_s's default in settings.py
+--@constants UNIQUES_TTL_S MAX_MULTI_CEILING DEFAULT_RECLAIM_TTL_S UNPACK_CHUNK RECLAIM_HISTORY_ROUNDS
+local settings_key          = KEYS[1]
+local blocked_index_key     = KEYS[2]
+local out_key               = KEYS[8]
+local claims_key            = KEYS[9]
+local downloader_claims_key = KEYS[10]
+local ratelimit_key         = KEYS[11]
+local stats_key             = KEYS[12]
+local minute_key            = KEYS[13]
+local uniq_downloaders_key  = KEYS[14]
+local uniq_ips_key          = KEYS[15]
+local limited_key           = KEYS[16]
+local limits_ready_key      = KEYS[17]
+local limit_tat_key         = KEYS[18]
+local limits_key            = KEYS[19]
+local reclaim_at_key        = KEYS[20]
+local dead_key              = KEYS[21]
+local reclaim_history_key   = KEYS[22]
+local FIRST_QUEUE, LAST_QUEUE = 3, 7  -- KEYS[3..7]: the queues, in serve order
 local MAX_PX_MS = 366 * 86400000       -- a rate limiter state longer than a year is not worth keeping
-local UNPACK_CHUNK = 2000              -- arguments per command: Lua's unpack stops near 8,000
 local now = tonumber(ARGV[1])
 local wanted = tonumber(ARGV[4])
 if not now or not wanted then
   return redis.error_reply('claim: ARGV[1] (now, ms) and ARGV[4] (items wanted) must be numbers')
 end
-wanted = math.max(1, math.min(MAX_WANTED, math.floor(wanted)))
-local settings = redis.call('HMGET', KEYS[1], 'settings_age', 'paused', 'rate_limit',
+wanted = math.max(1, math.min(MAX_MULTI_CEILING, math.floor(wanted)))
+local settings = redis.call('HMGET', settings_key, 'settings_age', 'paused', 'rate_limit',
                             'rate_burst', 'max_claims_per_downloader', 'reclaim_ttl_s',
                             'claims_limit', 'max_reclaims', 'ignore_global_blocked')
 local age = settings[1]
@@ -82,23 +97,22 @@ local function num(value, default)
   if value == nil or value ~= value then return default end
   return value
 end
-local stats, minute = KEYS[12], KEYS[13]
 
-bump(stats, minute, 'requests', 1)
+bump(stats_key, minute_key, 'requests', 1)
 local function refuse(code, field)
-  bump(stats, minute, field, 1)
+  bump(stats_key, minute_key, field, 1)
   return {code, age}
 end
 
 -- Blocked name, then blocked address (ARGV[5] and the range ends are hex of one width, so
 -- comparing strings compares numbers).
 local view = settings[9] == '1' and 'p' or 'a'
-if redis.call('ZSCORE', KEYS[2], view .. 'n:' .. downloader) then
+if redis.call('ZSCORE', blocked_index_key, view .. 'n:' .. downloader) then
   return refuse(403, 'requests_blocked')
 end
 local ip_key = ARGV[5] or ''
 if ip_key ~= '' then
-  local near = redis.call('ZREVRANGEBYLEX', KEYS[2], '[' .. view .. ip_key .. '~',
+  local near = redis.call('ZREVRANGEBYLEX', blocked_index_key, '[' .. view .. ip_key .. '~',
                           '[' .. view .. string.sub(ip_key, 1, 1), 'LIMIT', 0, 1)[1]
   if near and string.sub(near, #view + #ip_key + 2) >= string.sub(ip_key, 2) then
     return refuse(403, 'requests_blocked')
@@ -106,16 +120,17 @@ if ip_key ~= '' then
 end
 -- Counted after the block check: blocked clients are not participants. EXPIRE only when the
 -- estimate changed (a new name or IP), so the common repeat costs one PFADD each.
-for u = 14, 15 do
-  if redis.call('PFADD', KEYS[u], u == 14 and downloader or ip) == 1 then
-    redis.call('EXPIRE', KEYS[u], UNIQUES_TTL_S)
+for u = 1, 2 do
+  local key = u == 1 and uniq_downloaders_key or uniq_ips_key
+  if redis.call('PFADD', key, u == 1 and downloader or ip) == 1 then
+    redis.call('EXPIRE', key, UNIQUES_TTL_S)
   end
 end
 if settings[2] == '1' then return refuse(404, 'requests_paused') end
 
 local cap = num(settings[5], 0)
 if cap > 0 then
-  local room = cap - (tonumber(redis.call('HGET', KEYS[10], downloader)) or 0)
+  local room = cap - (tonumber(redis.call('HGET', downloader_claims_key, downloader)) or 0)
   if room <= 0 then return refuse(404, 'requests_capped') end
   if room < wanted then wanted = room end
 end
@@ -126,7 +141,7 @@ if rate > 0 then
   interval = 60000 / rate
   local burst = num(settings[4], 0)
   if burst < 1 then burst = math.max(1, rate / 60) end
-  tat = tonumber(redis.call('GET', KEYS[11])) or now
+  tat = tonumber(redis.call('GET', ratelimit_key)) or now
   if tat < now then tat = now end
   local allowed = math.floor((now + burst * interval - tat) / interval)
   if allowed < 1 then return refuse(429, 'requests_limited') end
@@ -161,11 +176,10 @@ end
 -- Hand out claims that may be reclaimed, oldest due first. Entries of items done or released
 -- since are dropped as they come due (each once), so the scan is bounded by what it clears.
 local claim = downloader .. '\t' .. ip .. '\t'
--- Each reclaim keeps the round it ends in reclaim_history (the latest HISTORY_ROUNDS), so a dead
--- item carries every holder it had; done and release clear it.
-local HISTORY_ROUNDS = 50
+-- Each reclaim keeps the round it ends in reclaim_history (the latest RECLAIM_HISTORY_ROUNDS),
+-- so a dead item carries every holder it had; done and release clear it.
 local function past_rounds(item)
-  local text = redis.call('HGET', KEYS[22], item)
+  local text = redis.call('HGET', reclaim_history_key, item)
   if not text then return {} end
   local ok, rounds = pcall(cjson.decode, text)
   return (ok and type(rounds) == 'table') and rounds or {}
@@ -174,14 +188,14 @@ local function take_reclaims(need)
   if ttl_ms <= 0 then return end
   local budget = 4 * need + 100
   while need > 0 and budget > 0 do
-    local due = redis.call('ZRANGEBYSCORE', KEYS[20], '-inf', now, 'LIMIT', 0, need)
+    local due = redis.call('ZRANGEBYSCORE', reclaim_at_key, '-inf', now, 'LIMIT', 0, need)
     if #due == 0 then return end
     for _, item in ipairs(due) do
       budget = budget - 1
-      local claimed_at = redis.call('ZSCORE', KEYS[8], item)
-      local record = claimed_at and redis.call('HGET', KEYS[9], item)
+      local claimed_at = redis.call('ZSCORE', out_key, item)
+      local record = claimed_at and redis.call('HGET', claims_key, item)
       if not record then
-        redis.call('ZREM', KEYS[20], item)
+        redis.call('ZREM', reclaim_at_key, item)
       else
         local holder, holder_ip, times = string.match(record, '^(.*)\t(.*)\t(%d+)$')
         times = tonumber(times)
@@ -190,34 +204,34 @@ local function take_reclaims(need)
         end
         local at = tonumber(claimed_at) + ttl_ms * times
         if at > now then
-          redis.call('ZADD', KEYS[20], at, item)        -- the TTL grew since it was claimed
+          redis.call('ZADD', reclaim_at_key, at, item)        -- the TTL grew since it was claimed
         else
-          if holder and redis.call('HINCRBY', KEYS[10], holder, -1) <= 0 then
-            redis.call('HDEL', KEYS[10], holder)
+          if holder and redis.call('HINCRBY', downloader_claims_key, holder, -1) <= 0 then
+            redis.call('HDEL', downloader_claims_key, holder)
           end
           if max_reclaims > 0 and times > max_reclaims then
-            redis.call('ZREM', KEYS[8], item)
-            redis.call('HDEL', KEYS[9], item)
-            redis.call('ZREM', KEYS[20], item)
+            redis.call('ZREM', out_key, item)
+            redis.call('HDEL', claims_key, item)
+            redis.call('ZREM', reclaim_at_key, item)
             local rounds = past_rounds(item)
             rounds[#rounds + 1] = {downloader = holder or '', ip = holder_ip,
                                    claimed_ms = tonumber(claimed_at)}
-            redis.call('HDEL', KEYS[22], item)
-            redis.call('HSET', KEYS[21], item, dead_record({claims = times,
+            redis.call('HDEL', reclaim_history_key, item)
+            redis.call('HSET', dead_key, item, dead_record({claims = times,
               last_downloader = holder or '', last_ip = holder_ip,
               last_claimed_ms = tonumber(claimed_at), dead_ms = now, rounds = rounds}))
-            bump(stats, minute, 'items_dead', 1)
+            bump(stats_key, minute_key, 'items_dead', 1)
           else
             local rounds = past_rounds(item)
             rounds[#rounds + 1] = {downloader = holder or '', ip = holder_ip,
                                    claimed_ms = tonumber(claimed_at)}
-            while #rounds > HISTORY_ROUNDS do table.remove(rounds, 1) end
+            while #rounds > RECLAIM_HISTORY_ROUNDS do table.remove(rounds, 1) end
             local ok, text = pcall(cjson.encode, rounds)
-            redis.call('HSET', KEYS[22], item, ok and text or '[]')
-            redis.call('ZADD', KEYS[8], now, item)
-            redis.call('HSET', KEYS[9], item, claim .. (times + 1))
-            redis.call('HINCRBY', KEYS[10], downloader, 1)
-            redis.call('ZADD', KEYS[20], now + ttl_ms * (times + 1), item)
+            redis.call('HSET', reclaim_history_key, item, ok and text or '[]')
+            redis.call('ZADD', out_key, now, item)
+            redis.call('HSET', claims_key, item, claim .. (times + 1))
+            redis.call('HINCRBY', downloader_claims_key, downloader, 1)
+            redis.call('ZADD', reclaim_at_key, now + ttl_ms * (times + 1), item)
             reclaimed = reclaimed + 1
             if times == 1 then first_reclaims = first_reclaims + 1 end
             need = need - 1
@@ -232,11 +246,11 @@ end
 
 -- Held items of limits whose bucket has a token; a removed limit's items go out unthrottled.
 local function take_limited(need)
-  local due = redis.call('ZRANGEBYSCORE', KEYS[17], '-inf', now, 'WITHSCORES', 'LIMIT', 0, need)
+  local due = redis.call('ZRANGEBYSCORE', limits_ready_key, '-inf', now, 'WITHSCORES', 'LIMIT', 0, need)
   for j = 1, #due, 2 do
     if need <= 0 then return end
     local name, next_at = due[j], tonumber(due[j + 1])
-    local record = redis.call('HGET', KEYS[19], name)
+    local record = redis.call('HGET', limits_key, name)
     local interval, allowed = 0, need
     local per_s
     if record then
@@ -250,7 +264,7 @@ local function take_limited(need)
       if next_at < now - (burst - 1) * interval then next_at = now - (burst - 1) * interval end
       allowed = math.min(need, math.floor((now - next_at) / interval) + 1)
     end
-    local held = redis.call('ZRANGEBYLEX', KEYS[16], '[' .. name .. '\0', '(' .. name .. '\1',
+    local held = redis.call('ZRANGEBYLEX', limited_key, '[' .. name .. '\0', '(' .. name .. '\1',
                             'LIMIT', 0, allowed + 1)
     local n = math.min(allowed, #held)
     local taken = {}
@@ -260,21 +274,21 @@ local function take_limited(need)
       fresh[#fresh + 1] = item
       taken[m] = held[m]
     end
-    if n > 0 then call_chunked('ZREM', KEYS[16], taken) end
+    if n > 0 then call_chunked('ZREM', limited_key, taken) end
     need = need - n
     next_at = next_at + n * interval
     if #held <= n then
-      redis.call('ZREM', KEYS[17], name)
-      if record then redis.call('HSET', KEYS[18], name, next_at) end
+      redis.call('ZREM', limits_ready_key, name)
+      if record then redis.call('HSET', limit_tat_key, name, next_at) end
     else
-      redis.call('ZADD', KEYS[17], next_at, name)
+      redis.call('ZADD', limits_ready_key, next_at, name)
     end
   end
 end
 
 -- `out` is counted only when a claims limit is set: most projects have none, and every call here
 -- is paid on every request.
-local out_size = claims_limit > 0 and redis.call('ZCARD', KEYS[8]) or 0
+local out_size = claims_limit > 0 and redis.call('ZCARD', out_key) or 0
 local limit_reached = claims_limit > 0 and out_size >= claims_limit
 if claims_limit > 0 and not limit_reached and claims_limit - out_size < wanted then
   wanted = claims_limit - out_size
@@ -284,7 +298,7 @@ wanted = math.floor(wanted)
 -- Fresh items until UPTO are given: held items whose bucket has a token, then the queues.
 local function take_fresh(upto)
   if upto > given then take_limited(upto - given) end
-  for q = 3, 7 do
+  for q = FIRST_QUEUE, LAST_QUEUE do
     local need = upto - given
     if need <= 0 then break end
     local popped = redis.call('SPOP', KEYS[q], need)
@@ -300,7 +314,7 @@ if limit_reached then
   if given < wanted then
     -- Reclaims sent to `dead` left `out`: the room they made is served from the queues, or the
     -- warrior would idle on a 404 while items wait (a reclaim given stays in `out`, counted).
-    room = math.floor(claims_limit - redis.call('ZCARD', KEYS[8]))   -- SPOP takes integers
+    room = math.floor(claims_limit - redis.call('ZCARD', out_key))   -- SPOP takes integers
     if room > 0 then take_fresh(given + math.min(wanted - given, room)) end
   end
   if given == 0 then
@@ -323,12 +337,12 @@ if count > 0 then
     claim_args[2 * i - 1] = item
     claim_args[2 * i] = first
   end
-  call_chunked('ZADD', KEYS[8], out_args)
-  call_chunked('HSET', KEYS[9], claim_args)
-  redis.call('HINCRBY', KEYS[10], downloader, count)
+  call_chunked('ZADD', out_key, out_args)
+  call_chunked('HSET', claims_key, claim_args)
+  redis.call('HINCRBY', downloader_claims_key, downloader, count)
   if ttl_ms > 0 then
     for i = 1, count do out_args[2 * i - 1] = now + ttl_ms end
-    call_chunked('ZADD', KEYS[20], out_args)
+    call_chunked('ZADD', reclaim_at_key, out_args)
   end
 end
 if rate > 0 then
@@ -336,10 +350,10 @@ if rate > 0 then
   -- An integer number of ms in range even for a rate of 1e-300 per minute.
   local px = math.ceil(tat - now) + 1000
   if not (px <= MAX_PX_MS) then px = MAX_PX_MS end
-  redis.call('SET', KEYS[11], tostring(tat), 'PX', px)
+  redis.call('SET', ratelimit_key, tostring(tat), 'PX', px)
 end
-bump(stats, minute, 'requests_served', 1)
-bump(stats, minute, 'items_claimed', count)
-bump(stats, minute, 'reclaims_served', reclaimed)
-bump(stats, minute, 'items_reclaimed', first_reclaims)
+bump(stats_key, minute_key, 'requests_served', 1)
+bump(stats_key, minute_key, 'items_claimed', count)
+bump(stats_key, minute_key, 'reclaims_served', reclaimed)
+bump(stats_key, minute_key, 'items_reclaimed', first_reclaims)
 return reply

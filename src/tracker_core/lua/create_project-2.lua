@@ -6,7 +6,9 @@ the literal '--blocked' and the globally blocked entries to copy (global blocks 
 project's own set so the claim script never reads a key outside the project's slot).
 Returns 1 if created, 0 if it already existed.
 ]]
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+local settings_key = KEYS[1]
+local blocked_key  = KEYS[2]
+if redis.call('EXISTS', settings_key) == 1 then return 0 end
 local i = 2
 local fields = {'settings_age', 1, 'created_ms', ARGV[1]}
 while i <= #ARGV and ARGV[i] ~= '--blocked' do
@@ -14,6 +16,6 @@ while i <= #ARGV and ARGV[i] ~= '--blocked' do
   fields[#fields + 1] = ARGV[i + 1]
   i = i + 2
 end
-redis.call('HSET', KEYS[1], unpack(fields))
-for j = i + 1, #ARGV do redis.call('SADD', KEYS[2], ARGV[j]) end
+redis.call('HSET', settings_key, unpack(fields))
+for j = i + 1, #ARGV do redis.call('SADD', blocked_key, ARGV[j]) end
 return 1

@@ -42,7 +42,7 @@ holding at most BAD_ITEMS_BYTES of the names (cut at a character boundary) and `
 stream capped at BAD_DONES_MAXLEN entries: about 12 MB at most.
 Bytes are shared out over the names of the call, so a repeated call adds nothing; what the new
 items get is capped at max_bytes_per_item each (0: no cap; absent: DEFAULT_MAX_BYTES_PER_ITEM,
-as in settings.py), scaling every domain alike, and a clamped call counts in dones_bytes_clamped.
+of script_constants.py), scaling every domain alike, and a clamped call counts in dones_bytes_clamped.
 Every counter grown by bytes (domain_bytes, bytes_done in stats and the minute, the downloader's
 score) and rtt_sum_ms stops at 2^53: read before the first write and the increment cut to fit (counted in
 dones_bytes_clamped), so no HINCRBY can overflow once items moved. domain_bytes keeps at most
@@ -60,16 +60,27 @@ seconds (rtt_le_inf: the rest), in stats and in the minute hash, so percentiles 
 Dead items have no current claim and add no RTT.
 ]]
 --@include counters
-local RTT_BOUNDS_S = {1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 10800, 43200}
-local DEFAULT_MAX_BYTES_PER_ITEM = 1e11
+--@constants RTT_BOUNDS_S DEFAULT_MAX_BYTES_PER_ITEM DEFAULT_LOG_MAXLEN MAX_DOMAIN_FIELDS
+--@constants BAD_DONES_MAXLEN BAD_ITEMS_BYTES MAX_LOG_MAXLEN LOG_SAFETY_FACTOR LOG_SAFETY_MIN
+local settings_key           = KEYS[1]
+local out_key                = KEYS[2]
+local claims_key             = KEYS[3]
+local done_key               = KEYS[4]
+local downloader_claims_key  = KEYS[5]
+local log_key                = KEYS[6]
+local downloader_count_key   = KEYS[7]
+local downloader_bytes_key   = KEYS[8]
+local downloader_version_key = KEYS[9]
+local domain_bytes_key       = KEYS[10]
+local stats_key              = KEYS[11]
+local minute_key             = KEYS[12]
+local bad_dones_key          = KEYS[18]
+local reclaim_history_key    = KEYS[19]
+local dead_key               = KEYS[20]
+local FIRST_QUEUE, LAST_QUEUE = 13, 17  -- KEYS[13..17]: every queue a done item may wait in
 -- Byte counters stop at 2^53: exact in a Lua double and far below HINCRBY's 2^63, whose
 -- "would overflow" would fail the script after items already moved from out to done.
 local BYTES_LIMIT = 2 ^ 53
-local MAX_DOMAIN_FIELDS = 64   -- distinct domains in domain_bytes (beyond: 'other')
-local BAD_DONES_MAXLEN = 10000
-local BAD_ITEMS_BYTES = 1024
-local MAX_LOG_MAXLEN = 1e9     -- XADD takes an integer: keep it printable as one
-local LOG_SAFETY_FACTOR, LOG_SAFETY_MIN = 10, 100000
 local function rtt_field(rtt_ms)
   for _, bound in ipairs(RTT_BOUNDS_S) do
     if rtt_ms <= bound * 1000 then return 'rtt_le_' .. bound end
@@ -94,18 +105,17 @@ for d = 0, n_domains - 1 do
   reported[d] = bytes
 end
 
-local settings = redis.call('HMGET', KEYS[1], 'settings_age', 'done_mode', 'log_maxlen',
+local settings = redis.call('HMGET', settings_key, 'settings_age', 'done_mode', 'log_maxlen',
                             'accept_queued_dones', 'max_bytes_per_item')
 local age = settings[1]
 if not age then return {-1, 0} end
 local keep_done = settings[2] ~= 'discard'
-local log_maxlen = math.floor(math.min(math.max(tonumber(settings[3]) or 100000, 0), MAX_LOG_MAXLEN))
-if log_maxlen ~= log_maxlen then log_maxlen = 100000 end
+local log_maxlen = math.floor(math.min(math.max(tonumber(settings[3]) or DEFAULT_LOG_MAXLEN, 0), MAX_LOG_MAXLEN))
+if log_maxlen ~= log_maxlen then log_maxlen = DEFAULT_LOG_MAXLEN end
 local accept_queued = settings[4] == '1'
 local max_per_item = tonumber(settings[5]) or DEFAULT_MAX_BYTES_PER_ITEM
 if not (max_per_item >= 0) then max_per_item = DEFAULT_MAX_BYTES_PER_ITEM end
 local downloader, version, id, ip = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
-local stats, minute = KEYS[11], KEYS[12]
 
 -- Read pass for the counters grown by bytes (and the RTT sum), before the first write: how much
 -- each may still grow, and which domain_bytes field each reported domain goes to.
@@ -122,7 +132,7 @@ if n_domains > 0 then
     local names = {}
     for d = start, math.min(start + 999, n_domains - 1) do names[#names + 1] = ARGV[7 + 2 * d] end
     names[#names + 1] = 'other'   -- read with the rest: where a domain past the cap goes
-    local values = redis.call('HMGET', KEYS[10], unpack(names))
+    local values = redis.call('HMGET', domain_bytes_key, unpack(names))
     if field_room['other'] == nil then field_room['other'] = room(values[#names]) end
     for j = 1, #names - 1 do
       local name, d = names[j], start + j - 1
@@ -130,7 +140,7 @@ if n_domains > 0 then
         if values[j] then
           field_room[name] = room(values[j])
         else
-          known = known or redis.call('HLEN', KEYS[10])
+          known = known or redis.call('HLEN', domain_bytes_key)
           if known + added < MAX_DOMAIN_FIELDS then
             added = added + 1
             field_room[name] = BYTES_LIMIT
@@ -143,37 +153,37 @@ if n_domains > 0 then
     end
   end
 end
-local stats_now = redis.call('HMGET', stats, 'bytes_done', 'rtt_sum_ms')
-local minute_now = redis.call('HMGET', minute, 'bytes_done', 'rtt_sum_ms')
+local stats_now = redis.call('HMGET', stats_key, 'bytes_done', 'rtt_sum_ms')
+local minute_now = redis.call('HMGET', minute_key, 'bytes_done', 'rtt_sum_ms')
 local bytes_room = math.min(room(stats_now[1]), room(minute_now[1]),
-                            room(redis.call('ZSCORE', KEYS[8], downloader)))
+                            room(redis.call('ZSCORE', downloader_bytes_key, downloader)))
 local rtt_room = math.min(room(stats_now[2]), room(minute_now[2]))
 -- Type probes (O(1)) of every key written below that nothing above has read: an item that left
 -- `out` must not be stranded by a WRONGTYPE error on a later write (Redis keeps the writes).
-redis.call('SCARD', KEYS[4])
-redis.call('HLEN', KEYS[5])
-redis.call('XLEN', KEYS[6])
-redis.call('HLEN', KEYS[7])
-redis.call('HLEN', KEYS[9])
-redis.call('HLEN', KEYS[10])
-redis.call('HLEN', KEYS[19])
-redis.call('HLEN', KEYS[20])
+redis.call('SCARD', done_key)
+redis.call('HLEN', downloader_claims_key)
+redis.call('XLEN', log_key)
+redis.call('HLEN', downloader_count_key)
+redis.call('HLEN', downloader_version_key)
+redis.call('HLEN', domain_bytes_key)
+redis.call('HLEN', reclaim_history_key)
+redis.call('HLEN', dead_key)
 
 local new_items, unknown_items, refused_items = {}, {}, {}
 local repeated, dead_done, rtt_sum, rtt_n, rtt_hist = 0, 0, 0, 0, {}
 for i = first_item, #ARGV do
   local item = ARGV[i]
-  local claimed_at = redis.call('ZSCORE', KEYS[2], item)
+  local claimed_at = redis.call('ZSCORE', out_key, item)
   local found = false
   if claimed_at then
-    local claim = redis.call('HGET', KEYS[3], item)
-    redis.call('ZREM', KEYS[2], item)
-    redis.call('HDEL', KEYS[3], item)
+    local claim = redis.call('HGET', claims_key, item)
+    redis.call('ZREM', out_key, item)
+    redis.call('HDEL', claims_key, item)
     if claim then
       local claimant = string.match(claim, '^[^\t]*')
-      if (tonumber(string.match(claim, '\t(%d+)$')) or 1) > 1 then redis.call('HDEL', KEYS[19], item) end
-      if redis.call('HINCRBY', KEYS[5], claimant, -1) <= 0 then
-        redis.call('HDEL', KEYS[5], claimant)
+      if (tonumber(string.match(claim, '\t(%d+)$')) or 1) > 1 then redis.call('HDEL', reclaim_history_key, item) end
+      if redis.call('HINCRBY', downloader_claims_key, claimant, -1) <= 0 then
+        redis.call('HDEL', downloader_claims_key, claimant)
       end
     end
     -- Whole ms: a fractional claim time (old data) would reach HINCRBY after the first write.
@@ -185,15 +195,15 @@ for i = first_item, #ARGV do
       rtt_hist[field] = (rtt_hist[field] or 0) + 1
     end
     found = true
-  elseif redis.call('SISMEMBER', KEYS[4], item) == 1 then
+  elseif redis.call('SISMEMBER', done_key, item) == 1 then
     repeated = repeated + 1
-  elseif redis.call('HDEL', KEYS[20], item) == 1 then
+  elseif redis.call('HDEL', dead_key, item) == 1 then
     -- The work was done after all: keep it rather than the verdict.
     dead_done = dead_done + 1
     found = true
   else
     local queued = false
-    for q = 13, 17 do
+    for q = FIRST_QUEUE, LAST_QUEUE do
       if redis.call('SISMEMBER', KEYS[q], item) == 1 then
         queued = true
         if accept_queued then redis.call('SREM', KEYS[q], item) end
@@ -210,7 +220,7 @@ for i = first_item, #ARGV do
   end
   if found then
     new_items[#new_items + 1] = item
-    if keep_done then redis.call('SADD', KEYS[4], item) end
+    if keep_done then redis.call('SADD', done_key, item) end
   end
 end
 
@@ -256,34 +266,34 @@ if new > 0 then
   end
   if rtt_sum > rtt_room then rtt_sum = rtt_room end
   for d = 0, n_domains - 1 do
-    if shares[d] > 0 then redis.call('HINCRBY', KEYS[10], domain_field[d], shares[d]) end
+    if shares[d] > 0 then redis.call('HINCRBY', domain_bytes_key, domain_field[d], shares[d]) end
   end
-  redis.call('HINCRBY', KEYS[7], downloader, new)
-  redis.call('ZINCRBY', KEYS[8], bytes_total, downloader)
-  if version ~= '' then redis.call('HSET', KEYS[9], downloader, version) end
+  redis.call('HINCRBY', downloader_count_key, downloader, new)
+  redis.call('ZINCRBY', downloader_bytes_key, bytes_total, downloader)
+  if version ~= '' then redis.call('HSET', downloader_version_key, downloader, version) end
   local domains = {}
   for d = 0, n_domains - 1 do
     domains[#domains + 1] = ARGV[7 + 2 * d]
     domains[#domains + 1] = string.format('%d', shares[d])
   end
-  redis.call('XADD', KEYS[6], '*', 'downloader', downloader, 'ip', ip,
+  redis.call('XADD', log_key, '*', 'downloader', downloader, 'ip', ip,
              'items', table.concat(new_items, '\0'), 'bytes', bytes_total,
              'domains', table.concat(domains, '\0'), 'version', version, 'id', id, 'at', now)
   local safety = math.max(log_maxlen * LOG_SAFETY_FACTOR, LOG_SAFETY_MIN)
-  if redis.call('XLEN', KEYS[6]) > safety then
-    bump(stats, nil, 'log_entries_dropped',
-         redis.call('XTRIM', KEYS[6], 'MAXLEN', string.format('%d', safety)))
+  if redis.call('XLEN', log_key) > safety then
+    bump(stats_key, nil, 'log_entries_dropped',
+         redis.call('XTRIM', log_key, 'MAXLEN', string.format('%d', safety)))
   end
-  bump(stats, minute, 'items_done', new)
-  bump(stats, minute, 'bytes_done', bytes_total)
-  bump(stats, minute, 'rtt_sum_ms', rtt_sum)
-  bump(stats, minute, 'rtt_count', rtt_n)
-  for field, n in pairs(rtt_hist) do bump(stats, minute, field, n) end
-  bump(stats, nil, 'items_dead_done', dead_done)
-  bump(stats, nil, 'dones_bytes_clamped', clamped)
+  bump(stats_key, minute_key, 'items_done', new)
+  bump(stats_key, minute_key, 'bytes_done', bytes_total)
+  bump(stats_key, minute_key, 'rtt_sum_ms', rtt_sum)
+  bump(stats_key, minute_key, 'rtt_count', rtt_n)
+  for field, n in pairs(rtt_hist) do bump(stats_key, minute_key, field, n) end
+  bump(stats_key, nil, 'items_dead_done', dead_done)
+  bump(stats_key, nil, 'dones_bytes_clamped', clamped)
 end
-bump(stats, minute, 'done_requests', 1)
-bump(stats, nil, 'dones_repeated', repeated)
+bump(stats_key, minute_key, 'done_requests', 1)
+bump(stats_key, nil, 'dones_repeated', repeated)
 
 -- NAMES joined by NUL, at most BUDGET bytes, never cutting a UTF-8 sequence in two.
 local function bounded_join(names, budget)
@@ -307,16 +317,16 @@ local function bounded_join(names, budget)
   return table.concat(parts, '\0')
 end
 local function record_bad(names, reason)
-  redis.call('XADD', KEYS[18], 'MAXLEN', '~', BAD_DONES_MAXLEN, '*', 'downloader', downloader,
+  redis.call('XADD', bad_dones_key, 'MAXLEN', '~', BAD_DONES_MAXLEN, '*', 'downloader', downloader,
              'reason', reason, 'count', #names, 'items', bounded_join(names, BAD_ITEMS_BYTES),
              'at', now)
 end
 if #refused_items > 0 then
-  bump(stats, nil, 'dones_refused', #refused_items)
+  bump(stats_key, nil, 'dones_refused', #refused_items)
   record_bad(refused_items, 'queued')
 end
 if #unknown_items > 0 then
-  bump(stats, nil, 'dones_unknown', #unknown_items)
+  bump(stats_key, nil, 'dones_unknown', #unknown_items)
   record_bad(unknown_items, 'unknown')
 end
 return {200, age, new, repeated, #unknown_items, #refused_items, clamped}

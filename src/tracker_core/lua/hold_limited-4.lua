@@ -12,18 +12,22 @@ Redis keeps the writes of a script that fails half-way, so everything that can f
 checked first (the types of all four keys, the stored times) and the writes come last, in chunks
 that stay far under Lua's unpack limit (about 8,000 values).
 ]]
+local limited_in_key   = KEYS[1]
+local limited_key      = KEYS[2]
+local limits_ready_key = KEYS[3]
+local limit_tat_key    = KEYS[4]
 local CHUNK = 1000
 local most = tonumber(ARGV[1])
 if not most or most < 1 or most > 100000 or most ~= math.floor(most) then return -1 end
-redis.call('ZCARD', KEYS[2])                      -- a wrong type fails here, before any write
-local entries = redis.call('SRANDMEMBER', KEYS[1], most)   -- distinct members: count > 0
+redis.call('ZCARD', limited_key)                      -- a wrong type fails here, before any write
+local entries = redis.call('SRANDMEMBER', limited_in_key, most)   -- distinct members: count > 0
 if #entries == 0 then return 0 end
 local ready = {}      -- limit -> when its bucket next has a token, for limits not yet ready
 local order = {}
 for _, entry in ipairs(entries) do
   local name = string.match(entry, '^([^%z]*)%z')
-  if name and ready[name] == nil and redis.call('ZSCORE', KEYS[3], name) == false then
-    local at = redis.call('HGET', KEYS[4], name)
+  if name and ready[name] == nil and redis.call('ZSCORE', limits_ready_key, name) == false then
+    local at = redis.call('HGET', limit_tat_key, name)
     ready[name] = tonumber(at) and at or 0        -- kept as stored text: no rounding
     order[#order + 1] = name
   end
@@ -35,11 +39,11 @@ for i = 1, #entries, CHUNK do
     args[#args + 1] = 0
     args[#args + 1] = entries[j]
   end
-  redis.call('ZADD', KEYS[2], unpack(args))
-  redis.call('SREM', KEYS[1], unpack(entries, i, last))
+  redis.call('ZADD', limited_key, unpack(args))
+  redis.call('SREM', limited_in_key, unpack(entries, i, last))
 end
 for _, name in ipairs(order) do
-  redis.call('ZADD', KEYS[3], ready[name], name)
-  redis.call('HDEL', KEYS[4], name)
+  redis.call('ZADD', limits_ready_key, ready[name], name)
+  redis.call('HDEL', limit_tat_key, name)
 end
 return #entries

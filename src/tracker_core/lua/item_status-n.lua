@@ -32,43 +32,59 @@ items are only under limits in limits_ready (hold_limited adds a limit with its 
 claim removes it with its last, a removed limit stays until emptied); an item on its way in
 may be under any current limit too, looked up only while the way-in set is not empty.
 ]]
-if redis.call('EXISTS', KEYS[1]) == 0 then return {-1, '', '', '', 0, 0} end
+local settings_key       = KEYS[1]
+local claims_key         = KEYS[2]
+local done_key           = KEYS[3]
+local dead_key           = KEYS[4]
+local limited_key        = KEYS[9]
+local limited_in_key     = KEYS[10]
+local limits_ready_key   = KEYS[11]
+local limits_key         = KEYS[12]
+local offloading_key     = KEYS[13]
+local segments_key       = KEYS[14]
+local segment_queues_key = KEYS[15]
+local owners_key         = KEYS[16]
+local FIRST_QUEUE = 5       -- KEYS[5..8]: todo, backfeed, secondary, redo
+local FIRST_OWN_QUEUE = 17  -- KEYS[17 ..]: the downloaders' own queues, ARGV[2 ..] their names
+if redis.call('EXISTS', settings_key) == 0 then return {-1, '', '', '', 0, 0} end
 local item = ARGV[1]
-local claim = redis.call('HGET', KEYS[2], item)
+local claim = redis.call('HGET', claims_key, item)
 if claim then return {200, 'out', '', claim, 0, 0} end
-if redis.call('SISMEMBER', KEYS[3], item) == 1 then return {200, 'done', '', '', 0, 0} end
-local dead = redis.call('HGET', KEYS[4], item)
+if redis.call('SISMEMBER', done_key, item) == 1 then return {200, 'done', '', '', 0, 0} end
+local dead = redis.call('HGET', dead_key, item)
 if dead then return {200, 'dead', '', dead, 0, 0} end
 local shared = {'todo', 'backfeed', 'secondary', 'redo'}
-for q = 5, 8 do
-  if redis.call('SISMEMBER', KEYS[q], item) == 1 then return {200, 'todo', shared[q - 4], '', 0, 0} end
-end
-for i = 17, #KEYS do
-  if redis.call('SISMEMBER', KEYS[i], item) == 1 then
-    return {200, 'todo', 'downloader:' .. ARGV[i - 15], '', 0, 0}
+for q = FIRST_QUEUE, FIRST_QUEUE + 3 do
+  if redis.call('SISMEMBER', KEYS[q], item) == 1 then
+    return {200, 'todo', shared[q - FIRST_QUEUE + 1], '', 0, 0}
   end
 end
-local arriving = redis.call('SCARD', KEYS[10]) > 0
+for i = FIRST_OWN_QUEUE, #KEYS do
+  if redis.call('SISMEMBER', KEYS[i], item) == 1 then
+    return {200, 'todo', 'downloader:' .. ARGV[i - FIRST_OWN_QUEUE + 2], '', 0, 0}
+  end
+end
+local arriving = redis.call('SCARD', limited_in_key) > 0
 local seen = {}
-for _, limit in ipairs(redis.call('ZRANGE', KEYS[11], 0, -1)) do
+for _, limit in ipairs(redis.call('ZRANGE', limits_ready_key, 0, -1)) do
   local entry = limit .. '\0' .. item
-  if redis.call('ZSCORE', KEYS[9], entry)
-      or (arriving and redis.call('SISMEMBER', KEYS[10], entry) == 1) then
+  if redis.call('ZSCORE', limited_key, entry)
+      or (arriving and redis.call('SISMEMBER', limited_in_key, entry) == 1) then
     return {200, 'todo', 'limited', limit, 0, 0}
   end
   seen[limit] = true
 end
 if arriving then
-  for _, limit in ipairs(redis.call('HKEYS', KEYS[12])) do
-    if not seen[limit] and redis.call('SISMEMBER', KEYS[10], limit .. '\0' .. item) == 1 then
+  for _, limit in ipairs(redis.call('HKEYS', limits_key)) do
+    if not seen[limit] and redis.call('SISMEMBER', limited_in_key, limit .. '\0' .. item) == 1 then
       return {200, 'todo', 'limited', limit, 0, 0}
     end
   end
 end
-if redis.call('SISMEMBER', KEYS[13], item) == 1 then
-  local staged = redis.call('HGET', KEYS[15], '#staged') or ''
+if redis.call('SISMEMBER', offloading_key, item) == 1 then
+  local staged = redis.call('HGET', segment_queues_key, '#staged') or ''
   local source = string.match(staged, '^%S+ (.+)$') or 'todo'
   return {200, 'offloaded', source, '', 0, 0}
 end
-local segments = redis.call('HLEN', KEYS[14]) - redis.call('HEXISTS', KEYS[14], '#next')
-return {200, '', '', '', redis.call('SCARD', KEYS[16]), segments}
+local segments = redis.call('HLEN', segments_key) - redis.call('HEXISTS', segments_key, '#next')
+return {200, '', '', '', redis.call('SCARD', owners_key), segments}

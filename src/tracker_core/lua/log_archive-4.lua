@@ -15,7 +15,11 @@ the caller leaves its file unregistered (removed later) and stops its pass.
 The file is written and fsynced before this runs, so an entry leaves Redis only once on disk.
 ]]
 --@include counters
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {-4, 0} end
+local lease_key        = KEYS[1]
+local log_key          = KEYS[2]
+local log_segments_key = KEYS[3]
+local stats_key        = KEYS[4]
+if redis.call('GET', lease_key) ~= ARGV[1] then return {-4, 0} end
 local number, first, last, entries = ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
 local function parse(id)
   local ms, seq = string.match(id or '', '^(%d+)%-(%d+)$')
@@ -26,21 +30,21 @@ local last_ms, last_seq = parse(last)
 if not first_ms or not last_ms or not entries or entries < 1 then
   return redis.error_reply('log_archive: ARGV[3], ARGV[4] must be stream ids, ARGV[5] a count')
 end
-if redis.call('HEXISTS', KEYS[3], number) == 1 then return {0, 0} end
-local handed_out = tonumber(redis.call('HGET', KEYS[3], '#next') or '0')
+if redis.call('HEXISTS', log_segments_key, number) == 1 then return {0, 0} end
+local handed_out = tonumber(redis.call('HGET', log_segments_key, '#next') or '0')
 if not tonumber(number) or tonumber(number) < 1 or tonumber(number) > handed_out then return {0, 0} end
-local archived = redis.call('HGET', KEYS[3], '#archived')
+local archived = redis.call('HGET', log_segments_key, '#archived')
 if archived then
   local a_ms, a_seq = parse(archived)
   if not a_ms or a_ms > first_ms or (a_ms == first_ms and a_seq >= first_seq) then return {0, 0} end
 end
 -- Nothing unarchived may sit between the archive's end and the file's first entry.
-local gap = redis.call('XRANGE', KEYS[2], archived and ('(' .. archived) or '-', '(' .. first,
+local gap = redis.call('XRANGE', log_key, archived and ('(' .. archived) or '-', '(' .. first,
                        'COUNT', 1)
 if #gap > 0 then return {0, 0} end
-redis.call('HSET', KEYS[3], number, first .. ' ' .. last .. ' ' .. entries, '#archived', last)
+redis.call('HSET', log_segments_key, number, first .. ' ' .. last .. ' ' .. entries, '#archived', last)
 -- MINID keeps ids >= its argument: the id right after LAST (same ms, next sequence number).
-local trimmed = redis.call('XTRIM', KEYS[2], 'MINID',
+local trimmed = redis.call('XTRIM', log_key, 'MINID',
                           string.match(last, '^%d+') .. '-' .. string.format('%d', last_seq + 1))
-bump(KEYS[4], nil, 'log_entries_archived', entries)
+bump(stats_key, nil, 'log_entries_archived', entries)
 return {1, trimmed}

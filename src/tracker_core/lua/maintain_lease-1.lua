@@ -6,12 +6,13 @@ Returns 1 when ARGV[1] holds the lease (taken or renewed), 0 when another holder
 With 'release': 1 when ARGV[1] held it and it is now free, 0 otherwise (nothing changes).
 Every script that moves the project's segments checks the holder in the same step.
 ]]
-local holder = redis.call('GET', KEYS[1])
+local lease_key = KEYS[1]
+local holder = redis.call('GET', lease_key)
 if ARGV[3] == 'release' then
   if holder ~= ARGV[1] then return 0 end
-  redis.call('DEL', KEYS[1])
+  redis.call('DEL', lease_key)
   return 1
 end
 if holder and holder ~= ARGV[1] then return 0 end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', tonumber(ARGV[2]))
+redis.call('SET', lease_key, ARGV[1], 'PX', tonumber(ARGV[2]))
 return 1

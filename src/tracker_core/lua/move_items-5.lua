@@ -15,16 +15,21 @@ the way-in set instead of the target, and the caller runs hold_limited to file i
 cannot bypass a limit.
 ]]
 --@include enqueue
-if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+local settings_key   = KEYS[1]
+local source_key     = KEYS[2]
+local target_key     = KEYS[3]
+local owners_key     = KEYS[4]
+local limited_in_key = KEYS[5]
+if redis.call('EXISTS', settings_key) == 0 then return -1 end
 if (#ARGV - 1) % 2 ~= 0 then return -2 end
-check_enqueue_keys(KEYS[3], KEYS[5])
-redis.call('SCARD', KEYS[4])
+check_enqueue_keys(target_key, limited_in_key)
+redis.call('SCARD', owners_key)
 local moved, to_target = 0, 0
 for i = 2, #ARGV - 1, 2 do
-  if redis.call('SREM', KEYS[2], ARGV[i]) == 1 then
-    if enqueue_or_hold(KEYS[3], KEYS[5], ARGV[i], ARGV[i + 1]) then to_target = to_target + 1 end
+  if redis.call('SREM', source_key, ARGV[i]) == 1 then
+    if enqueue_or_hold(target_key, limited_in_key, ARGV[i], ARGV[i + 1]) then to_target = to_target + 1 end
     moved = moved + 1
   end
 end
-if to_target > 0 and ARGV[1] ~= '' then redis.call('SADD', KEYS[4], ARGV[1]) end
+if to_target > 0 and ARGV[1] ~= '' then redis.call('SADD', owners_key, ARGV[1]) end
 return moved

@@ -9,15 +9,19 @@ another source than ARGV[2]. Nothing changes on -4 and -5. Each call costs O(ARG
 size of the source queue. The file written for them, if any, is not registered: the caller
 deletes it.
 ]]
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {-4, 0} end
-local staged = redis.call('HGET', KEYS[3], '#staged')
+local lease_key          = KEYS[1]
+local offloading_key     = KEYS[2]
+local segment_queues_key = KEYS[3]
+local source_key         = KEYS[4]
+if redis.call('GET', lease_key) ~= ARGV[1] then return {-4, 0} end
+local staged = redis.call('HGET', segment_queues_key, '#staged')
 local source = staged and string.match(staged, '^%d+ (.+)$') or 'todo'
 if source ~= ARGV[2] then return {-5, 0} end
-redis.call('SCARD', KEYS[4])       -- a wrong type fails here, before any item leaves `offloading`
-local items = redis.call('SPOP', KEYS[2], tonumber(ARGV[3]))
+redis.call('SCARD', source_key)       -- a wrong type fails here, before any item leaves `offloading`
+local items = redis.call('SPOP', offloading_key, tonumber(ARGV[3]))
 for i = 1, #items, 5000 do
-  redis.call('SADD', KEYS[4], unpack(items, i, math.min(i + 4999, #items)))
+  redis.call('SADD', source_key, unpack(items, i, math.min(i + 4999, #items)))
 end
-local left = redis.call('SCARD', KEYS[2])
-if left == 0 then redis.call('HDEL', KEYS[3], '#staged') end
+local left = redis.call('SCARD', offloading_key)
+if left == 0 then redis.call('HDEL', segment_queues_key, '#staged') end
 return {#items, left}

@@ -9,13 +9,18 @@ hold the lease. On 0 and -4 nothing changes: the caller leaves its file unregist
 file, removed later) and stops its pass.
 ]]
 --@include counters
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -4 end
-if redis.call('HGET', KEYS[4], '#staged') ~= ARGV[2] .. ' ' .. ARGV[4] then return 0 end
+local lease_key          = KEYS[1]
+local offloading_key     = KEYS[2]
+local segments_key       = KEYS[3]
+local segment_queues_key = KEYS[4]
+local stats_key          = KEYS[5]
+if redis.call('GET', lease_key) ~= ARGV[1] then return -4 end
+if redis.call('HGET', segment_queues_key, '#staged') ~= ARGV[2] .. ' ' .. ARGV[4] then return 0 end
 local n = tonumber(ARGV[3])
-if redis.call('SCARD', KEYS[2]) ~= n then return 0 end
-redis.call('HSET', KEYS[3], ARGV[2], n)
-redis.call('HSET', KEYS[4], ARGV[2], ARGV[4])
-redis.call('HDEL', KEYS[4], '#staged')
-redis.call('DEL', KEYS[2])
-bump(KEYS[5], nil, ARGV[4] == 'done' and 'done_items_offloaded' or 'items_offloaded', n)
+if redis.call('SCARD', offloading_key) ~= n then return 0 end
+redis.call('HSET', segments_key, ARGV[2], n)
+redis.call('HSET', segment_queues_key, ARGV[2], ARGV[4])
+redis.call('HDEL', segment_queues_key, '#staged')
+redis.call('DEL', offloading_key)
+bump(stats_key, nil, ARGV[4] == 'done' and 'done_items_offloaded' or 'items_offloaded', n)
 return 1

@@ -12,23 +12,28 @@ ARGV[2] or a '#next' that is not a number. Only {number, ...}
 changes anything. The items stay counted (offloading is counted as offloaded) until
 offload_commit registers the file, which the caller does once the file is durably on disk.
 ]]
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {-4} end
-if redis.call('EXISTS', KEYS[3]) == 1 or redis.call('HEXISTS', KEYS[5], '#staged') == 1 then
+local lease_key          = KEYS[1]
+local source_key         = KEYS[2]
+local offloading_key     = KEYS[3]
+local segments_key       = KEYS[4]
+local segment_queues_key = KEYS[5]
+if redis.call('GET', lease_key) ~= ARGV[1] then return {-4} end
+if redis.call('EXISTS', offloading_key) == 1 or redis.call('HEXISTS', segment_queues_key, '#staged') == 1 then
   return {-2}
 end
 -- What can fail is checked before the SPOP: a failure after it would leave the taken items in
 -- `offloading` without '#staged' (Redis keeps a failed script's writes).
 local count = tonumber(ARGV[2])
 if not count or count < 1 then return {-3} end
-local next_number = redis.call('HGET', KEYS[4], '#next')
+local next_number = redis.call('HGET', segments_key, '#next')
 if next_number and not string.match(next_number, '^%d+$') then return {-3} end
-redis.call('HLEN', KEYS[5])
-local taken = redis.call('SPOP', KEYS[2], count)
+redis.call('HLEN', segment_queues_key)
+local taken = redis.call('SPOP', source_key, count)
 if #taken == 0 then return {0} end
 for i = 1, #taken, 5000 do
-  redis.call('SADD', KEYS[3], unpack(taken, i, math.min(i + 4999, #taken)))
+  redis.call('SADD', offloading_key, unpack(taken, i, math.min(i + 4999, #taken)))
 end
-local number = redis.call('HINCRBY', KEYS[4], '#next', 1)
-redis.call('HSET', KEYS[5], '#staged', number .. ' ' .. ARGV[3])
+local number = redis.call('HINCRBY', segments_key, '#next', 1)
+redis.call('HSET', segment_queues_key, '#staged', number .. ' ' .. ARGV[3])
 table.insert(taken, 1, number)
 return taken

@@ -38,35 +38,51 @@ or writes. Writes are per item (no unpack).
 ]]
 --@include counters
 --@include enqueue
-local age = redis.call('HGET', KEYS[1], 'settings_age')
+local settings_key     = KEYS[1]
+local done_key         = KEYS[2]
+local out_key          = KEYS[3]
+local claims_key       = KEYS[4]
+local dead_key         = KEYS[5]
+local limited_key      = KEYS[10]
+local limited_in_key   = KEYS[11]
+local limits_ready_key = KEYS[12]
+local limits_key       = KEYS[13]
+local offloading_key   = KEYS[14]
+local segments_key     = KEYS[15]
+local stats_key        = KEYS[16]
+local target_key       = KEYS[17]
+local owners_key       = KEYS[18]
+local FIRST_QUEUE, LAST_QUEUE = 6, 9  -- KEYS[6..9]: todo, backfeed, secondary, redo
+local FIRST_OWN_QUEUE = 19  -- KEYS[19 ..]: the downloaders' own queues, as todo:d lists them
+local age = redis.call('HGET', settings_key, 'settings_age')
 if not age then return {-1, 0} end
 if ARGV[1] ~= '' and ARGV[1] ~= age then return {-2, age} end
 local d = tonumber(ARGV[4])
-if not d or d < 0 or d ~= math.floor(d) or 4 + d > #ARGV or 18 + d ~= #KEYS then
+if not d or d < 0 or d ~= math.floor(d) or 4 + d > #ARGV or FIRST_OWN_QUEUE - 1 + d ~= #KEYS then
   return {-4, age}
 end
 local first = 5 + d
 if (#ARGV - first + 1) % 3 ~= 0 then return {-4, age} end
-if redis.call('SCARD', KEYS[18]) ~= d then return {-3, age} end
+if redis.call('SCARD', owners_key) ~= d then return {-3, age} end
 for i = 1, d do
-  if redis.call('SISMEMBER', KEYS[18], ARGV[4 + i]) == 0 then return {-3, age} end
+  if redis.call('SISMEMBER', owners_key, ARGV[4 + i]) == 0 then return {-3, age} end
 end
 
 -- Types of every key read or written below: a wrong one fails here, before anything moved.
-redis.call('SCARD', KEYS[2])
-redis.call('ZCARD', KEYS[3])
-redis.call('HLEN', KEYS[4])
-redis.call('HLEN', KEYS[5])
-for q = 6, 9 do redis.call('SCARD', KEYS[q]) end
-local held_any = redis.call('ZCARD', KEYS[10]) > 0
-local arriving = redis.call('SCARD', KEYS[11]) > 0
-redis.call('ZCARD', KEYS[12])
-redis.call('HLEN', KEYS[13])
-redis.call('SCARD', KEYS[14])
-local segments = redis.call('HLEN', KEYS[15]) - redis.call('HEXISTS', KEYS[15], '#next')
-redis.call('HLEN', KEYS[16])
-check_enqueue_keys(KEYS[17], KEYS[11])
-for i = 1, d do redis.call('SCARD', KEYS[18 + i]) end
+redis.call('SCARD', done_key)
+redis.call('ZCARD', out_key)
+redis.call('HLEN', claims_key)
+redis.call('HLEN', dead_key)
+for q = FIRST_QUEUE, LAST_QUEUE do redis.call('SCARD', KEYS[q]) end
+local held_any = redis.call('ZCARD', limited_key) > 0
+local arriving = redis.call('SCARD', limited_in_key) > 0
+redis.call('ZCARD', limits_ready_key)
+redis.call('HLEN', limits_key)
+redis.call('SCARD', offloading_key)
+local segments = redis.call('HLEN', segments_key) - redis.call('HEXISTS', segments_key, '#next')
+redis.call('HLEN', stats_key)
+check_enqueue_keys(target_key, limited_in_key)
+for i = 1, d do redis.call('SCARD', KEYS[FIRST_OWN_QUEUE - 1 + i]) end
 local unsure = segments > 0 and ARGV[3] ~= '1'
 
 local limit_names = nil        -- read once, when a name found nowhere needs them
@@ -75,30 +91,30 @@ local function held(item)
   if limit_names == nil then
     limit_names = {}
     local seen = {}
-    for _, name in ipairs(redis.call('ZRANGE', KEYS[12], 0, -1)) do
+    for _, name in ipairs(redis.call('ZRANGE', limits_ready_key, 0, -1)) do
       limit_names[#limit_names + 1] = name
       seen[name] = true
     end
-    for _, name in ipairs(redis.call('HKEYS', KEYS[13])) do
+    for _, name in ipairs(redis.call('HKEYS', limits_key)) do
       if not seen[name] then limit_names[#limit_names + 1] = name end
     end
   end
   for _, limit in ipairs(limit_names) do
     local entry = limit .. '\0' .. item
-    if (held_any and redis.call('ZSCORE', KEYS[10], entry))
-        or (arriving and redis.call('SISMEMBER', KEYS[11], entry) == 1) then
+    if (held_any and redis.call('ZSCORE', limited_key, entry))
+        or (arriving and redis.call('SISMEMBER', limited_in_key, entry) == 1) then
       return true
     end
   end
   return false
 end
 local function queued(item)
-  if redis.call('SISMEMBER', KEYS[17], item) == 1 then return true end
-  for q = 6, 9 do
+  if redis.call('SISMEMBER', target_key, item) == 1 then return true end
+  for q = FIRST_QUEUE, LAST_QUEUE do
     if redis.call('SISMEMBER', KEYS[q], item) == 1 then return true end
   end
   for i = 1, d do
-    if redis.call('SISMEMBER', KEYS[18 + i], item) == 1 then return true end
+    if redis.call('SISMEMBER', KEYS[FIRST_OWN_QUEUE - 1 + i], item) == 1 then return true end
   end
   return held(item)
 end
@@ -107,7 +123,7 @@ local n = {from_done = 0, from_seen = 0, held = 0, out = 0, queued = 0, dead = 0
            not_seen = 0, maybe_offloaded = 0}
 local to_target = 0
 local function requeue(item, entry)
-  if enqueue_or_hold(KEYS[17], KEYS[11], item, entry) then
+  if enqueue_or_hold(target_key, limited_in_key, item, entry) then
     to_target = to_target + 1
   else
     n.held = n.held + 1
@@ -117,16 +133,16 @@ local function requeue(item, entry)
 end
 for i = first, #ARGV - 2, 3 do
   local item, entry, seen = ARGV[i], ARGV[i + 1], ARGV[i + 2]
-  if redis.call('SREM', KEYS[2], item) == 1 then
+  if redis.call('SREM', done_key, item) == 1 then
     requeue(item, entry)
     n.from_done = n.from_done + 1
-  elseif redis.call('HEXISTS', KEYS[4], item) == 1 or redis.call('ZSCORE', KEYS[3], item) then
+  elseif redis.call('HEXISTS', claims_key, item) == 1 or redis.call('ZSCORE', out_key, item) then
     n.out = n.out + 1
-  elseif redis.call('HEXISTS', KEYS[5], item) == 1 then
+  elseif redis.call('HEXISTS', dead_key, item) == 1 then
     n.dead = n.dead + 1
   elseif queued(item) then
     n.queued = n.queued + 1
-  elseif redis.call('SISMEMBER', KEYS[14], item) == 1 then
+  elseif redis.call('SISMEMBER', offloading_key, item) == 1 then
     n.offloaded = n.offloaded + 1
   elseif seen ~= '1' then
     n.not_seen = n.not_seen + 1
@@ -137,8 +153,8 @@ for i = first, #ARGV - 2, 3 do
     n.from_seen = n.from_seen + 1
   end
 end
-if to_target > 0 and ARGV[2] ~= '' then redis.call('SADD', KEYS[18], ARGV[2]) end
-bump(KEYS[16], nil, 'items_done', -n.from_done)
-bump(KEYS[16], nil, 'items_redone', n.from_done + n.from_seen)
+if to_target > 0 and ARGV[2] ~= '' then redis.call('SADD', owners_key, ARGV[2]) end
+bump(stats_key, nil, 'items_done', -n.from_done)
+bump(stats_key, nil, 'items_redone', n.from_done + n.from_seen)
 return {200, age, n.from_done, n.from_seen, n.held, n.out, n.queued, n.dead, n.offloaded,
         n.not_seen, n.maybe_offloaded}

@@ -11,17 +11,22 @@ another number of items than the segment registered. Only a count >= 0 changes a
 caller deletes the file only after that.
 ]]
 --@include counters
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -4 end
-local registered = redis.call('HGET', KEYS[2], ARGV[2])
+local lease_key          = KEYS[1]
+local segments_key       = KEYS[2]
+local segment_queues_key = KEYS[3]
+local target_key         = KEYS[4]
+local stats_key          = KEYS[5]
+if redis.call('GET', lease_key) ~= ARGV[1] then return -4 end
+local registered = redis.call('HGET', segments_key, ARGV[2])
 if not registered then return -1 end
-local source = redis.call('HGET', KEYS[3], ARGV[2]) or 'todo'
+local source = redis.call('HGET', segment_queues_key, ARGV[2]) or 'todo'
 if source ~= ARGV[3] or source == 'done' then return -5 end
 if tonumber(registered) ~= #ARGV - 3 then return -6 end
-redis.call('SCARD', KEYS[4])       -- a wrong type fails here, before the segment is unregistered
-redis.call('HDEL', KEYS[2], ARGV[2])
-redis.call('HDEL', KEYS[3], ARGV[2])
+redis.call('SCARD', target_key)       -- a wrong type fails here, before the segment is unregistered
+redis.call('HDEL', segments_key, ARGV[2])
+redis.call('HDEL', segment_queues_key, ARGV[2])
 for i = 4, #ARGV, 5000 do
-  redis.call('SADD', KEYS[4], unpack(ARGV, i, math.min(i + 4999, #ARGV)))
+  redis.call('SADD', target_key, unpack(ARGV, i, math.min(i + 4999, #ARGV)))
 end
-bump(KEYS[5], nil, 'items_refilled', #ARGV - 3)
+bump(stats_key, nil, 'items_refilled', #ARGV - 3)
 return #ARGV - 3

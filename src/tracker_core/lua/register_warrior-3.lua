@@ -19,21 +19,24 @@ warriors, which is what every call does first: at most 100 per call, so the regi
 bounded without a sweep that could stall Redis, and a full registry makes room as warriors fall
 silent.
 ]]
+local warriors_key      = KEYS[1]
+local seen_key          = KEYS[2]
+local registrations_key = KEYS[3]
 local id, record = ARGV[2], ARGV[3]
-local stale = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', '(' .. ARGV[4], 'LIMIT', 0, 100)
+local stale = redis.call('ZRANGEBYSCORE', seen_key, '-inf', '(' .. ARGV[4], 'LIMIT', 0, 100)
 if #stale > 0 then
-  redis.call('ZREM', KEYS[2], unpack(stale))
-  redis.call('HDEL', KEYS[1], unpack(stale))
+  redis.call('ZREM', seen_key, unpack(stale))
+  redis.call('HDEL', warriors_key, unpack(stale))
 end
-if tonumber(redis.call('GET', KEYS[3]) or '0') >= tonumber(ARGV[6]) then
+if tonumber(redis.call('GET', registrations_key) or '0') >= tonumber(ARGV[6]) then
   return -1
 end
-if redis.call('HLEN', KEYS[1]) >= tonumber(ARGV[5]) then
+if redis.call('HLEN', warriors_key) >= tonumber(ARGV[5]) then
   return -2
 end
-if redis.call('INCR', KEYS[3]) == 1 then
-  redis.call('PEXPIRE', KEYS[3], ARGV[7])
+if redis.call('INCR', registrations_key) == 1 then
+  redis.call('PEXPIRE', registrations_key, ARGV[7])
 end
-redis.call('HSET', KEYS[1], id, record)
-redis.call('ZADD', KEYS[2], ARGV[8], id)
+redis.call('HSET', warriors_key, id, record)
+redis.call('ZADD', seen_key, ARGV[8], id)
 return 1

@@ -16,33 +16,41 @@ runs hold_limited, which files it in the limit's sub-queue, so a release cannot 
 ]]
 --@include counters
 --@include enqueue
-local age = redis.call('HGET', KEYS[1], 'settings_age')
+local settings_key          = KEYS[1]
+local out_key               = KEYS[2]
+local claims_key            = KEYS[3]
+local todo_key              = KEYS[4]
+local downloader_claims_key = KEYS[5]
+local stats_key             = KEYS[6]
+local limited_in_key        = KEYS[7]
+local reclaim_history_key   = KEYS[8]
+local age = redis.call('HGET', settings_key, 'settings_age')
 if not age then return {-1, 0} end
 if ARGV[3] ~= '' and ARGV[3] ~= age then return {-2, age} end
 -- Every place written below is checked for its type before the first write: Redis keeps a
 -- failed script's writes, and a claim that left `out` but reached no queue would be lost.
-check_enqueue_keys(KEYS[4], KEYS[7])
-redis.call('ZCARD', KEYS[2])
-redis.call('HLEN', KEYS[5])
-redis.call('HLEN', KEYS[8])
+check_enqueue_keys(todo_key, limited_in_key)
+redis.call('ZCARD', out_key)
+redis.call('HLEN', downloader_claims_key)
+redis.call('HLEN', reclaim_history_key)
 local only = ARGV[2]
 local released, ignored, held = 0, 0, 0
 for i = 4, #ARGV - 1, 2 do
   local item, entry = ARGV[i], ARGV[i + 1]
-  local claim = redis.call('HGET', KEYS[3], item)
+  local claim = redis.call('HGET', claims_key, item)
   local claimant = claim and string.match(claim, '^[^\t]*')
   if claim and (only == '' or claimant == only) then
-    redis.call('ZREM', KEYS[2], item)
-    redis.call('HDEL', KEYS[3], item)
-    if tonumber(string.match(claim, '\t(%d+)$') or '1') > 1 then redis.call('HDEL', KEYS[8], item) end
-    if not enqueue_or_hold(KEYS[4], KEYS[7], item, entry) then held = held + 1 end
-    if redis.call('HINCRBY', KEYS[5], claimant, -1) <= 0 then
-      redis.call('HDEL', KEYS[5], claimant)
+    redis.call('ZREM', out_key, item)
+    redis.call('HDEL', claims_key, item)
+    if tonumber(string.match(claim, '\t(%d+)$') or '1') > 1 then redis.call('HDEL', reclaim_history_key, item) end
+    if not enqueue_or_hold(todo_key, limited_in_key, item, entry) then held = held + 1 end
+    if redis.call('HINCRBY', downloader_claims_key, claimant, -1) <= 0 then
+      redis.call('HDEL', downloader_claims_key, claimant)
     end
     released = released + 1
   else
     ignored = ignored + 1
   end
 end
-bump(KEYS[6], nil, 'items_released', released)
+bump(stats_key, nil, 'items_released', released)
 return {200, age, released, ignored, held}

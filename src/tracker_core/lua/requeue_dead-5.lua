@@ -13,17 +13,22 @@ it, so a requeue cannot bypass a limit. A downloader's queue is registered in to
 ]]
 --@include counters
 --@include enqueue
+local dead_key       = KEYS[1]
+local target_key     = KEYS[2]
+local stats_key      = KEYS[3]
+local limited_in_key = KEYS[4]
+local owners_key     = KEYS[5]
 if (#ARGV - 1) % 2 ~= 0 then return -1 end
-check_enqueue_keys(KEYS[2], KEYS[4])
-redis.call('SCARD', KEYS[5])
-redis.call('HLEN', KEYS[3])
+check_enqueue_keys(target_key, limited_in_key)
+redis.call('SCARD', owners_key)
+redis.call('HLEN', stats_key)
 local moved, to_target = 0, 0
 for i = 2, #ARGV - 1, 2 do
-  if redis.call('HDEL', KEYS[1], ARGV[i]) == 1 then
-    if enqueue_or_hold(KEYS[2], KEYS[4], ARGV[i], ARGV[i + 1]) then to_target = to_target + 1 end
+  if redis.call('HDEL', dead_key, ARGV[i]) == 1 then
+    if enqueue_or_hold(target_key, limited_in_key, ARGV[i], ARGV[i + 1]) then to_target = to_target + 1 end
     moved = moved + 1
   end
 end
-if to_target > 0 and ARGV[1] ~= '' then redis.call('SADD', KEYS[5], ARGV[1]) end
-bump(KEYS[3], nil, 'items_requeued_dead', moved)
+if to_target > 0 and ARGV[1] ~= '' then redis.call('SADD', owners_key, ARGV[1]) end
+bump(stats_key, nil, 'items_requeued_dead', moved)
 return moved

@@ -11,10 +11,12 @@ hashes a day. Callers roll up only hours that ended a few minutes ago (late writ
 clock are done by then). The field `minutes` counts the minutes that had data, so an hour with
 no activity still gets a (tiny) hash and is not summed again.
 ]]
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+local hour_key = KEYS[1]
+local FIRST_MINUTE = 2  -- KEYS[2..61]: the hour's minutes, in order
+if redis.call('EXISTS', hour_key) == 1 then return 0 end
 local totals = {}
 local minutes = 0
-for i = 2, #KEYS do
+for i = FIRST_MINUTE, #KEYS do
   local flat = redis.call('HGETALL', KEYS[i])
   if #flat > 0 then minutes = minutes + 1 end
   for j = 1, #flat, 2 do
@@ -33,7 +35,7 @@ for field, value in pairs(totals) do
   args[#args + 1] = string.format('%d', value)
 end
 for i = 1, #args, 1000 do                  -- far under Lua's unpack limit, however many fields
-  redis.call('HSET', KEYS[1], unpack(args, i, math.min(i + 999, #args)))
+  redis.call('HSET', hour_key, unpack(args, i, math.min(i + 999, #args)))
 end
-redis.call('EXPIRE', KEYS[1], tonumber(ARGV[1]))
+redis.call('EXPIRE', hour_key, tonumber(ARGV[1]))
 return 1

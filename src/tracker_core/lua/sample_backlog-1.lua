@@ -9,6 +9,7 @@ Any reader of the statistics samples (stats.json, /metrics, the live feed); the 
 minute wins, so many readers cost one field. Comparing samples with the items done in between
 tells whether the backlog grows faster than it drains.
 ]]
-if redis.call('HSETNX', KEYS[1], 'backlog', ARGV[1]) == 0 then return 0 end
-if redis.call('TTL', KEYS[1]) < 0 then redis.call('EXPIRE', KEYS[1], tonumber(ARGV[2])) end
+local minute_key = KEYS[1]
+if redis.call('HSETNX', minute_key, 'backlog', ARGV[1]) == 0 then return 0 end
+if redis.call('TTL', minute_key) < 0 then redis.call('EXPIRE', minute_key, tonumber(ARGV[2])) end
 return 1

@@ -7,11 +7,15 @@ The export leaves a ticket (digest -> "ITEMS QUEUE") so that exactly one import 
 brings them back as a segment of the queue they came from.
 ]]
 --@include counters
-local n = tonumber(redis.call('HGET', KEYS[1], ARGV[1]))
+local segments_key        = KEYS[1]
+local segment_queues_key  = KEYS[2]
+local segment_exports_key = KEYS[3]
+local stats_key           = KEYS[4]
+local n = tonumber(redis.call('HGET', segments_key, ARGV[1]))
 if not n then return -1 end
-local source = redis.call('HGET', KEYS[2], ARGV[1]) or 'todo'
-redis.call('HDEL', KEYS[1], ARGV[1])
-redis.call('HDEL', KEYS[2], ARGV[1])
-redis.call('HSET', KEYS[3], ARGV[2], n .. ' ' .. source)
-bump(KEYS[4], nil, 'items_exported', n)
+local source = redis.call('HGET', segment_queues_key, ARGV[1]) or 'todo'
+redis.call('HDEL', segments_key, ARGV[1])
+redis.call('HDEL', segment_queues_key, ARGV[1])
+redis.call('HSET', segment_exports_key, ARGV[2], n .. ' ' .. source)
+bump(stats_key, nil, 'items_exported', n)
 return n

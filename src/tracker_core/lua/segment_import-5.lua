@@ -10,13 +10,18 @@ filter instead, which drops those the project has seen); 0 when the number is ta
 Nothing changes unless it returns 1; the ticket is used up, so a second import cannot duplicate.
 ]]
 --@include counters
-if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
-local ticket = redis.call('HGET', KEYS[4], ARGV[3])
+local settings_key        = KEYS[1]
+local segments_key        = KEYS[2]
+local segment_queues_key  = KEYS[3]
+local segment_exports_key = KEYS[4]
+local stats_key           = KEYS[5]
+if redis.call('EXISTS', settings_key) == 0 then return -1 end
+local ticket = redis.call('HGET', segment_exports_key, ARGV[3])
 if not ticket then return -2 end
 local n, source = string.match(ticket, '^(%d+) (.+)$')
 if not n or tonumber(n) ~= tonumber(ARGV[2]) then return -2 end
-if redis.call('HSETNX', KEYS[2], ARGV[1], ARGV[2]) == 0 then return 0 end
-redis.call('HSET', KEYS[3], ARGV[1], source)
-redis.call('HDEL', KEYS[4], ARGV[3])
-bump(KEYS[5], nil, 'items_imported', tonumber(ARGV[2]))
+if redis.call('HSETNX', segments_key, ARGV[1], ARGV[2]) == 0 then return 0 end
+redis.call('HSET', segment_queues_key, ARGV[1], source)
+redis.call('HDEL', segment_exports_key, ARGV[3])
+bump(stats_key, nil, 'items_imported', tonumber(ARGV[2]))
 return 1

@@ -14,8 +14,12 @@ caller read (another change came between: the caller reads again and retries), -
 unknown project. The index is computed by the caller (Lua cannot parse IP addresses); the
 read-check makes the sets and the index always agree. All checks come before the first write.
 ]]
-local UNPACK_CHUNK = 2000              -- arguments per command: Lua's unpack stops near 8,000
-if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+--@constants UNPACK_CHUNK
+local settings_key       = KEYS[1]
+local blocked_key        = KEYS[2]
+local blocked_global_key = KEYS[3]
+local blocked_index_key  = KEYS[4]
+if redis.call('EXISTS', settings_key) == 0 then return -1 end
 local n = {tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])}
 for i = 1, 4 do
   if not n[i] or n[i] < 0 or n[i] ~= math.floor(n[i]) then
@@ -39,9 +43,9 @@ local function holds_exactly(key, first, count)
   return true
 end
 local at = 5
-if not holds_exactly(KEYS[2], at, n[1]) then return 0 end
+if not holds_exactly(blocked_key, at, n[1]) then return 0 end
 at = at + n[1]
-if not holds_exactly(KEYS[3], at, n[2]) then return 0 end
+if not holds_exactly(blocked_global_key, at, n[2]) then return 0 end
 at = at + n[2]
 
 local function fill(command, key, first, last, score)
@@ -54,10 +58,10 @@ local function fill(command, key, first, last, score)
     redis.call(command, key, unpack(args))
   end
 end
-redis.call('DEL', KEYS[2], KEYS[3], KEYS[4])
-fill('SADD', KEYS[2], at, at + n[3] - 1)
+redis.call('DEL', blocked_key, blocked_global_key, blocked_index_key)
+fill('SADD', blocked_key, at, at + n[3] - 1)
 at = at + n[3]
-fill('SADD', KEYS[3], at, at + n[4] - 1)
+fill('SADD', blocked_global_key, at, at + n[4] - 1)
 at = at + n[4]
-fill('ZADD', KEYS[4], at, #ARGV, true)
+fill('ZADD', blocked_index_key, at, #ARGV, true)
 return 1

@@ -11,28 +11,32 @@ A replaced limit keeps its seq, so its place in the classification order does no
 age bump makes every node reload its compiled pattern set. A removed limit's held items are due
 at once (the claim script hands them out unthrottled) and its bucket is forgotten.
 ]]
-if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+local settings_key     = KEYS[1]
+local limits_key       = KEYS[2]
+local limits_ready_key = KEYS[3]
+local limit_tat_key    = KEYS[4]
+if redis.call('EXISTS', settings_key) == 0 then return -1 end
 local name = ARGV[4]
 -- Everything that can fail (a record that is not JSON, a bad maximum) fails before any write:
 -- Redis keeps the writes of a script that stops half-way.
 local record = ARGV[3] ~= 'remove' and cjson.decode(ARGV[5]) or nil
 local most = tonumber(ARGV[6]) or 0
 if ARGV[3] == 'remove' then
-  if redis.call('HDEL', KEYS[2], name) == 0 then return -2 end
-  if redis.call('ZSCORE', KEYS[3], name) then redis.call('ZADD', KEYS[3], 0, name) end
-  redis.call('HDEL', KEYS[4], name)
+  if redis.call('HDEL', limits_key, name) == 0 then return -2 end
+  if redis.call('ZSCORE', limits_ready_key, name) then redis.call('ZADD', limits_ready_key, 0, name) end
+  redis.call('HDEL', limit_tat_key, name)
 else
-  local old = redis.call('HGET', KEYS[2], name)
+  local old = redis.call('HGET', limits_key, name)
   local seq
   if old then
     seq = cjson.decode(old)['seq']
   else
-    if redis.call('HLEN', KEYS[2]) >= most then return -3 end
-    seq = redis.call('HINCRBY', KEYS[1], 'limits_seq', 1)
+    if redis.call('HLEN', limits_key) >= most then return -3 end
+    seq = redis.call('HINCRBY', settings_key, 'limits_seq', 1)
   end
   record['seq'] = seq
-  redis.call('HSET', KEYS[2], name, cjson.encode(record))
+  redis.call('HSET', limits_key, name, cjson.encode(record))
 end
-local age = redis.call('HINCRBY', KEYS[1], 'settings_age', 1)
+local age = redis.call('HINCRBY', settings_key, 'settings_age', 1)
 redis.call('PUBLISH', ARGV[2], ARGV[1] .. ' ' .. age)
 return age

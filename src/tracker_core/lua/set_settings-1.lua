@@ -8,17 +8,18 @@ does not end in whole pairs or the stored age is not an integer (checked before 
 each claim and done returns with its cached one, and reloads settings when it changed; the
 publication tells the other processes (live feed, maintenance) at once.
 ]]
-if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+local settings_key = KEYS[1]
+if redis.call('EXISTS', settings_key) == 0 then return -1 end
 if (#ARGV - 2) % 2 ~= 0 then return -2 end
-local stored = redis.call('HGET', KEYS[1], 'settings_age')
+local stored = redis.call('HGET', settings_key, 'settings_age')
 if stored and not string.match(stored, '^%-?%d+$') then return -2 end
 for i = 3, #ARGV, 2 do
   if ARGV[i + 1] == '' then
-    redis.call('HDEL', KEYS[1], ARGV[i])
+    redis.call('HDEL', settings_key, ARGV[i])
   else
-    redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
+    redis.call('HSET', settings_key, ARGV[i], ARGV[i + 1])
   end
 end
-local age = redis.call('HINCRBY', KEYS[1], 'settings_age', 1)
+local age = redis.call('HINCRBY', settings_key, 'settings_age', 1)
 redis.call('PUBLISH', ARGV[2], ARGV[1] .. ' ' .. age)
 return age

@@ -9,9 +9,12 @@ ARGV[1] now (ms)   ARGV[2] N   then for each stream: interval (ms), entries kept
 Returns how many streams got a point (0 when all had one for this interval or nobody did
 anything yet).
 ]]
+local downloader_bytes_key = KEYS[1]
+local downloader_count_key = KEYS[2]
+local FIRST_STREAM = 3  -- KEYS[3 ..]: one stream per resolution
 local now = tonumber(ARGV[1])
 local due = {}
-for i = 3, #KEYS do
+for i = FIRST_STREAM, #KEYS do
   local interval = tonumber(ARGV[3 * (i - 2)])
   local last = redis.call('XREVRANGE', KEYS[i], '+', '-', 'COUNT', 1)
   local last_ms = #last > 0 and tonumber(string.match(last[1][1], '^%d+'))
@@ -20,9 +23,9 @@ for i = 3, #KEYS do
   end
 end
 if #due == 0 then return 0 end
-local top = redis.call('ZREVRANGE', KEYS[1], 0, tonumber(ARGV[2]) - 1)
+local top = redis.call('ZREVRANGE', downloader_bytes_key, 0, tonumber(ARGV[2]) - 1)
 if #top == 0 then return 0 end
-local counts = redis.call('HMGET', KEYS[2], unpack(top))
+local counts = redis.call('HMGET', downloader_count_key, unpack(top))
 local fields = {}
 for j, name in ipairs(top) do
   fields[#fields + 1] = name

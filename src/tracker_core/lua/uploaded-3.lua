@@ -5,9 +5,12 @@ ARGV[1] now (ms)  ARGV[2] uploader  ARGV[3] item  ARGV[4] server
 Returns {code, settings_age}; -1 for an unknown project.
 ]]
 --@include counters
-local age = redis.call('HGET', KEYS[1], 'settings_age')
+local settings_key = KEYS[1]
+local uploads_key  = KEYS[2]
+local stats_key    = KEYS[3]
+local age = redis.call('HGET', settings_key, 'settings_age')
 if not age then return {-1, 0} end
-redis.call('XADD', KEYS[2], 'MAXLEN', '~', 10000, '*', 'uploader', ARGV[2], 'item', ARGV[3],
+redis.call('XADD', uploads_key, 'MAXLEN', '~', 10000, '*', 'uploader', ARGV[2], 'item', ARGV[3],
            'server', ARGV[4], 'at', ARGV[1])
-bump(KEYS[3], nil, 'uploads', 1)
+bump(stats_key, nil, 'uploads', 1)
 return {200, age}

@@ -20,8 +20,10 @@ pass ARGV[5] (nothing written: the caller validates every field, so this is a gu
 At most 100 stale warriors are forgotten per call, so the registry stays bounded without a
 sweep that could stall Redis.
 ]]
+local warriors_key = KEYS[1]
+local seen_key     = KEYS[2]
 local now, id = tonumber(ARGV[1]), ARGV[2]
-local stored = redis.call('HGET', KEYS[1], id)
+local stored = redis.call('HGET', warriors_key, id)
 if not stored then
   return 0
 end
@@ -40,11 +42,11 @@ local merged = cjson.encode(record)
 if #merged > tonumber(ARGV[5]) then
   return -1
 end
-redis.call('HSET', KEYS[1], id, merged)
-redis.call('ZADD', KEYS[2], now, id)
-local stale = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', '(' .. ARGV[3], 'LIMIT', 0, 100)
+redis.call('HSET', warriors_key, id, merged)
+redis.call('ZADD', seen_key, now, id)
+local stale = redis.call('ZRANGEBYSCORE', seen_key, '-inf', '(' .. ARGV[3], 'LIMIT', 0, 100)
 if #stale > 0 then
-  redis.call('ZREM', KEYS[2], unpack(stale))
-  redis.call('HDEL', KEYS[1], unpack(stale))
+  redis.call('ZREM', seen_key, unpack(stale))
+  redis.call('HDEL', warriors_key, unpack(stale))
 end
 return 1
