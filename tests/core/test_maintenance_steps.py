@@ -264,3 +264,32 @@ def test_a_lost_lease_ends_the_pass_at_the_step_that_found_it(project, r, tmp_pa
     report = maintenance.run_steps(project_pass(r, tmp_path, lease), (first, loses, never))
     assert ran == ["first", "loses"]
     assert report == {"offloaded": 5, "refilled": 0, "lease_lost": True}
+
+
+class LosesLeaseAfterOneSegment(offload.Lease):
+    """The lease goes to another maintainer once the first segment is committed."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.keeps = 0
+
+    def keep(self):
+        self.keeps += 1
+        if self.keeps == 3:  # before staging the second segment
+            raise offload.LeaseLost("node-b took it")
+
+
+def test_what_moved_before_a_lost_lease_still_counts(project, admin, r, tmp_path):
+    r.delete(K.todo)  # claimed away: only the secondary queue is long
+    list(admin.add_items(P, [url(n) for n in range(1000, 1300)], queue="secondary"))
+    admin.set_settings(P, {"offload_high": "100", "offload_segment_items": "100"})
+    lease = LosesLeaseAfterOneSegment(r, K, "node-a")
+    assert lease.take()
+    report = maintenance.run_steps(project_pass(r, tmp_path, lease), offload.OFFLOAD_STEPS)
+    assert report == {
+        "offloaded": 100,
+        "refilled": 0,
+        "by_queue": {"secondary": {"offloaded": 100}},
+        "lease_lost": True,
+    }
+    assert offload.registry(r, K) == {1: 100} and r.scard(K.secondary) == 200

@@ -88,10 +88,19 @@ class ProjectPass:
     stats_at: dict | None = None
     now: float = field(default_factory=time.monotonic)
     report: dict = field(default_factory=lambda: {"offloaded": 0, "refilled": 0})
+    by_queue: dict = field(default_factory=dict)  # queue -> {"offloaded"|"refilled": n}
 
     def add(self, what: str, n: int) -> None:
         if n:
             self.report[what] = self.report.get(what, 0) + n
+
+    def moved(self, queue: str, what: str, n: int) -> None:
+        """Count N items of QUEUE offloaded or refilled, as each segment moves (a lost lease
+        later in the pass takes nothing back)."""
+        if n:
+            self.by_queue.setdefault(queue, {}).setdefault(what, 0)
+            self.by_queue[queue][what] += n
+            self.report[what] += n
 
 
 Step = Callable[[ProjectPass], None]
@@ -113,40 +122,42 @@ def balance_queues(p: ProjectPass) -> None:
     """Offload each shared queue down to the high watermark, or refill it below the low one.
 
     With offloading off (high 0) every queue segment comes back. A segment whose file cannot be
-    read is skipped (left registered) and reported under "unreadable_segments".
+    read is skipped (left registered) and reported under "unreadable_segments"; "by_queue"
+    breaks the figures down when a queue other than todo moved.
     """
-    w = p.watermarks
     skip: set = set()
-    by_queue: dict = {}
-
-    def count(queue, what, n):
-        by_queue.setdefault(queue, {}).setdefault(what, 0)
-        by_queue[queue][what] += n
-        p.report[what] += n
-
     try:
         for queue in QUEUES:
-            key = source_key(p.k, queue)
-            excess = p.client.scard(key) - w.high
-            if w.high > 0 and excess > 0:
-                while excess > 0:
-                    n = offload_one(p.client, p.k, p.directory, min(excess, w.per_segment), p.lease, queue)
-                    if n == 0:
-                        break
-                    count(queue, "offloaded", n)
-                    excess -= n
-                continue
-            while w.high == 0 or p.client.scard(key) < w.low:
-                n = refill_one(p.client, p.k, p.directory, p.lease, queue, skip)
-                if n < 0:
-                    break
-                if n:
-                    count(queue, "refilled", n)
+            excess = p.client.scard(source_key(p.k, queue)) - p.watermarks.high
+            if p.watermarks.high > 0 and excess > 0:
+                _offload_excess(p, queue, excess)
+            else:
+                _refill_below_low(p, queue, skip)
         if skip:
             p.report["unreadable_segments"] = sorted(skip)
     finally:  # what moved before a lost lease still counts
-        if set(by_queue) - {"todo"}:
-            p.report["by_queue"] = by_queue
+        if set(p.by_queue) - {"todo"}:
+            p.report["by_queue"] = p.by_queue
+
+
+def _offload_excess(p: ProjectPass, queue: str, excess: int) -> None:
+    """Offload EXCESS items of QUEUE, a segment at a time."""
+    while excess > 0:
+        n = offload_one(p.client, p.k, p.directory, min(excess, p.watermarks.per_segment), p.lease, queue)
+        if n == 0:
+            break
+        p.moved(queue, "offloaded", n)
+        excess -= n
+
+
+def _refill_below_low(p: ProjectPass, queue: str, skip: set) -> None:
+    """Refill QUEUE from its own segments while below the low watermark (all, with high 0)."""
+    key = source_key(p.k, queue)
+    while p.watermarks.high == 0 or p.client.scard(key) < p.watermarks.low:
+        n = refill_one(p.client, p.k, p.directory, p.lease, queue, skip)
+        if n < 0:
+            break
+        p.moved(queue, "refilled", n)
 
 
 def offload_done(p: ProjectPass) -> None:
