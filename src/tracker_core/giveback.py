@@ -41,6 +41,7 @@ def give_back(
     owner: str = "",
     classify: Callable[[], tuple[str, limits_mod.CompiledLimits | None]] | None = None,
     held_filed: Callable[[object, list[str]], bool] | None = None,
+    again: Callable[[object], bool] | None = None,
     on_stale: Callable[[object], None] | None = None,
     attempts: int = ATTEMPTS,
 ):
@@ -49,9 +50,11 @@ def give_back(
     HELD is, per name, "LIMIT\\0NAME" when a limit matches it and '' otherwise (all '' for
     OWNER's own queue); AGE is the settings age they were classified at ('' on the last
     attempt: no check). CLASSIFY() -> (age, compiled limits) defaults to a fresh read. A reply
-    whose code is STALE_AGE is retried (after ON_STALE(reply)); a script without an age check
-    never answers it. HELD_FILED(reply, held) says whether the script filed held items (by
-    default: a positive count and any held entry); then hold_new files them.
+    AGAIN(reply) says changed nothing and asks for another try (default: its code is STALE_AGE;
+    a script without an age check never answers that) is retried after ON_STALE(reply); the
+    caller sees the last reply, which may still ask again when attempts ran out.
+    HELD_FILED(reply, held) says whether the script filed held items (by default: a positive
+    count and any held entry); then hold_new files them.
     """
     classify = classify or fresh_limits(conn, k)
     reply = None
@@ -60,12 +63,19 @@ def give_back(
         age, compiled = classify()
         held = [""] * len(names) if owner else limits_mod.held_entries(compiled, list(names))
         reply = call("" if attempt == attempts - 1 else age, held)
-        if isinstance(reply, (list, tuple)) and reply_code(reply) == STALE_AGE:
-            if on_stale is not None:
-                on_stale(reply)
-            continue
-        break
-    filed = held_filed(reply, held) if held_filed is not None else reply_code(reply) > 0 and any(held)
-    if filed:
+        if not (again or is_stale)(reply):
+            break
+        if on_stale is not None:
+            on_stale(reply)
+    if (held_filed or _count_with_held)(reply, held):
         limits_mod.hold_new(conn, k)
     return reply
+
+
+def is_stale(reply) -> bool:
+    """Whether a list reply refused for a stale settings age (a count reply never does)."""
+    return isinstance(reply, (list, tuple)) and reply_code(reply) == STALE_AGE
+
+
+def _count_with_held(reply, held: list[str]) -> bool:
+    return not isinstance(reply, (list, tuple)) and int(reply) > 0 and any(held)

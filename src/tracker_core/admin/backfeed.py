@@ -1,0 +1,118 @@
+"""Backfeed: the project's secrets, its shard map and its Bloom filter's geometry."""
+
+from __future__ import annotations
+
+import re
+
+from tracker_core import backfeed_secrets, bloom
+from tracker_core.admin import checks
+from tracker_core.admin.context import AdminContext
+from tracker_core.admin.errors import BadInput, Conflict, NotFound
+
+SHARD_RE = re.compile(r"[A-Za-z0-9_.:-]{1,64}\Z")  # the backfeed's ?shard= (tracker_api.backfeed)
+BLOOM_UNKNOWN_PROJECT = -1
+BLOOM_NOT_EMPTY = -2  # bloom.configure: the filter holds items, its geometry can't change
+
+
+def create_secret(ctx: AdminContext, project: str) -> dict:
+    """A new secret for PROJECT, returned once with the backfeed path (only its hash is kept)."""
+    secret_id, secret = backfeed_secrets.create(ctx.conn, ctx.keys(project))
+    ctx.audit("backfeed_secret.create", project, id=secret_id)  # never the secret itself
+    return {"id": secret_id, "secret": secret, "path": f"/backfeed/legacy/{project}-{secret}"}
+
+
+def list_secrets(ctx: AdminContext, project: str) -> list[dict]:
+    return backfeed_secrets.list_secrets(ctx.conn, ctx.keys(project))
+
+
+def revoke_secret(ctx: AdminContext, project: str, secret_id) -> dict:
+    """Revoke the secret with id SECRET_ID (or a prefix of 6 or more only one secret has)."""
+    k = ctx.keys(project)
+    try:
+        revoked = backfeed_secrets.revoke(ctx.conn, k, secret_id)
+    except backfeed_secrets.SecretError as exc:
+        raise BadInput(str(exc)) from None
+    if not revoked:
+        raise NotFound(f"no backfeed secret {secret_id!r} in {project}")
+    ctx.audit("backfeed_secret.revoke", project, id=revoked)
+    return {"revoked": revoked}
+
+
+def shard_map(ctx: AdminContext, project: str, cursor: int = 0, count: int = 1000) -> dict:
+    """The shard -> queue map (set by admins) and one HSCAN page of items counted per shard."""
+    k = ctx.keys(project)
+    checks.cursor(cursor)
+    next_cursor, items = ctx.conn.hscan(k.backfeed_shards, cursor, count=checks.page(count))
+    return {
+        "map": ctx.conn.hgetall(k.backfeed_shard_map),
+        "items": {s: int(n) for s, n in items.items()},
+        "cursor": int(next_cursor),
+    }
+
+
+def _check_shard(shard) -> str:
+    if type(shard) is not str or not SHARD_RE.match(shard):
+        raise BadInput(f"bad shard name {str(shard)[:80]!r}: use 1 to 64 of A-Z, a-z, 0-9 and _ . : -")
+    return shard
+
+
+def map_shard(ctx: AdminContext, project: str, shard, queue) -> dict:
+    """Send backfeed SHARD's new items to QUEUE (every node picks it up within a second)."""
+    k = ctx.keys(project)
+    checks.queue_and_owner(k, queue)
+    ctx.conn.hset(k.backfeed_shard_map, _check_shard(shard), queue)
+    ctx.audit("backfeed_shard.map", project, shard=shard, queue=queue)
+    return {"shard": shard, "queue": queue}
+
+
+def unmap_shard(ctx: AdminContext, project: str, shard) -> dict:
+    """Send SHARD's items to todo:backfeed again."""
+    k = ctx.keys(project)
+    if not ctx.conn.hdel(k.backfeed_shard_map, _check_shard(shard)):
+        raise NotFound(f"shard {shard!r} of {project} is not mapped")
+    ctx.audit("backfeed_shard.unmap", project, shard=shard)
+    return {"shard": shard, "queue": "backfeed"}
+
+
+def bloom_filter(
+    ctx: AdminContext, project: str, capacity: int | None = None, fp_rate: float | None = None
+) -> dict:
+    """The project's Bloom filter (layers, items, memory); with CAPACITY or FP_RATE, set its
+    geometry first, which only an empty filter allows."""
+    k = ctx.keys(project)
+    wanted = None
+    if capacity is not None or fp_rate is not None:
+        if capacity is not None and (type(capacity) is not int or capacity < 1):
+            raise BadInput("'capacity' must be an integer of 1 or more")
+        if fp_rate is not None and (type(fp_rate) not in (int, float) or not 1e-15 <= fp_rate <= 0.5):
+            raise BadInput("'fp_rate' must be a number from 1e-15 to 0.5")
+        wanted = bloom.Geometry(
+            capacity=capacity or bloom.DEFAULT_CAPACITY, fp_rate=fp_rate or bloom.DEFAULT_FP_RATE
+        )
+    geometry = bloom.configure(ctx.conn, k, wanted, replace=wanted is not None)
+    if geometry == BLOOM_NOT_EMPTY:
+        raise Conflict(f"{project}'s filter already holds items; its geometry can't change")
+    if geometry == BLOOM_UNKNOWN_PROJECT:
+        raise NotFound(f"unknown project {project!r}")
+    if isinstance(geometry, int):
+        raise Conflict(f"{project}'s filter settings are damaged (not a number)")
+    counts = ctx.conn.hgetall(k.bloom)
+    if wanted is not None:
+        ctx.audit("backfeed.filter", project, capacity=geometry.capacity, fp_rate=geometry.fp_rate)
+    return {
+        "capacity": geometry.capacity,
+        "fp_rate": geometry.fp_rate,
+        "layers": [
+            {
+                "capacity": layer.capacity,
+                "fp_rate": layer.fp_rate,
+                "k": layer.k,
+                "chunks": layer.chunks,
+                "bytes": layer.bits // 8,
+                "items": int(counts.get(f"n:{layer.index}", 0)),
+            }
+            for layer in geometry.all_layers()
+        ],
+        "items": int(counts.get("items", 0)),
+        "bits_per_item_at_capacity": geometry.layer(0).bits / geometry.capacity,
+    }

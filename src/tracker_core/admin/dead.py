@@ -1,0 +1,101 @@
+"""Dead items (reclaimed more than max_reclaims times): list them, put them back.
+
+Back into a shared queue an item a limit matches is held, as for every give-back
+(tracker_core.giveback); a downloader's own queue takes them all.
+"""
+
+from __future__ import annotations
+
+import json
+
+from tracker_core import giveback, scripts
+from tracker_core import keys as keyspace
+from tracker_core import limits as limits_mod
+from tracker_core.admin import checks
+from tracker_core.admin.context import AdminContext
+from tracker_core.admin.errors import AdminError, BadInput
+
+REQUEUE_BATCH = 5000  # names per script call
+PAGE_ALL = 1000  # HSCAN page of requeue_all
+
+
+def _dead_row(name: str, history: str) -> dict:
+    try:
+        record = json.loads(history)
+    except ValueError:
+        record = None
+    return {"item": name, **(record if isinstance(record, dict) else {"history": history})}
+
+
+def list_dead(ctx: AdminContext, project: str, cursor: int = 0, count: int = 100) -> dict:
+    """One HSCAN page of dead items with their history."""
+    k = ctx.keys(project)
+    checks.cursor(cursor)
+    next_cursor, page = ctx.conn.hscan(k.dead, cursor, count=checks.page(count))
+    return {"dead": [_dead_row(n, h) for n, h in page.items()], "cursor": int(next_cursor)}
+
+
+def requeue_names(ctx: AdminContext, k: keyspace.ProjectKeys, names: list[str], queue: str) -> int:
+    """Put the dead items NAMES back into QUEUE with a fresh claim count; how many were dead."""
+    target, owner = checks.queue_and_owner(k, queue)
+    moved = 0
+    for start in range(0, len(names), REQUEUE_BATCH):
+        part = names[start : start + REQUEUE_BATCH]
+
+        def call(_age: str, held: list[str], part=part):
+            return scripts.run(
+                ctx.conn,
+                "requeue_dead",
+                (k.dead, target, k.stats, k.limited_in, k.downloader_queues),
+                (owner, *[limits_mod.wire(x) for pair in zip(part, held) for x in pair]),
+            )
+
+        n = giveback.give_back(ctx.conn, k, part, call, owner=owner)
+        if n < 0:
+            raise BadInput("requeue_dead: bad arguments (nothing changed)")
+        moved += n
+    return moved
+
+
+def requeue(ctx: AdminContext, project: str, names, queue: str = "todo") -> dict:
+    """Put the dead items NAMES (1 to MAX_PAGE) back into QUEUE."""
+    checks.some_items(names)
+    k = ctx.keys(project)
+    moved = requeue_names(ctx, k, names, queue)
+    ctx.audit("dead.requeue", project, queue=queue, items=len(names), requeued=moved)
+    return {"requeued": moved}
+
+
+def _requeue_page(ctx: AdminContext, project: str, cursor, limit, queue) -> dict:
+    k = ctx.keys(project)
+    checks.queue_and_owner(k, queue)
+    checks.cursor(cursor)
+    next_cursor, page = ctx.conn.hscan(k.dead, cursor, count=checks.page(limit))
+    moved = requeue_names(ctx, k, list(page), queue) if page else 0
+    return {"requeued": moved, "cursor": int(next_cursor)}
+
+
+def requeue_page(
+    ctx: AdminContext, project: str, cursor: int = 0, limit: int = 1000, queue: str = "todo"
+) -> dict:
+    """Requeue one HSCAN page of dead items; continue from the returned cursor until it is 0."""
+    result = _requeue_page(ctx, project, cursor, limit, queue)
+    ctx.audit("dead.requeue", project, queue=queue, all=True, requeued=result["requeued"])
+    return result
+
+
+def requeue_all(ctx: AdminContext, project: str, queue: str = "todo") -> dict:
+    """Requeue every dead item, a page at a time; audited once."""
+    moved = cursor = 0
+    try:
+        while True:
+            page = _requeue_page(ctx, project, cursor, PAGE_ALL, queue)
+            moved, cursor = moved + page["requeued"], page["cursor"]
+            if cursor == 0:
+                break
+    except AdminError as exc:
+        if moved:
+            ctx.audit("dead.requeue", project, queue=queue, all=True, requeued=moved, stopped=str(exc))
+        raise
+    ctx.audit("dead.requeue", project, queue=queue, all=True, requeued=moved)
+    return {"requeued": moved}

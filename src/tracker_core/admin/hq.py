@@ -1,0 +1,44 @@
+"""The warrior HQ: the global fields of its document and the registry of warriors."""
+
+from __future__ import annotations
+
+from tracker_core import hq as hq_mod
+from tracker_core.admin import checks
+from tracker_core.admin.context import AdminContext
+from tracker_core.admin.errors import BadInput
+
+HQ_MAX_CHARS = {
+    "auto_project": 64,
+    "broadcast_message": 5000,
+    "seesaw_version": 40,
+    "tracker_banner_html": 20000,
+}
+MAX_OFFSET = 10**9
+MAX_WARRIORS_PAGE = 1000
+
+
+def set_fields(ctx: AdminContext, values) -> dict:
+    """Set the HQ document's global fields (auto_project, broadcast_message, seesaw_version:
+    projects.json; tracker_banner_html: the front page)."""
+    known = ", ".join(sorted(hq_mod.HQ_FIELDS))
+    if not isinstance(values, dict) or not values:
+        raise BadInput(f"give one or more of {known}")
+    for name, value in values.items():
+        if name not in hq_mod.HQ_FIELDS:
+            raise BadInput(f"unknown HQ field {str(name)[:80]!r}: use {known}")
+        checks.text(value, name, HQ_MAX_CHARS[name], empty_ok=True)
+    try:
+        hq_mod.set_fields(ctx.conn, values)
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
+    ctx.audit("hq.set", None, fields=values)
+    return {"hq": values}
+
+
+def warriors(ctx: AdminContext, offset: int = 0, count: int = 100) -> dict:
+    """Registered warriors by last heartbeat, newest first, and how many are online."""
+    if type(offset) is not int or not 0 <= offset <= MAX_OFFSET:
+        raise BadInput(f"'offset' must be an integer from 0 to {MAX_OFFSET}")
+    if type(count) is not int or not 1 <= count <= MAX_WARRIORS_PAGE:
+        raise BadInput(f"'count' must be an integer from 1 to {MAX_WARRIORS_PAGE}")
+    return hq_mod.registry(ctx.conn, offset, count)

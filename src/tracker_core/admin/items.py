@@ -1,0 +1,402 @@
+"""Items and queues: add, count, sample, clear, move, redo, and where items are.
+
+New items come in through tracker_core.intake (the Bloom filter, limits); items the project
+had go back through tracker_core.giveback (limits at the settings age). Work on a queue goes a
+page at a time (SSCAN, one script per page): a call returns a cursor to continue from, and the
+``*_all`` verbs run every page and audit once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from tracker_core import bloom, giveback, intake, item_status, scripts
+from tracker_core import keys as keyspace
+from tracker_core import limits as limits_mod
+from tracker_core.admin import checks
+from tracker_core.admin.context import AdminContext
+from tracker_core.admin.errors import AdminError, BadInput, Conflict, NotFound
+
+# Redo (re-queue done or seen items on purpose): the queue it fills unless told otherwise
+# (served after todo, backfeed and secondary), names per script call (one call blocks Redis
+# while it runs), what the script counts per name in its order, and the reasons a name is left.
+REDO_QUEUE = "redo"
+REDO_BATCH = 1000
+REDO_ATTEMPTS = 4
+REDO_FIELDS = (
+    "from_done",
+    "from_seen",
+    "held",
+    "out",
+    "queued",
+    "dead",
+    "offloaded",
+    "not_seen",
+    "maybe_offloaded",
+)
+REDO_SKIP_FIELDS = ("out", "queued", "dead", "offloaded", "not_seen", "maybe_offloaded", "not_utf8")
+REDO_OK, REDO_UNKNOWN_PROJECT, REDO_NOT_TRIPLES = 200, -1, -4
+REDO_AGAIN = (-2, -3)  # a stale settings age; todo:d is not the downloaders given
+MOVE_UNKNOWN_PROJECT, MOVE_NOT_PAIRS = -1, -2
+PAGE_ALL = 5000  # SSCAN page of the *_all verbs
+
+
+# -- new items -----------------------------------------------------------------------------------
+
+
+def add(
+    ctx: AdminContext,
+    project: str,
+    names: Iterable[str],
+    queue: str = "todo",
+    batch: int = intake.ADD_BATCH,
+    progress: Callable[[int, int], None] | None = None,
+) -> dict:
+    """Queue NAMES through the project's intake; see the contract in tracker_core.admin."""
+    k = ctx.keys(project)
+    checks.queue_and_owner(k, queue)
+    if isinstance(names, list):
+        checks.items([n for n in names if n])  # nothing is added when one is refused
+        checked: Iterable[str] = names
+    else:  # a stream (a file): checked as read, so a bad line stops it there
+        checked = (checks.item(name, n) if name else name for n, name in enumerate(names, 1))
+    added = duplicates = 0
+    refused: dict = {}
+    try:
+        for new, seen in intake.add(ctx.conn, k, checked, queue, batch, refused):
+            added, duplicates = added + new, duplicates + seen
+            if progress is not None:
+                progress(added, duplicates)
+    except AdminError as exc:
+        if not (added or duplicates):
+            raise
+        # Earlier batches went in: say so, and audit them.
+        ctx.audit("items.add", project, queue=queue, added=added, duplicates=duplicates, stopped=str(exc))
+        raise type(exc)(f"{exc} (stopped: {added} items added before it)") from None
+    answer = {"added": added, "duplicates": duplicates}
+    if refused:
+        answer["refused_not_utf8"] = refused[intake.NOT_UTF8]
+    ctx.audit("items.add", project, queue=queue, **answer)
+    return answer
+
+
+# -- looking at queues ---------------------------------------------------------------------------
+
+
+def count(ctx: AdminContext, project: str, queue: str) -> dict:
+    key = checks.queue_and_owner(ctx.keys(project), queue)[0]
+    return {"queue": queue, "count": ctx.conn.scard(key)}
+
+
+def sample(ctx: AdminContext, project: str, queue: str, count: int = 20) -> dict:
+    key = checks.queue_and_owner(ctx.keys(project), queue)[0]
+    if type(count) is not int:
+        raise BadInput(f"'count' must be an integer from 1 to {checks.MAX_SAMPLE}")
+    return {"items": ctx.conn.srandmember(key, max(1, min(count, checks.MAX_SAMPLE)))}
+
+
+def status(ctx: AdminContext, project: str, names) -> list[dict]:
+    """Where each of NAMES is (tracker_core.item_status), with its name."""
+    k = ctx.keys(project)
+    checks.items(names)
+    owners = item_status.Owners()
+    places = []
+    for name in names:
+        place = item_status.lookup(ctx.conn, k, name, owners)
+        if place is None:
+            raise NotFound(f"unknown project {project!r}")
+        places.append({"item": name, **place})
+    return places
+
+
+# -- changing queues -----------------------------------------------------------------------------
+
+
+def clear(ctx: AdminContext, project: str, queue: str) -> dict:
+    k = ctx.keys(project)
+    key = checks.queue_and_owner(k, queue)[0]
+    dropped = scripts.run(ctx.conn, "clear_queue", (k.settings, key), ())
+    if dropped < 0:
+        raise NotFound(f"unknown project {project!r}")
+    ctx.audit("queue.clear", project, queue=queue, dropped=dropped)
+    return {"dropped": dropped}
+
+
+def _move_page(ctx: AdminContext, project: str, source: str, target: str, pattern, cursor, limit) -> dict:
+    k = ctx.keys(project)
+    source_key = checks.queue_and_owner(k, source)[0]
+    target_key, owner = checks.queue_and_owner(k, target)
+    if source_key == target_key:
+        raise BadInput("source and target queue are the same")
+    checks.text(pattern, "pattern", checks.MAX_PATTERN_CHARS)
+    checks.cursor(cursor)
+    next_cursor, names = ctx.conn.sscan(source_key, cursor, match=pattern, count=checks.page(limit))
+    if not names:
+        return {"moved": 0, "cursor": int(next_cursor)}
+
+    def call(_age: str, held: list[str]):
+        return scripts.run(
+            ctx.conn,
+            "move_items",
+            (k.settings, source_key, target_key, k.downloader_queues, k.limited_in),
+            (owner, *[limits_mod.wire(x) for pair in zip(names, held) for x in pair]),
+        )
+
+    # Into a shared queue, items a limit matches are held, like added ones.
+    moved = giveback.give_back(ctx.conn, k, names, call, owner=owner)
+    if moved == MOVE_UNKNOWN_PROJECT:
+        raise NotFound(f"unknown project {project!r}")
+    if moved < 0:
+        raise BadInput("move_items: bad arguments (nothing changed)")
+    return {"moved": moved, "cursor": int(next_cursor)}
+
+
+def move(
+    ctx: AdminContext,
+    project: str,
+    source: str,
+    target: str,
+    pattern: str = "*",
+    cursor: int = 0,
+    limit: int = 1000,
+) -> dict:
+    """Move the items of SOURCE matching PATTERN (a Redis glob) to TARGET, one SSCAN page."""
+    result = _move_page(ctx, project, source, target, pattern, cursor, limit)
+    ctx.audit("queue.move", project, source=source, target=target, pattern=pattern, moved=result["moved"])
+    return result
+
+
+def move_all(ctx: AdminContext, project: str, source: str, target: str, pattern: str = "*") -> dict:
+    """Move every item of SOURCE matching PATTERN to TARGET, page by page; audited once."""
+    moved = cursor = 0
+    try:
+        while True:
+            page = _move_page(ctx, project, source, target, pattern, cursor, PAGE_ALL)
+            moved, cursor = moved + page["moved"], page["cursor"]
+            if cursor == 0:
+                break
+    except AdminError as exc:
+        if moved:
+            ctx.audit(
+                "queue.move",
+                project,
+                source=source,
+                target=target,
+                pattern=pattern,
+                moved=moved,
+                stopped=str(exc),
+            )
+        raise
+    ctx.audit("queue.move", project, source=source, target=target, pattern=pattern, moved=moved)
+    return {"moved": moved}
+
+
+# -- redo: re-queue done or seen items on purpose (the one way past the Bloom filter) ------------
+
+
+def seen_by_filter(conn, k: keyspace.ProjectKeys, names: list[str]) -> list[bool]:
+    """Whether the project's Bloom filter has (probably) seen each name; reads only.
+
+    A project whose filter was never configured has seen nothing (and is not configured here:
+    a read must not write).
+    """
+    fields = conn.hgetall(k.bloom)
+    if not fields or not names:
+        return [False] * len(names)
+    plan = bloom.Plan(k, bloom.Geometry.from_redis(fields))
+    args = bloom.script_args([b""] * len(names), [limits_mod.wire(n) for n in names], plan.hash_plan)
+    pipe = conn.pipeline(transaction=False)
+    i = 0
+    for _ in names:
+        i += 1  # the (empty) entry
+        for k_bits in plan.ks:
+            chunk_key = plan.chunk_keys[args[i] - bloom.FIXED_KEYS - 1]
+            ops = []
+            for position in args[i + 1 : i + 1 + k_bits]:
+                ops += ("GET", "u1", position)
+            pipe.execute_command("BITFIELD_RO", chunk_key, *ops)
+            i += 1 + k_bits
+    replies = pipe.execute()
+    layers = len(plan.ks)
+    return [any(all(replies[n * layers + layer]) for layer in range(layers)) for n in range(len(names))]
+
+
+def _redo_batch(
+    ctx: AdminContext, k, target: str, owner: str, names: list[str], seen: dict, anyway: bool
+) -> list:
+    """One redo_items script call through the give-back path (retried when the limits or the
+    downloader queues moved; the last attempt does not check the age)."""
+
+    def call(age: str, held: list[str]):
+        owners = sorted(ctx.conn.smembers(k.downloader_queues))
+        args = [age, owner, "1" if anyway else "0", len(owners), *owners]
+        for name, entry in zip(names, held):
+            args += [limits_mod.wire(name), limits_mod.wire(entry), "1" if seen.get(name) else "0"]
+        return scripts.run(
+            ctx.conn,
+            "redo_items",
+            (
+                k.settings,
+                k.done,
+                k.out,
+                k.claims,
+                k.dead,
+                k.todo,
+                k.backfeed,
+                k.secondary,
+                k.redo,
+                k.limited,
+                k.limited_in,
+                k.limits_ready,
+                k.limits,
+                k.offloading,
+                k.segments,
+                k.stats,
+                target,
+                k.downloader_queues,
+                *[k.downloader_queue(o) for o in owners],
+            ),
+            args,
+        )
+
+    reply = giveback.give_back(
+        ctx.conn,
+        k,
+        names,
+        call,
+        owner=owner,
+        attempts=REDO_ATTEMPTS,
+        again=lambda reply: reply[0] in REDO_AGAIN,
+        held_filed=lambda reply, held: reply[0] == REDO_OK and int(reply[4]) > 0,
+    )
+    if reply[0] == REDO_UNKNOWN_PROJECT:
+        raise NotFound(f"unknown project {k.project!r}")
+    if reply[0] == REDO_NOT_TRIPLES:
+        raise BadInput("redo_items: bad arguments (nothing changed)")
+    if reply[0] != REDO_OK:
+        raise Conflict("the project's limits or downloader queues kept changing; try again")
+    return reply
+
+
+def redo_names(
+    ctx: AdminContext, project: str, names: list[str], queue: str, even_if_offloaded: bool
+) -> dict:
+    """Re-queue NAMES: done items, and items the filter has seen that are nowhere (redo_items-n.lua
+    says what happens to each). Names that are not UTF-8 stay where they are (not_utf8): a
+    warrior could claim one but never report it. Not audited: the verbs audit."""
+    k = ctx.keys(project)
+    target, owner = checks.queue_and_owner(k, queue)
+    totals = dict.fromkeys(REDO_FIELDS, 0)
+    good = [n for n in names if intake.valid_utf8(n)]
+    totals["not_utf8"] = len(names) - len(good)
+    for start in range(0, len(good), REDO_BATCH):
+        part = good[start : start + REDO_BATCH]
+        in_done = ctx.conn.smismember(k.done, [limits_mod.wire(n) for n in part])
+        maybe = [n for n, done in zip(part, in_done) if not done]
+        # A done name came in through the filter; ask it only about the others. (Should a done
+        # name leave `done` for a segment before the script runs, it is then a seen name found
+        # nowhere: skipped as maybe_offloaded, never queued twice.)
+        seen = dict.fromkeys(part, True)
+        seen.update(zip(maybe, seen_by_filter(ctx.conn, k, maybe)))
+        reply = _redo_batch(ctx, k, target, owner, part, seen, even_if_offloaded)
+        for field, value in zip(REDO_FIELDS, reply[2:]):
+            totals[field] += int(value)
+    skipped = {f: totals[f] for f in REDO_SKIP_FIELDS}
+    return {
+        "requeued": totals["from_done"] + totals["from_seen"],
+        "from_done": totals["from_done"],
+        "from_seen": totals["from_seen"],
+        "held": totals["held"],
+        "skipped": sum(skipped.values()),
+        "skipped_by_reason": skipped,
+    }
+
+
+def _redo_page(ctx, project, names, pattern, cursor, limit, queue, even_if_offloaded) -> dict:
+    if (names is None) == (pattern is None):
+        raise BadInput("give 'items' (a list of names) or 'pattern' (a glob over done items)")
+    checks.queue(queue)
+    checks.flag(even_if_offloaded, "even_if_offloaded")
+    if names is not None:
+        checks.some_items(names)
+        return redo_names(ctx, project, names, queue, even_if_offloaded)
+    checks.text(pattern, "pattern", checks.MAX_PATTERN_CHARS)
+    checks.cursor(cursor)
+    k = ctx.keys(project)
+    next_cursor, page = ctx.conn.sscan(k.done, cursor, match=pattern, count=checks.page(limit))
+    # A done name past the length limit (stored before the limit) could be claimed but not
+    # reported: it stays done, counted apart.
+    fit = [n for n in page if len(n) <= checks.MAX_ITEM_CHARS]
+    result = redo_names(ctx, project, fit, queue, even_if_offloaded)
+    result["skipped_by_reason"]["too_long"] = len(page) - len(fit)
+    result["skipped"] += len(page) - len(fit)
+    result["cursor"] = int(next_cursor)
+    return result
+
+
+def _redo_detail(queue: str, names, pattern, result: dict) -> dict:
+    chosen = {"pattern": pattern} if pattern is not None else {"items": len(names)}
+    return {"queue": queue, **chosen, **{f: v for f, v in result.items() if f != "cursor"}}
+
+
+def redo(
+    ctx: AdminContext,
+    project: str,
+    names=None,
+    pattern=None,
+    cursor: int = 0,
+    limit: int = 1000,
+    queue: str = REDO_QUEUE,
+    even_if_offloaded: bool = False,
+) -> dict:
+    """Re-queue the items NAMES (1 to MAX_PAGE), or one SSCAN page of done items matching
+    PATTERN (continue from the returned cursor until it is 0), into QUEUE: done items leave
+    `done` (items_done drops with them), items seen by the filter but found nowhere are queued
+    bypassing it, items out or queued stay where they are (skipped), limited ones are held."""
+    result = _redo_page(ctx, project, names, pattern, cursor, limit, queue, even_if_offloaded)
+    ctx.audit("items.redo", project, **_redo_detail(queue, names, pattern, result))
+    return result
+
+
+def _add_redo(total: dict, page: dict) -> None:
+    for field in ("requeued", "from_done", "from_seen", "held", "skipped"):
+        total[field] = total.get(field, 0) + page[field]
+    reasons = total.setdefault("skipped_by_reason", {})
+    for reason, n in page["skipped_by_reason"].items():
+        reasons[reason] = reasons.get(reason, 0) + n
+
+
+def redo_all(
+    ctx: AdminContext,
+    project: str,
+    names=None,
+    pattern=None,
+    queue: str = REDO_QUEUE,
+    even_if_offloaded: bool = False,
+) -> dict:
+    """redo over any number of NAMES (MAX_PAGE at a time), or every page of done items matching
+    PATTERN; audited once ("stopped" when it failed after some were re-queued)."""
+    if (names is None) == (pattern is None):
+        raise BadInput("give 'items' (a list of names) or 'pattern' (a glob over done items)")
+    if names is not None:
+        checks.items(names)
+    total: dict = {}
+    try:
+        if pattern is not None:
+            cursor = 0
+            while True:
+                page = _redo_page(ctx, project, None, pattern, cursor, PAGE_ALL, queue, even_if_offloaded)
+                _add_redo(total, page)
+                cursor = page["cursor"]
+                if cursor == 0:
+                    break
+        else:
+            for start in range(0, len(names), checks.MAX_PAGE):
+                part = names[start : start + checks.MAX_PAGE]
+                _add_redo(total, _redo_page(ctx, project, part, None, 0, 0, queue, even_if_offloaded))
+    except AdminError as exc:
+        if total.get("requeued"):
+            ctx.audit("items.redo", project, **_redo_detail(queue, names, pattern, total), stopped=str(exc))
+        raise
+    ctx.audit("items.redo", project, **_redo_detail(queue, names, pattern, total))
+    return total

@@ -1,0 +1,170 @@
+"""Pattern and item-type limits (tracker_core.limits) and blocks (tracker_core.blocks).
+
+Both change what a claim may take, and both are enforced by the claim script from keys in the
+project's slot: limits through the settings age every node reloads at, blocks through a block
+index rebuilt in the same script that changes them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from tracker_core import blocks as blocks_mod
+from tracker_core import keys as keyspace
+from tracker_core import limits as limits_mod
+from tracker_core import scripts
+from tracker_core.admin import checks
+from tracker_core.admin.context import AdminContext
+from tracker_core.admin.errors import BadInput, Conflict, NotFound
+
+MAX_LIMIT_NAME_CHARS = 64
+MAX_RATE_CHARS = 40
+BLOCK_WRITE_ATTEMPTS = 50
+
+
+# -- pattern and item-type limits ---------------------------------------------------------------
+
+
+def list_limits(ctx: AdminContext, project: str) -> list[dict]:
+    """A project's limits in classification order (the first match wins)."""
+    return [limit.as_dict() for limit in limits_mod.load(ctx.conn, ctx.keys(project))]
+
+
+def add(ctx: AdminContext, project: str, name, pattern, rate, reclassify: bool = True) -> dict:
+    """Add or replace limit NAME: PATTERN is type:T, prefix:P, domain:D or regex:R, RATE `N/s`,
+    `N/m` or a number. With RECLASSIFY, queued items it now matches are held at once (a scan of
+    the shared queues: pass False when adding many, then reclassify once)."""
+    checks.text(name, "name", MAX_LIMIT_NAME_CHARS)
+    checks.text(pattern, "pattern", checks.MAX_PATTERN_CHARS)
+    if type(rate) in (int, float):
+        rate = str(rate)
+    checks.text(rate, "rate", MAX_RATE_CHARS)
+    checks.flag(reclassify, "reclassify")
+    k = ctx.keys(project)
+    try:
+        age = limits_mod.add(ctx.conn, k, name, pattern, rate)
+    except limits_mod.LimitError as exc:
+        raise BadInput(str(exc)) from None
+    if reclassify:
+        limits_mod.reclassify(ctx.conn, k)
+    ctx.audit("limit.add", project, name=name, pattern=pattern, rate=rate, reclassify=reclassify)
+    return {"limit": name, "settings_age": age}
+
+
+def remove(ctx: AdminContext, project: str, name) -> dict:
+    checks.text(name, "name", MAX_LIMIT_NAME_CHARS)
+    k = ctx.keys(project)
+    if not ctx.conn.hexists(k.limits, name):
+        raise NotFound(f"unknown limit {name!r} in {project}")
+    try:
+        age = limits_mod.remove(ctx.conn, k, name)
+    except limits_mod.LimitError as exc:  # a bad name; or removed meanwhile (then it is gone)
+        raise BadInput(str(exc)) from None
+    ctx.audit("limit.remove", project, name=name)
+    return {"removed": name, "settings_age": age}
+
+
+def reclassify(ctx: AdminContext, project: str) -> dict:
+    """Hold the queued items the current limits match (queued before a limit, or released)."""
+    held = limits_mod.reclassify(ctx.conn, ctx.keys(project))
+    ctx.audit("limit.reclassify", project, held=held)
+    return {"held": held}
+
+
+# -- blocks -------------------------------------------------------------------------------------
+
+
+def write_blocks(ctx: AdminContext, k: keyspace.ProjectKeys, change: Callable) -> bool:
+    """Apply CHANGE(own, global copy) -> (own, global copy) to K's blocks and rebuild the index,
+    in one script that first checks nobody changed them since the read; False for a project that
+    does not exist (any more). Conflict when they kept changing."""
+    r = ctx.conn
+    for _ in range(BLOCK_WRITE_ATTEMPTS):
+        own, copy = (
+            set(x)
+            for x in r.pipeline(transaction=False).smembers(k.blocked).smembers(k.blocked_global).execute()
+        )
+        new_own, new_copy = change(own, copy)
+        index = blocks_mod.index_members(new_own, new_copy)
+        done = scripts.run(
+            r,
+            "set_blocks",
+            (k.settings, k.blocked, k.blocked_global, k.blocked_index),
+            (len(own), len(copy), len(new_own), len(new_copy), *own, *copy, *new_own, *new_copy, *index),
+        )
+        if done != 0:
+            return done == 1
+    raise Conflict(f"the blocks of {k.project!r} kept changing: try again")
+
+
+def _project_names(ctx: AdminContext) -> list[str]:
+    return sorted(ctx.conn.smembers(keyspace.PROJECTS))
+
+
+def block(ctx: AdminContext, entry, project: str | None = None, remove: bool = False) -> dict:
+    """Block (or with REMOVE lift) ip:ADDRESS, ip:CIDR or name:DOWNLOADER in PROJECT, or in all
+    projects; the entry as stored (blocks.normalise: ip:10.0.0.1/32 is ip:10.0.0.1).
+
+    Global blocks are copied into every project's ``blocked_global`` (the claim script reads
+    only keys in the project's slot, for Redis Cluster), apart from the project's own
+    ``blocked``: a project block and a global block of the same entry are lifted apart.
+    """
+    try:
+        entry = blocks_mod.normalise(entry)
+    except blocks_mod.BadEntry as exc:
+        raise BadInput(str(exc)) from None
+
+    def change(entries: set[str]) -> set[str]:
+        return entries - {entry} if remove else entries | {entry}
+
+    if project is not None:
+        if not write_blocks(ctx, ctx.keys(project), lambda own, copy: (change(own), copy)):
+            raise NotFound(f"unknown project {project!r}")
+    else:
+        (ctx.conn.srem if remove else ctx.conn.sadd)(keyspace.GLOBAL_BLOCKED, entry)
+        for name in _project_names(ctx):
+            write_blocks(ctx, keyspace.ProjectKeys(name), lambda own, copy: (own, change(copy)))
+    ctx.audit("block.remove" if remove else "block.add", project, entry=entry)
+    return {"entry": entry, "blocked": not remove}
+
+
+def blocks(ctx: AdminContext, project: str | None = None) -> dict:
+    """The global entries, or PROJECT's own and its copy of the global ones."""
+    r = ctx.conn
+    if project is None:
+        return {"global": sorted(r.smembers(keyspace.GLOBAL_BLOCKED))}
+    k = ctx.keys(project)
+    return {
+        "project": project,
+        "blocked": sorted(r.smembers(k.blocked)),
+        "blocked_global": sorted(r.smembers(k.blocked_global)),
+        "ignore_global_blocked": r.hget(k.settings, "ignore_global_blocked") == "1",
+    }
+
+
+def reindex_blocks(ctx: AdminContext) -> dict:
+    """Rebuild every project's block index, its global copy from the global list (entries of
+    the project's own set that are global are taken as copies, as a tracker before the split
+    kept them). For upgrades and repairs."""
+    done = 0
+    for name in _project_names(ctx):
+        glob = set(ctx.conn.smembers(keyspace.GLOBAL_BLOCKED))
+        done += write_blocks(ctx, keyspace.ProjectKeys(name), lambda own, copy, glob=glob: (own - glob, glob))
+    ctx.audit("block.reindex", None, projects=done)
+    return {"projects": done}
+
+
+def reindex_blocks_if_missing(ctx: AdminContext) -> dict:
+    """Build the block index of projects that have blocks but no index (a Redis from before the
+    index: their blocks would not be enforced); audited only when some were built."""
+    r = ctx.conn
+    glob = set(r.smembers(keyspace.GLOBAL_BLOCKED))
+    done = 0
+    for name in _project_names(ctx):
+        k = keyspace.ProjectKeys(name)
+        has_blocks = glob or r.scard(k.blocked) or r.scard(k.blocked_global)
+        if has_blocks and not r.exists(k.blocked_index):
+            done += write_blocks(ctx, k, lambda own, copy: (own - glob, glob))
+    if done:
+        ctx.audit("block.reindex", None, projects=done)
+    return {"projects": done}

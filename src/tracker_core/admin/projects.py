@@ -1,0 +1,164 @@
+"""Projects: create, list, show, change settings, pause, resume, upload targets, delete."""
+
+from __future__ import annotations
+
+import time
+
+from tracker_core import bloom, offload, scripts
+from tracker_core import keys as keyspace
+from tracker_core import settings as settings_mod
+from tracker_core import stats as stats_mod
+from tracker_core.admin import limits
+from tracker_core.admin.context import AdminContext
+from tracker_core.admin.errors import BadInput, Conflict, NotFound
+
+DELETE_CHUNK = 500  # keys per UNLINK
+UPLOAD_TARGET_STATES = ("active", "inactive", "remove")
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _validated(values: dict) -> dict[str, str]:
+    if not isinstance(values, dict):
+        raise BadInput("'settings' must be an object")
+    out = {}
+    for name, value in values.items():
+        try:
+            out[name] = settings_mod.validate(name, value)
+        except ValueError as exc:
+            raise BadInput(str(exc)) from None
+    return out
+
+
+def list_projects(ctx: AdminContext) -> list[str]:
+    return sorted(ctx.conn.smembers(keyspace.PROJECTS))
+
+
+def create(ctx: AdminContext, project: str, settings: dict | None = None) -> dict:
+    """Create PROJECT with default settings, overridden by SETTINGS; Conflict if it exists."""
+    values = dict(settings or {})
+    k = ctx.keys(project, must_exist=False)
+    initial = settings_mod.defaults() | _validated(values)
+    flat = [x for pair in initial.items() for x in pair]
+    created = scripts.run(
+        ctx.conn, "create_project", (k.settings, k.blocked), (_now_ms(), *flat, "--blocked")
+    )
+    ctx.conn.sadd(keyspace.PROJECTS, project)
+    if not created:
+        raise Conflict(f"project {project!r} already exists")
+    # After joining PROJECTS: a global block made meanwhile either is read here or finds this
+    # project in its loop over PROJECTS.
+    limits.write_blocks(ctx, k, lambda own, copy: (own, set(ctx.conn.smembers(keyspace.GLOBAL_BLOCKED))))
+    ctx.audit("project.create", project, settings=values)
+    return {"created": project}
+
+
+def show(ctx: AdminContext, project: str) -> dict:
+    k = ctx.keys(project)
+    values = settings_mod.defaults()
+    values.update(ctx.conn.hgetall(k.settings))
+    return {
+        "project": project,
+        "settings": values,
+        "upload_targets": ctx.conn.hgetall(k.upload_targets),
+        "blocked": sorted(ctx.conn.smembers(k.blocked)),
+        "blocked_global": sorted(ctx.conn.smembers(k.blocked_global)),
+    }
+
+
+def store_settings(ctx: AdminContext, k: keyspace.ProjectKeys, values: dict[str, str]) -> int:
+    """Validate and store VALUES in one script (none: only bump the age); the new age.
+
+    Every node's settings cache notices the new age (published) and reloads.
+    """
+    flat = [x for pair in _validated(values).items() for x in pair]
+    age = scripts.run(ctx.conn, "set_settings", (k.settings,), (k.project, keyspace.SETTINGS_CHANNEL, *flat))
+    if age == -1:
+        raise NotFound(f"unknown project {k.project!r}")
+    if age < 0:
+        raise Conflict(f"the settings of {k.project!r} are damaged (settings_age is not a number)")
+    return age
+
+
+def set_settings(ctx: AdminContext, project: str, values: dict) -> dict:
+    """Change settings (name -> text); the new settings age."""
+    k = ctx.keys(project)
+    if not isinstance(values, dict) or not values:
+        raise BadInput("no settings given")
+    age = store_settings(ctx, k, values)
+    ctx.audit("project.settings", project, settings=dict(values))
+    return {"settings_age": age}
+
+
+def _pause(ctx: AdminContext, project: str, paused: bool) -> dict:
+    age = store_settings(ctx, ctx.keys(project), {"paused": "1" if paused else "0"})
+    ctx.audit("project.pause" if paused else "project.resume", project)
+    return {"settings_age": age, "paused": paused}
+
+
+def pause(ctx: AdminContext, project: str) -> dict:
+    """Stop handing out items (requests get 404)."""
+    return _pause(ctx, project, True)
+
+
+def resume(ctx: AdminContext, project: str) -> dict:
+    return _pause(ctx, project, False)
+
+
+def set_upload_target(ctx: AdminContext, project: str, url: str, state: str = "active") -> dict:
+    """Mark URL active or inactive, or remove it; bumps the settings age (nodes reload)."""
+    k = ctx.keys(project)
+    if state not in UPLOAD_TARGET_STATES:
+        raise BadInput("'state' must be active, inactive or remove")
+    if type(url) is not str or (state != "remove" and not settings_mod.valid_upload_target(url)):
+        raise BadInput(f"bad upload target {str(url)[:200]!r}: must match ^rsync://.+/$ or ^https?://.+/$")
+    if state == "remove":
+        ctx.conn.hdel(k.upload_targets, url)
+    else:
+        ctx.conn.hset(k.upload_targets, url, state)
+    store_settings(ctx, k, {})
+    shown = "removed" if state == "remove" else state
+    ctx.audit("upload_target", project, url=url, state=shown)
+    return {"url": url, "state": shown}
+
+
+def delete(ctx: AdminContext, project: str) -> dict:
+    """Delete PROJECT and its keys, without KEYS and without blocking Redis.
+
+    The settings go first, so the hot path sees an unknown project at once; then every known key
+    is UNLINKed (freed in the background), downloader queues found through their index, and the
+    time-bucketed counters over the spans they can live (they would expire anyway).
+    """
+    k = ctx.keys(project)
+    r = ctx.conn
+    r.unlink(k.settings)
+    r.srem(keyspace.PROJECTS, project)
+    offload.forget_project(r, project)  # a maintainer removes its segment files
+    fixed = [
+        getattr(k, name)
+        for name in keyspace.ProjectKeys.__slots__
+        if name not in ("project", "tag", "settings", "downloader_queues")
+    ]
+    owners = [k.downloader_queue(o) for o in r.sscan_iter(k.downloader_queues)]
+    now_ms = _now_ms()
+    minutes = [k.minute(m) for m in range(now_ms // 60000 - 2 * 1440, now_ms // 60000 + 2)]
+    hours = [k.hour(h) for h in range(now_ms // 3_600_000 - 61 * 24, now_ms // 3_600_000 + 2)]
+    days = range(now_ms // 86_400_000 - 63, now_ms // 86_400_000 + 2)
+    uniques = [k.uniques(kind, d) for d in days for kind in ("downloaders", "ips")]
+    history = [k.top_history(s) for s, _, _ in stats_mod.TOP_HISTORY_TIERS]
+    every = (
+        fixed
+        + owners
+        + [k.downloader_queues]
+        + minutes
+        + hours
+        + uniques
+        + history
+        + bloom.all_chunk_keys(r, k)
+    )
+    for i in range(0, len(every), DELETE_CHUNK):
+        r.unlink(*every[i : i + DELETE_CHUNK])
+    ctx.audit("project.delete", project)
+    return {"deleted": project}
