@@ -117,11 +117,6 @@ class Plan:
         self.ks = [layer.k for layer in self.layers]
 
 
-def _as_dict(reply) -> dict:
-    """A hash as a dict: redis-py's HGETALL gives one, the raw connection a flat list."""
-    return reply if isinstance(reply, dict) else dict(zip(reply[::2], reply[1::2]))
-
-
 def configure(
     conn, keys: keyspace.ProjectKeys, geometry: Geometry | None = None, replace: bool = False
 ) -> Geometry | int:
@@ -159,7 +154,7 @@ class BloomFilter:
 
     def plan(self, reload: bool = False) -> Plan | None:
         if self._plan is None or reload:
-            fields = _as_dict(self.conn.execute_command("HGETALL", self.keys.bloom))
+            fields = self.conn.hgetall(self.keys.bloom)
             if fields:
                 geometry = Geometry.from_redis(fields)
             else:
@@ -247,7 +242,7 @@ class BloomFilter:
 
 def all_chunk_keys(r, keys: keyspace.ProjectKeys) -> list[str]:
     """Every bitmap key the project's filter may have (to delete a project without KEYS)."""
-    fields = _as_dict(r.execute_command("HGETALL", keys.bloom))
+    fields = r.hgetall(keys.bloom)
     if not fields:
         return []
     return Plan(keys, Geometry.from_redis(fields)).chunk_keys

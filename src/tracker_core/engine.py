@@ -11,7 +11,7 @@ import random
 import time
 from dataclasses import dataclass
 
-from tracker_core import blocks, script_calls, todo, topology
+from tracker_core import blocks, script_calls, topology
 from tracker_core import item_status as item_status_mod
 from tracker_core import keys as keyspace
 from tracker_core import limits as limits_mod
@@ -88,7 +88,7 @@ class Engine:
         if self._unknown.get(project, 0) > time.monotonic():
             return None
         k = keyspace.ProjectKeys(project)
-        values = self.conn.execute_command("HGETALL", k.settings)
+        values = self.conn.hgetall(k.settings)
         if not values:
             # Remember briefly that it doesn't exist, so a flood of requests for a wrong project
             # costs no Redis round trip each; a newly created project is seen within a second.
@@ -96,7 +96,7 @@ class Engine:
                 self._unknown.clear()
             self._unknown[project] = time.monotonic() + _NEGATIVE_CACHE_S
             return None
-        settings = ProjectSettings.from_redis(_pairs_to_dict(values))
+        settings = ProjectSettings.from_redis(values)
         self._keys.setdefault(project, k)
         # Script replies carry the settings age and drop a stale entry at once, but a request
         # refused in Python (455 for an old client) reaches no script: without an expiry a
@@ -111,8 +111,8 @@ class Engine:
             return None
         cached = self._limits.get(project)
         if cached is None or cached[0] != settings.age:
-            values = self.conn.execute_command("HGETALL", self.keys(project).limits)
-            compiled = limits_mod.CompiledLimits(limits_mod.from_hash(_pairs_to_dict(values)))
+            values = self.conn.hgetall(self.keys(project).limits)
+            compiled = limits_mod.CompiledLimits(limits_mod.from_hash(values))
             cached = self._limits[project] = (settings.age, compiled)
         return cached[1]
 
@@ -257,7 +257,7 @@ class Engine:
         Read fresh each time: uploads are once per item, and no script reply on this path would
         tell the settings cache that targets changed.
         """
-        targets = _pairs_to_dict(self.conn.execute_command("HGETALL", self.keys(project).upload_targets))
+        targets = self.conn.hgetall(self.keys(project).upload_targets)
         active = [t for t, state in targets.items() if state == "active"]
         if not active:
             return None
@@ -296,25 +296,27 @@ class Engine:
     def counts(self, project: str) -> dict:
         """Queue sizes and counters of PROJECT (for stats.json, /metrics and the pages).
 
-        "queues" is the to-do breakdown of tracker_core.todo (offloaded queue tails included),
-        so its sum is the to-do total everywhere (todo.total).
+        "queues" is the to-do breakdown of tracker_core.census (offloaded queue tails included),
+        so its sum is the to-do total everywhere (census.todo_total).
         """
+        from tracker_core import census
+
         k = self.keys(project)
         replies = self.conn.pipeline(
             (
-                *todo.commands(k),
+                *census.commands(k),
                 ("ZCARD", k.out),
                 ("SCARD", k.done),
                 ("HGETALL", k.stats),
                 ("HGETALL", k.domain_bytes),
             )
         )
-        owners = todo.owners(replies)
+        owners = census.owners(replies)
         own = self.conn.pipeline([("SCARD", k.downloader_queue(o)) for o in owners]) if owners else []
-        out, done_kept, stats, domain_bytes = replies[todo.N_COMMANDS :]
+        out, done_kept, stats, domain_bytes = replies[census.N_COMMANDS :]
         stats = {f: int(v) for f, v in _pairs_to_dict(stats).items()}
         return {
-            "queues": todo.sizes(replies, own),
+            "queues": census.sizes(replies, own),
             "out": out,
             "done": stats.get("items_done", 0),
             "done_kept": done_kept,

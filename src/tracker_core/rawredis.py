@@ -13,6 +13,8 @@ from urllib.parse import parse_qs, unquote, urlparse
 
 import hiredis
 
+from tracker_core.connection import ENCODING, ENCODING_ERRORS, HashReads
+
 
 class RedisError(Exception):
     """Redis answered with an error, or could not be reached."""
@@ -48,8 +50,11 @@ def parse_redis_url(url: str) -> dict:
     return options
 
 
-class RawRedis:
-    """One blocking connection; reconnects on demand. Not thread-safe: one per process."""
+class RawRedis(HashReads):
+    """One blocking connection; reconnects on demand. Not thread-safe: one per process.
+
+    Replies are decoded by hiredis in C, in the one shape of tracker_core.connection.
+    """
 
     def __init__(self, url: str, timeout_s: float = 10.0):
         self.url = url
@@ -69,7 +74,7 @@ class RawRedis:
             sock = socket.create_connection((opts["host"], opts["port"]), timeout=self.timeout_s)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._sock = sock
-        self._reader = hiredis.Reader(encoding="utf-8", errors="surrogateescape")
+        self._reader = hiredis.Reader(encoding=ENCODING, errors=ENCODING_ERRORS)
         self._poll = select.poll()
         self._poll.register(sock, select.POLLIN)
         setup = []

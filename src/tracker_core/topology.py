@@ -35,6 +35,7 @@ from redis.backoff import NoBackoff
 from redis.crc import key_slot
 from redis.retry import Retry
 
+from tracker_core.connection import ENCODING, ENCODING_ERRORS, HashReads
 from tracker_core.rawredis import ConnectionLost, OutcomeUnknown, RawRedis, RedisError
 
 
@@ -115,8 +116,12 @@ def admin_client(url: str, **options):
     No retries of its own (redis-py 8 retries after a timeout by default): a change whose answer
     was lost must not be made twice; the caller reports the error (the admin API answers 503).
     A Cluster client keeps its own retries, which follow MOVED and ASK redirections.
+    Replies are always decoded as tracker_core.connection describes (one shape on every client).
     """
     spec = parse_topology_url(url)
+    options.setdefault("decode_responses", True)
+    options.setdefault("encoding", ENCODING)
+    options.setdefault("encoding_errors", ENCODING_ERRORS)
     if spec["kind"] != "cluster":
         options.setdefault("retry", Retry(NoBackoff(), 0))
     if spec["kind"] == "sentinel":
@@ -153,7 +158,7 @@ def _is_script(command) -> bool:
     return str(command[0]).upper() in ("EVALSHA", "EVAL")
 
 
-class SentinelRedis:
+class SentinelRedis(HashReads):
     """A RawRedis to the current primary of a Sentinel service, found again after a failover."""
 
     def __init__(self, url: str, spec: dict):
@@ -259,7 +264,7 @@ class SentinelRedis:
         self._replicas_checked_at = 0.0
 
 
-class ClusterRedis:
+class ClusterRedis(HashReads):
     """RawRedis connections to every primary of a Redis Cluster, each command sent by hash slot."""
 
     def __init__(self, url: str, spec: dict):
