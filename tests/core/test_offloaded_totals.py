@@ -7,7 +7,7 @@ import pytest
 from falcon import testing
 
 from tracker_api.app import create_app
-from tracker_core import offload, script_calls, stats, todo
+from tracker_core import census, offload, script_calls, stats
 from tracker_core.keys import ProjectKeys
 
 P = "urls"
@@ -55,7 +55,7 @@ def test_every_to_do_total_counts_offloaded_items_as_tracker_status_does(
 
     counts = engine.counts(P)
     assert counts["queues"]["offloaded"] == status["offloaded"]
-    assert todo.total(counts) == to_do
+    assert census.todo_total(counts) == to_do
     body = web.simulate_get(f"/{P}/stats.json").json
     assert body["todo_total"] == to_do
     assert body["stats"]["backlog"] == to_do + 5
@@ -114,9 +114,9 @@ def test_todo_total_is_the_sum_of_the_breakdown():
             "offloaded": 700,
         }
     }
-    assert todo.total(counts) == 715
+    assert census.todo_total(counts) == 715
     # Done segments and bookkeeping fields are not to do; an unknown source is a queue (todo).
     segments = {"1": "200", "2": "50", "3": "10", "#next": "3"}
     sources = {"1": "todo", "2": "done", "#staged": "4 backfeed"}
-    assert todo.offloaded_queued(segments, sources, 7) == 217
-    assert todo.offloaded_queued(segments, {"#staged": "4 done"}, 7) == 260
+    assert census.offloaded_queued(segments, sources, 7) == 217
+    assert census.offloaded_queued(segments, {"#staged": "4 done"}, 7) == 260

@@ -1,0 +1,96 @@
+"""The one give-back (tracker_core.giveback): release, dead requeue, queue moves and redo
+classify at the settings age, retry when the limits changed meanwhile, and hold."""
+
+import pytest
+
+from tracker_core import giveback, scripts
+from tracker_core import limits as limits_mod
+from tracker_core.admin import claims, items, limits, projects
+from tracker_core.admin.context import AdminContext
+from tracker_core.keys import ProjectKeys
+
+P = "back"
+K = ProjectKeys(P)
+NAMES = [f"https://slow.example/{i}/a b?c=%20#d" for i in range(4)]
+
+
+@pytest.fixture
+def ctx(redis_url):
+    c = AdminContext.from_url(redis_url, actor="test")
+    projects.create(c, P)
+    items.add(c, P, NAMES)
+    return c
+
+
+def release_call(r, names):
+    def call(age, held):
+        return scripts.run(
+            r,
+            "release",
+            (
+                K.settings,
+                K.out,
+                K.claims,
+                K.todo,
+                K.downloader_claims,
+                K.stats,
+                K.limited_in,
+                K.reclaim_history,
+            ),
+            (1, "", age, *[x for pair in zip(names, held) for x in pair]),
+        )
+
+    return call
+
+
+def test_a_limit_added_between_classifying_and_the_script_is_applied_on_the_retry(ctx, r, engine):
+    status, claimed = engine.claim(P, "alice", "10.0.0.1", 4)
+    assert status == 200 and sorted(claimed) == sorted(NAMES)
+    classified = []
+
+    def classify():
+        age, compiled = limits_mod.current(r, K)
+        if not classified:  # a limit arrives after this first read: the script sees a new age
+            limits_mod.add(r, K, "slow", "domain:slow.example", "1/m")
+        classified.append(age)
+        return age, compiled
+
+    call = release_call(r, NAMES)
+    reply = giveback.give_back(
+        r, K, NAMES, call, classify=classify, held_filed=lambda reply, held: reply[0] == 200 and reply[4] > 0
+    )
+    assert reply[0] == 200 and reply[2] == 4 and reply[4] == 4
+    assert len(classified) == 2 and classified[0] != classified[1]
+    # Held by the new limit, and filed in its sub-queue (not left on the way in).
+    assert r.scard(K.todo) == 0 and r.zcard(K.limited) == 4 and r.scard(K.limited_in) == 0
+
+
+def test_the_last_attempt_does_not_check_the_age(ctx, r):
+    ages = []
+
+    def call(age, held):
+        ages.append(age)
+        return [giveback.STALE_AGE, 99]
+
+    reply = giveback.give_back(r, K, NAMES, call, attempts=3)
+    assert reply[0] == giveback.STALE_AGE and ages[-1] == "" and all(ages[:2])
+
+
+def test_a_downloaders_own_queue_takes_items_as_they_are(ctx, r):
+    limits.add(ctx, P, "slow", "domain:slow.example", "1/m", reclassify=False)
+    seen = []
+    giveback.give_back(r, K, NAMES, lambda age, held: seen.append(held) or 0, owner="alice")
+    assert seen == [[""] * len(NAMES)]
+
+
+def test_release_dead_requeue_and_moves_hold_what_a_limit_matches(ctx, r, engine):
+    limits.add(ctx, P, "slow", "domain:slow.example", "1/m", reclassify=False)
+    items.move(ctx, P, "todo", "secondary")  # a move into a shared queue holds them
+    assert r.scard(K.secondary) == 0 and r.zcard(K.limited) == 4
+    limits.remove(ctx, P, "slow")
+    r.delete(K.limited)
+    r.sadd(K.todo, *NAMES)
+    engine.claim(P, "alice", "10.0.0.1", 4)
+    limits.add(ctx, P, "slow", "domain:slow.example", "1/m", reclassify=False)
+    assert claims.release(ctx, P, downloader="alice")["released"] == 4
+    assert r.scard(K.todo) == 0 and r.zcard(K.limited) == 4 and r.scard(K.limited_in) == 0
