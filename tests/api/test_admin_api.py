@@ -494,7 +494,10 @@ def test_stale_warriors_are_forgotten(r):
 def test_cli_token_create_and_revoke(redis_url, projects, r, web):
     env_cmd = [str(TRACKER_BIN), "--redis-url", redis_url, "admin", "token"]
     out = subprocess.run(
-        env_cmd + ["create", "--scope", P, "--note", "cli"], check=True, capture_output=True, text=True
+        env_cmd + ["create", "--scope", P, "--note", "cli", "--json"],
+        check=True,
+        capture_output=True,
+        text=True,
     ).stdout
     created = json.loads(out)
     assert created["scope"] == P and tokens.verify(r, created["token"]).note == "cli"
@@ -502,7 +505,7 @@ def test_cli_token_create_and_revoke(redis_url, projects, r, web):
     subprocess.run(env_cmd + ["revoke", created["token_id"]], check=True, capture_output=True)
     assert tokens.verify(r, created["token"]) is None
     failed = subprocess.run(env_cmd + ["revoke", created["token_id"]], capture_output=True, text=True)
-    assert failed.returncode != 0 and "no token" in failed.stderr
+    assert failed.returncode == 1 and "no token" in failed.stderr
 
 
 def test_cli_offers_the_same_operations(redis_url, projects, r, engine):
@@ -511,7 +514,7 @@ def test_cli_offers_the_same_operations(redis_url, projects, r, engine):
     from tracker_api.cli import main
 
     def cli(*args):
-        res = CliRunner().invoke(main, ["--redis-url", redis_url, *args])
+        res = CliRunner().invoke(main, ["--redis-url", redis_url, *args, "--json"])
         assert res.exit_code == 0, res.output
         return json.loads(res.output.strip().splitlines()[-1])
 

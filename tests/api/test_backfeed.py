@@ -31,7 +31,7 @@ def cli(redis_url):
 @pytest.fixture
 def secret(cli):
     assert cli("project", "create", P).exit_code == 0
-    res = cli("backfeed", "secret", "create", P)
+    res = cli("backfeed", "secret", "create", P, "--json")
     assert res.exit_code == 0, res.output
     created = json.loads(res.output)
     assert created["path"] == f"/backfeed/legacy/{P}-{created['secret']}"
@@ -81,13 +81,13 @@ def test_every_query_parameter_form(client, secret, r):
 def test_every_way_in_passes_the_same_filter(client, secret, cli, r, tmp_path):
     source = tmp_path / "items.txt"
     source.write_text("one\ntwo\nthree\n")
-    res = cli("items", "add", P, str(source))
+    res = cli("items", "add", P, str(source), "--json")
     assert json.loads(res.output.splitlines()[-1]) == {"added": 3, "duplicates": 0}
     assert queued(post(client, secret, b"one\0four\0two\0")) == 3
     assert r.smembers(K.backfeed) == {"four"}
     assert r.smembers(K.todo) == {"one", "two", "three"}
     source.write_text("four\nfive\n")
-    res = cli("items", "add", P, str(source))
+    res = cli("items", "add", P, str(source), "--json")
     assert json.loads(res.output.splitlines()[-1]) == {"added": 1, "duplicates": 1}
     assert r.smembers(K.todo) == {"one", "two", "three", "five"}
 
@@ -97,14 +97,14 @@ def test_secrets_are_stored_hashed_listed_without_secret_and_revocable(client, s
         kind = r.type(key)
         dumped = repr({"hash": r.hgetall, "set": r.smembers}.get(kind, r.dump)(key))
         assert secret not in dumped
-    listed = json.loads(cli("backfeed", "secret", "list", P).output)
+    listed = json.loads(cli("backfeed", "secret", "list", P, "--json").output)
     assert len(listed) == 1 and secret not in json.dumps(listed)
-    second = json.loads(cli("backfeed", "secret", "create", P).output)["secret"]
+    second = json.loads(cli("backfeed", "secret", "create", P, "--json").output)["secret"]
     assert queued(post(client, second, b"a\0")) == 1
     assert cli("backfeed", "secret", "revoke", P, listed[0]["id"]).exit_code == 0
     assert post(client, secret, b"b\0").status_code == 403
     assert queued(post(client, second, b"c\0")) == 1
-    assert cli("backfeed", "secret", "revoke", P, "nosuchid").exit_code == 2
+    assert cli("backfeed", "secret", "revoke", P, "nosuchid").exit_code == 1
     assert r.smembers(K.backfeed) == {"a", "c"}
 
 
@@ -180,17 +180,17 @@ def test_overlapping_batches_from_two_clients_queue_each_item_once(secret, redis
 
 def test_filter_command_shows_and_sets_the_geometry(cli, admin):
     assert cli("project", "create", P).exit_code == 0
-    res = cli("backfeed", "filter", P, "--capacity", "5000", "--fp-rate", "0.001")
+    res = cli("backfeed", "filter", P, "--capacity", "5000", "--fp-rate", "0.001", "--json")
     shown = json.loads(res.output)
     assert shown["capacity"] == 5000 and shown["layers"][0]["capacity"] == 5000
-    assert json.loads(cli("backfeed", "filter", P).output)["capacity"] == 5000
+    assert json.loads(cli("backfeed", "filter", P, "--json").output)["capacity"] == 5000
     assert cli("project", "create", "other").exit_code == 0
-    info = json.loads(cli("backfeed", "filter", "other").output)
+    info = json.loads(cli("backfeed", "filter", "other", "--json").output)
     assert info["fp_rate"] == 1e-6 and 28.75 < info["bits_per_item_at_capacity"] < 28.76 * 1.05
     list(admin.add_items(P, ["a"]))
     res = cli("backfeed", "filter", P, "--capacity", "10")
-    assert res.exit_code == 2 and "already holds items" in res.output
-    assert json.loads(cli("backfeed", "filter", P).output)["items"] == 1
+    assert res.exit_code == 1 and "already holds items" in res.output
+    assert json.loads(cli("backfeed", "filter", P, "--json").output)["items"] == 1
 
 
 def test_shards_are_counted_and_mappable_to_a_queue(client, secret, cli, r, monkeypatch):
@@ -200,11 +200,11 @@ def test_shards_are_counted_and_mappable_to_a_queue(client, secret, cli, r, monk
     assert queued(post(client, secret, b"a\0b\0", shard="s1")) == 2
     res = cli("backfeed", "shard-map", P, "s1", "secondary")
     assert res.exit_code == 0, res.output
-    assert cli("backfeed", "shard-map", P, "s1", "nowhere").exit_code == 2
+    assert cli("backfeed", "shard-map", P, "s1", "nowhere").exit_code == 1
     assert queued(post(client, secret, b"b\0c\0", shard="s1")) == 2
     assert queued(post(client, secret, b"d\0", shard="s2")) == 1
     assert r.smembers(K.backfeed) == {"a", "b", "d"} and r.smembers(K.secondary) == {"c"}
-    shown = json.loads(cli("backfeed", "shard-map", P).output)
+    shown = json.loads(cli("backfeed", "shard-map", P, "--json").output)
     assert shown == {"map": {"s1": "secondary"}, "items": {"s1": 4, "s2": 1}}
     assert cli("backfeed", "shard-map", P, "s1", "--remove").exit_code == 0
     assert queued(post(client, secret, b"e\0", shard="s1")) == 1

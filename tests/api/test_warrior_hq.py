@@ -93,7 +93,9 @@ def get(server, path, token=None) -> bytes:
 def online_everywhere(server, r, redis_url, token) -> set:
     """Warriors online as every view shows them: registry API, CLI, stats.json, /metrics."""
     api = orjson.loads(get(server, "/api/admin/warriors", token))
-    cli = json.loads(CliRunner().invoke(main, ["--redis-url", redis_url, "admin", "warriors"]).output)
+    cli = json.loads(
+        CliRunner().invoke(main, ["--redis-url", redis_url, "admin", "warriors", "--json"]).output
+    )
     # stats.json is built once a second per process and size: a new size is a fresh one.
     page = orjson.loads(get(server, f"/{LISTED}/stats.json?top={next(FRESH)}"))
     metrics = get(server, "/metrics").decode()

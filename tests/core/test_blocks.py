@@ -375,15 +375,15 @@ def test_cli_blocks_lists_and_reindexes(project, admin, engine, redis_url, r):
     assert res.exit_code == 0 and res.output == "blocked ip:10.0.0.0/8\n"
     assert cli("block", "ip:::ffff:192.0.2.1").output == "blocked ip:192.0.2.1\n"
     res = cli("block", "ip:10.0.0.1/8")
-    assert res.exit_code == 2 and "did you mean 10.0.0.0/8?" in res.output
-    listed = json.loads(cli("block", "--list", "--project", P).output)
+    assert res.exit_code == 1 and "did you mean 10.0.0.0/8?" in res.output
+    listed = json.loads(cli("block", "--list", "--project", P, "--json").output)
     assert listed == {
         "project": P,
         "blocked": ["ip:10.0.0.0/8"],
         "blocked_global": ["ip:192.0.2.1"],
         "ignore_global_blocked": False,
     }
-    assert json.loads(cli("block", "--list").output) == {"global": ["ip:192.0.2.1"]}
+    assert json.loads(cli("block", "--list", "--json").output) == {"global": ["ip:192.0.2.1"]}
     assert cli("block", "--reindex").output == "reindexed the blocks of 1 projects\n"
     assert claim(engine, "alice", "10.3.3.3") == 403 and claim(engine, "alice", "192.0.2.1") == 403
     assert cli("block").exit_code == 2

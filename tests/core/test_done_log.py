@@ -353,7 +353,7 @@ def test_tracker_log_export_streams_json_lines(project, admin, engine, r, tmp_pa
     assert res.exit_code == 0 and res.output == ""
     res = runner.invoke(main, base + ["--since", "soon"])
     assert res.exit_code == 1 and "bad time" in res.output
-    res = runner.invoke(main, ["--redis-url", redis_url, "log", "status", P])
+    res = runner.invoke(main, ["--redis-url", redis_url, "log", "status", P, "--json"])
     assert json.loads(res.output) == {
         "segments": 1,
         "archived_entries": 4,

@@ -143,7 +143,7 @@ def test_admin_json_upload_cannot_carry_a_lone_surrogate(web, admin, project, r)
 def test_cli_items_add_refuses_bad_lines_and_adds_the_rest(project, redis_url, r, tmp_path, engine):
     source = tmp_path / "items.txt"
     source.write_bytes(b"\n".join([g.encode() for g in GOOD] + BAD) + b"\n")
-    res = CliRunner().invoke(main, ["--redis-url", redis_url, "items", "add", P, str(source)])
+    res = CliRunner().invoke(main, ["--redis-url", redis_url, "items", "add", P, str(source), "--json"])
     assert res.exit_code == 0, res.output
     assert json.loads(res.output.splitlines()[-1]) == {
         "added": len(GOOD),

@@ -228,8 +228,8 @@ def test_cli_items_status_json_and_table(admin, engine, r, clock, cli):
 
 def test_cli_items_status_refuses_an_unknown_project_and_bad_names(admin, cli):
     res = cli("items", "status", "nope", "x")
-    assert res.exit_code == 2 and "unknown project" in res.output
+    assert res.exit_code == 1 and "unknown project" in res.output
     admin.create_project(P)
     res = cli("items", "status", P, "x" * 4097)
-    assert res.exit_code == 2 and "4096" in res.output
+    assert res.exit_code == 1 and "4096" in res.output
     assert cli("items", "status", P).exit_code == 2  # no name given

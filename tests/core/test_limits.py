@@ -120,16 +120,16 @@ def test_cli_limit_commands(project, cli, admin):
     res = cli("limit", "add", P, "users", "type:user", "10/m")
     assert res.exit_code == 0, res.output
     assert "limit users of lim set" in res.output
-    res = cli("limit", "list", P)
+    res = cli("limit", "list", P, "--json")
     assert res.exit_code == 0
     assert [(x["name"], x["rate"]) for x in json.loads(res.output)] == [("users", "10/m")]
     bad = cli("limit", "add", P, "x", "nokind", "1/s")
-    assert bad.exit_code == 2 and "pattern must start with" in bad.output
+    assert bad.exit_code == 1 and "pattern must start with" in bad.output
     bad = cli("limit", "remove", P, "ghost")
-    assert bad.exit_code == 2 and "unknown limit" in bad.output
+    assert bad.exit_code == 1 and "unknown limit" in bad.output
     assert cli("limit", "remove", P, "users").exit_code == 0
     assert admin.limits(P) == []
-    assert cli("limit", "list", "nope").exit_code == 2
+    assert cli("limit", "list", "nope").exit_code == 1
 
 
 # -- every way in holds limited items ---------------------------------------------------------

@@ -215,7 +215,9 @@ def test_cli_items_add_at_its_largest_batch_and_just_past_it(project, admin, r, 
     source = tmp_path / "items.txt"
     source.write_text("\n".join(names) + "\n")
     runner = CliRunner()
-    res = runner.invoke(main, ["--redis-url", redis_url, "items", "add", P, str(source), "--batch", "100000"])
+    res = runner.invoke(
+        main, ["--redis-url", redis_url, "items", "add", P, str(source), "--batch", "100000", "--json"]
+    )
     assert res.exit_code == 0, res.output
     assert json.loads(res.output.splitlines()[-1])["added"] == len(names)
     assert r.zcard(K.limited) == 12_000 and r.scard(K.todo) == 100

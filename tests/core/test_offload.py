@@ -190,14 +190,14 @@ def test_cli_maintain_list_export_import(project, admin, r, tmp_path, redis_url)
         return runner.invoke(main, ["--redis-url", redis_url, *args])
 
     admin.set_settings(P, {"offload_high": "600", "offload_segment_items": "400"})
-    res = cli("maintain", "--once", "--segments-dir", seg_dir)
+    res = cli("maintain", "--once", "--segments-dir", seg_dir, "--json")
     assert res.exit_code == 0 and '"offloaded": 400' in res.output
-    assert cli("segments", "list", P).output.strip() == '{"1": 400}'
+    assert cli("segments", "list", P, "--json").output.strip() == '{"1": 400}'
     exported = tmp_path / "out.zst"
     res = cli("segments", "export", P, "1", str(exported), "--segments-dir", seg_dir)
     assert res.exit_code == 0 and "400 items" in res.output
     assert admin.status(P)["offloaded"] == 0 and int(r.hget(K.stats, "items_exported")) == 400
-    assert cli("segments", "export", P, "1", str(exported), "--segments-dir", seg_dir).exit_code == 2
+    assert cli("segments", "export", P, "1", str(exported), "--segments-dir", seg_dir).exit_code == 1
     res = cli("segments", "import", P, str(exported), "--segments-dir", seg_dir)
     assert res.exit_code == 0 and "imported 400 items" in res.output and "as segment" in res.output
     assert admin.status(P)["offloaded"] == 400
@@ -212,7 +212,7 @@ def test_cli_maintain_list_export_import(project, admin, r, tmp_path, redis_url)
     bad = tmp_path / "bad.zst"
     bad.write_bytes(b"not zstd")
     res = cli("segments", "import", P, str(bad), "--segments-dir", seg_dir)
-    assert res.exit_code == 2 and "cannot read segment" in res.output
+    assert res.exit_code == 1 and "cannot read segment" in res.output
     assert admin.status(P)["offloaded"] == 400
 
 

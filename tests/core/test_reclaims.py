@@ -221,7 +221,7 @@ def test_cli_lists_and_requeues_dead_items(project, admin, engine, clock, r, red
     assert claim(engine, C, 2) == (404, [])
     assert admin.status(P)["dead"] == 2
     runner = CliRunner()
-    res = runner.invoke(main, ["--redis-url", redis_url, "dead", "list", P])
+    res = runner.invoke(main, ["--redis-url", redis_url, "dead", "list", P, "--json"])
     assert res.exit_code == 0
     assert sorted(json.loads(line)["item"] for line in res.output.splitlines()) == ["x", "y"]
     res = runner.invoke(main, ["--redis-url", redis_url, "dead", "requeue", P])

@@ -297,15 +297,15 @@ def test_cli_redo_by_file_names_and_pattern(redis_url, admin, engine, r, project
     def cli(*args):
         return runner.invoke(main, ["--redis-url", redis_url, *args])
 
-    res = cli("items", "redo", P, "--file", str(listing), long_url(0), "--queue", "todo")
+    res = cli("items", "redo", P, "--file", str(listing), long_url(0), "--queue", "todo", "--json")
     assert res.exit_code == 0, res.output
     assert json.loads(res.output)["requeued"] == 11 and r.scard(K.todo) == 11
-    res = cli("items", "redo", P, "--pattern", "https://www.example.com/long/*")
+    res = cli("items", "redo", P, "--pattern", "https://www.example.com/long/*", "--json")
     assert res.exit_code == 0, res.output
     assert json.loads(res.output)["requeued"] == 2
     assert cli("items", "redo", P).exit_code == 2
     assert cli("items", "redo", P, "x", "--pattern", "*").exit_code == 2
-    assert cli("items", "redo", "nope", "x").exit_code == 2
+    assert cli("items", "redo", "nope", "x").exit_code == 1
     entries = audit.read(r, P)["entries"]
     assert [e["action"] for e in entries] == ["items.redo", "items.redo"]
     assert entries[1]["actor"] == audit.CLI_ACTOR and entries[1]["detail"]["requeued"] == 11

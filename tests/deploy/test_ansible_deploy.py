@@ -526,7 +526,7 @@ def test_playbook_deploys_a_working_tracker_behind_haproxy(tmp_path):
         names = [f"deploy-item-{i:05d}" for i in range(ITEMS)]
         tracker_cli(lab, "project", "create", PROJECT)
         added = json.loads(
-            tracker_cli(lab, "items", "add", PROJECT, "-", stdin="\n".join(names) + "\n").stdout
+            tracker_cli(lab, "items", "add", PROJECT, "-", "--json", stdin="\n".join(names) + "\n").stdout
         )
         assert added == {"added": ITEMS, "duplicates": 0}
 
@@ -569,7 +569,7 @@ def test_playbook_deploys_a_working_tracker_behind_haproxy(tmp_path):
             assert process.returncode == 0, output[-4000:]
             assert any(line.startswith("RESULT ") for line in output.splitlines()), output[-4000:]
 
-        status = json.loads(tracker_cli(lab, "status", PROJECT).stdout)
+        status = json.loads(tracker_cli(lab, "status", PROJECT, "--json").stdout)
         assert status["done"] == ITEMS, status
         assert status["out"] == 0 and status["todo_total"] == 0, status
         # The live page finds its feed where TRACKER_LIVE_URL says, through HAProxy's port 80.
@@ -591,7 +591,7 @@ def test_playbook_deploys_a_working_tracker_behind_haproxy(tmp_path):
         assert locust["exit_code"] == 0 and locust["passed"], locust
         assert locust["accounting"]["ok"], locust["accounting"]
         assert locust["counts"]["server_5xx"] == 0 and locust["counts"]["transport_errors"] == 0
-        locust_status = json.loads(tracker_cli(lab, "status", LOCUST_PROJECT).stdout)
+        locust_status = json.loads(tracker_cli(lab, "status", LOCUST_PROJECT, "--json").stdout)
         assert locust_status["done"] == LOCUST_ITEMS, locust_status
 
         # The maintenance process ran all along (it exits only on an error; systemd would
@@ -917,7 +917,7 @@ def balanced_node(tmp_path, redis_url):
 
         def cli(*args):
             return json.loads(
-                run([tracker, "--redis-url", redis_url, *args], env=env).stdout.strip() or "null"
+                run([tracker, "--redis-url", redis_url, *args, "--json"], env=env).stdout.strip() or "null"
             )
 
         run([tracker, "--redis-url", redis_url, "project", "create", "lbproj"], env=env)

@@ -1,0 +1,65 @@
+"""`tracker claims ...`: list claims and give them back."""
+
+from __future__ import annotations
+
+import click
+
+from tracker_api.cli import output
+from tracker_api.cli.root import admin, audit, main, operation
+
+
+@main.group()
+def claims():
+    """List and release claims."""
+
+
+@claims.command("list")
+@click.argument("slug")
+@click.option(
+    "--cursor", default=0, show_default=True, help="Where to continue: the cursor the last page printed."
+)
+@click.option(
+    "--count", default=100, show_default=True, type=click.IntRange(1, 10000), help="Claims per page (about)."
+)
+@click.option("--pattern", default="*", show_default=True, help="Redis glob on item names.")
+@output.json_option
+def claims_list(slug, cursor, count, pattern):
+    """One page of claims (continue with the printed cursor until it is 0)."""
+    from tracker_core import operations
+
+    operation("", slug, operations.list_claims, slug, cursor, count, pattern)
+
+
+@claims.command("release")
+@click.argument("slug")
+@click.option("--downloader", default=None, help="Release the claims this downloader holds.")
+@click.option(
+    "--older-than",
+    "older_than_s",
+    default=None,
+    type=float,
+    help="Release claims older than this, in seconds.",
+)
+@click.option("--pattern", default=None, help="Release claims of items matching this Redis glob.")
+@output.json_option
+def claims_release(slug, downloader, older_than_s, pattern):
+    """Give claims back to todo (one filter), page by page until none is left."""
+    from tracker_core import operations
+
+    a = admin()
+    released, cursor = 0, 0
+    while True:
+        page = operations.release(a, slug, downloader, older_than_s, pattern, cursor, limit=5000)
+        released, cursor = released + page["released"], page["cursor"]
+        if cursor == 0:
+            break
+    audit(
+        a,
+        "claims.release",
+        slug,
+        downloader=downloader,
+        older_than_s=older_than_s,
+        pattern=pattern,
+        released=released,
+    )
+    output.emit({"released": released})

@@ -1,0 +1,69 @@
+"""The CLI's one error map: what went wrong -> exit code and one line, never a traceback.
+
+Exit 2 is click's own, for a command line that does not parse (click.UsageError: it shows the
+usage banner). Everything the tracker refuses or cannot reach is a failure: exit 1, one line
+(click.ClickException), no banner. An exception the map does not know is a bug and keeps its
+traceback.
+"""
+
+from __future__ import annotations
+
+import errno
+
+import click
+import redis
+
+from tracker_api import redact
+from tracker_api.runlock import DataDirBusy
+from tracker_core import rawredis
+from tracker_core.admin import AdminError
+from tracker_core.embedded import RedisServerError
+from tracker_core.log_archive import LogUnreadable
+
+USAGE = 2
+FAILURE = 1
+
+# What the tracker refuses: the admin layer's typed errors (AdminError and the ValueError
+# subclasses the engine's modules raise: bad pattern, bad block entry, bad segment file...).
+REFUSALS = (AdminError, ValueError, DataDirBusy, LogUnreadable, RedisServerError)
+NO_REDIS = (redis.ConnectionError, redis.TimeoutError, rawredis.ConnectionLost)
+
+
+class Failure(click.ClickException):
+    """A failure reported in one line with exit 1 (newlines in a message are folded)."""
+
+    exit_code = FAILURE
+
+    def __init__(self, message: str):
+        super().__init__(" ".join(str(message).split()) or "failed")
+
+
+class PortInUse(Failure):
+    def __init__(self, host: str, port: int, option: str):
+        super().__init__(
+            f"port {port} is in use on {host}: stop what holds it (a tracker still running?) "
+            f"or choose another with {option}"
+        )
+
+
+def no_redis_line(redis_url: str) -> str:
+    return f"no Redis at {redact.redact(redis_url)}: is `tracker run` running?"
+
+
+def as_failure(exc: BaseException, redis_url: str) -> Failure | None:
+    """The one line and exit code for EXC, or None for an exception that is a bug."""
+    where = redact.redact(redis_url)
+    # Subclasses of ConnectionError that mean something else than "nobody answers":
+    if isinstance(exc, redis.AuthenticationError):
+        return Failure(f"Redis at {where} refused the credentials: {exc}")
+    if isinstance(exc, redis.BusyLoadingError):
+        return Failure(f"Redis at {where} is loading its data: try again in a moment")
+    # A Cluster none of whose nodes answers raises the base class itself (its subclasses are
+    # refusals of a command, not a missing Redis).
+    if isinstance(exc, NO_REDIS) or type(exc) is redis.RedisClusterException:
+        return Failure(no_redis_line(redis_url))
+    if isinstance(exc, OSError) and exc.errno == errno.EADDRINUSE:
+        return Failure(f"address in use: {exc.strerror}")
+    if isinstance(exc, REFUSALS):
+        return Failure(str(exc))
+    return None

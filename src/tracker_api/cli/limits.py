@@ -1,0 +1,108 @@
+"""`tracker limit ...` (pattern and item-type limits) and `tracker block` (blocks)."""
+
+from __future__ import annotations
+
+import click
+
+from tracker_api.cli import output
+from tracker_api.cli.root import admin, audit, main
+
+
+@main.group()
+def limit():
+    """Pattern and item-type limits: items that match share one rate."""
+
+
+@limit.command("add")
+@click.argument("slug")
+@click.argument("name")
+@click.argument("pattern")
+@click.argument("rate")
+@click.option(
+    "--no-reclassify",
+    is_flag=True,
+    help="Leave queued items where they are (maintain holds them on its next pass).",
+)
+@output.json_option
+def limit_add(slug, name, pattern, rate, no_reclassify):
+    """Add or replace limit NAME: PATTERN is type:T, prefix:P, domain:D or regex:R; RATE N/s or N/m."""
+    from tracker_core import operations
+
+    a = admin()
+    result = operations.add_limit(a, slug, name, pattern, rate, reclassify=not no_reclassify)
+    audit(a, "limit.add", slug, name=name, pattern=pattern, rate=rate, reclassify=not no_reclassify)
+    output.emit(result, f"limit {name} of {slug} set; settings now at age {result['settings_age']}")
+
+
+@limit.command("reclassify")
+@click.argument("slug")
+@output.json_option
+def limit_reclassify(slug):
+    """Move queued items that a limit matches (added before it, or released) to its sub-queue."""
+    from tracker_core import operations
+
+    a = admin()
+    result = operations.reclassify(a, slug)
+    audit(a, "limit.reclassify", slug, held=result["held"])
+    output.emit(result, f"held {result['held']} queued items of {slug}")
+
+
+@limit.command("remove")
+@click.argument("slug")
+@click.argument("name")
+@output.json_option
+def limit_remove(slug, name):
+    """Remove limit NAME."""
+    from tracker_core import operations
+
+    a = admin()
+    result = operations.remove_limit(a, slug, name)
+    audit(a, "limit.remove", slug, name=name)
+    output.emit(result, f"limit {name} of {slug} removed; settings now at age {result['settings_age']}")
+
+
+@limit.command("list")
+@click.argument("slug")
+@output.json_option
+def limit_list(slug):
+    """List SLUG's limits in classification order (the first match wins)."""
+    output.emit(admin().limits(slug))
+
+
+@main.command()
+@click.argument("entry", required=False)
+@click.option("--project", default=None, help="Block in this project only (default: all).")
+@click.option("--remove", is_flag=True, help="Lift the block.")
+@click.option(
+    "--list", "list_", is_flag=True, help="Print the global blocks, or with --project the project's."
+)
+@click.option(
+    "--reindex", is_flag=True, help="Rebuild every project's block index (after an upgrade or a repair)."
+)
+@output.json_option
+def block(entry, project, remove, list_, reindex):
+    """Block ip:ADDRESS, ip:CIDR (10.0.0.0/8, 2001:db8::/32) or name:DOWNLOADER (403 on request).
+
+    A project's own block and a global block of the same entry are kept apart: lifting one
+    leaves the other. Projects with ignore_global_blocked=1 see only their own blocks.
+    """
+    if list_ or reindex:
+        if entry is not None or remove or (reindex and (list_ or project)):
+            raise click.UsageError("--list takes only --project; --reindex takes nothing else")
+        a = admin()
+        if reindex:
+            done = a.reindex_blocks()
+            audit(a, "block.reindex", None, projects=done)
+            output.emit({"reindexed": done}, f"reindexed the blocks of {done} projects")
+        else:
+            output.emit(a.blocks(project))
+        return
+    if entry is None:
+        raise click.UsageError("give an ENTRY (ip:ADDRESS, ip:CIDR or name:DOWNLOADER)")
+    a = admin()
+    entry = a.block(entry, project, remove)
+    audit(a, "block.remove" if remove else "block.add", project, entry=entry)
+    output.emit(
+        {"entry": entry, "project": project, "blocked": not remove},
+        ("unblocked " if remove else "blocked ") + entry,
+    )

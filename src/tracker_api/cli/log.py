@@ -1,0 +1,78 @@
+"""`tracker log ...` (the done, uploads and bad_dones logs) and `tracker admin audit`."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from tracker_api.cli import output
+from tracker_api.cli.root import SEGMENTS_DIR_HELP, admin, admin_group, globals_, main
+
+
+@main.group("log")
+def log_group():
+    """The done log (every completion, archived to segment files by maintain) and the uploads
+    and bad_dones logs: export them as JSON lines."""
+
+
+@log_group.command("export")
+@click.argument("slug")
+@click.option(
+    "--kind",
+    type=click.Choice(["done", "uploads", "bad_dones"]),
+    default="done",
+    show_default=True,
+    help="Which log.",
+)
+@click.option(
+    "--since", default=None, help="Entries from this time on: Unix seconds or ISO 8601 (UTC unless given)."
+)
+@click.option("--downloader", default=None, help="Only this downloader's (uploader's) entries.")
+@click.option("--segments-dir", envvar="TRACKER_SEGMENTS_DIR", default=None, help=SEGMENTS_DIR_HELP)
+@output.json_option
+def log_export(slug, kind, since, downloader, segments_dir):
+    """Write SLUG's log to stdout as JSON lines (with or without --json: it is an export), oldest
+    first: the segment files, then Redis. Each done entry: entry (stream id), at (ms),
+    downloader, ip, items, bytes, domains, version, id."""
+    from tracker_core import log_archive
+
+    a = admin()
+    since_ms = None if since is None else log_archive.parse_since(since)
+    out = sys.stdout.buffer
+    try:
+        log_archive.export(
+            a.r, a._keys(slug), globals_().segments_dir(segments_dir), out, kind, since_ms, downloader
+        )
+        out.flush()
+    except BrokenPipeError:  # `| head`: the reader has what it wanted
+        sys.stderr.close()
+
+
+@log_group.command("status")
+@click.argument("slug")
+@output.json_option
+def log_status(slug):
+    """Print what SLUG's done log holds: segments, entries on disk and in Redis, the last
+    archived entry, and entries the stream's safety bound dropped."""
+    from tracker_core import log_archive
+
+    a = admin()
+    output.emit(log_archive.status(a.r, a._keys(slug)))
+
+
+@admin_group.command("audit")
+@click.option("--project", default=None, help="This project's log (default: the global one).")
+@click.option(
+    "--count", default=100, show_default=True, type=click.IntRange(1, 1000), help="Entries on this page."
+)
+@click.option("--before", default=None, help="Continue from the 'next' of the previous page.")
+@output.json_option
+def admin_audit(project, count, before):
+    """One page of the audit log, newest first (like GET /api/admin/audit)."""
+    from tracker_core import audit
+
+    a = admin()
+    if project is not None:
+        a._keys(project, must_exist=False)  # a name check; a deleted project's log stays
+    output.emit(audit.read(a.r, project, count, before))

@@ -1,0 +1,411 @@
+"""The process commands: `tracker run` (everything on one machine), `serve`, `live`, `maintain`."""
+
+from __future__ import annotations
+
+import errno
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+
+from tracker_api.cli import errors, output
+from tracker_api.cli.root import SEGMENTS_DIR_HELP, admin, audit, globals_, main
+
+DEMO_PROJECT = "demo"
+
+
+def ensure_port_free(host: str, port: int, option: str) -> None:
+    """Fail with one line now, before anything starts, when HOST:PORT cannot be listened on."""
+    if not port:
+        return  # any free port
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds
+            probe.bind(address)
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise errors.PortInUse(host, port, option) from None
+        raise errors.Failure(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+
+
+def _bind_failures(host: str, port: int, option: str):
+    """A context that turns "address in use" while binding into the one-line PortInUse."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def guard():
+        try:
+            yield
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise errors.PortInUse(host, port, option) from None
+            raise
+
+    return guard()
+
+
+def _serve_options(f):
+    """The options of the API workers, shared by run and serve."""
+    from tracker_api.config import DEFAULT_MEMORY_GUARD_PERCENT
+    from tracker_api.server import DEFAULT_MAX_BODY_BYTES
+
+    options = [
+        click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind."),
+        click.option(
+            "--port", default=8080, show_default=True, type=click.IntRange(0, 65535), help="Port of the API."
+        ),
+        click.option(
+            "--workers",
+            default=os.cpu_count() or 1,
+            show_default=True,
+            type=click.IntRange(1, 256),
+            help="bjoern processes sharing the port.",
+        ),
+        click.option(
+            "--trust-forwarded",
+            is_flag=True,
+            help="Take the client IP from X-Forwarded-For (behind a load balancer): "
+            "the entry the trusted proxies appended, never one a client sent.",
+        ),
+        click.option(
+            "--trusted-proxies",
+            envvar="TRACKER_TRUSTED_PROXIES",
+            default=1,
+            show_default=True,
+            type=click.IntRange(1, 16),
+            help="With --trust-forwarded: how many proxies in front append to "
+            "X-Forwarded-For (the client is that many entries from the right).",
+        ),
+        click.option(
+            "--idle-timeout",
+            "idle_timeout_s",
+            default=30.0,
+            show_default=True,
+            type=click.FloatRange(1, 3600),
+            help="Seconds a connection may stay silent both ways before it is closed.",
+        ),
+        click.option(
+            "--request-timeout",
+            "request_timeout_s",
+            default=60.0,
+            show_default=True,
+            type=click.FloatRange(1, 3600),
+            help="Seconds a request may take to arrive whole before it is answered 408.",
+        ),
+        click.option(
+            "--max-body-bytes",
+            default=DEFAULT_MAX_BODY_BYTES,
+            show_default=True,
+            type=click.IntRange(1 << 20, 1 << 30),
+            help="Largest request body a worker buffers; beyond it 413, nothing kept.",
+        ),
+        click.option(
+            "--live-url",
+            envvar="TRACKER_LIVE_URL",
+            default=None,
+            help="Where the leaderboard page finds the live feed: ws://HOST:PORT, /PATH or :PORT "
+            "(default: the next port up).",
+        ),
+        click.option(
+            "--metrics-token",
+            envvar="TRACKER_METRICS_TOKEN",
+            default="",
+            help="Bearer token that shows /metrics for every project (default: none; only "
+            "projects listed as public are shown).",
+        ),
+        click.option(
+            "--segments-dir",
+            envvar="TRACKER_SEGMENTS_DIR",
+            default=None,
+            help=SEGMENTS_DIR_HELP + " The admin API reads the archived done log there. Default "
+            "with run: DATA_DIR/segments.",
+        ),
+        click.option(
+            "--memory-guard-percent",
+            envvar="TRACKER_MEMORY_GUARD_PERCENT",
+            default=DEFAULT_MEMORY_GUARD_PERCENT,
+            show_default=True,
+            type=click.IntRange(1, 100),
+            help="Backfeed answers 503 above this share of Redis's maxmemory.",
+        ),
+    ]
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
+def _server_settings(options: dict, segments_dir: Path | None, live_url: str | None):
+    """The AppConfig and Limits for the API workers from the options of run or serve."""
+    from tracker_api.config import AppConfig
+    from tracker_api.server import Limits
+
+    config = AppConfig(
+        trust_forwarded=options["trusted_proxies"] if options["trust_forwarded"] else 0,
+        live_url=live_url or "",
+        metrics_token=options["metrics_token"],
+        segments_dir=segments_dir,
+        memory_guard_percent=options["memory_guard_percent"],
+    )
+    limits = Limits(
+        idle_timeout_s=options["idle_timeout_s"],
+        request_timeout_s=options["request_timeout_s"],
+        max_body_bytes=options["max_body_bytes"],
+        body_budget_bytes=2 * options["max_body_bytes"],
+    )
+    return config, limits
+
+
+def _serve(redis_url: str, options: dict, config, limits) -> None:
+    from tracker_api.server import serve
+
+    host, port = options["host"], options["port"]
+    with _bind_failures(host, port, "--port"):
+        serve(redis_url, host, port, options["workers"], config=config, limits=limits)
+
+
+def load_demo(a, count: int = 1000) -> None:
+    """Create the demo project with COUNT items and an upload target, unless it exists."""
+    if a.create_project(DEMO_PROJECT, title="Demo project", description="A project to try the tracker with."):
+        for _ in a.add_items(DEMO_PROJECT, (f"demo-item-{i:06d}" for i in range(count))):
+            pass
+        a.set_upload_target(DEMO_PROJECT, "rsync://127.0.0.1/demo/:downloader/", "active")
+
+
+@main.command()
+@_serve_options
+@click.option("--demo", is_flag=True, help="Create a demo project with 1,000 items.")
+@click.option(
+    "--live-port",
+    default=None,
+    type=click.IntRange(0, 65535),
+    help="Port of the live leaderboard feed (default: --port + 1; 0: no feed).",
+)
+def run(demo, live_port, **options):
+    """Run the tracker: the embedded Redis (unless --redis-url), API workers, live feed, maintain."""
+    from tracker_api import redact, runlock
+    from tracker_core.embedded import EmbeddedRedis
+
+    g = globals_()
+    host, port = options["host"], options["port"]
+    live_port = port + 1 if live_port is None else live_port
+    ensure_port_free(host, port, "--port")
+    ensure_port_free(host, live_port, "--live-port")
+    redact.install()
+    # Held until this process dies (even by kill -9): one run per data directory.
+    runlock.lock_data_dir(g.data_dir)
+    embedded = live = maintainer = None
+    if not g.explicit_redis:
+        embedded = EmbeddedRedis(Path(g.data_dir) / "redis").start()
+        click.echo(f"tracker: embedded Redis at {embedded.url}", err=True)
+    try:
+        if demo:
+            load_demo(admin())
+            click.echo(f"tracker: demo project at http://{host}:{port}/{DEMO_PROJECT}/", err=True)
+        segments_dir = g.segments_dir(options["segments_dir"])
+        live_url = options["live_url"]
+        # The admin API reads the done log's segment files where this maintainer writes them.
+        maintainer = _start_maintain_process(g.redis_url, g.data_dir, options["segments_dir"])
+        if live_port:
+            live = _start_live_process(g.redis_url, host, live_port)
+            if live_url is None and live_port != port + 1:  # the page looks one port up unless told
+                live_url = f":{live_port}"
+        config, limits = _server_settings(options, segments_dir, live_url)
+        _serve(g.redis_url, options, config, limits)
+    finally:
+        if maintainer is not None:  # crash-safe by design: a plain terminate is enough
+            maintainer.terminate()
+            try:
+                maintainer.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                maintainer.kill()
+                maintainer.wait()
+        if live is not None:
+            live.terminate()
+            try:
+                live.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                live.kill()
+                live.wait()
+        if embedded is not None:
+            embedded.stop()
+
+
+def _tracker_argv(redis_url: str, data_dir: str | None, *args: str) -> list[str]:
+    """The command line of a `tracker` child process on the same Redis."""
+    argv = [sys.executable, "-m", "tracker_api.cli", "--redis-url", redis_url]
+    if data_dir is not None:
+        argv += ["--data-dir", data_dir]
+    return [*argv, *args]
+
+
+def _start_maintain_process(redis_url: str, data_dir: str, segments_dir: str | None):
+    """Start `tracker maintain --supervise` (offloading, with a lease, so every node may run one):
+    a small supervisor that restarts the maintainer whenever it dies."""
+    from tracker_core.embedded import die_with_parent
+
+    extra = ["--segments-dir", segments_dir] if segments_dir else []
+    return subprocess.Popen(
+        _tracker_argv(redis_url, data_dir, "maintain", "--supervise", *extra),
+        stdin=subprocess.DEVNULL,
+        preexec_fn=die_with_parent,
+    )
+
+
+def _start_live_process(redis_url: str, host: str, port: int):
+    """Start `tracker live` beside the API workers (its own process: asyncio, not bjoern)."""
+    from tracker_core.embedded import die_with_parent
+
+    return subprocess.Popen(
+        _tracker_argv(redis_url, None, "live", "--host", host, "--port", str(port)),
+        stdin=subprocess.DEVNULL,
+        preexec_fn=die_with_parent,
+    )
+
+
+@main.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
+@click.option(
+    "--port", default=8081, show_default=True, type=click.IntRange(0, 65535), help="Port of the feed."
+)
+@click.option(
+    "--interval",
+    default=0.5,
+    show_default=True,
+    type=click.FloatRange(0.05, 60),
+    help="Seconds between updates of one project (updates are coalesced).",
+)
+def live(host, port, interval):
+    """Run the live leaderboard feed (websockets at ws://HOST:PORT/PROJECT)."""
+    from tracker_api import live as live_mod
+
+    with _bind_failures(host, port, "--port"):
+        live_mod.run(globals_().redis_url, host, port, interval)
+
+
+@main.command()
+@_serve_options
+def serve(**options):
+    """Run the API workers only, against the given Redis."""
+    g = globals_()
+    if not g.explicit_redis:
+        raise click.UsageError("serve needs --redis-url or TRACKER_REDIS_URL")
+    segments_dir = Path(options["segments_dir"]) if options["segments_dir"] else None
+    config, limits = _server_settings(options, segments_dir, options["live_url"])
+    _serve(g.redis_url, options, config, limits)
+
+
+@main.command()
+@click.option(
+    "--segments-dir",
+    envvar="TRACKER_SEGMENTS_DIR",
+    default=None,
+    help=SEGMENTS_DIR_HELP + " Default: DATA_DIR/segments.",
+)
+@click.option(
+    "--interval",
+    default=1.0,
+    show_default=True,
+    type=click.FloatRange(0.05, 3600),
+    help="Seconds between passes.",
+)
+@click.option("--once", is_flag=True, help="Make one pass, print what it did and exit.")
+@click.option(
+    "--supervise",
+    is_flag=True,
+    help="Run the maintainer in a child process and restart it whenever it dies (what `tracker run` does).",
+)
+@output.json_option
+def maintain(segments_dir, interval, once, supervise):
+    """Offload each queue (and done, with done_mode=offload) beyond the project's high watermark
+    to disk, refill below the low one, hold queued items that a changed limit now matches, and
+    keep the statistics rolled up. Safe on several nodes at once (a lease per project)."""
+    import signal
+    import threading
+
+    from tracker_core import offload
+
+    g = globals_()
+    if supervise:
+        args = ["--interval", str(interval)]
+        if segments_dir:
+            args += ["--segments-dir", segments_dir]
+        _supervise_maintain(g.redis_url, g.data_dir, args)
+        return
+    a = admin()
+    # Blocks stored before the block index existed are enforced only once indexed.
+    reindexed = a.reindex_blocks_if_missing()
+    if reindexed:
+        audit(a, "block.reindex", None, projects=reindexed)
+        click.echo(f"tracker: indexed the blocks of {reindexed} project(s)", err=True)
+    maintainer = offload.Maintainer(
+        a.r, g.segments_dir(segments_dir), log=lambda line: click.echo(line, err=True)
+    )
+    if once:
+        try:
+            output.emit(maintainer.pass_once())
+        finally:
+            maintainer.release()
+        return
+    stop = threading.Event()
+
+    def on_signal(*_):  # finish (or abandon: crash-safe) the pass, give the leases up, exit
+        if stop.is_set():
+            raise SystemExit(0)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    maintainer.run(interval, stop)
+
+
+MAINTAIN_RESTART_MAX_S = 60.0
+
+
+def _supervise_maintain(redis_url: str, data_dir: str, args: list[str]) -> None:
+    """Run `tracker maintain ARGS` as a child; restart it after a back-off whenever it exits.
+
+    `tracker run` starts this rather than the maintainer itself: its server loop reaps every
+    child process (os.waitpid(-1)), so it cannot tell when a maintainer of its own died.
+    """
+    import signal
+    import time
+
+    stopping = False
+    child = None
+
+    def on_signal(*_):
+        nonlocal stopping
+        stopping = True
+        if child is not None and child.poll() is None:
+            child.terminate()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    backoff = 1.0
+    while not stopping:
+        started = time.monotonic()
+        child = subprocess.Popen(
+            _tracker_argv(redis_url, data_dir, "maintain", *args), stdin=subprocess.DEVNULL
+        )
+        code = child.wait()
+        if stopping:
+            break
+        backoff = (
+            1.0
+            if time.monotonic() - started > MAINTAIN_RESTART_MAX_S
+            else min(backoff * 2, MAINTAIN_RESTART_MAX_S)
+        )
+        click.echo(f"tracker: maintain exited ({code}); restarting in {backoff:.0f}s", err=True)
+        deadline = time.monotonic() + backoff
+        while not stopping and time.monotonic() < deadline:
+            time.sleep(0.1)
+    if child is not None:
+        try:
+            child.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()

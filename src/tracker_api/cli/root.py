@@ -1,0 +1,198 @@
+"""The root ``tracker`` group and what every command shares: -h, --version, TRACKER_...
+environment variables shown in help, global options taken anywhere, and the error map."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+import click
+
+from tracker_api.cli import errors, output
+
+DEFAULT_DATA_DIR = "var"
+ENV_PREFIX = "TRACKER"  # --some-option of `tracker items add` reads TRACKER_ITEMS_ADD_SOME_OPTION
+GLOBAL_OPTIONS = ("--redis-url", "--data-dir")
+QUEUE_HELP = "Queue: todo, secondary, backfeed, redo or downloader:NAME."
+SEGMENTS_DIR_HELP = "Where segment files live (shared by every node that runs maintain)."
+
+
+def version() -> str:
+    try:
+        return metadata.version("tracker")
+    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
+
+
+def _show_version(ctx: click.Context, _param, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        click.echo(f"tracker {version()}")
+        ctx.exit()
+
+
+def _conventions(command: click.Command) -> None:
+    """Give COMMAND --version, and have its help show each option's environment variable."""
+    for param in command.params:
+        if isinstance(param, click.Option):
+            param.show_envvar = True
+    command.params.append(
+        click.Option(
+            ["--version"],
+            is_flag=True,
+            expose_value=False,
+            is_eager=True,
+            allow_from_autoenv=False,
+            callback=_show_version,
+            help="Show the version and exit.",
+        )
+    )
+
+
+class Command(click.Command):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        _conventions(self)
+
+
+class Group(click.Group):
+    command_class = Command
+    group_class = type  # subgroups are Groups too
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        _conventions(self)
+
+
+class Root(Group):
+    """The command group: global options are also taken after the command (`tracker run
+    --redis-url URL`, as operators write it): they are moved to the front before parsing;
+    nothing after `--` moves. Whatever a command raises goes through the error map."""
+
+    def parse_args(self, ctx, args):
+        front, rest, i = [], [], 0
+        while i < len(args):
+            arg = args[i]
+            if arg == "--":
+                rest += args[i:]
+                break
+            if arg.split("=", 1)[0] in GLOBAL_OPTIONS:
+                width = 1 if "=" in arg or i + 1 == len(args) else 2
+                front += args[i : i + width]
+                i += width
+                continue
+            rest.append(arg)
+            i += 1
+        return super().parse_args(ctx, front + rest)
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except Exception as exc:
+            failure = errors.as_failure(exc, ctx.obj.redis_url if ctx.obj else "")
+            if failure is None:
+                raise
+            raise failure from None
+
+
+@dataclass
+class Globals:
+    redis_url: str
+    data_dir: str
+    explicit_redis: bool  # False: the embedded Redis under DATA_DIR
+
+    def segments_dir(self, given: str | None = None) -> Path:
+        return Path(given) if given else Path(self.data_dir) / "segments"
+
+
+def default_redis_url(data_dir: str) -> str:
+    from tracker_core.embedded import EmbeddedRedis
+
+    return EmbeddedRedis(Path(data_dir) / "redis").url
+
+
+def globals_() -> Globals:
+    return click.get_current_context().find_root().obj
+
+
+def admin():
+    """The admin operations over this invocation's Redis."""
+    from tracker_core.admin import Admin
+
+    return Admin.from_url(globals_().redis_url)
+
+
+def audit(admin, action: str, project: str | None = None, **detail) -> None:
+    """Write a change made with the CLI to the audit log (actor "cli"), as the API does."""
+    from tracker_core import audit as audit_mod
+
+    audit_mod.record(admin.r, audit_mod.CLI_ACTOR, action, project, **detail)
+
+
+def operation(action: str, project_name: str | None, fn, *args, **kwargs):
+    """Run an operation of tracker_core.operations, audit it as done from the CLI, print it."""
+    a = admin()
+    result = fn(a, *args, **kwargs)
+    if action:
+        audit(a, action, project_name, **(result if isinstance(result, dict) else {"result": result}))
+    output.emit(result)
+    return result
+
+
+def key_values(assignments) -> dict[str, str]:
+    """KEY=VALUE arguments as a dict; anything else is a usage error."""
+    values = {}
+    for assignment in assignments:
+        name, sep, value = assignment.partition("=")
+        if not sep:
+            raise click.UsageError(f"expected KEY=VALUE, got {assignment!r}")
+        values[name] = value
+    return values
+
+
+@click.group(
+    "tracker",
+    cls=Root,
+    context_settings={
+        "help_option_names": ["-h", "--help"],
+        "auto_envvar_prefix": ENV_PREFIX,
+        "max_content_width": 100,
+    },
+)
+@click.option(
+    "--redis-url",
+    envvar="TRACKER_REDIS_URL",
+    default=None,
+    help="Redis to use: redis://HOST:PORT/DB, unix:///PATH, "
+    "redis+sentinel://HOST:PORT,.../SERVICE or redis+cluster://HOST:PORT,... "
+    "Default: the embedded one under --data-dir.",
+)
+@click.option(
+    "--data-dir",
+    envvar="TRACKER_DATA_DIR",
+    default=DEFAULT_DATA_DIR,
+    show_default=True,
+    help="Where the embedded Redis keeps its data (and segments, unless told otherwise).",
+)
+@click.option(
+    "--json",
+    is_flag=True,
+    expose_value=False,
+    callback=output._remember_json,
+    help="Every command prints JSON instead of a table.",
+)
+@click.pass_context
+def main(ctx, redis_url, data_dir):
+    """A tracker for distributed archiving: hands items to warriors and takes them back."""
+    ctx.obj = Globals(
+        redis_url=redis_url or default_redis_url(data_dir),
+        data_dir=data_dir,
+        explicit_redis=redis_url is not None,
+    )
+
+
+@main.group("admin")
+def admin_group():
+    """Admin tokens, the audit log, the warrior registry and the HQ document (as the admin API)."""

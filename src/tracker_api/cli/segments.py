@@ -1,0 +1,85 @@
+"""`tracker segments ...`: offloaded segments listed, exported and imported."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from tracker_api.cli import output
+from tracker_api.cli.root import SEGMENTS_DIR_HELP, admin, audit, globals_, main
+
+
+def segments_dir_option(f):
+    return click.option(
+        "--segments-dir", envvar="TRACKER_SEGMENTS_DIR", default=None, help=SEGMENTS_DIR_HELP
+    )(f)
+
+
+@main.group()
+def segments():
+    """Offloaded segments of a project: list, export (take out), import (bring in)."""
+
+
+@segments.command("list")
+@click.argument("slug")
+@output.json_option
+def segments_list(slug):
+    """Print SLUG's segments: number -> items."""
+    from tracker_core import offload
+
+    a = admin()
+    output.emit(offload.registry(a.r, a._keys(slug)))
+
+
+@segments.command("export")
+@click.argument("slug")
+@click.argument("number", type=click.IntRange(1))
+@click.argument("destination", type=click.Path(dir_okay=False))
+@segments_dir_option
+@output.json_option
+def segments_export(slug, number, destination, segments_dir):
+    """Move segment NUMBER out of SLUG into DESTINATION (its items leave the project, counted)."""
+    from tracker_core import offload
+
+    a = admin()
+    n = offload.export_segment(
+        a.r, a._keys(slug), globals_().segments_dir(segments_dir), number, Path(destination)
+    )
+    audit(a, "segments.export", slug, segment=number, items=n, destination=str(destination))
+    output.emit(
+        {"segment": number, "items": n, "destination": str(destination)},
+        f"exported segment {number} of {slug}: {n} items",
+    )
+
+
+@segments.command("import")
+@click.argument("slug")
+@click.argument("source", type=click.Path(dir_okay=False, exists=True))
+@segments_dir_option
+@click.option(
+    "--queue",
+    default="todo",
+    show_default=True,
+    help="Queue for the items of a file not exported from SLUG: todo, backfeed, secondary or redo.",
+)
+@output.json_option
+def segments_import(slug, source, segments_dir, queue):
+    """Bring a segment file into SLUG. One exported from SLUG comes back once, as a segment of the
+    queue it left (maintain refills it like any other); any other file, or the same one again, has
+    its items added through SLUG's Bloom filter (items SLUG has seen are dropped as duplicates)."""
+    from tracker_core import offload
+
+    a = admin()
+    result = offload.import_segment(
+        a.r, a._keys(slug), globals_().segments_dir(segments_dir), Path(source), queue
+    )
+    audit(a, "segments.import", slug, source=str(source), queue=queue, **result)
+    if result["segment"] is not None:
+        text = f"imported {result['items']} items into {slug} as segment {result['segment']}"
+    else:
+        text = (
+            f"imported {result['items']} items into {slug}:{queue} through the Bloom "
+            f"filter ({result['duplicates']} duplicates dropped)"
+        )
+    output.emit(result, text)
