@@ -55,7 +55,7 @@ test-fast: venv  ## Run the suite without the slow end-to-end tests.
 
 bench: venv  ## Run the benchmarks (~10 min); figures in benchmarks/results/ (offloading: make bench-offload).
 	$(PY) -m pytest benchmarks $(ARGS)
-	$(PY) benchmarks/server_bench.py $(BENCH_ARGS)
+	PYTHONPATH=benchmarks $(PY) -m server_bench $(BENCH_ARGS)
 	$(PY) benchmarks/bloom_bench.py
 	$(PY) benchmarks/bloom_floor.py
 	$(PY) benchmarks/limits_bench.py --items 100000

@@ -33,7 +33,10 @@ from tracker_core.keys import ProjectKeys
 from tracker_core.rawredis import RawRedis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from server_bench import RESULTS, run_wrk, start_tracker, stop_process
+from server_bench.plan import RESULTS
+from server_bench.servers import start_tracker
+from server_bench.wrk import run_wrk
+from tracker_core.processes import stop
 
 BATCH = 400
 
@@ -95,7 +98,7 @@ def http_endpoint(url: str, admin: Admin, seconds: int) -> dict:
         figures["redis_counts"] = {f: int(v) for f, v in stats.items() if f.startswith("backfeed")}
         return figures
     finally:
-        stop_process(process)
+        stop(process)
 
 
 def _set_bits(bitmap: bytearray, args: list, k: int) -> None:

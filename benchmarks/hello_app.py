@@ -15,6 +15,8 @@ import sys
 import bjoern
 import falcon
 
+from tracker_core import processes
+
 
 class HelloRequest:
     def on_post(self, req, resp, project: str):
@@ -29,33 +31,21 @@ def create_app() -> falcon.App:
     return app
 
 
+def _worker(sock, app) -> None:
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    bjoern.server_run(sock, app)
+
+
 def main() -> None:
     port, workers = int(sys.argv[1]), int(sys.argv[2]) if len(sys.argv) > 2 else 2
     sock = bjoern.bind_and_listen("127.0.0.1", port, listen_backlog=4096)
     app = create_app()
-    children = []
+    supervisor = processes.Supervisor()
+    supervisor.stop_on_signals()
     for _ in range(workers):
-        pid = os.fork()
-        if pid == 0:
-            signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
-            bjoern.server_run(sock, app)
-            os._exit(0)
-        children.append(pid)
-
-    def stop(*_):
-        for pid in children:
-            try:
-                os.kill(pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    for pid in children:
-        try:
-            os.waitpid(pid, 0)
-        except ChildProcessError:
-            pass
+        supervisor.add("hello worker", lambda: processes.fork(lambda: _worker(sock, app)))
+    supervisor.run()
 
 
 if __name__ == "__main__":

@@ -6,35 +6,18 @@ scripts), so this module imports neither and only starts processes.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from tracker_core import processes
+
 LOCUSTFILE = Path(__file__).resolve().with_name("locustfile.py")
 LOCUST_BIN = Path(sys.executable).with_name("locust")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _stop(process: subprocess.Popen) -> None:
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 def run_headless(
@@ -119,7 +102,7 @@ def run_headless(
         command += ["--csv", csv_prefix]
     worker_commands = []
     if workers:
-        master_port = _free_port()
+        master_port = processes.free_port()
         command += [
             "--master",
             "--master-bind-host",
@@ -137,40 +120,28 @@ def run_headless(
     env = dict(os.environ)
     env.pop("TRACKER_REDIS_URL", None)  # only what we pass: the env fallback could seed elsewhere
     log_path = workdir / "locust.log"
-    processes = []
+    worker_logs = [workdir / f"worker{i}.log" for i in range(len(worker_commands))]
+    for path in [log_path, *worker_logs]:
+        path.write_bytes(b"")  # this run's output only, in a reused WORKDIR too
+    started = []
     try:
-        with contextlib.ExitStack() as logs:
-            log = logs.enter_context(open(log_path, "wb"))
-            master = subprocess.Popen(
-                command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=workdir
-            )
-            for i, worker_command in enumerate(worker_commands):
-                worker_log = logs.enter_context(open(workdir / f"worker{i}.log", "wb"))
-                processes.append(
-                    subprocess.Popen(
-                        worker_command,
-                        stdout=worker_log,
-                        stderr=subprocess.STDOUT,
-                        stdin=subprocess.DEVNULL,
-                        env=env,
-                        cwd=workdir,
-                    )
-                )
-            limit = timeout_s if timeout_s is not None else run_time_s + 60
-            try:
-                exit_code = master.wait(timeout=limit)
-            except subprocess.TimeoutExpired:
-                _stop(master)
-                raise RuntimeError(f"locust did not finish within {limit} s; log in {log_path}") from None
-            deadline = time.monotonic() + 15
-            for worker in processes:
-                try:
-                    worker.wait(timeout=max(0.1, deadline - time.monotonic()))
-                except subprocess.TimeoutExpired:
-                    _stop(worker)
+        master = processes.start(command, env=env, cwd=workdir, output=log_path)
+        started.append(master)
+        for worker_command, worker_log in zip(worker_commands, worker_logs, strict=True):
+            started.append(processes.start(worker_command, env=env, cwd=workdir, output=worker_log))
+        limit = timeout_s if timeout_s is not None else run_time_s + 60
+        try:
+            exit_code = master.wait(timeout=limit)
+        except subprocess.TimeoutExpired:
+            raise RuntimeError(f"locust did not finish within {limit} s; log in {log_path}") from None
+        # The workers quit when the master does; give them a moment before stopping them.
+        deadline = time.monotonic() + 15
+        processes.wait_for(
+            lambda: all(p.poll() is not None for p in started), max(0.0, deadline - time.monotonic())
+        )
     finally:
-        for process in processes:
-            _stop(process)
+        for process in started:
+            processes.stop(process)
     log_text = log_path.read_text(errors="replace")
     if not figures_path.exists():
         raise RuntimeError(f"locust wrote no figures (exit {exit_code}):\n{log_text[-3000:]}")

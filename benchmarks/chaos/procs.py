@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -13,34 +12,11 @@ from pathlib import Path
 import redis
 
 from tracker_core.embedded import EmbeddedRedis
+from tracker_core.processes import alive, children_of, port_open, start, stop, stop_pids, wait_for
 
 TRACKER_BIN = Path(sys.executable).with_name("tracker")
 
-
-def wait_for(predicate, timeout_s: float, step_s: float = 0.05) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(step_s)
-    return predicate()
-
-
-def port_open(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.3):
-            return True
-    except OSError:
-        return False
-
-
-def alive(pid: int) -> bool:
-    """True while PID runs (a zombie counts as gone: it serves nobody)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
+__all__ = ["ChaosRedis", "ChaosServer", "wait_for"]
 
 
 class ChaosRedis:
@@ -110,23 +86,17 @@ class ChaosServer:
 
     def start(self, timeout_s: float = 20.0) -> None:
         env = dict(os.environ, TRACKER_REDIS_URL=self.redis_url)
-        with open(self.log, "ab") as log:
-            self.process = subprocess.Popen(
-                [
-                    str(TRACKER_BIN),
-                    "serve",
-                    "--host",
-                    "127.0.0.1",
-                    "--port",
-                    str(self.port),
-                    "--workers",
-                    str(self.workers),
-                ],
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=log,
-            )
+        argv = [
+            TRACKER_BIN,
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--workers",
+            str(self.workers),
+        ]
+        self.process = start(argv, env=env, output=self.log)
         self.starts += 1
         if not wait_for(
             lambda: (
@@ -141,12 +111,7 @@ class ChaosServer:
             raise RuntimeError(f"tracker serve exited with {self.process.returncode}; see {self.log}")
 
     def worker_pids(self) -> list[int]:
-        pid = self.process.pid
-        try:
-            with open(f"/proc/{pid}/task/{pid}/children") as f:
-                return [int(p) for p in f.read().split()]
-        except OSError:
-            return []
+        return children_of(self.process.pid)
 
     def kill_worker(self, pick) -> tuple[int, bool, float]:
         """kill -9 one worker (PICK chooses from the list); (pid, replaced, seconds to replace)."""
@@ -170,27 +135,12 @@ class ChaosServer:
         self.process.wait()
         wait_for(lambda: not any(alive(p) for p in workers), grace_s)
         orphans = [p for p in workers if alive(p)]
-        for pid in orphans:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        wait_for(lambda: not any(alive(p) for p in orphans), 5)
+        stop_pids(orphans, timeout_s=0, sig=signal.SIGKILL)
         return orphans
 
     def stop(self) -> None:
         if self.process is None or self.process.poll() is not None:
             return
         workers = self.worker_pids()
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-        for pid in workers:
-            if alive(pid):
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+        stop(self.process, timeout_s=15)
+        stop_pids([p for p in workers if alive(p)], timeout_s=0, sig=signal.SIGKILL)

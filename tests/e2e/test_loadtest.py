@@ -7,11 +7,8 @@ import json
 import os
 import random
 import re
-import signal
-import socket
 import subprocess
 import sys
-import time
 import urllib.request
 
 import pytest
@@ -19,6 +16,7 @@ from loadtest import figures, options
 from loadtest.runner import run_headless
 
 from support.paths import ROOT
+from support.processes import free_port, start, stop, wait_for
 
 SEEDED = 3000
 
@@ -265,16 +263,12 @@ def readme_headless_commands(readme: str, port: int) -> str:
     return script
 
 
-def _wait_for_http(url: str, process: subprocess.Popen, timeout_s: float = 60) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        assert process.poll() is None, "tracker run exited"
-        try:
-            urllib.request.urlopen(url, timeout=2).read()
-            return
-        except OSError:
-            time.sleep(0.3)
-    raise AssertionError(f"{url} did not answer within {timeout_s} s")
+def _answers(url: str) -> bool:
+    try:
+        urllib.request.urlopen(url, timeout=2).read()
+        return True
+    except OSError:
+        return False
 
 
 @pytest.mark.slow
@@ -284,25 +278,24 @@ def test_the_readmes_locust_command_works_as_written(tmp_path):
     creates must be the ones that work (backfeed errors fail the run)."""
     (tmp_path / ".venv").symlink_to(ROOT / ".venv")
     (tmp_path / "loadtest").symlink_to(ROOT / "loadtest")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     env = {
         k: v
         for k, v in os.environ.items()
         if k not in ("TRACKER_REDIS_URL", "TRACKER_DATA_DIR", "LOADTEST_BACKFEED_SECRET")
     }
-    log = open(tmp_path / "run.log", "wb")
-    tracker = subprocess.Popen(
-        [str(ROOT / ".venv/bin/tracker"), "run", "--demo", "--port", str(port), "--live-port", "0"],
+    tracker = start(
+        [ROOT / ".venv/bin/tracker", "run", "--demo", "--port", str(port), "--live-port", "0"],
         cwd=tmp_path,
         env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
+        output=tmp_path / "run.log",
+        new_session=True,
     )
     try:
-        _wait_for_http(f"http://127.0.0.1:{port}/demo/stats.json", tracker)
+        url = f"http://127.0.0.1:{port}/demo/stats.json"
+        wait_for(lambda: tracker.poll() is not None or _answers(url), 60, step_s=0.3)
+        assert tracker.poll() is None, "tracker run exited"
+        assert _answers(url), f"{url} did not answer within 60 s"
         script = readme_headless_commands((ROOT / "README.md").read_text(), port)
         done = subprocess.run(
             ["bash", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180
@@ -315,10 +308,4 @@ def test_the_readmes_locust_command_works_as_written(tmp_path):
         assert counts["backfeed_posts"] > 0 and counts["backfeed_errors"] == 0
         assert counts["items_done"] > 0 and counts["server_5xx"] == 0
     finally:
-        os.killpg(tracker.pid, signal.SIGTERM)
-        try:
-            tracker.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(tracker.pid, signal.SIGKILL)
-            tracker.wait()
-        log.close()
+        stop(tracker, timeout_s=30, group=True)

@@ -1,0 +1,33 @@
+"""The command line: `python benchmarks/server_bench [--quick] [--out DIR]`
+(or `PYTHONPATH=benchmarks python -m server_bench`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import server_bench
+from server_bench.plan import FULL, QUICK, RESULTS
+from server_bench.plots import plot
+from server_bench.report import report
+from server_bench.run import run
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="server_bench", description=server_bench.__doc__.splitlines()[0])
+    parser.add_argument(
+        "--quick", action="store_true", help="one concurrency level, 2 s runs, two 5 s Locust runs"
+    )
+    parser.add_argument("--out", type=Path, default=RESULTS, help="where results go")
+    options = parser.parse_args()
+    plan = QUICK if options.quick else FULL
+    results = run(plan, options.quick)
+    options.out.mkdir(parents=True, exist_ok=True)
+    (options.out / "server.json").write_text(json.dumps(results, indent=2) + "\n")
+    (options.out / "server.md").write_text(report(results))
+    for path in plot(results, options.out):
+        print(f"wrote {path}")
+    print(
+        f"wrote {options.out / 'server.json'} and {options.out / 'server.md'} ({results['seconds_total']} s)"
+    )

@@ -1,0 +1,48 @@
+"""The servers under test, started and stopped through tracker_core.processes: `tracker serve` and
+the hello-world app, both with WORKERS bjoern workers on a free loopback port."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from server_bench.plan import BENCHMARKS, WORKERS
+from tracker_core.processes import free_port, start, wait_for_port
+
+
+def start_tracker(redis_url: str, log_path: Path) -> tuple[subprocess.Popen, int]:
+    """`tracker serve` with WORKERS bjoern processes on a free loopback port."""
+    port = free_port()
+    tracker = Path(sys.executable).with_name("tracker")
+    command = [str(tracker)] if tracker.exists() else [sys.executable, "-m", "tracker_api.cli"]
+    process = start(
+        command + ["serve", "--host", "127.0.0.1", "--port", str(port), "--workers", str(WORKERS)],
+        env=dict(os.environ, TRACKER_REDIS_URL=redis_url),
+        output=log_path,
+    )
+    wait_for_port(port, process)
+    return process, port
+
+
+def start_hello(log_path: Path) -> tuple[subprocess.Popen, int]:
+    """The hello-world Falcon app (benchmarks/hello_app.py), forked like the tracker."""
+    port = free_port()
+    process = start([sys.executable, BENCHMARKS / "hello_app.py", str(port), str(WORKERS)], output=log_path)
+    wait_for_port(port, process)
+    return process, port
+
+
+def post_json(url: str, body: dict) -> tuple[int, bytes]:
+    request = urllib.request.Request(
+        url, data=json.dumps(body).encode(), method="POST", headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()

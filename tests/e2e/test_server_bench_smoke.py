@@ -1,0 +1,85 @@
+"""benchmarks/server_bench, cheaply: its report of the committed figures is the committed report,
+its plots are written, one short wrk run against the real server, and both ways of starting it.
+
+A whole run (`make bench`, or `--quick` for about a minute and a half) is not a test."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from server_bench.items import ItemSupply
+from server_bench.plan import PROJECT, RESULTS
+from server_bench.plots import plot
+from server_bench.report import report
+from server_bench.servers import post_json, start_tracker
+from server_bench.summary import summarise
+from server_bench.wrk import run_wrk
+from support.paths import ROOT
+from tracker_core.engine import Engine
+from tracker_core.processes import alive, children_of, stop
+
+
+@pytest.fixture(scope="module")
+def committed():
+    return json.loads((RESULTS / "server.json").read_text())
+
+
+def test_the_committed_figures_give_the_committed_report(committed):
+    """Same figures in, same files out: the split into modules changed no byte of server.md."""
+    assert summarise(committed) == committed["summary"]
+    assert report(committed) == (RESULTS / "server.md").read_text()
+
+
+def test_the_plots_are_written(committed, tmp_path):
+    paths = plot(committed, tmp_path)
+    assert sorted(p.name for p in paths) == [
+        "server_irsr_rtt.png",
+        "server_latency.png",
+        "server_throughput.png",
+    ]
+    for path in paths:
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.skipif(shutil.which("wrk") is None, reason="wrk is not installed (make deps)")
+def test_one_short_wrk_run_against_the_tracker(redis_url, admin, tmp_path):
+    admin.create_project(PROJECT)
+    supply = ItemSupply(admin, Engine(redis_url))
+    supply.top_up(20_000)
+    process, port = start_tracker(redis_url, tmp_path / "servers.log")
+    workers = children_of(process.pid)
+    try:
+        url = f"http://127.0.0.1:{port}/{PROJECT}/request"
+        status, body = post_json(url, {"downloader": "probe", "api_version": "2"})
+        assert status == 200 and b"item_name" in body
+        figures = run_wrk(url, "request.lua", 2, 1, False)
+        assert figures["requests"] > 0 and figures["non_2xx"] == 0
+        assert figures["latency_ms"]["p99"] >= figures["latency_ms"]["p50"] > 0
+    finally:
+        assert stop(process) == 0
+    assert workers and not any(alive(p) for p in workers)
+
+
+@pytest.mark.parametrize(
+    "argv,env",
+    [
+        ([sys.executable, "benchmarks/server_bench", "--help"], {}),
+        ([sys.executable, "-m", "server_bench", "--help"], {"PYTHONPATH": "benchmarks"}),  # make bench
+    ],
+    ids=["directory", "module"],
+)
+def test_the_command_line_starts_both_ways(argv, env):
+    if "PYTHONPATH" in env and os.environ.get("PYTHONPATH"):
+        env = {"PYTHONPATH": env["PYTHONPATH"] + os.pathsep + os.environ["PYTHONPATH"]}
+    done = subprocess.run(
+        argv, cwd=ROOT, env=dict(os.environ, **env), capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: server_bench")
+    assert "--quick" in done.stdout and "--out" in done.stdout
