@@ -263,7 +263,7 @@ def test_the_real_client_claims_and_completes_multi_1000_of_4096_character_urls(
 ):
     # seesaw-kit's own GetItemFromTracker and SendDoneToTracker over `tracker serve`: the answer
     # is 4 MB of names and the done body as much, the documented maxima.
-    from seesaw_runner import run_warrior
+    from support.seesaw_runner import run_warrior
 
     admin.create_project(P, max_multi=str(MAX_MULTI_CEILING))
     names = [url(n, 4096) for n in range(MAX_MULTI_CEILING)]
