@@ -68,8 +68,6 @@ def serve(
     limits: Limits = Limits(),
 ) -> None:
     """Bind HOST:PORT and run WORKERS bjoern processes until SIGTERM/SIGINT."""
-    if not isinstance(config, AppConfig):  # the old trust_forwarded, until the CLI passes a config
-        config = AppConfig(trust_forwarded=config)
     redact.install()
     raise_nofile_limit()
     sock = bjoern.bind_and_listen(host, port, listen_backlog=4096)
