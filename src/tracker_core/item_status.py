@@ -27,7 +27,7 @@ import json
 import time
 
 from tracker_core import keys as keyspace
-from tracker_core import scripts
+from tracker_core import reply_codes, script_calls
 
 OWN_QUEUES_CHECKED = 1000  # downloaders' own queues looked in per call (the same cap as counts)
 OWNERS_CACHE_S = 1.0  # a downloader queue made a moment ago is looked in within a second
@@ -61,34 +61,11 @@ def lookup(conn, k: keyspace.ProjectKeys, item: str, owners: Owners) -> dict | N
     """Where ITEM is in the project of K (the answer described above); None: no such project."""
     for attempt in range(3):
         passed = owners.get(conn, k, fresh=attempt > 0)
-        reply = scripts.run(
-            conn,
-            "item_status",
-            (
-                k.settings,
-                k.claims,
-                k.done,
-                k.dead,
-                k.todo,
-                k.backfeed,
-                k.secondary,
-                k.redo,
-                k.limited,
-                k.limited_in,
-                k.limits_ready,
-                k.limits,
-                k.offloading,
-                k.segments,
-                k.segment_queues,
-                k.downloader_queues,
-                *[k.downloader_queue(o) for o in passed],
-            ),
-            (item, *passed),
-        )
-        if int(reply[0]) != 200:
+        reply = script_calls.item_status(conn, k, item=item, owners=passed)
+        if reply.code != reply_codes.ItemStatus.OK:
             return None
-        status = _text(reply[1]) or None
-        total = int(reply[4])
+        status = _text(reply.status) or None
+        total = int(reply.owners)
         # Found nowhere while the downloaders' queues changed since they were read: read again.
         if (
             status is None
@@ -97,7 +74,9 @@ def lookup(conn, k: keyspace.ProjectKeys, item: str, owners: Owners) -> dict | N
             and attempt < 2
         ):
             continue
-        return _answer(status, _text(reply[2]), _text(reply[3]), total > len(passed), int(reply[5]) > 0)
+        return _answer(
+            status, _text(reply.queue), _text(reply.detail), total > len(passed), int(reply.segments) > 0
+        )
     raise AssertionError("unreachable")
 
 

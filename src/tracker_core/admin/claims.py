@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import time
 
-from tracker_core import giveback, scripts
+from tracker_core import giveback, script_calls
 from tracker_core import keys as keyspace
-from tracker_core import limits as limits_mod
 from tracker_core.admin import checks
 from tracker_core.admin.context import AdminContext
 from tracker_core.admin.errors import AdminError, BadInput, NotFound
+from tracker_core.reply_codes import Release
 
-RELEASE_OK, RELEASE_UNKNOWN_PROJECT = 200, -1
 PAGE_ALL = 5000  # page of release_all
 
 
@@ -45,34 +44,18 @@ def release_names(ctx: AdminContext, k: keyspace.ProjectKeys, holder: str, names
     if not names:
         return 0
 
-    def call(age: str, held: list[str]):
-        return scripts.run(
-            ctx.conn,
-            "release",
-            (
-                k.settings,
-                k.out,
-                k.claims,
-                k.todo,
-                k.downloader_claims,
-                k.stats,
-                k.limited_in,
-                k.reclaim_history,
-            ),
-            (
-                int(time.time() * 1000),
-                holder,
-                age,
-                *[limits_mod.wire(x) for pair in zip(names, held) for x in pair],
-            ),
+    def call(age: str, held: list[str]) -> script_calls.ReleaseReply:
+        now_ms = int(time.time() * 1000)
+        return script_calls.release(
+            ctx.conn, k, now_ms=now_ms, downloader=holder, age=age, items=names, held=held
         )
 
     reply = giveback.give_back(
-        ctx.conn, k, names, call, held_filed=lambda reply, held: reply[0] == RELEASE_OK and int(reply[4]) > 0
+        ctx.conn, k, names, call, held_filed=lambda reply, held: reply.code == Release.OK and reply.held > 0
     )
-    if reply[0] == RELEASE_UNKNOWN_PROJECT:
+    if reply.code == Release.UNKNOWN_PROJECT:
         raise NotFound(f"unknown project {k.project!r}")
-    return int(reply[2])
+    return reply.released
 
 
 def _release_page(ctx, project, downloader, older_than_s, pattern, cursor, limit) -> dict:

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import json
 
-from tracker_core import giveback, scripts
+from tracker_core import giveback, script_calls
 from tracker_core import keys as keyspace
-from tracker_core import limits as limits_mod
 from tracker_core.admin import checks
 from tracker_core.admin.context import AdminContext
 from tracker_core.admin.errors import AdminError, BadInput
@@ -42,13 +41,8 @@ def requeue_names(ctx: AdminContext, k: keyspace.ProjectKeys, names: list[str], 
     for start in range(0, len(names), REQUEUE_BATCH):
         part = names[start : start + REQUEUE_BATCH]
 
-        def call(_age: str, held: list[str], part=part):
-            return scripts.run(
-                ctx.conn,
-                "requeue_dead",
-                (k.dead, target, k.stats, k.limited_in, k.downloader_queues),
-                (owner, *[limits_mod.wire(x) for pair in zip(part, held) for x in pair]),
-            )
+        def call(_age: str, held: list[str], part=part) -> int:
+            return script_calls.requeue_dead(ctx.conn, k, target=target, owner=owner, items=part, held=held)
 
         n = giveback.give_back(ctx.conn, k, part, call, owner=owner)
         if n < 0:

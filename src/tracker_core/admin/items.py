@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from tracker_core import bloom, giveback, intake, item_status, scripts
+from tracker_core import bloom, giveback, intake, item_status, script_calls
 from tracker_core import keys as keyspace
-from tracker_core import limits as limits_mod
 from tracker_core.admin import checks
 from tracker_core.admin.context import AdminContext
 from tracker_core.admin.errors import AdminError, BadInput, Conflict, NotFound
+from tracker_core.reply_codes import ClearQueue, MoveItems, RedoItems
 
 # Redo (re-queue done or seen items on purpose): the queue it fills unless told otherwise
 # (served after todo, backfeed and secondary), names per script call (one call blocks Redis
@@ -35,9 +35,7 @@ REDO_FIELDS = (
     "maybe_offloaded",
 )
 REDO_SKIP_FIELDS = ("out", "queued", "dead", "offloaded", "not_seen", "maybe_offloaded", "not_utf8")
-REDO_OK, REDO_UNKNOWN_PROJECT, REDO_NOT_TRIPLES = 200, -1, -4
-REDO_AGAIN = (-2, -3)  # a stale settings age; todo:d is not the downloaders given
-MOVE_UNKNOWN_PROJECT, MOVE_NOT_PAIRS = -1, -2
+REDO_AGAIN = (RedoItems.STALE_AGE, RedoItems.OWNERS_CHANGED)
 PAGE_ALL = 5000  # SSCAN page of the *_all verbs
 
 
@@ -115,8 +113,8 @@ def status(ctx: AdminContext, project: str, names) -> list[dict]:
 def clear(ctx: AdminContext, project: str, queue: str) -> dict:
     k = ctx.keys(project)
     key = checks.queue_and_owner(k, queue)[0]
-    dropped = scripts.run(ctx.conn, "clear_queue", (k.settings, key), ())
-    if dropped < 0:
+    dropped = script_calls.clear_queue(ctx.conn, k, queue=key)
+    if dropped == ClearQueue.UNKNOWN_PROJECT:
         raise NotFound(f"unknown project {project!r}")
     ctx.audit("queue.clear", project, queue=queue, dropped=dropped)
     return {"dropped": dropped}
@@ -134,17 +132,14 @@ def _move_page(ctx: AdminContext, project: str, source: str, target: str, patter
     if not names:
         return {"moved": 0, "cursor": int(next_cursor)}
 
-    def call(_age: str, held: list[str]):
-        return scripts.run(
-            ctx.conn,
-            "move_items",
-            (k.settings, source_key, target_key, k.downloader_queues, k.limited_in),
-            (owner, *[limits_mod.wire(x) for pair in zip(names, held) for x in pair]),
+    def call(_age: str, held: list[str]) -> int:
+        return script_calls.move_items(
+            ctx.conn, k, source=source_key, target=target_key, owner=owner, items=names, held=held
         )
 
     # Into a shared queue, items a limit matches are held, like added ones.
     moved = giveback.give_back(ctx.conn, k, names, call, owner=owner)
-    if moved == MOVE_UNKNOWN_PROJECT:
+    if moved == MoveItems.UNKNOWN_PROJECT:
         raise NotFound(f"unknown project {project!r}")
     if moved < 0:
         raise BadInput("move_items: bad arguments (nothing changed)")
@@ -204,7 +199,7 @@ def seen_by_filter(conn, k: keyspace.ProjectKeys, names: list[str]) -> list[bool
     if not fields or not names:
         return [False] * len(names)
     plan = bloom.Plan(k, bloom.Geometry.from_redis(fields))
-    args = bloom.script_args([b""] * len(names), [limits_mod.wire(n) for n in names], plan.hash_plan)
+    args = bloom.script_args([b""] * len(names), [script_calls.wire(n) for n in names], plan.hash_plan)
     pipe = conn.pipeline(transaction=False)
     i = 0
     for _ in names:
@@ -223,40 +218,22 @@ def seen_by_filter(conn, k: keyspace.ProjectKeys, names: list[str]) -> list[bool
 
 def _redo_batch(
     ctx: AdminContext, k, target: str, owner: str, names: list[str], seen: dict, anyway: bool
-) -> list:
+) -> script_calls.RedoReply:
     """One redo_items script call through the give-back path (retried when the limits or the
     downloader queues moved; the last attempt does not check the age)."""
 
-    def call(age: str, held: list[str]):
-        owners = sorted(ctx.conn.smembers(k.downloader_queues))
-        args = [age, owner, "1" if anyway else "0", len(owners), *owners]
-        for name, entry in zip(names, held):
-            args += [limits_mod.wire(name), limits_mod.wire(entry), "1" if seen.get(name) else "0"]
-        return scripts.run(
+    def call(age: str, held: list[str]) -> script_calls.RedoReply:
+        return script_calls.redo_items(
             ctx.conn,
-            "redo_items",
-            (
-                k.settings,
-                k.done,
-                k.out,
-                k.claims,
-                k.dead,
-                k.todo,
-                k.backfeed,
-                k.secondary,
-                k.redo,
-                k.limited,
-                k.limited_in,
-                k.limits_ready,
-                k.limits,
-                k.offloading,
-                k.segments,
-                k.stats,
-                target,
-                k.downloader_queues,
-                *[k.downloader_queue(o) for o in owners],
-            ),
-            args,
+            k,
+            age=age,
+            target=target,
+            owner=owner,
+            even_if_offloaded=anyway,
+            owners=sorted(ctx.conn.smembers(k.downloader_queues)),
+            items=names,
+            held=held,
+            seen=[bool(seen.get(name)) for name in names],
         )
 
     reply = giveback.give_back(
@@ -266,14 +243,14 @@ def _redo_batch(
         call,
         owner=owner,
         attempts=REDO_ATTEMPTS,
-        again=lambda reply: reply[0] in REDO_AGAIN,
-        held_filed=lambda reply, held: reply[0] == REDO_OK and int(reply[4]) > 0,
+        again=lambda reply: reply.code in REDO_AGAIN,
+        held_filed=lambda reply, held: reply.code == RedoItems.OK and reply.held > 0,
     )
-    if reply[0] == REDO_UNKNOWN_PROJECT:
+    if reply.code == RedoItems.UNKNOWN_PROJECT:
         raise NotFound(f"unknown project {k.project!r}")
-    if reply[0] == REDO_NOT_TRIPLES:
+    if reply.code == RedoItems.NOT_TRIPLES:
         raise BadInput("redo_items: bad arguments (nothing changed)")
-    if reply[0] != REDO_OK:
+    if reply.code != RedoItems.OK:
         raise Conflict("the project's limits or downloader queues kept changing; try again")
     return reply
 
@@ -291,7 +268,7 @@ def redo_names(
     totals["not_utf8"] = len(names) - len(good)
     for start in range(0, len(good), REDO_BATCH):
         part = good[start : start + REDO_BATCH]
-        in_done = ctx.conn.smismember(k.done, [limits_mod.wire(n) for n in part])
+        in_done = ctx.conn.smismember(k.done, [script_calls.wire(n) for n in part])
         maybe = [n for n, done in zip(part, in_done) if not done]
         # A done name came in through the filter; ask it only about the others. (Should a done
         # name leave `done` for a segment before the script runs, it is then a seen name found
@@ -299,8 +276,8 @@ def redo_names(
         seen = dict.fromkeys(part, True)
         seen.update(zip(maybe, seen_by_filter(ctx.conn, k, maybe)))
         reply = _redo_batch(ctx, k, target, owner, part, seen, even_if_offloaded)
-        for field, value in zip(REDO_FIELDS, reply[2:]):
-            totals[field] += int(value)
+        for field, value in reply.counts().items():
+            totals[field] += value
     skipped = {f: totals[f] for f in REDO_SKIP_FIELDS}
     return {
         "requeued": totals["from_done"] + totals["from_seen"],

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from tracker_core import blocks as blocks_mod
 from tracker_core import keys as keyspace
 from tracker_core import limits as limits_mod
-from tracker_core import scripts
+from tracker_core import reply_codes, script_calls
 from tracker_core.admin import checks
 from tracker_core.admin.context import AdminContext
 from tracker_core.admin.errors import BadInput, Conflict, NotFound
@@ -86,14 +86,17 @@ def write_blocks(ctx: AdminContext, k: keyspace.ProjectKeys, change: Callable) -
         )
         new_own, new_copy = change(own, copy)
         index = blocks_mod.index_members(new_own, new_copy)
-        done = scripts.run(
+        done = script_calls.set_blocks(
             r,
-            "set_blocks",
-            (k.settings, k.blocked, k.blocked_global, k.blocked_index),
-            (len(own), len(copy), len(new_own), len(new_copy), *own, *copy, *new_own, *new_copy, *index),
+            k,
+            own_read=list(own),
+            copy_read=list(copy),
+            own=list(new_own),
+            copy=list(new_copy),
+            index=index,
         )
-        if done != 0:
-            return done == 1
+        if done != reply_codes.SetBlocks.CHANGED:
+            return done == reply_codes.SetBlocks.REPLACED
     raise Conflict(f"the blocks of {k.project!r} kept changing: try again")
 
 

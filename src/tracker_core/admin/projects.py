@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from tracker_core import bloom, offload, scripts
+from tracker_core import bloom, offload, reply_codes, script_calls
 from tracker_core import keys as keyspace
 from tracker_core import settings as settings_mod
 from tracker_core import stats as stats_mod
@@ -41,12 +41,9 @@ def create(ctx: AdminContext, project: str, settings: dict | None = None) -> dic
     values = dict(settings or {})
     k = ctx.keys(project, must_exist=False)
     initial = settings_mod.defaults() | _validated(values)
-    flat = [x for pair in initial.items() for x in pair]
-    created = scripts.run(
-        ctx.conn, "create_project", (k.settings, k.blocked), (_now_ms(), *flat, "--blocked")
-    )
+    created = script_calls.create_project(ctx.conn, k, now_ms=_now_ms(), settings=initial)
     ctx.conn.sadd(keyspace.PROJECTS, project)
-    if not created:
+    if created != reply_codes.CreateProject.CREATED:
         raise Conflict(f"project {project!r} already exists")
     # After joining PROJECTS: a global block made meanwhile either is read here or finds this
     # project in its loop over PROJECTS.
@@ -73,9 +70,8 @@ def store_settings(ctx: AdminContext, k: keyspace.ProjectKeys, values: dict[str,
 
     Every node's settings cache notices the new age (published) and reloads.
     """
-    flat = [x for pair in _validated(values).items() for x in pair]
-    age = scripts.run(ctx.conn, "set_settings", (k.settings,), (k.project, keyspace.SETTINGS_CHANNEL, *flat))
-    if age == -1:
+    age = script_calls.set_settings(ctx.conn, k, channel=keyspace.SETTINGS_CHANNEL, values=_validated(values))
+    if age == reply_codes.SetSettings.UNKNOWN_PROJECT:
         raise NotFound(f"unknown project {k.project!r}")
     if age < 0:
         raise Conflict(f"the settings of {k.project!r} are damaged (settings_age is not a number)")
