@@ -39,11 +39,14 @@ def _network(text: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
     """TEXT as a network, IPv4-mapped IPv6 as IPv4; ValueError with a short reason."""
     try:
         network = ipaddress.ip_network(text, strict=True)
-    except ValueError as exc:
-        if "has host bits set" in str(exc):
+    except ValueError:
+        # Valid only when host bits may be set: say which network was meant (asking the module
+        # again rather than reading its message, whose words are not an interface).
+        try:
             loose = ipaddress.ip_network(text, strict=False)
-            raise ValueError(f"{text} has host bits set (did you mean {loose}?)") from None
-        raise ValueError(f"{text!r} is not an IP address or CIDR range") from None
+        except ValueError:
+            raise ValueError(f"{text!r} is not an IP address or CIDR range") from None
+        raise ValueError(f"{text} has host bits set (did you mean {loose}?)") from None
     if isinstance(network, ipaddress.IPv6Network):
         mapped = network.network_address.ipv4_mapped
         if mapped is not None and network.prefixlen >= 96:
