@@ -16,6 +16,8 @@ from collections.abc import Callable, Sequence
 
 from tracker_core import keys as keyspace
 from tracker_core import limits as limits_mod
+from tracker_core import script_calls
+from tracker_core.reply_codes import Release
 
 ATTEMPTS = 3
 STALE_AGE = limits_mod.STALE_AGE  # a script's code when the caller classified at another age
@@ -79,3 +81,29 @@ def is_stale(reply) -> bool:
 
 def _count_with_held(reply, held: list[str]) -> bool:
     return not isinstance(reply, (list, tuple)) and int(reply) > 0 and any(held)
+
+
+def release(
+    conn,
+    k: keyspace.ProjectKeys,
+    holder: str,
+    names: Sequence[str],
+    *,
+    now_ms: int,
+    classify: Callable[[], tuple[str, limits_mod.CompiledLimits | None]] | None = None,
+    on_stale: Callable[[object], None] | None = None,
+) -> script_calls.ReleaseReply:
+    """Give back the claims of NAMES held by HOLDER ('' = whoever holds them): to todo, or held
+    when a limit matches them. The warriors' /release (Engine.release, with its cached limits
+    as CLASSIFY) and the admins' claims.release both come here."""
+    return give_back(
+        conn,
+        k,
+        names,
+        lambda age, held: script_calls.release(
+            conn, k, now_ms=now_ms, downloader=holder, age=age, items=names, held=held
+        ),
+        classify=classify,
+        on_stale=on_stale,
+        held_filed=lambda reply, held: reply.code == Release.OK and reply.held > 0,
+    )

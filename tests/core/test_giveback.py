@@ -94,3 +94,22 @@ def test_release_dead_requeue_and_moves_hold_what_a_limit_matches(ctx, r, engine
     limits.add(ctx, P, "slow", "domain:slow.example", "1/m", reclassify=False)
     assert claims.release(ctx, P, downloader="alice")["released"] == 4
     assert r.scard(K.todo) == 0 and r.zcard(K.limited) == 4 and r.scard(K.limited_in) == 0
+
+
+def test_release_over_the_hot_paths_connection_with_its_cached_limits(ctx, r, engine):
+    """What Engine.release can call: its raw connection, its cached settings and limits; a stale
+    cache is refused by the script, forgotten, and the release made again."""
+    engine.claim(P, "alice", "10.0.0.1", 4)
+    cached_age = str(engine.settings(P).age)
+    limits.add(ctx, P, "slow", "domain:slow.example", "1/m", reclassify=False)  # after the cache
+    stale = []
+
+    def classify():
+        age = cached_age if not stale else str(stale[-1].settings_age)  # what the script said
+        return age, (None if not stale else limits_mod.CompiledLimits(limits_mod.load(r, K)))
+
+    reply = giveback.release(
+        engine.conn, K, "alice", NAMES, now_ms=1, classify=classify, on_stale=stale.append
+    )
+    assert len(stale) == 1 and reply.released == 4 and reply.held == 4
+    assert r.zcard(K.limited) == 4 and r.scard(K.todo) == 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from tracker_core import giveback, script_calls
+from tracker_core import giveback
 from tracker_core import keys as keyspace
 from tracker_core.admin import checks
 from tracker_core.admin.context import AdminContext
@@ -44,15 +44,7 @@ def release_names(ctx: AdminContext, k: keyspace.ProjectKeys, holder: str, names
     if not names:
         return 0
 
-    def call(age: str, held: list[str]) -> script_calls.ReleaseReply:
-        now_ms = int(time.time() * 1000)
-        return script_calls.release(
-            ctx.conn, k, now_ms=now_ms, downloader=holder, age=age, items=names, held=held
-        )
-
-    reply = giveback.give_back(
-        ctx.conn, k, names, call, held_filed=lambda reply, held: reply.code == Release.OK and reply.held > 0
-    )
+    reply = giveback.release(ctx.conn, k, holder, names, now_ms=int(time.time() * 1000))
     if reply.code == Release.UNKNOWN_PROJECT:
         raise NotFound(f"unknown project {k.project!r}")
     return reply.released
