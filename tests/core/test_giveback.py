@@ -3,7 +3,7 @@ classify at the settings age, retry when the limits changed meanwhile, and hold.
 
 import pytest
 
-from tracker_core import giveback, scripts
+from tracker_core import giveback, script_calls
 from tracker_core import limits as limits_mod
 from tracker_core.admin import claims, items, limits, projects
 from tracker_core.admin.context import AdminContext
@@ -23,24 +23,9 @@ def ctx(redis_url):
 
 
 def release_call(r, names):
-    def call(age, held):
-        return scripts.run(
-            r,
-            "release",
-            (
-                K.settings,
-                K.out,
-                K.claims,
-                K.todo,
-                K.downloader_claims,
-                K.stats,
-                K.limited_in,
-                K.reclaim_history,
-            ),
-            (1, "", age, *[x for pair in zip(names, held) for x in pair]),
-        )
-
-    return call
+    return lambda age, held: script_calls.release(
+        r, K, now_ms=1, downloader="", age=age, items=names, held=held
+    )
 
 
 def test_a_limit_added_between_classifying_and_the_script_is_applied_on_the_retry(ctx, r, engine):
@@ -57,9 +42,14 @@ def test_a_limit_added_between_classifying_and_the_script_is_applied_on_the_retr
 
     call = release_call(r, NAMES)
     reply = giveback.give_back(
-        r, K, NAMES, call, classify=classify, held_filed=lambda reply, held: reply[0] == 200 and reply[4] > 0
+        r,
+        K,
+        NAMES,
+        call,
+        classify=classify,
+        held_filed=lambda reply, held: reply.code == 200 and reply.held > 0,
     )
-    assert reply[0] == 200 and reply[2] == 4 and reply[4] == 4
+    assert (reply.code, reply.released, reply.held) == (200, 4, 4)
     assert len(classified) == 2 and classified[0] != classified[1]
     # Held by the new limit, and filed in its sub-queue (not left on the way in).
     assert r.scard(K.todo) == 0 and r.zcard(K.limited) == 4 and r.scard(K.limited_in) == 0

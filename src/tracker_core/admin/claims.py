@@ -6,9 +6,9 @@ import time
 
 from tracker_core import giveback
 from tracker_core import keys as keyspace
-from tracker_core.admin import checks
+from tracker_core.admin import checks, paging
 from tracker_core.admin.context import AdminContext
-from tracker_core.admin.errors import AdminError, BadInput, NotFound
+from tracker_core.admin.errors import BadInput, NotFound
 from tracker_core.reply_codes import Release
 
 PAGE_ALL = 5000  # page of release_all
@@ -118,17 +118,12 @@ def release_all(
     pattern: str | None = None,
 ) -> dict:
     """release, every page until none is left; audited once."""
-    released = cursor = 0
-    chosen = _filter(downloader, older_than_s, pattern)
-    try:
-        while True:
-            page = _release_page(ctx, project, downloader, older_than_s, pattern, cursor, PAGE_ALL)
-            released, cursor = released + page["released"], page["cursor"]
-            if cursor == 0:
-                break
-    except AdminError as exc:
-        if released:
-            ctx.audit("claims.release", project, filter=chosen, released=released, stopped=str(exc))
-        raise
-    ctx.audit("claims.release", project, filter=chosen, released=released)
+    released = paging.every_page(
+        ctx,
+        "claims.release",
+        project,
+        {"filter": _filter(downloader, older_than_s, pattern)},
+        lambda cursor: _release_page(ctx, project, downloader, older_than_s, pattern, cursor, PAGE_ALL),
+        "released",
+    )
     return {"released": released}

@@ -10,9 +10,9 @@ import json
 
 from tracker_core import giveback, script_calls
 from tracker_core import keys as keyspace
-from tracker_core.admin import checks
+from tracker_core.admin import checks, paging
 from tracker_core.admin.context import AdminContext
-from tracker_core.admin.errors import AdminError, BadInput
+from tracker_core.admin.errors import BadInput
 
 REQUEUE_BATCH = 5000  # names per script call
 PAGE_ALL = 1000  # HSCAN page of requeue_all
@@ -80,16 +80,12 @@ def requeue_page(
 
 def requeue_all(ctx: AdminContext, project: str, queue: str = "todo") -> dict:
     """Requeue every dead item, a page at a time; audited once."""
-    moved = cursor = 0
-    try:
-        while True:
-            page = _requeue_page(ctx, project, cursor, PAGE_ALL, queue)
-            moved, cursor = moved + page["requeued"], page["cursor"]
-            if cursor == 0:
-                break
-    except AdminError as exc:
-        if moved:
-            ctx.audit("dead.requeue", project, queue=queue, all=True, requeued=moved, stopped=str(exc))
-        raise
-    ctx.audit("dead.requeue", project, queue=queue, all=True, requeued=moved)
+    moved = paging.every_page(
+        ctx,
+        "dead.requeue",
+        project,
+        {"queue": queue, "all": True},
+        lambda cursor: _requeue_page(ctx, project, cursor, PAGE_ALL, queue),
+        "requeued",
+    )
     return {"requeued": moved}

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 
 from tracker_core import bloom, giveback, intake, item_status, script_calls
 from tracker_core import keys as keyspace
-from tracker_core.admin import checks
+from tracker_core.admin import checks, paging
 from tracker_core.admin.context import AdminContext
 from tracker_core.admin.errors import AdminError, BadInput, Conflict, NotFound
 from tracker_core.reply_codes import ClearQueue, MoveItems, RedoItems
@@ -163,26 +163,14 @@ def move(
 
 def move_all(ctx: AdminContext, project: str, source: str, target: str, pattern: str = "*") -> dict:
     """Move every item of SOURCE matching PATTERN to TARGET, page by page; audited once."""
-    moved = cursor = 0
-    try:
-        while True:
-            page = _move_page(ctx, project, source, target, pattern, cursor, PAGE_ALL)
-            moved, cursor = moved + page["moved"], page["cursor"]
-            if cursor == 0:
-                break
-    except AdminError as exc:
-        if moved:
-            ctx.audit(
-                "queue.move",
-                project,
-                source=source,
-                target=target,
-                pattern=pattern,
-                moved=moved,
-                stopped=str(exc),
-            )
-        raise
-    ctx.audit("queue.move", project, source=source, target=target, pattern=pattern, moved=moved)
+    moved = paging.every_page(
+        ctx,
+        "queue.move",
+        project,
+        {"source": source, "target": target, "pattern": pattern},
+        lambda cursor: _move_page(ctx, project, source, target, pattern, cursor, PAGE_ALL),
+        "moved",
+    )
     return {"moved": moved}
 
 
