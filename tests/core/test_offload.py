@@ -1,9 +1,12 @@
 """Offloading queues and done items to zstandard segment files: watermarks, crash safety, the
 lease, export/import, and the maintain loop."""
 
+import ast
 import os
+import pathlib
 import signal
 import subprocess
+import sys
 import threading
 import time
 
@@ -192,7 +195,9 @@ def test_cli_maintain_list_export_import(project, admin, r, tmp_path, redis_url)
     admin.set_settings(P, {"offload_high": "600", "offload_segment_items": "400"})
     res = cli("maintain", "--once", "--segments-dir", seg_dir, "--json")
     assert res.exit_code == 0 and '"offloaded": 400' in res.output
-    assert cli("segments", "list", P, "--json").output.strip() == '{"1": 400}'
+    assert (
+        '"segments": {"1": {"items": 400, "source": "todo"}}' in cli("segments", "list", P, "--json").output
+    )
     exported = tmp_path / "out.zst"
     res = cli("segments", "export", P, "1", str(exported), "--segments-dir", seg_dir)
     assert res.exit_code == 0 and "400 items" in res.output
@@ -606,10 +611,6 @@ def test_supervised_maintain_is_restarted_when_it_dies(project, admin, r, redis_
 def test_offload_stands_below_the_admin_layer():
     # The admin verbs call offload (segments export/import); offload names items through the
     # intake, never through Admin, so there is no import circle between them.
-    import ast
-    import pathlib
-    import sys
-
     package = pathlib.Path(offload.__file__).parent
     for path in package.glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
@@ -619,5 +620,25 @@ def test_offload_stands_below_the_admin_layer():
             elif isinstance(node, ast.ImportFrom):
                 names = [node.module or ""] + [f"{node.module}.{a.name}" for a in node.names]
             assert not [n for n in names if n.startswith("tracker_core.admin")], path.name
-    code = "import sys, tracker_core.offload; print('tracker_core.admin.legacy' in sys.modules)"
+    code = (
+        "import sys; from tracker_core.offload import maintenance, transfer; "
+        "print('tracker_core.admin.legacy' in sys.modules)"
+    )
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout == "False\n"
+
+
+def test_the_registry_vocabulary_imports_alone_and_every_public_name_resolves():
+    # census and todo can read DONE, STAGED_FIELD and QUEUES without loading the filesystem side.
+    code = (
+        "import sys; from tracker_core.offload.segment_registry import DONE, STAGED_FIELD, QUEUES; "
+        "print(sorted(m for m in sys.modules if m.startswith('tracker_core')))"
+    )
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert loaded.strip() == str(
+        ["tracker_core", "tracker_core.keys", "tracker_core.offload", "tracker_core.offload.segment_registry"]
+    )
+    for name in offload._HOME_OF:
+        assert getattr(offload, name) is not None, name
+    assert callable(offload.registry) and offload.staging.ABORT_CHUNK == 10_000
+    with pytest.raises(AttributeError):
+        offload.no_such_name  # noqa: B018

@@ -10,7 +10,7 @@ The done log's entries beyond log_maxlen are archived under the same lease, in S
 
 The package, one concern per module:
 - `segment_file`: the file format (NUL-separated names, zstandard), paths, the items' digest;
-- `registry`: the segment registry in Redis (which segments count, their sources, counts);
+- `segment_registry`: the registry in Redis (which segments count, their sources, counts);
 - `lease`: one maintainer at a time per project (`Lease`, `LeaseLost`);
 - `staging`: offload_one, refill_one, recover and cleanup_files (the crash-safety below);
 - `transfer`: export and import of segment files;
@@ -44,89 +44,58 @@ its way to a segment is "offloaded", and a name found nowhere while the project 
 is answered with `maybe: ["offloaded"]`. Answering from disk would cost a scan of every segment;
 the Bloom filter only knows "seen", not where.
 
-What other code imports is re-exported here, so `from tracker_core import offload` and
-`offload.NAME` keep working.
+Every public name is reachable as `offload.NAME` and loads its module on first use (PEP 562),
+so importing `tracker_core.offload.segment_registry` alone (the registry's vocabulary) costs only
+`keys`, and no module that offload imports can close an import circle through this package.
 """
 
-from tracker_core.offload.lease import LEASE_MS, NOT_HOLDER, Lease, LeaseLost, default_holder
-from tracker_core.offload.maintenance import (
-    CLEANUP_EVERY_S,
-    OFFLOAD_STEPS,
-    STATS_EVERY_S,
-    STEPS,
-    Maintainer,
-    ProjectPass,
-    Watermarks,
-    maintain_once,
-    maintain_project,
-)
-from tracker_core.offload.registry import (
-    DONE,
-    NEXT_FIELD,
-    QUEUES,
-    STAGED_FIELD,
-    OffloadError,
-    forget_project,
-    offloaded_count,
-    registry,
-    segment_sources,
-    source_key,
-    staged,
-)
-from tracker_core.offload.segment_file import (
-    ZSTD_LEVEL,
-    items_digest,
-    read_segment,
-    segment_path,
-    write_segment,
-)
-from tracker_core.offload.staging import (
-    ABORT_CHUNK,
-    STALE_FILE_S,
-    cleanup_files,
-    offload_one,
-    recover,
-    refill_one,
-)
-from tracker_core.offload.transfer import export_segment, import_segment
+from __future__ import annotations
 
-__all__ = [
-    "ABORT_CHUNK",
-    "CLEANUP_EVERY_S",
-    "DONE",
-    "LEASE_MS",
-    "NEXT_FIELD",
-    "NOT_HOLDER",
-    "OFFLOAD_STEPS",
-    "QUEUES",
-    "STAGED_FIELD",
-    "STALE_FILE_S",
-    "STATS_EVERY_S",
-    "STEPS",
-    "ZSTD_LEVEL",
-    "Lease",
-    "LeaseLost",
-    "Maintainer",
-    "OffloadError",
-    "ProjectPass",
-    "Watermarks",
-    "cleanup_files",
-    "default_holder",
-    "export_segment",
-    "forget_project",
-    "import_segment",
-    "items_digest",
-    "maintain_once",
-    "maintain_project",
-    "offload_one",
-    "offloaded_count",
-    "read_segment",
-    "recover",
-    "refill_one",
-    "registry",
-    "segment_path",
-    "segment_sources",
-    "source_key",
-    "staged",
-    "write_segment",
-]
+import importlib
+
+# Where each public name lives (module of this package).
+_HOMES = {
+    "segment_file": ("ZSTD_LEVEL", "items_digest", "read_segment", "segment_path", "write_segment"),
+    "segment_registry": (
+        "DONE",
+        "NEXT_FIELD",
+        "QUEUES",
+        "STAGED_FIELD",
+        "OffloadError",
+        "forget_project",
+        "offloaded_count",
+        "registry",
+        "segment_sources",
+        "source_key",
+        "staged",
+    ),
+    "lease": ("LEASE_MS", "NOT_HOLDER", "Lease", "LeaseLost", "default_holder"),
+    "staging": ("ABORT_CHUNK", "STALE_FILE_S", "cleanup_files", "offload_one", "recover", "refill_one"),
+    "transfer": ("export_segment", "import_segment"),
+    "maintenance": (
+        "CLEANUP_EVERY_S",
+        "OFFLOAD_STEPS",
+        "STATS_EVERY_S",
+        "STEPS",
+        "Maintainer",
+        "ProjectPass",
+        "Watermarks",
+        "maintain_once",
+        "maintain_project",
+    ),
+}
+_HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
+
+
+def __getattr__(name: str):
+    if name in _HOMES:  # a module of the package: offload.staging
+        return importlib.import_module(f"{__name__}.{name}")
+    if name in _HOME_OF:
+        value = getattr(importlib.import_module(f"{__name__}.{_HOME_OF[name]}"), name)
+        globals()[name] = value  # found once, then an ordinary attribute
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_HOMES, *_HOME_OF])

@@ -16,7 +16,7 @@ import uuid
 
 from tracker_core import keys as keyspace
 from tracker_core import reply_codes, script_calls
-from tracker_core.offload.registry import OffloadError
+from tracker_core.offload.segment_registry import OffloadError
 
 LEASE_MS = 30_000
 # Every script that checks the lease (offload_stage, offload_commit, offload_abort, refill)

@@ -31,7 +31,7 @@ from tracker_core import keys as keyspace
 from tracker_core import limits as limits_mod
 from tracker_core import log_archive, scripts, stats
 from tracker_core.offload.lease import LEASE_MS, Lease, LeaseLost, default_holder
-from tracker_core.offload.registry import DONE, QUEUES, STAGED_FIELD, OffloadError, source_key
+from tracker_core.offload.segment_registry import DONE, QUEUES, STAGED_FIELD, OffloadError, source_key
 from tracker_core.offload.staging import STALE_FILE_S, cleanup_files, offload_one, recover, refill_one
 
 CLEANUP_EVERY_S = STALE_FILE_S

@@ -19,8 +19,8 @@ from pathlib import Path
 from tracker_core import keys as keyspace
 from tracker_core import script_calls
 from tracker_core.offload.lease import Lease, LeaseLost, held_or_taken
-from tracker_core.offload.registry import OffloadError, registry, segment_sources, source_key, staged
 from tracker_core.offload.segment_file import UNREADABLE, read_segment, segment_path, write_segment
+from tracker_core.offload.segment_registry import OffloadError, registry, segment_sources, source_key, staged
 from tracker_core.reply_codes import OffloadAbort, OffloadCommit, OffloadStage, Refill
 
 STALE_FILE_S = 600  # unregistered files younger than this may be an import in progress

@@ -11,7 +11,6 @@ from pathlib import Path
 
 from tracker_core import intake, script_calls
 from tracker_core import keys as keyspace
-from tracker_core.offload.registry import NEXT_FIELD, QUEUES, OffloadError, registry
 from tracker_core.offload.segment_file import (
     UNREADABLE,
     items_digest,
@@ -19,6 +18,7 @@ from tracker_core.offload.segment_file import (
     segment_path,
     write_segment,
 )
+from tracker_core.offload.segment_registry import NEXT_FIELD, QUEUES, OffloadError, registry
 from tracker_core.reply_codes import SegmentImport
 
 

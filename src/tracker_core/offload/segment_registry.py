@@ -12,7 +12,7 @@ from tracker_core import keys as keyspace
 
 NEXT_FIELD = "#next"
 STAGED_FIELD = "#staged"
-QUEUES = ("todo", "backfeed", "secondary", "redo")  # offloaded past the watermarks, refilled
+QUEUES = keyspace.SHARED_QUEUES  # offloaded past the watermarks, refilled
 DONE = "done"  # offloaded with done_mode=offload, kept
 
 
