@@ -518,8 +518,8 @@ def test_cli_offers_the_same_operations(redis_url, projects, r, engine):
         assert res.exit_code == 0, res.output
         return json.loads(res.output.strip().splitlines()[-1])
 
-    assert cli("queue", "count", P, "todo") == 50
-    assert len(cli("queue", "sample", P, "todo", "--count", "3")) == 3
+    assert cli("queue", "count", P, "todo") == {"queue": "todo", "count": 50}
+    assert len(cli("queue", "sample", P, "todo", "--count", "3")["items"]) == 3
     assert cli("queue", "move", P, "todo", "secondary", "--pattern", "item00*") == {"moved": 10}
     assert r.scard(K.secondary) == 10
     engine.claim(P, "alice", "10.0.0.1", 4)

@@ -221,7 +221,7 @@ def test_admin_reads_match_the_api(cli, r):
 def test_cli_refuses_what_the_api_refuses(cli, r):
     cli("project", "create", "p1")
     res = cli("items", "add", "p1", "-", input="fine\n" + "x" * 5000 + "\n")
-    assert res.exit_code == 1 and "line 2" in res.output
+    assert res.exit_code == 1 and "item 2" in res.output
     assert r.scard("{p1}:todo") == 0
     res = cli("claims", "release", "p1", "--older-than", "1e308")
     assert res.exit_code == 1 and "older_than_s" in res.output

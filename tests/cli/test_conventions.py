@@ -317,10 +317,10 @@ def test_an_environment_variable_sets_an_option(cli, seeded):
     assert res.exit_code == 0, res.output
     assert seeded.smembers(f"{{{P}}}:todo:secondary") == {"queued/elsewhere?1"}
     res = cli("queue", "sample", P, "todo", "--json", env={"TRACKER_QUEUE_SAMPLE_COUNT": "1"})
-    assert len(json.loads(res.output)) == 1
+    assert len(json.loads(res.output)["items"]) == 1
     # An explicit option wins over its environment variable.
     res = cli("queue", "sample", P, "todo", "--json", "--count", "2", env={"TRACKER_QUEUE_SAMPLE_COUNT": "1"})
-    assert len(json.loads(res.output)) == 2
+    assert len(json.loads(res.output)["items"]) == 2
     # A bad value from the environment is a usage error, named as such.
     res = cli("queue", "sample", P, "todo", env={"TRACKER_QUEUE_SAMPLE_COUNT": "0"})
     assert res.exit_code == 2 and "--count" in res.output

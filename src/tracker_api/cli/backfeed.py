@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import click
 
-from tracker_api.cli import errors, output
-from tracker_api.cli.root import admin, audit, main
-from tracker_core.admin import AdminError
+from tracker_api.cli import output
+from tracker_api.cli.root import context, main, show
+from tracker_core.admin import backfeed as backfeed_verbs
+from tracker_core.admin import checks
 
 
 @main.group()
@@ -24,12 +25,7 @@ def backfeed_secret():
 @output.json_option
 def backfeed_secret_create(slug):
     """Create a secret for SLUG; it is printed once (only its hash is stored)."""
-    from tracker_core import operations
-
-    a = admin()
-    result = operations.create_backfeed_secret(a, slug)
-    audit(a, "backfeed_secret.create", slug, id=result["id"])  # never the secret
-    output.emit(result)
+    show(backfeed_verbs.create_secret, slug)
 
 
 @backfeed_secret.command("list")
@@ -37,9 +33,7 @@ def backfeed_secret_create(slug):
 @output.json_option
 def backfeed_secret_list(slug):
     """List the ids and creation times of SLUG's secrets (never the secrets)."""
-    from tracker_core import operations
-
-    output.emit(operations.list_backfeed_secrets(admin(), slug))
+    show(backfeed_verbs.list_secrets, slug)
 
 
 @backfeed_secret.command("revoke")
@@ -49,12 +43,8 @@ def backfeed_secret_list(slug):
 def backfeed_secret_revoke(slug, secret_id):
     """Revoke SLUG's secret with id SECRET_ID (the 12 characters `list` shows, or a prefix of 6
     or more that only one secret has)."""
-    from tracker_core import operations
-
-    a = admin()
-    revoked = operations.revoke_backfeed_secret(a, slug, secret_id)["revoked"]
-    audit(a, "backfeed_secret.revoke", slug, id=revoked)
-    output.emit({"revoked": revoked}, f"revoked {revoked}")
+    result = backfeed_verbs.revoke_secret(context(), slug, secret_id)
+    output.emit(result, f"revoked {result['revoked']}")
 
 
 @backfeed.command("shard-map")
@@ -65,27 +55,23 @@ def backfeed_secret_revoke(slug, secret_id):
 @output.json_option
 def backfeed_shard_map(slug, shard, queue, remove):
     """Map backfeed SHARD of SLUG to QUEUE; with no SHARD, show the map and per-shard counts."""
-    from tracker_core import operations
-
-    a = admin()
+    ctx = context()
     if shard is None:
         shown, counts, cursor = None, {}, 0
         while True:  # the counts a page at a time, printed at once
-            page = operations.shard_map(a, slug, cursor, operations.MAX_PAGE)
+            page = backfeed_verbs.shard_map(ctx, slug, cursor, checks.MAX_PAGE)
             shown, cursor = page["map"], page["cursor"]
             counts.update(page["items"])
             if cursor == 0:
                 break
         output.emit({"map": shown, "items": counts})
         return
+    if remove == (queue is not None):
+        raise click.UsageError("give QUEUE, or --remove")
     if remove:
-        result = operations.unmap_shard(a, slug, shard)
-        audit(a, "backfeed_shard.unmap", slug, shard=shard)
-    elif queue is None:
-        raise AdminError("give QUEUE, or --remove")
+        result = backfeed_verbs.unmap_shard(ctx, slug, shard)
     else:
-        result = operations.map_shard(a, slug, shard, queue)
-        audit(a, "backfeed_shard.map", slug, **result)
+        result = backfeed_verbs.map_shard(ctx, slug, shard, queue)
     output.emit(result, f"{result['shard']} -> {result['queue']}")
 
 
@@ -106,35 +92,4 @@ def backfeed_shard_map(slug, shard, queue, remove):
 @output.json_option
 def backfeed_filter(slug, capacity, fp_rate):
     """Show SLUG's Bloom filter (layers, items, memory); set its geometry while it is empty."""
-    from tracker_core import bloom
-
-    a = admin()
-    keys = a._keys(slug)
-    wanted = None
-    if capacity is not None or fp_rate is not None:
-        wanted = bloom.Geometry(
-            capacity=capacity or bloom.DEFAULT_CAPACITY, fp_rate=fp_rate or bloom.DEFAULT_FP_RATE
-        )
-    geometry = bloom.configure(a.r, keys, wanted, replace=wanted is not None)
-    if geometry == -2:
-        raise errors.Failure(f"{slug}'s filter already holds items; its geometry can't change")
-    counts = a.r.hgetall(keys.bloom)
-    output.emit(
-        {
-            "capacity": geometry.capacity,
-            "fp_rate": geometry.fp_rate,
-            "layers": [
-                {
-                    "capacity": layer.capacity,
-                    "fp_rate": layer.fp_rate,
-                    "k": layer.k,
-                    "chunks": layer.chunks,
-                    "bytes": layer.bits // 8,
-                    "items": int(counts.get(f"n:{layer.index}", 0)),
-                }
-                for layer in geometry.all_layers()
-            ],
-            "items": int(counts.get("items", 0)),
-            "bits_per_item_at_capacity": geometry.layer(0).bits / geometry.capacity,
-        }
-    )
+    show(backfeed_verbs.bloom_filter, slug, capacity, fp_rate)

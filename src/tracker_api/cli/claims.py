@@ -5,7 +5,8 @@ from __future__ import annotations
 import click
 
 from tracker_api.cli import output
-from tracker_api.cli.root import admin, audit, main, operation
+from tracker_api.cli.root import main, show
+from tracker_core.admin import claims as claims_verbs
 
 
 @main.group()
@@ -25,9 +26,7 @@ def claims():
 @output.json_option
 def claims_list(slug, cursor, count, pattern):
     """One page of claims (continue with the printed cursor until it is 0)."""
-    from tracker_core import operations
-
-    operation("", slug, operations.list_claims, slug, cursor, count, pattern)
+    show(claims_verbs.list_claims, slug, cursor, count, pattern)
 
 
 @claims.command("release")
@@ -44,22 +43,4 @@ def claims_list(slug, cursor, count, pattern):
 @output.json_option
 def claims_release(slug, downloader, older_than_s, pattern):
     """Give claims back to todo (one filter), page by page until none is left."""
-    from tracker_core import operations
-
-    a = admin()
-    released, cursor = 0, 0
-    while True:
-        page = operations.release(a, slug, downloader, older_than_s, pattern, cursor, limit=5000)
-        released, cursor = released + page["released"], page["cursor"]
-        if cursor == 0:
-            break
-    audit(
-        a,
-        "claims.release",
-        slug,
-        downloader=downloader,
-        older_than_s=older_than_s,
-        pattern=pattern,
-        released=released,
-    )
-    output.emit({"released": released})
+    show(claims_verbs.release_all, slug, downloader, older_than_s, pattern)

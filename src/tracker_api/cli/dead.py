@@ -5,8 +5,9 @@ from __future__ import annotations
 import click
 
 from tracker_api.cli import output
-from tracker_api.cli.root import QUEUE_HELP, admin, audit, main
-from tracker_core.admin import AdminError
+from tracker_api.cli.root import QUEUE_HELP, context, main
+from tracker_core.admin import checks
+from tracker_core.admin import dead as dead_verbs
 
 
 @main.group()
@@ -26,12 +27,10 @@ def dead():
 @output.json_option
 def dead_list(slug, count):
     """Print up to COUNT of SLUG's dead items with their history (--json: one object a line)."""
-    from tracker_core import operations
-
-    a = admin()
+    ctx = context()
     printed, cursor = 0, 0
-    while printed < count:  # HSCAN pages: never the whole hash at once
-        page = operations.list_dead(a, slug, cursor, min(1000, count - printed))
+    while printed < count:  # HSCAN pages, printed as they come: never the whole hash at once
+        page = dead_verbs.list_dead(ctx, slug, cursor, min(1000, count - printed))
         entries = page["dead"][: count - printed]
         output.emit_rows(entries)
         printed += len(entries)
@@ -48,35 +47,16 @@ def dead_list(slug, count):
 @output.json_option
 def dead_requeue(slug, names, everything, queue):
     """Put dead items NAMES (or --all) back into a queue with a fresh claim count."""
-    from tracker_core import operations
-
     if everything == bool(names):
         raise click.UsageError("name the items to requeue, or pass --all")
-    a = admin()
-    moved, cursor = 0, 0
-    try:
-        if everything:
-            while True:  # a page at a time, like the API
-                page = operations.requeue_dead_page(a, slug, cursor, 1000, queue)
-                moved, cursor = moved + page["requeued"], page["cursor"]
-                if cursor == 0:
-                    break
-        else:
-            step = operations.MAX_PAGE
-            for start in range(0, len(names), step):
-                moved += operations.requeue_dead(a, slug, list(names[start : start + step]), queue)[
-                    "requeued"
-                ]
-    except AdminError as exc:
-        if moved:
-            audit(a, "dead.requeue", slug, queue=queue, requeued=moved, stopped=str(exc))
-        raise
-    audit(
-        a,
-        "dead.requeue",
-        slug,
-        queue=queue,
-        requeued=moved,
-        **({"all": True} if everything else {"items": len(names)}),
-    )
-    output.emit({"requeued": moved}, f"requeued {moved} dead items of {slug}")
+    ctx = context()
+    if everything:
+        result = dead_verbs.requeue_all(ctx, slug, queue)
+    else:
+        moved = 0
+        for start in range(0, len(names), checks.MAX_PAGE):
+            moved += dead_verbs.requeue(ctx, slug, list(names[start : start + checks.MAX_PAGE]), queue)[
+                "requeued"
+            ]
+        result = {"requeued": moved}
+    output.emit(result, f"requeued {result['requeued']} dead items of {slug}")

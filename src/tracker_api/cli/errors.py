@@ -16,16 +16,17 @@ import redis
 from tracker_api import redact
 from tracker_api.runlock import DataDirBusy
 from tracker_core import rawredis
-from tracker_core.admin import AdminError
+from tracker_core.admin.errors import AdminError
 from tracker_core.embedded import RedisServerError
 from tracker_core.log_archive import LogUnreadable
 
 USAGE = 2
 FAILURE = 1
 
-# What the tracker refuses: the admin layer's typed errors (AdminError and the ValueError
-# subclasses the engine's modules raise: bad pattern, bad block entry, bad segment file...).
-REFUSALS = (AdminError, ValueError, DataDirBusy, LogUnreadable, RedisServerError)
+# What the tracker refuses: the admin verbs' typed errors (BadInput, NotFound, Conflict), a data
+# directory another `tracker run` holds, segment files this node cannot read, a Redis that
+# would not start.
+REFUSALS = (AdminError, DataDirBusy, LogUnreadable, RedisServerError)
 NO_REDIS = (redis.ConnectionError, redis.TimeoutError, rawredis.ConnectionLost)
 
 

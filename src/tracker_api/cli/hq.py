@@ -5,7 +5,8 @@ from __future__ import annotations
 import click
 
 from tracker_api.cli import output
-from tracker_api.cli.root import admin, admin_group, audit, key_values
+from tracker_api.cli.root import admin_group, key_values, show
+from tracker_core.admin import hq
 
 
 @admin_group.command("warriors")
@@ -19,9 +20,7 @@ from tracker_api.cli.root import admin, admin_group, audit, key_values
 def admin_warriors(offset, count):
     """Registered warriors by last heartbeat, newest first, and how many are online (a
     heartbeat in the last 25 minutes), like GET /api/admin/warriors."""
-    from tracker_core import hq
-
-    output.emit(hq.registry(admin().r, offset, count))
+    show(hq.warriors, offset, count)
 
 
 @admin_group.command("hq")
@@ -30,10 +29,4 @@ def admin_warriors(offset, count):
 def admin_hq(assignments):
     """Set projects.json's global fields: tracker admin hq KEY=VALUE... (auto_project,
     broadcast_message, seesaw_version)."""
-    from tracker_core import operations
-
-    values = key_values(assignments)
-    a = admin()
-    result = operations.set_hq(a, values)
-    audit(a, "hq.set", fields=result["hq"])
-    output.emit(result)
+    show(hq.set_fields, key_values(assignments))

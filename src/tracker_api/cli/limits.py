@@ -5,7 +5,8 @@ from __future__ import annotations
 import click
 
 from tracker_api.cli import output
-from tracker_api.cli.root import admin, audit, main
+from tracker_api.cli.root import context, main, show
+from tracker_core.admin import limits
 
 
 @main.group()
@@ -26,11 +27,7 @@ def limit():
 @output.json_option
 def limit_add(slug, name, pattern, rate, no_reclassify):
     """Add or replace limit NAME: PATTERN is type:T, prefix:P, domain:D or regex:R; RATE N/s or N/m."""
-    from tracker_core import operations
-
-    a = admin()
-    result = operations.add_limit(a, slug, name, pattern, rate, reclassify=not no_reclassify)
-    audit(a, "limit.add", slug, name=name, pattern=pattern, rate=rate, reclassify=not no_reclassify)
+    result = limits.add(context(), slug, name, pattern, rate, reclassify=not no_reclassify)
     output.emit(result, f"limit {name} of {slug} set; settings now at age {result['settings_age']}")
 
 
@@ -39,11 +36,7 @@ def limit_add(slug, name, pattern, rate, no_reclassify):
 @output.json_option
 def limit_reclassify(slug):
     """Move queued items that a limit matches (added before it, or released) to its sub-queue."""
-    from tracker_core import operations
-
-    a = admin()
-    result = operations.reclassify(a, slug)
-    audit(a, "limit.reclassify", slug, held=result["held"])
+    result = limits.reclassify(context(), slug)
     output.emit(result, f"held {result['held']} queued items of {slug}")
 
 
@@ -53,11 +46,7 @@ def limit_reclassify(slug):
 @output.json_option
 def limit_remove(slug, name):
     """Remove limit NAME."""
-    from tracker_core import operations
-
-    a = admin()
-    result = operations.remove_limit(a, slug, name)
-    audit(a, "limit.remove", slug, name=name)
+    result = limits.remove(context(), slug, name)
     output.emit(result, f"limit {name} of {slug} removed; settings now at age {result['settings_age']}")
 
 
@@ -66,7 +55,7 @@ def limit_remove(slug, name):
 @output.json_option
 def limit_list(slug):
     """List SLUG's limits in classification order (the first match wins)."""
-    output.emit(admin().limits(slug))
+    show(limits.list_limits, slug)
 
 
 @main.command()
@@ -89,20 +78,13 @@ def block(entry, project, remove, list_, reindex):
     if list_ or reindex:
         if entry is not None or remove or (reindex and (list_ or project)):
             raise click.UsageError("--list takes only --project; --reindex takes nothing else")
-        a = admin()
         if reindex:
-            done = a.reindex_blocks()
-            audit(a, "block.reindex", None, projects=done)
-            output.emit({"reindexed": done}, f"reindexed the blocks of {done} projects")
+            result = limits.reindex_blocks(context())
+            output.emit(result, f"reindexed the blocks of {result['projects']} projects")
         else:
-            output.emit(a.blocks(project))
+            show(limits.blocks, project)
         return
     if entry is None:
         raise click.UsageError("give an ENTRY (ip:ADDRESS, ip:CIDR or name:DOWNLOADER)")
-    a = admin()
-    entry = a.block(entry, project, remove)
-    audit(a, "block.remove" if remove else "block.add", project, entry=entry)
-    output.emit(
-        {"entry": entry, "project": project, "blocked": not remove},
-        ("unblocked " if remove else "blocked ") + entry,
-    )
+    result = limits.block(context(), entry, project, remove)
+    output.emit(result, ("unblocked " if remove else "blocked ") + result["entry"])

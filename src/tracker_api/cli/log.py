@@ -7,7 +7,8 @@ import sys
 import click
 
 from tracker_api.cli import output
-from tracker_api.cli.root import SEGMENTS_DIR_HELP, admin, admin_group, globals_, main
+from tracker_api.cli.root import SEGMENTS_DIR_HELP, admin_group, context, globals_, main, show
+from tracker_core.admin import log
 
 
 @main.group("log")
@@ -35,15 +36,9 @@ def log_export(slug, kind, since, downloader, segments_dir):
     """Write SLUG's log to stdout as JSON lines (with or without --json: it is an export), oldest
     first: the segment files, then Redis. Each done entry: entry (stream id), at (ms),
     downloader, ip, items, bytes, domains, version, id."""
-    from tracker_core import log_archive
-
-    a = admin()
-    since_ms = None if since is None else log_archive.parse_since(since)
     out = sys.stdout.buffer
     try:
-        log_archive.export(
-            a.r, a._keys(slug), globals_().segments_dir(segments_dir), out, kind, since_ms, downloader
-        )
+        log.export(context(), slug, globals_().segments_dir(segments_dir), out, kind, since, downloader)
         out.flush()
     except BrokenPipeError:  # `| head`: the reader has what it wanted
         sys.stderr.close()
@@ -55,10 +50,7 @@ def log_export(slug, kind, since, downloader, segments_dir):
 def log_status(slug):
     """Print what SLUG's done log holds: segments, entries on disk and in Redis, the last
     archived entry, and entries the stream's safety bound dropped."""
-    from tracker_core import log_archive
-
-    a = admin()
-    output.emit(log_archive.status(a.r, a._keys(slug)))
+    show(log.status, slug)
 
 
 @admin_group.command("audit")
@@ -70,9 +62,4 @@ def log_status(slug):
 @output.json_option
 def admin_audit(project, count, before):
     """One page of the audit log, newest first (like GET /api/admin/audit)."""
-    from tracker_core import audit
-
-    a = admin()
-    if project is not None:
-        a._keys(project, must_exist=False)  # a name check; a deleted project's log stays
-    output.emit(audit.read(a.r, project, count, before))
+    show(log.audit_page, project, count, before)

@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from tracker_api.cli import errors, output
-from tracker_api.cli.root import SEGMENTS_DIR_HELP, admin, audit, globals_, main
+from tracker_api.cli.root import SEGMENTS_DIR_HELP, context, globals_, main
 
 DEMO_PROJECT = "demo"
 
@@ -167,12 +167,19 @@ def _serve(redis_url: str, options: dict, config, limits) -> None:
         serve(redis_url, host, port, options["workers"], config=config, limits=limits)
 
 
-def load_demo(a, count: int = 1000) -> None:
+def load_demo(ctx, count: int = 1000) -> None:
     """Create the demo project with COUNT items and an upload target, unless it exists."""
-    if a.create_project(DEMO_PROJECT, title="Demo project", description="A project to try the tracker with."):
-        for _ in a.add_items(DEMO_PROJECT, (f"demo-item-{i:06d}" for i in range(count))):
-            pass
-        a.set_upload_target(DEMO_PROJECT, "rsync://127.0.0.1/demo/:downloader/", "active")
+    from tracker_core.admin import items, projects
+    from tracker_core.admin.errors import Conflict
+
+    try:
+        projects.create(
+            ctx, DEMO_PROJECT, {"title": "Demo project", "description": "A project to try the tracker with."}
+        )
+    except Conflict:
+        return
+    items.add(ctx, DEMO_PROJECT, (f"demo-item-{i:06d}" for i in range(count)))
+    projects.set_upload_target(ctx, DEMO_PROJECT, "rsync://127.0.0.1/demo/:downloader/", "active")
 
 
 @main.command()
@@ -203,7 +210,7 @@ def run(demo, live_port, **options):
         click.echo(f"tracker: embedded Redis at {embedded.url}", err=True)
     try:
         if demo:
-            load_demo(admin())
+            load_demo(context())
             click.echo(f"tracker: demo project at http://{host}:{port}/{DEMO_PROJECT}/", err=True)
         segments_dir = g.segments_dir(options["segments_dir"])
         live_url = options["live_url"]
@@ -335,14 +342,15 @@ def maintain(segments_dir, interval, once, supervise):
             args += ["--segments-dir", segments_dir]
         _supervise_maintain(g.redis_url, g.data_dir, args)
         return
-    a = admin()
+    from tracker_core.admin import limits
+
+    ctx = context()
     # Blocks stored before the block index existed are enforced only once indexed.
-    reindexed = a.reindex_blocks_if_missing()
+    reindexed = limits.reindex_blocks_if_missing(ctx)["projects"]
     if reindexed:
-        audit(a, "block.reindex", None, projects=reindexed)
         click.echo(f"tracker: indexed the blocks of {reindexed} project(s)", err=True)
     maintainer = offload.Maintainer(
-        a.r, g.segments_dir(segments_dir), log=lambda line: click.echo(line, err=True)
+        ctx.conn, g.segments_dir(segments_dir), log=lambda line: click.echo(line, err=True)
     )
     if once:
         try:

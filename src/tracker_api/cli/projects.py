@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import click
 
-from tracker_api.cli import errors, output
-from tracker_api.cli.root import admin, audit, key_values, main, operation
+from tracker_api.cli import output
+from tracker_api.cli.root import context, key_values, main, show
+from tracker_core.admin import census, projects
 
 
 @main.group()
@@ -19,12 +20,8 @@ def project():
 @output.json_option
 def project_create(slug, title):
     """Create project SLUG with default settings."""
-    a = admin()
-    values = {"title": title} if title else {}
-    if not a.create_project(slug, **values):
-        raise errors.Failure(f"project {slug!r} already exists")
-    audit(a, "project.create", slug, settings=values)
-    output.emit({"project": slug, "created": True}, f"created project {slug}")
+    result = projects.create(context(), slug, {"title": title} if title else None)
+    output.emit(result, f"created project {slug}")
 
 
 @project.command("set")
@@ -33,11 +30,8 @@ def project_create(slug, title):
 @output.json_option
 def project_set(slug, assignments):
     """Change settings: tracker project set SLUG KEY=VALUE... (see `project settings`)."""
-    values = key_values(assignments)
-    a = admin()
-    age = a.set_settings(slug, values)
-    audit(a, "project.settings", slug, settings=values)
-    output.emit({"project": slug, "settings_age": age}, f"settings of {slug} now at age {age}")
+    result = projects.set_settings(context(), slug, key_values(assignments))
+    output.emit(result, f"settings of {slug} now at age {result['settings_age']}")
 
 
 @project.command("show")
@@ -45,14 +39,14 @@ def project_set(slug, assignments):
 @output.json_option
 def project_show(slug):
     """Show a project's settings, upload targets and blocks."""
-    output.emit(admin().show_project(slug))
+    show(projects.show, slug)
 
 
 @project.command("list")
 @output.json_option
 def project_list():
     """List the projects, one a line."""
-    output.emit(admin().projects())
+    show(projects.list_projects)
 
 
 @project.command("settings")
@@ -73,9 +67,7 @@ def project_settings():
 @output.json_option
 def project_pause(slug):
     """Stop handing out items (requests get 404)."""
-    from tracker_core import operations
-
-    operation("project.pause", slug, operations.pause, slug, True)
+    show(projects.pause, slug)
 
 
 @project.command("resume")
@@ -83,9 +75,7 @@ def project_pause(slug):
 @output.json_option
 def project_resume(slug):
     """Hand out items again."""
-    from tracker_core import operations
-
-    operation("project.resume", slug, operations.pause, slug, False)
+    show(projects.resume, slug)
 
 
 @project.command("delete")
@@ -94,11 +84,9 @@ def project_resume(slug):
 @output.json_option
 def project_delete(slug, yes):
     """Delete a project and its keys (UNLINK, no KEYS)."""
-    from tracker_core import operations
-
     if not yes:
         raise click.UsageError("deleting drops every item of the project: add --yes")
-    operation("project.delete", slug, lambda a, p: operations.delete_project(a, p) or {"deleted": p}, slug)
+    show(projects.delete, slug)
 
 
 @main.command()
@@ -106,7 +94,7 @@ def project_delete(slug, yes):
 @output.json_option
 def status(slug):
     """Print the size of every queue, out and done."""
-    output.emit(admin().status(slug))
+    show(census.status, slug)
 
 
 @main.command("upload-target")
@@ -122,7 +110,5 @@ def status(slug):
 @output.json_option
 def upload_target(slug, url, state):
     """Add, deactivate or remove an upload target (':downloader' is replaced per warrior)."""
-    a = admin()
-    a.set_upload_target(slug, url, "" if state == "remove" else state)
-    audit(a, "upload_target", slug, url=url, state="removed" if state == "remove" else state)
-    output.emit({"project": slug, "url": url, "state": state}, f"{url}: {state}")
+    result = projects.set_upload_target(context(), slug, url, state)
+    output.emit(result, f"{url}: {state}")

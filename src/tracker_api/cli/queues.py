@@ -5,12 +5,14 @@ from __future__ import annotations
 import click
 
 from tracker_api.cli import output
-from tracker_api.cli.root import admin, audit, main, operation
+from tracker_api.cli.root import main, show
+from tracker_core.admin import items
 
 
 @main.group()
 def queue():
-    """Count, sample, clear and move items between queues."""
+    """Count, sample, clear and move items between queues (QUEUE: todo, secondary, backfeed,
+    redo or downloader:NAME)."""
 
 
 @queue.command("count")
@@ -19,9 +21,7 @@ def queue():
 @output.json_option
 def queue_count(slug, name):
     """Print how many items QUEUE of SLUG holds."""
-    from tracker_core import operations
-
-    operation("", slug, operations.count, slug, name)
+    show(items.count, slug, name)
 
 
 @queue.command("sample")
@@ -33,9 +33,7 @@ def queue_count(slug, name):
 @output.json_option
 def queue_sample(slug, name, count):
     """Print up to COUNT items of QUEUE (any, not the next to be served)."""
-    from tracker_core import operations
-
-    operation("", slug, operations.sample, slug, name, count)
+    show(items.sample, slug, name, count)
 
 
 @queue.command("clear")
@@ -45,11 +43,9 @@ def queue_sample(slug, name, count):
 @output.json_option
 def queue_clear(slug, name, yes):
     """Drop every item of QUEUE."""
-    from tracker_core import operations
-
     if not yes:
         raise click.UsageError("clearing drops the queue's items: add --yes")
-    operation("queue.clear", slug, lambda a, p, q: {"dropped": operations.clear(a, p, q)}, slug, name)
+    show(items.clear, slug, name)
 
 
 @queue.command("move")
@@ -60,14 +56,4 @@ def queue_clear(slug, name, yes):
 @output.json_option
 def queue_move(slug, source, target, pattern):
     """Move matching items FROM one queue TO another, page by page until done."""
-    from tracker_core import operations
-
-    a = admin()
-    moved, cursor = 0, 0
-    while True:
-        page = operations.move(a, slug, source, target, pattern, cursor, limit=5000)
-        moved, cursor = moved + page["moved"], page["cursor"]
-        if cursor == 0:
-            break
-    audit(a, "queue.move", slug, source=source, target=target, pattern=pattern, moved=moved)
-    output.emit({"moved": moved})
+    show(items.move_all, slug, source, target, pattern)

@@ -102,6 +102,7 @@ class Globals:
     redis_url: str
     data_dir: str
     explicit_redis: bool  # False: the embedded Redis under DATA_DIR
+    admin: object = None  # the AdminContext, made on first use (see context())
 
     def segments_dir(self, given: str | None = None) -> Path:
         return Path(given) if given else Path(self.data_dir) / "segments"
@@ -117,26 +118,20 @@ def globals_() -> Globals:
     return click.get_current_context().find_root().obj
 
 
-def admin():
-    """The admin operations over this invocation's Redis."""
-    from tracker_core.admin import Admin
+def context():
+    """The admin context of this invocation: its Redis, acting as "cli" in the audit log (the
+    verbs of tracker_core.admin audit their own changes)."""
+    from tracker_core.admin.context import AdminContext
 
-    return Admin.from_url(globals_().redis_url)
-
-
-def audit(admin, action: str, project: str | None = None, **detail) -> None:
-    """Write a change made with the CLI to the audit log (actor "cli"), as the API does."""
-    from tracker_core import audit as audit_mod
-
-    audit_mod.record(admin.r, audit_mod.CLI_ACTOR, action, project, **detail)
+    g = globals_()
+    if g.admin is None:
+        g.admin = AdminContext.from_url(g.redis_url, actor="cli")
+    return g.admin
 
 
-def operation(action: str, project_name: str | None, fn, *args, **kwargs):
-    """Run an operation of tracker_core.operations, audit it as done from the CLI, print it."""
-    a = admin()
-    result = fn(a, *args, **kwargs)
-    if action:
-        audit(a, action, project_name, **(result if isinstance(result, dict) else {"result": result}))
+def show(verb, *args, **kwargs):
+    """Run an admin verb with this invocation's context and print its answer."""
+    result = verb(context(), *args, **kwargs)
     output.emit(result)
     return result
 

@@ -7,7 +7,8 @@ from pathlib import Path
 import click
 
 from tracker_api.cli import output
-from tracker_api.cli.root import SEGMENTS_DIR_HELP, admin, audit, globals_, main
+from tracker_api.cli.root import SEGMENTS_DIR_HELP, context, globals_, main, show
+from tracker_core.admin import segments as segment_verbs
 
 
 def segments_dir_option(f):
@@ -25,11 +26,9 @@ def segments():
 @click.argument("slug")
 @output.json_option
 def segments_list(slug):
-    """Print SLUG's segments: number -> items."""
-    from tracker_core import offload
-
-    a = admin()
-    output.emit(offload.registry(a.r, a._keys(slug)))
+    """Print SLUG's segments (items, and the queue or done they came from) and the items on
+    their way to one."""
+    show(segment_verbs.list_segments, slug)
 
 
 @segments.command("export")
@@ -40,17 +39,9 @@ def segments_list(slug):
 @output.json_option
 def segments_export(slug, number, destination, segments_dir):
     """Move segment NUMBER out of SLUG into DESTINATION (its items leave the project, counted)."""
-    from tracker_core import offload
-
-    a = admin()
-    n = offload.export_segment(
-        a.r, a._keys(slug), globals_().segments_dir(segments_dir), number, Path(destination)
-    )
-    audit(a, "segments.export", slug, segment=number, items=n, destination=str(destination))
-    output.emit(
-        {"segment": number, "items": n, "destination": str(destination)},
-        f"exported segment {number} of {slug}: {n} items",
-    )
+    directory = globals_().segments_dir(segments_dir)
+    result = segment_verbs.export_file(context(), slug, directory, number, Path(destination))
+    output.emit(result, f"exported segment {number} of {slug}: {result['items']} items")
 
 
 @segments.command("import")
@@ -68,13 +59,8 @@ def segments_import(slug, source, segments_dir, queue):
     """Bring a segment file into SLUG. One exported from SLUG comes back once, as a segment of the
     queue it left (maintain refills it like any other); any other file, or the same one again, has
     its items added through SLUG's Bloom filter (items SLUG has seen are dropped as duplicates)."""
-    from tracker_core import offload
-
-    a = admin()
-    result = offload.import_segment(
-        a.r, a._keys(slug), globals_().segments_dir(segments_dir), Path(source), queue
-    )
-    audit(a, "segments.import", slug, source=str(source), queue=queue, **result)
+    directory = globals_().segments_dir(segments_dir)
+    result = segment_verbs.import_file(context(), slug, directory, Path(source), queue)
     if result["segment"] is not None:
         text = f"imported {result['items']} items into {slug} as segment {result['segment']}"
     else:

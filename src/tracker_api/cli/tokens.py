@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import click
 
-from tracker_api.cli import errors, output
-from tracker_api.cli.root import admin, admin_group, audit
+from tracker_api.cli import output
+from tracker_api.cli.root import admin_group, context, show
+from tracker_core.admin import tokens
 
 
 @admin_group.group("token")
@@ -24,21 +25,14 @@ def admin_token():
 @output.json_option
 def admin_token_create(scope, note):
     """Create a token and print it once."""
-    from tracker_core import tokens
-
-    a = admin()
-    text, record = tokens.create(a.r, scope, note)
-    audit(a, "token.create", None if record.is_global else scope, token_id=record.token_id, scope=scope)
-    output.emit({"token": text, "token_id": record.token_id, "scope": scope})
+    show(tokens.create, scope, note)
 
 
 @admin_token.command("list")
 @output.json_option
 def admin_token_list():
     """List the tokens (id, scope, note, creation time; never a secret)."""
-    from tracker_core import tokens
-
-    output.emit({"tokens": [t.__dict__ for t in tokens.list_tokens(admin().r)]})
+    show(tokens.list_tokens)
 
 
 @admin_token.command("revoke")
@@ -46,10 +40,5 @@ def admin_token_list():
 @output.json_option
 def admin_token_revoke(token_id):
     """Revoke the token with id TOKEN_ID (the part after trk_)."""
-    from tracker_core import tokens
-
-    a = admin()
-    if not tokens.revoke(a.r, token_id):
-        raise errors.Failure(f"no token {token_id!r}")
-    audit(a, "token.revoke", token_id=token_id)
-    output.emit({"revoked": token_id}, f"revoked {token_id}")
+    result = tokens.revoke(context(), token_id)
+    output.emit(result, f"revoked {token_id}")
