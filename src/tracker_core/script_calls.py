@@ -80,7 +80,7 @@ def claim(
         ),
         (now_ms, downloader, ip, wanted, ip_key),
     )
-    return _make(ClaimReply, (reply[0], reply[1], reply[2:]))
+    return _make(ClaimReply, (reply[0], int(reply[1]), reply[2:]))
 
 
 class DoneReply(NamedTuple):
@@ -134,7 +134,8 @@ def done(
         (now_ms, downloader, version, item_id, ip, len(domain_bytes) // 2, *domain_bytes, *items),
     )
     if len(reply) < 7:  # unknown project: {-1, 0}
-        return DoneReply(reply[0], reply[1], 0, 0, 0, 0, 0)
+        return DoneReply(reply[0], int(reply[1]), 0, 0, 0, 0, 0)
+    reply[1] = int(reply[1])
     return _make(DoneReply, reply)
 
 
@@ -192,8 +193,8 @@ def release(
         (now_ms, downloader, age, *_pairs(items, held)),
     )
     if len(reply) < 5:  # unknown project or a stale age: {code, age}
-        return ReleaseReply(reply[0], reply[1], 0, 0, 0)
-    return ReleaseReply(*reply)
+        return ReleaseReply(reply[0], int(reply[1]), 0, 0, 0)
+    return ReleaseReply(reply[0], int(reply[1]), *reply[2:])
 
 
 class UploadedReply(NamedTuple):
@@ -205,9 +206,8 @@ def uploaded(
     conn, k: keyspace.ProjectKeys, *, now_ms: int, uploader: str, item: str, server: str
 ) -> UploadedReply:
     """Record that UPLOADER uploaded ITEM's data to SERVER (uploaded-3.lua)."""
-    return UploadedReply(
-        *run(conn, "uploaded", (k.settings, k.uploads, k.stats), (now_ms, uploader, item, server))
-    )
+    code, age = run(conn, "uploaded", (k.settings, k.uploads, k.stats), (now_ms, uploader, item, server))
+    return UploadedReply(code, int(age))
 
 
 class ItemStatusReply(NamedTuple):
@@ -501,7 +501,7 @@ def redo_items(
         ),
         args,
     )
-    return RedoReply(*reply)
+    return RedoReply(reply[0], int(reply[1]), *reply[2:])
 
 
 # -- offloading, segments, the maintenance lease, the log archive ---------------------------------

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import inspect
 import re
+from pathlib import Path
 
 import pytest
 from redis.crc import key_slot
@@ -72,11 +73,14 @@ def script_level_codes(body: str) -> set[int]:
     return codes
 
 
-def test_every_script_has_a_file_binding_and_code_table():
+def test_every_script_has_a_file_binding_code_table_and_test():
     names = {_parts(path)[0] for path in FILES}
     assert names == set(scripts.SCRIPTS) == set(reply_codes.BY_SCRIPT)
+    here = Path(__file__).parent
     for name in names:
         assert callable(getattr(script_calls, name)), name
+        # test_NAME.py; test_NAME_script.py where tests/core has a test_NAME.py of the module
+        assert (here / f"test_{name}.py").exists() or (here / f"test_{name}_script.py").exists(), name
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)

@@ -1,0 +1,46 @@
+"""Fixtures of the per-script tests: each script is called through its script_calls function on
+the hot path's connection (RawRedis) and its effect read back with redis-py (the `r` fixture)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tracker_core import script_calls, topology
+from tracker_core import settings as settings_mod
+from tracker_core.keys import ProjectKeys
+
+NOW_MS = 1_700_000_000_000
+
+
+@pytest.fixture
+def conn(redis_url):
+    connection = topology.connect(redis_url)
+    yield connection
+    connection.close()
+
+
+@pytest.fixture
+def now_ms() -> int:
+    return NOW_MS
+
+
+@pytest.fixture
+def k() -> ProjectKeys:
+    return ProjectKeys("lua-contract")
+
+
+@pytest.fixture
+def project(conn, k) -> ProjectKeys:
+    """K's project, created by its script with the default settings (settings_age 1)."""
+    script_calls.create_project(conn, k, now_ms=NOW_MS, settings=settings_mod.defaults())
+    return k
+
+
+@pytest.fixture
+def names() -> list[str]:
+    """Item names as the biggest projects use them: URLs with slashes, ?, %, # and spaces."""
+    return [
+        "https://example.com/a/b?q=1&r=%20x#frag",
+        "http://example.org/path with spaces/?u=%E2%9C%93",
+        "https://example.net/" + "long/" * 400 + "end?x=#y",
+    ]

@@ -1,0 +1,26 @@
+"""bloom_configure-2.lua: a filter's geometry is fixed while it is empty, and only then."""
+
+from tracker_core import script_calls
+from tracker_core.reply_codes import BloomConfigure
+
+GEOMETRY = dict(capacity=1000, fp_rate="0.001", growth=2, tightening="0.5", chunk_bits=4096)
+
+
+def test_configure_stores_the_geometry_and_keeps_it(conn, project, r):
+    fields = script_calls.bloom_configure(conn, project, replace=False, **GEOMETRY)
+    assert fields == r.hgetall(project.bloom)
+    assert (fields["capacity"], fields["layers"], fields["items"]) == ("1000", "1", "0")
+    kept = script_calls.bloom_configure(conn, project, replace=False, **dict(GEOMETRY, capacity=5))
+    assert kept["capacity"] == "1000"
+    replaced = script_calls.bloom_configure(conn, project, replace=True, **dict(GEOMETRY, capacity=5))
+    assert replaced["capacity"] == "5"
+
+
+def test_configure_refuses_a_filter_with_items_and_bad_numbers(conn, project, r, k):
+    script_calls.bloom_configure(conn, project, replace=False, **GEOMETRY)
+    r.hset(project.bloom, "items", 3)
+    assert script_calls.bloom_configure(conn, project, replace=True, **GEOMETRY) == BloomConfigure.NOT_EMPTY
+    assert script_calls.bloom_configure(conn, project, replace=True, **dict(GEOMETRY, fp_rate="x")) == (
+        BloomConfigure.NOT_A_NUMBER
+    )
+    assert r.hget(project.bloom, "capacity") == "1000"

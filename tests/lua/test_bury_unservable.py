@@ -1,0 +1,34 @@
+"""bury_unservable-8.lua: a claim the client cannot receive goes from `out` to `dead`."""
+
+import json
+
+from tracker_core import blocks, script_calls
+from tracker_core.reply_codes import BuryUnservable
+
+
+def test_bury_takes_the_downloaders_claim_to_dead(conn, project, r, names, now_ms):
+    r.sadd(project.todo, names[0])
+    script_calls.claim(
+        conn,
+        project,
+        now_ms=now_ms,
+        downloader="alice",
+        ip="10.0.0.1",
+        wanted=1,
+        ip_key=blocks.ip_key("10.0.0.1"),
+    )
+    other = script_calls.bury_unservable(
+        conn, project, now_ms=now_ms, downloader="bob", reasons=[names[0], "holds NUL"]
+    )
+    assert other == (BuryUnservable.OK, 0) and r.zcard(project.out) == 1  # not bob's claim
+    reply = script_calls.bury_unservable(
+        conn, project, now_ms=now_ms, downloader="alice", reasons=[names[0], "holds NUL"]
+    )
+    assert reply == (BuryUnservable.OK, 1)
+    assert r.zcard(project.out) == 0 and r.hlen(project.claims) == 0
+    assert json.loads(r.hget(project.dead, names[0]))["reason"] == "holds NUL"
+    assert r.hget(project.stats, "items_unservable") == "1"
+
+
+def test_bury_in_an_unknown_project(conn, k, now_ms):
+    assert script_calls.bury_unservable(conn, k, now_ms=now_ms, downloader="a", reasons=[]).code == -1

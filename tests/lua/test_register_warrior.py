@@ -1,0 +1,30 @@
+"""register_warrior-3.lua: a warrior joins the registry within its throttle and its size."""
+
+import json
+
+from tracker_core import keys, script_calls
+from tracker_core.reply_codes import RegisterWarrior
+
+
+def register(conn, warrior_id, now_ms, most=10, per_address=10):
+    return script_calls.register_warrior(
+        conn,
+        now_ms=now_ms,
+        warrior_id=warrior_id,
+        record=json.dumps({"ip": "192.0.2.1"}),
+        address_key="192.0.2.1",
+        forget_before_ms=now_ms - 86_400_000,
+        max_warriors=most,
+        max_registrations=per_address,
+        window_ms=3_600_000,
+        seen_ms=now_ms - 1,
+    )
+
+
+def test_register_within_bounds(conn, r, now_ms):
+    assert register(conn, "a" * 32, now_ms) == RegisterWarrior.REGISTERED
+    assert json.loads(r.hget(keys.WARRIORS, "a" * 32)) == {"ip": "192.0.2.1"}
+    assert r.zscore(keys.WARRIORS_SEEN, "a" * 32) == now_ms - 1
+    assert register(conn, "b" * 32, now_ms, per_address=1) == RegisterWarrior.THROTTLED
+    assert register(conn, "c" * 32, now_ms, most=1) == RegisterWarrior.REGISTRY_FULL
+    assert r.hkeys(keys.WARRIORS) == ["a" * 32]
