@@ -16,7 +16,6 @@ import re
 import socket
 import time
 from collections import Counter
-from pathlib import Path
 from urllib.parse import quote
 
 import orjson
@@ -701,34 +700,13 @@ WHOLE = {
 @pytest.fixture(scope="module")
 def short_timeout_server(world):
     """`tracker serve` with idle and request timeouts of a few seconds (defaults: 30 s, 60 s)."""
-    import subprocess
-    import sys
+    from support.processes import start_serve, stop
 
-    from support.processes import wait_for_port
-
-    port = free_port()
-    process = subprocess.Popen(
-        [
-            str(Path(sys.executable).with_name("tracker")),
-            "serve",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--workers",
-            "2",
-            "--idle-timeout",
-            "2",
-            "--request-timeout",
-            "3",
-        ],
-        env=dict(os.environ, TRACKER_REDIS_URL=world["server"].url),
-        stdin=subprocess.DEVNULL,
+    process, port = start_serve(
+        world["server"].url, "--host", "127.0.0.1", "--idle-timeout", "2", "--request-timeout", "3", workers=2
     )
-    wait_for_port(port, process=process)
     yield port
-    process.terminate()
-    process.wait(timeout=15)
+    stop(process, timeout_s=15)
 
 
 @pytest.mark.parametrize("name", sorted(WHOLE))

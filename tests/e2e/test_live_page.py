@@ -5,7 +5,6 @@ import json
 import os
 import re
 import socket
-import subprocess
 import time
 import urllib.request
 
@@ -16,7 +15,7 @@ from websockets.sync.client import connect
 
 from support.cdp import Browser, find_chromium
 from support.paths import ARTIFACTS, ROOT, TRACKER_BIN
-from support.processes import start_live_server, stop_live_server, wait_for_port
+from support.processes import start, start_live_server, stop, stop_live_server, wait_for_port
 from tracker_api.app import create_app
 from tracker_core import stats as stats_mod
 from tracker_core.embedded import free_port
@@ -38,9 +37,9 @@ def web(engine):
 
 def start_feed(redis_url: str, interval_s: float = 0.2):
     port = free_port()
-    process = subprocess.Popen(
+    process = start(
         [
-            str(TRACKER_BIN),
+            TRACKER_BIN,
             "--redis-url",
             redis_url,
             "live",
@@ -50,20 +49,10 @@ def start_feed(redis_url: str, interval_s: float = 0.2):
             str(port),
             "--interval",
             str(interval_s),
-        ],
-        stdin=subprocess.DEVNULL,
+        ]
     )
     wait_for_port(port, process=process)
     return process, port
-
-
-def stop(process):
-    process.terminate()
-    try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
 
 
 @pytest.fixture
@@ -194,9 +183,9 @@ def test_tracker_run_starts_the_feed_and_stops_it(redis_url, project):
     live_port = free_port()  # not port + 1: that one may belong to another test's server
     while live_port == port:
         live_port = free_port()
-    run = subprocess.Popen(
+    run = start(
         [
-            str(TRACKER_BIN),
+            TRACKER_BIN,
             "--redis-url",
             redis_url,
             "run",
@@ -206,8 +195,7 @@ def test_tracker_run_starts_the_feed_and_stops_it(redis_url, project):
             "1",
             "--live-port",
             str(live_port),
-        ],
-        stdin=subprocess.DEVNULL,
+        ]
     )
     try:
         wait_for_port(port, process=run)

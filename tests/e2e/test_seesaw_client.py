@@ -11,14 +11,13 @@ from __future__ import annotations
 import http.server
 import os
 import shutil
-import subprocess
 import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from support.processes import wait_for_port
+from support.processes import start, stop, wait_for_port
 from support.seesaw_runner import finish_warrior, run_warrior, start_warrior
 from tracker_core.embedded import free_port
 from tracker_core.keys import ProjectKeys
@@ -155,14 +154,12 @@ def rsync_target(tmp_path):
         f"uid = {os.getuid()}\ngid = {os.getgid()}\n"
         f"[items]\npath = {received}\nread only = false\n"
     )
-    daemon = subprocess.Popen(
-        ["rsync", "--daemon", "--no-detach", f"--config={config}", "--address=127.0.0.1", f"--port={port}"],
-        stdin=subprocess.DEVNULL,
+    daemon = start(
+        ["rsync", "--daemon", "--no-detach", f"--config={config}", "--address=127.0.0.1", f"--port={port}"]
     )
     wait_for_port(port, process=daemon)
     yield f"rsync://127.0.0.1:{port}/items/", received
-    daemon.terminate()
-    daemon.wait(timeout=10)
+    stop(daemon)
 
 
 @pytest.mark.parametrize("target_kind", ["http", "rsync"])

@@ -25,6 +25,7 @@ from support.processes import (
     descendants,
     free_port,
     port_open,
+    start,
     start_serve,
     stop,
     stop_pids,
@@ -76,11 +77,10 @@ def test_workers_die_with_a_killed_serve_and_the_port_is_free_again(redis_url):
 
 
 def _run(data_dir, port: int, *extra: str) -> subprocess.Popen:
-    return subprocess.Popen(
-        [str(TRACKER_BIN), "--data-dir", str(data_dir), "run", "--port", str(port), "--workers", "1", *extra],
-        stdin=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
+    """`tracker run` on DATA_DIR; its output (stdout and stderr) in a text pipe."""
+    return start(
+        [TRACKER_BIN, "--data-dir", data_dir, "run", "--port", str(port), "--workers", "1", *extra],
+        capture=True,
     )
 
 
@@ -90,7 +90,7 @@ def test_a_second_run_on_one_data_directory_is_refused(tmp_path):
     try:
         wait_for_port(port, timeout_s=30, process=first)
         second = _run(tmp_path, free_port(), "--live-port", "0")
-        _, err = second.communicate(timeout=20)
+        err, _ = second.communicate(timeout=20)
         assert second.returncode == 1
         lines = [line for line in err.splitlines() if line.strip()]
         assert len(lines) == 1 and "in use by another tracker run" in lines[0], err
@@ -99,8 +99,7 @@ def test_a_second_run_on_one_data_directory_is_refused(tmp_path):
         assert (tmp_path / "redis" / "redis.sock").exists()
         assert get(port) == 200
     finally:
-        first.terminate()
-        first.wait(timeout=30)
+        stop(first, timeout_s=30)
 
 
 def test_a_killed_run_takes_its_children_along_and_a_new_run_recovers(tmp_path):
@@ -129,8 +128,7 @@ def test_a_killed_run_takes_its_children_along_and_a_new_run_recovers(tmp_path):
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/demo/stats.json", timeout=5) as res:
                 assert res.status == 200  # the demo project survived the kill
         finally:
-            again.terminate()
-            again.wait(timeout=30)
+            stop(again, timeout_s=30)
     finally:
         kill_all(family)
 
@@ -285,19 +283,14 @@ def test_the_redis_password_never_reaches_the_log(tmp_path):
     url = f"redis://:{password}@127.0.0.1:{server_redis.port}/0"
     port = free_port()
     log = tmp_path / "serve.log"
-    with open(log, "w") as out:
-        process = subprocess.Popen(
-            [str(TRACKER_BIN), "--redis-url", url, "serve", "--port", str(port), "--workers", "1"],
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=out,
-        )
+    process = start(
+        [TRACKER_BIN, "--redis-url", url, "serve", "--port", str(port), "--workers", "1"], output=log
+    )
     try:
         wait_for_port(port, process=process)
         assert get(port) == 200
     finally:
-        process.terminate()
-        process.wait(timeout=10)
+        stop(process)
         redis.Redis.from_url(url).shutdown(nosave=True)
         server_redis.process.wait(timeout=10)
     text = log.read_text()

@@ -7,20 +7,18 @@ temporary directory, each process on its own free port.
 from __future__ import annotations
 
 import subprocess
-import time
 from pathlib import Path
 
 import redis
 
-from tracker_core.embedded import EmbeddedRedis, free_port
+from tracker_core import processes
+from tracker_core.embedded import EmbeddedRedis
+from tracker_core.processes import free_port
 
 
 def _wait(predicate, what: str, timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"timed out waiting for {what}")
-        time.sleep(0.1)
+    if not processes.wait_for(predicate, timeout_s, step_s=0.1):
+        raise RuntimeError(f"timed out waiting for {what}")
 
 
 def cluster_free_port() -> int:
@@ -127,9 +125,7 @@ class SentinelGroup:
                 f"sentinel failover-timeout {self.SERVICE} 10000\n"
                 f"sentinel parallel-syncs {self.SERVICE} 1\n"
             )
-            self.sentinels.append(
-                subprocess.Popen(["redis-server", str(conf), "--sentinel"], stdin=subprocess.DEVNULL)
-            )
+            self.sentinels.append(processes.start(["redis-server", conf, "--sentinel"]))
         clients = [redis.Redis(port=p) for p in self.sentinel_ports]
 
         def all_see_the_replica():
@@ -155,11 +151,6 @@ class SentinelGroup:
 
     def stop(self) -> None:
         for process in self.sentinels:
-            process.terminate()
-        for process in self.sentinels:
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
+            processes.stop(process)
         self.replica.stop()
         self.primary.stop()
