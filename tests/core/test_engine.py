@@ -2,6 +2,7 @@
 
 import pytest
 
+from tracker_core.engine import MEMORY_GUARD_ENV, Engine
 from tracker_core.keys import ProjectKeys
 
 P = "proj"
@@ -242,3 +243,21 @@ def test_items_add_skips_names_the_project_already_has(project, admin, engine, r
     assert add(admin, ["a", "b", "c"], "secondary") == [(1, 2)]
     status = admin.status(P)
     assert status["todo_total"] + status["out"] + status["done"] == 3
+
+
+def test_memory_guard_share_is_a_keyword_with_the_environment_as_fallback(redis_url, r, monkeypatch):
+    # The web app passes its config's share; only an Engine built without it reads
+    # TRACKER_MEMORY_GUARD_PERCENT, and without either the core's 90 applies.
+    monkeypatch.setenv(MEMORY_GUARD_ENV, "40")
+    assert Engine(redis_url, memory_guard_percent=70).memory_guard_percent == 70
+    assert Engine(redis_url).memory_guard_percent == 40
+    monkeypatch.delenv(MEMORY_GUARD_ENV)
+    assert Engine(redis_url).memory_guard_percent == 90
+    assert Engine(redis_url, memory_guard_percent=500).memory_guard_percent == 100
+    used = int(r.info("memory")["used_memory"])
+    r.config_set("maxmemory", str(int(used / 0.6)))  # about 60% used
+    try:
+        assert Engine(redis_url, memory_guard_percent=50).memory_nearly_full()
+        assert not Engine(redis_url, memory_guard_percent=80).memory_nearly_full()
+    finally:
+        r.config_set("maxmemory", "0")
