@@ -1,43 +1,62 @@
-"""The admin API under /api/admin/ (token-authenticated, audited).
+"""The admin API under /api/admin/: token-authenticated, a thin adapter over the admin verbs.
 
-Every admin route is declared once in ``ADMIN_ROUTES`` with what it needs: any valid token, a
-global admin's, or one for the project in its path. The token is checked before the body is
-read; every change is written to the audit log with the token's id. The operations themselves
-are the ones the CLI runs (tracker_core.admin, operations, tokens, hq).
+Every route is declared once in ``ADMIN_ROUTES`` with what it needs: any valid token, a global
+admin's, or one for the project in its path. The token is checked before the body is read.
+A handler turns the request into a verb's arguments (tracker_core.admin: the contract table is
+its docstring) and returns the verb's answer as JSON; the verb validates, acts and audits once,
+with the token's id as the actor. Nothing here audits or changes Redis itself.
 
-Input is checked before anything changes: a body is a JSON object with only the fields its
+Input the verbs cannot see is checked here: a body is a JSON object with only the fields its
 handler names (``Call.body``), query parameters are only those a handler declares (``@query``),
-and every value is checked for type and range (here or in tracker_core.operations). A bad one
-is answered 4xx with a one-line reason and counted (tracker_api.errors), never 500.
+and JSON values have the types the verbs take. Every refusal is one error map
+(tracker_api.errors.admin_refusal: BadInput 400, NotFound 404, Conflict 409; Redis unreachable
+503), answered as JSON ``{"error": "..."}`` and counted, never a 500.
 """
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import falcon
 import orjson
 
 from tracker_api.auth import ANY, GLOBAL, PROJECT, Authenticator
 from tracker_api.config import AppConfig
-from tracker_api.errors import Refused, read_bounded
-from tracker_core import audit, hq, operations, tokens
+from tracker_api.errors import Refused, admin_refusal, read_bounded
+from tracker_core import audit, log_archive
 from tracker_core import settings as settings_mod
-from tracker_core.admin import NOT_UTF8, Admin, AdminError
+from tracker_core.admin import (
+    backfeed,
+    census,
+    checks,
+    dead,
+    hq,
+    items,
+    limits,
+    log,
+    projects,
+    segments,
+    tokens,
+)
+from tracker_core.admin import claims as claim_verbs
+from tracker_core.admin.context import AdminContext
+from tracker_core.admin.errors import AdminError, BadInput
+from tracker_core.tokens import MAX_NOTE
 
 MAX_JSON_BYTES = 1 << 20
 MAX_UPLOAD_BYTES = 64 << 20  # an item list uploaded as text, one name per line
-MAX_REASON_CHARS = 300
+DEFAULT_SEGMENTS_DIR = Path("var", "segments")
 DIGITS_RE = re.compile(r"[0-9]{1,20}\Z")
-TOKEN_ID_RE = re.compile(r"[0-9a-f]{12}\Z")
 
 
 class Call:
-    """What a handler gets: the request, the path parameters, the caller's token, helpers."""
+    """What a handler gets: the request, the path parameters, the caller's token, and the admin
+    context acting as that token (what the verbs audit)."""
 
     def __init__(self, api: AdminApi, req, params: dict, token):
         self.api, self.req, self.params, self.token = api, req, params, token
-        self.admin: Admin = api.admin
+        self.ctx: AdminContext = api.admin.as_actor(token.token_id)
         self.project = params.get("project")
 
     def body(self, allowed: tuple[str, ...] | None = None) -> dict:
@@ -56,29 +75,26 @@ class Call:
             unknown = sorted(set(body) - set(allowed))
             if unknown:
                 known = ", ".join(allowed) if allowed else "none: send no body"
-                raise AdminError(f"unknown field {unknown[0][:80]!r} (known: {known})")
+                raise BadInput(f"unknown field {unknown[0][:80]!r} (known: {known})")
         return body
 
     def _param(self, name: str):
         value = self.req.params.get(name)
         if isinstance(value, list):
-            raise AdminError(f"query parameter {name!r} given more than once")
+            raise BadInput(f"query parameter {name!r} given more than once")
         return value or None
 
-    def int_param(self, name: str, default: int, low: int = 0, high: int = operations.MAX_CURSOR) -> int:
+    def int_param(self, name: str, default: int, low: int = 0, high: int = checks.MAX_CURSOR) -> int:
         raw = self._param(name)
         if raw is None:
             return default
         if not DIGITS_RE.match(raw) or not low <= int(raw) <= high:
-            raise AdminError(f"query parameter {name!r} must be an integer from {low} to {high}")
+            raise BadInput(f"query parameter {name!r} must be an integer from {low} to {high}")
         return int(raw)
 
     def str_param(self, name: str, default, max_chars: int):
         raw = self._param(name)
-        return default if raw is None else operations.check_text(raw, name, max_chars)
-
-    def audit(self, action: str, **detail) -> None:
-        audit.record(self.admin.r, self.token.token_id, action, self.project, **detail)
+        return default if raw is None else checks.text(raw, name, max_chars)
 
 
 def _read(req, limit: int, project) -> bytes:
@@ -98,7 +114,7 @@ def query(*names: str):
 def _need(body: dict, name: str):
     value = body.get(name)
     if value is None:
-        raise AdminError(f"missing {name!r}")
+        raise BadInput(f"missing {name!r}")
     return value
 
 
@@ -107,7 +123,7 @@ def _str(body: dict, name: str, max_chars: int, default: str | None = None, empt
     value = body.get(name)
     if value is None and default is not None:
         return default
-    return operations.check_text(_need(body, name), name, max_chars, empty_ok)
+    return checks.text(_need(body, name), name, max_chars, empty_ok)
 
 
 def _int(body: dict, name: str, default: int, low: int, high: int) -> int:
@@ -115,7 +131,7 @@ def _int(body: dict, name: str, default: int, low: int, high: int) -> int:
     if value is None:
         return default
     if type(value) is not int or not low <= value <= high:
-        raise AdminError(f"{name!r} must be an integer from {low} to {high}")
+        raise BadInput(f"{name!r} must be an integer from {low} to {high}")
     return value
 
 
@@ -124,35 +140,34 @@ def _bool(body: dict, name: str, default: bool = False) -> bool:
     if value is None:
         return default
     if type(value) is not bool:
-        raise AdminError(f"{name!r} must be true or false")
+        raise BadInput(f"{name!r} must be true or false")
     return value
 
 
 def _setting_values(values: dict) -> dict[str, str]:
-    """JSON setting values as the validators take them: strings, numbers and booleans only."""
+    """JSON setting values as the verbs take them: strings, numbers and booleans only."""
     out = {}
     for name, value in values.items():
         if name not in settings_mod.SETTINGS:
-            settings_mod.validate(name, "")  # the one-line "unknown setting" reason
+            raise BadInput(
+                f"unknown setting {name[:80]!r} (known: {', '.join(sorted(settings_mod.SETTINGS))})"
+            )
         if type(value) is bool:
             value = "true" if value else "false"
         elif type(value) in (int, float):
             value = str(value)
         elif type(value) is not str:
             kind = {type(None): "null", list: "a list", dict: "an object"}[type(value)]
-            raise AdminError(f"setting {name!r} must be a string, number or boolean, not {kind}")
+            raise BadInput(f"setting {name!r} must be a string, number or boolean, not {kind}")
         out[name] = value
     return out
 
 
-# -- handlers: (call) -> JSON-ready answer ------------------------------------------------------
+# -- handlers: (call) -> the verb's JSON-ready answer -------------------------------------------
 
 
 def list_projects(c: Call):
-    names = c.admin.projects()
-    if not c.token.is_global:
-        names = [n for n in names if c.token.allows(n)]
-    return {"projects": names}
+    return {"projects": [n for n in projects.list_projects(c.ctx) if c.token.allows(n)]}
 
 
 def create_project(c: Call):
@@ -160,51 +175,35 @@ def create_project(c: Call):
     name = _str(body, "project", 64)
     values = body.get("settings")
     if values is not None and type(values) is not dict:
-        raise AdminError("'settings' must be an object")
-    values = _setting_values(values or {})
-    if not c.admin.create_project(name, **values):
-        raise Refused(409, f"project {name!r} already exists", "admin_conflict")
-    c.project = name
-    c.audit("project.create", settings=values)
-    return {"created": name}
+        raise BadInput("'settings' must be an object")
+    return projects.create(c.ctx, name, _setting_values(values or {}))
 
 
 def show_project(c: Call):
-    return c.admin.show_project(c.project)
+    return projects.show(c.ctx, c.project)
 
 
 def delete_project(c: Call):
     c.body(())
-    operations.delete_project(c.admin, c.project)
-    c.audit("project.delete")
-    return {"deleted": c.project}
+    return projects.delete(c.ctx, c.project)
 
 
 def set_settings(c: Call):
-    values = _setting_values(c.body())
-    if not values:
-        raise AdminError("no settings given")
-    age = c.admin.set_settings(c.project, values)
-    c.audit("project.settings", settings=values)
-    return {"settings_age": age}
+    return projects.set_settings(c.ctx, c.project, _setting_values(c.body()))
 
 
 def pause(c: Call):
     c.body(())
-    age = operations.pause(c.admin, c.project, True)
-    c.audit("project.pause")
-    return {"settings_age": age, "paused": True}
+    return projects.pause(c.ctx, c.project)
 
 
 def resume(c: Call):
     c.body(())
-    age = operations.pause(c.admin, c.project, False)
-    c.audit("project.resume")
-    return {"settings_age": age, "paused": False}
+    return projects.resume(c.ctx, c.project)
 
 
 def queues(c: Call):
-    return c.admin.status(c.project)
+    return census.status(c.ctx, c.project)
 
 
 def _upload_names(c: Call) -> list[str]:
@@ -212,230 +211,185 @@ def _upload_names(c: Call) -> list[str]:
     if kind == "application/json":
         names = c.body(("items",)).get("items")
         if type(names) is not list or any(type(n) is not str for n in names):
-            raise AdminError("'items' must be a list of strings")
-    else:
-        raw = _read(c.req, MAX_UPLOAD_BYTES, c.project)
-        # Only a line end ends a name: str.splitlines() also splits at NEL, U+2028, FF and VT,
-        # which URL names may hold.
-        names = [line.removesuffix("\r") for line in raw.decode("utf-8", "surrogateescape").split("\n")]
-    return operations.check_items([n for n in names if n])
+            raise BadInput("'items' must be a list of strings")
+        return names
+    raw = _read(c.req, MAX_UPLOAD_BYTES, c.project)
+    # Only a line end ends a name: str.splitlines() also splits at NEL, U+2028, FF and VT, which
+    # URL names may hold. A line that is not UTF-8 is read with surrogateescape: the verb refuses
+    # it on its own (counted) and adds the rest.
+    return [line.removesuffix("\r") for line in raw.decode("utf-8", "surrogateescape").split("\n")]
 
 
 def add_items(c: Call):
-    queue = operations.check_queue(c.params["queue"])
-    c.admin._keys(c.project)
-    names = _upload_names(c)
-    added = duplicates = 0
-    refused: dict = {}
-    for a, d in c.admin.add_items(c.project, names, queue=queue, refused=refused):
-        added += a
-        duplicates += d
-    # A text upload is read with surrogateescape: a line that is not UTF-8 is refused on its own
-    # (counted) and the rest is added; the answer says how many when there were any.
-    answer = {"added": added, "duplicates": duplicates}
-    if refused:
-        answer["refused_not_utf8"] = refused[NOT_UTF8]
-    c.audit("items.add", queue=queue, **answer)
-    return answer
+    c.ctx.keys(c.project)  # an unknown project is a 404 before its upload is read
+    return items.add(c.ctx, c.project, _upload_names(c), queue=c.params["queue"])
 
 
 def count_queue(c: Call):
-    return {"queue": c.params["queue"], "count": operations.count(c.admin, c.project, c.params["queue"])}
+    return items.count(c.ctx, c.project, c.params["queue"])
 
 
 @query("count")
 def sample(c: Call):
-    count = c.int_param("count", 20, 1, operations.MAX_SAMPLE)
-    return {"items": operations.sample(c.admin, c.project, c.params["queue"], count)}
+    count = c.int_param("count", 20, 1, checks.MAX_SAMPLE)
+    return items.sample(c.ctx, c.project, c.params["queue"], count)
 
 
 def clear(c: Call):
     c.body(())
-    dropped = operations.clear(c.admin, c.project, c.params["queue"])
-    c.audit("queue.clear", queue=c.params["queue"], dropped=dropped)
-    return {"dropped": dropped}
+    return items.clear(c.ctx, c.project, c.params["queue"])
 
 
 def move(c: Call):
     body = c.body(("to", "pattern", "cursor", "limit"))
-    target = _str(body, "to", 100)
-    pattern = _str(body, "pattern", operations.MAX_PATTERN_CHARS, "*")
-    result = operations.move(
-        c.admin,
+    return items.move(
+        c.ctx,
         c.project,
         c.params["queue"],
-        target,
-        pattern=pattern,
-        cursor=_int(body, "cursor", 0, 0, operations.MAX_CURSOR),
-        limit=_int(body, "limit", 1000, 1, operations.MAX_PAGE),
+        _str(body, "to", 100),
+        pattern=_str(body, "pattern", checks.MAX_PATTERN_CHARS, "*"),
+        cursor=_int(body, "cursor", 0, 0, checks.MAX_CURSOR),
+        limit=_int(body, "limit", 1000, 1, checks.MAX_PAGE),
     )
-    c.audit("queue.move", source=c.params["queue"], target=target, pattern=pattern, moved=result["moved"])
-    return result
 
 
 @query("cursor", "count", "pattern")
 def claims(c: Call):
-    return operations.list_claims(
-        c.admin,
+    return claim_verbs.list_claims(
+        c.ctx,
         c.project,
         cursor=c.int_param("cursor", 0),
-        count=c.int_param("count", 100, 1, operations.MAX_PAGE),
-        pattern=c.str_param("pattern", "*", operations.MAX_PATTERN_CHARS),
+        count=c.int_param("count", 100, 1, checks.MAX_PAGE),
+        pattern=c.str_param("pattern", "*", checks.MAX_PATTERN_CHARS),
     )
 
 
 def release(c: Call):
     body = c.body(("downloader", "older_than_s", "pattern", "cursor", "limit"))
     chosen = {k: body[k] for k in ("downloader", "older_than_s", "pattern") if body.get(k) is not None}
-    result = operations.release(
-        c.admin,
+    return claim_verbs.release(
+        c.ctx,
         c.project,
         **chosen,
-        cursor=_int(body, "cursor", 0, 0, operations.MAX_CURSOR),
-        limit=_int(body, "limit", 1000, 1, operations.MAX_PAGE),
+        cursor=_int(body, "cursor", 0, 0, checks.MAX_CURSOR),
+        limit=_int(body, "limit", 1000, 1, checks.MAX_PAGE),
     )
-    c.audit("claims.release", filter=chosen, released=result["released"])
-    return result
 
 
 def block(c: Call):
+    """A project's block (the project's route) or a global one (/api/admin/blocks)."""
     body = c.body(("entry", "remove"))
-    entry, remove = _str(body, "entry", 200), _bool(body, "remove")
-    entry = c.admin.block(entry, c.project, remove)  # as stored: ip:10.0.0.1/32 is ip:10.0.0.1
-    c.audit("block.remove" if remove else "block.add", entry=entry)
-    return {"entry": entry, "blocked": not remove}
+    return limits.block(c.ctx, _str(body, "entry", 200), c.project, _bool(body, "remove"))
 
 
 def upload_target(c: Call):
     body = c.body(("url", "state"))
-    url, state = _str(body, "url", 2000), _str(body, "state", 10, "active")
-    if state not in ("active", "inactive", "remove"):
-        raise AdminError("'state' must be active, inactive or remove")
-    c.admin.set_upload_target(c.project, url, "" if state == "remove" else state)
-    c.audit("upload_target", url=url, state="removed" if state == "remove" else state)
-    return {"url": url, "state": "removed" if state == "remove" else state}
+    return projects.set_upload_target(
+        c.ctx, c.project, _str(body, "url", 2000), _str(body, "state", 10, "active")
+    )
 
 
 @query("count", "before")
 def project_audit(c: Call):
-    c.admin._keys(c.project, must_exist=False)  # a deleted project's log stays readable
-    return audit.read(
-        c.admin.r, c.project, c.int_param("count", 100, 1, audit.MAX_PAGE), c.str_param("before", None, 41)
-    )
+    return _audit_page(c, c.project)
 
 
 @query("count", "before")
 def global_audit(c: Call):
-    return audit.read(
-        c.admin.r, None, c.int_param("count", 100, 1, audit.MAX_PAGE), c.str_param("before", None, 41)
+    return _audit_page(c, None)
+
+
+def _audit_page(c: Call, project: str | None):
+    # A deleted project's log stays readable: the verb checks the name, not the project.
+    return log.audit_page(
+        c.ctx, project, c.int_param("count", 100, 1, audit.MAX_PAGE), c.str_param("before", None, 41)
     )
 
 
 def list_tokens(c: Call):
-    return {"tokens": [t.__dict__ for t in tokens.list_tokens(c.admin.r)]}
+    return tokens.list_tokens(c.ctx)
 
 
 def create_token(c: Call):
     body = c.body(("scope", "note"))
-    scope = _str(body, "scope", 64)
-    text, record = tokens.create(c.admin.r, scope, _str(body, "note", tokens.MAX_NOTE, "", True))
-    c.project = None if record.is_global else scope
-    c.audit("token.create", token_id=record.token_id, scope=scope)
-    return {"token": text, "token_id": record.token_id, "scope": scope}
+    return tokens.create(c.ctx, _str(body, "scope", 64), _str(body, "note", MAX_NOTE, "", True))
 
 
 def revoke_token(c: Call):
     c.body(())
-    token_id = c.params["token_id"]
-    if not TOKEN_ID_RE.match(token_id):
-        raise AdminError(f"bad token id {token_id[:40]!r}: the 12 hex characters after trk_")
-    if not tokens.revoke(c.admin.r, token_id):
-        raise operations.NotFound(f"no token {token_id!r}")
-    c.audit("token.revoke", token_id=token_id)
-    return {"revoked": token_id}
+    return tokens.revoke(c.ctx, c.params["token_id"])
 
 
 @query("offset", "count")
 def warriors(c: Call):
-    return hq.registry(c.admin.r, c.int_param("offset", 0, 0, 10**9), c.int_param("count", 100, 1, 1000))
+    return hq.warriors(c.ctx, c.int_param("offset", 0, 0, 10**9), c.int_param("count", 100, 1, 1000))
 
 
 def set_hq(c: Call):
-    result = operations.set_hq(c.admin, c.body())
-    c.audit("hq.set", fields=result["hq"])
-    return result
+    return hq.set_fields(c.ctx, c.body())
 
 
 # pattern and item-type limits
 
 
 def list_limits(c: Call):
-    return {"limits": c.admin.limits(c.project)}
+    return {"limits": limits.list_limits(c.ctx, c.project)}
 
 
 def add_limit(c: Call):
     body = c.body(("name", "pattern", "rate", "reclassify"))
-    name, pattern, rate = _need(body, "name"), _need(body, "pattern"), _need(body, "rate")
-    reclassify_now = _bool(body, "reclassify", True)
-    result = operations.add_limit(c.admin, c.project, name, pattern, rate, reclassify_now)
-    c.audit("limit.add", name=name, pattern=pattern, rate=str(rate), reclassify=reclassify_now)
-    return result
+    return limits.add(
+        c.ctx,
+        c.project,
+        _need(body, "name"),
+        _need(body, "pattern"),
+        _need(body, "rate"),
+        _bool(body, "reclassify", True),
+    )
 
 
 def remove_limit(c: Call):
     c.body(())
-    result = operations.remove_limit(c.admin, c.project, c.params["name"])
-    c.audit("limit.remove", name=c.params["name"])
-    return result
+    return limits.remove(c.ctx, c.project, c.params["name"])
 
 
 def reclassify(c: Call):
     c.body(())
-    result = operations.reclassify(c.admin, c.project)
-    c.audit("limit.reclassify", **result)
-    return result
+    return limits.reclassify(c.ctx, c.project)
 
 
 # backfeed secrets and shards
 
 
 def list_backfeed_secrets(c: Call):
-    return {"secrets": operations.list_backfeed_secrets(c.admin, c.project)}
+    return {"secrets": backfeed.list_secrets(c.ctx, c.project)}
 
 
 def create_backfeed_secret(c: Call):
     c.body(())
-    result = operations.create_backfeed_secret(c.admin, c.project)
-    c.audit("backfeed_secret.create", id=result["id"])  # never the secret itself
-    return result
+    return backfeed.create_secret(c.ctx, c.project)
 
 
 def revoke_backfeed_secret(c: Call):
     c.body(())
-    result = operations.revoke_backfeed_secret(c.admin, c.project, c.params["secret_id"])
-    c.audit("backfeed_secret.revoke", id=result["revoked"])
-    return result
+    return backfeed.revoke_secret(c.ctx, c.project, c.params["secret_id"])
 
 
 @query("cursor", "count")
 def shard_map(c: Call):
-    return operations.shard_map(
-        c.admin, c.project, c.int_param("cursor", 0), c.int_param("count", 1000, 1, operations.MAX_PAGE)
+    return backfeed.shard_map(
+        c.ctx, c.project, c.int_param("cursor", 0), c.int_param("count", 1000, 1, checks.MAX_PAGE)
     )
 
 
 def map_shard(c: Call):
     body = c.body(("queue",))
-    result = operations.map_shard(c.admin, c.project, c.params["shard"], _str(body, "queue", 100))
-    c.audit("backfeed_shard.map", **result)
-    return result
+    return backfeed.map_shard(c.ctx, c.project, c.params["shard"], _str(body, "queue", 100))
 
 
 def unmap_shard(c: Call):
     c.body(())
-    result = operations.unmap_shard(c.admin, c.project, c.params["shard"])
-    c.audit("backfeed_shard.unmap", shard=result["shard"])
-    return result
+    return backfeed.unmap_shard(c.ctx, c.project, c.params["shard"])
 
 
 # dead items and segments
@@ -443,8 +397,8 @@ def unmap_shard(c: Call):
 
 @query("cursor", "count")
 def list_dead(c: Call):
-    return operations.list_dead(
-        c.admin, c.project, c.int_param("cursor", 0), c.int_param("count", 100, 1, operations.MAX_PAGE)
+    return dead.list_dead(
+        c.ctx, c.project, c.int_param("cursor", 0), c.int_param("count", 100, 1, checks.MAX_PAGE)
     )
 
 
@@ -453,49 +407,38 @@ def requeue_dead(c: Call):
     queue = _str(body, "queue", 100, "todo")
     everything = _bool(body, "all")
     if everything == (body.get("items") is not None):
-        raise AdminError("give 'items' (a list of names) or \"all\": true")
+        raise BadInput("give 'items' (a list of names) or \"all\": true")
     if everything:
-        result = operations.requeue_dead_page(
-            c.admin,
+        return dead.requeue_page(
+            c.ctx,
             c.project,
-            _int(body, "cursor", 0, 0, operations.MAX_CURSOR),
-            _int(body, "limit", 1000, 1, operations.MAX_PAGE),
+            _int(body, "cursor", 0, 0, checks.MAX_CURSOR),
+            _int(body, "limit", 1000, 1, checks.MAX_PAGE),
             queue,
         )
-        c.audit("dead.requeue", queue=queue, all=True, requeued=result["requeued"])
-        return result
     if body.get("cursor") is not None or body.get("limit") is not None:
-        raise AdminError("'cursor' and 'limit' go with \"all\": true")
-    result = operations.requeue_dead(c.admin, c.project, body["items"], queue)
-    c.audit("dead.requeue", queue=queue, items=len(body["items"]), requeued=result["requeued"])
-    return result
+        raise BadInput("'cursor' and 'limit' go with \"all\": true")
+    return dead.requeue(c.ctx, c.project, body["items"], queue)
 
 
 def list_segments(c: Call):
-    return operations.list_segments(c.admin, c.project)
+    return segments.list_segments(c.ctx, c.project)
 
 
 @query("kind", "since", "downloader", "cursor", "limit")
 def log_page(c: Call):
     """A page of the done log (archived segments, then the stream), or of the uploads or
     bad_dones streams, oldest first; "cursor" in the answer continues it (null: the end)."""
-    from tracker_core import log_archive
-
-    k = c.admin._keys(c.project)
-    since = c.str_param("since", None, 40)
-    cursor = c.str_param("cursor", None, 41)
-    if cursor is not None:
-        log_archive.parse_id(cursor)
     try:
-        return log_archive.page(
-            c.admin.r,
-            k,
-            c.api.config.segments_dir or log_archive.segments_dir_from_env(),
-            c.str_param("kind", "done", 20),
-            None if since is None else log_archive.parse_since(since),
-            c.str_param("downloader", None, 64),
-            cursor,
-            c.int_param("limit", 100, 1, log_archive.PAGE_MAX),
+        return log.done_page(
+            c.ctx,
+            c.project,
+            c.api.segments_dir,
+            kind=c.str_param("kind", "done", 20),
+            since=c.str_param("since", None, 40),
+            downloader=c.str_param("downloader", None, 64),
+            cursor=c.str_param("cursor", None, 41),
+            limit=c.int_param("limit", 100, 1, log_archive.PAGE_MAX),
         )
     except log_archive.LogUnreadable as exc:  # this node does not see the segment files
         raise Refused(503, str(exc), "admin_log_unreadable", c.project) from None
@@ -504,23 +447,18 @@ def log_page(c: Call):
 def redo_items(c: Call):
     """Re-queue done or seen items on purpose: by names, or a page of done items by pattern."""
     body = c.body(("items", "pattern", "queue", "cursor", "limit", "even_if_offloaded"))
-    queue = _str(body, "queue", 100, operations.REDO_QUEUE)
-    pattern, names = body.get("pattern"), body.get("items")
-    if names is not None and (body.get("cursor") is not None or body.get("limit") is not None):
-        raise AdminError("'cursor' and 'limit' go with 'pattern'")
-    result = operations.redo(
-        c.admin,
+    if body.get("items") is not None and (body.get("cursor") is not None or body.get("limit") is not None):
+        raise BadInput("'cursor' and 'limit' go with 'pattern'")
+    return items.redo(
+        c.ctx,
         c.project,
-        names=names,
-        pattern=pattern,
-        cursor=_int(body, "cursor", 0, 0, operations.MAX_CURSOR),
-        limit=_int(body, "limit", 1000, 1, operations.MAX_PAGE),
-        queue=queue,
+        names=body.get("items"),
+        pattern=body.get("pattern"),
+        cursor=_int(body, "cursor", 0, 0, checks.MAX_CURSOR),
+        limit=_int(body, "limit", 1000, 1, checks.MAX_PAGE),
+        queue=_str(body, "queue", 100, items.REDO_QUEUE),
         even_if_offloaded=_bool(body, "even_if_offloaded"),
     )
-    chosen = {"pattern": pattern} if pattern is not None else {"items": len(names)}
-    c.audit("items.redo", queue=queue, **chosen, **{k: v for k, v in result.items() if k != "cursor"})
-    return result
 
 
 P = "/api/admin/projects/{project}"
@@ -569,10 +507,12 @@ ADMIN_ROUTES = [
 
 
 class AdminApi:
-    def __init__(self, admin: Admin, config: AppConfig = AppConfig()):
+    def __init__(self, admin: AdminContext, config: AppConfig = AppConfig()):
         self.admin = admin
-        self.config = config
-        self.auth = Authenticator(admin.r)
+        self.auth = Authenticator(admin.conn)
+        # Where `tracker maintain` archives the done log (the log route reads it); without one
+        # configured, where `tracker run` keeps it by default.
+        self.segments_dir = config.segments_dir or DEFAULT_SEGMENTS_DIR
 
     def responder(self, needs: str, handler):
         accepted = getattr(handler, "query", frozenset())
@@ -584,14 +524,10 @@ class AdminApi:
                 unknown = sorted(set(req.params) - accepted)
                 if unknown:
                     known = ", ".join(sorted(accepted)) or "none"
-                    raise AdminError(f"unknown query parameter {unknown[0][:80]!r} (known: {known})")
+                    raise BadInput(f"unknown query parameter {unknown[0][:80]!r} (known: {known})")
                 answer = handler(call)
-            except (AdminError, tokens.TokenError, ValueError) as exc:
-                text = (str(exc).splitlines() or ["bad request"])[0][:MAX_REASON_CHARS]
-                status = (
-                    404 if isinstance(exc, operations.NotFound) or text.startswith("unknown project") else 400
-                )
-                raise Refused(status, text, "admin_bad_request", call.project) from None
+            except AdminError as exc:
+                raise admin_refusal(exc, call.project) from None
             resp.content_type = falcon.MEDIA_JSON
             resp.data = dumps(answer)
 
@@ -623,7 +559,7 @@ class _Route:
     """One path of the admin API; its responders are set per method from ADMIN_ROUTES."""
 
 
-def add_admin_routes(app, admin: Admin, config: AppConfig = AppConfig()) -> None:
+def add_admin_routes(app, admin: AdminContext, config: AppConfig = AppConfig()) -> None:
     api = AdminApi(admin, config)
     routes: dict[str, _Route] = {}
     for method, path, needs, handler in ADMIN_ROUTES:

@@ -5,7 +5,9 @@ cookie scoped to /admin, and every form carries a CSRF field derived from it (an
 holder of the token can compute), so another site can make a browser neither read nor post.
 The login form carries a nonce its own cookie holds (login CSRF), a post whose Origin is
 another host is refused, and the pages may not be framed or cached (web_headers).
-Changes go through the same operations as the API and CLI, and into the audit log.
+A form's action is a thin adapter over an admin verb (tracker_core.admin), which audits it
+with the token's id; a refusal is the admin faces' one error map (tracker_api.errors:
+BadInput 400, NotFound 404, Conflict 409), shown in a page.
 """
 
 from __future__ import annotations
@@ -20,9 +22,12 @@ import urllib.parse
 import falcon
 
 from tracker_api.auth import ANY, PROJECT, Authenticator
-from tracker_api.errors import Refused
-from tracker_core import audit, hq, operations
-from tracker_core.admin import Admin, AdminError
+from tracker_api.errors import Refused, admin_refusal
+from tracker_core import hq as registry
+from tracker_core.admin import census, checks, hq, items, limits, projects
+from tracker_core.admin import claims as claim_verbs
+from tracker_core.admin.context import AdminContext
+from tracker_core.admin.errors import AdminError, BadInput
 
 COOKIE = "tracker_admin"
 LOGIN_COOKIE = "tracker_login"  # the login form's CSRF nonce
@@ -74,17 +79,17 @@ def _when(ms) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(int(ms) / 1000))
 
 
-def _warriors_section(admin: Admin, token) -> str:
+def _warriors_section(ctx: AdminContext, token) -> str:
     """Registered warriors by last heartbeat (global admins see the registry, others the count)."""
-    within_min = hq.ONLINE_WITHIN_MS // 60_000
+    within_min = registry.ONLINE_WITHIN_MS // 60_000
     body = (
-        f"<h2>Warriors</h2><p>{hq.online_count(admin.r)} online (a heartbeat in the last "
+        f"<h2>Warriors</h2><p>{registry.online_count(ctx.conn)} online (a heartbeat in the last "
         f"{within_min} minutes)</p>"
     )
     if not token.is_global:
         return body
     rows = []
-    for w in hq.list_warriors(admin.r, 0, WARRIORS_SHOWN):
+    for w in hq.warriors(ctx, 0, WARRIORS_SHOWN)["warriors"]:
         registered = w.get("warrior") if isinstance(w.get("warrior"), dict) else {}
         version = w.get("version") or registered.get("version", "")
         lat_lng = w.get("lat_lng")
@@ -138,9 +143,9 @@ def _read_form(req, project) -> dict[str, str]:
 
 
 class AdminPages:
-    def __init__(self, admin: Admin):
+    def __init__(self, admin: AdminContext):
         self.admin = admin
-        self.auth = Authenticator(admin.r)
+        self.auth = Authenticator(admin.conn)
 
     def _token(self, req, needs: str, project: str | None = None):
         text = req.cookies.get(COOKIE, "")
@@ -178,7 +183,7 @@ class AdminPages:
                 "</label><button>Log in</button></form>",
             )
             return
-        names = [n for n in self.admin.projects() if token.allows(n)]
+        names = [n for n in projects.list_projects(self.admin) if token.allows(n)]
         links = "".join(f'<li><a href="/admin/{html.escape(n)}">{html.escape(n)}</a></li>' for n in names)
         resp.text = _page("Tracker admin", f"<ul>{links}</ul>" + _warriors_section(self.admin, token))
 
@@ -228,10 +233,11 @@ class ProjectPage:
     def on_get(self, req, resp, project: str):
         text, _ = self.pages._token(req, PROJECT, project)
         try:
-            status = self.admin.status(project)
-            shown = self.admin.show_project(project)
+            status = census.status(self.admin, project)
+            shown = projects.show(self.admin, project)
+            listed = limits.list_limits(self.admin, project)
         except AdminError as exc:
-            raise Refused(404, str(exc), "admin_bad_request", None) from None
+            raise admin_refusal(exc, None) from None
         csrf = csrf_for(text)
         base = f"/admin/{project}/"
         queues = "".join(
@@ -239,7 +245,7 @@ class ProjectPage:
             for q, n in status["queues"].items()
             if q != "downloader"
         )
-        limits = "".join(
+        setting_fields = "".join(
             f'<label>{name} <input name="{name}" value="{html.escape(shown["settings"].get(name, ""))}">'
             "</label><br>"
             for name in LIMIT_SETTINGS
@@ -249,7 +255,7 @@ class ProjectPage:
             f"<td>{html.escape(x['rate'])}</td><td>"
             + _form(base + "limit-remove", csrf, _hidden("name", x["name"]), "Remove")
             + "</td></tr>"
-            for x in self.admin.limits(project)
+            for x in listed
         )
         message = req.get_param("done")
         body = (
@@ -265,7 +271,7 @@ class ProjectPage:
                 "Add",
             )
             + "<h2>Limits</h2>"
-            + _form(base + "limits", csrf, limits, "Save")
+            + _form(base + "limits", csrf, setting_fields, "Save")
             + "<h3>Pattern and item-type limits</h3><p>Items that match share one rate; the first "
             "matching limit wins. Patterns: type:T, prefix:P, domain:D or regex:R.</p>"
             "<table><tr><th>name</th><th>pattern</th><th>rate</th><th></th></tr>"
@@ -316,7 +322,7 @@ class ProjectPage:
 
 
 class ProjectAction:
-    """POST /admin/P/ACTION from the forms above: check token and CSRF, act, audit, go back."""
+    """POST /admin/P/ACTION from the forms above: check token and CSRF, run the verb, go back."""
 
     def __init__(self, pages: AdminPages):
         self.pages = pages
@@ -332,65 +338,59 @@ class ProjectAction:
             raise Refused(404, f"no admin action {action[:80]!r}", "admin_bad_request", project)
         handler = getattr(self, "_" + action.replace("-", "_"))
         try:
-            message, detail, *more = handler(project, form)
-        except (AdminError, ValueError) as exc:
-            text = (str(exc).splitlines() or ["bad request"])[0][:300]
-            status = 404 if isinstance(exc, operations.NotFound) else 400
-            raise Refused(status, text, "admin_bad_request", project) from None
-        audit.record(self.admin.r, token.token_id, "page." + action, project, **detail)
+            message, *more = handler(self.admin.as_actor(token.token_id), project, form)
+        except AdminError as exc:
+            raise admin_refusal(exc, project) from None
         resp.status = falcon.HTTP_303
         resp.location = f"/admin/{project}?" + urllib.parse.urlencode(
             {"done": message, **(more[0] if more else {})}
         )
 
-    def _add_items(self, project, form):
-        names = operations.check_items([n.strip() for n in form.get("items", "").splitlines() if n.strip()])
-        queue = operations.check_queue(form.get("queue") or "todo")
-        self.admin._keys(project)
-        added = duplicates = 0
-        for a, d in self.admin.add_items(project, names, queue=queue):
-            added, duplicates = added + a, duplicates + d
-        return f"added {added}, {duplicates} already known", {"queue": queue, "added": added}
+    # Each action: (ctx acting as the logged-in token, project, form) -> (message[, more query]).
 
-    def _limits(self, project, form):
+    def _add_items(self, ctx, project, form):
+        names = [n.strip() for n in form.get("items", "").splitlines() if n.strip()]
+        added = items.add(ctx, project, names, queue=form.get("queue") or "todo")
+        return (f"added {added['added']}, {added['duplicates']} already known",)
+
+    def _limits(self, ctx, project, form):
         values = {k: form[k] for k in LIMIT_SETTINGS if k in form}
-        age = self.admin.set_settings(project, values)
-        return f"settings saved (age {age})", {"settings": values}
+        return (f"settings saved (age {projects.set_settings(ctx, project, values)['settings_age']})",)
 
-    def _limit_add(self, project, form):
+    def _limit_add(self, ctx, project, form):
         name, pattern = form.get("name", "").strip(), form.get("pattern", "").strip()
-        rate = form.get("rate", "").strip()
-        result = operations.add_limit(self.admin, project, name, pattern, rate)
-        return (
-            f"limit {name} set",
-            {"name": name, "pattern": pattern, "rate": rate, "settings_age": result["settings_age"]},
-        )
+        limits.add(ctx, project, name, pattern, form.get("rate", "").strip())
+        return (f"limit {name} set",)
 
-    def _limit_remove(self, project, form):
+    def _limit_remove(self, ctx, project, form):
         name = form.get("name", "").strip()
-        operations.remove_limit(self.admin, project, name)
-        return f"limit {name} removed", {"name": name}
+        limits.remove(ctx, project, name)
+        return (f"limit {name} removed",)
 
-    def _release(self, project, form):
-        """Release a page of claims at a time until none is left, or the budget is spent."""
+    def _release(self, ctx, project, form):
+        """Release a page of claims at a time until none is left, or the budget is spent (each
+        page is one release, audited on its own)."""
         downloader = form.get("downloader", "").strip() or None
         pattern = form.get("pattern", "").strip() or None
         age = form.get("older_than_s", "").strip()
-        older_than_s = float(age) if age else None
+        try:
+            older_than_s = float(age) if age else None
+        except ValueError:
+            raise BadInput("'older_than_s' must be a number of seconds") from None
         cursor = form.get("cursor", "0").strip() or "0"
         if not cursor.isdigit() or len(cursor) > 20:
-            raise AdminError("cursor must be a number")
+            raise BadInput("cursor must be a number")
         cursor = int(cursor)
         released, deadline = 0, time.monotonic() + RELEASE_SECONDS
         for _ in range(RELEASE_PAGES):
-            page = operations.release(
-                self.admin,
+            page = claim_verbs.release(
+                ctx,
                 project,
                 downloader=downloader,
                 older_than_s=older_than_s,
                 pattern=pattern,
                 cursor=cursor,
-                limit=operations.MAX_PAGE,
+                limit=checks.MAX_PAGE,
             )
             released, cursor = released + page["released"], page["cursor"]
             if cursor == 0:
@@ -406,23 +406,15 @@ class ProjectAction:
                 "older_than_s": age,
                 "pattern": pattern or "",
             }
-        message = f"released {released}" + ("; more left, continue below" if cursor else "")
-        detail = {
-            "downloader": downloader,
-            "older_than_s": age,
-            "pattern": pattern,
-            "released": released,
-            "finished": not cursor,
-        }
-        return message, detail, more
+        return f"released {released}" + ("; more left, continue below" if cursor else ""), more
 
-    def _block(self, project, form):
-        entry, remove = form.get("entry", "").strip(), form.get("remove") == "1"
-        entry = self.admin.block(entry, project, remove)
-        return ("unblocked " if remove else "blocked ") + entry, {"entry": entry, "remove": remove}
+    def _block(self, ctx, project, form):
+        remove = form.get("remove") == "1"
+        entry = limits.block(ctx, form.get("entry", "").strip(), project, remove)["entry"]
+        return (("unblocked " if remove else "blocked ") + entry,)
 
 
-def add_admin_pages(app, admin: Admin) -> None:
+def add_admin_pages(app, admin: AdminContext) -> None:
     pages = AdminPages(admin)
     app.add_route("/admin", pages)
     app.add_route("/admin/{project}", ProjectPage(pages))

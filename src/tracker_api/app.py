@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import falcon
 import redis
 
@@ -21,7 +19,7 @@ from tracker_api import (
 from tracker_api.config import AppConfig
 from tracker_api.errors import Refused, refuse_handler, script_handler, storage_handler, unrouted_handler
 from tracker_api.web_headers import SecurityHeaders
-from tracker_core.admin import Admin
+from tracker_core.admin.context import AdminContext
 from tracker_core.engine import Engine
 from tracker_core.rawredis import RedisError
 from tracker_core.scripts import ScriptError
@@ -53,28 +51,18 @@ def _collapse_slashes(app):
     return wsgi
 
 
-def create_app(
-    engine: Engine,
-    admin: Admin | None = None,
-    config: AppConfig = AppConfig(),
-    *,
-    trust_forwarded: bool | int | None = None,
-):
-    """The tracker's WSGI app over ENGINE (the hot path), ADMIN (redis-py, for the admin faces
-    and the HQ; built from engine.redis_url when None) and CONFIG (what the CLI was given).
-
-    TRUST_FORWARDED is CONFIG.trust_forwarded's old spelling, taken until every caller passes
-    a config."""
-    if trust_forwarded is not None:
-        config = dataclasses.replace(config, trust_forwarded=trust_forwarded)
+def create_app(engine: Engine, admin: AdminContext | None = None, config: AppConfig = AppConfig()):
+    """The tracker's WSGI app over ENGINE (the hot path), ADMIN (redis-py, for the admin faces,
+    the HQ and the front page; built from engine.redis_url when None; each admin request acts
+    as its token through ``admin.as_actor``) and CONFIG (what the CLI was given)."""
     if admin is None:
-        admin = Admin.from_url(engine.redis_url)  # redis-py: admin paths, not the hot path
+        admin = AdminContext.from_url(engine.redis_url)
     app = falcon.App(media_type=falcon.MEDIA_JSON, middleware=[SecurityHeaders()])
     app.req_options.strip_url_path_trailing_slash = True
     app.add_error_handler(RedisError, storage_handler)
     app.add_error_handler(ScriptError, script_handler)
-    # Admin paths (redis-py): unreachable, timed out or refused. Falcon picks the most specific
-    # handler, so the admin API's own errors keep theirs.
+    # Admin paths (redis-py): unreachable, timed out or refused: 503 in each face's shape
+    # (errors.answer). The verbs' typed refusals are mapped by the faces (errors.admin_refusal).
     app.add_error_handler(redis.exceptions.RedisError, storage_handler)
     app.add_error_handler(Refused, refuse_handler(engine))
     app.add_error_handler(falcon.HTTPRouteNotFound, unrouted_handler(engine))
@@ -100,10 +88,10 @@ def create_app(
     app.add_route("/{project}/stats.json", stats.StatsResource(engine))
     app.add_route("/backfeed/legacy/{name}", backfeed.BackfeedResource(engine))
     app.add_route("/static/{name}", stats_page.StaticResource())
-    app.add_route("/metrics", metrics.MetricsResource(engine, admin.r, config.metrics_token))
+    app.add_route("/metrics", metrics.MetricsResource(engine, admin.conn, config.metrics_token))
     admin_api.add_admin_routes(app, admin, config)
     admin_pages.add_admin_pages(app, admin)
-    hq_api.add_hq_routes(app, admin.r, config.trust_forwarded)
-    app.add_route("/", front_page.FrontPage(engine, admin.r))
+    hq_api.add_hq_routes(app, admin.conn, config.trust_forwarded)
+    app.add_route("/", front_page.FrontPage(engine, admin.conn))
     app.add_route("/{project}", stats_page.LeaderboardPage(engine, config.live_url))
     return _collapse_slashes(app)

@@ -17,6 +17,7 @@ from support.paths import TRACKER_BIN
 from support.processes import wait_for_port
 from tracker_api.app import create_app
 from tracker_api.client_ip import from_forwarded_for, normalize, throttle_key
+from tracker_api.config import AppConfig
 from tracker_core import keys as keyspace
 from tracker_core.embedded import free_port
 from tracker_core.keys import ProjectKeys
@@ -54,7 +55,7 @@ SPOOFS = [
 
 @pytest.mark.parametrize("headers", SPOOFS)
 def test_a_spoofed_forwarded_for_does_not_bypass_an_ip_block(engine, admin, project, r, headers):
-    web = testing.TestClient(create_app(engine, trust_forwarded=True))
+    web = testing.TestClient(create_app(engine, config=AppConfig(trust_forwarded=True)))
     admin.block(f"ip:{REAL}", P)
     res = request(web, headers)
     assert res.status_code == 403 and res.content == b""
@@ -63,7 +64,7 @@ def test_a_spoofed_forwarded_for_does_not_bypass_an_ip_block(engine, admin, proj
 
 @pytest.mark.parametrize("headers", SPOOFS)
 def test_claims_record_the_address_the_proxy_appended(engine, project, r, headers):
-    web = testing.TestClient(create_app(engine, trust_forwarded=True))
+    web = testing.TestClient(create_app(engine, config=AppConfig(trust_forwarded=True)))
     res = request(web, headers)
     assert res.status_code == 200
     (claim,) = r.hvals(K.claims)
@@ -71,7 +72,7 @@ def test_claims_record_the_address_the_proxy_appended(engine, project, r, header
 
 
 def test_two_trusted_proxies_take_the_second_entry_from_the_right(engine, project, r, admin):
-    web = testing.TestClient(create_app(engine, trust_forwarded=2))
+    web = testing.TestClient(create_app(engine, config=AppConfig(trust_forwarded=2)))
     admin.block(f"ip:{REAL}", P)
     # client-sent, what the CDN saw, what HAProxy saw (the CDN)
     assert request(web, {"X-Forwarded-For": f"10.9.9.9, {REAL}, 198.51.100.1"}).status_code == 403
@@ -87,13 +88,13 @@ def test_without_trust_the_headers_are_ignored(engine, project, r):
 
 
 def test_a_garbage_hop_falls_back_to_the_peer(engine, project, r):
-    web = testing.TestClient(create_app(engine, trust_forwarded=True))
+    web = testing.TestClient(create_app(engine, config=AppConfig(trust_forwarded=True)))
     assert request(web, {"X-Forwarded-For": f"{REAL}, not-an-ip" + "x" * 5000}).status_code == 200
     assert r.hvals(K.claims)[0].split("\t")[1] == PROXY
 
 
 def test_the_registry_records_the_proxied_address(engine, r):
-    web = testing.TestClient(create_app(engine, trust_forwarded=True))
+    web = testing.TestClient(create_app(engine, config=AppConfig(trust_forwarded=True)))
     res = web.simulate_post(
         "/api/register.json",
         body=orjson.dumps({"warrior": {"version": "1"}}),

@@ -11,6 +11,7 @@ from falcon import testing
 
 from tracker_api.app import create_app
 from tracker_api.cli import main
+from tracker_api.config import AppConfig
 from tracker_core import blocks, scripts
 from tracker_core.admin import AdminError
 from tracker_core.keys import GLOBAL_BLOCKED, ProjectKeys
@@ -321,7 +322,7 @@ def test_deleting_a_project_removes_its_blocks(project, admin, r):
 
 
 def test_a_cidr_block_answers_403_through_a_trusted_proxy(project, admin, engine, r):
-    web = testing.TestClient(create_app(engine, trust_forwarded=True))
+    web = testing.TestClient(create_app(engine, config=AppConfig(trust_forwarded=True)))
     admin.block("ip:203.0.113.0/24", P)
 
     def request(forwarded):

@@ -19,6 +19,7 @@ from falcon import testing
 
 from tracker_api.app import create_app
 from tracker_api.cli import main
+from tracker_api.config import AppConfig
 from tracker_core import log_archive, offload, scripts, tokens
 from tracker_core.keys import ProjectKeys
 
@@ -363,11 +364,10 @@ def test_tracker_log_export_streams_json_lines(project, admin, engine, r, tmp_pa
     }
 
 
-def test_the_admin_api_pages_through_the_log(project, admin, engine, r, tmp_path, monkeypatch):
-    monkeypatch.setenv("TRACKER_SEGMENTS_DIR", str(tmp_path))
+def test_the_admin_api_pages_through_the_log(project, admin, engine, r, tmp_path):
     names = done_entries(admin, engine, 25)
     offload.maintain_project(r, P, tmp_path)
-    web = testing.TestClient(create_app(engine))
+    web = testing.TestClient(create_app(engine, config=AppConfig(segments_dir=tmp_path)))
     token = tokens.create(admin.r, P)[0]
     headers = {"Authorization": f"Bearer {token}"}
     got, cursor, pages = [], None, 0
@@ -385,7 +385,8 @@ def test_the_admin_api_pages_through_the_log(project, admin, engine, r, tmp_path
     for query in ("kind=claims", "cursor=abc", "since=soon", "limit=0", "limit=1001"):
         res = web.simulate_get(f"/api/admin/projects/{P}/log", query_string=query, headers=headers)
         assert res.status_code == 400 and res.text.count("\n") == 1, (query, res.text)
-    monkeypatch.setenv("TRACKER_SEGMENTS_DIR", str(tmp_path / "elsewhere"))
+    elsewhere = AppConfig(segments_dir=tmp_path / "elsewhere")  # a node that does not see the files
+    web = testing.TestClient(create_app(engine, config=elsewhere))
     res = web.simulate_get(f"/api/admin/projects/{P}/log", headers=headers)
     assert res.status_code == 503 and "not in" in res.text
 
