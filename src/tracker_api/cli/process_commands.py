@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import socket
-import subprocess
 import sys
 from pathlib import Path
 
@@ -13,6 +13,7 @@ import click
 
 from tracker_api.cli import errors, output
 from tracker_api.cli.root import SEGMENTS_DIR_HELP, context, globals_, main
+from tracker_core import processes
 
 DEMO_PROJECT = "demo"
 
@@ -32,20 +33,15 @@ def ensure_port_free(host: str, port: int, option: str) -> None:
         raise errors.Failure(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
 
 
+@contextlib.contextmanager
 def _bind_failures(host: str, port: int, option: str):
-    """A context that turns "address in use" while binding into the one-line PortInUse."""
-    import contextlib
-
-    @contextlib.contextmanager
-    def guard():
-        try:
-            yield
-        except OSError as exc:
-            if exc.errno == errno.EADDRINUSE:
-                raise errors.PortInUse(host, port, option) from None
-            raise
-
-    return guard()
+    """Turn "address in use" while binding into the one-line PortInUse."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise errors.PortInUse(host, port, option) from None
+        raise
 
 
 def _serve_options(f):
@@ -212,9 +208,9 @@ def run(demo, live_port, **options):
         if demo:
             load_demo(context())
             click.echo(f"tracker: demo project at http://{host}:{port}/{DEMO_PROJECT}/", err=True)
+        # The admin API reads the done log's segment files where this maintainer writes them.
         segments_dir = g.segments_dir(options["segments_dir"])
         live_url = options["live_url"]
-        # The admin API reads the done log's segment files where this maintainer writes them.
         maintainer = _start_maintain_process(g.redis_url, g.data_dir, options["segments_dir"])
         if live_port:
             live = _start_live_process(g.redis_url, host, live_port)
@@ -223,20 +219,8 @@ def run(demo, live_port, **options):
         config, limits = _server_settings(options, segments_dir, live_url)
         _serve(g.redis_url, options, config, limits)
     finally:
-        if maintainer is not None:  # crash-safe by design: a plain terminate is enough
-            maintainer.terminate()
-            try:
-                maintainer.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                maintainer.kill()
-                maintainer.wait()
-        if live is not None:
-            live.terminate()
-            try:
-                live.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                live.kill()
-                live.wait()
+        processes.stop(maintainer, timeout_s=15)  # crash-safe by design: a plain stop is enough
+        processes.stop(live)
         if embedded is not None:
             embedded.stop()
 
@@ -252,25 +236,13 @@ def _tracker_argv(redis_url: str, data_dir: str | None, *args: str) -> list[str]
 def _start_maintain_process(redis_url: str, data_dir: str, segments_dir: str | None):
     """Start `tracker maintain --supervise` (offloading, with a lease, so every node may run one):
     a small supervisor that restarts the maintainer whenever it dies."""
-    from tracker_core.embedded import die_with_parent
-
     extra = ["--segments-dir", segments_dir] if segments_dir else []
-    return subprocess.Popen(
-        _tracker_argv(redis_url, data_dir, "maintain", "--supervise", *extra),
-        stdin=subprocess.DEVNULL,
-        preexec_fn=die_with_parent,
-    )
+    return processes.start(_tracker_argv(redis_url, data_dir, "maintain", "--supervise", *extra))
 
 
 def _start_live_process(redis_url: str, host: str, port: int):
     """Start `tracker live` beside the API workers (its own process: asyncio, not bjoern)."""
-    from tracker_core.embedded import die_with_parent
-
-    return subprocess.Popen(
-        _tracker_argv(redis_url, None, "live", "--host", host, "--port", str(port)),
-        stdin=subprocess.DEVNULL,
-        preexec_fn=die_with_parent,
-    )
+    return processes.start(_tracker_argv(redis_url, None, "live", "--host", host, "--port", str(port)))
 
 
 @main.command()
@@ -370,50 +342,25 @@ def maintain(segments_dir, interval, once, supervise):
     maintainer.run(interval, stop)
 
 
+# A maintainer that ran this long is healthy: the next restart waits the first second again;
+# one that keeps dying sooner waits twice as long each time, up to this.
 MAINTAIN_RESTART_MAX_S = 60.0
 
 
 def _supervise_maintain(redis_url: str, data_dir: str, args: list[str]) -> None:
     """Run `tracker maintain ARGS` as a child; restart it after a back-off whenever it exits.
 
-    `tracker run` starts this rather than the maintainer itself: its server loop reaps every
-    child process (os.waitpid(-1)), so it cannot tell when a maintainer of its own died.
+    A process of its own beside the API workers, so that a maintainer that dies is seen and
+    restarted without touching the server's own supervision of its workers.
     """
-    import signal
-    import time
-
-    stopping = False
-    child = None
-
-    def on_signal(*_):
-        nonlocal stopping
-        stopping = True
-        if child is not None and child.poll() is None:
-            child.terminate()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    backoff = 1.0
-    while not stopping:
-        started = time.monotonic()
-        child = subprocess.Popen(
-            _tracker_argv(redis_url, data_dir, "maintain", *args), stdin=subprocess.DEVNULL
-        )
-        code = child.wait()
-        if stopping:
-            break
-        backoff = (
-            1.0
-            if time.monotonic() - started > MAINTAIN_RESTART_MAX_S
-            else min(backoff * 2, MAINTAIN_RESTART_MAX_S)
-        )
-        click.echo(f"tracker: maintain exited ({code}); restarting in {backoff:.0f}s", err=True)
-        deadline = time.monotonic() + backoff
-        while not stopping and time.monotonic() < deadline:
-            time.sleep(0.1)
-    if child is not None:
-        try:
-            child.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait()
+    supervisor = processes.Supervisor()
+    supervisor.stop_on_signals()
+    backoff = processes.Backoff(
+        first_s=1.0, min_s=1.0, max_s=MAINTAIN_RESTART_MAX_S, healthy_after_s=MAINTAIN_RESTART_MAX_S
+    )
+    supervisor.add(
+        "maintain",
+        lambda: processes.start(_tracker_argv(redis_url, data_dir, "maintain", *args)).pid,
+        backoff,
+    )
+    supervisor.run()

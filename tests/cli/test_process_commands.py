@@ -1,0 +1,90 @@
+"""`tracker run` and `tracker serve` hand their options (or TRACKER_... variables) to the app in
+one AppConfig, and `tracker run` keeps the maintainer running."""
+
+import os
+import re
+import signal
+import urllib.error
+import urllib.request
+
+from support.paths import TRACKER_BIN
+from support.processes import free_port, start, start_serve, stop, wait_for, wait_for_port
+from tracker_core.processes import children_of
+
+TOKEN = "metrics-token-from-the-environment"
+
+
+def _get(url: str, token: str | None = None) -> tuple[int, str]:
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as res:
+            return res.status, res.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+def _live_url_shown(base: str, project: str) -> str:
+    status, page = _get(f"{base}/{project}/")
+    assert status == 200
+    return re.search(r'<meta name="tracker-live-url" content="([^"]*)">', page).group(1)
+
+
+def test_serve_takes_its_settings_from_options_and_environment_variables(redis_url, admin):
+    admin.create_project("shown")
+    env = dict(os.environ, TRACKER_LIVE_URL="ws://feed.example:9/live", TRACKER_METRICS_TOKEN=TOKEN)
+    process, port = start_serve(redis_url, "--memory-guard-percent", "50", workers=2, env=env)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        for _ in range(4):  # both workers got the same config
+            assert _live_url_shown(base, "shown") == "ws://feed.example:9/live"
+            assert _get(f"{base}/metrics", TOKEN)[0] == 200
+        assert _get(f"{base}/metrics", "another-token")[0] == 401
+    finally:
+        assert stop(process) == 0
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().decode().split("\0")
+    except OSError:
+        return []
+
+
+def _maintainers(run_pid: int) -> tuple[int | None, int | None]:
+    """(the `maintain --supervise` child of RUN_PID, the maintainer it runs)."""
+    for pid in children_of(run_pid):
+        if "maintain" in _cmdline(pid) and "--supervise" in _cmdline(pid):
+            workers = [p for p in children_of(pid) if "maintain" in _cmdline(p)]
+            return pid, (workers[0] if workers else None)
+    return None, None
+
+
+def test_run_points_the_page_at_its_feed_and_restarts_a_dead_maintainer(tmp_path):
+    port, live_port = free_port(), free_port()
+    while live_port == port + 1:  # not the default, so the page must be told
+        live_port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRACKER_")}
+    run = start(
+        [TRACKER_BIN, "--data-dir", tmp_path, "run", "--demo", "--port", str(port), "--workers", "1",
+         "--live-port", str(live_port)],
+        env=env,
+        output=tmp_path / "run.log",
+    )  # fmt: skip
+    try:
+        wait_for_port(port, timeout_s=30, process=run)
+        assert _live_url_shown(f"http://127.0.0.1:{port}", "demo") == f":{live_port}"
+        assert wait_for(lambda: _maintainers(run.pid)[1], 15)
+        supervisor, maintainer = _maintainers(run.pid)
+        os.kill(maintainer, signal.SIGKILL)
+        assert wait_for(lambda: _maintainers(run.pid)[1] not in (None, maintainer), 15), (
+            tmp_path / "run.log"
+        ).read_text()
+        assert _maintainers(run.pid)[0] == supervisor
+        assert (
+            "maintain" in (tmp_path / "run.log").read_text()
+            and "restarting" in (tmp_path / "run.log").read_text()
+        )
+    finally:
+        assert stop(run, timeout_s=30) == 0
+    assert not (tmp_path / "redis" / "redis.sock").exists()
