@@ -6,9 +6,9 @@ import subprocess
 import orjson
 import pytest
 from falcon import testing
-from test_api import snapshot
 
 from support.paths import TRACKER_BIN
+from support.state import snapshot
 from tracker_api.admin_api import ADMIN_ROUTES
 from tracker_api.app import create_app
 from tracker_core import keys as keyspace

@@ -6,8 +6,8 @@ import urllib.parse
 
 import pytest
 from falcon import testing
-from test_api import snapshot
 
+from support.state import snapshot
 from tracker_api.admin_pages import csrf_for
 from tracker_api.app import create_app
 from tracker_core import tokens

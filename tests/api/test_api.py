@@ -5,6 +5,7 @@ import time
 import orjson
 import pytest
 
+from support.state import snapshot
 from tracker_core.keys import GLOBAL_STATS, ProjectKeys
 
 P = "proj"
@@ -21,23 +22,6 @@ def project(admin):
 def post(client, path, body, **kw):
     raw = body if isinstance(body, bytes) else orjson.dumps(body)
     return client.simulate_post(path, body=raw, headers={"Content-Type": "application/json"}, **kw)
-
-
-def snapshot(r):
-    """Everything in Redis except the counters, to prove a refused request changed nothing."""
-    state = {}
-    for key in r.scan_iter():
-        kind = r.type(key)
-        if key.endswith(":stats") or key == GLOBAL_STATS:
-            continue
-        state[key] = {
-            "set": r.smembers,
-            "zset": lambda k: r.zrange(k, 0, -1, withscores=True),
-            "hash": r.hgetall,
-            "string": r.dump,  # dump: bitmaps are not text
-            "stream": lambda k: r.xrange(k),
-        }[kind](key)
-    return state
 
 
 @pytest.mark.parametrize("path", ["/proj/multi=5//request", "/proj/multi=5/request"])

@@ -7,8 +7,8 @@ from urllib.parse import quote
 import pytest
 from click.testing import CliRunner
 from falcon import testing
-from test_api import snapshot
 
+from support.state import snapshot
 from tracker_api.app import create_app
 from tracker_api.cli import main
 from tracker_core.engine import Engine

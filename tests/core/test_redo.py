@@ -11,9 +11,9 @@ import orjson
 import pytest
 from click.testing import CliRunner
 from falcon import testing
-from test_api import snapshot
 
 from support import census
+from support.state import snapshot
 from tracker_api.app import create_app
 from tracker_api.cli import main
 from tracker_core import audit, offload, operations, tokens
