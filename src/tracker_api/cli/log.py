@@ -7,7 +7,7 @@ import sys
 import click
 
 from tracker_api.cli import output
-from tracker_api.cli.root import SEGMENTS_DIR_HELP, admin_group, context, globals_, main, show
+from tracker_api.cli.root import admin_group, context, globals_, main, segments_dir_option, show
 from tracker_core.admin import log
 
 
@@ -30,7 +30,7 @@ def log_group():
     "--since", default=None, help="Entries from this time on: Unix seconds or ISO 8601 (UTC unless given)."
 )
 @click.option("--downloader", default=None, help="Only this downloader's (uploader's) entries.")
-@click.option("--segments-dir", envvar="TRACKER_SEGMENTS_DIR", default=None, help=SEGMENTS_DIR_HELP)
+@segments_dir_option()
 @output.json_option
 def log_export(slug, kind, since, downloader, segments_dir):
     """Write SLUG's log to stdout as JSON lines (with or without --json: it is an export), oldest

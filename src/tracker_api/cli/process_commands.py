@@ -2,165 +2,16 @@
 
 from __future__ import annotations
 
-import contextlib
-import errno
-import os
-import socket
 import sys
 from pathlib import Path
 
 import click
 
-from tracker_api.cli import errors, output
-from tracker_api.cli.root import SEGMENTS_DIR_HELP, context, globals_, main
+from tracker_api.cli import output, server_options
+from tracker_api.cli.root import context, globals_, main, segments_dir_option
 from tracker_core import processes
 
 DEMO_PROJECT = "demo"
-
-
-def ensure_port_free(host: str, port: int, option: str) -> None:
-    """Fail with one line now, before anything starts, when HOST:PORT cannot be listened on."""
-    if not port:
-        return  # any free port
-    try:
-        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
-        with socket.socket(family, kind, proto) as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds
-            probe.bind(address)
-    except OSError as exc:
-        if exc.errno == errno.EADDRINUSE:
-            raise errors.PortInUse(host, port, option) from None
-        raise errors.Failure(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
-
-
-@contextlib.contextmanager
-def _bind_failures(host: str, port: int, option: str):
-    """Turn "address in use" while binding into the one-line PortInUse."""
-    try:
-        yield
-    except OSError as exc:
-        if exc.errno == errno.EADDRINUSE:
-            raise errors.PortInUse(host, port, option) from None
-        raise
-
-
-def _serve_options(f):
-    """The options of the API workers, shared by run and serve."""
-    from tracker_api.config import DEFAULT_MEMORY_GUARD_PERCENT
-    from tracker_api.server import DEFAULT_MAX_BODY_BYTES
-
-    options = [
-        click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind."),
-        click.option(
-            "--port", default=8080, show_default=True, type=click.IntRange(0, 65535), help="Port of the API."
-        ),
-        click.option(
-            "--workers",
-            default=os.cpu_count() or 1,
-            show_default=True,
-            type=click.IntRange(1, 256),
-            help="bjoern processes sharing the port.",
-        ),
-        click.option(
-            "--trust-forwarded",
-            is_flag=True,
-            help="Take the client IP from X-Forwarded-For (behind a load balancer): "
-            "the entry the trusted proxies appended, never one a client sent.",
-        ),
-        click.option(
-            "--trusted-proxies",
-            envvar="TRACKER_TRUSTED_PROXIES",
-            default=1,
-            show_default=True,
-            type=click.IntRange(1, 16),
-            help="With --trust-forwarded: how many proxies in front append to "
-            "X-Forwarded-For (the client is that many entries from the right).",
-        ),
-        click.option(
-            "--idle-timeout",
-            "idle_timeout_s",
-            default=30.0,
-            show_default=True,
-            type=click.FloatRange(1, 3600),
-            help="Seconds a connection may stay silent both ways before it is closed.",
-        ),
-        click.option(
-            "--request-timeout",
-            "request_timeout_s",
-            default=60.0,
-            show_default=True,
-            type=click.FloatRange(1, 3600),
-            help="Seconds a request may take to arrive whole before it is answered 408.",
-        ),
-        click.option(
-            "--max-body-bytes",
-            default=DEFAULT_MAX_BODY_BYTES,
-            show_default=True,
-            type=click.IntRange(1 << 20, 1 << 30),
-            help="Largest request body a worker buffers; beyond it 413, nothing kept.",
-        ),
-        click.option(
-            "--live-url",
-            envvar="TRACKER_LIVE_URL",
-            default=None,
-            help="Where the leaderboard page finds the live feed: ws://HOST:PORT, /PATH or :PORT "
-            "(default: the next port up).",
-        ),
-        click.option(
-            "--metrics-token",
-            envvar="TRACKER_METRICS_TOKEN",
-            default="",
-            help="Bearer token that shows /metrics for every project (default: none; only "
-            "projects listed as public are shown).",
-        ),
-        click.option(
-            "--segments-dir",
-            envvar="TRACKER_SEGMENTS_DIR",
-            default=None,
-            help=SEGMENTS_DIR_HELP + " The admin API reads the archived done log there. Default "
-            "with run: DATA_DIR/segments.",
-        ),
-        click.option(
-            "--memory-guard-percent",
-            envvar="TRACKER_MEMORY_GUARD_PERCENT",
-            default=DEFAULT_MEMORY_GUARD_PERCENT,
-            show_default=True,
-            type=click.IntRange(1, 100),
-            help="Backfeed answers 503 above this share of Redis's maxmemory.",
-        ),
-    ]
-    for option in reversed(options):
-        f = option(f)
-    return f
-
-
-def _server_settings(options: dict, segments_dir: Path | None, live_url: str | None):
-    """The AppConfig and Limits for the API workers from the options of run or serve."""
-    from tracker_api.config import AppConfig
-    from tracker_api.server import Limits
-
-    config = AppConfig(
-        trust_forwarded=options["trusted_proxies"] if options["trust_forwarded"] else 0,
-        live_url=live_url or "",
-        metrics_token=options["metrics_token"],
-        segments_dir=segments_dir,
-        memory_guard_percent=options["memory_guard_percent"],
-    )
-    limits = Limits(
-        idle_timeout_s=options["idle_timeout_s"],
-        request_timeout_s=options["request_timeout_s"],
-        max_body_bytes=options["max_body_bytes"],
-        body_budget_bytes=2 * options["max_body_bytes"],
-    )
-    return config, limits
-
-
-def _serve(redis_url: str, options: dict, config, limits) -> None:
-    from tracker_api.server import serve
-
-    host, port = options["host"], options["port"]
-    with _bind_failures(host, port, "--port"):
-        serve(redis_url, host, port, options["workers"], config=config, limits=limits)
 
 
 def load_demo(ctx, count: int = 1000) -> None:
@@ -179,7 +30,7 @@ def load_demo(ctx, count: int = 1000) -> None:
 
 
 @main.command()
-@_serve_options
+@server_options.serve_options
 @click.option("--demo", is_flag=True, help="Create a demo project with 1,000 items.")
 @click.option(
     "--live-port",
@@ -195,8 +46,8 @@ def run(demo, live_port, **options):
     g = globals_()
     host, port = options["host"], options["port"]
     live_port = port + 1 if live_port is None else live_port
-    ensure_port_free(host, port, "--port")
-    ensure_port_free(host, live_port, "--live-port")
+    server_options.ensure_port_free(host, port, "--port")
+    server_options.ensure_port_free(host, live_port, "--live-port")
     redact.install()
     # Held until this process dies (even by kill -9): one run per data directory.
     runlock.lock_data_dir(g.data_dir)
@@ -216,8 +67,8 @@ def run(demo, live_port, **options):
             live = _start_live_process(g.redis_url, host, live_port)
             if live_url is None and live_port != port + 1:  # the page looks one port up unless told
                 live_url = f":{live_port}"
-        config, limits = _server_settings(options, segments_dir, live_url)
-        _serve(g.redis_url, options, config, limits)
+        config, limits = server_options.server_settings(options, segments_dir, live_url)
+        server_options.serve(g.redis_url, options, config, limits)
     finally:
         processes.stop(maintainer, timeout_s=15)  # crash-safe by design: a plain stop is enough
         processes.stop(live)
@@ -261,29 +112,24 @@ def live(host, port, interval):
     """Run the live leaderboard feed (websockets at ws://HOST:PORT/PROJECT)."""
     from tracker_api import live as live_mod
 
-    with _bind_failures(host, port, "--port"):
+    with server_options.bind_failures(host, port, "--port"):
         live_mod.run(globals_().redis_url, host, port, interval)
 
 
 @main.command()
-@_serve_options
+@server_options.serve_options
 def serve(**options):
     """Run the API workers only, against the given Redis."""
     g = globals_()
     if not g.explicit_redis:
         raise click.UsageError("serve needs --redis-url or TRACKER_REDIS_URL")
     segments_dir = Path(options["segments_dir"]) if options["segments_dir"] else None
-    config, limits = _server_settings(options, segments_dir, options["live_url"])
-    _serve(g.redis_url, options, config, limits)
+    config, limits = server_options.server_settings(options, segments_dir, options["live_url"])
+    server_options.serve(g.redis_url, options, config, limits)
 
 
 @main.command()
-@click.option(
-    "--segments-dir",
-    envvar="TRACKER_SEGMENTS_DIR",
-    default=None,
-    help=SEGMENTS_DIR_HELP + " Default: DATA_DIR/segments.",
-)
+@segments_dir_option()
 @click.option(
     "--interval",
     default=1.0,

@@ -6,16 +6,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from tracker_api.cli import errors, output
 
+if TYPE_CHECKING:  # imported when first used: `tracker -h` needs no Redis client
+    from tracker_core.admin.context import AdminContext
+
 DEFAULT_DATA_DIR = "var"
 ENV_PREFIX = "TRACKER"  # --some-option of `tracker items add` reads TRACKER_ITEMS_ADD_SOME_OPTION
 GLOBAL_OPTIONS = ("--redis-url", "--data-dir")
 QUEUE_HELP = "Queue: todo, secondary, backfeed, redo or downloader:NAME."
-SEGMENTS_DIR_HELP = "Where segment files live (shared by every node that runs maintain)."
 
 
 def version() -> str:
@@ -102,7 +105,7 @@ class Globals:
     redis_url: str
     data_dir: str
     explicit_redis: bool  # False: the embedded Redis under DATA_DIR
-    admin: object = None  # the AdminContext, made on first use (see context())
+    admin: AdminContext | None = None  # made on first use (see context())
 
     def segments_dir(self, given: str | None = None) -> Path:
         return Path(given) if given else Path(self.data_dir) / "segments"
@@ -118,7 +121,7 @@ def globals_() -> Globals:
     return click.get_current_context().find_root().obj
 
 
-def context():
+def context() -> AdminContext:
     """The admin context of this invocation: its Redis, acting as "cli" in the audit log (the
     verbs of tracker_core.admin audit their own changes)."""
     from tracker_core.admin.context import AdminContext
@@ -134,6 +137,16 @@ def show(verb, *args, **kwargs):
     result = verb(context(), *args, **kwargs)
     output.emit(result)
     return result
+
+
+def segments_dir_option(default_note: str = "Default: DATA_DIR/segments."):
+    """--segments-dir (TRACKER_SEGMENTS_DIR), as every command that reads or writes segments takes it."""
+    return click.option(
+        "--segments-dir",
+        envvar="TRACKER_SEGMENTS_DIR",
+        default=None,
+        help=f"Where segment files live (shared by every node that runs maintain). {default_note}",
+    )
 
 
 def key_values(assignments) -> dict[str, str]:

@@ -7,14 +7,8 @@ from pathlib import Path
 import click
 
 from tracker_api.cli import output
-from tracker_api.cli.root import SEGMENTS_DIR_HELP, context, globals_, main, show
+from tracker_api.cli.root import context, globals_, main, segments_dir_option, show
 from tracker_core.admin import segments as segment_verbs
-
-
-def segments_dir_option(f):
-    return click.option(
-        "--segments-dir", envvar="TRACKER_SEGMENTS_DIR", default=None, help=SEGMENTS_DIR_HELP
-    )(f)
 
 
 @main.group()
@@ -35,7 +29,7 @@ def segments_list(slug):
 @click.argument("slug")
 @click.argument("number", type=click.IntRange(1))
 @click.argument("destination", type=click.Path(dir_okay=False))
-@segments_dir_option
+@segments_dir_option()
 @output.json_option
 def segments_export(slug, number, destination, segments_dir):
     """Move segment NUMBER out of SLUG into DESTINATION (its items leave the project, counted)."""
@@ -47,7 +41,7 @@ def segments_export(slug, number, destination, segments_dir):
 @segments.command("import")
 @click.argument("slug")
 @click.argument("source", type=click.Path(dir_okay=False, exists=True))
-@segments_dir_option
+@segments_dir_option()
 @click.option(
     "--queue",
     default="todo",

@@ -1,0 +1,157 @@
+"""What the API workers are given: the options run and serve share, the AppConfig and Limits
+built from them, and the port checks that fail in one line."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import socket
+from pathlib import Path
+
+import click
+
+from tracker_api.cli import errors
+from tracker_api.cli.root import segments_dir_option
+
+
+def ensure_port_free(host: str, port: int, option: str) -> None:
+    """Fail with one line now, before anything starts, when HOST:PORT cannot be listened on."""
+    if not port:
+        return  # any free port
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds
+            probe.bind(address)
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise errors.PortInUse(host, port, option) from None
+        raise errors.Failure(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+
+
+@contextlib.contextmanager
+def bind_failures(host: str, port: int, option: str):
+    """Turn "address in use" while binding into the one-line PortInUse."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise errors.PortInUse(host, port, option) from None
+        raise
+
+
+def serve_options(f):
+    """The options of the API workers, shared by run and serve."""
+    from tracker_api.config import DEFAULT_MEMORY_GUARD_PERCENT
+    from tracker_api.server import DEFAULT_MAX_BODY_BYTES
+
+    options = [
+        click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind."),
+        click.option(
+            "--port", default=8080, show_default=True, type=click.IntRange(0, 65535), help="Port of the API."
+        ),
+        click.option(
+            "--workers",
+            default=os.cpu_count() or 1,
+            show_default=True,
+            type=click.IntRange(1, 256),
+            help="bjoern processes sharing the port.",
+        ),
+        click.option(
+            "--trust-forwarded",
+            is_flag=True,
+            help="Take the client IP from X-Forwarded-For (behind a load balancer): "
+            "the entry the trusted proxies appended, never one a client sent.",
+        ),
+        click.option(
+            "--trusted-proxies",
+            envvar="TRACKER_TRUSTED_PROXIES",
+            default=1,
+            show_default=True,
+            type=click.IntRange(1, 16),
+            help="With --trust-forwarded: how many proxies in front append to "
+            "X-Forwarded-For (the client is that many entries from the right).",
+        ),
+        click.option(
+            "--idle-timeout",
+            "idle_timeout_s",
+            default=30.0,
+            show_default=True,
+            type=click.FloatRange(1, 3600),
+            help="Seconds a connection may stay silent both ways before it is closed.",
+        ),
+        click.option(
+            "--request-timeout",
+            "request_timeout_s",
+            default=60.0,
+            show_default=True,
+            type=click.FloatRange(1, 3600),
+            help="Seconds a request may take to arrive whole before it is answered 408.",
+        ),
+        click.option(
+            "--max-body-bytes",
+            default=DEFAULT_MAX_BODY_BYTES,
+            show_default=True,
+            type=click.IntRange(1 << 20, 1 << 30),
+            help="Largest request body a worker buffers; beyond it 413, nothing kept.",
+        ),
+        click.option(
+            "--live-url",
+            envvar="TRACKER_LIVE_URL",
+            default=None,
+            help="Where the leaderboard page finds the live feed: ws://HOST:PORT, /PATH or :PORT "
+            "(default: the next port up).",
+        ),
+        click.option(
+            "--metrics-token",
+            envvar="TRACKER_METRICS_TOKEN",
+            default="",
+            help="Bearer token that shows /metrics for every project (default: none; only "
+            "projects listed as public are shown).",
+        ),
+        segments_dir_option(
+            "The admin API reads the archived done log there. Default: with run DATA_DIR/segments, "
+            "with serve none."
+        ),
+        click.option(
+            "--memory-guard-percent",
+            envvar="TRACKER_MEMORY_GUARD_PERCENT",
+            default=DEFAULT_MEMORY_GUARD_PERCENT,
+            show_default=True,
+            type=click.IntRange(1, 100),
+            help="Backfeed answers 503 above this share of Redis's maxmemory.",
+        ),
+    ]
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
+def server_settings(options: dict, segments_dir: Path | None, live_url: str | None):
+    """The AppConfig and Limits for the API workers from the options of run or serve."""
+    from tracker_api.config import AppConfig
+    from tracker_api.server import Limits
+
+    config = AppConfig(
+        trust_forwarded=options["trusted_proxies"] if options["trust_forwarded"] else 0,
+        live_url=live_url or "",
+        metrics_token=options["metrics_token"],
+        segments_dir=segments_dir,
+        memory_guard_percent=options["memory_guard_percent"],
+    )
+    limits = Limits(
+        idle_timeout_s=options["idle_timeout_s"],
+        request_timeout_s=options["request_timeout_s"],
+        max_body_bytes=options["max_body_bytes"],
+        body_budget_bytes=2 * options["max_body_bytes"],
+    )
+    return config, limits
+
+
+def serve(redis_url: str, options: dict, config, limits) -> None:
+    from tracker_api.server import serve
+
+    host, port = options["host"], options["port"]
+    with bind_failures(host, port, "--port"):
+        serve(redis_url, host, port, options["workers"], config=config, limits=limits)
