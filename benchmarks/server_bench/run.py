@@ -30,7 +30,7 @@ from server_bench.plan import (
 )
 from server_bench.servers import post_json, start_hello, start_tracker
 from server_bench.summary import summarise
-from server_bench.sweeps import below_saturation, below_saturation_closed, best, sweep
+from server_bench.sweeps import BelowSaturation, best, sweep
 from server_bench.warriors import BenchContext, locust_figures
 from tracker_core.admin import Admin
 from tracker_core.embedded import EmbeddedRedis
@@ -192,9 +192,8 @@ def run(plan: Plan, quick: bool) -> dict:
                 key=lambda r: r["connections"],
             )
             print(f"below saturation ({int(LOAD_SHARE * 100)}% of the keep-alive /request peak)", flush=True)
-            results["below_saturation"] = below_saturation_closed(
-                f"{base}/request", peak["requests_per_s"], plan, meter, supply
-            )
+            below = BelowSaturation(f"{base}/request", peak["requests_per_s"], plan, meter, supply)
+            results["below_saturation"] = below.closed_loop()
             results["below_saturation"]["method"] = (
                 "wrk, keep-alive, the fewest back-to-back connections (1 s probes: 1, 2, 3, 4...) that "
                 "reach about 70% of the peak. wrk2 (fixed arrival rate) is not packaged in Debian, "
@@ -202,9 +201,7 @@ def run(plan: Plan, quick: bool) -> dict:
                 "taking the CPU the server needs. Closed loop: the load backs off when the server "
                 "slows (coordinated omission), so this p99 is a best case; see the paced run."
             )
-            results["below_saturation_paced"] = below_saturation(
-                f"{base}/request", peak["requests_per_s"], low["latency_ms"]["p50"], plan, meter, supply
-            )
+            results["below_saturation_paced"] = below.paced(low["latency_ms"]["p50"])
             results["below_saturation_paced"]["method"] = (
                 f"wrk with many keep-alive connections, each pausing {PACE_MS} ms after every "
                 "response (paced_request.lua, wrk's delay()), the count calibrated by short runs: "
