@@ -46,40 +46,40 @@ class ClaimReply(NamedTuple):
     items: list
 
 
+def claim_keys(k: keyspace.ProjectKeys, downloader: str, now_ms: int) -> tuple:
+    """The KEYS of claim-22.lua for DOWNLOADER at NOW_MS (tests also send it odd ARGV)."""
+    day = now_ms // DAY_MS
+    return (
+        k.settings,
+        k.blocked_index,
+        k.downloader_queue(downloader),
+        k.todo,
+        k.backfeed,
+        k.secondary,
+        k.redo,
+        k.out,
+        k.claims,
+        k.downloader_claims,
+        k.ratelimit,
+        k.stats,
+        k.minute(now_ms // MINUTE_MS),
+        k.uniques("downloaders", day),
+        k.uniques("ips", day),
+        k.limited,
+        k.limits_ready,
+        k.limit_tat,
+        k.limits,
+        k.reclaim_at,
+        k.dead,
+        k.reclaim_history,
+    )
+
+
 def claim(
     conn, k: keyspace.ProjectKeys, *, now_ms: int, downloader: str, ip: str, wanted: int, ip_key: str
 ) -> ClaimReply:
     """Hand up to WANTED items to DOWNLOADER (claim-22.lua); IP_KEY is blocks.ip_key(IP)."""
-    day = now_ms // DAY_MS
-    reply = run(
-        conn,
-        "claim",
-        (
-            k.settings,
-            k.blocked_index,
-            k.downloader_queue(downloader),
-            k.todo,
-            k.backfeed,
-            k.secondary,
-            k.redo,
-            k.out,
-            k.claims,
-            k.downloader_claims,
-            k.ratelimit,
-            k.stats,
-            k.minute(now_ms // MINUTE_MS),
-            k.uniques("downloaders", day),
-            k.uniques("ips", day),
-            k.limited,
-            k.limits_ready,
-            k.limit_tat,
-            k.limits,
-            k.reclaim_at,
-            k.dead,
-            k.reclaim_history,
-        ),
-        (now_ms, downloader, ip, wanted, ip_key),
-    )
+    reply = run(conn, "claim", claim_keys(k, downloader, now_ms), (now_ms, downloader, ip, wanted, ip_key))
     return _make(ClaimReply, (reply[0], int(reply[1]), reply[2:]))
 
 
@@ -91,6 +91,32 @@ class DoneReply(NamedTuple):
     unknown: int
     refused: int
     clamped: int
+
+
+def done_keys(k: keyspace.ProjectKeys, downloader: str, now_ms: int) -> tuple:
+    """The KEYS of done-20.lua for a done by DOWNLOADER at NOW_MS (tests also send it odd ARGV)."""
+    return (
+        k.settings,
+        k.out,
+        k.claims,
+        k.done,
+        k.downloader_claims,
+        k.log,
+        k.downloader_count,
+        k.downloader_bytes,
+        k.downloader_version,
+        k.domain_bytes,
+        k.stats,
+        k.minute(now_ms // MINUTE_MS),
+        k.todo,
+        k.backfeed,
+        k.secondary,
+        k.redo,
+        k.downloader_queue(downloader),
+        k.bad_dones,
+        k.reclaim_history,
+        k.dead,
+    )
 
 
 def done(
@@ -109,28 +135,7 @@ def done(
     reply = run(
         conn,
         "done",
-        (
-            k.settings,
-            k.out,
-            k.claims,
-            k.done,
-            k.downloader_claims,
-            k.log,
-            k.downloader_count,
-            k.downloader_bytes,
-            k.downloader_version,
-            k.domain_bytes,
-            k.stats,
-            k.minute(now_ms // MINUTE_MS),
-            k.todo,
-            k.backfeed,
-            k.secondary,
-            k.redo,
-            k.downloader_queue(downloader),
-            k.bad_dones,
-            k.reclaim_history,
-            k.dead,
-        ),
+        done_keys(k, downloader, now_ms),
         (now_ms, downloader, version, item_id, ip, len(domain_bytes) // 2, *domain_bytes, *items),
     )
     if len(reply) < 7:  # unknown project: {-1, 0}

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from tracker_core import scripts
+from tracker_core import script_calls, scripts
 from tracker_core.keys import ProjectKeys
 from tracker_core.settings import DEFAULT_MAX_BYTES_PER_ITEM, validate
 
@@ -252,34 +252,8 @@ def test_bad_dones_are_capped_by_count(project, engine, r):
 
 
 def run_done(engine, argv):
-    k = K
-    return scripts.run(
-        engine.conn,
-        "done",
-        (
-            k.settings,
-            k.out,
-            k.claims,
-            k.done,
-            k.downloader_claims,
-            k.log,
-            k.downloader_count,
-            k.downloader_bytes,
-            k.downloader_version,
-            k.domain_bytes,
-            k.stats,
-            k.minute(0),
-            k.todo,
-            k.backfeed,
-            k.secondary,
-            k.redo,
-            k.downloader_queue("alice"),
-            k.bad_dones,
-            k.reclaim_history,
-            k.dead,
-        ),
-        argv,
-    )
+    """The done script with raw ARGV (what script_calls.done would never send)."""
+    return scripts.run(engine.conn, "done", script_calls.done_keys(K, "alice", 0), argv)
 
 
 @pytest.mark.parametrize(

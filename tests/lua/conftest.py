@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tracker_core import script_calls, topology
+from tracker_core import blocks, script_calls, topology
 from tracker_core import settings as settings_mod
 from tracker_core.keys import ProjectKeys
 
@@ -44,3 +44,23 @@ def names() -> list[str]:
         "http://example.org/path with spaces/?u=%E2%9C%93",
         "https://example.net/" + "long/" * 400 + "end?x=#y",
     ]
+
+
+@pytest.fixture
+def claimed(conn, project, r, now_ms):
+    """A function that queues NAMES in todo and claims them all for DOWNLOADER from 10.0.0.1."""
+
+    def claim_names(names, downloader="alice"):
+        r.sadd(project.todo, *names)
+        reply = script_calls.claim(
+            conn,
+            project,
+            now_ms=now_ms,
+            downloader=downloader,
+            ip="10.0.0.1",
+            wanted=len(names),
+            ip_key=blocks.ip_key("10.0.0.1"),
+        )
+        return reply.items
+
+    return claim_names

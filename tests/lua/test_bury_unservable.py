@@ -2,21 +2,12 @@
 
 import json
 
-from tracker_core import blocks, script_calls
+from tracker_core import script_calls
 from tracker_core.reply_codes import BuryUnservable
 
 
-def test_bury_takes_the_downloaders_claim_to_dead(conn, project, r, names, now_ms):
-    r.sadd(project.todo, names[0])
-    script_calls.claim(
-        conn,
-        project,
-        now_ms=now_ms,
-        downloader="alice",
-        ip="10.0.0.1",
-        wanted=1,
-        ip_key=blocks.ip_key("10.0.0.1"),
-    )
+def test_bury_takes_the_downloaders_claim_to_dead(conn, project, r, names, now_ms, claimed):
+    claimed([names[0]])
     other = script_calls.bury_unservable(
         conn, project, now_ms=now_ms, downloader="bob", reasons=[names[0], "holds NUL"]
     )

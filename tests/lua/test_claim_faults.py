@@ -12,7 +12,7 @@ import orjson
 import pytest
 import redis
 
-from tracker_core import scripts
+from tracker_core import script_calls, scripts
 from tracker_core.keys import ProjectKeys
 from tracker_core.settings import MAX_MULTI_CEILING
 
@@ -176,35 +176,9 @@ def test_a_tiny_rate_limit_never_fails_after_the_pop(project, admin, engine, r):
 
 
 def run_claim(engine, now, wanted):
-    k = K
+    """The claim script with raw ARGV (a time that is not a number reaches Redis as it is)."""
     return scripts.run(
-        engine.conn,
-        "claim",
-        (
-            k.settings,
-            k.blocked_index,
-            k.downloader_queue("bob"),
-            k.todo,
-            k.backfeed,
-            k.secondary,
-            k.redo,
-            k.out,
-            k.claims,
-            k.downloader_claims,
-            k.ratelimit,
-            k.stats,
-            k.minute(0),
-            k.uniques("downloaders", 0),
-            k.uniques("ips", 0),
-            k.limited,
-            k.limits_ready,
-            k.limit_tat,
-            k.limits,
-            k.reclaim_at,
-            k.dead,
-            k.reclaim_history,
-        ),
-        (now, "bob", "10.0.0.2", wanted),
+        engine.conn, "claim", script_calls.claim_keys(K, "bob", 0), (now, "bob", "10.0.0.2", wanted)
     )
 
 

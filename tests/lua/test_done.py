@@ -1,21 +1,12 @@
 """done-20.lua through script_calls.done: a claimed item becomes done once; a repeat counts."""
 
-from tracker_core import blocks, script_calls
+from tracker_core import script_calls
 from tracker_core.keys import ProjectKeys
 from tracker_core.reply_codes import Done
 
 
-def test_done_completes_a_claimed_item_once(conn, project, r, names, now_ms):
-    r.sadd(project.todo, names[0])
-    script_calls.claim(
-        conn,
-        project,
-        now_ms=now_ms,
-        downloader="alice",
-        ip="10.0.0.1",
-        wanted=1,
-        ip_key=blocks.ip_key("10.0.0.1"),
-    )
+def test_done_completes_a_claimed_item_once(conn, project, r, names, now_ms, claimed):
+    claimed([names[0]])
     call = dict(
         now_ms=now_ms + 5000,
         downloader="alice",

@@ -1,10 +1,10 @@
 """item_status-n.lua: where an item is, read atomically, through every place it can be."""
 
-from tracker_core import blocks, script_calls
+from tracker_core import script_calls
 from tracker_core.reply_codes import ItemStatus
 
 
-def test_item_status_finds_queued_owned_claimed_and_nowhere(conn, project, r, names, now_ms):
+def test_item_status_finds_queued_owned_claimed_and_nowhere(conn, project, r, names, now_ms, claimed):
     r.sadd(project.secondary, names[0])
     r.sadd(project.downloader_queue("dl-one"), names[1])
     r.sadd(project.downloader_queues, "dl-one")
@@ -15,16 +15,7 @@ def test_item_status_finds_queued_owned_claimed_and_nowhere(conn, project, r, na
     nowhere = script_calls.item_status(conn, project, item=names[2], owners=[])
     assert nowhere == (ItemStatus.OK, "", "", "", 1, 0)  # one owner's queue went unlooked-at
     r.srem(project.secondary, names[0])
-    r.sadd(project.todo, names[0])
-    script_calls.claim(
-        conn,
-        project,
-        now_ms=now_ms,
-        downloader="alice",
-        ip="10.0.0.1",
-        wanted=1,
-        ip_key=blocks.ip_key("10.0.0.1"),
-    )
+    claimed([names[0]])
     out = script_calls.item_status(conn, project, item=names[0], owners=[])
     assert (out.status, out.detail) == ("out", "alice\t10.0.0.1\t1")
 

@@ -1,24 +1,11 @@
 """release-8.lua: claims go back to todo, or to the way-in set of held items; a stale age refuses."""
 
-from tracker_core import blocks, script_calls
+from tracker_core import script_calls
 from tracker_core.reply_codes import Release
 
 
-def claimed(conn, project, r, names, now_ms):
-    r.sadd(project.todo, *names[:2])
-    return script_calls.claim(
-        conn,
-        project,
-        now_ms=now_ms,
-        downloader="alice",
-        ip="10.0.0.1",
-        wanted=2,
-        ip_key=blocks.ip_key("10.0.0.1"),
-    ).items
-
-
-def test_release_puts_claims_back_and_holds_the_limited(conn, project, r, names, now_ms):
-    items = claimed(conn, project, r, names, now_ms)
+def test_release_puts_claims_back_and_holds_the_limited(conn, project, r, names, now_ms, claimed):
+    items = claimed(names[:2])
     reply = script_calls.release(
         conn, project, now_ms=now_ms, downloader="alice", age="1", items=items, held=["", "lim\0" + items[1]]
     )
@@ -27,8 +14,8 @@ def test_release_puts_claims_back_and_holds_the_limited(conn, project, r, names,
     assert r.zcard(project.out) == 0 and r.hget(project.stats, "items_released") == "2"
 
 
-def test_release_refuses_a_stale_age_and_ignores_other_holders(conn, project, r, names, now_ms):
-    items = claimed(conn, project, r, names, now_ms)
+def test_release_refuses_a_stale_age_and_ignores_other_holders(conn, project, r, names, now_ms, claimed):
+    items = claimed(names[:2])
     stale = script_calls.release(
         conn, project, now_ms=now_ms, downloader="", age="7", items=items, held=["", ""]
     )
