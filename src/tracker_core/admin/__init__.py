@@ -8,7 +8,9 @@ errors.py: BadInput (-> 400 / exit 1), NotFound (-> 404), Conflict (-> 409), all
 (a ValueError) with a one-line message; Redis connection errors pass through as redis-py's.
 Every verb that names a project raises BadInput for a malformed name and NotFound for an
 unknown one ("BadInput, NotFound" below means at least those). Queue names are todo,
-backfeed, secondary, redo or downloader:NAME. Limits of pages and names: checks.py (MAX_PAGE...).
+backfeed, secondary, redo or downloader:NAME. Limits of pages and names: checks.py (MAX_PAGE...);
+the ``*_all`` verbs run every page through paging.every_page and record one entry (with
+"stopped" and the total so far when a page is refused after others changed something).
 
 The contract (``module.verb(ctx, args) -> returns; raises``; [audit action]):
 
