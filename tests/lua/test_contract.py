@@ -1,8 +1,8 @@
 """The contract of every Lua script, checked against its file name, its binding and the code table.
 
 For each lua/NAME-NKEYS.lua (NAME-n.lua: a variable number of keys):
-- its header opens with "NAME:" and lists KEYS[1] .. KEYS[NKEYS], none beyond (an -n script
-  names where its open range starts);
+- its header opens with "NAME:", names its class of reply_codes and lists KEYS[1] ..
+  KEYS[NKEYS], none beyond (an -n script names where its open range starts);
 - its body names its keys at the top (``local x_key = KEYS[i]``) and uses no other literal
   KEYS index: a range is walked only through named bounds;
 - script_calls has a function NAME, and that function sends exactly NKEYS keys (at least the
@@ -87,6 +87,7 @@ def test_every_script_has_a_file_binding_code_table_and_test():
 def test_header_names_the_script_and_its_keys(path):
     name, num_keys, header, _body = _parts(path)
     assert header.startswith(f"--[[ {name}: ")
+    assert f"reply_codes.{reply_codes.BY_SCRIPT[name].__name__} " in header, "the header names its code table"
     numbers = [int(n) for n in re.findall(r"KEYS\[(\d+)", header)]
     ends = [int(n) for n in re.findall(r"KEYS\[\d+\s*\.\.\s*(\d+)\]", header)]
     if num_keys is None:

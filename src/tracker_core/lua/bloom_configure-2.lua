@@ -7,6 +7,7 @@ ARGV[4] tightening ratio  ARGV[5] bits per chunk  ARGV[6] '1' to replace a confi
 Returns the geometry in force as a flat field/value list; {-1} unknown project, {-2} the filter
 already holds items (its bit positions depend on the geometry, so it can no longer change);
 {-3} (nothing changed) when an argument is not a number.
+Reply codes by name: reply_codes.BloomConfigure (Python callers compare against those names).
 ]]
 local settings_key = KEYS[1]
 local bloom_key    = KEYS[2]

@@ -5,6 +5,7 @@ ARGV[1] now (ms)  ARGV[2...] field, value pairs of the initial settings, then
 the literal '--blocked' and the globally blocked entries to copy (global blocks live in every
 project's own set so the claim script never reads a key outside the project's slot).
 Returns 1 if created, 0 if it already existed.
+Reply codes by name: reply_codes.CreateProject (Python callers compare against those names).
 ]]
 local settings_key = KEYS[1]
 local blocked_key  = KEYS[2]

@@ -58,6 +58,7 @@ log_entries_dropped.
 RTT (claim to done) goes into a bounded histogram: field rtt_le_B counts items done within B
 seconds (rtt_le_inf: the rest), in stats and in the minute hash, so percentiles need no samples.
 Dead items have no current claim and add no RTT.
+Reply codes by name: reply_codes.Done (Python callers compare against those names).
 ]]
 --@include counters
 --@constants RTT_BOUNDS_S DEFAULT_MAX_BYTES_PER_ITEM DEFAULT_LOG_MAXLEN MAX_DOMAIN_FIELDS

@@ -9,6 +9,7 @@ exported); -4 when ARGV[1] does not hold the lease; -5 when the segment came fro
 than ARGV[3] (done segments are never refilled: they are done, not work); -6 when the file holds
 another number of items than the segment registered. Only a count >= 0 changes anything; the
 caller deletes the file only after that.
+Reply codes by name: reply_codes.Refill (Python callers compare against those names).
 ]]
 --@include counters
 local lease_key          = KEYS[1]

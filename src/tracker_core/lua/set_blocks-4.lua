@@ -13,6 +13,7 @@ Returns 1 when replaced, 0 (nothing changed) when KEYS[2] or KEYS[3] no longer h
 caller read (another change came between: the caller reads again and retries), -1 for an
 unknown project. The index is computed by the caller (Lua cannot parse IP addresses); the
 read-check makes the sets and the index always agree. All checks come before the first write.
+Reply codes by name: reply_codes.SetBlocks (Python callers compare against those names).
 ]]
 --@constants UNPACK_CHUNK
 local settings_key       = KEYS[1]

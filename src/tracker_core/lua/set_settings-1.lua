@@ -7,6 +7,7 @@ Returns the new settings age, or -1 for an unknown project; -2 (nothing changed)
 does not end in whole pairs or the stored age is not an integer (checked before any write). Every node compares the age that
 each claim and done returns with its cached one, and reloads settings when it changed; the
 publication tells the other processes (live feed, maintenance) at once.
+Reply codes by name: reply_codes.SetSettings (Python callers compare against those names).
 ]]
 local settings_key = KEYS[1]
 if redis.call('EXISTS', settings_key) == 0 then return -1 end
