@@ -13,7 +13,9 @@ from tracker_api.app import create_app
 from tracker_api.cli import main
 from tracker_api.config import AppConfig
 from tracker_core import blocks, scripts
-from tracker_core.admin import AdminError
+from tracker_core.admin import projects
+from tracker_core.admin.context import AdminContext
+from tracker_core.admin.errors import AdminError
 from tracker_core.keys import GLOBAL_BLOCKED, ProjectKeys
 
 P, OTHER = "blk", "blk2"
@@ -308,12 +310,11 @@ def test_maintain_indexes_the_blocks_of_an_older_tracker(project, admin, engine,
     assert admin.reindex_blocks_if_missing() == 0  # done once, not on every start
 
 
-def test_deleting_a_project_removes_its_blocks(project, admin, r):
-    from tracker_core import operations
+def test_deleting_a_project_removes_its_blocks(project, admin, r, ctx):
 
     admin.block("ip:10.0.0.0/8", P)
     admin.block("name:mallory")
-    operations.delete_project(admin, P)
+    projects.delete(ctx, P)
     assert not r.exists(K.blocked, K.blocked_global, K.blocked_index)
     assert r.smembers(GLOBAL_BLOCKED) == {"name:mallory"}
 
@@ -389,3 +390,8 @@ def test_cli_blocks_lists_and_reindexes(project, admin, engine, redis_url, r):
     assert claim(engine, "alice", "10.3.3.3") == 403 and claim(engine, "alice", "192.0.2.1") == 403
     assert cli("block").exit_code == 2
     assert cli("block", "name:mallory", "--list").exit_code == 2
+
+
+@pytest.fixture
+def ctx(redis_url):
+    return AdminContext.from_url(redis_url)

@@ -19,6 +19,8 @@ from falcon import testing
 from tracker_api.app import create_app
 from tracker_api.cli import main
 from tracker_core import backfeed_secrets, offload, tokens
+from tracker_core.admin import items
+from tracker_core.admin.context import AdminContext
 from tracker_core.keys import ProjectKeys
 
 P = "utf"
@@ -178,10 +180,10 @@ def test_segment_import_refuses_bad_names_of_a_foreign_file(project, r, tmp_path
 # -- names queued before the check: admin verbs still work over them ----------------------------
 
 
-def test_admin_verbs_work_over_a_name_queued_before_names_had_to_be_utf8(admin, project, redis_url, engine):
+def test_admin_verbs_work_over_a_name_queued_before_names_had_to_be_utf8(
+    admin, project, redis_url, engine, ctx
+):
     import redis
-
-    from tracker_core import operations
 
     raw = redis.Redis.from_url(redis_url)
     legacy = b"https://example.com/old-\xff"
@@ -191,9 +193,14 @@ def test_admin_verbs_work_over_a_name_queued_before_names_had_to_be_utf8(admin, 
     admin.remove_limit(P, "site")
     raw.delete(K.limited, K.limits_ready)
     raw.sadd(K.secondary, legacy)
-    assert operations.move(admin, P, "secondary", "todo")["moved"] == 1
+    assert items.move(ctx, P, "secondary", "todo")["moved"] == 1
     raw.hset(K.dead, legacy, "{}")
     raw.srem(K.todo, legacy)
     admin.add_limit(P, "site2", "domain:example.com", "1/s")
     assert admin.requeue_dead(P, [legacy.decode("utf-8", "surrogateescape")]) == 1
     assert legacy in {m.split(b"\0", 1)[1] for m in raw.zrange(K.limited, 0, -1)}
+
+
+@pytest.fixture
+def ctx(redis_url):
+    return AdminContext.from_url(redis_url)

@@ -11,10 +11,12 @@ from falcon import testing
 
 from tracker_api.app import create_app
 from tracker_api.cli import main
-from tracker_core import backfeed_secrets, bloom, limits, operations
+from tracker_core import backfeed_secrets, bloom, limits
 from tracker_core import engine as engine_mod
 from tracker_core import keys as keyspace
-from tracker_core.admin import AdminError
+from tracker_core.admin import claims, items
+from tracker_core.admin.context import AdminContext
+from tracker_core.admin.errors import AdminError
 from tracker_core.backfeed import Backfeed, split_body
 from tracker_core.engine import Engine
 
@@ -279,11 +281,11 @@ def test_release_holds_limited_items(project, admin, engine, clock, r, redis_url
     assert_each_once(r, ["user:a", "user:b", "page:1"])
 
 
-def test_admin_release_holds_limited_items(project, admin, engine, r):
+def test_admin_release_holds_limited_items(project, admin, engine, r, ctx):
     add(admin, ["user:a", "page:1"])
     claim(engine)
     admin.add_limit(P, "users", "type:user", "1/m")
-    assert operations.release(admin, P, pattern="*")["released"] == 2
+    assert claims.release(ctx, P, pattern="*")["released"] == 2
     assert held_names(r) == ["user:a"] and r.smembers(K.todo) == {"page:1"}
     assert_each_once(r, ["user:a", "page:1"])
 
@@ -312,14 +314,16 @@ def test_requeued_dead_items_are_held_unless_for_a_downloader(project, admin, en
     drain_held(engine, clock, 1, 60)
 
 
-def test_moved_items_are_held_in_a_shared_queue_not_in_a_downloader_queue(project, admin, engine, clock, r):
+def test_moved_items_are_held_in_a_shared_queue_not_in_a_downloader_queue(
+    project, admin, engine, clock, r, ctx
+):
     add(admin, ["user:a", "user:b", "page:1"], queue="secondary")
     add(admin, ["user:c"], queue="redo")
     admin.add_limit(P, "users", "type:user", "1/m", reclassify=False)
-    assert operations.move(admin, P, "secondary", "todo")["moved"] == 3
+    assert items.move(ctx, P, "secondary", "todo")["moved"] == 3
     assert held_names(r) == ["user:a", "user:b"] and r.smembers(K.todo) == {"page:1"}
     assert not r.exists(K.secondary)
-    assert operations.move(admin, P, "redo", "downloader:alice")["moved"] == 1
+    assert items.move(ctx, P, "redo", "downloader:alice")["moved"] == 1
     assert r.smembers(K.downloader_queue("alice")) == {"user:c"}
     assert r.sismember(K.downloader_queues, "alice")
     assert_each_once(r, ["user:a", "user:b", "user:c", "page:1"])
@@ -379,3 +383,8 @@ def test_held_entries_and_split_entries():
         (["b"], ["b"], K.todo),
         (["users\0user:a"], ["user:a"], K.limited_in),
     ]
+
+
+@pytest.fixture
+def ctx(redis_url):
+    return AdminContext.from_url(redis_url)

@@ -19,9 +19,12 @@ from support import census
 from tracker_api.app import create_app
 from tracker_api.cli import main
 from tracker_core import backfeed as backfeed_mod
-from tracker_core import backfeed_secrets, limits, operations
+from tracker_core import backfeed_secrets, limits
 from tracker_core import keys as keyspace
-from tracker_core.admin import ADD_BATCH, AdminError
+from tracker_core.admin import checks, claims, dead
+from tracker_core.admin.context import AdminContext
+from tracker_core.admin.errors import AdminError
+from tracker_core.intake import ADD_BATCH
 
 P = "max"
 K = keyspace.ProjectKeys(P)
@@ -145,19 +148,19 @@ def claim_all(engine, n: int) -> list[str]:
     return got
 
 
-def test_admin_release_of_a_full_page_of_claims_that_a_limit_matches(project, admin, engine, r):
-    names = [url(i) for i in range(operations.MAX_PAGE + 1)]
+def test_admin_release_of_a_full_page_of_claims_that_a_limit_matches(project, admin, engine, r, ctx):
+    names = [url(i) for i in range(checks.MAX_PAGE + 1)]
     fill(r, K.todo, names)
     claim_all(engine, len(names))
     admin.add_limit(P, *LIMIT)
-    page = operations.release(admin, P, older_than_s=0, limit=operations.MAX_PAGE)
-    assert page == {"released": operations.MAX_PAGE, "cursor": 1}
-    assert r.zcard(K.limited) == operations.MAX_PAGE and r.zcard(K.out) == 1
-    assert r.hget(K.stats, "items_released") == str(operations.MAX_PAGE)
+    page = claims.release(ctx, P, older_than_s=0, limit=checks.MAX_PAGE)
+    assert page == {"released": checks.MAX_PAGE, "cursor": 1}
+    assert r.zcard(K.limited) == checks.MAX_PAGE and r.zcard(K.out) == 1
+    assert r.hget(K.stats, "items_released") == str(checks.MAX_PAGE)
     assert r.hlen(K.downloader_claims) == 1 and r.hget(K.downloader_claims, "alice") == "1"
     assert_each_once(r, names)
     # Just past the maximum: a page is capped at MAX_PAGE, the rest comes with the next call.
-    assert operations.release(admin, P, older_than_s=0, limit=operations.MAX_PAGE + 1) == {
+    assert claims.release(ctx, P, older_than_s=0, limit=checks.MAX_PAGE + 1) == {
         "released": 1,
         "cursor": 0,
     }
@@ -165,8 +168,8 @@ def test_admin_release_of_a_full_page_of_claims_that_a_limit_matches(project, ad
     assert_each_once(r, names)
 
 
-def test_requeue_of_the_most_dead_items_at_once_holds_the_limited(project, admin, r):
-    names = [url(i) for i in range(operations.MAX_PAGE)]
+def test_requeue_of_the_most_dead_items_at_once_holds_the_limited(project, admin, r, ctx):
+    names = [url(i) for i in range(checks.MAX_PAGE)]
     record = json.dumps({"claims": 3, "last_downloader": "alice"})
     pipe = r.pipeline(transaction=False)
     for start in range(0, len(names), 5000):
@@ -174,26 +177,26 @@ def test_requeue_of_the_most_dead_items_at_once_holds_the_limited(project, admin
     pipe.execute()
     admin.add_limit(P, *LIMIT)
     with pytest.raises(AdminError, match="give 1 to 10000 item names"):
-        operations.requeue_dead(admin, P, names + ["one more"])
-    assert r.hlen(K.dead) == operations.MAX_PAGE and r.zcard(K.limited) == 0
-    assert operations.requeue_dead(admin, P, names) == {"requeued": operations.MAX_PAGE}
-    assert r.hlen(K.dead) == 0 and r.zcard(K.limited) == operations.MAX_PAGE
-    assert r.hget(K.stats, "items_requeued_dead") == str(operations.MAX_PAGE)
+        dead.requeue(ctx, P, names + ["one more"])
+    assert r.hlen(K.dead) == checks.MAX_PAGE and r.zcard(K.limited) == 0
+    assert dead.requeue(ctx, P, names) == {"requeued": checks.MAX_PAGE}
+    assert r.hlen(K.dead) == 0 and r.zcard(K.limited) == checks.MAX_PAGE
+    assert r.hget(K.stats, "items_requeued_dead") == str(checks.MAX_PAGE)
     assert_each_once(r, names)
 
 
-def test_requeue_of_a_full_page_of_dead_items_by_cursor(project, admin, r):
-    names = [url(i) for i in range(operations.MAX_PAGE)]
+def test_requeue_of_a_full_page_of_dead_items_by_cursor(project, admin, r, ctx):
+    names = [url(i) for i in range(checks.MAX_PAGE)]
     r.hset(K.dead, mapping=dict.fromkeys(names, "{}"))
     admin.add_limit(P, *LIMIT)
     cursor, moved = 0, 0
     while True:
-        page = operations.requeue_dead_page(admin, P, cursor, count=operations.MAX_PAGE)
+        page = dead.requeue_page(ctx, P, cursor, limit=checks.MAX_PAGE)
         moved += page["requeued"]
         cursor = page["cursor"]
         if cursor == 0:
             break
-    assert moved == operations.MAX_PAGE and r.zcard(K.limited) == operations.MAX_PAGE
+    assert moved == checks.MAX_PAGE and r.zcard(K.limited) == checks.MAX_PAGE
     assert_each_once(r, names)
 
 
@@ -438,3 +441,8 @@ def test_backfeed_is_refused_before_redis_is_full(project, engine, r, secret):
         assert r.hget(K.stats, "backfeed_refused_memory") == "1"
     finally:
         r.config_set("maxmemory", "0")
+
+
+@pytest.fixture
+def ctx(redis_url):
+    return AdminContext.from_url(redis_url)

@@ -5,7 +5,8 @@ import json
 
 import pytest
 
-from tracker_core import operations
+from tracker_core.admin import dead
+from tracker_core.admin.context import AdminContext
 from tracker_core.keys import ProjectKeys
 
 P = "recl"
@@ -116,7 +117,7 @@ def test_claims_limit_serves_reclaims_first_then_404_without_change(project, adm
     assert r.scard(K.todo) == 2 and r.zcard(K.out) == 2
 
 
-def test_items_reclaimed_too_often_go_dead_and_can_be_requeued(project, admin, engine, clock, r):
+def test_items_reclaimed_too_often_go_dead_and_can_be_requeued(project, admin, engine, clock, r, ctx):
     admin.set_settings(P, {"reclaim_ttl_s": "1", "max_reclaims": "2"})
     add(admin, ["x"])
     assert claim(engine, A) == (200, ["x"])
@@ -135,7 +136,7 @@ def test_items_reclaimed_too_often_go_dead_and_can_be_requeued(project, admin, e
     assert times == sorted(times) and len(set(times)) == 3
     assert not r.exists(K.reclaim_history)
     assert counter(r, "items_dead") == 1
-    assert [d["item"] for d in operations.list_dead(admin, P)["dead"]] == ["x"]
+    assert [d["item"] for d in dead.list_dead(ctx, P)["dead"]] == ["x"]
     assert admin.requeue_dead(P, ["x", "nope"]) == 1
     assert not r.exists(K.dead) and r.smembers(K.todo) == {"x"}
     assert claim(engine, A) == (200, ["x"])
@@ -353,3 +354,8 @@ def test_claims_limit_with_every_reclaim_dead_and_nothing_queued_is_an_empty_404
     assert claim(engine, C) == (404, [])
     assert r.hkeys(K.dead) == ["only"] and r.zcard(K.out) == 0
     assert counter(r, "requests_empty") == 1 and counter(r, "requests_claims_limited") == 0
+
+
+@pytest.fixture
+def ctx(redis_url):
+    return AdminContext.from_url(redis_url)

@@ -16,8 +16,10 @@ from support import census
 from support.state import snapshot
 from tracker_api.app import create_app
 from tracker_api.cli import main
-from tracker_core import audit, offload, operations, tokens
-from tracker_core.admin import AdminError
+from tracker_core import audit, offload, tokens
+from tracker_core.admin import checks, items
+from tracker_core.admin.context import AdminContext
+from tracker_core.admin.errors import AdminError
 from tracker_core.keys import ProjectKeys
 from tracker_core.scripts import ScriptError
 
@@ -63,7 +65,7 @@ def finish(engine, names, downloader="alice"):
     return got
 
 
-def test_done_items_by_name_go_to_redo_items_done_drops_out_and_queued_stay(admin, engine, r, project):
+def test_done_items_by_name_go_to_redo_items_done_drops_out_and_queued_stay(admin, engine, r, project, ctx):
     names = [url(i) for i in range(6)] + [long_url(i) for i in range(4)]
     list(admin.add_items(P, names))
     finish(engine, names)
@@ -73,7 +75,7 @@ def test_done_items_by_name_go_to_redo_items_done_drops_out_and_queued_stay(admi
     queued_item = ({url(100), url(101)} - {out_item}).pop()
 
     redo = [url(0), long_url(1), url(2), out_item, queued_item, url(999)]
-    result = operations.redo(admin, P, names=redo)
+    result = items.redo(ctx, P, names=redo)
     assert result == {
         "requeued": 3,
         "from_done": 3,
@@ -97,7 +99,7 @@ def test_done_items_by_name_go_to_redo_items_done_drops_out_and_queued_stay(admi
     assert not r.sismember(K.redo, url(999))  # never seen: not queued by redo
     assert_each_once(r, names + [url(100), url(101)])
     # A repeat changes nothing: they are queued now.
-    again = operations.redo(admin, P, names=[url(0), long_url(1), url(2)])
+    again = items.redo(ctx, P, names=[url(0), long_url(1), url(2)])
     assert again["requeued"] == 0 and again["skipped_by_reason"]["queued"] == 3
     # Served again (after the other queues) and done again: the count comes back.
     engine.done(P, "bob", "1", [out_item], [], "")
@@ -106,7 +108,7 @@ def test_done_items_by_name_go_to_redo_items_done_drops_out_and_queued_stay(admi
     assert items_done(r) == r.scard(K.done) == 12
 
 
-def test_seen_items_found_nowhere_are_queued_bypassing_the_filter(admin, engine, r, project):
+def test_seen_items_found_nowhere_are_queued_bypassing_the_filter(admin, engine, r, project, ctx):
     admin.set_settings(P, {"done_mode": "discard"})
     names = [url(i) for i in range(5)]
     list(admin.add_items(P, names))
@@ -115,7 +117,7 @@ def test_seen_items_found_nowhere_are_queued_bypassing_the_filter(admin, engine,
     # The filter drops them on every other way in (backfeed, items add)...
     assert list(admin.add_items(P, names[:2])) == [(0, 2)]
     # ...redo queues them on purpose, into the queue asked for.
-    result = operations.redo(admin, P, names=names[:2] + [url(50)], queue="todo")
+    result = items.redo(ctx, P, names=names[:2] + [url(50)], queue="todo")
     assert (result["from_seen"], result["skipped_by_reason"]["not_seen"]) == (2, 1)
     assert r.smembers(K.todo) == set(names[:2])
     # Discarded items cannot be told from cleared ones: items_done stays (see the README).
@@ -123,13 +125,13 @@ def test_seen_items_found_nowhere_are_queued_bypassing_the_filter(admin, engine,
     assert_each_once(r, names[:2])
 
 
-def test_by_pattern_pages_over_done_with_a_cursor(admin, engine, r, project):
+def test_by_pattern_pages_over_done_with_a_cursor(admin, engine, r, project, ctx):
     names = [url(i, "a") for i in range(300)] + [url(i, "b") for i in range(200)]
     list(admin.add_items(P, names))
     finish(engine, names)
     total, cursor, calls = 0, 0, 0
     while True:
-        page = operations.redo(admin, P, pattern="https://www.example.com/b/*", cursor=cursor, limit=50)
+        page = items.redo(ctx, P, pattern="https://www.example.com/b/*", cursor=cursor, limit=50)
         total, cursor, calls = total + page["requeued"], page["cursor"], calls + 1
         assert page["skipped_by_reason"]["too_long"] == 0
         if cursor == 0:
@@ -140,28 +142,28 @@ def test_by_pattern_pages_over_done_with_a_cursor(admin, engine, r, project):
     assert_each_once(r, names)
 
 
-def test_redone_items_a_limit_matches_are_held(admin, engine, r, project):
+def test_redone_items_a_limit_matches_are_held(admin, engine, r, project, ctx):
     names = [url(i, "img") for i in range(5)] + [url(i, "page") for i in range(5)]
     list(admin.add_items(P, names))
     finish(engine, names)
     admin.add_limit(P, "images", "regex:/img/", "1/m")
-    result = operations.redo(admin, P, pattern="*")
+    result = items.redo(ctx, P, pattern="*")
     assert (result["requeued"], result["held"]) == (10, 5)
     assert r.smembers(K.redo) == {url(i, "page") for i in range(5)}
     assert {m.split("\0", 1)[1] for m in r.zrange(K.limited, 0, -1)} == {url(i, "img") for i in range(5)}
     assert r.scard(K.limited_in) == 0
     # Held items are queued: a second redo by name leaves them there.
-    assert operations.redo(admin, P, names=[url(0, "img")])["skipped_by_reason"]["queued"] == 1
+    assert items.redo(ctx, P, names=[url(0, "img")])["skipped_by_reason"]["queued"] == 1
     assert_each_once(r, names)
 
 
-def test_downloader_queue_and_dead_items_are_places_too(admin, engine, r, project):
+def test_downloader_queue_and_dead_items_are_places_too(admin, engine, r, project, ctx):
     names = [url(i) for i in range(4)]
     list(admin.add_items(P, names[:2], queue="downloader:alice"))
     r.hset(K.dead, names[2], json.dumps({"times_claimed": 9}))
     list(admin.add_items(P, [names[3]]))
     r.srem(K.todo, names[3])  # gone from every place (a cleared queue), but seen
-    result = operations.redo(admin, P, names=names, queue="downloader:bob")
+    result = items.redo(ctx, P, names=names, queue="downloader:bob")
     assert result["skipped_by_reason"]["queued"] == 2 and result["skipped_by_reason"]["dead"] == 1
     assert result["from_seen"] == 1 and r.smembers(K.downloader_queue("bob")) == {names[3]}
     assert "bob" in r.smembers(K.downloader_queues)
@@ -169,7 +171,7 @@ def test_downloader_queue_and_dead_items_are_places_too(admin, engine, r, projec
 
 
 def test_with_segment_files_a_seen_name_found_nowhere_is_left_unless_asked(
-    admin, engine, r, project, tmp_path
+    admin, engine, r, project, tmp_path, ctx
 ):
     admin.set_settings(P, {"done_mode": "offload"})
     names = [url(i) for i in range(10)]
@@ -177,22 +179,22 @@ def test_with_segment_files_a_seen_name_found_nowhere_is_left_unless_asked(
     finish(engine, names)
     assert offload.offload_one(admin.r, K, tmp_path, 4, source="done") == 4
     on_disk = sorted(set(names) - r.smembers(K.done))
-    result = operations.redo(admin, P, names=on_disk[:2])
+    result = items.redo(ctx, P, names=on_disk[:2])
     assert result["requeued"] == 0 and result["skipped_by_reason"]["maybe_offloaded"] == 2
     assert r.scard(K.redo) == 0
-    forced = operations.redo(admin, P, names=on_disk[:2], even_if_offloaded=True)
+    forced = items.redo(ctx, P, names=on_disk[:2], even_if_offloaded=True)
     assert forced["from_seen"] == 2 and r.smembers(K.redo) == set(on_disk[:2])
 
 
-def test_names_not_utf8_and_too_long_are_left_done(admin, engine, r, project):
+def test_names_not_utf8_and_too_long_are_left_done(admin, engine, r, project, ctx):
     list(admin.add_items(P, [url(1)]))
     finish(engine, [url(1)])
     raw = redis_bytes(r)
     prefix = "https://old.example/"
-    at_limit = prefix + "y" * (operations.MAX_ITEM_CHARS - len(prefix))
+    at_limit = prefix + "y" * (checks.MAX_ITEM_CHARS - len(prefix))
     raw.sadd(K.done, (prefix + "\xff\xfe").encode("latin-1"), (at_limit + "y").encode(), at_limit.encode())
     r.hset(K.stats, "items_done", 4)
-    result = operations.redo(admin, P, pattern="https://old.example/*")
+    result = items.redo(ctx, P, pattern="https://old.example/*")
     assert result["requeued"] == 1 and r.smembers(K.redo) == {at_limit}  # 4,096: redone
     assert result["skipped_by_reason"]["not_utf8"] == 1
     assert result["skipped_by_reason"]["too_long"] == 1  # 4,097: stays done
@@ -209,23 +211,23 @@ def redis_bytes(r):
     )
 
 
-def test_per_call_maximum_at_and_past_the_limit(admin, r, project):
-    names = [url(i) for i in range(operations.MAX_PAGE + 1)]
+def test_per_call_maximum_at_and_past_the_limit(admin, r, project, ctx):
+    names = [url(i) for i in range(checks.MAX_PAGE + 1)]
     pipe = r.pipeline(transaction=False)
     pipe.sadd(K.done, *names)
     pipe.hset(K.stats, "items_done", len(names))
     pipe.execute()
     before = snapshot(r)
     with pytest.raises(AdminError, match="1 to 10000"):
-        operations.redo(admin, P, names=names)
+        items.redo(ctx, P, names=names)
     assert snapshot(r) == before
-    result = operations.redo(admin, P, names=names[: operations.MAX_PAGE])
-    assert result["from_done"] == operations.MAX_PAGE
-    assert r.scard(K.redo) == operations.MAX_PAGE and items_done(r) == r.scard(K.done) == 1
+    result = items.redo(ctx, P, names=names[: checks.MAX_PAGE])
+    assert result["from_done"] == checks.MAX_PAGE
+    assert r.scard(K.redo) == checks.MAX_PAGE and items_done(r) == r.scard(K.done) == 1
     assert_each_once(r, names)
-    for bad in ([], ["a\0b"], ["x" * (operations.MAX_ITEM_CHARS + 1)], "name", [5]):
+    for bad in ([], ["a\0b"], ["x" * (checks.MAX_ITEM_CHARS + 1)], "name", [5]):
         with pytest.raises(AdminError):
-            operations.redo(admin, P, names=bad)
+            items.redo(ctx, P, names=bad)
     for bad in (
         dict(names=["a"], pattern="*"),
         dict(),
@@ -235,17 +237,17 @@ def test_per_call_maximum_at_and_past_the_limit(admin, r, project):
         dict(names=["a"], even_if_offloaded="yes"),
     ):
         with pytest.raises(AdminError):
-            operations.redo(admin, P, **bad)
+            items.redo(ctx, P, **bad)
 
 
-def test_a_wrong_key_type_fails_before_anything_moved(admin, engine, r, project):
+def test_a_wrong_key_type_fails_before_anything_moved(admin, engine, r, project, ctx):
     names = [url(i) for i in range(3)]
     list(admin.add_items(P, names))
     finish(engine, names)
     r.set(K.offloading, "not a set")
     before = snapshot(r)
     with pytest.raises(ScriptError):
-        operations.redo(admin, P, names=names)
+        items.redo(ctx, P, names=names)
     assert snapshot(r) == before and items_done(r) == 3
 
 
@@ -314,7 +316,7 @@ def test_cli_redo_by_file_names_and_pattern(redis_url, admin, engine, r, project
 
 
 def test_redo_pages_while_warriors_claim_and_finish_keep_every_item_in_one_place(
-    admin, r, project, redis_url
+    admin, r, project, redis_url, ctx
 ):
     import threading
 
@@ -343,7 +345,7 @@ def test_redo_pages_while_warriors_claim_and_finish_keep_every_item_in_one_place
         for _ in range(20):
             cursor = 0
             while True:
-                page = operations.redo(admin, P, pattern="*", cursor=cursor, limit=200, queue="todo")
+                page = items.redo(ctx, P, pattern="*", cursor=cursor, limit=200, queue="todo")
                 redone, cursor = redone + page["requeued"], page["cursor"]
                 if cursor == 0:
                     break
@@ -355,3 +357,8 @@ def test_redo_pages_while_warriors_claim_and_finish_keep_every_item_in_one_place
     assert items_done(r) == r.scard(K.done)
     assert int(r.hget(K.stats, "items_redone")) == redone
     assert_each_once(r, names)
+
+
+@pytest.fixture
+def ctx(redis_url):
+    return AdminContext.from_url(redis_url)
