@@ -324,3 +324,21 @@ def test_an_environment_variable_sets_an_option(cli, seeded):
     # A bad value from the environment is a usage error, named as such.
     res = cli("queue", "sample", P, "todo", env={"TRACKER_QUEUE_SAMPLE_COUNT": "0"})
     assert res.exit_code == 2 and "--count" in res.output
+
+
+def test_a_reader_that_stops_early_gets_no_traceback(redis_url, r):
+    """click's own EPIPE handling (exit 1, nothing printed), kept by the error map passing it on."""
+    for i in range(3000):
+        r.hset("{conv-p}:dead", f"https://example.com/{i}?page=%d#x" % i, json.dumps({"times_claimed": 3}))
+    r.hset("{conv-p}:settings", "settings_age", "1")
+    process = subprocess.Popen(
+        [str(TRACKER_BIN), "--redis-url", redis_url, "dead", "list", P],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    process.stdout.readline()
+    process.stdout.close()  # like `| head -1`
+    stderr = process.stderr.read()
+    assert process.wait(timeout=60) == 1
+    assert stderr == "", stderr
