@@ -59,7 +59,6 @@ def revoke(r, keys, secret_id: str) -> str | None:
     secret_id = secret_id.lower()
     matches = []
     for hashed, _ in r.hscan_iter(keys.backfeed_secrets):
-        hashed = hashed.decode() if isinstance(hashed, bytes) else hashed
         if hashed[:ID_CHARS].startswith(secret_id):
             matches.append(hashed)
     if len(matches) > 1:

@@ -14,8 +14,9 @@ they agree:
   items, segments by the queue they came from;
 - the segment listing (``segment_table``).
 
-RUN(commands) -> replies is a pipeline of either connection: the hot path's RawRedis (flat
-lists, maybe bytes) or redis-py (dicts, str): replies are read through _hash, _int and _text.
+RUN(commands) -> replies is a pipeline of either connection (tracker_core.connection: text is
+str): a pipelined HGETALL is a flat list from RawRedis and a dict from redis-py, which _hash
+reads alike.
 """
 
 from __future__ import annotations
@@ -30,10 +31,6 @@ STAGED_FIELD = "#staged"
 SOURCES = (*keyspace.SHARED_QUEUES, DONE_SOURCE)  # where a segment's items came from
 
 
-def _text(value) -> str:
-    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else str(value)
-
-
 def _hash(reply) -> dict[str, str]:
     """A HGETALL reply as {field: value}: RawRedis gives a flat list, redis-py a dict."""
     if isinstance(reply, dict):
@@ -42,7 +39,7 @@ def _hash(reply) -> dict[str, str]:
         pairs = zip(reply[::2], reply[1::2])
     else:
         return {}  # an error reply (a key of another type): count nothing from it
-    return {_text(f): _text(v) for f, v in pairs}
+    return dict(pairs)
 
 
 def _int(value) -> int:
@@ -128,7 +125,7 @@ N_COMMANDS = 10  # len(commands(k)): a caller pipelining its own commands after 
 def owners(replies: list) -> list:
     """The downloaders whose own queues to count (the last of commands()'s replies)."""
     found = replies[N_COMMANDS - 1]
-    return [_text(o) for o in found] if isinstance(found, (list, tuple)) else []
+    return list(found) if isinstance(found, (list, tuple)) else []
 
 
 def sizes(replies: list, own_sizes: list) -> dict[str, int]:
@@ -187,7 +184,7 @@ def project_status(run, k: keyspace.ProjectKeys) -> dict:
         : N_COMMANDS - 1
     ]
     out, done_kept, stats, dead, every_owner = replies[N_COMMANDS:]
-    every_owner = sorted(_text(o) for o in (every_owner or ()))
+    every_owner = sorted(every_owner or ())
     own = run([("SCARD", k.downloader_queue(o)) for o in every_owner]) if every_owner else []
     shared = dict(zip(keyspace.SHARED_QUEUES, (_int(todo), _int(backfeed), _int(secondary), _int(redo))))
     per_downloader = {o: _int(n) for o, n in zip(every_owner, own) if _int(n)}

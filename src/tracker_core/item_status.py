@@ -53,10 +53,6 @@ class Owners:
         return owners
 
 
-def _text(value) -> str:
-    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else value
-
-
 def lookup(conn, k: keyspace.ProjectKeys, item: str, owners: Owners) -> dict | None:
     """Where ITEM is in the project of K (the answer described above); None: no such project."""
     for attempt in range(3):
@@ -64,7 +60,7 @@ def lookup(conn, k: keyspace.ProjectKeys, item: str, owners: Owners) -> dict | N
         reply = script_calls.item_status(conn, k, item=item, owners=passed)
         if reply.code != reply_codes.ItemStatus.OK:
             return None
-        status = _text(reply.status) or None
+        status = reply.status or None
         total = int(reply.owners)
         # Found nowhere while the downloaders' queues changed since they were read: read again.
         if (
@@ -74,9 +70,7 @@ def lookup(conn, k: keyspace.ProjectKeys, item: str, owners: Owners) -> dict | N
             and attempt < 2
         ):
             continue
-        return _answer(
-            status, _text(reply.queue), _text(reply.detail), total > len(passed), int(reply.segments) > 0
-        )
+        return _answer(status, reply.queue, reply.detail, total > len(passed), int(reply.segments) > 0)
     raise AssertionError("unreachable")
 
 
