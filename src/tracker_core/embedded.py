@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import redis
@@ -119,23 +119,19 @@ class EmbeddedRedis:
             pid = int(self.pid_path.read_text().strip())
         except (OSError, ValueError):
             return
-        if not _redis_serving(pid, self.data_dir):
+
+        def gone() -> bool:
+            return not _redis_serving(pid, self.data_dir)
+
+        # It may be shutting down already (its parent died): give it a moment before SIGTERM.
+        if processes.wait_for(gone, 2.0):
             return
-        deadline = time.monotonic() + timeout_s
-        term_at = time.monotonic() + 2.0  # it may be shutting down already (parent died)
-        signalled = False
-        while _redis_serving(pid, self.data_dir):
-            if not signalled and time.monotonic() > term_at:
-                try:
-                    os.kill(pid, signal.SIGTERM)
-                except ProcessLookupError:
-                    break
-                signalled = True
-            if time.monotonic() > deadline:
-                raise RedisServerError(
-                    f"a redis-server (pid {pid}) still runs on {self.data_dir} and did not stop"
-                )
-            time.sleep(0.05)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+        if not processes.wait_for(gone, timeout_s - 2.0):
+            raise RedisServerError(
+                f"a redis-server (pid {pid}) still runs on {self.data_dir} and did not stop"
+            )
 
     def stop(self) -> None:
         if self.process is None or self.process.poll() is not None:

@@ -66,12 +66,23 @@ def port_open(port: int, host: str = "127.0.0.1", timeout_s: float = 0.3) -> boo
 
 
 def alive(pid: int) -> bool:
-    """Whether PID runs (a zombie counts as gone: it serves nobody)."""
+    """Whether PID runs: any of its threads is neither a zombie nor dead.
+
+    The leader of a killed multi-threaded process shows as a zombie while its other threads still
+    exit, holding the descriptors (a listening socket, say): it is gone only when they all are.
+    """
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+        threads = os.listdir(f"/proc/{pid}/task")
     except OSError:
         return False
+    for thread in threads:
+        try:
+            with open(f"/proc/{pid}/task/{thread}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X"):
+                    return True
+        except OSError:
+            continue  # that thread is gone
+    return False
 
 
 def children_of(pid: int) -> list[int]:

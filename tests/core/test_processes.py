@@ -132,6 +132,32 @@ def test_output_to_a_path_appends_stdout_and_stderr(tmp_path):
     assert log.read_text().splitlines() == ["before", "out", "err"]
 
 
+def _state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
+def test_a_process_whose_leader_exited_is_alive_while_a_thread_runs():
+    """A killed multi-threaded worker shows its leader as a zombie while its other threads still
+    exit, holding the listening socket: that is not gone yet."""
+    child = python(
+        """
+        import ctypes, threading, time
+        threading.Thread(target=time.sleep, args=(60,)).start()
+        print("ready", flush=True)
+        ctypes.CDLL(None).pthread_exit(None)  # the leader ends, the other thread runs on
+        """,
+        capture=True,
+    )
+    try:
+        processes.wait_for_line(child, "^ready")
+        assert processes.wait_for(lambda: _state(child.pid) == "Z", 5), _state(child.pid)
+        assert processes.alive(child.pid)
+    finally:
+        processes.stop(child)
+    assert not processes.alive(child.pid)
+
+
 # -- dying with the parent -----------------------------------------------------------------
 
 PARENT = """
