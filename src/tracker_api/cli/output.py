@@ -54,6 +54,8 @@ def printable(text: str) -> str:
 def cell(value) -> str:
     if value is None:
         return "-"
+    if value == "":
+        return '""'  # an empty setting, told apart from a missing one
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, (list, tuple)) and all(not isinstance(v, (dict, list)) for v in value):
@@ -99,6 +101,8 @@ def table(data) -> str:
         return "\n".join(cell(v) for v in data)
     if not isinstance(data, dict):
         return cell(data)
+    if len(data) == 1 and isinstance(next(iter(data.values())), list):
+        return table(next(iter(data.values())))  # {"items": [...]}: the list is the answer
     pairs, tables = _flat(data)
     width = max((len(k) for k, _ in pairs), default=0)
     parts = ["\n".join(f"{k.ljust(width)}  {v}" for k, v in pairs)] if pairs else []
