@@ -46,10 +46,6 @@ def cli(redis_url):
     return invoke
 
 
-def a_closed_port() -> int:
-    return free_port()  # nothing listens on it once free_port's probe socket is closed
-
-
 def test_the_tree_has_every_command_it_had():
     names = {" ".join(path) for path, _ in ALL if path}
     assert names >= {
@@ -108,7 +104,7 @@ def test_a_usage_error_exits_2_with_the_banner_and_a_failure_1_without(cli):
 
 
 def test_no_redis_is_one_actionable_line_with_the_password_hidden(tmp_path):
-    port = a_closed_port()
+    port = free_port()  # nothing listens there once free_port has closed its probe
     url = f"redis://:hunter2secret@127.0.0.1:{port}/0"
     for args in (
         ["project", "list"],
