@@ -18,7 +18,6 @@ from tracker_core import limits as limits_mod
 from tracker_core import reply_codes as codes
 from tracker_core.settings import ProjectSettings
 
-UNKNOWN_PROJECT = codes.UNKNOWN_PROJECT
 _NEGATIVE_CACHE_S = 1.0
 _SETTINGS_CACHE_S = 1.0
 MEMORY_GUARD_ENV = "TRACKER_MEMORY_GUARD_PERCENT"
