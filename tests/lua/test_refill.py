@@ -23,3 +23,21 @@ def test_refill_brings_a_segment_back(conn, project, r, names):
     assert script_calls.refill(conn, project, items=items, **call) == len(names)
     assert r.smembers(project.todo) == set(names) and not r.hexists(project.segments, str(number))
     assert script_calls.refill(conn, project, items=items, **call) == Refill.NOT_REGISTERED
+
+
+def test_a_segment_larger_than_one_unpack_chunk_moves_whole(conn, project, r):
+    # Staging, aborting and refilling spread their items over several commands (UNPACK_CHUNK
+    # each, script_constants): none may be lost at a chunk's edge.
+    names = [f"https://example.com/{n}?page=%20{n}#x" for n in range(4501)]
+    r.sadd(project.todo, *names)
+    script_calls.maintain_lease(conn, project, holder="m1", lease_ms=60_000)
+    call = dict(holder="m1", source="todo", source_key=project.todo)
+    number, items = script_calls.offload_stage(conn, project, count=len(names), **call)
+    assert r.scard(project.offloading) == len(names) and sorted(items) == sorted(names)
+    assert script_calls.offload_abort(conn, project, most=len(names), **call) == (len(names), 0)
+    assert r.scard(project.todo) == len(names)
+    number, items = script_calls.offload_stage(conn, project, count=len(names), **call)
+    script_calls.offload_commit(conn, project, holder="m1", number=number, count=len(items), source="todo")
+    refill = dict(holder="m1", number=number, queue="todo", queue_key=project.todo)
+    assert script_calls.refill(conn, project, items=items, **refill) == len(names)
+    assert r.smembers(project.todo) == set(names)

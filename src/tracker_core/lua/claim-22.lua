@@ -24,7 +24,7 @@ KEYS[20] reclaim_at         zset  claimed item -> when it may be reclaimed (ms)
 KEYS[21] dead               hash  item -> JSON history of an item reclaimed too often
 KEYS[22] reclaim_history    hash  item -> JSON list of its earlier rounds {downloader, ip, claimed_ms}
 
-ARGV[1] now (ms)   ARGV[2] downloader   ARGV[3] ip   ARGV[4] items wanted (1..1000; more is cut to 1000)
+ARGV[1] now (ms)   ARGV[2] downloader   ARGV[3] ip   ARGV[4] items wanted (1..MAX_MULTI_CEILING; more is cut to it)
 ARGV[5] the IP as the index compares it: "4" + 8 hex digits, "6" + 32, or "" (not an address:
         no IP block applies); computed by the caller (blocks.ip_key), as Lua parses no addresses
 

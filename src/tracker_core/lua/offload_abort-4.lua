@@ -10,6 +10,7 @@ size of the source queue. The file written for them, if any, is not registered: 
 deletes it.
 Reply codes by name: reply_codes.OffloadAbort (Python callers compare against those names).
 ]]
+--@constants UNPACK_CHUNK
 local lease_key          = KEYS[1]
 local offloading_key     = KEYS[2]
 local segment_queues_key = KEYS[3]
@@ -20,8 +21,8 @@ local source = staged and string.match(staged, '^%d+ (.+)$') or 'todo'
 if source ~= ARGV[2] then return {-5, 0} end
 redis.call('SCARD', source_key)       -- a wrong type fails here, before any item leaves `offloading`
 local items = redis.call('SPOP', offloading_key, tonumber(ARGV[3]))
-for i = 1, #items, 5000 do
-  redis.call('SADD', source_key, unpack(items, i, math.min(i + 4999, #items)))
+for i = 1, #items, UNPACK_CHUNK do
+  redis.call('SADD', source_key, unpack(items, i, math.min(i + UNPACK_CHUNK - 1, #items)))
 end
 local left = redis.call('SCARD', offloading_key)
 if left == 0 then redis.call('HDEL', segment_queues_key, '#staged') end

@@ -13,6 +13,7 @@ changes anything. The items stay counted (offloading is counted as offloaded) un
 offload_commit registers the file, which the caller does once the file is durably on disk.
 Reply codes by name: reply_codes.OffloadStage (Python callers compare against those names).
 ]]
+--@constants UNPACK_CHUNK
 local lease_key          = KEYS[1]
 local source_key         = KEYS[2]
 local offloading_key     = KEYS[3]
@@ -31,8 +32,8 @@ if next_number and not string.match(next_number, '^%d+$') then return {-3} end
 redis.call('HLEN', segment_queues_key)
 local taken = redis.call('SPOP', source_key, count)
 if #taken == 0 then return {0} end
-for i = 1, #taken, 5000 do
-  redis.call('SADD', offloading_key, unpack(taken, i, math.min(i + 4999, #taken)))
+for i = 1, #taken, UNPACK_CHUNK do
+  redis.call('SADD', offloading_key, unpack(taken, i, math.min(i + UNPACK_CHUNK - 1, #taken)))
 end
 local number = redis.call('HINCRBY', segments_key, '#next', 1)
 redis.call('HSET', segment_queues_key, '#staged', number .. ' ' .. ARGV[3])

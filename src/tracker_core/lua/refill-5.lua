@@ -11,6 +11,7 @@ another number of items than the segment registered. Only a count >= 0 changes a
 caller deletes the file only after that.
 Reply codes by name: reply_codes.Refill (Python callers compare against those names).
 ]]
+--@constants UNPACK_CHUNK
 --@include counters
 local lease_key          = KEYS[1]
 local segments_key       = KEYS[2]
@@ -26,8 +27,8 @@ if tonumber(registered) ~= #ARGV - 3 then return -6 end
 redis.call('SCARD', target_key)       -- a wrong type fails here, before the segment is unregistered
 redis.call('HDEL', segments_key, ARGV[2])
 redis.call('HDEL', segment_queues_key, ARGV[2])
-for i = 4, #ARGV, 5000 do
-  redis.call('SADD', target_key, unpack(ARGV, i, math.min(i + 4999, #ARGV)))
+for i = 4, #ARGV, UNPACK_CHUNK do
+  redis.call('SADD', target_key, unpack(ARGV, i, math.min(i + UNPACK_CHUNK - 1, #ARGV)))
 end
 bump(stats_key, nil, 'items_refilled', #ARGV - 3)
 return #ARGV - 3

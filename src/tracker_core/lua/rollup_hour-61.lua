@@ -12,6 +12,7 @@ clock are done by then). The field `minutes` counts the minutes that had data, s
 no activity still gets a (tiny) hash and is not summed again.
 Reply codes by name: reply_codes.RollupHour (Python callers compare against those names).
 ]]
+--@constants UNPACK_CHUNK
 local hour_key = KEYS[1]
 local FIRST_MINUTE = 2  -- KEYS[2..61]: the hour's minutes, in order
 if redis.call('EXISTS', hour_key) == 1 then return 0 end
@@ -35,8 +36,8 @@ for field, value in pairs(totals) do
   args[#args + 1] = field
   args[#args + 1] = string.format('%d', value)
 end
-for i = 1, #args, 1000 do                  -- far under Lua's unpack limit, however many fields
-  redis.call('HSET', hour_key, unpack(args, i, math.min(i + 999, #args)))
+for i = 1, #args, UNPACK_CHUNK do          -- however many fields
+  redis.call('HSET', hour_key, unpack(args, i, math.min(i + UNPACK_CHUNK - 1, #args)))
 end
 redis.call('EXPIRE', hour_key, tonumber(ARGV[1]))
 return 1
