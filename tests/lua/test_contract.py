@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from redis.crc import key_slot
 
-from tracker_core import reply_codes, script_calls, scripts
+from tracker_core import reply_codes, script_calls, script_constants, scripts
 from tracker_core.keys import ProjectKeys
 
 FILES = sorted(scripts.LUA_DIR.glob("*.lua"))
@@ -207,3 +207,31 @@ return {201, age}
     assert script_level_codes(body) == {-1, -7, 201}
     built = "local reply = {200, age}\nif z then return refuse(429, 'f') end\nreturn reply\n"
     assert script_level_codes(built) == {200, 429}
+
+
+def test_shared_constants_come_from_python_only():
+    # A number both languages use is written once, in script_constants, and put into the script
+    # as it loads; a Lua file that declared one itself could drift from Python.
+    shared = {name for name in dir(script_constants) if name.isupper()}
+    sources = [*FILES, *sorted((scripts.LUA_DIR / "includes").glob("*.lua"))]
+    asked = set()
+    for path in sources:
+        text = path.read_text()
+        declared = set(re.findall(r"^local ([A-Z][A-Z0-9_]*)\b", text, flags=re.M))
+        assert not declared & shared, (path.name, declared & shared)
+        for line in re.findall(r"^--@constants (.*)$", text, flags=re.M):
+            asked |= set(line.split())
+    assert asked <= shared
+    for script in scripts.SCRIPTS.values():
+        assert "--@" not in script.source
+    assert "local RTT_BOUNDS_S = {1, 5, 15, " in scripts.SCRIPTS["done"].source
+    assert f"local MINUTE_TTL_S = {script_constants.MINUTE_TTL_S}\n" in scripts.SCRIPTS["claim"].source
+
+
+def test_a_script_asking_for_an_unknown_constant_fails_to_load():
+    with pytest.raises(ValueError, match="NO_SUCH_NUMBER"):
+        scripts._inline("--@constants UNPACK_CHUNK NO_SUCH_NUMBER\nreturn 1\n")
+    assert (
+        scripts._inline("--@constants UNPACK_CHUNK\n")
+        == f"local UNPACK_CHUNK = {script_constants.UNPACK_CHUNK}\n"
+    )
