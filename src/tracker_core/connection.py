@@ -8,10 +8,11 @@ Two kinds of object are one:
 - the admin paths' redis-py client from ``topology.admin_client``, which always decodes.
 
 Replies have one shape whichever it is: text is ``str`` (UTF-8; bytes that are not UTF-8 come
-back as lone surrogates through ``surrogateescape``, so a name read back and sent again is the
-same bytes in Redis), numbers are ``int``, absent values ``None``, arrays ``list``; a script's
-reply is its Lua table as such a list. ``hgetall`` answers a ``dict`` on both. A core module
-never needs to ask whether a reply is ``bytes`` or a ``dict``.
+back as lone surrogates through ``surrogateescape``), numbers are ``int``, absent values
+``None``, arrays ``list``; a script's reply is its Lua table as such a list. ``hgetall`` answers
+a ``dict`` on both. A core module never needs to ask whether a reply is ``bytes`` or a ``dict``.
+A name read back is sent again as ``script_calls.wire(name)`` (the same bytes): both clients'
+packers refuse a ``str`` holding lone surrogates; script_calls does it for every item list.
 """
 
 from __future__ import annotations
