@@ -580,7 +580,7 @@ def refill(
         conn,
         "refill",
         (k.maintain_lease, k.segments, k.segment_queues, queue_key, k.stats),
-        (holder, number, queue, *items),
+        (holder, number, queue, *map(wire, items)),
     )
 
 
