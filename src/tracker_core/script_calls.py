@@ -215,6 +215,24 @@ def uploaded(
     return UploadedReply(code, int(age))
 
 
+def _waiting_places(k: keyspace.ProjectKeys) -> tuple:
+    """Where an item waits to be served, in the order item_status and redo_items take them: the
+    shared queues, the held items and their way in, the limits that hold some, the limits, the
+    set on its way to a segment file, and the segments."""
+    return (
+        k.todo,
+        k.backfeed,
+        k.secondary,
+        k.redo,
+        k.limited,
+        k.limited_in,
+        k.limits_ready,
+        k.limits,
+        k.offloading,
+        k.segments,
+    )
+
+
 class ItemStatusReply(NamedTuple):
     code: int  # reply_codes.ItemStatus
     status: str  # out, done, dead, todo, offloaded, or '' (found nowhere here)
@@ -234,16 +252,7 @@ def item_status(conn, k: keyspace.ProjectKeys, *, item: str, owners: Sequence[st
             k.claims,
             k.done,
             k.dead,
-            k.todo,
-            k.backfeed,
-            k.secondary,
-            k.redo,
-            k.limited,
-            k.limited_in,
-            k.limits_ready,
-            k.limits,
-            k.offloading,
-            k.segments,
+            *_waiting_places(k),
             k.segment_queues,
             k.downloader_queues,
             *[k.downloader_queue(o) for o in owners],
@@ -489,16 +498,7 @@ def redo_items(
             k.out,
             k.claims,
             k.dead,
-            k.todo,
-            k.backfeed,
-            k.secondary,
-            k.redo,
-            k.limited,
-            k.limited_in,
-            k.limits_ready,
-            k.limits,
-            k.offloading,
-            k.segments,
+            *_waiting_places(k),
             k.stats,
             target,
             k.downloader_queues,
