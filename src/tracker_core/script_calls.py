@@ -3,7 +3,9 @@
 Callers pass a project's ``keys.ProjectKeys`` (or the few global keys) and named arguments and
 get a typed reply (a named tuple, or a plain number whose codes are in ``reply_codes``), never a
 raw reply list. Each function is named after its script (``lua/NAME-NKEYS.lua``) and passes
-exactly the keys its contract header lists; tests/lua/test_contract.py checks both.
+exactly the keys its contract header lists; tests/lua/test_contract.py checks both. Where the
+caller picks a key (a queue: ``queue``, ``target``, ``source``/``source_key``, ``counted``), it
+passes the name keys.ProjectKeys built for it; every other key comes from K here.
 
 CONN is any connection of ``tracker_core.connection`` (the hot path's RawRedis or a topology
 client, or the admin paths' redis-py client): replies come back as text, with names that are not
