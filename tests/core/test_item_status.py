@@ -17,6 +17,8 @@ from tracker_api.app import create_app
 from tracker_api.cli import main
 from tracker_core import item_status as item_status_mod
 from tracker_core import offload, scripts
+from tracker_core.admin import items, limits, projects
+from tracker_core.admin.context import AdminContext
 from tracker_core.engine import Engine
 from tracker_core.keys import ProjectKeys
 
@@ -54,13 +56,13 @@ def over_http(web, name: str, project: str = P):
     return res.json
 
 
-def put_everywhere(admin, engine, r, clock) -> dict:
+def put_everywhere(engine, r, clock, ctx) -> dict:
     """Put URL names in every place an item can be; return {name: expected answer}."""
-    admin.create_project(P)
-    admin.set_settings(P, {"reclaim_ttl_s": "60", "max_reclaims": "1"})
+    projects.create(ctx, P)
+    projects.set_settings(ctx, P, {"reclaim_ttl_s": "60", "max_reclaims": "1"})
     expected = {}
     # Out: claimed once (alice), and reclaimed once (claimed by bob the second time).
-    list(admin.add_items(P, [u + "&out" for u in URLS]))
+    items.add(ctx, P, [u + "&out" for u in URLS])
     status, out = engine.claim(P, "alice", "10.0.0.1", len(URLS))
     assert status == 200
     clock.advance(61)
@@ -76,19 +78,19 @@ def put_everywhere(admin, engine, r, clock) -> dict:
     expected[dead] = place(status="dead", downloader="bob", claims=2, reason="reclaimed too often")
     expected.update({n: place(status="out", downloader="carol", claims=2) for n in out if n != dead})
     # Done.
-    list(admin.add_items(P, [u + "&done" for u in URLS]))
+    items.add(ctx, P, [u + "&done" for u in URLS])
     status, done = engine.claim(P, "alice", "10.0.0.1", len(URLS))
     assert engine.done(P, "alice", "1", done, [], "id").new == len(URLS)
     expected.update({n: place(status="done") for n in done})
     # Each shared queue and a downloader's own queue.
     for queue in ("todo", "backfeed", "secondary", "redo", "downloader:dave"):
         names = [f"{u}&{queue}" for u in URLS]
-        list(admin.add_items(P, names, queue=queue))
+        items.add(ctx, P, names, queue=queue)
         expected.update({n: place(status="todo", queue=queue) for n in names})
     # Held by a limit, in its sub-queue and on the way in.
-    admin.add_limit(P, "held", "regex:&held", "1/m")
+    limits.add(ctx, P, "held", "regex:&held", "1/m")
     held = [u + "&held" for u in URLS]
-    list(admin.add_items(P, held))
+    items.add(ctx, P, held)
     arriving = [u + "&held-arriving" for u in URLS]
     r.sadd(K.limited_in, *[f"held\0{n}" for n in arriving])
     expected.update({n: place(status="todo", queue="limited", limit="held") for n in held + arriving})
@@ -97,8 +99,8 @@ def put_everywhere(admin, engine, r, clock) -> dict:
     return expected
 
 
-def test_every_place_is_answered_for_url_names(admin, engine, r, clock, web):
-    expected = put_everywhere(admin, engine, r, clock)
+def test_every_place_is_answered_for_url_names(engine, r, clock, web, ctx):
+    expected = put_everywhere(engine, r, clock, ctx)
     assert max(len(n) for n in expected) > 3980
     assert {n: engine.item_place(P, n) for n in expected} == expected
     for name, answer in expected.items():
@@ -114,10 +116,10 @@ def lease(r):
     return held
 
 
-def test_offloaded_items_and_maybe_offloaded(admin, engine, r, web, tmp_path, lease):
-    admin.create_project(P)
+def test_offloaded_items_and_maybe_offloaded(engine, r, web, tmp_path, lease, ctx):
+    projects.create(ctx, P)
     names = [f"{URLS[0]}&n={i}" for i in range(30)]
-    list(admin.add_items(P, names, queue="backfeed"))
+    items.add(ctx, P, names, queue="backfeed")
     assert over_http(web, URLS[0] + "&never") == NOWHERE  # no segment files: not maybe
     # On its way to a segment file (staged by a maintainer): offloaded, from its queue.
     reply = scripts.run(
@@ -133,7 +135,7 @@ def test_offloaded_items_and_maybe_offloaded(admin, engine, r, web, tmp_path, le
     offload.recover(r, K, tmp_path, lease)
     lease.release()
     # In a registered segment file: the files are not opened, so "maybe".
-    admin.set_settings(P, {"offload_high": "10", "offload_low": "5", "offload_segment_items": "10"})
+    projects.set_settings(ctx, P, {"offload_high": "10", "offload_low": "5", "offload_segment_items": "10"})
     assert offload.maintain_project(r, P, tmp_path)["offloaded"] == 20
     in_files = set(names) - r.smembers(K.backfeed)
     assert len(in_files) == 20
@@ -143,18 +145,18 @@ def test_offloaded_items_and_maybe_offloaded(admin, engine, r, web, tmp_path, le
         assert over_http(web, name) == place(status="todo", queue="backfeed")
 
 
-def test_a_downloader_queue_made_a_moment_ago_is_found_at_once(admin, engine, r):
-    admin.create_project(P)
+def test_a_downloader_queue_made_a_moment_ago_is_found_at_once(engine, r, ctx):
+    projects.create(ctx, P)
     assert engine.item_place(P, URLS[1]) == NOWHERE  # caches "no own queues"
-    list(admin.add_items(P, [URLS[1]], queue="downloader:erin"))
+    items.add(ctx, P, [URLS[1]], queue="downloader:erin")
     assert engine.item_place(P, URLS[1]) == place(status="todo", queue="downloader:erin")
 
 
-def test_past_the_cap_of_own_queues_looked_in_a_name_found_nowhere_says_maybe(admin, engine, r, monkeypatch):
+def test_past_the_cap_of_own_queues_looked_in_a_name_found_nowhere_says_maybe(engine, r, monkeypatch, ctx):
     monkeypatch.setattr(item_status_mod, "OWN_QUEUES_CHECKED", 3)
-    admin.create_project(P)
+    projects.create(ctx, P)
     for i in range(5):
-        list(admin.add_items(P, [f"{URLS[0]}&own={i}"], queue=f"downloader:owner{i}"))
+        items.add(ctx, P, [f"{URLS[0]}&own={i}"], queue=f"downloader:owner{i}")
     engine = Engine(engine.redis_url)
     answers = [engine.item_place(P, f"{URLS[0]}&own={i}") for i in range(5)]
     found = [a for a in answers if a["status"] == "todo"]
@@ -163,10 +165,10 @@ def test_past_the_cap_of_own_queues_looked_in_a_name_found_nowhere_says_maybe(ad
     assert engine.item_place(P, "never") == place(maybe=["downloader_queue"])
 
 
-def test_an_unknown_name_costs_bounded_lookups_with_many_limits_and_own_queues(admin, engine, r, web):
-    admin.create_project(P)
+def test_an_unknown_name_costs_bounded_lookups_with_many_limits_and_own_queues(engine, r, web, ctx):
+    projects.create(ctx, P)
     for i in range(50):
-        admin.add_limit(P, f"lim{i}", f"regex:^https://l{i}\\.example/", "1/m")
+        limits.add(ctx, P, f"lim{i}", f"regex:^https://l{i}\\.example/", "1/m")
     pipe = r.pipeline(transaction=False)
     for i in range(item_status_mod.OWN_QUEUES_CHECKED):
         pipe.sadd(K.downloader_queue(f"own{i:04d}"), "x")
@@ -187,10 +189,10 @@ def test_an_unknown_name_costs_bounded_lookups_with_many_limits_and_own_queues(a
     assert took < 0.5
 
 
-def test_unknown_project_and_bad_paths(engine, web, admin):
+def test_unknown_project_and_bad_paths(engine, web, ctx):
     assert engine.item_place("nope", "x") is None
     assert web.simulate_get("/nope/items/x.json").status_code == 404
-    admin.create_project(P)
+    projects.create(ctx, P)
     assert web.simulate_get(f"/{P}/items/x").status_code == 404
     assert web.simulate_get(f"/{P}/items/{'x' * 4097}.json").status_code == 400
     assert over_http(web, "x" * 4096) == NOWHERE
@@ -209,8 +211,8 @@ def cli(redis_url):
     return invoke
 
 
-def test_cli_items_status_json_and_table(admin, engine, r, clock, cli):
-    expected = put_everywhere(admin, engine, r, clock)
+def test_cli_items_status_json_and_table(engine, r, clock, cli, ctx):
+    expected = put_everywhere(engine, r, clock, ctx)
     names = list(expected)
     res = cli("items", "status", P, *names, "--json")
     assert res.exit_code == 0, res.output
@@ -226,10 +228,15 @@ def test_cli_items_status_json_and_table(admin, engine, r, clock, cli):
     assert rows[3].split()[0] == "-" and rows[3].endswith(URLS[0] + "&never")
 
 
-def test_cli_items_status_refuses_an_unknown_project_and_bad_names(admin, cli):
+def test_cli_items_status_refuses_an_unknown_project_and_bad_names(cli, ctx):
     res = cli("items", "status", "nope", "x")
     assert res.exit_code == 1 and "unknown project" in res.output
-    admin.create_project(P)
+    projects.create(ctx, P)
     res = cli("items", "status", P, "x" * 4097)
     assert res.exit_code == 1 and "4096" in res.output
     assert cli("items", "status", P).exit_code == 2  # no name given
+
+
+@pytest.fixture
+def ctx(redis_url):
+    return AdminContext.from_url(redis_url)

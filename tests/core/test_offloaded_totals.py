@@ -8,6 +8,9 @@ from falcon import testing
 
 from tracker_api.app import create_app
 from tracker_core import census, offload, script_calls, stats
+from tracker_core.admin import census as census_verb
+from tracker_core.admin import items, projects
+from tracker_core.admin.context import AdminContext
 from tracker_core.keys import ProjectKeys
 
 P = "urls"
@@ -24,11 +27,13 @@ def web(engine):
 
 
 @pytest.fixture
-def project(admin, r, tmp_path):
+def project(r, tmp_path, ctx):
     """1,000 URL items: 700 offloaded to 4 segment files, 300 left in todo."""
-    admin.create_project(P)
-    list(admin.add_items(P, ITEMS))
-    admin.set_settings(P, {"offload_high": "300", "offload_low": "100", "offload_segment_items": "200"})
+    projects.create(ctx, P)
+    items.add(ctx, P, ITEMS)
+    projects.set_settings(
+        ctx, P, {"offload_high": "300", "offload_low": "100", "offload_segment_items": "200"}
+    )
     return P
 
 
@@ -44,12 +49,12 @@ def metric(text: str, name: str, **labels) -> float:
 
 
 def test_every_to_do_total_counts_offloaded_items_as_tracker_status_does(
-    project, admin, engine, r, web, tmp_path
+    project, engine, r, web, tmp_path, ctx
 ):
     offload_now(r, tmp_path)
     status_code, claimed = engine.claim(P, "alice", "10.0.0.1", 5)
     assert status_code == 200 and len(claimed) == 5
-    status = admin.status(P)
+    status = census_verb.status(ctx, P)
     to_do = status["todo_total"] + status["offloaded"]
     assert (status["todo_total"], status["offloaded"], status["out"]) == (295, 700, 5)
 
@@ -71,8 +76,8 @@ def test_every_to_do_total_counts_offloaded_items_as_tracker_status_does(
     assert metric(text, "tracker_todo_items", project=P) == to_do
 
 
-def test_a_staged_set_counts_and_done_segments_do_not(project, admin, engine, r, web, tmp_path):
-    admin.set_settings(P, {"offload_high": "0", "done_mode": "offload", "done_offload_high": "10"})
+def test_a_staged_set_counts_and_done_segments_do_not(project, engine, r, web, tmp_path, ctx):
+    projects.set_settings(ctx, P, {"offload_high": "0", "done_mode": "offload", "done_offload_high": "10"})
     _, claimed = engine.claim(P, "alice", "10.0.0.1", 50)
     engine.done(P, "alice", "1", claimed, [], "")
     report = offload.maintain_project(r, P, tmp_path)
@@ -82,7 +87,7 @@ def test_a_staged_set_counts_and_done_segments_do_not(project, admin, engine, r,
     assert lease.take()
     reply = script_calls.offload_stage(r, K, holder=lease.holder, source="todo", source_key=K.todo, count=30)
     assert reply.code > 0 and len(reply.items) == 30
-    status = admin.status(P)
+    status = census_verb.status(ctx, P)
     assert (status["offloaded"], status["done_offloaded"], status["todo_total"]) == (30, 40, 920)
     assert engine.counts(P)["queues"]["offloaded"] == 30
     assert web.simulate_get(f"/{P}/stats.json").json["todo_total"] == 950
@@ -120,3 +125,8 @@ def test_todo_total_is_the_sum_of_the_breakdown():
     sources = {"1": "todo", "2": "done", "#staged": "4 backfeed"}
     assert census.offloaded_queued(segments, sources, 7) == 217
     assert census.offloaded_queued(segments, {"#staged": "4 done"}, 7) == 260
+
+
+@pytest.fixture
+def ctx(redis_url):
+    return AdminContext.from_url(redis_url)

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from tracker_core.admin import dead
+from tracker_core.admin import census, dead, items, limits, projects
 from tracker_core.admin.context import AdminContext
 from tracker_core.keys import ProjectKeys
 
@@ -15,13 +15,13 @@ A, B, C = ("alice", "10.0.0.1"), ("bob", "10.0.0.2"), ("carol", "10.0.0.3")
 
 
 @pytest.fixture
-def project(admin):
-    admin.create_project(P)
+def project(ctx):
+    projects.create(ctx, P)
     return P
 
 
-def add(admin, names, queue="todo"):
-    return [tuple(x) for x in admin.add_items(P, names, queue=queue)]
+def add(ctx, names, queue="todo"):
+    return items.add(ctx, P, names, queue=queue)
 
 
 def claim(engine, who, n=1):
@@ -32,9 +32,9 @@ def counter(r, field):
     return int(r.hget(K.stats, field) or 0)
 
 
-def test_a_lost_claim_comes_back_after_6_hours_by_default(project, admin, engine, clock, r):
+def test_a_lost_claim_comes_back_after_6_hours_by_default(project, engine, clock, r, ctx):
     # A claim whose answer never reached the warrior is only found again by reclaiming.
-    add(admin, ["x"])
+    add(ctx, ["x"])
     assert claim(engine, A) == (200, ["x"])
     clock.advance(6 * 3600 - 1)
     assert claim(engine, B) == (404, [])
@@ -46,17 +46,17 @@ def test_a_lost_claim_comes_back_after_6_hours_by_default(project, admin, engine
     assert claim(engine, C) == (200, ["x"])
 
 
-def test_reclaims_are_off_with_a_ttl_of_0(project, admin, engine, clock):
-    admin.set_settings(P, {"reclaim_ttl_s": "0"})
-    add(admin, ["x"])
+def test_reclaims_are_off_with_a_ttl_of_0(project, engine, clock, ctx):
+    projects.set_settings(ctx, P, {"reclaim_ttl_s": "0"})
+    add(ctx, ["x"])
     assert claim(engine, A) == (200, ["x"])
     clock.advance(10**6)
     assert claim(engine, B) == (404, [])
 
 
-def test_reclaim_waits_ttl_times_claim_count(project, admin, engine, clock, r):
-    admin.set_settings(P, {"reclaim_ttl_s": "60"})
-    add(admin, ["x"])
+def test_reclaim_waits_ttl_times_claim_count(project, engine, clock, r, ctx):
+    projects.set_settings(ctx, P, {"reclaim_ttl_s": "60"})
+    add(ctx, ["x"])
     assert claim(engine, A) == (200, ["x"])
     clock.advance(59.9)
     assert claim(engine, B) == (404, [])
@@ -76,9 +76,9 @@ def test_reclaim_waits_ttl_times_claim_count(project, admin, engine, clock, r):
     assert r.zcard(K.out) == 1 and r.scard(K.todo) == 0
 
 
-def test_done_or_released_claims_are_not_reclaimed(project, admin, engine, clock, r):
-    admin.set_settings(P, {"reclaim_ttl_s": "10"})
-    add(admin, ["a", "b"])
+def test_done_or_released_claims_are_not_reclaimed(project, engine, clock, r, ctx):
+    projects.set_settings(ctx, P, {"reclaim_ttl_s": "10"})
+    add(ctx, ["a", "b"])
     status, items = claim(engine, A, 2)
     assert status == 200 and sorted(items) == ["a", "b"]
     engine.done(P, "alice", "1", ["a"], [], "id1")
@@ -90,21 +90,21 @@ def test_done_or_released_claims_are_not_reclaimed(project, admin, engine, clock
     assert r.zscore(K.reclaim_at, "a") is None
 
 
-def test_ordinary_reclaims_come_after_every_queue(project, admin, engine, clock):
-    admin.set_settings(P, {"reclaim_ttl_s": "10"})
-    add(admin, ["old"])
+def test_ordinary_reclaims_come_after_every_queue(project, engine, clock, ctx):
+    projects.set_settings(ctx, P, {"reclaim_ttl_s": "10"})
+    add(ctx, ["old"])
     assert claim(engine, A) == (200, ["old"])
     clock.advance(11)
-    add(admin, ["redo1"], "redo")
-    add(admin, ["new1"])
+    add(ctx, ["redo1"], "redo")
+    add(ctx, ["new1"])
     assert claim(engine, B) == (200, ["new1"])
     assert claim(engine, B) == (200, ["redo1"])
     assert claim(engine, B) == (200, ["old"])
 
 
-def test_claims_limit_serves_reclaims_first_then_404_without_change(project, admin, engine, clock, r):
-    admin.set_settings(P, {"claims_limit": "2", "reclaim_ttl_s": "30"})
-    add(admin, ["a", "b", "c", "d"])
+def test_claims_limit_serves_reclaims_first_then_404_without_change(project, engine, clock, r, ctx):
+    projects.set_settings(ctx, P, {"claims_limit": "2", "reclaim_ttl_s": "30"})
+    add(ctx, ["a", "b", "c", "d"])
     status, first = claim(engine, A, 5)
     assert status == 200 and len(first) == 2  # capped to the room left in `out`
     before = (r.zrange(K.out, 0, -1, withscores=True), r.hgetall(K.claims), r.smembers(K.todo))
@@ -117,9 +117,9 @@ def test_claims_limit_serves_reclaims_first_then_404_without_change(project, adm
     assert r.scard(K.todo) == 2 and r.zcard(K.out) == 2
 
 
-def test_items_reclaimed_too_often_go_dead_and_can_be_requeued(project, admin, engine, clock, r, ctx):
-    admin.set_settings(P, {"reclaim_ttl_s": "1", "max_reclaims": "2"})
-    add(admin, ["x"])
+def test_items_reclaimed_too_often_go_dead_and_can_be_requeued(project, engine, clock, r, ctx):
+    projects.set_settings(ctx, P, {"reclaim_ttl_s": "1", "max_reclaims": "2"})
+    add(ctx, ["x"])
     assert claim(engine, A) == (200, ["x"])
     for n, who in ((1, B), (2, C)):
         clock.advance(n + 0.5)
@@ -137,15 +137,15 @@ def test_items_reclaimed_too_often_go_dead_and_can_be_requeued(project, admin, e
     assert not r.exists(K.reclaim_history)
     assert counter(r, "items_dead") == 1
     assert [d["item"] for d in dead.list_dead(ctx, P)["dead"]] == ["x"]
-    assert admin.requeue_dead(P, ["x", "nope"]) == 1
+    assert dead.requeue(ctx, P, ["x", "nope"]) == {"requeued": 1}
     assert not r.exists(K.dead) and r.smembers(K.todo) == {"x"}
     assert claim(engine, A) == (200, ["x"])
     assert r.hget(K.claims, "x") == "alice\t10.0.0.1\t1"
 
 
-def test_limited_items_wait_for_their_bucket_and_others_go_first(project, admin, engine, clock, r):
-    admin.add_limit(P, "users", "type:user", "1/s")
-    add(admin, ["user:a", "user:b", "user:c", "page:1", "page:2"])
+def test_limited_items_wait_for_their_bucket_and_others_go_first(project, engine, clock, r, ctx):
+    limits.add(ctx, P, "users", "type:user", "1/s")
+    add(ctx, ["user:a", "user:b", "user:c", "page:1", "page:2"])
     assert r.zcard(K.limited) == 3 and r.scard(K.todo) == 2 and r.scard(K.limited_in) == 0
     got = [claim(engine, A) for _ in range(4)]
     # One token: one user item (held items that are due come first), then the free ones.
@@ -160,17 +160,17 @@ def test_limited_items_wait_for_their_bucket_and_others_go_first(project, admin,
     assert status == 200 and len(items) == 1
     assert r.zcard(K.limited) == 0 and r.zscore(K.limits_ready, "users") is None
     assert r.hget(K.limit_tat, "users") is not None  # the bucket survives an empty sub-queue
-    add(admin, ["user:d"])
+    add(ctx, ["user:d"])
     assert claim(engine, A) == (404, [])  # no token yet: it stays held
     clock.advance(1)
     assert claim(engine, A) == (200, ["user:d"])
 
 
-def test_a_request_gets_free_items_however_much_is_held(project, admin, engine, r):
+def test_a_request_gets_free_items_however_much_is_held(project, engine, r, ctx):
     for i in range(50):
-        admin.add_limit(P, f"site{i}", f"domain:site{i}.org", "1/m")
+        limits.add(ctx, P, f"site{i}", f"domain:site{i}.org", "1/m")
     held = [f"http://site{i % 50}.org/{i}" for i in range(2000)]
-    add(admin, held + ["free1", "free2"])
+    add(ctx, held + ["free1", "free2"])
     assert r.zcard(K.limited) == 2000
     status, items = claim(engine, A, 100)
     # 50 tokens, one per limit, then both free items: nothing depends on luck.
@@ -178,49 +178,47 @@ def test_a_request_gets_free_items_however_much_is_held(project, admin, engine, 
     assert claim(engine, A, 100) == (404, [])
 
 
-def test_removed_limit_releases_its_items_and_items_for_one_downloader_are_not_held(
-    project, admin, engine, r
-):
-    admin.add_limit(P, "users", "type:user", "1/m")
-    add(admin, ["user:a", "user:b"])
-    add(admin, ["user:own"], "downloader:alice")
+def test_removed_limit_releases_its_items_and_items_for_one_downloader_are_not_held(project, engine, r, ctx):
+    limits.add(ctx, P, "users", "type:user", "1/m")
+    add(ctx, ["user:a", "user:b"])
+    add(ctx, ["user:own"], "downloader:alice")
     assert r.smembers(K.downloader_queue("alice")) == {"user:own"}
     assert claim(engine, A) == (200, ["user:a"])  # the one token, held items first
     assert claim(engine, A) == (200, ["user:own"])
     assert claim(engine, A) == (404, [])
-    admin.remove_limit(P, "users")
+    limits.remove(ctx, P, "users")
     assert claim(engine, A) == (200, ["user:b"])
 
 
-def test_serve_order_across_every_source(project, admin, engine, clock):
-    admin.set_settings(P, {"reclaim_ttl_s": "5"})
-    admin.add_limit(P, "users", "type:user", "1/s")
-    add(admin, ["reclaimme"])
+def test_serve_order_across_every_source(project, engine, clock, ctx):
+    projects.set_settings(ctx, P, {"reclaim_ttl_s": "5"})
+    limits.add(ctx, P, "users", "type:user", "1/s")
+    add(ctx, ["reclaimme"])
     assert claim(engine, B) == (200, ["reclaimme"])
     clock.advance(6)
-    add(admin, ["user:held"])
-    add(admin, ["own1"], "downloader:alice")
-    add(admin, ["main1"])
-    add(admin, ["bf1"], "backfeed")
-    add(admin, ["sec1"], "secondary")
-    add(admin, ["redo1"], "redo")
+    add(ctx, ["user:held"])
+    add(ctx, ["own1"], "downloader:alice")
+    add(ctx, ["main1"])
+    add(ctx, ["bf1"], "backfeed")
+    add(ctx, ["sec1"], "secondary")
+    add(ctx, ["redo1"], "redo")
     got = [claim(engine, A)[1] for _ in range(8)]
     assert got == [["user:held"], ["own1"], ["main1"], ["bf1"], ["sec1"], ["redo1"], ["reclaimme"], []]
 
 
-def test_cli_lists_and_requeues_dead_items(project, admin, engine, clock, r, redis_url):
+def test_cli_lists_and_requeues_dead_items(project, engine, clock, r, redis_url, ctx):
     from click.testing import CliRunner
 
     from tracker_api.cli import main
 
-    admin.set_settings(P, {"reclaim_ttl_s": "1", "max_reclaims": "1"})
-    add(admin, ["x", "y"])
+    projects.set_settings(ctx, P, {"reclaim_ttl_s": "1", "max_reclaims": "1"})
+    add(ctx, ["x", "y"])
     claim(engine, A, 2)
     clock.advance(1.5)
     claim(engine, B, 2)
     clock.advance(2.5)
     assert claim(engine, C, 2) == (404, [])
-    assert admin.status(P)["dead"] == 2
+    assert census.status(ctx, P)["dead"] == 2
     runner = CliRunner()
     res = runner.invoke(main, ["--redis-url", redis_url, "dead", "list", P, "--json"])
     assert res.exit_code == 0
@@ -232,27 +230,27 @@ def test_cli_lists_and_requeues_dead_items(project, admin, engine, clock, r, red
     assert r.smembers(K.redo) == {"x"}
     res = runner.invoke(main, ["--redis-url", redis_url, "dead", "requeue", P, "--all"])
     assert "requeued 1" in res.output and r.smembers(K.todo) == {"y"} and not r.exists(K.dead)
-    status = admin.status(P)
+    status = census.status(ctx, P)
     assert status["dead"] == 0 and status["todo_total"] == 2
 
 
-def test_status_counts_held_items(project, admin):
-    admin.add_limit(P, "users", "type:user", "1/s")
-    add(admin, ["user:a", "user:b", "free"])
-    status = admin.status(P)
+def test_status_counts_held_items(project, ctx):
+    limits.add(ctx, P, "users", "type:user", "1/s")
+    add(ctx, ["user:a", "user:b", "free"])
+    status = census.status(ctx, P)
     assert status["queues"]["limited"] == 2 and status["todo_total"] == 3
 
 
-def test_a_new_limit_holds_queued_and_released_items(project, admin, engine, r, redis_url):
+def test_a_new_limit_holds_queued_and_released_items(project, engine, r, redis_url, ctx):
     from click.testing import CliRunner
 
     from tracker_api.cli import main
 
-    add(admin, ["user:a", "user:b", "page:1"])
-    add(admin, ["user:c"], "secondary")
+    add(ctx, ["user:a", "user:b", "page:1"])
+    add(ctx, ["user:c"], "secondary")
     assert claim(engine, A)[0] == 200
     out_before = r.zrange(K.out, 0, -1)
-    admin.add_limit(P, "users", "type:user", "1/m")
+    limits.add(ctx, P, "users", "type:user", "1/m")
     held = {m.split("\0", 1)[1] for m in r.zrange(K.limited, 0, -1)}
     assert held == {"user:a", "user:b", "user:c"} - set(out_before)
     assert r.scard(K.todo) + r.scard(K.secondary) + r.zcard(K.limited) + r.zcard(K.out) == 4
@@ -266,9 +264,9 @@ def test_a_new_limit_holds_queued_and_released_items(project, admin, engine, r, 
     assert r.zcard(K.limited) == 3 and r.scard(K.todo) == 1
 
 
-def test_done_from_the_old_holder_after_a_reclaim_counts_once(project, admin, engine, clock, r):
-    admin.set_settings(P, {"reclaim_ttl_s": "10"})
-    add(admin, ["x"])
+def test_done_from_the_old_holder_after_a_reclaim_counts_once(project, engine, clock, r, ctx):
+    projects.set_settings(ctx, P, {"reclaim_ttl_s": "10"})
+    add(ctx, ["x"])
     claim(engine, A)
     clock.advance(11)
     assert claim(engine, B) == (200, ["x"])
@@ -280,9 +278,9 @@ def test_done_from_the_old_holder_after_a_reclaim_counts_once(project, admin, en
     assert r.zcard(K.reclaim_at) == 0
 
 
-def test_reclaim_history_is_kept_until_done_or_released(project, admin, engine, clock, r):
-    admin.set_settings(P, {"reclaim_ttl_s": "1"})
-    add(admin, ["x", "y", "z"])
+def test_reclaim_history_is_kept_until_done_or_released(project, engine, clock, r, ctx):
+    projects.set_settings(ctx, P, {"reclaim_ttl_s": "1"})
+    add(ctx, ["x", "y", "z"])
     assert claim(engine, A, 3)[0] == 200
     clock.advance(1.5)
     assert sorted(claim(engine, B, 3)[1]) == ["x", "y", "z"]  # three reclaims
@@ -296,13 +294,13 @@ def test_reclaim_history_is_kept_until_done_or_released(project, admin, engine, 
     assert len(json.loads(r.hget(K.reclaim_history, "z"))) == 2
 
 
-def test_claims_limit_serves_the_queues_when_every_due_reclaim_goes_dead(project, admin, engine, clock, r):
+def test_claims_limit_serves_the_queues_when_every_due_reclaim_goes_dead(project, engine, clock, r, ctx):
     # The limit is reached and both due reclaims exceed max_reclaims: they go to `dead`, which
     # frees their room in `out`, so the same request is served from todo instead of a 404 that
     # would idle the warrior while items wait.
     urls = [f"https://example.com/p/{n}?q=a b&r=%2F#frag/" + "x" * 3000 for n in range(5)]
-    admin.set_settings(P, {"claims_limit": "2", "reclaim_ttl_s": "10", "max_reclaims": "1"})
-    add(admin, urls)
+    projects.set_settings(ctx, P, {"claims_limit": "2", "reclaim_ttl_s": "10", "max_reclaims": "1"})
+    add(ctx, urls)
     status, first = claim(engine, A, 5)
     assert status == 200 and len(first) == 2
     clock.advance(11)
@@ -322,17 +320,17 @@ def test_claims_limit_serves_the_queues_when_every_due_reclaim_goes_dead(project
     assert counter(r, "requests_claims_limited") == 1 and r.zcard(K.out) == 2
 
 
-def test_claims_limit_serves_only_the_room_the_dead_made(project, admin, engine, clock, r):
-    admin.set_settings(P, {"claims_limit": "2", "reclaim_ttl_s": "10", "max_reclaims": "1"})
-    add(admin, ["a", "b"])
+def test_claims_limit_serves_only_the_room_the_dead_made(project, engine, clock, r, ctx):
+    projects.set_settings(ctx, P, {"claims_limit": "2", "reclaim_ttl_s": "10", "max_reclaims": "1"})
+    add(ctx, ["a", "b"])
     assert claim(engine, A, 2)[0] == 200
     clock.advance(11)
     assert claim(engine, B, 2)[0] == 200  # a and b reclaimed once: due at 31 s
-    admin.set_settings(P, {"claims_limit": "3"})
-    add(admin, ["c"])
+    projects.set_settings(ctx, P, {"claims_limit": "3"})
+    add(ctx, ["c"])
     clock.advance(14)
     assert claim(engine, C, 1) == (200, ["c"])  # due at 35 s; out holds 3: the limit
-    add(admin, ["d", "e"])
+    add(ctx, ["d", "e"])
     clock.advance(7)
     # a and b go dead (2 of room), c is not due: two fresh items, and the third wanted is not
     # served past the limit.
@@ -343,10 +341,10 @@ def test_claims_limit_serves_only_the_room_the_dead_made(project, admin, engine,
 
 
 def test_claims_limit_with_every_reclaim_dead_and_nothing_queued_is_an_empty_404(
-    project, admin, engine, clock, r
+    project, engine, clock, r, ctx
 ):
-    admin.set_settings(P, {"claims_limit": "1", "reclaim_ttl_s": "10", "max_reclaims": "1"})
-    add(admin, ["only"])
+    projects.set_settings(ctx, P, {"claims_limit": "1", "reclaim_ttl_s": "10", "max_reclaims": "1"})
+    add(ctx, ["only"])
     assert claim(engine, A) == (200, ["only"])
     clock.advance(11)
     assert claim(engine, B) == (200, ["only"])

@@ -11,9 +11,12 @@ from falcon import testing
 
 from tracker_api.app import create_app
 from tracker_core import _classify_py as pure
+from tracker_core import intake
 from tracker_core import keys as keyspace
 from tracker_core import limits as limits_mod
-from tracker_core.admin import AdminError
+from tracker_core.admin import items, limits, projects
+from tracker_core.admin.context import AdminContext
+from tracker_core.admin.errors import AdminError
 from tracker_core.engine import Engine
 
 try:
@@ -79,10 +82,10 @@ def classifier_impl(request, monkeypatch):
 
 
 @pytest.fixture
-def project(admin):
-    admin.create_project(P)
-    admin.add_limit(P, "site", BACKTRACKING, "1/m")
-    admin.add_limit(P, "ids", BACKTRACKING_IDS, "1/m")
+def project(ctx):
+    projects.create(ctx, P)
+    limits.add(ctx, P, "site", BACKTRACKING, "1/m")
+    limits.add(ctx, P, "ids", BACKTRACKING_IDS, "1/m")
     return P
 
 
@@ -164,20 +167,20 @@ def test_re2_syntax_is_read_as_re2_reads_it(impl, pattern, name, matches):
     assert impl.Classifier([pattern]).classify(name) == (0 if matches else -1)
 
 
-def test_limit_add_refuses_what_re2_cannot_run_and_stores_nothing(admin, r, engine):
-    admin.create_project(P)
+def test_limit_add_refuses_what_re2_cannot_run_and_stores_nothing(r, engine, ctx):
+    projects.create(ctx, P)
     before = r.hget(K.settings, "settings_age")
     with pytest.raises(AdminError, match="RE2") as info:
-        admin.add_limit(P, "bad", r"regex:(a)\1", "1/s")
+        limits.add(ctx, P, "bad", r"regex:(a)\1", "1/s")
     assert "\n" not in str(info.value)
     assert r.hget(K.settings, "settings_age") == before and not r.exists(K.limits)
 
 
-def test_limit_add_over_http_answers_400_with_one_line(admin, r, engine):
+def test_limit_add_over_http_answers_400_with_one_line(r, engine, ctx):
     from tracker_core import tokens
 
-    admin.create_project(P)
-    token = tokens.create(admin.r, P, "ops")[0]
+    projects.create(ctx, P)
+    token = tokens.create(r, P, "ops")[0]
     web = testing.TestClient(create_app(engine))
     res = web.simulate_post(
         f"/api/admin/projects/{P}/limits",
@@ -188,11 +191,11 @@ def test_limit_add_over_http_answers_400_with_one_line(admin, r, engine):
     assert not r.exists(K.limits)
 
 
-def test_a_stored_limit_re2_cannot_run_matches_nothing_and_breaks_nothing(admin, r, engine):
+def test_a_stored_limit_re2_cannot_run_matches_nothing_and_breaks_nothing(r, engine, ctx):
     # Limits added before regexes ran on RE2 may use syntax it refuses: the project keeps
     # working, that limit holds nothing, and the others still hold their items.
-    admin.create_project(P)
-    admin.add_limit(P, "users", "type:user", "1/m")
+    projects.create(ctx, P)
+    limits.add(ctx, P, "users", "type:user", "1/m")
     r.hset(
         K.limits,
         "old",
@@ -202,7 +205,7 @@ def test_a_stored_limit_re2_cannot_run_matches_nothing_and_breaks_nothing(admin,
     assert compiled_limits.unusable == ["old"]
     assert compiled_limits.names_of(["aa", "user:x", "b"]) == [None, "users", None]
     r.hincrby(K.settings, "settings_age", 1)
-    list(admin.add_items(P, ["aa", "user:x"]))
+    items.add(ctx, P, ["aa", "user:x"])
     assert r.smembers(K.todo) == {"aa"} and r.zrange(K.limited, 0, -1) == ["users\0user:x"]
     status, names = engine.claim(P, "alice", "127.0.0.1", 5)
     assert status == 200 and "aa" in names
@@ -229,8 +232,8 @@ def test_release_of_hostile_names_answers_in_milliseconds(project, web, r):
     assert r.hget(K.stats, "items_released") in (None, "0")
 
 
-def test_backfeed_of_hostile_names_answers_in_milliseconds(project, web, admin, r):
-    secret = admin_secret(admin)
+def test_backfeed_of_hostile_names_answers_in_milliseconds(project, web, r):
+    secret = admin_secret(r)
     matching = "https://example.com/a/b/c"
     body = "\0".join([HOSTILE, HOSTILE_LONG, matching]).encode()
     res, took = elapsed(lambda: web.simulate_post(f"/backfeed/legacy/{P}-{secret}", body=body))
@@ -239,10 +242,10 @@ def test_backfeed_of_hostile_names_answers_in_milliseconds(project, web, admin, 
     assert r.zrange(K.limited, 0, -1) + list(r.smembers(K.limited_in)) == [f"site\0{matching}"]
 
 
-def admin_secret(admin):
+def admin_secret(r):
     from tracker_core import backfeed_secrets
 
-    return backfeed_secrets.create(admin.r, K)[1]
+    return backfeed_secrets.create(r, K)[1]
 
 
 # -- release and item status classify only the project's own names -------------------------------
@@ -267,13 +270,13 @@ def classified(monkeypatch):
     return seen
 
 
-def test_release_classifies_only_the_claims_it_gives_back(admin, engine, r, classified):
+def test_release_classifies_only_the_claims_it_gives_back(engine, r, classified, ctx):
     # Anonymous clients may send any names: only claims actually given back are classified.
-    admin.create_project(P)
-    list(admin.add_items(P, [f"https://example.com/{n}/" for n in ("one", "two", "three")]))
+    projects.create(ctx, P)
+    items.add(ctx, P, [f"https://example.com/{n}/" for n in ("one", "two", "three")])
     status, alices = engine.claim(P, "alice", "127.0.0.1", 2)
     status, bobs = engine.claim(P, "bob", "127.0.0.1", 1)
-    admin.add_limit(P, "site", BACKTRACKING, "1/m", reclassify=False)
+    limits.add(ctx, P, "site", BACKTRACKING, "1/m", reclassify=False)
     engine = Engine(engine.redis_url)  # sees the new limit at once
     classified.clear()
     released = engine.release(P, "alice", [alices[0], bobs[0], HOSTILE, "never added"])
@@ -286,9 +289,9 @@ def test_release_classifies_only_the_claims_it_gives_back(admin, engine, r, clas
     assert engine.release("no-such-project", "", [HOSTILE]) is None
 
 
-def test_item_status_classifies_nothing_and_finds_held_items(project, admin, engine, r, classified):
+def test_item_status_classifies_nothing_and_finds_held_items(project, engine, r, classified, ctx):
     held = "https://example.com/a/b"
-    list(admin.add_items(P, [held]))
+    items.add(ctx, P, [held])
     assert r.zrange(K.limited, 0, -1) == [f"site\0{held}"]
     classified.clear()
     assert engine.item_status(P, held) == ("todo", None)
@@ -315,13 +318,15 @@ SEGMENT_NAMES = [
 ]
 
 
-def place_items(admin, engine, r, urls):
-    """Put names made from URLS in every place an item can be; return {name: (status, who)}."""
-    admin.create_project(P)
+def place_items(engine, r, urls, ctx):
+    """Put names made from URLS in every place an item can be; return {name: (status, who)}.
+
+    The names go in through the core intake: some are longer than the admin verbs take."""
+    projects.create(ctx, P)
     queued = []
     for queue in ("todo", "backfeed", "secondary", "redo"):
         names = [f"{url}&{queue}" for url in urls]
-        list(admin.add_items(P, names, queue=queue))
+        intake.add_names(r, K, names, queue)
         queued += names
     # Out and done: claim everything queued so far, then finish half of it.
     status, out = engine.claim(P, "alice", "127.0.0.1", 1000)
@@ -331,12 +336,12 @@ def place_items(admin, engine, r, urls):
     expected = {name: ("done", None) if name in finished else ("out", "alice") for name in out}
     for queue in ("todo", "backfeed", "secondary", "redo"):
         names = [f"{url}&again-{queue}" for url in urls]
-        list(admin.add_items(P, names, queue=queue))
+        intake.add_names(r, K, names, queue)
         expected.update({name: ("todo", None) for name in names})
     # Held by a limit: in its sub-queue, and on the way in (between bloom_add and hold_limited).
-    admin.add_limit(P, "held", "regex:&held", "1/m")
+    limits.add(ctx, P, "held", "regex:&held", "1/m")
     held = [f"{url}&held" for url in urls]
-    list(admin.add_items(P, held))
+    intake.add_names(r, K, held)
     assert r.zcard(K.limited) == len(held)
     arriving = [f"{url}&held-arriving" for url in urls]
     r.sadd(K.limited_in, *[f"held\0{name}" for name in arriving])
@@ -345,33 +350,33 @@ def place_items(admin, engine, r, urls):
     return expected
 
 
-def test_item_status_answers_for_url_names_in_every_place(admin, engine, r):
-    expected = place_items(admin, engine, r, URL_NAMES)
+def test_item_status_answers_for_url_names_in_every_place(engine, r, ctx):
+    expected = place_items(engine, r, URL_NAMES, ctx)
     assert max(len(name) for name in expected) > 4000
     assert {name: engine.item_status(P, name) for name in expected} == expected
 
 
-def test_item_status_over_http_for_names_in_every_place(admin, engine, r, web):
-    expected = place_items(admin, engine, r, SEGMENT_NAMES)
+def test_item_status_over_http_for_names_in_every_place(engine, r, web, ctx):
+    expected = place_items(engine, r, SEGMENT_NAMES, ctx)
     assert max(len(name) for name in expected) > 3000
     for name, (status, who) in expected.items():
         res = web.simulate_get(f"/{P}/items/{quote(name, safe='')}.json")
         assert res.status_code == 200 and legacy(res.json) == {"status": status, "downloader": who}, name
 
 
-def test_item_status_over_http_for_a_name_with_slashes(admin, engine, r, web):
-    admin.create_project(P)
-    list(admin.add_items(P, [URL_NAMES[0]]))
+def test_item_status_over_http_for_a_name_with_slashes(engine, r, web, ctx):
+    projects.create(ctx, P)
+    items.add(ctx, P, [URL_NAMES[0]])
     res = web.simulate_get(f"/{P}/items/{quote(URL_NAMES[0], safe='')}.json")
     assert legacy(res.json) == {"status": "todo", "downloader": None}
 
 
-def test_item_status_through_the_real_server_for_url_names(admin, engine, r, live_server):
+def test_item_status_through_the_real_server_for_url_names(engine, r, live_server, ctx):
     # bjoern decodes the path before routing: "%2F" becomes "/", and "http://" keeps its "//".
     import urllib.request
 
-    admin.create_project(P)
-    list(admin.add_items(P, URL_NAMES))
+    projects.create(ctx, P)
+    items.add(ctx, P, URL_NAMES)
     status, claimed = engine.claim(P, "alice", "10.0.0.1", 1)
     for name in URL_NAMES:
         with urllib.request.urlopen(
@@ -384,3 +389,8 @@ def test_item_status_through_the_real_server_for_url_names(admin, engine, r, liv
             else {"status": "todo", "downloader": None}
         )
         assert legacy(body) == expected, name
+
+
+@pytest.fixture
+def ctx(redis_url):
+    return AdminContext.from_url(redis_url)
