@@ -15,7 +15,7 @@ from pathlib import Path
 
 from websockets.sync.client import connect
 
-from support.processes import stop_process
+from support.processes import start, stop_process
 from tracker_core.embedded import free_port
 
 CHROMIUM_NAMES = ("chromium", "chromium-browser")
@@ -35,7 +35,7 @@ class Browser:
     def __init__(self, executable: str):
         self.port = free_port()
         self.profile = tempfile.mkdtemp(prefix="tracker-chromium-")
-        self.process = subprocess.Popen(
+        self.process = start(
             [
                 executable,
                 "--headless=new",
@@ -51,9 +51,7 @@ class Browser:
                 "--window-size=1280,1600",
                 "about:blank",
             ],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            output=subprocess.DEVNULL,
         )
         self._ids = itertools.count(1)
         self._exit = contextlib.ExitStack()
