@@ -7,19 +7,16 @@ sees: blocks, claims, unique counts and the warrior registry all use the one in 
 import json
 import os
 import socket
-import subprocess
 
 import orjson
 import pytest
 from falcon import testing
 
-from support.paths import TRACKER_BIN
-from support.processes import wait_for_port
+from support.processes import start_serve, stop
 from tracker_api.app import create_app
 from tracker_api.client_ip import from_forwarded_for, normalize, throttle_key
 from tracker_api.config import AppConfig
 from tracker_core import keys as keyspace
-from tracker_core.embedded import free_port
 from tracker_core.keys import ProjectKeys
 
 P = "proj"
@@ -155,25 +152,9 @@ def test_live_server_with_trusted_proxies_from_the_environment(redis_url, admin,
     admin.create_project(P)
     list(admin.add_items(P, ITEMS))
     admin.block(f"ip:{REAL}", P)
-    port = free_port()
-    env = dict(os.environ, TRACKER_REDIS_URL=redis_url, TRACKER_TRUSTED_PROXIES="2")
-    process = subprocess.Popen(
-        [
-            str(TRACKER_BIN),
-            "serve",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--workers",
-            "1",
-            "--trust-forwarded",
-        ],
-        env=env,
-        stdin=subprocess.DEVNULL,
-    )
+    env = dict(os.environ, TRACKER_TRUSTED_PROXIES="2")
+    process, port = start_serve(redis_url, "--host", "127.0.0.1", "--trust-forwarded", env=env)
     try:
-        wait_for_port(port, process=process)
         body = b'{"downloader": "alice", "api_version": "2"}'
         head = (
             f"POST /{P}/request HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
@@ -185,8 +166,7 @@ def test_live_server_with_trusted_proxies_from_the_environment(redis_url, admin,
         assert answer.startswith(b"HTTP/1.1 403"), answer[:200]
         assert r.hlen(K.claims) == 0
     finally:
-        process.terminate()
-        process.wait(timeout=10)
+        stop(process)
 
 
 def test_haproxy_drops_client_sent_forwarding_headers_before_adding_its_own():
