@@ -13,7 +13,7 @@ from tracker_api.app import create_app
 from tracker_api.cli import main
 from tracker_api.config import AppConfig
 from tracker_core import blocks, scripts
-from tracker_core.admin import projects
+from tracker_core.admin import items, limits, projects
 from tracker_core.admin.context import AdminContext
 from tracker_core.admin.errors import AdminError
 from tracker_core.keys import GLOBAL_BLOCKED, ProjectKeys
@@ -24,9 +24,9 @@ ITEMS = [f"https://example.com/a b/{n}?q=%20&r=#frag/" + "x" * 2000 for n in ran
 
 
 @pytest.fixture
-def project(admin):
-    admin.create_project(P)
-    list(admin.add_items(P, ITEMS))
+def project(ctx):
+    projects.create(ctx, P)
+    items.add(ctx, P, ITEMS)
     return P
 
 
@@ -49,49 +49,49 @@ def state(r):
         ("ip:10.0.0.0/8", "alice", "10.20.30.40"),
     ],
 )
-def test_lifting_the_global_block_leaves_the_projects_own(project, admin, engine, entry, who, ip):
-    admin.block(entry, P)
-    admin.block(entry)  # the same entry, globally
+def test_lifting_the_global_block_leaves_the_projects_own(project, engine, entry, who, ip, ctx):
+    limits.block(ctx, entry, P)
+    limits.block(ctx, entry)  # the same entry, globally
     assert claim(engine, who, ip) == 403
-    admin.block(entry, remove=True)  # lift the global one
+    limits.block(ctx, entry, remove=True)  # lift the global one
     assert claim(engine, who, ip) == 403  # the project's own still holds
-    admin.block(entry)
-    admin.block(entry, P, remove=True)  # and the other way round
+    limits.block(ctx, entry)
+    limits.block(ctx, entry, P, remove=True)  # and the other way round
     assert claim(engine, who, ip) == 403
-    admin.block(entry, remove=True)
+    limits.block(ctx, entry, remove=True)
     assert claim(engine, who, ip) == 200
 
 
-def test_a_global_block_reaches_every_project_old_and_new(project, admin, engine):
-    admin.block("ip:2001:db8::/32")
-    admin.create_project(OTHER)
-    list(admin.add_items(OTHER, ["one", "two"]))
+def test_a_global_block_reaches_every_project_old_and_new(project, engine, ctx):
+    limits.block(ctx, "ip:2001:db8::/32")
+    projects.create(ctx, OTHER)
+    items.add(ctx, OTHER, ["one", "two"])
     assert engine.claim(OTHER, "alice", "2001:db8:1::1", 1)[0] == 403
     assert claim(engine, "alice", "2001:db8:ffff:ffff::1") == 403
-    assert admin.blocks(OTHER)["blocked_global"] == ["ip:2001:db8::/32"]
-    assert admin.blocks(OTHER)["blocked"] == []
-    assert admin.blocks() == {"global": ["ip:2001:db8::/32"]}
-    admin.block("ip:2001:db8::/32", remove=True)
+    assert limits.blocks(ctx, OTHER)["blocked_global"] == ["ip:2001:db8::/32"]
+    assert limits.blocks(ctx, OTHER)["blocked"] == []
+    assert limits.blocks(ctx) == {"global": ["ip:2001:db8::/32"]}
+    limits.block(ctx, "ip:2001:db8::/32", remove=True)
     assert engine.claim(OTHER, "alice", "2001:db8:1::1", 1)[0] == 200
     assert claim(engine, "alice", "2001:db8:ffff:ffff::1") == 200
 
 
-def test_ignore_global_blocked_keeps_only_the_projects_own(project, admin, engine, r):
-    admin.block("name:mallory")
-    admin.block("ip:203.0.113.0/24")
-    admin.block("name:trudy", P)
+def test_ignore_global_blocked_keeps_only_the_projects_own(project, engine, r, ctx):
+    limits.block(ctx, "name:mallory")
+    limits.block(ctx, "ip:203.0.113.0/24")
+    limits.block(ctx, "name:trudy", P)
     assert claim(engine, "mallory") == 403 and claim(engine, ip="203.0.113.9") == 403
-    admin.set_settings(P, {"ignore_global_blocked": "true"})
+    projects.set_settings(ctx, P, {"ignore_global_blocked": "true"})
     assert r.hget(K.settings, "ignore_global_blocked") == "1"
     assert claim(engine, "mallory") == 200 and claim(engine, ip="203.0.113.9") == 200
     assert claim(engine, "trudy") == 403
     # A global block made while the project ignores them is kept and applies once it stops.
-    admin.block("name:eve")
+    limits.block(ctx, "name:eve")
     assert claim(engine, "eve") == 200
-    admin.set_settings(P, {"ignore_global_blocked": "0"})
+    projects.set_settings(ctx, P, {"ignore_global_blocked": "0"})
     assert claim(engine, "eve") == 403 and claim(engine, "mallory") == 403
     with pytest.raises(ValueError, match="ignore_global_blocked: must be true or false"):
-        admin.set_settings(P, {"ignore_global_blocked": "sometimes"})
+        projects.set_settings(ctx, P, {"ignore_global_blocked": "sometimes"})
 
 
 # -- IP entries: checked, normalised, CIDR ranges -----------------------------------------------
@@ -115,10 +115,10 @@ def test_ignore_global_blocked_keeps_only_the_projects_own(project, admin, engin
         ("name:" + "m" * 30, "name:" + "m" * 30),
     ],
 )
-def test_entries_are_stored_in_one_spelling(project, admin, r, given, stored):
-    assert admin.block(given, P) == stored
+def test_entries_are_stored_in_one_spelling(project, r, given, stored, ctx):
+    assert limits.block(ctx, given, P)["entry"] == stored
     assert r.smembers(K.blocked) == {stored}
-    assert admin.block(given, P, remove=True) == stored  # lifted however it is spelled
+    assert limits.block(ctx, given, P, remove=True)["entry"] == stored  # lifted however it is spelled
     assert r.smembers(K.blocked) == set()
 
 
@@ -141,11 +141,11 @@ def test_entries_are_stored_in_one_spelling(project, admin, r, given, stored):
         ("name:" + "m" * 200, "longer than 200 characters"),
     ],
 )
-def test_bad_entries_are_refused_with_a_reason_and_change_nothing(project, admin, r, entry, reason):
+def test_bad_entries_are_refused_with_a_reason_and_change_nothing(project, r, entry, reason, ctx):
     before = (r.smembers(K.blocked), r.zrange(K.blocked_index, 0, -1), r.smembers(GLOBAL_BLOCKED))
     for scope in (P, None):
         with pytest.raises(AdminError, match=None) as caught:
-            admin.block(entry, scope)
+            limits.block(ctx, entry, scope)
         assert reason in str(caught.value) and "\n" not in str(caught.value)
     assert (r.smembers(K.blocked), r.zrange(K.blocked_index, 0, -1), r.smembers(GLOBAL_BLOCKED)) == before
 
@@ -180,7 +180,7 @@ def test_bad_entries_are_refused_with_a_reason_and_change_nothing(project, admin
         ("/run/tracker.sock", False),  # no address: no IP block
     ],
 )
-def test_ranges_and_addresses_are_matched_in_the_claim_script(project, admin, engine, r, ip, blocked):
+def test_ranges_and_addresses_are_matched_in_the_claim_script(project, engine, r, ip, blocked, ctx):
     for entry in (
         "ip:10.0.0.0/8",
         "ip:10.1.0.0/16",
@@ -189,9 +189,9 @@ def test_ranges_and_addresses_are_matched_in_the_claim_script(project, admin, en
         "ip:2001:db8::/32",
         "ip:fe80::1",
     ):
-        admin.block(entry, P)
-    admin.block("ip:172.16.0.0/12", P, remove=True)
-    admin.block("ip:172.16.5.0/24", P)  # a range inside a lifted one
+        limits.block(ctx, entry, P)
+    limits.block(ctx, "ip:172.16.0.0/12", P, remove=True)
+    limits.block(ctx, "ip:172.16.5.0/24", P)  # a range inside a lifted one
     before = state(r)
     status = claim(engine, "alice", ip)
     assert status == (403 if blocked else 200)
@@ -199,19 +199,19 @@ def test_ranges_and_addresses_are_matched_in_the_claim_script(project, admin, en
         assert state(r) == before and int(r.hget(K.stats, "requests_blocked")) == 1
 
 
-def test_ipv6_ranges_do_not_match_ipv4_clients(project, admin, engine):
-    admin.block("ip:::/0", P)
+def test_ipv6_ranges_do_not_match_ipv4_clients(project, engine, ctx):
+    limits.block(ctx, "ip:::/0", P)
     assert claim(engine, "alice", "2001:db8::1") == 403
     assert claim(engine, "alice", "192.0.2.1") == 200
-    admin.block("ip:0.0.0.0/0", P)
+    limits.block(ctx, "ip:0.0.0.0/0", P)
     assert claim(engine, "alice", "192.0.2.1") == 403
 
 
-def test_the_index_holds_merged_ranges_per_view(project, admin, r):
-    admin.block("ip:10.0.0.0/8", P)
-    admin.block("ip:10.1.0.0/16", P)
-    admin.block("ip:11.0.0.0/8")
-    admin.block("name:mallory")
+def test_the_index_holds_merged_ranges_per_view(project, r, ctx):
+    limits.block(ctx, "ip:10.0.0.0/8", P)
+    limits.block(ctx, "ip:10.1.0.0/16", P)
+    limits.block(ctx, "ip:11.0.0.0/8")
+    limits.block(ctx, "name:mallory")
     assert sorted(r.zrange(K.blocked_index, 0, -1)) == sorted(
         ["p40a000000-0affffff", "a40a000000-0bffffff", "an:mallory"]
     )
@@ -225,7 +225,7 @@ def test_thousands_of_blocks_are_matched_exactly(project, admin, engine, r):
     # Written in one step, as the admin verbs do one at a time.
     assert (
         scripts.run(
-            admin.r,
+            r,
             "set_blocks",
             (K.settings, K.blocked, K.blocked_global, K.blocked_index),
             (0, 0, len(own), 0, *own, *blocks.index_members(own, ())),
@@ -243,22 +243,19 @@ def test_thousands_of_blocks_are_matched_exactly(project, admin, engine, r):
 # -- the write script: checked before its first write -------------------------------------------
 
 
-def test_set_blocks_changes_nothing_when_the_blocks_moved_since_the_read(project, admin, r):
-    admin.block("name:mallory", P)
+def test_set_blocks_changes_nothing_when_the_blocks_moved_since_the_read(project, r, ctx):
+    limits.block(ctx, "name:mallory", P)
     before = (r.smembers(K.blocked), r.zrange(K.blocked_index, 0, -1))
     keys = (K.settings, K.blocked, K.blocked_global, K.blocked_index)
     stale = ("name:trudy",)  # not what the set holds
     new = ("name:trudy", "name:eve")
-    assert (
-        scripts.run(admin.r, "set_blocks", keys, (1, 0, 2, 0, *stale, *new, *blocks.index_members(new, ())))
-        == 0
-    )
-    assert scripts.run(admin.r, "set_blocks", keys, (0, 0, 2, 0, *new, *blocks.index_members(new, ()))) == 0
+    assert scripts.run(r, "set_blocks", keys, (1, 0, 2, 0, *stale, *new, *blocks.index_members(new, ()))) == 0
+    assert scripts.run(r, "set_blocks", keys, (0, 0, 2, 0, *new, *blocks.index_members(new, ()))) == 0
     assert (r.smembers(K.blocked), r.zrange(K.blocked_index, 0, -1)) == before
     ghost = ProjectKeys("ghost")
     assert (
         scripts.run(
-            admin.r,
+            r,
             "set_blocks",
             (ghost.settings, ghost.blocked, ghost.blocked_global, ghost.blocked_index),
             (0, 0, 1, 0, "name:eve", "pn:eve"),
@@ -267,34 +264,34 @@ def test_set_blocks_changes_nothing_when_the_blocks_moved_since_the_read(project
     )
     assert not r.exists(ghost.blocked, ghost.blocked_index)
     with pytest.raises(scripts.ScriptError, match="counts"):
-        scripts.run(admin.r, "set_blocks", keys, ("x", 0, 0, 0))
+        scripts.run(r, "set_blocks", keys, ("x", 0, 0, 0))
     with pytest.raises(scripts.ScriptError, match="fewer entries"):
-        scripts.run(admin.r, "set_blocks", keys, (1, 0, 0, 0))
+        scripts.run(r, "set_blocks", keys, (1, 0, 0, 0))
     assert (r.smembers(K.blocked), r.zrange(K.blocked_index, 0, -1)) == before
 
 
-def test_blocking_in_an_unknown_project_is_refused(admin, r):
+def test_blocking_in_an_unknown_project_is_refused(r, ctx):
     with pytest.raises(AdminError, match="unknown project"):
-        admin.block("name:mallory", "ghost")
+        limits.block(ctx, "name:mallory", "ghost")
     assert not r.keys("{ghost}*")
 
 
-def test_reindex_splits_an_older_trackers_mixed_set(project, admin, engine, r):
+def test_reindex_splits_an_older_trackers_mixed_set(project, engine, r, ctx):
     # Before the split, global entries were copied into the project's own set and the claim
     # script matched the set itself: no index, no copy.
     r.sadd(GLOBAL_BLOCKED, "name:mallory")
     r.sadd(K.blocked, "name:mallory", "name:trudy", "ip:203.0.113.9", "ip:garbage")
     r.delete(K.blocked_index, K.blocked_global)
-    assert admin.reindex_blocks() == 1
+    assert limits.reindex_blocks(ctx) == {"projects": 1}
     assert r.smembers(K.blocked) == {"name:trudy", "ip:203.0.113.9", "ip:garbage"}
     assert r.smembers(K.blocked_global) == {"name:mallory"}
     assert claim(engine, "trudy") == 403 and claim(engine, "mallory") == 403
     assert claim(engine, ip="203.0.113.9") == 403 and claim(engine) == 200
-    admin.block("name:mallory", remove=True)
+    limits.block(ctx, "name:mallory", remove=True)
     assert claim(engine, "mallory") == 200
 
 
-def test_maintain_indexes_the_blocks_of_an_older_tracker(project, admin, engine, redis_url, r, tmp_path):
+def test_maintain_indexes_the_blocks_of_an_older_tracker(project, admin, engine, redis_url, r, tmp_path, ctx):
     # An upgraded Redis holds blocks but no index: they must be enforced without an admin's
     # `tracker block --reindex`, so `tracker maintain` builds the missing index when it starts.
     r.sadd(GLOBAL_BLOCKED, "name:mallory")
@@ -307,13 +304,13 @@ def test_maintain_indexes_the_blocks_of_an_older_tracker(project, admin, engine,
     assert res.exit_code == 0, res.output
     assert claim(engine, "mallory") == 403 and claim(engine, ip="203.0.113.77") == 403
     assert r.smembers(K.blocked_global) == {"name:mallory"}
-    assert admin.reindex_blocks_if_missing() == 0  # done once, not on every start
+    assert limits.reindex_blocks_if_missing(ctx) == {"projects": 0}  # done once, not on every start
 
 
 def test_deleting_a_project_removes_its_blocks(project, admin, r, ctx):
 
-    admin.block("ip:10.0.0.0/8", P)
-    admin.block("name:mallory")
+    limits.block(ctx, "ip:10.0.0.0/8", P)
+    limits.block(ctx, "name:mallory")
     projects.delete(ctx, P)
     assert not r.exists(K.blocked, K.blocked_global, K.blocked_index)
     assert r.smembers(GLOBAL_BLOCKED) == {"name:mallory"}
@@ -322,9 +319,9 @@ def test_deleting_a_project_removes_its_blocks(project, admin, r, ctx):
 # -- through HTTP, the admin API and the CLI ----------------------------------------------------
 
 
-def test_a_cidr_block_answers_403_through_a_trusted_proxy(project, admin, engine, r):
+def test_a_cidr_block_answers_403_through_a_trusted_proxy(project, engine, r, ctx):
     web = testing.TestClient(create_app(engine, config=AppConfig(trust_forwarded=True)))
-    admin.block("ip:203.0.113.0/24", P)
+    limits.block(ctx, "ip:203.0.113.0/24", P)
 
     def request(forwarded):
         return web.simulate_post(
@@ -367,7 +364,7 @@ def test_admin_api_normalises_and_refuses_entries(project, admin, engine, r):
     assert shown["blocked"] == ["ip:2001:db8::/32"] and shown["blocked_global"] == []
 
 
-def test_cli_blocks_lists_and_reindexes(project, admin, engine, redis_url, r):
+def test_cli_blocks_lists_and_reindexes(project, engine, redis_url, r):
     runner = CliRunner()
 
     def cli(*args):

@@ -18,8 +18,8 @@ from falcon import testing
 
 from tracker_api.app import create_app
 from tracker_api.cli import main
-from tracker_core import backfeed_secrets, offload, tokens
-from tracker_core.admin import items
+from tracker_core import backfeed_secrets, intake, offload, tokens
+from tracker_core.admin import dead, items, limits, projects
 from tracker_core.admin.context import AdminContext
 from tracker_core.keys import ProjectKeys
 
@@ -30,8 +30,8 @@ BAD = [b"https://example.com/\xff\xfe", b"caf\xe9", b"\xc3", b"https://x.org/\xe
 
 
 @pytest.fixture
-def project(admin):
-    admin.create_project(P)
+def project(ctx):
+    projects.create(ctx, P)
     return P
 
 
@@ -114,7 +114,7 @@ def test_a_post_of_only_bad_names_queues_nothing_and_a_wrong_secret_counts_none(
 
 
 def test_admin_text_upload_refuses_bad_lines_and_adds_the_rest(web, admin, project, r, engine):
-    token = tokens.create(admin.r, P)[0]
+    token = tokens.create(r, P)[0]
     body = b"\n".join([g.encode() for g in GOOD] + BAD) + b"\n"
     res = web.simulate_post(
         f"/api/admin/projects/{P}/queues/todo/items",
@@ -129,7 +129,7 @@ def test_admin_text_upload_refuses_bad_lines_and_adds_the_rest(web, admin, proje
 
 
 def test_admin_json_upload_cannot_carry_a_lone_surrogate(web, admin, project, r):
-    token = tokens.create(admin.r, P)[0]
+    token = tokens.create(r, P)[0]
     res = web.simulate_post(
         f"/api/admin/projects/{P}/queues/todo/items",
         body=b'{"items": ["ok", "bad\\udc80"]}',
@@ -157,10 +157,10 @@ def test_cli_items_add_refuses_bad_lines_and_adds_the_rest(project, redis_url, r
     assert sorted(claim_everything(engine)) == sorted(GOOD)
 
 
-def test_admin_add_items_refuses_surrogate_escaped_names(admin, project, r):
+def test_admin_add_items_refuses_surrogate_escaped_names(project, r):
     names = [*GOOD, *(b.decode("utf-8", "surrogateescape") for b in BAD)]
     refused = {}
-    assert list(admin.add_items(P, names, refused=refused)) == [(len(GOOD), 0)]
+    assert list(intake.add(r, K, names, refused=refused)) == [(len(GOOD), 0)]
     assert refused == {"not_utf8": len(BAD)}
     assert r.smembers(K.todo) == set(GOOD)
 
@@ -180,24 +180,22 @@ def test_segment_import_refuses_bad_names_of_a_foreign_file(project, r, tmp_path
 # -- names queued before the check: admin verbs still work over them ----------------------------
 
 
-def test_admin_verbs_work_over_a_name_queued_before_names_had_to_be_utf8(
-    admin, project, redis_url, engine, ctx
-):
+def test_admin_verbs_work_over_a_name_queued_before_names_had_to_be_utf8(project, redis_url, engine, ctx):
     import redis
 
     raw = redis.Redis.from_url(redis_url)
     legacy = b"https://example.com/old-\xff"
     raw.sadd(K.todo, legacy, b"https://example.com/ok")
-    admin.add_limit(P, "site", "domain:example.com", "1/s")  # reclassify over it
+    limits.add(ctx, P, "site", "domain:example.com", "1/s")  # reclassify over it
     assert {m.split(b"\0", 1)[1] for m in raw.zrange(K.limited, 0, -1)} == {legacy, b"https://example.com/ok"}
-    admin.remove_limit(P, "site")
+    limits.remove(ctx, P, "site")
     raw.delete(K.limited, K.limits_ready)
     raw.sadd(K.secondary, legacy)
     assert items.move(ctx, P, "secondary", "todo")["moved"] == 1
     raw.hset(K.dead, legacy, "{}")
     raw.srem(K.todo, legacy)
-    admin.add_limit(P, "site2", "domain:example.com", "1/s")
-    assert admin.requeue_dead(P, [legacy.decode("utf-8", "surrogateescape")]) == 1
+    limits.add(ctx, P, "site2", "domain:example.com", "1/s")
+    assert dead.requeue(ctx, P, [legacy.decode("utf-8", "surrogateescape")]) == {"requeued": 1}
     assert legacy in {m.split(b"\0", 1)[1] for m in raw.zrange(K.limited, 0, -1)}
 
 

@@ -14,7 +14,8 @@ from tracker_api.cli import main
 from tracker_core import backfeed_secrets, bloom, limits
 from tracker_core import engine as engine_mod
 from tracker_core import keys as keyspace
-from tracker_core.admin import claims, items
+from tracker_core.admin import census, claims, dead, items, projects
+from tracker_core.admin import limits as limit_verbs
 from tracker_core.admin.context import AdminContext
 from tracker_core.admin.errors import AdminError
 from tracker_core.backfeed import Backfeed, split_body
@@ -24,8 +25,8 @@ P = "lim"
 
 
 @pytest.fixture
-def project(admin):
-    admin.create_project(P)
+def project(ctx):
+    projects.create(ctx, P)
     return P
 
 
@@ -39,22 +40,22 @@ def _age(r):
     return int(r.hget(keyspace.ProjectKeys(P).settings, "settings_age"))
 
 
-def test_add_list_replace_remove(project, admin, r):
+def test_add_list_replace_remove(project, r, ctx):
     start = _age(r)
-    assert admin.add_limit(P, "users", "type:user", "10/s") == start + 1
-    assert admin.add_limit(P, "cdn", "domain:*.Example.COM", "30/m") == start + 2
-    assert admin.limits(P) == [
+    assert limit_verbs.add(ctx, P, "users", "type:user", "10/s")["settings_age"] == start + 1
+    assert limit_verbs.add(ctx, P, "cdn", "domain:*.Example.COM", "30/m")["settings_age"] == start + 2
+    assert limit_verbs.list_limits(ctx, P) == [
         {"name": "users", "pattern": "type:user", "rate": "10/s", "rate_per_s": 10.0, "seq": 1},
         {"name": "cdn", "pattern": "domain:example.com", "rate": "30/m", "rate_per_s": 0.5, "seq": 2},
     ]
     # Replacing keeps the limit's place in the classification order.
-    admin.add_limit(P, "users", "prefix:user:", "2.5")
-    assert [(x["name"], x["pattern"], x["rate_per_s"]) for x in admin.limits(P)] == [
+    limit_verbs.add(ctx, P, "users", "prefix:user:", "2.5")
+    assert [(x["name"], x["pattern"], x["rate_per_s"]) for x in limit_verbs.list_limits(ctx, P)] == [
         ("users", "prefix:user:", 2.5),
         ("cdn", "domain:example.com", 0.5),
     ]
-    assert admin.remove_limit(P, "users") == start + 4
-    assert [x["name"] for x in admin.limits(P)] == ["cdn"]
+    assert limit_verbs.remove(ctx, P, "users")["settings_age"] == start + 4
+    assert [x["name"] for x in limit_verbs.list_limits(ctx, P)] == ["cdn"]
     assert r.hkeys(keyspace.ProjectKeys(P).limits) == ["cdn"]
 
 
@@ -71,43 +72,43 @@ def test_add_list_replace_remove(project, admin, r):
         ("ok", "type:user", "2000000/s", "bad rate"),
     ],
 )
-def test_bad_limits_are_refused_and_change_nothing(project, admin, r, name, pattern, rate, reason):
+def test_bad_limits_are_refused_and_change_nothing(project, r, name, pattern, rate, reason, ctx):
     before = _age(r)
     with pytest.raises(AdminError, match=reason):
-        admin.add_limit(P, name, pattern, rate)
+        limit_verbs.add(ctx, P, name, pattern, rate)
     assert _age(r) == before
-    assert admin.limits(P) == []
+    assert limit_verbs.list_limits(ctx, P) == []
 
 
-def test_unknown_project_and_unknown_limit(project, admin, r):
+def test_unknown_project_and_unknown_limit(project, r, ctx):
     with pytest.raises(AdminError, match="unknown project"):
-        admin.add_limit("nope", "x", "type:user", "1/s")
+        limit_verbs.add(ctx, "nope", "x", "type:user", "1/s")
     before = _age(r)
     with pytest.raises(AdminError, match="unknown limit"):
-        admin.remove_limit(P, "ghost")
+        limit_verbs.remove(ctx, P, "ghost")
     assert _age(r) == before
     assert not r.exists("{nope}:limits")
 
 
-def test_limit_count_is_capped(project, admin, r, monkeypatch):
+def test_limit_count_is_capped(project, r, monkeypatch, ctx):
     monkeypatch.setattr(limits, "MAX_LIMITS", 2)
-    admin.add_limit(P, "a", "type:a", "1/s")
-    admin.add_limit(P, "b", "type:b", "1/s")
-    admin.add_limit(P, "a", "type:aa", "1/s")  # a replacement is not a new limit
+    limit_verbs.add(ctx, P, "a", "type:a", "1/s")
+    limit_verbs.add(ctx, P, "b", "type:b", "1/s")
+    limit_verbs.add(ctx, P, "a", "type:aa", "1/s")  # a replacement is not a new limit
     with pytest.raises(AdminError, match="too many limits"):
-        admin.add_limit(P, "c", "type:c", "1/s")
-    assert [x["name"] for x in admin.limits(P)] == ["a", "b"]
+        limit_verbs.add(ctx, P, "c", "type:c", "1/s")
+    assert [x["name"] for x in limit_verbs.list_limits(ctx, P)] == ["a", "b"]
 
 
-def test_a_change_is_published_and_every_node_reloads(project, admin, redis_url, r):
+def test_a_change_is_published_and_every_node_reloads(project, redis_url, r, ctx):
     node1, node2 = Engine(redis_url), Engine(redis_url)
-    list(admin.add_items(P, ["user:alice", "page:1"]))
+    items.add(ctx, P, ["user:alice", "page:1"])
     assert node1.limits(P).name_of("user:alice") is None
     assert node2.limits(P).name_of("user:alice") is None
     pubsub = redis.Redis.from_url(redis_url, decode_responses=True).pubsub()
     pubsub.subscribe(keyspace.SETTINGS_CHANNEL)
     pubsub.get_message(timeout=1)
-    age = admin.add_limit(P, "users", "type:user", "1/s")
+    age = limit_verbs.add(ctx, P, "users", "type:user", "1/s")["settings_age"]
     message = pubsub.get_message(timeout=2)
     assert message and message["data"] == f"{P} {age}"
     pubsub.close()
@@ -118,7 +119,7 @@ def test_a_change_is_published_and_every_node_reloads(project, admin, redis_url,
         assert node.limits(P).name_of("page:1") is None
 
 
-def test_cli_limit_commands(project, cli, admin):
+def test_cli_limit_commands(project, cli, ctx):
     res = cli("limit", "add", P, "users", "type:user", "10/m")
     assert res.exit_code == 0, res.output
     assert "limit users of lim set" in res.output
@@ -130,7 +131,7 @@ def test_cli_limit_commands(project, cli, admin):
     bad = cli("limit", "remove", P, "ghost")
     assert bad.exit_code == 1 and "unknown limit" in bad.output
     assert cli("limit", "remove", P, "users").exit_code == 0
-    assert admin.limits(P) == []
+    assert limit_verbs.list_limits(ctx, P) == []
     assert cli("limit", "list", "nope").exit_code == 1
 
 
@@ -143,8 +144,8 @@ K = keyspace.ProjectKeys(P)
 ALICE = ("alice", "10.0.0.1")
 
 
-def add(admin, names, queue="todo"):
-    return list(admin.add_items(P, names, queue=queue))
+def add(ctx, names, queue="todo"):
+    return items.add(ctx, P, names, queue=queue)
 
 
 def claim(engine, n=100, who=ALICE):
@@ -194,9 +195,9 @@ def secret(project, r):
     return backfeed_secrets.create(r, K)[1]
 
 
-def test_backfeed_holds_limited_items_and_serves_them_at_the_rate(project, admin, engine, clock, r, secret):
+def test_backfeed_holds_limited_items_and_serves_them_at_the_rate(project, engine, clock, r, secret, ctx):
     # The auditor's case: 50 user: items backfed into a project limited to 1/m.
-    admin.add_limit(P, "users", "type:user", "1/m")
+    limit_verbs.add(ctx, P, "users", "type:user", "1/m")
     client = testing.TestClient(create_app(engine))
     body = b"\0".join([f"user:u{i}".encode() for i in range(50)] + [b"page:1", b"page:2"])
     res = client.simulate_post(f"/backfeed/legacy/{P}-{secret}", body=body)
@@ -220,10 +221,8 @@ def test_backfeed_holds_limited_items_and_serves_them_at_the_rate(project, admin
     assert_each_once(r, users + ["page:1", "page:2"])
 
 
-def test_backfeed_classifies_the_dedup_key_and_keeps_the_whole_entry(
-    project, admin, engine, clock, r, secret
-):
-    admin.add_limit(P, "users", r"regex:^user:[a-z]+$", "1/m")  # matches the key, not the entry
+def test_backfeed_classifies_the_dedup_key_and_keeps_the_whole_entry(project, engine, clock, r, secret, ctx):
+    limit_verbs.add(ctx, P, "users", r"regex:^user:[a-z]+$", "1/m")  # matches the key, not the entry
     feed = Backfeed(engine)
     entries, keys = split_body(b"user:bob\x1fdata1\0user:bob\x1fdata2\0page:1\x1fx", b"\0", b"\x1f")
     outcome = feed.submit(P, secret, entries, keys)
@@ -235,10 +234,8 @@ def test_backfeed_classifies_the_dedup_key_and_keeps_the_whole_entry(
     assert sorted(claim(engine)) == ["page:1\x1fx", "user:bob\x1fdata1"]
 
 
-def test_backfeed_shards_mapped_to_a_downloader_are_not_held_shared_ones_are(
-    project, admin, engine, r, secret
-):
-    admin.add_limit(P, "users", "type:user", "1/m")
+def test_backfeed_shards_mapped_to_a_downloader_are_not_held_shared_ones_are(project, engine, r, secret, ctx):
+    limit_verbs.add(ctx, P, "users", "type:user", "1/m")
     r.hset(K.backfeed_shard_map, "mine", "downloader:alice")
     r.hset(K.backfeed_shard_map, "sec", "secondary")
     feed = Backfeed(engine)
@@ -250,25 +247,25 @@ def test_backfeed_shards_mapped_to_a_downloader_are_not_held_shared_ones_are(
     assert_each_once(r, ["user:a", "user:b", "user:c", "x"])
 
 
-def test_backfeed_sees_a_new_limit_within_a_second(project, admin, engine, r, secret, monkeypatch):
+def test_backfeed_sees_a_new_limit_within_a_second(project, engine, r, secret, monkeypatch, ctx):
     # The engine's settings cache expires (1 s) and its limits reload on a new settings age.
     monkeypatch.setattr(engine_mod, "_SETTINGS_CACHE_S", 0.0)  # as if a second passed each time
     feed = Backfeed(engine)
     assert feed.submit(P, secret, [b"user:a"], [b"user:a"]).new == 1  # caches the settings
-    admin.add_limit(P, "users", "type:user", "1/m")
+    limit_verbs.add(ctx, P, "users", "type:user", "1/m")
     assert feed.submit(P, secret, [b"user:b"], [b"user:b"]).new == 1
     assert held_names(r) == ["user:a", "user:b"]  # user:a by add_limit's reclassify
 
 
-def test_release_holds_limited_items(project, admin, engine, clock, r, redis_url):
-    add(admin, ["user:a", "user:b", "page:1"])
+def test_release_holds_limited_items(project, engine, clock, r, redis_url, ctx):
+    add(ctx, ["user:a", "user:b", "page:1"])
     got = claim(engine)
     assert sorted(got) == ["page:1", "user:a", "user:b"]
     # Another node whose cached limits predate the limit: the script sees the settings age
     # moved and the node classifies again, so the release cannot slip past the limit.
     node = Engine(redis_url, clock=clock)
     assert node.limits(P).limits == []
-    admin.add_limit(P, "users", "type:user", "1/m")
+    limit_verbs.add(ctx, P, "users", "type:user", "1/m")
     assert node.release(P, "alice", ["user:a", "user:b", "page:1"]) == 3
     assert held_names(r) == ["user:a", "user:b"] and r.smembers(K.todo) == {"page:1"}
     assert r.scard(K.limited_in) == 0 and r.hget(K.stats, "items_released") == "3"
@@ -281,45 +278,43 @@ def test_release_holds_limited_items(project, admin, engine, clock, r, redis_url
     assert_each_once(r, ["user:a", "user:b", "page:1"])
 
 
-def test_admin_release_holds_limited_items(project, admin, engine, r, ctx):
-    add(admin, ["user:a", "page:1"])
+def test_admin_release_holds_limited_items(project, engine, r, ctx):
+    add(ctx, ["user:a", "page:1"])
     claim(engine)
-    admin.add_limit(P, "users", "type:user", "1/m")
+    limit_verbs.add(ctx, P, "users", "type:user", "1/m")
     assert claims.release(ctx, P, pattern="*")["released"] == 2
     assert held_names(r) == ["user:a"] and r.smembers(K.todo) == {"page:1"}
     assert_each_once(r, ["user:a", "page:1"])
 
 
-def test_requeued_dead_items_are_held_unless_for_a_downloader(project, admin, engine, clock, r):
-    admin.set_settings(P, {"reclaim_ttl_s": "1", "max_reclaims": "1"})
+def test_requeued_dead_items_are_held_unless_for_a_downloader(project, engine, clock, r, ctx):
+    projects.set_settings(ctx, P, {"reclaim_ttl_s": "1", "max_reclaims": "1"})
     names = ["user:a", "user:b", "user:c", "page:1"]
-    add(admin, names)
+    add(ctx, names)
     claim(engine)
     clock.advance(1.5)
     claim(engine, who=("bob", "10.0.0.2"))
     clock.advance(2.5)
     assert claim(engine) == [] and r.hlen(K.dead) == 4
-    admin.add_limit(P, "users", "type:user", "1/m")
-    assert admin.requeue_dead(P, ["user:a", "user:b", "page:1", "ghost"]) == 3
+    limit_verbs.add(ctx, P, "users", "type:user", "1/m")
+    assert dead.requeue(ctx, P, ["user:a", "user:b", "page:1", "ghost"]) == {"requeued": 3}
     assert held_names(r) == ["user:a", "user:b"] and r.smembers(K.todo) == {"page:1"}
     # A downloader's own queue takes limited items as they are, and is registered.
-    assert admin.requeue_dead(P, ["user:c"], "downloader:carol") == 1
+    assert dead.requeue(ctx, P, ["user:c"], "downloader:carol") == {"requeued": 1}
     assert r.smembers(K.downloader_queue("carol")) == {"user:c"}
-    assert admin.status(P)["queues"]["downloader"] == {"carol": 1}
+    assert census.status(ctx, P)["queues"]["downloader"] == {"carol": 1}
     assert_each_once(r, names)
     assert r.hget(K.stats, "items_requeued_dead") == "4"
-    admin.set_settings(P, {"reclaim_ttl_s": "0"})
+    projects.set_settings(ctx, P, {"reclaim_ttl_s": "0"})
     first = claim(engine)
     assert len(first) == 2 and "page:1" in first and claim(engine) == []
     drain_held(engine, clock, 1, 60)
 
 
-def test_moved_items_are_held_in_a_shared_queue_not_in_a_downloader_queue(
-    project, admin, engine, clock, r, ctx
-):
-    add(admin, ["user:a", "user:b", "page:1"], queue="secondary")
-    add(admin, ["user:c"], queue="redo")
-    admin.add_limit(P, "users", "type:user", "1/m", reclassify=False)
+def test_moved_items_are_held_in_a_shared_queue_not_in_a_downloader_queue(project, engine, clock, r, ctx):
+    add(ctx, ["user:a", "user:b", "page:1"], queue="secondary")
+    add(ctx, ["user:c"], queue="redo")
+    limit_verbs.add(ctx, P, "users", "type:user", "1/m", reclassify=False)
     assert items.move(ctx, P, "secondary", "todo")["moved"] == 3
     assert held_names(r) == ["user:a", "user:b"] and r.smembers(K.todo) == {"page:1"}
     assert not r.exists(K.secondary)
@@ -333,9 +328,9 @@ def test_moved_items_are_held_in_a_shared_queue_not_in_a_downloader_queue(
     assert_each_once(r, ["user:a", "user:b", "user:c", "page:1"])
 
 
-def test_item_status_reports_held_items_as_todo(project, admin, engine, r, redis_url):
-    admin.add_limit(P, "users", "type:user", "1/m")
-    add(admin, ["user:a", "user:b"])
+def test_item_status_reports_held_items_as_todo(project, engine, r, redis_url, ctx):
+    limit_verbs.add(ctx, P, "users", "type:user", "1/m")
+    add(ctx, ["user:a", "user:b"])
     assert engine.item_status(P, "user:a") == ("todo", None)
     r.sadd(K.limited_in, "users\0user:in")  # between bloom_add and hold_limited
     assert engine.item_status(P, "user:in") == ("todo", None)
@@ -343,9 +338,9 @@ def test_item_status_reports_held_items_as_todo(project, admin, engine, r, redis
     assert engine.item_status(P, "user:zzz") == (None, None)
     # Held under a limit that no longer matches it (removed; its items wait for the next
     # claim): a node with the current limits still finds it, through limits_ready.
-    admin.add_limit(P, "pages", "type:page", "1/m")
-    add(admin, ["page:1"])
-    admin.remove_limit(P, "pages")
+    limit_verbs.add(ctx, P, "pages", "type:page", "1/m")
+    add(ctx, ["page:1"])
+    limit_verbs.remove(ctx, P, "pages")
     node = Engine(redis_url)
     assert node.limits(P).name_of("page:1") is None
     assert r.zscore(K.limited, "pages\0page:1") is not None
@@ -354,9 +349,9 @@ def test_item_status_reports_held_items_as_todo(project, admin, engine, r, redis
     assert node.item_status(P, "page:2") == (None, None)
 
 
-def test_done_for_a_held_item_is_not_lost_nor_counted_twice(project, admin, engine, clock, r):
-    admin.add_limit(P, "users", "type:user", "1/m")
-    add(admin, ["user:a", "user:b"])
+def test_done_for_a_held_item_is_not_lost_nor_counted_twice(project, engine, clock, r, ctx):
+    limit_verbs.add(ctx, P, "users", "type:user", "1/m")
+    add(ctx, ["user:a", "user:b"])
     first = claim(engine)
     other = ({"user:a", "user:b"} - set(first)).pop()
     # A done for the item still held (never claimed) finds it in none of the places done looks

@@ -19,9 +19,11 @@ from support import census
 from tracker_api.app import create_app
 from tracker_api.cli import main
 from tracker_core import backfeed as backfeed_mod
-from tracker_core import backfeed_secrets, limits
+from tracker_core import backfeed_secrets, intake, limits
 from tracker_core import keys as keyspace
-from tracker_core.admin import checks, claims, dead
+from tracker_core.admin import census as census_verb
+from tracker_core.admin import checks, claims, dead, items, projects
+from tracker_core.admin import limits as limit_verbs
 from tracker_core.admin.context import AdminContext
 from tracker_core.admin.errors import AdminError
 from tracker_core.intake import ADD_BATCH
@@ -38,8 +40,8 @@ def url(i: int, tag: str = "u") -> str:
 
 
 @pytest.fixture
-def project(admin):
-    admin.create_project(P)
+def project(ctx):
+    projects.create(ctx, P)
     return P
 
 
@@ -73,8 +75,8 @@ def post(engine, secret, names):
     )
 
 
-def test_a_backfeed_post_at_the_maximum_all_limited_holds_every_item(project, admin, engine, r, secret):
-    admin.add_limit(P, *LIMIT)
+def test_a_backfeed_post_at_the_maximum_all_limited_holds_every_item(project, engine, r, secret, ctx):
+    limit_verbs.add(ctx, P, *LIMIT)
     names = [url(i) for i in range(PER_POST)]
     res = post(engine, secret, names)
     assert res.status_code == 200, res.text
@@ -85,9 +87,9 @@ def test_a_backfeed_post_at_the_maximum_all_limited_holds_every_item(project, ad
 
 
 def test_a_backfeed_post_just_past_the_maximum_is_refused_and_changes_nothing(
-    project, admin, engine, r, secret
+    project, engine, r, secret, ctx
 ):
-    admin.add_limit(P, *LIMIT)
+    limit_verbs.add(ctx, P, *LIMIT)
     res = post(engine, secret, [url(i) for i in range(PER_POST + 1)])
     assert res.status_code == 400
     assert res.json["reason"] == f"too many items: at most {PER_POST} per post"
@@ -101,37 +103,37 @@ def test_a_backfeed_post_just_past_the_maximum_is_refused_and_changes_nothing(
 N_QUEUED = 100_000
 
 
-def test_limit_add_over_100k_queued_items_holds_them_all(project, admin, r):
+def test_limit_add_over_100k_queued_items_holds_them_all(project, r, ctx):
     names = [url(i) for i in range(N_QUEUED)]
     fill(r, K.todo, names)
-    admin.add_limit(P, *LIMIT)
+    limit_verbs.add(ctx, P, *LIMIT)
     assert r.zcard(K.limited) == N_QUEUED and r.scard(K.todo) == 0
     assert r.scard(K.limited_in) == 0
     assert_each_once(r, names)
     # Adding a second limit rescans the queues; the 100k held items stay where they are.
-    admin.add_limit(P, "other", "prefix:ftp://", "1/s")
+    limit_verbs.add(ctx, P, "other", "prefix:ftp://", "1/s")
     assert r.zcard(K.limited) == N_QUEUED
-    assert admin.status(P)["todo_total"] == N_QUEUED
+    assert census_verb.status(ctx, P)["todo_total"] == N_QUEUED
 
 
-def test_reclassify_over_100k_queued_then_100k_held_items(project, admin, r):
+def test_reclassify_over_100k_queued_then_100k_held_items(project, r, ctx):
     free = [f"https://free.example.org/{i}" for i in range(1000)]
     names = [url(i) for i in range(N_QUEUED)]
     fill(r, K.backfeed, names + free)
-    admin.add_limit(P, *LIMIT, reclassify=False)
-    assert admin.reclassify(P) == N_QUEUED
+    limit_verbs.add(ctx, P, *LIMIT, reclassify=False)
+    assert limit_verbs.reclassify(ctx, P) == {"held": N_QUEUED}
     assert r.zcard(K.limited) == N_QUEUED and r.smembers(K.backfeed) == set(free)
-    assert admin.reclassify(P) == 0  # a second pass over 100k held items
+    assert limit_verbs.reclassify(ctx, P) == {"held": 0}  # a second pass over 100k held items
     assert r.zcard(K.limited) == N_QUEUED
     assert_each_once(r, names + free)
 
 
-def test_held_items_left_in_the_way_in_set_are_filed_by_reclassify(project, admin, r):
+def test_held_items_left_in_the_way_in_set_are_filed_by_reclassify(project, admin, r, ctx):
     # What a crash between a script and hold_new leaves: 100k entries in the way-in set.
-    admin.add_limit(P, *LIMIT)
+    limit_verbs.add(ctx, P, *LIMIT)
     names = [url(i) for i in range(N_QUEUED)]
     fill(r, K.limited_in, [limits.held_entry("site", n) for n in names])
-    admin.reclassify(P)
+    limit_verbs.reclassify(ctx, P)
     assert r.scard(K.limited_in) == 0 and r.zcard(K.limited) == N_QUEUED
     assert_each_once(r, names)
 
@@ -148,11 +150,11 @@ def claim_all(engine, n: int) -> list[str]:
     return got
 
 
-def test_admin_release_of_a_full_page_of_claims_that_a_limit_matches(project, admin, engine, r, ctx):
+def test_admin_release_of_a_full_page_of_claims_that_a_limit_matches(project, engine, r, ctx):
     names = [url(i) for i in range(checks.MAX_PAGE + 1)]
     fill(r, K.todo, names)
     claim_all(engine, len(names))
-    admin.add_limit(P, *LIMIT)
+    limit_verbs.add(ctx, P, *LIMIT)
     page = claims.release(ctx, P, older_than_s=0, limit=checks.MAX_PAGE)
     assert page == {"released": checks.MAX_PAGE, "cursor": 1}
     assert r.zcard(K.limited) == checks.MAX_PAGE and r.zcard(K.out) == 1
@@ -168,14 +170,14 @@ def test_admin_release_of_a_full_page_of_claims_that_a_limit_matches(project, ad
     assert_each_once(r, names)
 
 
-def test_requeue_of_the_most_dead_items_at_once_holds_the_limited(project, admin, r, ctx):
+def test_requeue_of_the_most_dead_items_at_once_holds_the_limited(project, r, ctx):
     names = [url(i) for i in range(checks.MAX_PAGE)]
     record = json.dumps({"claims": 3, "last_downloader": "alice"})
     pipe = r.pipeline(transaction=False)
     for start in range(0, len(names), 5000):
         pipe.hset(K.dead, mapping=dict.fromkeys(names[start : start + 5000], record))
     pipe.execute()
-    admin.add_limit(P, *LIMIT)
+    limit_verbs.add(ctx, P, *LIMIT)
     with pytest.raises(AdminError, match="give 1 to 10000 item names"):
         dead.requeue(ctx, P, names + ["one more"])
     assert r.hlen(K.dead) == checks.MAX_PAGE and r.zcard(K.limited) == 0
@@ -185,10 +187,10 @@ def test_requeue_of_the_most_dead_items_at_once_holds_the_limited(project, admin
     assert_each_once(r, names)
 
 
-def test_requeue_of_a_full_page_of_dead_items_by_cursor(project, admin, r, ctx):
+def test_requeue_of_a_full_page_of_dead_items_by_cursor(project, r, ctx):
     names = [url(i) for i in range(checks.MAX_PAGE)]
     r.hset(K.dead, mapping=dict.fromkeys(names, "{}"))
-    admin.add_limit(P, *LIMIT)
+    limit_verbs.add(ctx, P, *LIMIT)
     cursor, moved = 0, 0
     while True:
         page = dead.requeue_page(ctx, P, cursor, limit=checks.MAX_PAGE)
@@ -203,17 +205,17 @@ def test_requeue_of_a_full_page_of_dead_items_by_cursor(project, admin, r, ctx):
 # -- items add at its batch maximum --------------------------------------------------------------
 
 
-def test_items_add_at_its_batch_maximum_all_limited(project, admin, r):
-    admin.add_limit(P, *LIMIT)
+def test_items_add_at_its_batch_maximum_all_limited(project, r, ctx):
+    limit_verbs.add(ctx, P, *LIMIT)
     names = [url(i) for i in range(ADD_BATCH + 1)]
-    batches = list(admin.add_items(P, names))
+    batches = list(intake.add(r, K, names))
     assert batches == [(ADD_BATCH, 0), (1, 0)]
     assert r.zcard(K.limited) == ADD_BATCH + 1
     assert_each_once(r, names)
 
 
-def test_cli_items_add_at_its_largest_batch_and_just_past_it(project, admin, r, redis_url, tmp_path):
-    admin.add_limit(P, *LIMIT)
+def test_cli_items_add_at_its_largest_batch_and_just_past_it(project, r, redis_url, tmp_path, ctx):
+    limit_verbs.add(ctx, P, *LIMIT)
     names = [url(i) for i in range(12_000)] + [f"plain-{i}" for i in range(100)]
     source = tmp_path / "items.txt"
     source.write_text("\n".join(names) + "\n")
@@ -233,10 +235,10 @@ def test_cli_items_add_at_its_largest_batch_and_just_past_it(project, admin, r, 
 # -- multi=1000 over held items ------------------------------------------------------------------
 
 
-def test_a_claim_of_1000_held_items_at_once(project, admin, engine, r):
-    admin.add_limit(P, "fast", "domain:example.com", "1000000/s")
+def test_a_claim_of_1000_held_items_at_once(project, engine, r, ctx):
+    limit_verbs.add(ctx, P, "fast", "domain:example.com", "1000000/s")
     names = [url(i) for i in range(2500)]
-    list(admin.add_items(P, names))
+    items.add(ctx, P, names)
     assert r.zcard(K.limited) == 2500
     status, got = engine.claim(P, "alice", "10.0.0.1", 1000)
     assert status == 200 and len(got) == 1000 and len(set(got)) == 1000
@@ -352,8 +354,8 @@ def test_rollup_of_an_hour_with_thousands_of_fields(project, r):
 # -- backfeed's bound on the items it may queue (backfeed_max_items) ------------------------------
 
 
-def test_backfeed_at_its_bound_and_just_past_it(project, admin, engine, r, secret):
-    admin.set_settings(P, {"backfeed_max_items": str(PER_POST)})
+def test_backfeed_at_its_bound_and_just_past_it(project, engine, r, secret, ctx):
+    projects.set_settings(ctx, P, {"backfeed_max_items": str(PER_POST)})
     names = [url(i) for i in range(PER_POST)]
     res = post(engine, secret, names)
     assert res.status_code == 200 and res.json["status_code"] == 200
@@ -376,16 +378,16 @@ def test_backfeed_at_its_bound_and_just_past_it(project, admin, engine, r, secre
     assert_each_once(r, names + [url(PER_POST)])
 
 
-def test_backfeed_bound_counts_held_items_and_is_off_while_offloading(project, admin, engine, r, secret):
-    admin.set_settings(P, {"backfeed_max_items": "5"})
-    admin.add_limit(P, *LIMIT)
+def test_backfeed_bound_counts_held_items_and_is_off_while_offloading(project, engine, r, secret, ctx):
+    projects.set_settings(ctx, P, {"backfeed_max_items": "5"})
+    limit_verbs.add(ctx, P, *LIMIT)
     first = [url(1), url(2), url(3), "https://free.example.org/1", "https://free.example.org/2"]
     assert post(engine, secret, first).status_code == 200
     assert r.zcard(K.limited) == 3 and r.scard(K.backfeed) == 2
     assert post(engine, secret, [url(4)]).status_code == 503
     assert post(engine, secret, ["https://free.example.org/3"]).status_code == 503
     # With offloading on, `tracker maintain` bounds the queue instead.
-    admin.set_settings(P, {"offload_high": "1000"})
+    projects.set_settings(ctx, P, {"offload_high": "1000"})
     engine._settings.clear()
     assert post(engine, secret, [url(4), "https://free.example.org/3"]).status_code == 200
     assert_each_once(r, first + [url(4), "https://free.example.org/3"])

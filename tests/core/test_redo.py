@@ -17,7 +17,7 @@ from support.state import snapshot
 from tracker_api.app import create_app
 from tracker_api.cli import main
 from tracker_core import audit, offload, tokens
-from tracker_core.admin import checks, items
+from tracker_core.admin import checks, items, limits, projects
 from tracker_core.admin.context import AdminContext
 from tracker_core.admin.errors import AdminError
 from tracker_core.keys import ProjectKeys
@@ -37,8 +37,8 @@ def long_url(i: int) -> str:
 
 
 @pytest.fixture
-def project(admin):
-    admin.create_project(P)
+def project(ctx):
+    projects.create(ctx, P)
     return P
 
 
@@ -65,12 +65,12 @@ def finish(engine, names, downloader="alice"):
     return got
 
 
-def test_done_items_by_name_go_to_redo_items_done_drops_out_and_queued_stay(admin, engine, r, project, ctx):
+def test_done_items_by_name_go_to_redo_items_done_drops_out_and_queued_stay(engine, r, project, ctx):
     names = [url(i) for i in range(6)] + [long_url(i) for i in range(4)]
-    list(admin.add_items(P, names))
+    items.add(ctx, P, names)
     finish(engine, names)
     assert items_done(r) == r.scard(K.done) == 10
-    list(admin.add_items(P, [url(100), url(101)]))
+    items.add(ctx, P, [url(100), url(101)])
     status, (out_item,) = engine.claim(P, "bob", "10.0.0.2", 1)
     queued_item = ({url(100), url(101)} - {out_item}).pop()
 
@@ -108,14 +108,14 @@ def test_done_items_by_name_go_to_redo_items_done_drops_out_and_queued_stay(admi
     assert items_done(r) == r.scard(K.done) == 12
 
 
-def test_seen_items_found_nowhere_are_queued_bypassing_the_filter(admin, engine, r, project, ctx):
-    admin.set_settings(P, {"done_mode": "discard"})
+def test_seen_items_found_nowhere_are_queued_bypassing_the_filter(engine, r, project, ctx):
+    projects.set_settings(ctx, P, {"done_mode": "discard"})
     names = [url(i) for i in range(5)]
-    list(admin.add_items(P, names))
+    items.add(ctx, P, names)
     finish(engine, names)
     assert r.scard(K.done) == 0 and items_done(r) == 5
     # The filter drops them on every other way in (backfeed, items add)...
-    assert list(admin.add_items(P, names[:2])) == [(0, 2)]
+    assert items.add(ctx, P, names[:2]) == {"added": 0, "duplicates": 2}
     # ...redo queues them on purpose, into the queue asked for.
     result = items.redo(ctx, P, names=names[:2] + [url(50)], queue="todo")
     assert (result["from_seen"], result["skipped_by_reason"]["not_seen"]) == (2, 1)
@@ -125,9 +125,9 @@ def test_seen_items_found_nowhere_are_queued_bypassing_the_filter(admin, engine,
     assert_each_once(r, names[:2])
 
 
-def test_by_pattern_pages_over_done_with_a_cursor(admin, engine, r, project, ctx):
+def test_by_pattern_pages_over_done_with_a_cursor(engine, r, project, ctx):
     names = [url(i, "a") for i in range(300)] + [url(i, "b") for i in range(200)]
-    list(admin.add_items(P, names))
+    items.add(ctx, P, names)
     finish(engine, names)
     total, cursor, calls = 0, 0, 0
     while True:
@@ -142,11 +142,11 @@ def test_by_pattern_pages_over_done_with_a_cursor(admin, engine, r, project, ctx
     assert_each_once(r, names)
 
 
-def test_redone_items_a_limit_matches_are_held(admin, engine, r, project, ctx):
+def test_redone_items_a_limit_matches_are_held(engine, r, project, ctx):
     names = [url(i, "img") for i in range(5)] + [url(i, "page") for i in range(5)]
-    list(admin.add_items(P, names))
+    items.add(ctx, P, names)
     finish(engine, names)
-    admin.add_limit(P, "images", "regex:/img/", "1/m")
+    limits.add(ctx, P, "images", "regex:/img/", "1/m")
     result = items.redo(ctx, P, pattern="*")
     assert (result["requeued"], result["held"]) == (10, 5)
     assert r.smembers(K.redo) == {url(i, "page") for i in range(5)}
@@ -157,11 +157,11 @@ def test_redone_items_a_limit_matches_are_held(admin, engine, r, project, ctx):
     assert_each_once(r, names)
 
 
-def test_downloader_queue_and_dead_items_are_places_too(admin, engine, r, project, ctx):
+def test_downloader_queue_and_dead_items_are_places_too(engine, r, project, ctx):
     names = [url(i) for i in range(4)]
-    list(admin.add_items(P, names[:2], queue="downloader:alice"))
+    items.add(ctx, P, names[:2], queue="downloader:alice")
     r.hset(K.dead, names[2], json.dumps({"times_claimed": 9}))
-    list(admin.add_items(P, [names[3]]))
+    items.add(ctx, P, [names[3]])
     r.srem(K.todo, names[3])  # gone from every place (a cleared queue), but seen
     result = items.redo(ctx, P, names=names, queue="downloader:bob")
     assert result["skipped_by_reason"]["queued"] == 2 and result["skipped_by_reason"]["dead"] == 1
@@ -170,14 +170,12 @@ def test_downloader_queue_and_dead_items_are_places_too(admin, engine, r, projec
     assert_each_once(r, names)
 
 
-def test_with_segment_files_a_seen_name_found_nowhere_is_left_unless_asked(
-    admin, engine, r, project, tmp_path, ctx
-):
-    admin.set_settings(P, {"done_mode": "offload"})
+def test_with_segment_files_a_seen_name_found_nowhere_is_left_unless_asked(engine, r, project, tmp_path, ctx):
+    projects.set_settings(ctx, P, {"done_mode": "offload"})
     names = [url(i) for i in range(10)]
-    list(admin.add_items(P, names))
+    items.add(ctx, P, names)
     finish(engine, names)
-    assert offload.offload_one(admin.r, K, tmp_path, 4, source="done") == 4
+    assert offload.offload_one(r, K, tmp_path, 4, source="done") == 4
     on_disk = sorted(set(names) - r.smembers(K.done))
     result = items.redo(ctx, P, names=on_disk[:2])
     assert result["requeued"] == 0 and result["skipped_by_reason"]["maybe_offloaded"] == 2
@@ -186,8 +184,8 @@ def test_with_segment_files_a_seen_name_found_nowhere_is_left_unless_asked(
     assert forced["from_seen"] == 2 and r.smembers(K.redo) == set(on_disk[:2])
 
 
-def test_names_not_utf8_and_too_long_are_left_done(admin, engine, r, project, ctx):
-    list(admin.add_items(P, [url(1)]))
+def test_names_not_utf8_and_too_long_are_left_done(engine, r, project, ctx):
+    items.add(ctx, P, [url(1)])
     finish(engine, [url(1)])
     raw = redis_bytes(r)
     prefix = "https://old.example/"
@@ -211,7 +209,7 @@ def redis_bytes(r):
     )
 
 
-def test_per_call_maximum_at_and_past_the_limit(admin, r, project, ctx):
+def test_per_call_maximum_at_and_past_the_limit(r, project, ctx):
     names = [url(i) for i in range(checks.MAX_PAGE + 1)]
     pipe = r.pipeline(transaction=False)
     pipe.sadd(K.done, *names)
@@ -240,9 +238,9 @@ def test_per_call_maximum_at_and_past_the_limit(admin, r, project, ctx):
             items.redo(ctx, P, **bad)
 
 
-def test_a_wrong_key_type_fails_before_anything_moved(admin, engine, r, project, ctx):
+def test_a_wrong_key_type_fails_before_anything_moved(engine, r, project, ctx):
     names = [url(i) for i in range(3)]
-    list(admin.add_items(P, names))
+    items.add(ctx, P, names)
     finish(engine, names)
     r.set(K.offloading, "not a set")
     before = snapshot(r)
@@ -251,11 +249,11 @@ def test_a_wrong_key_type_fails_before_anything_moved(admin, engine, r, project,
     assert snapshot(r) == before and items_done(r) == 3
 
 
-def test_admin_api_redo_is_audited_once_per_call(engine, admin, r, project):
+def test_admin_api_redo_is_audited_once_per_call(engine, admin, r, project, ctx):
     web = testing.TestClient(create_app(engine))
     token = tokens.create(r, P)[0]
     names = [url(i) for i in range(20)]
-    list(admin.add_items(P, names))
+    items.add(ctx, P, names)
     finish(engine, names)
 
     def post(body):
@@ -282,15 +280,16 @@ def test_admin_api_redo_is_audited_once_per_call(engine, admin, r, project):
         assert res.status_code == 400 and res.text.count("\n") == 1, res.text
     assert snapshot(r) == before
     entries = audit.read(r, P)["entries"]
-    assert [e["action"] for e in entries] == ["items.redo", "items.redo"]
+    # Newest first: the two redo calls, each once, over the setup's own records.
+    assert [e["action"] for e in entries] == ["items.redo", "items.redo", "items.add", "project.create"]
     assert entries[1]["detail"]["items"] == 5 and entries[1]["detail"]["queue"] == "secondary"
     assert entries[0]["detail"]["pattern"] == "*n=1*"
     assert_each_once(r, names)
 
 
-def test_cli_redo_by_file_names_and_pattern(redis_url, admin, engine, r, project, tmp_path):
+def test_cli_redo_by_file_names_and_pattern(redis_url, engine, r, project, tmp_path, ctx):
     names = [url(i) for i in range(30)] + [long_url(i) for i in range(3)]
-    list(admin.add_items(P, names))
+    items.add(ctx, P, names)
     finish(engine, names)
     listing = tmp_path / "redo.txt"
     listing.write_text("\n".join(names[:10]) + "\n\n")
@@ -309,21 +308,20 @@ def test_cli_redo_by_file_names_and_pattern(redis_url, admin, engine, r, project
     assert cli("items", "redo", P, "x", "--pattern", "*").exit_code == 2
     assert cli("items", "redo", "nope", "x").exit_code == 1
     entries = audit.read(r, P)["entries"]
-    assert [e["action"] for e in entries] == ["items.redo", "items.redo"]
+    # Newest first: the two redo calls, each once, over the setup's own records.
+    assert [e["action"] for e in entries] == ["items.redo", "items.redo", "items.add", "project.create"]
     assert entries[1]["actor"] == audit.CLI_ACTOR and entries[1]["detail"]["requeued"] == 11
     assert items_done(r) == r.scard(K.done) == len(names) - 13
     assert_each_once(r, names)
 
 
-def test_redo_pages_while_warriors_claim_and_finish_keep_every_item_in_one_place(
-    admin, r, project, redis_url, ctx
-):
+def test_redo_pages_while_warriors_claim_and_finish_keep_every_item_in_one_place(r, project, redis_url, ctx):
     import threading
 
     from tracker_core.engine import Engine
 
     names = [url(i) for i in range(2000)]
-    list(admin.add_items(P, names))
+    items.add(ctx, P, names)
     stop = threading.Event()
     errors = []
 
