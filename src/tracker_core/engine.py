@@ -11,7 +11,7 @@ import random
 import time
 from dataclasses import dataclass
 
-from tracker_core import blocks, script_calls, topology
+from tracker_core import blocks, giveback, script_calls, topology
 from tracker_core import item_status as item_status_mod
 from tracker_core import keys as keyspace
 from tracker_core import limits as limits_mod
@@ -186,8 +186,9 @@ class Engine:
         """Give back claims DOWNLOADER holds ('' = whoever holds them); the number released.
 
         Released items go back to todo, or are held in their limit's sub-queue when one of the
-        project's limits matches them (classified here with the cached compiled limits; the
-        script refuses if the settings age moved since, and the call is made again).
+        project's limits matches them, through the one give-back path (tracker_core.giveback)
+        classifying with the cached compiled limits; the script refuses if the settings age
+        moved since, and the call is made again with the age it answered.
         Anyone may send any names, so only the names that are out (held by DOWNLOADER) are
         classified: one read-only HMGET picks them, and the script re-checks every claim
         atomically. A name that was not out at the read is left alone like any unclaimed name.
@@ -196,32 +197,21 @@ class Engine:
         items = self._claimed_by(k, downloader, items)
         if not items:
             return None if self.settings(project) is None else 0
-        for attempt in range(3):
+
+        def classify():
             settings = self.settings(project)
-            compiled = self.limits(project)
             # No cached settings (a project created a moment ago): "?" never matches, so the
-            # script answers with the age. The last attempt skips the check: limits changing on
-            # every call is no reason to fail a release (maintenance's reclassify follows up).
-            age = "" if attempt == 2 else str(settings.age) if settings is not None else "?"
-            reply = script_calls.release(
-                self.conn,
-                k,
-                now_ms=self._now_ms(),
-                downloader=downloader,
-                age=age,
-                items=items,
-                held=limits_mod.held_entries(compiled, items),
-            )
-            if reply.code == codes.Release.UNKNOWN_PROJECT:
-                return None
-            if reply.code == codes.Release.STALE_AGE:
-                self._unknown.pop(project, None)
-                self._note_age(project, reply.settings_age)
-                continue
-            if reply.held:
-                limits_mod.hold_new(self.conn, k)
-            return reply.released
-        raise AssertionError("unreachable")
+            # script answers with the age.
+            return ("?" if settings is None else str(settings.age)), self.limits(project)
+
+        def forget(reply):
+            self._unknown.pop(project, None)
+            self._note_age(project, reply.settings_age)
+
+        reply = giveback.release(
+            self.conn, k, downloader, items, now_ms=self._now_ms(), classify=classify, on_stale=forget
+        )
+        return None if reply.code == codes.Release.UNKNOWN_PROJECT else reply.released
 
     def _claimed_by(self, k: keyspace.ProjectKeys, downloader: str, items: list[str]) -> list[str]:
         """The ITEMS that are out, held by DOWNLOADER ('' = by anyone), in order."""
