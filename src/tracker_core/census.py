@@ -157,9 +157,6 @@ def todo_total(counts: dict) -> int:
     return sum(counts["queues"].values())
 
 
-total = todo_total  # the name tracker_core.todo gave it
-
-
 # -- the full census (`tracker status`) ----------------------------------------------------------
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 
-from tracker_core import hq, reply_codes, script_calls, todo
+from tracker_core import census, hq, reply_codes, script_calls
 from tracker_core import keys as keyspace
 from tracker_core.script_constants import MINUTE_TTL_S, RTT_BOUNDS_S  # the scripts' own
 
@@ -226,12 +226,12 @@ def upkeep(conn, project: str, now_ms: int) -> None:
 
 
 def backlog_items(conn, k: keyspace.ProjectKeys) -> int:
-    """Items to do (todo.read: offloaded ones included) and out: what a snapshot samples.
+    """Items to do (census.read: offloaded ones included) and out: what a snapshot samples.
 
     CONN is redis-py or RawRedis: the commands go one by one through ``execute_command``
     (once a minute per project; the snapshot pipelines the same breakdown with its counts).
     """
-    queues = todo.read(lambda commands: [conn.execute_command(*c) for c in commands], k)
+    queues = census.read(lambda commands: [conn.execute_command(*c) for c in commands], k)
     return sum(queues.values()) + int(conn.execute_command("ZCARD", k.out))
 
 
@@ -335,8 +335,8 @@ class StatsReader:
         k = keyspace.ProjectKeys(project)
         counters = counts["counters"]
         # The backlog the trend and the ETA follow: every item to do, offloaded ones included
-        # (todo.total, as stats.json's todo_total and backlog_items count them), and out.
-        backlog = todo.total(counts) + counts["out"]
+        # (census.todo_total, as stats.json's todo_total and backlog_items count them), and out.
+        backlog = census.todo_total(counts) + counts["out"]
         data = self._read(k, now_ms)
         minutes, hours = data["minutes"], data["hours"]
         sample_and_roll_up(self.conn, k, now_ms, backlog, hours)
