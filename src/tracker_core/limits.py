@@ -30,7 +30,12 @@ SET_LIMIT_ERRORS = {
 
 
 class LimitError(ValueError):
-    """A bad limit request; the message is one line for the admin."""
+    """A bad limit request; the message is one line for the admin. CODE is the set-limit
+    script's refusal (reply_codes.SetLimit), None for a request refused before any call."""
+
+    def __init__(self, message: str, code: reply_codes.SetLimit | None = None):
+        super().__init__(message)
+        self.code = code
 
 
 @dataclass(frozen=True)
@@ -101,7 +106,8 @@ def _run(client, k: keyspace.ProjectKeys, op: str, name: str, record: str = "") 
         client, k, channel=keyspace.SETTINGS_CHANNEL, op=op, name=name, record=record, max_limits=MAX_LIMITS
     )
     if age < 0:
-        raise LimitError(SET_LIMIT_ERRORS[age].format(project=k.project, name=name))
+        code = reply_codes.SetLimit(age)
+        raise LimitError(SET_LIMIT_ERRORS[code].format(project=k.project, name=name), code)
     return age
 
 
@@ -115,8 +121,13 @@ def add(client, k: keyspace.ProjectKeys, name: str, pattern: str, rate: str) -> 
 
 
 def remove(client, k: keyspace.ProjectKeys, name: str) -> int:
-    """Remove limit NAME; return the new settings age."""
-    check_name(name)
+    """Remove limit NAME; return the new settings age. A name no limit can have is an unknown
+    limit, as a name no limit has."""
+    try:
+        check_name(name)
+    except LimitError:
+        code = reply_codes.SetLimit.UNKNOWN_LIMIT
+        raise LimitError(SET_LIMIT_ERRORS[code].format(project=k.project, name=name), code) from None
     return _run(client, k, "remove", name)
 
 

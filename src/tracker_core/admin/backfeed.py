@@ -8,10 +8,9 @@ from tracker_core import backfeed_secrets, bloom
 from tracker_core.admin import checks
 from tracker_core.admin.context import AdminContext
 from tracker_core.admin.errors import BadInput, Conflict, NotFound
+from tracker_core.reply_codes import BloomConfigure
 
 SHARD_RE = re.compile(r"[A-Za-z0-9_.:-]{1,64}\Z")  # the backfeed's ?shard= (tracker_api.backfeed)
-BLOOM_UNKNOWN_PROJECT = -1
-BLOOM_NOT_EMPTY = -2  # bloom.configure: the filter holds items, its geometry can't change
 
 
 def create_secret(ctx: AdminContext, project: str) -> dict:
@@ -90,11 +89,11 @@ def bloom_filter(
             capacity=capacity or bloom.DEFAULT_CAPACITY, fp_rate=fp_rate or bloom.DEFAULT_FP_RATE
         )
     geometry = bloom.configure(ctx.conn, k, wanted, replace=wanted is not None)
-    if geometry == BLOOM_NOT_EMPTY:
+    if geometry == BloomConfigure.NOT_EMPTY:
         raise Conflict(f"{project}'s filter already holds items; its geometry can't change")
-    if geometry == BLOOM_UNKNOWN_PROJECT:
+    if geometry == BloomConfigure.UNKNOWN_PROJECT:
         raise NotFound(f"unknown project {project!r}")
-    if isinstance(geometry, int):
+    if geometry == BloomConfigure.NOT_A_NUMBER:
         raise Conflict(f"{project}'s filter settings are damaged (not a number)")
     counts = ctx.conn.hgetall(k.bloom)
     if wanted is not None:

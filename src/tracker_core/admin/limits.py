@@ -20,6 +20,12 @@ from tracker_core.admin.errors import BadInput, Conflict, NotFound
 MAX_LIMIT_NAME_CHARS = 64
 MAX_RATE_CHARS = 40
 BLOCK_WRITE_ATTEMPTS = 50
+# The set-limit script's refusals that name something missing; its others are bad input.
+NOT_FOUND = {reply_codes.SetLimit.UNKNOWN_PROJECT, reply_codes.SetLimit.UNKNOWN_LIMIT}
+
+
+def _typed(exc: limits_mod.LimitError) -> BadInput | NotFound:
+    return (NotFound if exc.code in NOT_FOUND else BadInput)(str(exc))
 
 
 # -- pattern and item-type limits ---------------------------------------------------------------
@@ -44,7 +50,7 @@ def add(ctx: AdminContext, project: str, name, pattern, rate, reclassify: bool =
     try:
         age = limits_mod.add(ctx.conn, k, name, pattern, rate)
     except limits_mod.LimitError as exc:
-        raise BadInput(str(exc)) from None
+        raise _typed(exc) from None
     if reclassify:
         limits_mod.reclassify(ctx.conn, k)
     ctx.audit("limit.add", project, name=name, pattern=pattern, rate=rate, reclassify=reclassify)
@@ -53,13 +59,10 @@ def add(ctx: AdminContext, project: str, name, pattern, rate, reclassify: bool =
 
 def remove(ctx: AdminContext, project: str, name) -> dict:
     checks.text(name, "name", MAX_LIMIT_NAME_CHARS)
-    k = ctx.keys(project)
-    if not ctx.conn.hexists(k.limits, name):
-        raise NotFound(f"unknown limit {name!r} in {project}")
     try:
-        age = limits_mod.remove(ctx.conn, k, name)
-    except limits_mod.LimitError as exc:  # a bad name; or removed meanwhile (then it is gone)
-        raise BadInput(str(exc)) from None
+        age = limits_mod.remove(ctx.conn, ctx.keys(project), name)
+    except limits_mod.LimitError as exc:  # a bad name, or no such limit (or project)
+        raise _typed(exc) from None
     ctx.audit("limit.remove", project, name=name)
     return {"removed": name, "settings_age": age}
 
