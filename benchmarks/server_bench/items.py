@@ -6,14 +6,15 @@ import time
 from pathlib import Path
 
 from server_bench.plan import PROJECT
-from tracker_core.admin import Admin
+from tracker_core.admin import items
+from tracker_core.admin.context import AdminContext
 from tracker_core.engine import Engine
 
 
 class ItemSupply:
     """Keep the project's todo queue full enough for the next run, with fresh names."""
 
-    def __init__(self, admin: Admin, engine: Engine):
+    def __init__(self, admin: AdminContext, engine: Engine):
         self.admin = admin
         self.engine = engine
         self.keys = engine.keys(PROJECT)
@@ -23,7 +24,7 @@ class ItemSupply:
         self.recycle_seconds = 0.0
 
     def todo(self) -> int:
-        return self.admin.r.scard(self.keys.todo)
+        return self.admin.conn.scard(self.keys.todo)
 
     def top_up(self, wanted: int) -> None:
         missing = wanted - self.todo()
@@ -32,8 +33,7 @@ class ItemSupply:
         start = time.perf_counter()
         first, self.next_number = self.next_number, self.next_number + missing
         names = (f"item-{n:09d}" for n in range(first, self.next_number))
-        for _ in self.admin.add_items(PROJECT, names, batch=10_000):
-            pass
+        items.add(self.admin, PROJECT, names, batch=10_000)
         self.seed_seconds += time.perf_counter() - start
         self.seeded += missing
 
@@ -44,7 +44,7 @@ class ItemSupply:
         """
         start = time.perf_counter()
         while True:
-            names = self.admin.r.zrange(self.keys.out, 0, 9_999)
+            names = self.admin.conn.zrange(self.keys.out, 0, 9_999)
             if not names:
                 break
             self.engine.release(PROJECT, "", names)

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from tracker_core.admin import Admin
+from tracker_core.admin.context import AdminContext
 
 
 class RedisMeter:
     """Redis's own accounting around a run: EVALSHA calls and time, and process CPU."""
 
-    def __init__(self, admin: Admin):
-        self.r = admin.r
+    def __init__(self, admin: AdminContext):
+        self.r = admin.conn
         self.before: dict | None = None
 
     def snapshot(self) -> dict:

@@ -32,7 +32,8 @@ from server_bench.servers import post_json, start_hello, start_tracker
 from server_bench.summary import summarise
 from server_bench.sweeps import BelowSaturation, best, sweep
 from server_bench.warriors import BenchContext, locust_figures
-from tracker_core.admin import Admin
+from tracker_core.admin import projects
+from tracker_core.admin.context import AdminContext
 from tracker_core.embedded import EmbeddedRedis
 from tracker_core.engine import Engine
 from tracker_core.processes import free_port, stop
@@ -56,8 +57,8 @@ def machine() -> dict:
     }
 
 
-def versions(admin: Admin) -> dict:
-    found = {"python": platform.python_version(), "redis": admin.r.info("server")["redis_version"]}
+def versions(admin: AdminContext) -> dict:
+    found = {"python": platform.python_version(), "redis": admin.conn.info("server")["redis_version"]}
     for package in ("falcon", "bjoern", "hiredis", "redis", "orjson", "tracker"):
         try:
             found[package if package != "redis" else "redis-py"] = metadata.version(package)
@@ -99,8 +100,8 @@ def run(plan: Plan, quick: bool) -> dict:
         redis_server = EmbeddedRedis(scratch / "redis", port=free_port()).start()
         tracker = hello = None
         try:
-            admin = Admin.from_url(redis_server.url)
-            admin.create_project(PROJECT)
+            admin = AdminContext.from_url(redis_server.url)
+            projects.create(admin, PROJECT)
             engine = Engine(redis_server.url)
             supply = ItemSupply(admin, engine)
             meter = RedisMeter(admin)

@@ -11,7 +11,8 @@ from pathlib import Path
 from server_bench.items import ItemSupply
 from server_bench.meter import RedisMeter
 from server_bench.plan import BENCHMARKS, Plan
-from tracker_core.admin import Admin
+from tracker_core.admin import projects
+from tracker_core.admin.context import AdminContext
 
 
 @dataclass
@@ -21,7 +22,7 @@ class BenchContext:
     base_url: str
     redis_url: str
     project: str
-    admin: Admin
+    admin: AdminContext
     supply: ItemSupply
     plan: Plan
     scratch: Path
@@ -107,8 +108,8 @@ def locust_figures(context: BenchContext) -> dict | None:
         for multi in plan.locust_multi:
             project = f"locust-{users}u-m{multi}"
             label = f"{users} users, " + ("/request" if multi == 1 else f"multi={multi}")
-            context.admin.create_project(project, title="Locust benchmark")
-            _, secret = backfeed_secrets.create(context.admin.r, context.supply.engine.keys(project))
+            projects.create(context.admin, project, {"title": "Locust benchmark"})
+            _, secret = backfeed_secrets.create(context.admin.conn, context.supply.engine.keys(project))
             seed_count = int(requests_per_s * plan.locust_run_s * multi * 1.4) + 1000
             seed_start = time.perf_counter()
             seeded = seeding.seed(context.redis_url, project, seed_count)
