@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from tracker_core import bloom
 from tracker_core import keys as keyspace
 from tracker_core import limits as limits_mod
-from tracker_core.admin.errors import BadInput, NotFound
+from tracker_core.errors import BadInput, NotFound
 
 ADD_BATCH = 5000  # names read per step of add(): one progress report, one count of refusals
 NOT_UTF8 = "not_utf8"  # a name refused on its own; counted in stats as items_refused_not_utf8

@@ -1,27 +1,6 @@
-"""The typed refusals of the admin verbs: a face maps the type, never the text.
+"""The typed refusals of the admin verbs, where the faces import them from; they live in
+tracker_core.errors so that the core paths below the verbs (intake, hq) raise them too."""
 
-Each carries a one-line message for the person who asked. Faces map them once:
-BadInput -> exit 1 / HTTP 400, NotFound -> exit 1 / 404, Conflict -> exit 1 / 409.
-Redis connection errors are not wrapped: they pass through as redis-py's own exceptions.
-"""
+from tracker_core.errors import AdminError, BadInput, Conflict, NotFound
 
-from __future__ import annotations
-
-
-class AdminError(ValueError):
-    """An admin request refused before (or instead of) any change; the message is one line.
-
-    A ValueError so code written against the old `tracker_core.admin.AdminError` keeps working.
-    """
-
-
-class BadInput(AdminError):
-    """The request itself is wrong: a bad name, value, pattern, cursor or combination."""
-
-
-class NotFound(AdminError):
-    """The thing named (project, limit, token, secret, shard, segment) does not exist."""
-
-
-class Conflict(AdminError):
-    """The request is valid but the state refuses it: already exists, or kept changing."""
+__all__ = ["AdminError", "BadInput", "Conflict", "NotFound"]
