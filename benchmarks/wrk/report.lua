@@ -1,5 +1,5 @@
 -- Shared by the wrk scripts: number the threads (each sees its `thread_id`, so threads send
--- different names), and print the run's figures as one JSON line that server_bench.py reads.
+-- different names), and print the run's figures as one JSON line that server_bench/wrk.py reads.
 local threads_made = 0
 function setup(thread)
   thread:set("thread_id", threads_made)
