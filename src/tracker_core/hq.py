@@ -32,6 +32,7 @@ import uuid
 from tracker_core import keys as keyspace
 from tracker_core import protocol, reply_codes, script_calls
 from tracker_core import settings as settings_mod
+from tracker_core.errors import BadInput
 
 FORGET_AFTER_MS = 30 * 86_400_000
 MAX_WARRIORS = 250_000
@@ -97,11 +98,12 @@ def document(r, base_url: str) -> dict:
 
 
 def set_fields(r, values: dict[str, str]) -> None:
+    """Set the document's global fields; BadInput for an unknown field or a bad auto_project."""
     unknown = set(values) - set(HQ_FIELDS)
     if unknown:
-        raise ValueError(f"unknown HQ field(s) {sorted(unknown)}: use {sorted(HQ_FIELDS)}")
+        raise BadInput(f"unknown HQ field(s) {sorted(unknown)}: use {sorted(HQ_FIELDS)}")
     if values.get("auto_project") and not keyspace.valid_project_name(values["auto_project"]):
-        raise ValueError("auto_project must be a project name")
+        raise BadInput("auto_project must be a project name")
     r.hset(keyspace.HQ, mapping={k: str(v) for k, v in values.items()})
 
 

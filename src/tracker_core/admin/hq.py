@@ -27,10 +27,7 @@ def set_fields(ctx: AdminContext, values) -> dict:
         if name not in hq_mod.HQ_FIELDS:
             raise BadInput(f"unknown HQ field {str(name)[:80]!r}: use {known}")
         checks.text(value, name, HQ_MAX_CHARS[name], empty_ok=True)
-    try:
-        hq_mod.set_fields(ctx.conn, values)
-    except ValueError as exc:
-        raise BadInput(str(exc)) from None
+    hq_mod.set_fields(ctx.conn, values)  # BadInput for a bad auto_project
     ctx.audit("hq.set", None, fields=values)
     return {"hq": values}
 
