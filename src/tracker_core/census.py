@@ -23,12 +23,12 @@ from __future__ import annotations
 
 from tracker_core import keys as keyspace
 
+# The segment registry's vocabulary, from the one module that defines it (it loads only keys,
+# not the filesystem side of offload).
+from tracker_core.offload.segment_registry import DONE, QUEUES, STAGED_FIELD
+
 DOWNLOADER_QUEUES_COUNTED = 1000
-# The segment registry's vocabulary (tracker_core.offload writes it; not imported: offload
-# pulls in the filesystem side).
-DONE_SOURCE = "done"
-STAGED_FIELD = "#staged"
-SOURCES = (*keyspace.SHARED_QUEUES, DONE_SOURCE)  # where a segment's items came from
+SOURCES = (*QUEUES, DONE)  # where a segment's items came from
 
 
 def _hash(reply) -> dict[str, str]:
@@ -97,7 +97,7 @@ def offloaded_by_source(
 def offloaded_queued(segments: dict[str, str], sources: dict[str, str], staged_items: int) -> int:
     """Queued items offloaded (segments of a queue, and the staged set unless it is done's)."""
     by_source = offloaded_by_source(segments, sources, staged_items)
-    return sum(n for source, n in by_source.items() if source != DONE_SOURCE)
+    return sum(n for source, n in by_source.items() if source != DONE)
 
 
 # -- the to-do breakdown -------------------------------------------------------------------------
@@ -188,7 +188,7 @@ def project_status(run, k: keyspace.ProjectKeys) -> dict:
     held = _int(limited) + _int(limited_in)
     segments, sources = _hash(segments), _hash(sources)
     by_source = offloaded_by_source(segments, sources, _int(staged_items))
-    done_offloaded = by_source.pop(DONE_SOURCE)
+    done_offloaded = by_source.pop(DONE)
     counters = {f: _int(v) for f, v in _hash(stats).items()}
     return {
         "project": k.project,

@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from tracker_core import census, offload
-from tracker_core import keys as keyspace
 from tracker_core.admin.context import AdminContext
 from tracker_core.admin.errors import BadInput, NotFound
 
@@ -36,7 +35,7 @@ def import_file(ctx: AdminContext, project: str, directory: Path, source: Path, 
     """Bring a segment file into PROJECT: back as a segment when exported from it (once), else
     its items through the project's intake into QUEUE (seen ones dropped as duplicates)."""
     k = ctx.keys(project)
-    if queue not in keyspace.SHARED_QUEUES:  # a downloader's own queue is not offloaded
+    if queue not in offload.QUEUES:  # the queues offloading serves; never a downloader's own
         raise BadInput(f"import into todo, backfeed, secondary or redo, not {str(queue)[:80]!r}")
     try:
         result = offload.import_segment(ctx.conn, k, Path(directory), Path(source), queue)
