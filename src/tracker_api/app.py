@@ -91,7 +91,7 @@ def create_app(engine: Engine, admin: AdminContext | None = None, config: AppCon
     app.add_route("/metrics", metrics.MetricsResource(engine, admin.conn, config.metrics_token))
     admin_api.add_admin_routes(app, admin, config)
     admin_pages.add_admin_pages(app, admin)
-    hq_api.add_hq_routes(app, admin.conn, config.trust_forwarded)
+    hq_api.add_hq_routes(app, admin.conn, config)
     app.add_route("/", front_page.FrontPage(engine, admin.conn))
     app.add_route("/{project}", stats_page.LeaderboardPage(engine, config.live_url))
     return _collapse_slashes(app)

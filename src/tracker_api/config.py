@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from tracker_core import hq
+
 # Below this share of maxmemory backfeed is still taken; above it backfeed answers 503 whatever
 # the project's own bounds, so anonymous posts cannot fill Redis for every project.
 DEFAULT_MEMORY_GUARD_PERCENT = 90
@@ -28,3 +30,7 @@ class AppConfig:
     segments_dir: Path | None = None
     # Backfeed answers 503 above this share of Redis maxmemory.
     memory_guard_percent: int = DEFAULT_MEMORY_GUARD_PERCENT
+    # The warrior registry's bounds (anyone can register): warriors held, registrations per
+    # address (an IPv6 /64) an hour. Past either, nothing is stored (tracker_core.hq).
+    warriors_max: int = hq.MAX_WARRIORS
+    registrations_per_hour: int = hq.REGISTRATIONS_PER_HOUR

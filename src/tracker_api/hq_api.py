@@ -3,7 +3,7 @@
 Unauthenticated, called by every seesaw Warrior: the projects document, a registration, and the
 heartbeat it sends every ten minutes. Whatever a warrior sends, it gets a 200 with what it needs
 to keep working (see RegisterWarrior and UpdateWarrior); only a body that is not a JSON object is
-refused. The registry's rules and bounds are tracker_core.hq's.
+refused. The registry's rules are tracker_core.hq's; its bounds come in the AppConfig.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import falcon
 import orjson
 
 from tracker_api.client_ip import client_ip, throttle_key
+from tracker_api.config import AppConfig
 from tracker_api.errors import Refused, read_bounded
 from tracker_core import hq
 from tracker_core import keys as keyspace
@@ -60,9 +61,10 @@ class RegisterWarrior:
     just not listed among the registered warriors.
     """
 
-    def __init__(self, conn, trust_forwarded: bool | int = False):
+    def __init__(self, conn, trust_forwarded: bool | int = False, bounds: hq.Bounds = hq.Bounds()):
         self.conn = conn
         self.trusted_proxies = int(trust_forwarded)
+        self.bounds = bounds
 
     def on_post(self, req, resp):
         body = _warrior_body(req)
@@ -71,7 +73,7 @@ class RegisterWarrior:
             raise Refused(400, "'warrior' must be an object", "bad_warrior")
         ip = client_ip(req, self.trusted_proxies)
         try:
-            warrior_id = hq.register(self.conn, warrior, ip, throttle_key(ip))
+            warrior_id = hq.register(self.conn, warrior, ip, throttle_key(ip), bounds=self.bounds)
         except ValueError as exc:
             raise Refused(400, str(exc), "bad_warrior") from None
         except hq.NotRegistered as exc:
@@ -92,9 +94,10 @@ class UpdateWarrior:
     anything else makes seesaw drop its projects until the next update ten minutes later.
     """
 
-    def __init__(self, conn, trust_forwarded: bool | int = False):
+    def __init__(self, conn, trust_forwarded: bool | int = False, bounds: hq.Bounds = hq.Bounds()):
         self.conn = conn
         self.trusted_proxies = int(trust_forwarded)
+        self.bounds = bounds
 
     def on_post(self, req, resp):
         body = _warrior_body(req)
@@ -119,14 +122,21 @@ class UpdateWarrior:
         # id is registered anew, under the registration throttle and bound.
         try:
             hq.register(
-                self.conn, {"version": fields.get("version", "")}, ip, throttle_key(ip), warrior_id=warrior_id
+                self.conn,
+                {"version": fields.get("version", "")},
+                ip,
+                throttle_key(ip),
+                warrior_id=warrior_id,
+                bounds=self.bounds,
             )
             hq.heartbeat(self.conn, warrior_id, fields, ip)
         except hq.NotRegistered as exc:
             _count(self.conn, exc.field)
 
 
-def add_hq_routes(app, conn, trust_forwarded: bool | int = False) -> None:
+def add_hq_routes(app, conn, config: AppConfig = AppConfig()) -> None:
+    """The HQ's routes, with CONFIG's client-IP rule and registry bounds."""
+    bounds = hq.Bounds(config.warriors_max, config.registrations_per_hour)
     app.add_route("/projects.json", ProjectsDocument(conn))
-    app.add_route("/api/register.json", RegisterWarrior(conn, trust_forwarded))
-    app.add_route("/api/update.json", UpdateWarrior(conn, trust_forwarded))
+    app.add_route("/api/register.json", RegisterWarrior(conn, config.trust_forwarded, bounds))
+    app.add_route("/api/update.json", UpdateWarrior(conn, config.trust_forwarded, bounds))

@@ -12,9 +12,11 @@ update.
 Anyone can register, so the registry is bounded: a record keeps only validated fields of
 bounded length (version 64 printable ASCII characters, downloader as /request takes it,
 selected project as a project name, position as two numbers in range), at most MAX_RECORD
-bytes; an address (an IPv6 /64) registers at most ``TRACKER_REGISTRATIONS_PER_HOUR`` times an
-hour (default 10); the registry holds at most ``TRACKER_WARRIORS_MAX`` warriors (default
-250,000). Measured in Redis 7.0 (5,000 warriors, each address's throttle counter included):
+bytes; an address (an IPv6 /64) registers at most ``Bounds.registrations_per_hour`` times an
+hour (default 10); the registry holds at most ``Bounds.warriors_max`` warriors (default 250,000).
+The operator sets both (``tracker serve --warriors-max``/``--registrations-per-hour``, or
+TRACKER_WARRIORS_MAX/TRACKER_REGISTRATIONS_PER_HOUR read by the CLI); they reach the HQ face in
+its AppConfig, never through the environment. Measured in Redis 7.0 (5,000 warriors, each address's throttle counter included):
 615 bytes per warrior as seesaw registers and sends heartbeats, 842 at worst (longest fields,
 IPv6): about 211 MB at the bound (docs/operations.md, "Warrior HQ"). Past a bound,
 ``register`` raises NotRegistered and stores nothing.
@@ -24,10 +26,10 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 import time
 import uuid
+from dataclasses import dataclass
 
 from tracker_core import keys as keyspace
 from tracker_core import protocol, reply_codes, script_calls
@@ -124,21 +126,28 @@ REFUSALS = {
 }
 
 
-def _bound(name: str, default: int) -> int:
-    """A bound from the environment (an operator's setting), else DEFAULT."""
-    try:
-        return max(1, int(os.environ.get(name, default)))
-    except ValueError:
-        return default
+@dataclass(frozen=True)
+class Bounds:
+    """What anyone can make the registry hold (the operator's settings)."""
+
+    warriors_max: int = MAX_WARRIORS
+    registrations_per_hour: int = REGISTRATIONS_PER_HOUR  # per address (an IPv6 /64)
 
 
-def register(r, warrior: dict, ip: str, address_key: str | None = None, warrior_id: str | None = None) -> str:
+def register(
+    r,
+    warrior: dict,
+    ip: str,
+    address_key: str | None = None,
+    warrior_id: str | None = None,
+    bounds: Bounds = Bounds(),
+) -> str:
     """Register a warrior from IP; return its new id, or raise NotRegistered past a bound.
 
     Only the version is kept of what the warrior sent: the rest is the client's to fill, and
     the registry must not hold what anyone chooses to send. ADDRESS_KEY is what the throttle
     counts under (IP unless given: the API passes an IPv6 address's /64). WARRIOR_ID registers
-    a forgotten id again (a heartbeat's, of the WARRIOR_ID_RE shape) under the same bounds.
+    a forgotten id again (a heartbeat's, of the WARRIOR_ID_RE shape) under the same BOUNDS.
     """
     version = warrior.get("version", "")
     if not isinstance(version, str) or not VERSION_RE.match(version):
@@ -162,8 +171,8 @@ def register(r, warrior: dict, ip: str, address_key: str | None = None, warrior_
         record=record,
         address_key=address_key or ip[:64],
         forget_before_ms=now - FORGET_AFTER_MS,
-        max_warriors=_bound("TRACKER_WARRIORS_MAX", MAX_WARRIORS),
-        max_registrations=_bound("TRACKER_REGISTRATIONS_PER_HOUR", REGISTRATIONS_PER_HOUR),
+        max_warriors=max(1, bounds.warriors_max),
+        max_registrations=max(1, bounds.registrations_per_hour),
         window_ms=REGISTRATION_WINDOW_MS,
         seen_ms=now - ONLINE_WITHIN_MS - 1,
     )

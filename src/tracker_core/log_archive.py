@@ -30,7 +30,6 @@ from __future__ import annotations
 import calendar
 import io
 import json
-import os
 import re
 import time
 from collections.abc import Iterator
@@ -98,15 +97,6 @@ def parse_since(text) -> int:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     return calendar.timegm(moment.utctimetuple()) * 1000 + moment.microsecond // 1000
-
-
-def segments_dir_from_env() -> Path:
-    """The segments directory of a process that has no --segments-dir (the admin API): as
-    `tracker maintain` defaults it, TRACKER_SEGMENTS_DIR or TRACKER_DATA_DIR/segments."""
-    explicit = os.environ.get("TRACKER_SEGMENTS_DIR")
-    if explicit:
-        return Path(explicit)
-    return Path(os.environ.get("TRACKER_DATA_DIR") or "var") / "segments"
 
 
 def log_dir(directory: Path, project: str) -> Path:

@@ -41,10 +41,19 @@ def bind_failures(host: str, port: int, option: str):
         raise
 
 
+def _registry_bound(flag: str, default: int, help: str):
+    """A bound of the warrior registry: a count of 1 or more, TRACKER_<FLAG> in the environment."""
+    envvar = "TRACKER_" + flag.lstrip("-").replace("-", "_").upper()
+    return click.option(
+        flag, envvar=envvar, default=default, show_default=True, type=click.IntRange(1), help=help
+    )
+
+
 def serve_options(f):
     """The options of the API workers, shared by run and serve."""
     from tracker_api.config import DEFAULT_MEMORY_GUARD_PERCENT
     from tracker_api.server import DEFAULT_MAX_BODY_BYTES
+    from tracker_core import hq
 
     options = [
         click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind."),
@@ -122,6 +131,16 @@ def serve_options(f):
             type=click.IntRange(1, 100),
             help="Backfeed answers 503 above this share of Redis's maxmemory.",
         ),
+        _registry_bound(
+            "--warriors-max",
+            hq.MAX_WARRIORS,
+            "Warriors the HQ registry holds at most; past it registrations store nothing.",
+        ),
+        _registry_bound(
+            "--registrations-per-hour",
+            hq.REGISTRATIONS_PER_HOUR,
+            "Warrior registrations one address (an IPv6 /64) may make an hour.",
+        ),
     ]
     for option in reversed(options):
         f = option(f)
@@ -139,6 +158,8 @@ def server_settings(options: dict, segments_dir: Path | None, live_url: str | No
         metrics_token=options["metrics_token"],
         segments_dir=segments_dir,
         memory_guard_percent=options["memory_guard_percent"],
+        warriors_max=options["warriors_max"],
+        registrations_per_hour=options["registrations_per_hour"],
     )
     limits = Limits(
         idle_timeout_s=options["idle_timeout_s"],
