@@ -10,7 +10,7 @@ from support import twins as twins_support
 from support.processes import start_live_server, stop_live_server
 from tracker_api.app import create_app
 from tracker_core import bloom, limits, protocol, twins
-from tracker_core.admin import Admin
+from tracker_core.admin.context import AdminContext
 from tracker_core.embedded import EmbeddedRedis, free_port
 from tracker_core.engine import Engine
 
@@ -39,7 +39,8 @@ def r(redis_url):
 
 @pytest.fixture
 def admin(redis_url):
-    return Admin.from_url(redis_url)
+    """An AdminContext for the admin verbs (tracker_core.admin), acting as the CLI does."""
+    return AdminContext.from_url(redis_url)
 
 
 @pytest.fixture(params=["compiled", "pure"])

@@ -13,6 +13,9 @@ from tracker_api.admin_api import ADMIN_ROUTES
 from tracker_api.app import create_app
 from tracker_core import keys as keyspace
 from tracker_core import tokens
+from tracker_core.admin import items as item_verbs
+from tracker_core.admin import limits
+from tracker_core.admin import projects as project_verbs
 from tracker_core.keys import ProjectKeys
 
 P, OTHER = "proj", "other"
@@ -26,19 +29,23 @@ def web(engine):
 
 @pytest.fixture
 def projects(admin):
-    admin.create_project(P)
-    admin.create_project(OTHER)
-    list(admin.add_items(P, [f"item{n:03d}" for n in range(50)]))
+    project_verbs.create(admin, P)
+    project_verbs.create(admin, OTHER)
+    item_verbs.add(admin, P, [f"item{n:03d}" for n in range(50)])
     return P
+
+
+# What the projects fixture's own verbs record in P's audit log (newest first), under "cli".
+SETUP_ACTIONS = ["items.add", "project.create"]
 
 
 @pytest.fixture
 def tok(admin, projects):
     """Tokens: a global admin's, one for P and one for OTHER."""
     return {
-        "global": tokens.create(admin.r, "*", "ops")[0],
-        P: tokens.create(admin.r, P, "proj admin")[0],
-        OTHER: tokens.create(admin.r, OTHER)[0],
+        "global": tokens.create(admin.conn, "*", "ops")[0],
+        P: tokens.create(admin.conn, P, "proj admin")[0],
+        OTHER: tokens.create(admin.conn, OTHER)[0],
     }
 
 
@@ -131,7 +138,7 @@ def test_global_admin_creates_project_project_admin_sees_only_theirs(web, tok, a
         {"project": "fresh", "settings": {"title": "Fresh", "rate_limit": "60"}},
     )
     assert ok(res) == {"created": "fresh"}
-    assert admin.show_project("fresh")["settings"]["rate_limit"] == "60"
+    assert project_verbs.show(admin, "fresh")["settings"]["rate_limit"] == "60"
     assert call(web, "POST", "/api/admin/projects", tok["global"], {"project": "fresh"}).status_code == 409
     assert call(web, "POST", "/api/admin/projects", tok["global"], {"project": "Bad Name"}).status_code == 400
     assert ok(call(web, "GET", "/api/admin/projects", tok[P])) == {"projects": [P]}
@@ -163,27 +170,34 @@ def test_settings_pause_resume_and_audit(web, tok, engine, r):
     ok(call(web, "POST", f"/api/admin/projects/{P}/resume", tok[P]))
     assert engine.claim(P, "alice", "10.0.0.1", 1)[0] == 200
     entries = ok(call(web, "GET", f"/api/admin/projects/{P}/audit", tok[P]))["entries"]
-    assert [e["action"] for e in entries] == ["project.resume", "project.pause", "project.settings"]
+    assert [e["action"] for e in entries] == [
+        "project.resume",
+        "project.pause",
+        "project.settings",
+        *SETUP_ACTIONS,
+    ]
     token_id = tok[P].split("_")[1]
-    assert all(e["actor"] == token_id for e in entries)
+    assert all(e["actor"] == token_id for e in entries[:3])
+    assert {e["actor"] for e in entries[3:]} == {"cli"}
     assert entries[2]["detail"]["settings"]["min_version"] == "20240101.01"
-    # The global log has them too; a project admin cannot read it.
-    assert len(ok(call(web, "GET", "/api/admin/audit", tok["global"]))["entries"]) == 3
+    # The global log has them too (and the creation of OTHER); a project admin cannot read it.
+    assert len(ok(call(web, "GET", "/api/admin/audit", tok["global"]))["entries"]) == 3 + 3
     assert call(web, "GET", "/api/admin/audit", tok[P]).status_code == 403
 
 
 def test_audit_pages(web, tok):
     for _ in range(5):
         ok(call(web, "POST", f"/api/admin/projects/{P}/pause", tok[P]))
-    first = ok(call(web, "GET", f"/api/admin/projects/{P}/audit?count=3", tok[P]))
-    second = ok(call(web, "GET", f"/api/admin/projects/{P}/audit?count=3&before={first['next']}", tok[P]))
+    # Five pauses and the two records of the fixture's setup: pages of 4 and 3.
+    first = ok(call(web, "GET", f"/api/admin/projects/{P}/audit?count=4", tok[P]))
+    second = ok(call(web, "GET", f"/api/admin/projects/{P}/audit?count=4&before={first['next']}", tok[P]))
     ids = [e["id"] for e in first["entries"] + second["entries"]]
-    assert len(ids) == 5 == len(set(ids)) and second["next"] is None
+    assert len(ids) == 5 + len(SETUP_ACTIONS) == len(set(ids)) and second["next"] is None
 
 
 def test_delete_project_removes_its_keys(web, tok, engine, r, admin):
     engine.claim(P, "alice", "10.0.0.1", 3)
-    list(admin.add_items(P, ["mine"], queue="downloader:bob"))
+    item_verbs.add(admin, P, ["mine"], queue="downloader:bob")
     assert call(web, "DELETE", f"/api/admin/projects/{P}", tok[P]).status_code == 403
     ok(call(web, "DELETE", f"/api/admin/projects/{P}", tok["global"]))
     # Time-bucketed counters are deleted over the spans the wall clock says they can live; the
@@ -191,7 +205,7 @@ def test_delete_project_removes_its_keys(web, tok, engine, r, admin):
     left = [k for k in r.scan_iter(f"{{{P}}}*") if not k.endswith(":audit")]
     assert left and all(":minute:" in k or ":uniq:" in k or ":hour:" in k for k in left)
     assert all(r.ttl(k) > 0 for k in left)
-    assert P not in admin.projects() and engine.claim(P, "alice", "10.0.0.1", 1)[0] == -1
+    assert P not in project_verbs.list_projects(admin) and engine.claim(P, "alice", "10.0.0.1", 1)[0] == -1
     assert call(web, "GET", f"/api/admin/projects/{P}", tok["global"]).status_code == 404
 
 
@@ -414,7 +428,8 @@ def test_token_create_list_revoke(web, tok, r):
 
 
 def test_projects_json_from_settings_and_hq_fields(web, tok, admin):
-    admin.set_settings(
+    project_verbs.set_settings(
+        admin,
         P,
         {
             "title": "Proj",
@@ -423,7 +438,7 @@ def test_projects_json_from_settings_and_hq_fields(web, tok, admin):
             "deadline": "2013-04-30T23:59:59Z",
         },
     )
-    admin.set_settings(OTHER, {"warrior_listed": "0"})
+    project_verbs.set_settings(admin, OTHER, {"warrior_listed": "0"})
     ok(
         call(
             web, "POST", "/api/admin/hq", tok["global"], {"auto_project": P, "broadcast_message": "<p>hi</p>"}
@@ -801,7 +816,7 @@ def refusals(r):
 @pytest.fixture
 def busy(tok, admin, r, engine):
     """Some of everything the routes touch: a limit, a secret, a mapped shard, a dead item, claims."""
-    admin.add_limit(P, "pages", "prefix:page", "5/s")
+    limits.add(admin, P, "pages", "prefix:page", "5/s")
     from tracker_core import backfeed_secrets
 
     backfeed_secrets.create(r, K)
@@ -865,9 +880,9 @@ def test_limits_list_add_remove_reclassify_and_audit(web, tok, r, admin):
     assert ok(call(web, "POST", base + "/reclassify", tok[P])) == {"held": 10}
     assert ok(call(web, "DELETE", base + "/limits/late", tok[P]))["removed"] == "late"
     assert call(web, "DELETE", base + "/limits/late", tok[P]).status_code == 404
-    assert [x["name"] for x in admin.limits(P)] == ["early"]
+    assert [x["name"] for x in limits.list_limits(admin, P)] == ["early"]
     actions = [e["action"] for e in ok(call(web, "GET", base + "/audit", tok[P]))["entries"]]
-    assert actions == ["limit.remove", "limit.reclassify", "limit.add", "limit.add"]
+    assert actions == ["limit.remove", "limit.reclassify", "limit.add", "limit.add", *SETUP_ACTIONS]
 
 
 def test_backfeed_secrets_shown_once_listed_without_secret_revoked_by_id(web, tok, r, engine):
@@ -920,7 +935,7 @@ def test_shard_map_routes(web, tok, r):
     assert ok(call(web, "DELETE", base + "/s1", tok[P])) == {"shard": "s1", "queue": "backfeed"}
     assert r.hgetall(K.backfeed_shard_map) == {"s3": "downloader:bob"}
     actions = [e["action"] for e in ok(call(web, "GET", f"/api/admin/projects/{P}/audit", tok[P]))["entries"]]
-    assert actions == ["backfeed_shard.unmap", "backfeed_shard.map", "backfeed_shard.map"]
+    assert actions == ["backfeed_shard.unmap", "backfeed_shard.map", "backfeed_shard.map", *SETUP_ACTIONS]
 
 
 def test_dead_items_paginated_and_requeued(web, tok, r, admin):
@@ -948,6 +963,8 @@ def test_dead_items_paginated_and_requeued(web, tok, r, admin):
             break
     assert requeued == 28 and r.hlen(K.dead) == 0 and r.scard(K.todo) == 50 + 28
     entries = ok(call(web, "GET", f"/api/admin/projects/{P}/audit", tok[P]))["entries"]
+    assert [e["action"] for e in entries[-2:]] == SETUP_ACTIONS
+    entries = entries[:-2]
     assert {e["action"] for e in entries} == {"dead.requeue"}
     assert sum(e["detail"]["requeued"] for e in entries) == 30
 

@@ -14,6 +14,7 @@ from tracker_api.app import create_app
 from tracker_api.errors import admin_refusal
 from tracker_core import audit, tokens
 from tracker_core import keys as keyspace
+from tracker_core.admin import projects
 from tracker_core.admin.context import AdminContext
 from tracker_core.admin.errors import AdminError, BadInput, Conflict, NotFound
 
@@ -25,8 +26,8 @@ NAMES = ["https://example.com/a b/?q=%20#frag", "https://example.com/" + "x/" * 
 
 @pytest.fixture
 def token(admin):
-    admin.create_project(P)
-    return tokens.create(admin.r, "*")[0]
+    projects.create(admin, P)
+    return tokens.create(admin.conn, "*")[0]
 
 
 def call(web, method, path, token, body=None):

@@ -9,6 +9,7 @@ from falcon import testing
 from tracker_api.app import create_app
 from tracker_api.config import AppConfig
 from tracker_core import hq
+from tracker_core.admin import projects
 
 P = "proj"
 TOKEN = "scrape-me-0123456789abcdef"
@@ -26,8 +27,10 @@ def scrape(web, token):
 
 @pytest.fixture
 def project(admin):
-    admin.create_project(P)
-    admin.set_settings(P, {"warrior_listed": "0"})  # only a token that sees everything shows it
+    projects.create(admin, P)
+    projects.set_settings(admin, P, {"warrior_listed": "0"})[
+        "settings_age"
+    ]  # only a token that sees everything shows it
     return P
 
 

@@ -11,6 +11,7 @@ from falcon import testing
 from support.state import snapshot
 from tracker_api.app import create_app
 from tracker_api.cli import main
+from tracker_core.admin import items as item_verbs
 from tracker_core.engine import Engine
 from tracker_core.keys import ProjectKeys
 
@@ -187,7 +188,7 @@ def test_filter_command_shows_and_sets_the_geometry(cli, admin):
     assert cli("project", "create", "other").exit_code == 0
     info = json.loads(cli("backfeed", "filter", "other", "--json").output)
     assert info["fp_rate"] == 1e-6 and 28.75 < info["bits_per_item_at_capacity"] < 28.76 * 1.05
-    list(admin.add_items(P, ["a"]))
+    item_verbs.add(admin, P, ["a"])
     res = cli("backfeed", "filter", P, "--capacity", "10")
     assert res.exit_code == 1 and "already holds items" in res.output
     assert json.loads(cli("backfeed", "filter", P, "--json").output)["items"] == 1

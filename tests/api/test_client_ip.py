@@ -17,6 +17,7 @@ from tracker_api.app import create_app
 from tracker_api.client_ip import from_forwarded_for, normalize, throttle_key
 from tracker_api.config import AppConfig
 from tracker_core import keys as keyspace
+from tracker_core.admin import items, limits, projects
 from tracker_core.keys import ProjectKeys
 
 P = "proj"
@@ -28,8 +29,8 @@ ITEMS = [f"https://example.com/a b/{n}?q=%20#frag" for n in range(10)]
 
 @pytest.fixture
 def project(admin):
-    admin.create_project(P)
-    list(admin.add_items(P, ITEMS))
+    projects.create(admin, P)
+    items.add(admin, P, ITEMS)
     return P
 
 
@@ -53,7 +54,7 @@ SPOOFS = [
 @pytest.mark.parametrize("headers", SPOOFS)
 def test_a_spoofed_forwarded_for_does_not_bypass_an_ip_block(engine, admin, project, r, headers):
     web = testing.TestClient(create_app(engine, config=AppConfig(trust_forwarded=True)))
-    admin.block(f"ip:{REAL}", P)
+    limits.block(admin, f"ip:{REAL}", P)
     res = request(web, headers)
     assert res.status_code == 403 and res.content == b""
     assert r.hlen(K.claims) == 0
@@ -70,10 +71,10 @@ def test_claims_record_the_address_the_proxy_appended(engine, project, r, header
 
 def test_two_trusted_proxies_take_the_second_entry_from_the_right(engine, project, r, admin):
     web = testing.TestClient(create_app(engine, config=AppConfig(trust_forwarded=2)))
-    admin.block(f"ip:{REAL}", P)
+    limits.block(admin, f"ip:{REAL}", P)
     # client-sent, what the CDN saw, what HAProxy saw (the CDN)
     assert request(web, {"X-Forwarded-For": f"10.9.9.9, {REAL}, 198.51.100.1"}).status_code == 403
-    admin.block(f"ip:{REAL}", P, remove=True)
+    limits.block(admin, f"ip:{REAL}", P, remove=True)
     assert request(web, {"X-Forwarded-For": f"10.9.9.9, {REAL}, 198.51.100.1"}).status_code == 200
     assert r.hvals(K.claims)[0].split("\t")[1] == REAL
 
@@ -149,9 +150,9 @@ def test_live_server_with_trusted_proxies_from_the_environment(redis_url, admin,
     bjoern glues a repeated header's lines with no separator ("a, b" + "c" is "a, bc"), so the
     proxies must hand over one line: HAProxy drops what the client sent (test below).
     """
-    admin.create_project(P)
-    list(admin.add_items(P, ITEMS))
-    admin.block(f"ip:{REAL}", P)
+    projects.create(admin, P)
+    items.add(admin, P, ITEMS)
+    limits.block(admin, f"ip:{REAL}", P)
     env = dict(os.environ, TRACKER_TRUSTED_PROXIES="2")
     process, port = start_serve(redis_url, "--host", "127.0.0.1", "--trust-forwarded", env=env)
     try:

@@ -11,8 +11,11 @@ from support.cdp import Browser, find_chromium
 from support.paths import ARTIFACTS
 from support.processes import start_live_server, stop_live_server
 from tracker_api.app import create_app
-from tracker_core import hq, operations, tokens
-from tracker_core.admin import AdminError
+from tracker_core import hq, tokens
+from tracker_core.admin import hq as hq_verbs
+from tracker_core.admin import items
+from tracker_core.admin import projects as project_verbs
+from tracker_core.admin.errors import AdminError
 
 LONG_TITLE = "Archive of https://www.example.com/a/very/long/path?with=query%20and#fragment/" + "x" * 100
 
@@ -23,13 +26,13 @@ def url(i: int) -> str:
 
 @pytest.fixture
 def projects(admin, engine):
-    admin.create_project("shown", title=LONG_TITLE)
-    admin.create_project("second")
-    admin.create_project("hidden", warrior_listed="0")
-    list(admin.add_items("shown", [url(i) for i in range(10)]))
+    project_verbs.create(admin, "shown", {"title": LONG_TITLE})
+    project_verbs.create(admin, "second")
+    project_verbs.create(admin, "hidden", {"warrior_listed": "0"})
+    items.add(admin, "shown", [url(i) for i in range(10)])
     status, claimed = engine.claim("shown", "alice", "10.0.0.1", 4)
     engine.done("shown", "alice", "1", claimed[:3], [], "")
-    list(admin.add_items("hidden", ["secret-item"]))
+    items.add(admin, "hidden", ["secret-item"])
     return admin
 
 
@@ -60,7 +63,7 @@ def test_front_page_lists_listed_projects_with_progress_and_links(web, projects)
 
 
 def test_titles_are_escaped_the_banner_is_html_a_global_admin_set(web, engine, projects, r):
-    projects.set_settings("second", {"title": "<img src=x onerror=alert(1)>"})
+    project_verbs.set_settings(projects, "second", {"title": "<img src=x onerror=alert(1)>"})
     banner = '<p>Grab <a href="https://example.org/x">the example</a> before <b>Friday</b>.</p>'
     global_token = tokens.create(r, "*")[0]
     project_token = tokens.create(r, "second")[0]
@@ -80,18 +83,18 @@ def test_titles_are_escaped_the_banner_is_html_a_global_admin_set(web, engine, p
     # The banner is the front page's: projects.json stays what warriors read.
     assert "tracker_banner_html" not in web.simulate_get("/projects.json").text
     # Its bound, at and past it; an empty value takes it away.
-    limit = operations.HQ_MAX_CHARS["tracker_banner_html"]
+    limit = hq_verbs.HQ_MAX_CHARS["tracker_banner_html"]
     assert set_hq(global_token, {"tracker_banner_html": "x" * limit}).status_code == 200
     assert set_hq(global_token, {"tracker_banner_html": "x" * (limit + 1)}).status_code == 400
-    operations.set_hq(projects, {"tracker_banner_html": ""})
+    hq_verbs.set_fields(projects, {"tracker_banner_html": ""})
     with pytest.raises(AdminError):
-        operations.set_hq(projects, {"tracker_banner_html": None})
+        hq_verbs.set_fields(projects, {"tracker_banner_html": None})
     assert 'class="banner"' not in front(engine)
     assert hq.document(r, "")["broadcast_message"] == ""
 
 
 def test_no_listed_project_says_so(web, admin):
-    admin.create_project("hidden", warrior_listed="0")
+    project_verbs.create(admin, "hidden", {"warrior_listed": "0"})
     page = web.simulate_get("/").text
     assert "No project is listed" in page and "hidden" not in page
 
@@ -103,10 +106,10 @@ def test_the_page_is_built_at_most_once_a_second(projects, engine):
 
     ticks = iter([100.0, 100.2, 100.9, 101.1])
     app = falcon.App()
-    app.add_route("/", FrontPage(engine, projects.r, clock=lambda: next(ticks)))
+    app.add_route("/", FrontPage(engine, projects.conn, clock=lambda: next(ticks)))
     client = testing.TestClient(app)
     first = client.simulate_get("/").text
-    projects.set_settings("second", {"title": "Renamed"})
+    project_verbs.set_settings(projects, "second", {"title": "Renamed"})
     assert client.simulate_get("/").text == first  # same second: served from cache
     assert client.simulate_get("/").text == first
     assert "Renamed" in client.simulate_get("/").text  # next second: built again
@@ -120,7 +123,7 @@ needs_chromium = pytest.mark.skipif(
 @pytest.mark.slow
 @needs_chromium
 def test_front_page_at_400_px_in_chromium(redis_url, projects):
-    operations.set_hq(
+    hq_verbs.set_fields(
         projects,
         {
             "tracker_banner_html": "<p>Banner with a long link https://www.example.com/"

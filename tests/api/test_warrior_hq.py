@@ -19,6 +19,7 @@ from tracker_api.app import create_app
 from tracker_api.cli import main
 from tracker_core import hq, tokens
 from tracker_core import keys as keyspace
+from tracker_core.admin import projects as project_verbs
 
 JSON = {"Content-Type": "application/json"}
 FRESH = itertools.count(1)
@@ -113,7 +114,7 @@ def online_everywhere(server, r, redis_url, token) -> set:
 def test_seesaw_warrior_heartbeats_are_recorded_and_count_it_online(
     live_server, redis_url, admin, r, tmp_path
 ):
-    admin.create_project(LISTED)
+    project_verbs.create(admin, LISTED)
     hq.set_fields(r, {"broadcast_message": "<p>hello warriors</p>", "seesaw_version": "0.10.3"})
     token = tokens.create(r, "*")[0]
     warrior = SeesawWarrior(live_server.base, tmp_path)
@@ -197,7 +198,7 @@ def refused(r, field) -> int:
 
 
 def test_the_answer_keeps_everything_the_warrior_reads(web, r, admin):
-    admin.create_project(LISTED)
+    project_verbs.create(admin, LISTED)
     hq.set_fields(r, {"auto_project": LISTED, "broadcast_message": "<b>hi</b>", "seesaw_version": "0.10.3"})
     warrior_id = register(web)
     res = update(
@@ -365,7 +366,7 @@ def test_the_hq_endpoints_are_served_by_their_own_module(r, admin):
 
     from tracker_api import admin_api, hq_api
 
-    admin.create_project(LISTED)
+    project_verbs.create(admin, LISTED)
     app = falcon.App()
     hq_api.add_hq_routes(app, r)
     web = testing.TestClient(app)

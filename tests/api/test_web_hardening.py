@@ -20,6 +20,7 @@ from tracker_api.app import create_app
 from tracker_api.config import AppConfig
 from tracker_core import hq
 from tracker_core import keys as keyspace
+from tracker_core.admin import items, projects
 from tracker_core.keys import ProjectKeys
 
 JSON = {"Content-Type": "application/json"}
@@ -134,7 +135,7 @@ def run_seesaw_hq(server, work_dir) -> dict:
 
 
 def test_seesaw_warrior_registers_heartbeats_and_works_past_the_throttle(redis_url, admin, r, tmp_path):
-    admin.create_project("listed")
+    projects.create(admin, "listed")
     server = start_live_server(redis_url, workers=1, extra_env={"TRACKER_REGISTRATIONS_PER_HOUR": "1"})
     try:
         first = run_seesaw_hq(server, tmp_path / "one")
@@ -166,9 +167,9 @@ P = "proj"
 def tokens_(admin):
     from tracker_core import tokens
 
-    admin.create_project(P)
-    list(admin.add_items(P, ["https://example.com/a b?c=%20#d"]))
-    return {P: tokens.create(admin.r, P)[0], "global": tokens.create(admin.r, "*")[0]}
+    projects.create(admin, P)
+    items.add(admin, P, ["https://example.com/a b?c=%20#d"])
+    return {P: tokens.create(admin.conn, P)[0], "global": tokens.create(admin.conn, "*")[0]}
 
 
 def login_form(web):
@@ -281,9 +282,9 @@ def test_admin_pages_work_in_chromium_under_their_policy(redis_url, admin, tmp_p
     in force: an inline script is not run."""
     from tracker_core import tokens
 
-    admin.create_project(P)
-    list(admin.add_items(P, [f"https://example.com/{n}?q=%20" for n in range(3)]))
-    token = tokens.create(admin.r, P)[0]
+    projects.create(admin, P)
+    items.add(admin, P, [f"https://example.com/{n}?q=%20" for n in range(3)])
+    token = tokens.create(admin.conn, P)[0]
     server = start_live_server(redis_url, workers=1)
     browser = Browser(find_chromium())
     try:
@@ -313,7 +314,7 @@ def test_admin_pages_work_in_chromium_under_their_policy(redis_url, admin, tmp_p
     finally:
         browser.close()
         stop_live_server(server)
-    assert "name:mallory" in admin.r.smembers(ProjectKeys(P).blocked)
+    assert "name:mallory" in admin.conn.smembers(ProjectKeys(P).blocked)
 
 
 # -- /metrics ------------------------------------------------------------------------------
@@ -342,13 +343,13 @@ def metrics_web(engine):
 def metrics_setup(admin):
     from tracker_core import tokens
 
-    admin.create_project("public")
-    admin.create_project("hidden")
-    admin.create_project("hidden2")
-    admin.set_settings("hidden", {"warrior_listed": "0"})
-    admin.set_settings("hidden2", {"warrior_listed": "0"})
-    admin.r.hincrby(keyspace.GLOBAL_STATS, "bad_path", 1)
-    return {"global": tokens.create(admin.r, "*")[0], "hidden": tokens.create(admin.r, "hidden")[0]}
+    projects.create(admin, "public")
+    projects.create(admin, "hidden")
+    projects.create(admin, "hidden2")
+    projects.set_settings(admin, "hidden", {"warrior_listed": "0"})
+    projects.set_settings(admin, "hidden2", {"warrior_listed": "0"})
+    admin.conn.hincrby(keyspace.GLOBAL_STATS, "bad_path", 1)
+    return {"global": tokens.create(admin.conn, "*")[0], "hidden": tokens.create(admin.conn, "hidden")[0]}
 
 
 def scrape(web, token=None, scheme="Bearer"):
@@ -397,9 +398,9 @@ def test_a_wrong_metrics_token_is_refused_and_counted(engine, metrics_setup, r, 
 
 
 def test_no_spelling_of_metrics_shows_an_unlisted_project_through_bjoern(redis_url, admin):
-    admin.create_project("public")
-    admin.create_project("hidden")
-    admin.set_settings("hidden", {"warrior_listed": "0"})
+    projects.create(admin, "public")
+    projects.create(admin, "hidden")
+    projects.set_settings(admin, "hidden", {"warrior_listed": "0"})
     server = start_live_server(redis_url, workers=1)
     try:
         import socket

@@ -1,13 +1,13 @@
 """The admin verbs (tracker_core.admin): each change is recorded exactly once in the audit log,
 under the context's actor; reads record nothing; refusals are typed (BadInput, NotFound,
-Conflict), change nothing and record nothing; the transition shims never record."""
+Conflict), change nothing and record nothing."""
 
 import json
 
 import pytest
 
 from tracker_core import keys as keyspace
-from tracker_core import offload, operations
+from tracker_core import offload
 from tracker_core.admin import (
     backfeed,
     census,
@@ -346,16 +346,3 @@ def test_a_filter_that_holds_items_keeps_its_geometry(ctx, project, r):
     with pytest.raises(Conflict, match="already holds items"):
         backfeed.bloom_filter(ctx, P, fp_rate=0.01)
     assert records(r)[n:] == []
-
-
-def test_the_shims_never_record(ctx, project, r, admin):
-    n = len(records(r))
-    list(admin.add_items(P, NAMES))
-    operations.move(admin, P, "todo", "secondary")
-    operations.clear(admin, P, "secondary")
-    admin.set_settings(P, {"paused": "1"})
-    admin.block("name:somebody", P)
-    operations.pause(admin, P, False)
-    assert records(r)[n:] == []
-    with pytest.raises(NotFound):
-        operations.count(admin, "nope", "todo")

@@ -16,6 +16,7 @@ from falcon import testing
 from tracker_api.app import create_app
 from tracker_core import backfeed as backfeed_mod
 from tracker_core import backfeed_secrets
+from tracker_core.admin import projects
 from tracker_core.keys import ProjectKeys
 
 P = "urls"
@@ -43,7 +44,7 @@ def web(engine):
 
 @pytest.fixture
 def secret(admin, r):
-    admin.create_project(P)
+    projects.create(admin, P)
     return backfeed_secrets.create(r, K)[1]
 
 

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from support import twins
 from tracker_core import bloom
+from tracker_core.admin import projects
 from tracker_core.keys import ProjectKeys
 from tracker_core.rawredis import RawRedis
 
@@ -74,7 +75,7 @@ def test_growth_keeps_the_total_rate_and_chunks_stay_under_the_string_limit():
 
 @pytest.fixture
 def filt(admin, redis_url):
-    admin.create_project(P)
+    projects.create(admin, P)
     return bloom.BloomFilter(RawRedis(redis_url), ProjectKeys(P))
 
 
@@ -109,7 +110,7 @@ def test_unknown_project_and_wrong_secret_change_nothing(admin, redis_url, r):
     conn = RawRedis(redis_url)
     ghost = bloom.BloomFilter(conn, ProjectKeys("ghost"))
     assert ghost.add([b"a"]).status == bloom.UNKNOWN_PROJECT
-    admin.create_project(P)
+    projects.create(admin, P)
     filt = bloom.BloomFilter(conn, ProjectKeys(P))
     assert filt.add([b"a"], secret_digest="0" * 64).status == bloom.WRONG_SECRET
     assert r.keys("{ghost}*") == [] and not r.exists(ProjectKeys(P).backfeed)
@@ -117,7 +118,7 @@ def test_unknown_project_and_wrong_secret_change_nothing(admin, redis_url, r):
 
 
 def test_filter_grows_by_layers_over_chunks_and_never_forgets(admin, redis_url, r, hashing):
-    admin.create_project(P)
+    projects.create(admin, P)
     k = ProjectKeys(P)
     conn = RawRedis(redis_url)
     geometry = bloom.configure(conn, k, bloom.Geometry(capacity=100, fp_rate=1e-6, chunk_bits=512))
@@ -136,7 +137,7 @@ def test_filter_grows_by_layers_over_chunks_and_never_forgets(admin, redis_url, 
 
 
 def test_geometry_is_fixed_once_items_are_in(admin, redis_url):
-    admin.create_project(P)
+    projects.create(admin, P)
     k = ProjectKeys(P)
     conn = RawRedis(redis_url)
     small = bloom.Geometry(capacity=10, fp_rate=0.01)
@@ -148,7 +149,7 @@ def test_geometry_is_fixed_once_items_are_in(admin, redis_url):
 
 def test_false_positive_rate_matches_the_design_at_small_capacity(admin, redis_url):
     """At capacity, absent items are reported seen at about the layer's rate (0.9% here)."""
-    admin.create_project(P)
+    projects.create(admin, P)
     k = ProjectKeys(P)
     conn = RawRedis(redis_url)
     geometry = bloom.configure(conn, k, bloom.Geometry(capacity=4000, fp_rate=0.01))

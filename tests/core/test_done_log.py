@@ -21,6 +21,8 @@ from tracker_api.app import create_app
 from tracker_api.cli import main
 from tracker_api.config import AppConfig
 from tracker_core import log_archive, offload, script_calls, scripts, tokens
+from tracker_core.admin import items as item_verbs
+from tracker_core.admin import projects
 from tracker_core.keys import ProjectKeys
 from tracker_core.reply_codes import LogArchive
 
@@ -35,13 +37,13 @@ def url(n: int, size: int = 120) -> str:
 
 @pytest.fixture
 def project(admin):
-    admin.create_project(P, log_maxlen="10")
+    projects.create(admin, P, {"log_maxlen": "10"})
     return P
 
 
 def finish(admin, engine, names, downloader="alice", domains=("example.com", 100), ident='{"n": 1}'):
     """Queue NAMES, claim them as DOWNLOADER and report them done in one call."""
-    list(admin.add_items(P, names))
+    item_verbs.add(admin, P, names)
     status, claimed = engine.claim(P, downloader, "10.0.0.1", len(names))
     assert status == 200 and sorted(claimed) == sorted(names)
     assert engine.done(P, downloader, "1.2", claimed, list(domains), ident).new == len(names)
@@ -50,7 +52,7 @@ def finish(admin, engine, names, downloader="alice", domains=("example.com", 100
 
 def export(admin, directory, **kw):
     out = io.BytesIO()
-    log_archive.export(admin.r, K, directory, out, **kw)
+    log_archive.export(admin.conn, K, directory, out, **kw)
     return [orjson.loads(line) for line in out.getvalue().splitlines()]
 
 
@@ -105,7 +107,7 @@ def test_entries_beyond_the_watermark_go_to_segments_and_export_returns_each_onc
 
 
 def test_a_watermark_of_zero_archives_everything_in_bounded_segments(project, admin, engine, r, tmp_path):
-    admin.set_settings(P, {"log_maxlen": "0"})
+    projects.set_settings(admin, P, {"log_maxlen": "0"})
     names = done_entries(admin, engine, 12)
     k_lease = lease(r)
     assert log_archive.archive(r, K, tmp_path, k_lease, per_segment=5) == 12
@@ -157,10 +159,10 @@ def test_an_exception_between_the_file_and_the_trim_loses_and_duplicates_nothing
 KILLED_ARCHIVER = """
 import os, signal, sys
 from tracker_core import log_archive, offload
-from tracker_core.admin import Admin
+from tracker_core.admin.context import AdminContext
 from tracker_core.keys import ProjectKeys
 log_archive._after_write = lambda path: os.kill(os.getpid(), signal.SIGKILL)
-r = Admin.from_url(sys.argv[1]).r
+r = AdminContext.from_url(sys.argv[1]).conn
 offload.maintain_project(r, "dl", sys.argv[2])
 """
 
@@ -223,7 +225,7 @@ def test_a_lost_lease_leaves_the_file_unregistered_and_the_entries_in_the_stream
 
 def test_an_export_running_while_maintain_archives_sees_every_entry_once(project, admin, engine, r, tmp_path):
     names = done_entries(admin, engine, 1200)
-    reader = log_archive.entries(admin.r, K, tmp_path)
+    reader = log_archive.entries(admin.conn, K, tmp_path)
     seen = [next(reader)[1]["items"][0] for _ in range(300)]
     # Meanwhile the oldest 1,190 go to disk, those the reader has and those it has not.
     assert offload.maintain_project(r, P, tmp_path)["log_archived"] == 1190
@@ -300,7 +302,7 @@ def test_url_names_of_kilobytes_and_non_ascii_names_round_trip(project, admin, e
         'a\\b"c\td',
     ]
     calls = [finish(admin, engine, names[:2]), finish(admin, engine, names[2:])]
-    admin.set_settings(P, {"log_maxlen": "0"})
+    projects.set_settings(admin, P, {"log_maxlen": "0"})
     offload.maintain_project(r, P, tmp_path)
     assert r.xlen(K.log) == 0
     assert [row["items"] for row in export(admin, tmp_path)] == calls
@@ -369,7 +371,7 @@ def test_the_admin_api_pages_through_the_log(project, admin, engine, r, tmp_path
     names = done_entries(admin, engine, 25)
     offload.maintain_project(r, P, tmp_path)
     web = testing.TestClient(create_app(engine, config=AppConfig(segments_dir=tmp_path)))
-    token = tokens.create(admin.r, P)[0]
+    token = tokens.create(admin.conn, P)[0]
     headers = {"Authorization": f"Bearer {token}"}
     got, cursor, pages = [], None, 0
     while True:
@@ -402,7 +404,7 @@ def test_a_page_stops_after_scanning_its_bound_with_a_cursor_to_go_on(project, a
 
 def test_a_done_over_http_logs_the_senders_ip_and_every_field(project, admin, engine, r, tmp_path):
     names = [url(1, 2048), "ünï/cødé ☃ 日本語?q=%E2%98%83 #x"]
-    list(admin.add_items(P, names))
+    item_verbs.add(admin, P, names)
     web = testing.TestClient(create_app(engine))
     got = (
         web.simulate_post(
@@ -426,7 +428,7 @@ def test_a_done_over_http_logs_the_senders_ip_and_every_field(project, admin, en
     )
     assert res.status_code == 200, res.text
     offload.maintain_project(r, P, tmp_path)
-    admin.set_settings(P, {"log_maxlen": "0"})
+    projects.set_settings(admin, P, {"log_maxlen": "0"})
     offload.maintain_project(r, P, tmp_path)
     [row] = export(admin, tmp_path)
     assert row["ip"] == "198.51.100.8" and row["items"] == got and sorted(got) == sorted(names)

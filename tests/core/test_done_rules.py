@@ -11,6 +11,8 @@ import json
 import pytest
 
 from tracker_core import script_calls, scripts
+from tracker_core.admin import items as item_verbs
+from tracker_core.admin import projects
 from tracker_core.keys import ProjectKeys
 from tracker_core.settings import DEFAULT_MAX_BYTES_PER_ITEM, validate
 
@@ -26,7 +28,7 @@ def url(n: int, size: int = 100) -> str:
 
 @pytest.fixture
 def project(admin):
-    admin.create_project(P)
+    projects.create(admin, P)
     return P
 
 
@@ -62,8 +64,8 @@ def counter(r, field):
 
 
 def test_a_late_done_for_a_dead_item_completes_it(project, admin, engine, clock, r):
-    admin.set_settings(P, {"reclaim_ttl_s": "1", "max_reclaims": "1"})
-    list(admin.add_items(P, [url(1)]))
+    projects.set_settings(admin, P, {"reclaim_ttl_s": "1", "max_reclaims": "1"})
+    item_verbs.add(admin, P, [url(1)])
     assert engine.claim(P, "alice", "10.0.0.1", 1) == (200, [url(1)])
     clock.advance(1.5)
     assert engine.claim(P, "bob", "10.0.0.2", 1) == (200, [url(1)])
@@ -86,9 +88,9 @@ def test_a_late_done_for_a_dead_item_completes_it(project, admin, engine, clock,
 
 def test_a_done_for_100_queued_items_changes_nothing_and_is_refused(client, project, admin, r):
     names = [url(n) for n in range(100)]
-    list(admin.add_items(P, names[:60]))
-    list(admin.add_items(P, names[60:80], queue="secondary"))
-    list(admin.add_items(P, names[80:], queue="backfeed"))
+    item_verbs.add(admin, P, names[:60])
+    item_verbs.add(admin, P, names[60:80], queue="secondary")
+    item_verbs.add(admin, P, names[80:], queue="backfeed")
     before = state(r)
     res = post(
         client,
@@ -105,15 +107,15 @@ def test_a_done_for_100_queued_items_changes_nothing_and_is_refused(client, proj
 
 
 def test_a_done_for_an_item_in_the_senders_own_queue_is_refused(project, admin, engine, r):
-    list(admin.add_items(P, [url(1)], queue="downloader:mallory"))
+    item_verbs.add(admin, P, [url(1)], queue="downloader:mallory")
     result = engine.done(P, "mallory", "", [url(1)], ["data", 10], "{}")
     assert (result.new, result.refused) == (0, 1)
     assert r.sismember(K.downloader_queue("mallory"), url(1))
 
 
 def test_accept_queued_dones_completes_them_as_the_old_tracker_did(project, admin, engine, r):
-    admin.set_settings(P, {"accept_queued_dones": "true"})
-    list(admin.add_items(P, [url(1), url(2)]))
+    projects.set_settings(admin, P, {"accept_queued_dones": "true"})
+    item_verbs.add(admin, P, [url(1), url(2)])
     result = engine.done(P, "mallory", "", [url(1), url(2), url(3)], ["data", 30], "{}")
     assert (result.new, result.refused, result.unknown) == (2, 0, 1)
     assert r.scard(K.todo) == 0 and r.smembers(K.done) == {url(1), url(2)}
@@ -121,7 +123,7 @@ def test_accept_queued_dones_completes_them_as_the_old_tracker_did(project, admi
 
 
 def test_a_done_completes_an_item_that_is_out_whoever_reports_it(project, admin, engine, r):
-    list(admin.add_items(P, [url(1)]))
+    item_verbs.add(admin, P, [url(1)])
     engine.claim(P, "alice", "10.0.0.1", 1)
     assert engine.done(P, "bob", "", [url(1)], [], "{}").new == 1
     assert r.hget(K.downloader_count, "bob") == "1"
@@ -132,7 +134,7 @@ def test_a_done_completes_an_item_that_is_out_whoever_reports_it(project, admin,
 
 def claimed(admin, engine, n):
     names = [url(i) for i in range(n)]
-    list(admin.add_items(P, names))
+    item_verbs.add(admin, P, names)
     status, items = engine.claim(P, "alice", "10.0.0.1", n)
     assert status == 200 and len(items) == n
     return items
@@ -162,11 +164,11 @@ def test_bytes_past_the_cap_are_cut_to_it_and_counted(client, project, admin, en
 
 
 def test_one_byte_past_the_cap_is_clamped_and_a_cap_of_0_is_off(project, admin, engine, r):
-    admin.set_settings(P, {"max_bytes_per_item": "1000"})
+    projects.set_settings(admin, P, {"max_bytes_per_item": "1000"})
     items = claimed(admin, engine, 3)
     assert engine.done(P, "alice", "", items[:1], ["data", 1001], "{}").clamped
     assert r.zscore(K.downloader_bytes, "alice") == 1000
-    admin.set_settings(P, {"max_bytes_per_item": "0"})
+    projects.set_settings(admin, P, {"max_bytes_per_item": "0"})
     assert not engine.done(P, "alice", "", items[1:2], ["data", 10**12 + 1], "{}").clamped
     assert r.zscore(K.downloader_bytes, "alice") == 1000 + 10**12 + 1
 
@@ -284,7 +286,7 @@ def test_a_huge_stored_log_maxlen_does_not_fail_the_done(project, admin, engine,
 
 def test_a_done_of_the_maximum_batch_of_the_longest_names(project, admin, engine, r):
     names = [url(n, 4096) for n in range(1000)]
-    list(admin.add_items(P, names))
+    item_verbs.add(admin, P, names)
     status, items = engine.claim(P, "alice", "10.0.0.1", 1000)
     assert status == 200 and len(items) == 1000
     result = engine.done(P, "alice", "", items, ["data", 10**12], "{}")
@@ -374,9 +376,9 @@ def test_domain_bytes_keeps_64_domains_and_counts_the_rest_under_other(project, 
 @pytest.mark.parametrize("broken", ["done", "log", "downloader_count", "downloader_version"])
 def test_a_broken_key_fails_the_done_before_the_item_leaves_out(admin, engine, r, broken):
     # Redis keeps a failed script's writes: every place the done writes is type-checked first.
-    admin.create_project("brk")
+    projects.create(admin, "brk")
     k = ProjectKeys("brk")
-    list(admin.add_items("brk", ["https://example.com/a b?c=%20#d"]))
+    item_verbs.add(admin, "brk", ["https://example.com/a b?c=%20#d"])
     status, items = engine.claim("brk", "alice", "10.0.0.1", 1)
     assert status == 200
     r.delete(getattr(k, broken))

@@ -2,6 +2,7 @@
 
 import pytest
 
+from tracker_core.admin import census, items, limits, projects
 from tracker_core.engine import MEMORY_GUARD_ENV, Engine
 from tracker_core.keys import ProjectKeys
 
@@ -11,12 +12,12 @@ K = ProjectKeys(P)
 
 @pytest.fixture
 def project(admin):
-    admin.create_project(P)
+    projects.create(admin, P)
     return P
 
 
 def add(admin, names, queue="todo"):
-    return [tuple(x) for x in admin.add_items(P, names, queue=queue)]
+    return items.add(admin, P, names, queue=queue)
 
 
 def test_claim_visits_queues_in_serve_order(project, admin, engine):
@@ -65,34 +66,34 @@ def test_unknown_project(engine):
 
 def test_blocked_name_and_ip_get_403(project, admin, engine, r):
     add(admin, ["a", "b"])
-    admin.block("name:mallory", P)
-    admin.block("ip:10.6.6.6")  # global: copied into every project
+    limits.block(admin, "name:mallory", P)
+    limits.block(admin, "ip:10.6.6.6")["entry"]  # global: copied into every project
     assert engine.claim(P, "mallory", "10.0.0.1", 1) == (403, [])
     assert engine.claim(P, "alice", "10.6.6.6", 1) == (403, [])
     assert r.scard(K.todo) == 2 and r.zcard(K.out) == 0
-    admin.block("ip:10.6.6.6", remove=True)
+    limits.block(admin, "ip:10.6.6.6", remove=True)
     assert engine.claim(P, "alice", "10.6.6.6", 1)[0] == 200
     assert int(r.hget(K.stats, "requests_blocked")) == 2
 
 
 def test_new_project_copies_global_blocks(admin, engine):
-    admin.block("name:mallory")
-    admin.create_project("later")
-    admin.add_items("later", ["x"]).__next__()
+    limits.block(admin, "name:mallory")
+    projects.create(admin, "later")
+    items.add(admin, "later", ["x"])
     assert engine.claim("later", "mallory", "ip", 1) == (403, [])
 
 
 def test_paused_project_hands_out_nothing(project, admin, engine, r):
     add(admin, ["a"])
-    admin.set_settings(P, {"paused": "true"})
+    projects.set_settings(admin, P, {"paused": "true"})
     assert engine.claim(P, "alice", "ip", 1) == (404, [])
-    admin.set_settings(P, {"paused": "false"})
+    projects.set_settings(admin, P, {"paused": "false"})
     assert engine.claim(P, "alice", "ip", 1) == (200, ["a"])
 
 
 def test_downloader_claim_cap(project, admin, engine):
     add(admin, [f"i{n}" for n in range(10)])
-    admin.set_settings(P, {"max_claims_per_downloader": "3"})
+    projects.set_settings(admin, P, {"max_claims_per_downloader": "3"})
     assert len(engine.claim(P, "alice", "ip", 2)[1]) == 2
     status, items = engine.claim(P, "alice", "ip", 5)
     assert status == 200 and len(items) == 1
@@ -104,7 +105,9 @@ def test_downloader_claim_cap(project, admin, engine):
 
 def test_rate_limit_spreads_items_evenly(project, admin, engine, clock, r):
     add(admin, [f"i{n}" for n in range(100)])
-    admin.set_settings(P, {"rate_limit": "60", "rate_burst": "2"})  # one item per second
+    projects.set_settings(admin, P, {"rate_limit": "60", "rate_burst": "2"})[
+        "settings_age"
+    ]  # one item per second
     assert len(engine.claim(P, "alice", "ip", 10)[1]) == 2  # the burst
     assert engine.claim(P, "alice", "ip", 1) == (429, [])
     clock.advance(0.5)
@@ -118,7 +121,7 @@ def test_rate_limit_spreads_items_evenly(project, admin, engine, clock, r):
 
 
 def test_rate_limit_costs_nothing_when_queue_is_empty(project, admin, engine, clock):
-    admin.set_settings(P, {"rate_limit": "60", "rate_burst": "1"})
+    projects.set_settings(admin, P, {"rate_limit": "60", "rate_burst": "1"})
     assert engine.claim(P, "alice", "ip", 1) == (404, [])
     add(admin, ["a"])
     assert engine.claim(P, "alice", "ip", 1) == (200, ["a"])
@@ -183,13 +186,13 @@ def test_done_for_a_released_item_still_queued_changes_nothing_unless_accepted(p
     result = engine.done(P, "alice", "", ["a"], [], "null")
     assert (result.new, result.refused) == (0, 1)  # given back: a queued item (done-20.lua)
     assert r.sismember(K.todo, "a") and not r.sismember(K.done, "a")
-    admin.set_settings(P, {"accept_queued_dones": "true"})
+    projects.set_settings(admin, P, {"accept_queued_dones": "true"})
     assert engine.done(P, "alice", "", ["a"], [], "null").new == 1
     assert r.scard(K.todo) == 0 and r.sismember(K.done, "a")
 
 
 def test_discard_mode_counts_without_keeping(project, admin, engine, r):
-    admin.set_settings(P, {"done_mode": "discard"})
+    projects.set_settings(admin, P, {"done_mode": "discard"})
     add(admin, ["a", "b"])
     _, items = engine.claim(P, "alice", "ip", 2)
     assert engine.done(P, "alice", "", items, [], "null").new == 2
@@ -222,26 +225,26 @@ def test_item_status(project, admin, engine):
 def test_settings_change_is_seen_on_the_next_call(project, admin, engine):
     add(admin, ["a", "b"])
     assert engine.settings(P).min_version == ""
-    admin.set_settings(P, {"min_version": "20240101.01"})
+    projects.set_settings(admin, P, {"min_version": "20240101.01"})
     engine.claim(P, "alice", "ip", 1)  # the reply carries the new settings age
     assert engine.settings(P).min_version == "20240101.01"
 
 
 def test_upload_targets_active_only_with_downloader_filled_in(project, admin, engine):
     assert engine.upload_target(P, "alice") is None
-    admin.set_upload_target(P, "rsync://host/mod/:downloader/", "active")
-    admin.set_upload_target(P, "rsync://other/mod/", "inactive")
+    projects.set_upload_target(admin, P, "rsync://host/mod/:downloader/", "active")
+    projects.set_upload_target(admin, P, "rsync://other/mod/", "inactive")
     engine.claim(P, "alice", "ip", 1)
     assert {engine.upload_target(P, "alice") for _ in range(20)} == {"rsync://host/mod/alice/"}
 
 
 def test_items_add_skips_names_the_project_already_has(project, admin, engine, r):
-    assert add(admin, ["a", "b", "a"]) == [(2, 1)]
+    assert add(admin, ["a", "b", "a"]) == {"added": 2, "duplicates": 1}
     engine.claim(P, "alice", "ip", 1)
     claimed = r.zrange(K.out, 0, -1)[0]
     engine.done(P, "alice", "", [claimed], [], "null")
-    assert add(admin, ["a", "b", "c"], "secondary") == [(1, 2)]
-    status = admin.status(P)
+    assert add(admin, ["a", "b", "c"], "secondary") == {"added": 1, "duplicates": 2}
+    status = census.status(admin, P)
     assert status["todo_total"] + status["out"] + status["done"] == 3
 
 

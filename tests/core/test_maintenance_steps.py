@@ -11,6 +11,8 @@ import time
 import pytest
 
 from tracker_core import offload, script_calls, stats
+from tracker_core.admin import census, limits, projects
+from tracker_core.admin import items as item_verbs
 from tracker_core.keys import ProjectKeys
 from tracker_core.offload import maintenance
 
@@ -27,8 +29,8 @@ ITEMS = [url(n) for n in range(400)]
 
 @pytest.fixture
 def project(admin):
-    admin.create_project(P)
-    list(admin.add_items(P, ITEMS))
+    projects.create(admin, P)
+    item_verbs.add(admin, P, ITEMS)
     return P
 
 
@@ -72,7 +74,7 @@ def test_recover_unfinished_with_nothing_staged_reports_nothing(project, r, tmp_
 def test_remove_stale_files_deletes_old_unregistered_files_on_a_cleanup_pass_only(
     project, admin, r, tmp_path, lease
 ):
-    admin.set_settings(P, {"offload_high": "300"})
+    projects.set_settings(admin, P, {"offload_high": "300"})
     assert offload.offload_one(r, K, tmp_path, 100, lease) == 100  # segment 1: registered
     stray = tmp_path / P / "7.zst"
     offload.write_segment(stray, ["https://example.com/left over?by=a crash#x"])
@@ -92,8 +94,8 @@ def test_remove_stale_files_deletes_old_unregistered_files_on_a_cleanup_pass_onl
 
 
 def test_balance_queues_offloads_each_queue_down_to_the_high_watermark(project, admin, r, tmp_path, lease):
-    list(admin.add_items(P, [url(n) for n in range(1000, 1250)], queue="backfeed"))
-    admin.set_settings(P, {"offload_high": "100", "offload_segment_items": "200"})
+    item_verbs.add(admin, P, [url(n) for n in range(1000, 1250)], queue="backfeed")
+    projects.set_settings(admin, P, {"offload_high": "100", "offload_segment_items": "200"})
     p = project_pass(r, tmp_path, lease)
     maintenance.balance_queues(p)
     assert p.report["offloaded"] == 300 + 150
@@ -112,12 +114,12 @@ def test_balance_queues_offloads_each_queue_down_to_the_high_watermark(project, 
 def test_balance_queues_refills_below_the_low_watermark_and_skips_an_unreadable_file(
     project, admin, r, tmp_path, lease
 ):
-    admin.set_settings(P, {"offload_high": "100", "offload_segment_items": "100"})
+    projects.set_settings(admin, P, {"offload_high": "100", "offload_segment_items": "100"})
     maintenance.balance_queues(project_pass(r, tmp_path, lease))
     assert sorted(offload.registry(r, K)) == [1, 2, 3]
     offload.segment_path(tmp_path, P, 1).write_bytes(b"not zstd")
     r.delete(K.todo)  # claimed away
-    admin.set_settings(P, {"offload_high": "300", "offload_low": "150"})
+    projects.set_settings(admin, P, {"offload_high": "300", "offload_low": "150"})
     p = project_pass(r, tmp_path, lease)
     maintenance.balance_queues(p)
     # Segment 1 cannot be read: left registered (still counted) and reported; 2 and 3 came back.
@@ -126,9 +128,9 @@ def test_balance_queues_refills_below_the_low_watermark_and_skips_an_unreadable_
 
 
 def test_balance_queues_with_offloading_off_refills_every_queue_segment(project, admin, r, tmp_path, lease):
-    admin.set_settings(P, {"offload_high": "50", "offload_segment_items": "100"})
+    projects.set_settings(admin, P, {"offload_high": "50", "offload_segment_items": "100"})
     maintenance.balance_queues(project_pass(r, tmp_path, lease))
-    admin.set_settings(P, {"offload_high": "0"})
+    projects.set_settings(admin, P, {"offload_high": "0"})
     p = project_pass(r, tmp_path, lease)
     maintenance.balance_queues(p)
     assert p.report == {"offloaded": 0, "refilled": 350}
@@ -149,23 +151,23 @@ def test_offload_done_moves_done_beyond_its_watermark_only_with_done_mode_offloa
     project, admin, engine, r, tmp_path, lease
 ):
     finish(engine, 300)
-    admin.set_settings(P, {"done_offload_high": "100", "offload_segment_items": "150"})
+    projects.set_settings(admin, P, {"done_offload_high": "100", "offload_segment_items": "150"})
     p = project_pass(r, tmp_path, lease)
     maintenance.offload_done(p)  # done_mode=keep: done stays
     assert r.scard(K.done) == 300 and "done_offloaded" not in p.report
-    admin.set_settings(P, {"done_mode": "offload"})
+    projects.set_settings(admin, P, {"done_mode": "offload"})
     p = project_pass(r, tmp_path, lease)
     maintenance.offload_done(p)
     assert p.report["done_offloaded"] == 200 and r.scard(K.done) == 100
     assert set(offload.segment_sources(r, K).values()) == {"done"}
-    assert admin.status(P)["done_offloaded"] == 200 and admin.status(P)["offloaded"] == 0
+    assert census.status(admin, P)["done_offloaded"] == 200 and census.status(admin, P)["offloaded"] == 0
 
 
 # -- archive_done_log ---------------------------------------------------------------------------
 
 
 def test_archive_done_log_archives_entries_beyond_log_maxlen(project, admin, engine, r, tmp_path, lease):
-    admin.set_settings(P, {"log_maxlen": "10"})
+    projects.set_settings(admin, P, {"log_maxlen": "10"})
     for _ in range(25):
         finish(engine, 1)
     assert r.xlen(K.log) == 25
@@ -197,7 +199,7 @@ def test_reclassify_changed_holds_matching_items_once_per_settings_age(project, 
     p = project_pass(r, tmp_path, lease, classified_ages=ages)
     maintenance.reclassify_changed(p)
     assert p.report["held"] == 0 and P in ages
-    admin.add_limit(P, "low", r"regex:/a b/1[0-9]\?", "1/s", reclassify=False)
+    limits.add(admin, P, "low", r"regex:/a b/1[0-9]\?", "1/s", reclassify=False)
     p = project_pass(r, tmp_path, lease)  # reclassification off: nothing moves
     maintenance.reclassify_changed(p)
     assert "held" not in p.report and r.zcard(K.limited) == 0
@@ -281,8 +283,8 @@ class LosesLeaseAfterOneSegment(offload.Lease):
 
 def test_what_moved_before_a_lost_lease_still_counts(project, admin, r, tmp_path):
     r.delete(K.todo)  # claimed away: only the secondary queue is long
-    list(admin.add_items(P, [url(n) for n in range(1000, 1300)], queue="secondary"))
-    admin.set_settings(P, {"offload_high": "100", "offload_segment_items": "100"})
+    item_verbs.add(admin, P, [url(n) for n in range(1000, 1300)], queue="secondary")
+    projects.set_settings(admin, P, {"offload_high": "100", "offload_segment_items": "100"})
     lease = LosesLeaseAfterOneSegment(r, K, "node-a")
     assert lease.take()
     report = maintenance.run_steps(project_pass(r, tmp_path, lease), offload.OFFLOAD_STEPS)

@@ -10,6 +10,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from tracker_api.app import create_app
 from tracker_core import scripts
 from tracker_core import stats as stats_mod
+from tracker_core.admin import census, limits, projects
+from tracker_core.admin import items as item_verbs
 from tracker_core.keys import ProjectKeys
 
 P = "proj"
@@ -18,8 +20,8 @@ K = ProjectKeys(P)
 
 @pytest.fixture
 def project(admin):
-    admin.create_project(P)
-    list(admin.add_items(P, [f"item{n}" for n in range(100)]))
+    projects.create(admin, P)
+    item_verbs.add(admin, P, [f"item{n}" for n in range(100)])
     return P
 
 
@@ -81,7 +83,7 @@ def test_unique_downloaders_and_ips_per_day_and_month(engine, clock, project, ad
         ("alice", "10.0.0.1"),
     ):
         assert engine.claim(P, name, ip, 1)[0] == 200
-    admin.block("name:mallory", P)
+    limits.block(admin, "name:mallory", P)
     assert engine.claim(P, "mallory", "10.0.0.9", 1)[0] == 403
     day = int(clock.now * 1000) // 86_400_000
     uniques = stats_json(web)["stats"]["uniques"]
@@ -115,12 +117,12 @@ def test_percentile_interpolates_within_buckets():
 def test_irsr_overall_and_recent(engine, clock, project, admin, web):
     for _ in range(3):
         assert engine.claim(P, "alice", "10.0.0.1", 1)[0] == 200
-    admin.set_settings(P, {"paused": "1"})
+    projects.set_settings(admin, P, {"paused": "1"})
     assert engine.claim(P, "alice", "10.0.0.1", 1)[0] == 404
     stats = stats_json(web)["stats"]
     assert stats["irsr"] == pytest.approx(0.75) and stats["irsr_recent"] == pytest.approx(0.75)
     clock.advance(61 * 60)
-    admin.set_settings(P, {"paused": "0"})
+    projects.set_settings(admin, P, {"paused": "0"})
     assert engine.claim(P, "alice", "10.0.0.1", 1)[0] == 200
     stats = stats_json(web)["stats"]
     assert stats["irsr"] == pytest.approx(0.8) and stats["irsr_recent"] == pytest.approx(1.0)
@@ -157,7 +159,7 @@ def test_eta_from_net_drain_and_warning_when_backlog_grows(engine, clock, projec
     assert stats["eta_s"] == pytest.approx(80 / -growth)
     # Backfeed outpaces the work: the backlog grows although items are done.
     clock.advance(10 * 60)
-    list(admin.add_items(P, [f"more{n}" for n in range(200)]))
+    item_verbs.add(admin, P, [f"more{n}" for n in range(200)])
     claim_and_done(engine, clock, "alice", 5, rtt_s=1)
     stats = stats_json(web)["stats"]
     assert stats["backlog"] == 275 and stats["backlog_growing"] and stats["eta_s"] is None
@@ -226,7 +228,7 @@ def metric_samples(text):
 
 
 def test_metrics_exposes_counters_gauges_and_rtt_histogram(engine, clock, project, admin, web):
-    admin.create_project("other")
+    projects.create(admin, "other")
     claim_and_done(engine, clock, "alice", 3, rtt_s=20, nbytes=1500)
     engine.claim(P, "bob", "10.0.0.2", 2)
     res = web.simulate_get("/metrics")
@@ -280,9 +282,9 @@ def test_stats_json_is_built_at_most_once_a_second(engine, clock, project, web):
 
 
 def test_reclaim_rate_and_reclaim_serve_rate(engine, clock, admin, web):
-    admin.create_project("rec")
-    list(admin.add_items("rec", ["a", "b", "c", "d"]))
-    admin.set_settings("rec", {"reclaim_ttl_s": "10"})
+    projects.create(admin, "rec")
+    item_verbs.add(admin, "rec", ["a", "b", "c", "d"])
+    projects.set_settings(admin, "rec", {"reclaim_ttl_s": "10"})
     assert len(engine.claim("rec", "alice", "10.0.0.1", 4)[1]) == 4
     clock.advance(11)  # every claim is due: four first reclaims
     assert len(engine.claim("rec", "bob", "10.0.0.2", 4)[1]) == 4
@@ -296,13 +298,13 @@ def test_reclaim_rate_and_reclaim_serve_rate(engine, clock, admin, web):
 
 
 def test_to_do_total_counts_held_and_downloader_queues(engine, admin, web):
-    admin.create_project("held")
-    admin.add_limit("held", "users", "type:user", "1/m")
-    list(admin.add_items("held", ["user:a", "user:b", "page:1"]))
-    list(admin.add_items("held", ["mine-1", "mine-2"], queue="downloader:alice"))
+    projects.create(admin, "held")
+    limits.add(admin, "held", "users", "type:user", "1/m")
+    item_verbs.add(admin, "held", ["user:a", "user:b", "page:1"])
+    item_verbs.add(admin, "held", ["mine-1", "mine-2"], queue="downloader:alice")
     body = stats_json(web, "held")
     assert body["todo_total"] == 5  # 2 held by the limit, 1 free, 2 alice's own
-    assert body["todo_total"] == admin.status("held")["todo_total"]
+    assert body["todo_total"] == census.status(admin, "held")["todo_total"]
     assert engine.counts("held")["queues"]["limited"] == 2
 
 
@@ -414,11 +416,9 @@ def test_top_history_reads_only_the_top_n(engine, clock, project, r):
 
 
 def test_deleting_a_project_removes_its_history(engine, clock, project, admin, r):
-    from tracker_core import operations
-
     claim_and_done(engine, clock, "alice", 2, rtt_s=1, nbytes=10)
     assert stats_mod.record_top_history(r, P, int(clock.now * 1000)) == 2
     streams = [K.top_history(s) for s, _, _ in stats_mod.TOP_HISTORY_TIERS]
     assert all(r.exists(key) for key in streams)
-    operations.delete_project(admin, P)
+    projects.delete(admin, P)
     assert not any(r.exists(key) for key in streams)

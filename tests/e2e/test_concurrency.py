@@ -8,6 +8,7 @@ from collections import Counter
 import orjson
 import pytest
 
+from tracker_core.admin import items, projects
 from tracker_core.keys import ProjectKeys
 
 P = "conc"
@@ -74,9 +75,9 @@ def warrior(port, name, rng, sent, errors):
 
 @pytest.mark.slow
 def test_concurrent_warriors_keep_every_item_in_exactly_one_place(admin, live_server, r):
-    admin.create_project(P)
+    projects.create(admin, P)
     everything = {f"c{n:05d}" for n in range(ITEMS)}
-    list(admin.add_items(P, sorted(everything)))
+    items.add(admin, P, sorted(everything))
     sent, errors, threads = Counter(), [], []
     for w in range(WARRIORS):
         rng = random.Random(w)

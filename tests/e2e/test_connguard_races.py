@@ -14,7 +14,8 @@ import redis
 from support.processes import ServerProcess as Server
 from support.raw_http import read_until_closed, status_line
 from tracker_api.connguard import TIMEOUT_408, ConnectionGuard
-from tracker_core.admin import Admin
+from tracker_core.admin import items, projects
+from tracker_core.admin.context import AdminContext
 from tracker_core.embedded import EmbeddedRedis, free_port
 from tracker_core.keys import ProjectKeys
 
@@ -152,10 +153,9 @@ def test_a_request_that_waited_behind_a_stalled_worker_is_never_answered_408_and
     """The reviewer's sequence: B's request arrives whole while the only worker is stuck in a
     Redis call for A. B must either get its item or be told nothing was done; never a 408 while
     its claim is made behind its back."""
-    admin = Admin.from_url(stoppable_redis.url)
-    admin.create_project(PROJECT)
-    for _ in admin.add_items(PROJECT, [f"https://example.com/{i}?a=b#c d%20e" for i in range(20)]):
-        pass
+    admin = AdminContext.from_url(stoppable_redis.url)
+    projects.create(admin, PROJECT)
+    items.add(admin, PROJECT, [f"https://example.com/{i}?a=b#c d%20e" for i in range(20)])
     r = redis.Redis.from_url(stoppable_redis.url, decode_responses=True)
 
     def victim_claims() -> int:

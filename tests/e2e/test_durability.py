@@ -9,7 +9,9 @@ import orjson
 import pytest
 
 from support.processes import start_live_server, stop_live_server
-from tracker_core.admin import Admin
+from tracker_core.admin import census, projects
+from tracker_core.admin import items as item_verbs
+from tracker_core.admin.context import AdminContext
 from tracker_core.embedded import EmbeddedRedis, free_port
 from tracker_core.engine import Engine
 from tracker_core.keys import ProjectKeys
@@ -21,16 +23,16 @@ def test_acknowledged_state_survives_a_redis_restart(tmp_path):
     port = free_port()
     server = EmbeddedRedis(tmp_path, port=port).start()
     try:
-        admin = Admin.from_url(server.url)
-        admin.create_project("dur")
-        list(admin.add_items("dur", [f"i{n}" for n in range(50)]))
+        admin = AdminContext.from_url(server.url)
+        projects.create(admin, "dur")
+        item_verbs.add(admin, "dur", [f"i{n}" for n in range(50)])
         engine = Engine(server.url)
         _, items = engine.claim("dur", "alice", "ip", 10)
         assert engine.done("dur", "alice", "", items[:6], ["data", 60], "null").new == 6
         server.stop()
         server = EmbeddedRedis(tmp_path, port=port).start()
         # The engine's raw connection notices the restart and reconnects by itself.
-        status = Admin.from_url(server.url).status("dur")
+        status = census.status(AdminContext.from_url(server.url), "dur")
         assert (status["todo_total"], status["out"], status["done"]) == (40, 4, 6)
         _, more = engine.claim("dur", "alice", "ip", 5)
         assert len(more) == 5
@@ -40,8 +42,8 @@ def test_acknowledged_state_survives_a_redis_restart(tmp_path):
 
 @pytest.mark.slow
 def test_killed_worker_is_replaced_and_loses_nothing(admin, redis_url, r):
-    admin.create_project("dur")
-    list(admin.add_items("dur", [f"i{n}" for n in range(100)]))
+    projects.create(admin, "dur")
+    item_verbs.add(admin, "dur", [f"i{n}" for n in range(100)])
     server = start_live_server(redis_url, workers=2)
     try:
 

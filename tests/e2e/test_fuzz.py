@@ -28,7 +28,9 @@ from support.processes import start_live_server, stop_live_server
 from tracker_api.admin_api import ADMIN_ROUTES
 from tracker_api.app import create_app
 from tracker_core import backfeed_secrets, bloom, tokens
-from tracker_core.admin import Admin
+from tracker_core.admin import census, limits, projects
+from tracker_core.admin import items as item_verbs
+from tracker_core.admin.context import AdminContext
 from tracker_core.embedded import EmbeddedRedis, free_port
 from tracker_core.engine import Engine
 from tracker_core.keys import ProjectKeys
@@ -540,21 +542,21 @@ def world(tmp_path_factory):
         tmp_path_factory.mktemp("fuzz-redis"), port=free_port(), extra=["--enable-debug-command", "local"]
     ).start()
     r = redis.Redis.from_url(server.url)
-    admin = Admin.from_url(server.url)
-    admin.create_project(P)
-    admin.create_project("fzdel")
+    admin = AdminContext.from_url(server.url)
+    projects.create(admin, P)
+    projects.create(admin, "fzdel")
     # A small Bloom filter: its bitmap is digested after every request.
-    bloom.configure(admin.r, K, bloom.Geometry(capacity=20_000, fp_rate=1e-6), replace=True)
+    bloom.configure(admin.conn, K, bloom.Geometry(capacity=20_000, fp_rate=1e-6), replace=True)
     rng = random.Random(SEED)
     names = [url_name(rng, n) for n in range(300)]
-    list(admin.add_items(P, names))
-    admin.add_limit(P, "held", "prefix:https://example.net/", "2/s")
-    admin.set_upload_target(P, "rsync://up.example/fz/:downloader/", "active")
-    secret = backfeed_secrets.create(admin.r, K)[1]
+    item_verbs.add(admin, P, names)
+    limits.add(admin, P, "held", "prefix:https://example.net/", "2/s")
+    projects.set_upload_target(admin, P, "rsync://up.example/fz/:downloader/", "active")
+    secret = backfeed_secrets.create(admin.conn, K)[1]
     tokens_ = {
-        "global": tokens.create(admin.r, "*")[0],
-        "project": tokens.create(admin.r, P)[0],
-        "other": tokens.create(admin.r, "fzdel")[0],
+        "global": tokens.create(admin.conn, "*")[0],
+        "project": tokens.create(admin.conn, P)[0],
+        "other": tokens.create(admin.conn, "fzdel")[0],
     }
     yield {
         "server": server,
@@ -571,18 +573,17 @@ def world(tmp_path_factory):
 def refill(world) -> None:
     """Keep items to claim: fuzzed admin calls clear queues and pause the project."""
     admin = world["admin"]
-    if admin.status(P)["todo_total"] < 50:
-        list(
-            admin.add_items(
-                P,
-                [
-                    url_name(world["rng"], n)
-                    for n in range(10**6 + world["rng"].getrandbits(20), 10**6 + 10**6 + 200)
-                ][:100],
-            )
+    if census.status(admin, P)["todo_total"] < 50:
+        item_verbs.add(
+            admin,
+            P,
+            [
+                url_name(world["rng"], n)
+                for n in range(10**6 + world["rng"].getrandbits(20), 10**6 + 10**6 + 200)
+            ][:100],
         )
-    admin.set_settings(P, {"paused": "0", "min_version": "", "max_multi": "100"})
-    admin.block("name:fuzzer", P, remove=True)
+    projects.set_settings(admin, P, {"paused": "0", "min_version": "", "max_multi": "100"})
+    limits.block(admin, "name:fuzzer", P, remove=True)
 
 
 # The full run takes minutes on a busy 2-core machine: past the suite's 300 s default.

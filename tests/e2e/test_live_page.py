@@ -18,6 +18,8 @@ from support.paths import ARTIFACTS, ROOT, TRACKER_BIN
 from support.processes import start, start_live_server, stop, stop_live_server, wait_for_port
 from tracker_api.app import create_app
 from tracker_core import stats as stats_mod
+from tracker_core.admin import items as item_verbs
+from tracker_core.admin import projects
 from tracker_core.embedded import free_port
 
 P = "proj"
@@ -25,8 +27,8 @@ P = "proj"
 
 @pytest.fixture
 def project(admin):
-    admin.create_project(P, title="A <b>bold</b> rescue")
-    list(admin.add_items(P, [f"item{n:03d}" for n in range(60)]))
+    projects.create(admin, P, {"title": "A <b>bold</b> rescue"})
+    item_verbs.add(admin, P, [f"item{n:03d}" for n in range(60)])
     return P
 
 
@@ -172,7 +174,7 @@ def test_feed_without_redis_closes_viewers_so_pages_poll():
 def test_feed_pushes_a_snapshot_when_settings_change(engine, project, feed, admin):
     with connect(f"ws://127.0.0.1:{feed}/{P}") as ws:
         receive(ws, "snapshot")
-        admin.set_settings(P, {"title": "Renamed"})
+        projects.set_settings(admin, P, {"title": "Renamed"})
         while receive(ws, "snapshot")["data"]["title"] != "Renamed":
             pass
 
@@ -329,8 +331,8 @@ def test_many_watched_projects_each_get_their_updates_promptly(engine, admin, fe
     # project's update waited seconds for a thread; the feed's own pool has one per project.
     names = [f"many{n:02d}" for n in range(30)]
     for name in names:
-        admin.create_project(name)
-        list(admin.add_items(name, [f"{name}-item{i}" for i in range(5)]))
+        projects.create(admin, name)
+        item_verbs.add(admin, name, [f"{name}-item{i}" for i in range(5)])
     with contextlib.ExitStack() as stack:
         viewers = {name: stack.enter_context(connect(f"ws://127.0.0.1:{feed}/{name}")) for name in names}
         for ws in viewers.values():

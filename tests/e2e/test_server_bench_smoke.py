@@ -21,6 +21,7 @@ from server_bench.servers import post_json, start_tracker
 from server_bench.summary import summarise
 from server_bench.wrk import run_wrk
 from support.paths import ROOT
+from tracker_core.admin import projects
 from tracker_core.engine import Engine
 from tracker_core.processes import alive, children_of, stop
 
@@ -49,7 +50,7 @@ def test_the_plots_are_written(committed, tmp_path):
 
 @pytest.mark.skipif(shutil.which("wrk") is None, reason="wrk is not installed (make deps)")
 def test_one_short_wrk_run_against_the_tracker(redis_url, admin, tmp_path):
-    admin.create_project(PROJECT)
+    projects.create(admin, PROJECT)
     supply = ItemSupply(admin, Engine(redis_url))
     supply.top_up(20_000)
     process, port = start_tracker(redis_url, tmp_path / "servers.log")

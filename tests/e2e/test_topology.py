@@ -23,7 +23,10 @@ from support.redis_topologies import Cluster, SentinelGroup
 from support.seesaw_runner import finish_warrior, start_warrior
 from tracker_api.app import create_app
 from tracker_core import topology
-from tracker_core.admin import Admin
+from tracker_core.admin import census
+from tracker_core.admin import items as item_verbs
+from tracker_core.admin import projects as project_verbs
+from tracker_core.admin.context import AdminContext
 from tracker_core.embedded import free_port
 from tracker_core.engine import Engine
 from tracker_core.keys import ProjectKeys
@@ -114,8 +117,8 @@ def test_an_unreachable_redis_is_connection_lost_without_the_password():
 
 
 def test_an_answer_lost_after_the_claim_was_sent_is_a_503(redis_url, admin, clock):
-    admin.create_project("slowclaim")
-    list(admin.add_items("slowclaim", [f"s{i}" for i in range(10)]))
+    project_verbs.create(admin, "slowclaim")
+    item_verbs.add(admin, "slowclaim", [f"s{i}" for i in range(10)])
     engine = Engine(redis_url, clock=clock)
     client = testing.TestClient(create_app(engine))
     body = {"downloader": "alice", "api_version": "2"}
@@ -140,7 +143,7 @@ def test_an_answer_lost_after_the_claim_was_sent_is_a_503(redis_url, admin, cloc
     # The claim ran once when Redis got to it (its answer was lost: the item is out, and is
     # reclaimed like any claim whose warrior vanished); the next request is served normally.
     assert client.simulate_post("/slowclaim/request", json=body).status_code == 200
-    assert admin.status("slowclaim")["out"] == 3
+    assert census.status(admin, "slowclaim")["out"] == 3
 
 
 # -- Redis Cluster -----------------------------------------------------------------------------
@@ -176,10 +179,10 @@ def projects_on_every_node(cluster, count_per_node=1) -> list[str]:
 
 def test_projects_spread_over_the_cluster_complete_with_the_real_client(cluster, cluster_url, tmp_path):
     projects = projects_on_every_node(cluster)
-    admin = Admin.from_url(cluster_url)
+    admin = AdminContext.from_url(cluster_url)
     for project in projects:
-        admin.create_project(project)
-        assert sum(a for a, _ in admin.add_items(project, [f"{project}-{i}" for i in range(12)])) == 12
+        project_verbs.create(admin, project)
+        assert item_verbs.add(admin, project, [f"{project}-{i}" for i in range(12)])["added"] == 12
     server = start_live_server(cluster_url)
     try:
         warriors = [
@@ -191,7 +194,7 @@ def test_projects_spread_over_the_cluster_complete_with_the_real_client(cluster,
         stop_live_server(server)
     for project, result in zip(projects, results):
         assert sorted(result["names"]) == sorted(f"{project}-{i}" for i in range(12))
-        status = admin.status(project)
+        status = census.status(admin, project)
         assert (status["todo_total"], status["out"], status["done"]) == (0, 0, 12)
         # The project's keys live on the node that owns its slot, and only there.
         k = ProjectKeys(project)
@@ -229,9 +232,9 @@ def finish_migration(cluster, project: str, target_port: int) -> None:
 
 def test_engine_follows_ask_during_a_migration_and_moved_after_it(cluster, cluster_url, clock):
     project = projects_on_every_node(cluster)[0]
-    admin = Admin.from_url(cluster_url)
-    admin.create_project(project)
-    list(admin.add_items(project, [f"x{i}" for i in range(10)]))
+    admin = AdminContext.from_url(cluster_url)
+    project_verbs.create(admin, project)
+    item_verbs.add(admin, project, [f"x{i}" for i in range(10)])
     engine = Engine(cluster_url, clock=clock)
     status, items = engine.claim(project, "alice", "127.0.0.1", 2)  # learns the slot map
     assert status == 200 and len(items) == 2
@@ -268,9 +271,9 @@ def _migrate_keys(source_port: int, target_port: int, keys: list) -> None:
 
 def test_a_pipeline_follows_ask_command_by_command_during_a_migration(cluster, cluster_url, clock):
     project = projects_on_every_node(cluster)[1]
-    admin = Admin.from_url(cluster_url)
-    admin.create_project(project)
-    list(admin.add_items(project, [f"m{i}" for i in range(20)]))
+    admin = AdminContext.from_url(cluster_url)
+    project_verbs.create(admin, project)
+    item_verbs.add(admin, project, [f"m{i}" for i in range(20)])
     engine = Engine(cluster_url, clock=clock)
     status, items = engine.claim(project, "alice", "127.0.0.1", 6)
     assert status == 200 and engine.done(project, "alice", "", items[:4], {"data": 4}, "null").new == 4
@@ -340,7 +343,7 @@ def test_locust_warriors_complete_projects_spread_over_the_cluster(cluster, clus
             results = list(pool.map(run, projects))
     finally:
         stop_live_server(server)
-    admin = Admin.from_url(cluster_url)
+    admin = AdminContext.from_url(cluster_url)
     for project, result in zip(projects, results):
         summary, counts = result["summary"], result["summary"]["counts"]
         assert result["exit_code"] == 0 and result["passed"], (result["failures"], result["log"])
@@ -348,7 +351,7 @@ def test_locust_warriors_complete_projects_spread_over_the_cluster(cluster, clus
         assert counts["server_5xx"] == 0 and counts["transport_errors"] == 0
         assert counts["done_not_ok"] == 0
         assert counts["items_done"] == seeded and result["accounting"]["ok"]
-        status = admin.status(project)
+        status = census.status(admin, project)
         assert (status["todo_total"], status["out"], status["done"]) == (0, 0, seeded)
         # Each project was served by the primary owning its slot.
         owner = cluster.owner_port(ProjectKeys(project).tag)
@@ -404,9 +407,9 @@ def _post(port: int, path: str, body: dict) -> tuple[int, bytes]:
 def test_a_primary_crash_during_load_loses_no_acknowledged_done(sentinel_group):
     url = sentinel_group.url()
     project, total = "failover", 600
-    admin = Admin.from_url(url)
-    admin.create_project(project)
-    list(admin.add_items(project, [f"f{i:04d}" for i in range(total)]))
+    admin = AdminContext.from_url(url)
+    project_verbs.create(admin, project)
+    item_verbs.add(admin, project, [f"f{i:04d}" for i in range(total)])
     server = start_live_server(url, workers=2)
     acknowledged: set[str] = set()
     errors: list[int] = []

@@ -13,6 +13,8 @@ import pytest
 import redis
 
 from tracker_core import script_calls, scripts
+from tracker_core.admin import items as item_verbs
+from tracker_core.admin import limits, projects
 from tracker_core.keys import ProjectKeys
 from tracker_core.settings import MAX_MULTI_CEILING
 
@@ -29,7 +31,7 @@ def url(n: int, size: int = 120) -> str:
 
 @pytest.fixture
 def project(admin):
-    admin.create_project(P, max_multi=str(MAX_MULTI_CEILING))
+    projects.create(admin, P, {"max_multi": str(MAX_MULTI_CEILING)})
     return P
 
 
@@ -53,7 +55,7 @@ BAD_UTF8 = "https://example.com/caf\xe9?q=1".encode("latin-1")  # Latin-1 bytes 
 
 def test_a_name_that_is_not_utf8_never_strands_its_batch(client, project, admin, raw, r):
     good = [url(n) for n in range(4)]
-    list(admin.add_items(P, good))
+    item_verbs.add(admin, P, good)
     raw.sadd(K.todo, BAD_UTF8)
     res = post(client, "/faults/multi=5//request", REQUEST)
     assert res.status_code == 200
@@ -76,7 +78,7 @@ def test_a_legacy_request_never_gets_a_name_that_is_not_utf8(client, project, ra
 def test_a_name_holding_nul_is_never_handed_out(client, project, admin, raw, r):
     # The client splits item_name on NUL: such a name could never be reported done.
     raw.sadd(K.todo, b"https://example.com/a\x00b")
-    list(admin.add_items(P, [url(1)]))
+    item_verbs.add(admin, P, [url(1)])
     res = post(client, "/faults/multi=5//request", REQUEST)
     assert res.status_code == 200 and res.json["item_name"] == url(1)
     assert r.zrange(K.out, 0, -1) == [url(1)]
@@ -86,7 +88,7 @@ def test_a_name_holding_nul_is_never_handed_out(client, project, admin, raw, r):
 def test_a_claimed_name_that_is_not_utf8_goes_dead_instead_of_being_reclaimed(
     client, project, admin, raw, r, clock
 ):
-    admin.set_settings(P, {"reclaim_ttl_s": "60"})
+    projects.set_settings(admin, P, {"reclaim_ttl_s": "60"})
     claimed_ms = int(clock.now * 1000) - 10**9
     raw.zadd(K.out, {BAD_UTF8: claimed_ms})
     raw.hset(K.claims, BAD_UTF8, b"bob\t10.0.0.2\t1")
@@ -102,7 +104,7 @@ def test_a_claimed_name_that_is_not_utf8_goes_dead_instead_of_being_reclaimed(
 
 
 def test_a_held_name_that_is_not_utf8_goes_dead(client, project, admin, raw, r):
-    admin.add_limit(P, "example", "domain:example.com", "1000/s")
+    limits.add(admin, P, "example", "domain:example.com", "1000/s")
     good = url(7)
     for entry in (b"example\x00" + good.encode(), b"example\x00" + BAD_UTF8):
         raw.zadd(K.limited, {entry: 0})
@@ -124,7 +126,7 @@ def test_a_batch_of_only_unservable_names_answers_404_and_strands_nothing(client
 
 
 def test_bury_takes_back_only_the_claims_of_that_downloader(project, admin, engine, r):
-    list(admin.add_items(P, [url(1)]))
+    item_verbs.add(admin, P, [url(1)])
     assert engine.claim(P, "bob", "10.0.0.2", 1) == (200, [url(1)])
     assert engine.bury_unservable(P, "alice", {url(1): "test"}) == 0
     assert r.zrange(K.out, 0, -1) == [url(1)] and r.hlen(K.dead) == 0
@@ -133,7 +135,7 @@ def test_bury_takes_back_only_the_claims_of_that_downloader(project, admin, engi
 
 
 def test_unreadable_claim_records_and_histories_do_not_fail_reclaims(project, admin, engine, raw, r, clock):
-    admin.set_settings(P, {"reclaim_ttl_s": "60"})
+    projects.set_settings(admin, P, {"reclaim_ttl_s": "60"})
     now_ms = int(clock.now * 1000)
     for n, (record, history) in enumerate(
         ((b"alice\t10.0.0.1\t1", None), (b"garbage", None), (b"carol\t10.0.0.3\t2", b"{not json"))
@@ -152,8 +154,8 @@ def test_unreadable_claim_records_and_histories_do_not_fail_reclaims(project, ad
 
 
 def test_an_unreadable_limit_record_does_not_lose_the_items_served_before_it(project, admin, engine, raw, r):
-    admin.add_limit(P, "alpha", "prefix:https://alpha.example/", "1000/s")
-    admin.add_limit(P, "beta", "prefix:https://beta.example/", "1000/s")
+    limits.add(admin, P, "alpha", "prefix:https://alpha.example/", "1000/s")
+    limits.add(admin, P, "beta", "prefix:https://beta.example/", "1000/s")
     raw.hset(K.limits, "beta", b"{not json")
     raw.zadd(K.limited, {b"alpha\x00https://alpha.example/1": 0, b"beta\x00https://beta.example/1": 0})
     raw.zadd(K.limits_ready, {"alpha": 0, "beta": 1})
@@ -166,8 +168,8 @@ def test_an_unreadable_limit_record_does_not_lose_the_items_served_before_it(pro
 
 def test_a_tiny_rate_limit_never_fails_after_the_pop(project, admin, engine, r):
     # 1e-300 items a minute: the limiter's expiry would be 6e304 ms, which SET refuses.
-    admin.set_settings(P, {"rate_limit": "1e-300"})
-    list(admin.add_items(P, [url(1), url(2)]))
+    projects.set_settings(admin, P, {"rate_limit": "1e-300"})
+    item_verbs.add(admin, P, [url(1), url(2)])
     status, items = engine.claim(P, "bob", "10.0.0.2", 1)
     assert status == 200 and r.zrange(K.out, 0, -1) == items and len(items) == 1
     assert r.scard(K.todo) == 1
@@ -187,7 +189,7 @@ def test_a_claim_for_more_than_the_ceiling_gets_the_ceiling_and_loses_nothing(
 ):
     # 5,000 wanted would unpack 10,000 arguments after the SPOP (Lua stops near 8,000).
     names = [f"n{n}" for n in range(5000)]
-    list(admin.add_items(P, names))
+    item_verbs.add(admin, P, names)
     reply = run_claim(engine, int(clock.now * 1000), 5000)
     assert reply[0] == 200 and len(reply[2:]) == MAX_MULTI_CEILING
     assert r.zcard(K.out) == MAX_MULTI_CEILING and r.scard(K.todo) == 5000 - MAX_MULTI_CEILING
@@ -195,7 +197,7 @@ def test_a_claim_for_more_than_the_ceiling_gets_the_ceiling_and_loses_nothing(
 
 
 def test_a_claim_with_a_time_that_is_not_a_number_changes_nothing(project, admin, engine, r):
-    list(admin.add_items(P, [url(1)]))
+    item_verbs.add(admin, P, [url(1)])
     with pytest.raises(scripts.ScriptError):
         run_claim(engine, "soon", 1)
     assert r.smembers(K.todo) == {url(1)} and r.zcard(K.out) == 0
@@ -205,7 +207,7 @@ def test_a_claim_with_a_time_that_is_not_a_number_changes_nothing(project, admin
 @pytest.mark.parametrize("size", [2048, 4096])
 def test_multi_1000_of_long_urls_claim_and_done_over_http(client, project, admin, r, size):
     names = [url(n, size) for n in range(MAX_MULTI_CEILING + 1)]  # one more than the maximum
-    list(admin.add_items(P, names))
+    item_verbs.add(admin, P, names)
     res = post(client, f"/faults/multi={MAX_MULTI_CEILING + 1}//request", REQUEST)
     assert res.status_code == 200
     given = res.json["item_name"].split("\0")
@@ -239,9 +241,9 @@ def test_the_real_client_claims_and_completes_multi_1000_of_4096_character_urls(
     # is 4 MB of names and the done body as much, the documented maxima.
     from support.seesaw_runner import run_warrior
 
-    admin.create_project(P, max_multi=str(MAX_MULTI_CEILING))
+    projects.create(admin, P, {"max_multi": str(MAX_MULTI_CEILING)})
     names = [url(n, 4096) for n in range(MAX_MULTI_CEILING)]
-    list(admin.add_items(P, names))
+    item_verbs.add(admin, P, names)
     result, _ = run_warrior(live_server, tmp_path, project=P, claims=1, multi=MAX_MULTI_CEILING)
     assert result["claims"] == 1 and result["failed"] == []
     assert sorted(result["names"]) == sorted(names)
@@ -252,7 +254,7 @@ def test_the_real_client_claims_and_completes_multi_1000_of_4096_character_urls(
 @pytest.mark.parametrize("field", ["max_claims_per_downloader", "claims_limit"])
 def test_a_fractional_stored_cap_never_fails_the_claim(project, admin, engine, r, field):
     # Written around the validator (older data): SPOP and LIMIT take integers only.
-    list(admin.add_items(P, [url(n) for n in range(5)]))
+    item_verbs.add(admin, P, [url(n) for n in range(5)])
     r.hset(K.settings, field, "2.5")
     status, items = engine.claim(P, "bob", "10.0.0.2", 5)
     assert status == 200 and len(items) == 2 and r.zcard(K.out) == 2 and r.scard(K.todo) == 3
