@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from tracker_core import backfeed_secrets, bloom
-from tracker_core.admin import Admin
+from tracker_core.admin.context import AdminContext
 from tracker_core.backfeed import Backfeed
 from tracker_core.embedded import EmbeddedRedis, free_port
 from tracker_core.engine import Engine
@@ -36,21 +36,22 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from server_bench.plan import RESULTS
 from server_bench.servers import start_tracker
 from server_bench.wrk import run_wrk
+from tracker_core.admin import projects
 from tracker_core.processes import stop
 
 BATCH = 400
 
 
-def engine_path(url: str, admin: Admin, items: int) -> dict:
-    admin.create_project("engine")
+def engine_path(url: str, admin: AdminContext, items: int) -> dict:
+    projects.create(admin, "engine")
     keys = ProjectKeys("engine")
-    bloom.configure(admin.r, keys, bloom.Geometry(capacity=max(items, 1_000_000)))
-    _, secret = backfeed_secrets.create(admin.r, keys)
+    bloom.configure(admin.conn, keys, bloom.Geometry(capacity=max(items, 1_000_000)))
+    _, secret = backfeed_secrets.create(admin.conn, keys)
     feed = Backfeed(Engine(url))
     names = [b"https://example.com/page/%d/item" % n for n in range(items)]
     figures = {}
     for phase in ("new", "seen"):
-        admin.r.config_resetstat()
+        admin.conn.config_resetstat()
         start = time.perf_counter()
         counted = 0
         for i in range(0, items, BATCH):
@@ -59,7 +60,7 @@ def engine_path(url: str, admin: Admin, items: int) -> dict:
             counted += outcome.new if phase == "new" else outcome.seen
         elapsed = time.perf_counter() - start
         assert counted == items, (phase, counted)
-        evalsha = admin.r.info("commandstats").get("cmdstat_evalsha", {})
+        evalsha = admin.conn.info("commandstats").get("cmdstat_evalsha", {})
         figures[phase] = {
             "items": items,
             "seconds": round(elapsed, 3),
@@ -78,11 +79,11 @@ def hashing_rate(items: int = 200_000) -> dict:
     return {"compiled": bloom.COMPILED, "items_per_s": round(items / (time.perf_counter() - start))}
 
 
-def http_endpoint(url: str, admin: Admin, seconds: int) -> dict:
-    admin.create_project("web")
+def http_endpoint(url: str, admin: AdminContext, seconds: int) -> dict:
+    projects.create(admin, "web")
     keys = ProjectKeys("web")
-    bloom.configure(admin.r, keys, bloom.Geometry(capacity=20_000_000))
-    _, secret = backfeed_secrets.create(admin.r, keys)
+    bloom.configure(admin.conn, keys, bloom.Geometry(capacity=20_000_000))
+    _, secret = backfeed_secrets.create(admin.conn, keys)
     log = Path(tempfile.mkstemp(suffix=".log")[1])
     process, port = start_tracker(url, log)
     try:
@@ -94,7 +95,7 @@ def http_endpoint(url: str, admin: Admin, seconds: int) -> dict:
             )
             run["items_per_s"] = round(run["requests_per_s"] * BATCH)
             figures[mode] = run
-        stats = admin.r.hgetall(keys.stats)
+        stats = admin.conn.hgetall(keys.stats)
         figures["redis_counts"] = {f: int(v) for f, v in stats.items() if f.startswith("backfeed")}
         return figures
     finally:
@@ -117,10 +118,10 @@ def _all_set(bitmap: bytearray, args: list, k: int) -> list[bool]:
     return out
 
 
-def false_positive_rate(url: str, admin: Admin, capacity: int, absent: int) -> dict:
-    admin.create_project("fp")
+def false_positive_rate(url: str, admin: AdminContext, capacity: int, absent: int) -> dict:
+    projects.create(admin, "fp")
     keys = ProjectKeys("fp")
-    geometry = bloom.configure(admin.r, keys, bloom.Geometry(capacity=capacity, fp_rate=1e-6))
+    geometry = bloom.configure(admin.conn, keys, bloom.Geometry(capacity=capacity, fp_rate=1e-6))
     plan = bloom.Plan(keys, geometry)
     layer = plan.layers[0]
     assert layer.chunks == 1
@@ -130,8 +131,8 @@ def false_positive_rate(url: str, admin: Admin, capacity: int, absent: int) -> d
     for i in range(0, capacity, step):
         names = [b"present-%d" % n for n in range(i, min(capacity, i + step))]
         _set_bits(bitmap, bloom.script_args(names, names, plan.hash_plan), layer.k)
-    admin.r.set(keys.bloom_chunk(0, 0), bytes(bitmap))
-    admin.r.hset(keys.bloom, mapping={"items": capacity, "n:0": capacity})
+    admin.conn.set(keys.bloom_chunk(0, 0), bytes(bitmap))
+    admin.conn.hset(keys.bloom, mapping={"items": capacity, "n:0": capacity})
     hits = 0
     for i in range(0, absent, step):
         names = [b"absent-%d" % n for n in range(i, min(absent, i + step))]
@@ -149,7 +150,7 @@ def false_positive_rate(url: str, admin: Admin, capacity: int, absent: int) -> d
         "layer_rate_designed": layer.fp_rate,
         "bits_per_item": round(layer.bits / capacity, 3),
         "theory_bits_per_item_at_1e-6": round(bloom.optimal_bits_per_item(1e-6), 3),
-        "bitmap_bytes_in_redis": admin.r.strlen(keys.bloom_chunk(0, 0)),
+        "bitmap_bytes_in_redis": admin.conn.strlen(keys.bloom_chunk(0, 0)),
         "fill_ratio": round(fill, 4),
         "absent_checked": absent,
         "false_positives": hits,
@@ -168,7 +169,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         server = EmbeddedRedis(Path(tmp), port=free_port()).start()
         try:
-            admin = Admin.from_url(server.url)
+            admin = AdminContext.from_url(server.url)
             results = {
                 "command": " ".join([Path(sys.executable).name, *sys.argv]),
                 "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),

@@ -32,7 +32,8 @@ import time
 from pathlib import Path
 
 from tracker_core import scripts
-from tracker_core.admin import Admin
+from tracker_core.admin import items, limits, projects
+from tracker_core.admin.context import AdminContext
 from tracker_core.embedded import EmbeddedRedis, free_port
 from tracker_core.engine import Engine
 
@@ -98,23 +99,23 @@ def old_claim(engine: Engine, project: str, downloader: str, ip: str) -> int:
     )[0]
 
 
-def usec_per_claim(engine: Engine, admin: Admin, project: str, before: bool, round_no: int) -> float:
+def usec_per_claim(engine: Engine, admin: AdminContext, project: str, before: bool, round_no: int) -> float:
     # New names each round: the Bloom filter drops names seen before.
-    list(admin.add_items(project, [f"r{round_no}-{n}" for n in range(CLAIMS_PER_ROUND)]))
-    admin.r.config_resetstat()
+    items.add(admin, project, [f"r{round_no}-{n}" for n in range(CLAIMS_PER_ROUND)])
+    admin.conn.config_resetstat()
     for n in range(CLAIMS_PER_ROUND):
         if before:
             status = old_claim(engine, project, *client(n))
         else:
             status = engine.claim(project, *client(n), 1)[0]
         assert status == 200, (status, n, project)
-    stats = admin.r.info("commandstats")["cmdstat_evalsha"]
+    stats = admin.conn.info("commandstats")["cmdstat_evalsha"]
     k = engine.keys(project)
-    admin.r.delete(k.out, k.claims, k.reclaim_at, k.downloader_claims)
+    admin.conn.delete(k.out, k.claims, k.reclaim_at, k.downloader_claims)
     return int(stats["usec"]) / int(stats["calls"])
 
 
-def add_blocks(admin: Admin, project: str, before: bool) -> dict:
+def add_blocks(admin: AdminContext, project: str, before: bool) -> dict:
     names = [f"name:blocked-{n}" for n in range(2000)]
     ips = [f"ip:192.0.{n // 250}.{n % 250}" for n in range(2000)]
     cidrs = [f"ip:172.{16 + n // 250}.{n % 250}.0/24" for n in range(500)] + [
@@ -122,13 +123,13 @@ def add_blocks(admin: Admin, project: str, before: bool) -> dict:
     ]
     if before:
         # The old layout: global entries copied into the project's one set.
-        admin.r.sadd(admin._keys(project).blocked, *names, *ips)
+        admin.conn.sadd(admin.keys(project).blocked, *names, *ips)
         return {"names": len(names), "ips": len(ips)}
     # Half the names and addresses the project's own, half global, written in one step (what
-    # admin.block does one entry at a time).
+    # limits.block does one entry at a time).
     own = set((names + ips)[1::2] + cidrs)
     copy = set((names + ips)[::2])
-    admin._write_blocks(admin._keys(project), lambda *_: (own, copy))
+    limits.write_blocks(admin, admin.keys(project), lambda *_: (own, copy))
     return {"names": len(names), "ips": len(ips), "cidrs": len(cidrs)}
 
 
@@ -146,11 +147,11 @@ end return n"""
 LOOP_N = 200_000
 
 
-def lookup_ns(admin: Admin) -> dict:
+def lookup_ns(admin: AdminContext) -> dict:
     """ns per block check, each way, with no blocks and with the benchmark's blocks."""
     from tracker_core import blocks as blocks_mod
 
-    before, after = admin._keys("before-blocks"), admin._keys("after-blocks")
+    before, after = admin.keys("before-blocks"), admin.keys("after-blocks")
     cases = {}
     for ip in ("10.1.2.7", "2001:db8:5::7"):
         cases[f"before, no blocks, {ip}"] = (LOOP_BEFORE, "{none}:blocked", ip)
@@ -166,7 +167,7 @@ def lookup_ns(admin: Admin) -> dict:
         best = float("inf")
         for _ in range(5):
             start = time.perf_counter()
-            assert admin.r.eval(source, 1, key, LOOP_N, arg) == LOOP_N
+            assert admin.conn.eval(source, 1, key, LOOP_N, arg) == LOOP_N
             best = min(best, time.perf_counter() - start)
         result[label] = round(best / LOOP_N * 1e9)
     return result
@@ -184,10 +185,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         server = EmbeddedRedis(Path(tmp), port=free_port()).start()
         try:
-            admin = Admin.from_url(server.url)
+            admin = AdminContext.from_url(server.url)
             blocks = {}
             for (before, blocked), name in cases.items():
-                admin.create_project(name)
+                projects.create(admin, name)
                 if blocked:
                     blocks[name] = add_blocks(admin, name, before)
             lookups = lookup_ns(admin)

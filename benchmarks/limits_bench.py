@@ -29,7 +29,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 from classify_workload import make_patterns
-from tracker_core.admin import Admin
+from tracker_core.admin import census, limits, projects
+from tracker_core.admin import items as item_verbs
+from tracker_core.admin.context import AdminContext
 from tracker_core.classify import COMPILED, Classifier
 from tracker_core.embedded import EmbeddedRedis, free_port
 from tracker_core.engine import Engine
@@ -58,11 +60,11 @@ def matching_name(pattern: str, i: int) -> str:
     return f"http://blog.example.net{value.split('[')[0]}words{i}"
 
 
-def load(admin: Admin, project: str, items: int, patterns: list) -> int:
+def load(admin: AdminContext, project: str, items: int, patterns: list) -> int:
     held = int(items * HELD_SHARE)
     names = [matching_name(patterns[i % len(patterns)], i) for i in range(held)]
     names += [f"free-{i:09d}" for i in range(items - held)]
-    list(admin.add_items(project, names))
+    item_verbs.add(admin, project, names)
     return items - held
 
 
@@ -93,26 +95,26 @@ def summary(latencies: list, requests: int, served: int) -> dict:
     }
 
 
-def claim_then_filter(admin: Admin, project: str, free: int, patterns: list, requests: int) -> dict:
+def claim_then_filter(admin: AdminContext, project: str, free: int, patterns: list, requests: int) -> dict:
     """Take a random item, classify it, put it back when its limit has no token (seed 001)."""
     k = ProjectKeys(project)
     classifier = Classifier(patterns)
     latencies, served = [], 0
     for _ in range(requests):
         start = time.perf_counter()
-        item = admin.r.spop(k.todo)
+        item = admin.conn.spop(k.todo)
         if item is not None and classifier.classify(item) >= 0:
-            admin.r.sadd(k.todo, item)  # its bucket is empty: the request gets nothing
+            admin.conn.sadd(k.todo, item)  # its bucket is empty: the request gets nothing
         elif item is not None:
-            admin.r.zadd(k.out, {item: int(time.time() * 1000)})
+            admin.conn.zadd(k.out, {item: int(time.time() * 1000)})
             served += 1
         latencies.append(time.perf_counter() - start)
     return summary(latencies, requests, served)
 
 
-def hostile_run(admin: Admin, engine: Engine, project: str) -> dict:
+def hostile_run(admin: AdminContext, engine: Engine, project: str) -> dict:
     """Milliseconds to classify, release and look up names built to make a regex backtrack."""
-    admin.add_limit(project, "trap", BACKTRACKING, "1/m", reclassify=False)
+    limits.add(admin, project, "trap", BACKTRACKING, "1/m", reclassify=False)
     compiled = engine.limits(project)
     figures = {"limits": len(compiled.limits)}
     for label, name in HOSTILE_NAMES.items():
@@ -138,10 +140,10 @@ def main() -> None:
         server = EmbeddedRedis(tmp, port=free_port())
         server.start()
         try:
-            admin, engine = Admin.from_url(server.url), Engine(server.url)
-            admin.create_project("held")
+            admin, engine = AdminContext.from_url(server.url), Engine(server.url)
+            projects.create(admin, "held")
             for i, pattern in enumerate(patterns):
-                admin.add_limit("held", f"l{i}", pattern, "1/m", reclassify=False)
+                limits.add(admin, "held", f"l{i}", pattern, "1/m", reclassify=False)
             t0 = time.perf_counter()
             free = load(admin, "held", args.items, patterns)
             load_s = time.perf_counter() - t0
@@ -152,18 +154,18 @@ def main() -> None:
                 spent += sum(1 for name in got if not name.startswith("free-"))
                 if status != 200 or all(name.startswith("free-") for name in got):
                     break
-            free_left = admin.status("held")["queues"]["todo"]
+            free_left = census.status(admin, "held")["queues"]["todo"]
             held_run = latency_run(engine, "held", free_left)
 
-            admin.create_project("plain")
-            list(admin.add_items("plain", [f"free-{i:09d}" for i in range(free_left)]))
+            projects.create(admin, "plain")
+            item_verbs.add(admin, "plain", [f"free-{i:09d}" for i in range(free_left)])
             plain_run = latency_run(engine, "plain", free_left)
 
-            admin.create_project("filter")
+            projects.create(admin, "filter")
             with_held = [
                 matching_name(patterns[i % len(patterns)], i) for i in range(int(args.items * HELD_SHARE))
             ]
-            admin.r.sadd(ProjectKeys("filter").todo, *with_held, *[f"free-{i:09d}" for i in range(free)])
+            admin.conn.sadd(ProjectKeys("filter").todo, *with_held, *[f"free-{i:09d}" for i in range(free)])
             filter_run = claim_then_filter(admin, "filter", free, patterns, min(20_000, args.items))
             hostile = hostile_run(admin, engine, "held")
         finally:

@@ -16,7 +16,7 @@ whole queue draining in order through claims. Here:
   todo below the low watermark. Every item must be claimed exactly once (a byte per item);
   segments must come back oldest first; the mean load position of the items claimed in each
   tenth of the drain shows how close to FIFO the drain is.
-- A short sample of the CLI's path (Admin.add_items over redis-py, as `tracker items add`
+- A short sample of the CLI's path (the items.add verb over redis-py, as `tracker items add`
   does) is timed beside it; --probe-only times each load path at 1 and at 6 filter layers
   (load_probes in the results), to show where loading time goes beyond the script.
 
@@ -44,7 +44,8 @@ import time
 from pathlib import Path
 
 from tracker_core import bloom, offload
-from tracker_core.admin import Admin
+from tracker_core.admin import census, items, projects
+from tracker_core.admin.context import AdminContext
 from tracker_core.embedded import EmbeddedRedis, free_port
 from tracker_core.engine import Engine
 from tracker_core.keys import ProjectKeys
@@ -89,17 +90,14 @@ def load(url: str, k: ProjectKeys, total: int, loaders: int) -> dict:
 
 
 def cli_path_sample(url: str, n: int) -> dict:
-    """Time Admin.add_items (redis-py, what `tracker items add` runs) on N items of a new project."""
-    admin = Admin.from_url(url)
-    admin.create_project("clisample")
+    """Time the items.add verb (redis-py, what `tracker items add` runs) on N items of a new project."""
+    admin = AdminContext.from_url(url)
+    projects.create(admin, "clisample")
     names = [f"cli-{i:x}" for i in range(n)]
     t0 = time.perf_counter()
-    for _ in admin.add_items("clisample", names, batch=5000):
-        pass
+    items.add(admin, "clisample", names, batch=5000)
     wall = time.perf_counter() - t0
-    from tracker_core import operations
-
-    operations.delete_project(admin, "clisample")
+    projects.delete(admin, "clisample")
     return {"items": n, "items_per_s": round(n / wall)}
 
 
@@ -111,14 +109,12 @@ def load_probes(url: str, n: int = 100_000) -> dict:
     its test: 50M items reach 6 layers. A filter of capacity 10k reaches 6 layers (with the
     same k per layer) after 310k items, so its cost per item is measured here cheaply.
     """
-    from tracker_core import operations
-
-    admin = Admin.from_url(url)
-    r = admin.r
+    admin = AdminContext.from_url(url)
+    r = admin.conn
     out = {}
 
     def measure(label, project, capacity, prefill, run):
-        admin.create_project(project)
+        projects.create(admin, project)
         k = ProjectKeys(project)
         bloom.configure(r, k, bloom.Geometry(capacity=capacity), replace=True)
         if prefill:
@@ -136,11 +132,10 @@ def load_probes(url: str, n: int = 100_000) -> dict:
             "redis_script_us_per_item": round(usec / n, 1),
             "client_us_per_item": round((wall * 1e6 - usec) / n, 1),
         }
-        operations.delete_project(admin, project)
+        projects.delete(admin, project)
 
     def cli(project, k, names):  # what `tracker items add` runs (redis-py)
-        for _ in admin.add_items(project, names, batch=5000):
-            pass
+        items.add(admin, project, names, batch=5000)
 
     def raw(project, k, names):  # one raw hiredis connection, one thread
         seen_filter = bloom.BloomFilter(RawRedis(url), k)
@@ -221,23 +216,26 @@ def main() -> None:
         sampling = threading.Event()
         peak_sampled = [0]
         try:
-            admin, engine = Admin.from_url(server.url), Engine(server.url)
-            r = admin.r
+            admin, engine = AdminContext.from_url(server.url), Engine(server.url)
+            r = admin.conn
             # The data set: persistence off (the benchmark measures memory and throughput).
             r.config_set("appendonly", "no")
             r.config_set("save", "")
             cli_sample = cli_path_sample(server.url, CLI_SAMPLE)
             r.config_resetstat()
             base_mb = int(r.info("memory")["used_memory"]) / 2**20
-            admin.create_project(
+            projects.create(
+                admin,
                 P,
-                offload_high=str(args.high),
-                offload_low=str(args.low),
-                offload_segment_items=str(args.segment_items),
-                done_mode=args.done_mode,
-                done_offload_high=str(args.done_high),
-                max_multi=str(args.multi),
-                log_maxlen="1000",
+                {
+                    "offload_high": str(args.high),
+                    "offload_low": str(args.low),
+                    "offload_segment_items": str(args.segment_items),
+                    "done_mode": args.done_mode,
+                    "done_offload_high": str(args.done_high),
+                    "max_multi": str(args.multi),
+                    "log_maxlen": "1000",
+                },
             )
             geometry = bloom.configure(r, k, bloom.Geometry(capacity=args.items), replace=True)
             bloom_bytes = geometry.bits_total() // 8
@@ -276,7 +274,7 @@ def main() -> None:
             # Let maintain bring todo down to the watermark before the drain starts.
             while r.scard(k.todo) > args.high or r.exists(k.offloading):
                 time.sleep(0.1)
-            loaded = admin.status(P)
+            loaded = census.status(admin, P)
             disk_bytes = sum(p.stat().st_size for p in (segments / P).iterdir())
 
             t0 = time.perf_counter()
@@ -319,7 +317,7 @@ def main() -> None:
             drain_s = time.perf_counter() - t0
             while r.scard(k.done) > args.done_high or r.exists(k.offloading):
                 time.sleep(0.1)  # the last done items go to disk
-            final = admin.status(P)
+            final = census.status(admin, P)
             info = r.info("memory")
             peak = int(info["used_memory_peak"])
             maintain.terminate()

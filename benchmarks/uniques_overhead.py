@@ -18,7 +18,8 @@ import time
 from pathlib import Path
 
 from tracker_core import scripts
-from tracker_core.admin import Admin
+from tracker_core.admin import items, projects
+from tracker_core.admin.context import AdminContext
 from tracker_core.embedded import EmbeddedRedis, free_port
 from tracker_core.engine import Engine
 
@@ -36,15 +37,15 @@ def without_uniques(script: scripts.Script) -> scripts.Script:
     return scripts.Script(script.name, script.num_keys, source, hashlib.sha1(source.encode()).hexdigest())
 
 
-def claim_rate(engine: Engine, admin: Admin) -> float:
+def claim_rate(engine: Engine, admin: AdminContext) -> float:
     names = [f"it{n}" for n in range(CLAIMS_PER_ROUND)]
-    list(admin.add_items("bench", names))
+    items.add(admin, "bench", names)
     start = time.perf_counter()
     for n in range(CLAIMS_PER_ROUND):
         d = n % DOWNLOADERS
         engine.claim("bench", f"dl{d}", f"10.0.{d // 250}.{d % 250}", 1)
     elapsed = time.perf_counter() - start
-    admin.r.delete(*(engine.keys("bench").out, engine.keys("bench").claims))
+    admin.conn.delete(*(engine.keys("bench").out, engine.keys("bench").claims))
     return CLAIMS_PER_ROUND / elapsed
 
 
@@ -52,8 +53,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         server = EmbeddedRedis(Path(tmp), port=free_port()).start()
         try:
-            admin = Admin.from_url(server.url)
-            admin.create_project("bench")
+            admin = AdminContext.from_url(server.url)
+            projects.create(admin, "bench")
             engine = Engine(server.url)
             real = scripts.SCRIPTS["claim"]
             variants = {"claim-15 (with uniques)": real, "claim without PFADD": without_uniques(real)}

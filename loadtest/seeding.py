@@ -1,7 +1,7 @@
 """Seed the load test's project and account for every item at the end (master or local only).
 
-Goes through tracker_core.admin.Admin, the same code as ``tracker items add`` and ``tracker
-status``; only the process that seeds needs the tracker installed, workers need Locust alone.
+Goes through the admin verbs (tracker_core.admin), the same code as ``tracker items add`` and
+``tracker status``; only the process that seeds needs the tracker installed, workers need Locust alone.
 """
 
 from __future__ import annotations
@@ -9,7 +9,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from tracker_core.admin import Admin
+from tracker_core.admin import census, items, projects
+from tracker_core.admin.context import AdminContext
+from tracker_core.admin.errors import Conflict
 
 SETTLE_S = 5.0  # how long the final count may take to settle (a backfeed still being deduplicated)
 
@@ -35,14 +37,15 @@ class Seeding:
 
 def seed(redis_url: str, project: str, count: int) -> Seeding:
     """Create PROJECT if needed and queue COUNT items with names never used before."""
-    admin = Admin.from_url(redis_url)
-    admin.create_project(project, title="Load test")
-    before = admin.status(project)
+    admin = AdminContext.from_url(redis_url)
+    try:
+        projects.create(admin, project, {"title": "Load test"})
+    except Conflict:
+        pass  # seeded before: the new names go into the same project
+    before = census.status(admin, project)
     run_tag = f"{project}-{time.time_ns():x}"  # new names each run, so none is a duplicate
-    added = duplicates = 0
-    for a, d in admin.add_items(project, (f"{run_tag}-{i:07d}" for i in range(count))):
-        added += a
-        duplicates += d
+    answer = items.add(admin, project, (f"{run_tag}-{i:07d}" for i in range(count)))
+    added, duplicates = answer["added"], answer["duplicates"]
     if added != count:
         raise RuntimeError(f"seeding {project}: {added} of {count} items added, {duplicates} duplicates")
     return Seeding(project, count, items_total(before), before["done"])
@@ -55,11 +58,11 @@ def account(redis_url: str, seeding: Seeding, backfed_new: int, done_by_clients:
     lost would break the warriors' trust); it may have counted more, from dones whose answer the
     stopping clients never read.
     """
-    admin = Admin.from_url(redis_url)
+    admin = AdminContext.from_url(redis_url)
     expected = seeding.total_before + seeding.seeded + backfed_new
     deadline = time.monotonic() + SETTLE_S
     while True:
-        status = admin.status(seeding.project)
+        status = census.status(admin, seeding.project)
         total = items_total(status)
         if total == expected or time.monotonic() > deadline:
             break

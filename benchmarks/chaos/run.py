@@ -19,7 +19,9 @@ from chaos.ledger import Ledger
 from chaos.procs import ChaosRedis, ChaosServer, wait_for
 from chaos.warriors import Backfeeder, Prober, Warrior
 from tracker_core import backfeed_secrets
-from tracker_core.admin import Admin
+from tracker_core.admin import census as census_verb
+from tracker_core.admin import items, limits, projects
+from tracker_core.admin.context import AdminContext
 from tracker_core.embedded import free_port
 from tracker_core.keys import ProjectKeys
 
@@ -91,19 +93,20 @@ class Run:
     def setup(self) -> None:
         cfg = self.cfg
         self.redis.start()
-        admin = Admin.from_url(self.redis.url)
-        admin.create_project(PROJECT, reclaim_ttl_s=str(cfg.reclaim_ttl_s), max_multi=str(cfg.max_multi))
-        admin.add_limit(PROJECT, "limited", f"prefix:{LIMITED_PREFIX}", cfg.limit_rate)
-        self.secret = backfeed_secrets.create(admin.r, ProjectKeys(PROJECT))[1]
+        admin = AdminContext.from_url(self.redis.url)
+        projects.create(
+            admin, PROJECT, {"reclaim_ttl_s": str(cfg.reclaim_ttl_s), "max_multi": str(cfg.max_multi)}
+        )
+        limits.add(admin, PROJECT, "limited", f"prefix:{LIMITED_PREFIX}", cfg.limit_rate)
+        self.secret = backfeed_secrets.create(admin.conn, ProjectKeys(PROJECT))[1]
         names = [item_name(self.rng, n) for n in range(cfg.items)]
-        for _ in admin.add_items(PROJECT, names):
-            pass
+        items.add(admin, PROJECT, names)
         self.ledger.loaded.update(names)
-        used = int(admin.r.info("memory")["used_memory"])
+        used = int(admin.conn.info("memory")["used_memory"])
         self.maxmemory = used + cfg.headroom_mb * 2**20
-        admin.r.config_set("maxmemory", self.maxmemory)
+        admin.conn.config_set("maxmemory", self.maxmemory)
         self.redis.extra[3] = str(self.maxmemory)  # kept across restarts
-        admin.r.close()
+        admin.conn.close()
         self.server = ChaosServer(self.redis.url, free_port(), cfg.workers, self.dir / "serve.log")
         self.server.start()
 
@@ -226,15 +229,15 @@ class Run:
 
     def drain(self) -> float | None:
         """Let the warriors finish everything (reclaims bring back what was lost on the way)."""
-        admin = Admin.from_url(self.redis.url)
+        admin = AdminContext.from_url(self.redis.url)
         started = time.monotonic()
 
         def empty() -> bool:
-            status = admin.status(PROJECT)
+            status = census_verb.status(admin, PROJECT)
             return status["todo_total"] == 0 and status["out"] == 0
 
         finished = wait_for(empty, self.cfg.drain_timeout_s, 0.5)
-        admin.r.close()
+        admin.conn.close()
         return round(time.monotonic() - started, 2) if finished else None
 
     def report(self) -> dict:
