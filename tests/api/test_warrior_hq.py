@@ -17,6 +17,7 @@ from falcon import testing
 
 from tracker_api.app import create_app
 from tracker_api.cli import main
+from tracker_api.config import AppConfig
 from tracker_core import hq, tokens
 from tracker_core import keys as keyspace
 from tracker_core.admin import projects as project_verbs
@@ -288,9 +289,11 @@ def test_the_version_comes_from_seesaws_user_agent(web, r):
     assert record_of(r, warrior_id)["warrior"] == {"version": "0.10.4"}
 
 
-def test_a_forgotten_id_is_registered_again_by_its_heartbeat(web, r, monkeypatch):
+def test_a_forgotten_id_is_registered_again_by_its_heartbeat(engine, r):
     # seesaw keeps its id in config.json and never registers again: after the registry forgot
-    # it (30 days silent, or lost), its next heartbeat registers it anew, throttled as usual.
+    # it (30 days silent, or lost), its next heartbeat registers it anew, throttled as usual
+    # (here one registration an hour per address: the second id is past it).
+    web = testing.TestClient(create_app(engine, config=AppConfig(registrations_per_hour=1)))
     forgotten = "0123456789abcdef" * 2
     res = update(
         web, {"warrior": {"warrior_id": forgotten, "downloader": "alice", "selected_project": "demo"}}
@@ -299,7 +302,6 @@ def test_a_forgotten_id_is_registered_again_by_its_heartbeat(web, r, monkeypatch
     kept = record_of(r, forgotten)
     assert kept["downloader"] == "alice" and kept["selected_project"] == "demo"
     assert hq.online_count(r) == 1
-    monkeypatch.setenv("TRACKER_REGISTRATIONS_PER_HOUR", "1")
     other = "fedcba9876543210" * 2
     assert update(web, {"warrior": {"warrior_id": other}}).status_code == 200
     assert r.hget(keyspace.WARRIORS, other) is None  # throttled: not stored

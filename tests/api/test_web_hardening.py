@@ -73,8 +73,8 @@ def test_ipv6_addresses_of_one_64_share_the_throttle(web, r):
     assert r.hexists(keyspace.WARRIORS, register(web, "2001:db8:1:3::1").json["warrior_id"])
 
 
-def test_the_registry_holds_at_most_its_bound_and_makes_room_as_warriors_fall_silent(web, r, monkeypatch):
-    monkeypatch.setenv("TRACKER_WARRIORS_MAX", "3")
+def test_the_registry_holds_at_most_its_bound_and_makes_room_as_warriors_fall_silent(engine, r):
+    web = testing.TestClient(create_app(engine, config=AppConfig(warriors_max=3)))
     ids = [register(web, f"198.51.100.{n}").json["warrior_id"] for n in range(3)]
     assert r.hlen(keyspace.WARRIORS) == 3
     res = register(web, "198.51.100.9")
