@@ -66,22 +66,4 @@ log.audit_page(ctx, project=None, count=100, before=None) -> {"entries": [...], 
 log.done_page(ctx, project, directory, kind="done", since=None, downloader=None, cursor=None, limit=100) -> tracker_core.log_archive.page's answer; BadInput, NotFound; log_archive.LogUnreadable passes through (503: this node cannot read the segment files)
 log.export(ctx, project, directory, out: binary stream, kind="done", since=None, downloader=None) -> None (JSON lines to out); BadInput, NotFound; LogUnreadable passes through
 log.status(ctx, project) -> tracker_core.log_archive.status's answer; NotFound
-
-Transition shims (not audited: their callers still audit) until every face has switched:
-``from tracker_core.admin import Admin, AdminError, NOT_UTF8, REDO_QUEUE, connect, valid_utf8``
-(legacy.py) and ``from tracker_core import operations``.
 """
-
-from __future__ import annotations
-
-# The shims load on first use (PEP 562), so that importing tracker_core.admin.errors or a verb
-# module costs only what it needs, and modules the shims import can import this package.
-_SHIMS = ("Admin", "AdminError", "NOT_UTF8", "REDO_QUEUE", "REDO_BATCH", "ADD_BATCH", "connect", "valid_utf8")
-
-
-def __getattr__(name: str):
-    if name in _SHIMS:
-        from tracker_core.admin import legacy
-
-        return getattr(legacy, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
