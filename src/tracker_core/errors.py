@@ -15,7 +15,7 @@ from __future__ import annotations
 class AdminError(ValueError):
     """An admin request refused before (or instead of) any change; the message is one line.
 
-    A ValueError so code written against the old `tracker_core.admin.AdminError` keeps working.
+    A ValueError, so a caller that only checks values can catch it with the rest.
     """
 
 

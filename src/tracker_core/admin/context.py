@@ -24,9 +24,9 @@ def connect(url: str) -> redis.Redis:
 @dataclass(frozen=True)
 class AdminContext:
     conn: redis.Redis
-    # What the audit log records as the author of a change. None only for the transition shims
-    # (tracker_core.admin.Admin, tracker_core.operations), whose callers still audit themselves.
-    actor: str | None = audit.CLI_ACTOR
+    # What the audit log records as the author of a change: "cli", or the token id of an admin
+    # API or page request (see as_actor).
+    actor: str = audit.CLI_ACTOR
 
     @classmethod
     def from_url(cls, url: str, actor: str = audit.CLI_ACTOR) -> AdminContext:
@@ -48,5 +48,4 @@ class AdminContext:
 
     def audit(self, action: str, project: str | None = None, **detail) -> None:
         """Record one change by this context's actor (DETAIL small: counts, not item lists)."""
-        if self.actor is not None:
-            audit.record(self.conn, self.actor, action, project, **detail)
+        audit.record(self.conn, self.actor, action, project, **detail)
