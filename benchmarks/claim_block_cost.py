@@ -31,7 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tracker_core import scripts
+from tracker_core import script_calls, scripts
 from tracker_core.admin import items, limits, projects
 from tracker_core.admin.context import AdminContext
 from tracker_core.embedded import EmbeddedRedis, free_port
@@ -67,36 +67,10 @@ def old_claim(engine: Engine, project: str, downloader: str, ip: str) -> int:
     """engine.claim as it was: KEYS[2] the set of exact entries, no ARGV[5]."""
     k = engine.keys(project)
     now_ms = engine._now_ms()
-    day = now_ms // 86_400_000
-    return scripts.run(
-        engine.conn,
-        "claim_before",
-        (
-            k.settings,
-            k.blocked,
-            k.downloader_queue(downloader),
-            k.todo,
-            k.backfeed,
-            k.secondary,
-            k.redo,
-            k.out,
-            k.claims,
-            k.downloader_claims,
-            k.ratelimit,
-            k.stats,
-            k.minute(now_ms // 60000),
-            k.uniques("downloaders", day),
-            k.uniques("ips", day),
-            k.limited,
-            k.limits_ready,
-            k.limit_tat,
-            k.limits,
-            k.reclaim_at,
-            k.dead,
-            k.reclaim_history,
-        ),
-        (now_ms, downloader, ip, 1),
-    )[0]
+    # The old script took the same keys but for KEYS[2], the set of exact block entries.
+    keys = list(script_calls.claim_keys(k, downloader, now_ms))
+    keys[1] = k.blocked
+    return scripts.run(engine.conn, "claim_before", keys, (now_ms, downloader, ip, 1))[0]
 
 
 def usec_per_claim(engine: Engine, admin: AdminContext, project: str, before: bool, round_no: int) -> float:
