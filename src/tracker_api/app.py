@@ -6,6 +6,7 @@ import falcon
 import redis
 
 from tracker_api import (
+    access_log,
     admin_api,
     admin_pages,
     backfeed,
@@ -94,4 +95,5 @@ def create_app(engine: Engine, admin: AdminContext | None = None, config: AppCon
     hq_api.add_hq_routes(app, admin.conn, config)
     app.add_route("/", front_page.FrontPage(engine, admin.conn))
     app.add_route("/{project}", stats_page.LeaderboardPage(engine, config.live_url))
-    return _collapse_slashes(app)
+    # Outermost, so that the access line times everything the app does for the request.
+    return access_log.wrap(_collapse_slashes(app), config.trust_forwarded)

@@ -1,0 +1,78 @@
+"""The access log: one line per request on the `tracker.access` logger, when it is switched on.
+
+A line reads ``METHOD PATH STATUS DURATIONms CLIENT``: the path without its query string (where
+tokens could be), redacted (a backfeed path carries the project's secret: logs.py's record
+factory masks it), with control characters escaped so that a request cannot forge a line; the
+client is the address client_ip.py takes (X-Forwarded-For only behind --trust-forwarded). The
+duration runs until the app returned its response (a streamed body is sent after). Requests
+that bodycap or the connection guard answer themselves (413, 408) never reach the app and are
+not logged here.
+
+Switched off (the default, see the README), ``wrap`` returns the app itself: no cost at all.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from tracker_api import client_ip, logs
+
+log = logging.getLogger(logs.ACCESS_LOGGER)
+
+MAX_PATH_CHARS = 1024  # an item name in a path may be long; the line stays readable
+
+
+class _Peer:
+    """What client_ip.client_ip reads of a request, from the WSGI environ (its one rule)."""
+
+    __slots__ = ("remote_addr", "_forwarded")
+
+    def __init__(self, environ):
+        self.remote_addr = environ.get("REMOTE_ADDR")
+        self._forwarded = environ.get("HTTP_X_FORWARDED_FOR")
+
+    def get_header(self, _name):
+        return self._forwarded
+
+
+def shown_path(environ) -> str:
+    """The request's path as the log shows it: decoded as the app routes it, no query string,
+    at most MAX_PATH_CHARS, every control character escaped."""
+    path = environ.get("PATH_INFO") or "/"
+    if not path.isascii():  # WSGI hands the path over as latin-1 text of its UTF-8 bytes
+        path = path.encode("latin-1", "replace").decode("utf-8", "replace")
+    if len(path) > MAX_PATH_CHARS:
+        path = path[:MAX_PATH_CHARS] + "..."
+    if not path.isprintable():
+        path = path.encode("unicode_escape").decode("ascii")
+    return path
+
+
+def wrap(app, trusted_proxies: int = 0):
+    """APP with one access line logged per request, or APP itself while the log is off."""
+    if not log.isEnabledFor(logging.INFO):
+        return app
+
+    def wsgi(environ, start_response):
+        started = time.perf_counter()
+        status = ["-"]
+
+        def recording_start_response(status_line, headers, exc_info=None):
+            status[0] = status_line[:3]
+            return start_response(status_line, headers, exc_info)
+
+        try:
+            return app(environ, recording_start_response)
+        finally:
+            log.info(
+                "%s %s %s %.1fms %s",
+                environ.get("REQUEST_METHOD", "-"),
+                shown_path(environ),
+                status[0],
+                (time.perf_counter() - started) * 1000.0,
+                client_ip.client_ip(_Peer(environ), trusted_proxies) or "-",
+            )
+
+    wsgi.falcon_app = getattr(app, "falcon_app", app)
+    return wsgi

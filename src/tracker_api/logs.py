@@ -1,0 +1,82 @@
+"""Set up the standard `logging` of a tracker process: one format, one level, secrets redacted.
+
+Each process command (run, serve, live, maintain) calls ``setup`` once, first thing. Lines go to
+stderr as ``TIME LEVEL COMPONENT: message``; the component is the logger's name
+(``tracker.server``, ``tracker.maintain``, ``tracker.live``, ``tracker.access``...). Under
+systemd (JOURNAL_STREAM set) the time is left out: the journal stamps every line itself.
+
+Redaction sits in the log record factory, not in one handler: every record's message and
+traceback are redacted as the record is made, so no handler or formatter added later (a file,
+syslog, a test's capture) can ever see a Redis password or a backfeed secret.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+from tracker_api import redact
+
+ROOT_LOGGER = "tracker"
+ACCESS_LOGGER = "tracker.access"
+LEVELS = ("debug", "info", "warning", "error")
+DEFAULT_LEVEL = "info"
+TIME_FORMAT = "%Y-%m-%dT%H:%M:%S"
+
+
+class RedactedRecord(logging.LogRecord):
+    """A log record whose message and traceback never carry a secret."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.exc_info and self.exc_info[0] is not None:
+            # Formatters reuse exc_text when it is set: the raw traceback is never formatted again.
+            self.exc_text = redact.redact(logging.Formatter().formatException(self.exc_info))
+        if self.stack_info:
+            self.stack_info = redact.redact(self.stack_info)
+
+    def getMessage(self) -> str:  # noqa: N802 - logging's name
+        return redact.redact(super().getMessage())
+
+
+def install_redaction() -> None:
+    """Make every log record of this process a RedactedRecord (idempotent)."""
+    logging.setLogRecordFactory(RedactedRecord)
+
+
+def line_format(journal: bool | None = None) -> str:
+    """The format of a line: with the time, unless the journal (JOURNAL) stamps it."""
+    if journal is None:
+        journal = bool(os.environ.get("JOURNAL_STREAM"))
+    fields = "%(levelname)s %(name)s: %(message)s"
+    return fields if journal else "%(asctime)s " + fields
+
+
+def _unwrapped(stream):
+    # Records are redacted as they are made: a RedactingStream under them would only redact twice.
+    return stream._stream if isinstance(stream, redact.RedactingStream) else stream
+
+
+def setup(level: str | None = None, access_log: bool = False, stream=None) -> None:
+    """Log the `tracker` loggers at LEVEL (default: TRACKER_LOG_LEVEL, else info) to STREAM
+    (default stderr), access lines only with ACCESS_LOG. Calling it again replaces the setup."""
+    install_redaction()
+    level = (level or os.environ.get("TRACKER_LOG_LEVEL") or DEFAULT_LEVEL).upper()
+    handler = logging.StreamHandler(_unwrapped(stream or sys.stderr))
+    handler.setFormatter(logging.Formatter(line_format(), TIME_FORMAT))
+    root = logging.getLogger(ROOT_LOGGER)
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level)
+    root.propagate = False  # a library's basicConfig must not print our lines twice
+    # Off: nothing below CRITICAL+1 passes, so the app is built without the access wrapper.
+    logging.getLogger(ACCESS_LOGGER).setLevel(logging.INFO if access_log else logging.CRITICAL + 1)
+
+
+def ensure_setup() -> None:
+    """``setup()`` with the defaults, unless this process set its logging up already (a server
+    started from Python rather than the CLI still logs its lines, redacted)."""
+    if not logging.getLogger(ROOT_LOGGER).handlers:
+        setup()
