@@ -7,7 +7,7 @@ PIP := $(PY) -m pip
 # libev-dev (bjoern builds against it), wrk (whole-server benchmarks), rsync and curl (the real
 # warrior client uploads with them in the end-to-end tests), chromium (the leaderboard page's
 # headless browser test).
-APT_PACKAGES := redis-server libev-dev wrk rsync curl chromium
+APT_PACKAGES := redis-server libev-dev wrk rsync curl chromium chromium-driver
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 ARGS ?=
 

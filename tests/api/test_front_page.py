@@ -1,13 +1,12 @@
 """The front page GET /: listed projects with progress and leaderboard links, the HQ banner."""
 
-import os
 import re
 
 import orjson
 import pytest
 from falcon import testing
 
-from support.cdp import Browser, find_chromium
+from support.browser import PHONE_WIDTH, Browser, needs_chromium
 from support.paths import ARTIFACTS
 from support.processes import start_live_server, stop_live_server
 from tracker_api.app import create_app
@@ -115,11 +114,6 @@ def test_the_page_is_built_at_most_once_a_second(projects, engine):
     assert "Renamed" in client.simulate_get("/").text  # next second: built again
 
 
-needs_chromium = pytest.mark.skipif(
-    find_chromium() is None and os.environ.get("CI") != "true", reason="Debian's chromium is not installed"
-)
-
-
 @pytest.mark.slow
 @needs_chromium
 def test_front_page_at_400_px_in_chromium(redis_url, projects):
@@ -132,11 +126,8 @@ def test_front_page_at_400_px_in_chromium(redis_url, projects):
         },
     )
     server = start_live_server(redis_url, workers=1)
-    browser = Browser(find_chromium())
+    browser = Browser(width=PHONE_WIDTH, height=900, phone=True)
     try:
-        browser.call(
-            "Emulation.setDeviceMetricsOverride", width=400, height=900, deviceScaleFactor=1, mobile=True
-        )
         browser.navigate(f"{server.base}/")
         browser.wait_for("document.querySelectorAll('li.project').length === 2")
         # Styled from /static/ (allowed by the CSP) and nothing wider than the screen.
@@ -162,7 +153,7 @@ def test_front_page_at_400_px_in_chromium(redis_url, projects):
         ) == ["/second/", "/shown/"]
         browser.screenshot(ARTIFACTS / "front-page-400px.png")
         # The link leads to the project's leaderboard.
-        browser.evaluate("document.querySelector('a[href=\"/shown/\"]').click(); true")
+        browser.click('a[href="/shown/"]')
         browser.wait_for("location.pathname === '/shown/' && !!document.getElementById('done')")
     finally:
         browser.close()

@@ -4,7 +4,6 @@ the pages' headers (CSRF on login, no framing, no caching of admin answers, nosn
 """
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -14,7 +13,7 @@ import orjson
 import pytest
 from falcon import testing
 
-from support.cdp import Browser, find_chromium
+from support.browser import Browser, needs_chromium
 from support.processes import start_live_server, stop_live_server
 from tracker_api.app import create_app
 from tracker_api.config import AppConfig
@@ -270,11 +269,6 @@ def test_public_answers_are_not_sniffed_and_pages_not_framed(web, tokens_):
         assert "content-security-policy" not in res.headers
 
 
-needs_chromium = pytest.mark.skipif(
-    find_chromium() is None and os.environ.get("CI") != "true", reason="Debian's chromium is not installed"
-)
-
-
 @pytest.mark.slow
 @needs_chromium
 def test_admin_pages_work_in_chromium_under_their_policy(redis_url, admin, tmp_path):
@@ -286,12 +280,12 @@ def test_admin_pages_work_in_chromium_under_their_policy(redis_url, admin, tmp_p
     items.add(admin, P, [f"https://example.com/{n}?q=%20" for n in range(3)])
     token = tokens.create(admin.conn, P)[0]
     server = start_live_server(redis_url, workers=1)
-    browser = Browser(find_chromium())
+    browser = Browser()
     try:
         browser.navigate(f"{server.base}/admin")
-        browser.evaluate(
+        browser.run(
             f"document.querySelector('input[name=token]').value = {json.dumps(token)};"
-            "document.querySelector('form').submit(); true"
+            "document.querySelector('form').submit();"
         )
         browser.wait_for(f"!!document.querySelector('a[href=\"/admin/{P}\"]')")
         browser.navigate(f"{server.base}/admin/{P}")
@@ -299,16 +293,16 @@ def test_admin_pages_work_in_chromium_under_their_policy(redis_url, admin, tmp_p
         # admin.css applied (a stylesheet from /static/ is allowed)...
         assert browser.evaluate("getComputedStyle(document.body).maxWidth") == "900px"
         # ...an inline script is not.
-        assert browser.evaluate(
+        assert browser.run(
             "const s = document.createElement('script');"
             "s.textContent = 'window.inlineRan = true';"
-            "document.body.appendChild(s); window.inlineRan === undefined"
+            "document.body.appendChild(s); return window.inlineRan === undefined;"
         )
         # A form still posts (form-action 'self') and comes back with the result.
-        browser.evaluate(
+        browser.run(
             "document.querySelector('form[action$=\"/block\"] input[name=entry]')"
             ".value = 'name:mallory';"
-            "document.querySelector('form[action$=\"/block\"]').submit(); true"
+            "document.querySelector('form[action$=\"/block\"]').submit();"
         )
         browser.wait_for("document.body && document.body.textContent.includes('blocked name:mallory')")
     finally:

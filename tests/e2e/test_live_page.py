@@ -2,7 +2,6 @@
 
 import contextlib
 import json
-import os
 import re
 import socket
 import time
@@ -13,7 +12,7 @@ from falcon import testing
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
-from support.cdp import Browser, find_chromium
+from support.browser import Browser, needs_chromium
 from support.paths import ARTIFACTS, ROOT, TRACKER_BIN
 from support.processes import start, start_live_server, stop, stop_live_server, wait_for_port
 from tracker_api.app import create_app
@@ -241,18 +240,12 @@ def complete_over_http(base, downloader, n):
     return items
 
 
-needs_chromium = pytest.mark.skipif(
-    find_chromium() is None and os.environ.get("CI") != "true",
-    reason="Debian's chromium is not installed (make deps installs it)",
-)
-
-
 @contextlib.contextmanager
 def live_page(redis_url):
     """The real server with the live feed, and headless Chromium: (server, feed process, browser)."""
     feed_process, feed_port = start_feed(redis_url)
     server = start_live_server(redis_url, workers=1, extra_env={"TRACKER_LIVE_URL": f":{feed_port}"})
-    browser = Browser(find_chromium())
+    browser = Browser(height=1600)
     try:
         yield server, feed_process, browser
     finally:
