@@ -92,6 +92,7 @@ class ProjectKeys:
         "segment_exports",
         "maintain_lease",
         "log_segments",
+        "days",
     )
 
     def __init__(self, project: str):
@@ -158,6 +159,9 @@ class ProjectKeys:
         # The done log's archive (tracker_core.log_archive): segment number -> "FIRST_ID LAST_ID
         # ENTRIES", '#archived' (the last entry id on disk) and '#next' (the last number used).
         self.log_segments = f"{tag}:log_segments"
+        # The per-day roll-up of the hour hashes, kept for the project's life: day number ->
+        # "items bytes requests served backlog" (one small field a day, deleted with the project).
+        self.days = f"{tag}:days"
 
     def downloader_queue(self, downloader: str) -> str:
         return f"{self.tag}:todo:d:{downloader}"

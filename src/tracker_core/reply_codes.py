@@ -148,6 +148,12 @@ class RollupHour(IntEnum):
     WRITTEN = 1
 
 
+class RollupDay(IntEnum):
+    HOURS_PENDING = -1
+    ALREADY = 0
+    WRITTEN = 1
+
+
 class SampleBacklog(IntEnum):
     ALREADY = 0
     STORED = 1
@@ -219,6 +225,7 @@ BY_SCRIPT: dict[str, type[IntEnum]] = {
     "register_warrior": RegisterWarrior,
     "release": Release,
     "requeue_dead": RequeueDead,
+    "rollup_day": RollupDay,
     "rollup_hour": RollupHour,
     "sample_backlog": SampleBacklog,
     "segment_export": SegmentExport,

@@ -636,6 +636,12 @@ def rollup_hour(conn, k: keyspace.ProjectKeys, *, hour: int, ttl_s: int) -> int:
     return run(conn, "rollup_hour", (k.hour(hour), *(k.minute(hour * 60 + i) for i in range(60))), (ttl_s,))
 
 
+def rollup_day(conn, k: keyspace.ProjectKeys, *, day: int) -> int:
+    """Sum DAY's 24 hour hashes into the project's days hash, once (rollup_day-25.lua);
+    reply_codes.RollupDay."""
+    return run(conn, "rollup_day", (k.days, *(k.hour(day * 24 + i) for i in range(24))), (day,))
+
+
 def top_history(conn, k: keyspace.ProjectKeys, *, now_ms: int, top: int, tiers: Sequence) -> int:
     """Add a point of the TOP downloaders' item counts to each stream due (top_history-n.lua);
     TIERS: (interval_s, entries kept, expiry_s) per stream. Returns how many streams got one."""

@@ -1,0 +1,32 @@
+"""rollup_day-25.lua: a day's hour hashes are summed into the project's days hash, once."""
+
+from tracker_core import script_calls
+from tracker_core.reply_codes import RollupDay
+
+DAY = 20_400
+
+
+def test_rollup_sums_a_day_once_keeping_the_last_backlog(conn, project, r):
+    first, last = DAY * 24, DAY * 24 + 23
+    r.hset(project.hour(first), mapping={"minutes": 3, "items_done": 3, "bytes_done": 30, "backlog": 10})
+    r.hset(
+        project.hour(first + 5),
+        mapping={"items_done": 4, "bytes_done": 2**40, "requests": 9, "requests_served": 7, "backlog": 8},
+    )
+    r.hset(project.hour(last), "minutes", 0)  # rolled up, idle: the day is complete
+    r.hset(project.hour(last + 1), "items_done", 1000)  # the next day: not summed
+    assert script_calls.rollup_day(conn, project, day=DAY) == RollupDay.WRITTEN
+    assert r.hgetall(project.days) == {str(DAY): f"7 {2**40 + 30} 9 7 8"}
+    r.hset(project.hour(first + 1), "items_done", 100)
+    assert script_calls.rollup_day(conn, project, day=DAY) == RollupDay.ALREADY
+    assert r.hget(project.days, str(DAY)) == f"7 {2**40 + 30} 9 7 8"
+    assert r.ttl(project.days) == -1  # kept for the project's life
+
+
+def test_a_day_whose_last_hour_is_not_rolled_up_waits(conn, project, r):
+    r.hset(project.hour(DAY * 24), "items_done", 5)
+    assert script_calls.rollup_day(conn, project, day=DAY) == RollupDay.HOURS_PENDING
+    assert not r.exists(project.days)
+    r.hset(project.hour(DAY * 24 + 23), "minutes", 0)
+    assert script_calls.rollup_day(conn, project, day=DAY) == RollupDay.WRITTEN
+    assert r.hget(project.days, str(DAY)) == "5 0 0 0 -"  # no backlog sample that day
