@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import logging
 import signal
-import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -30,11 +30,14 @@ from concurrent.futures import ThreadPoolExecutor
 import orjson
 from websockets.asyncio.server import broadcast, serve
 
+from tracker_api import logs
 from tracker_api.stats import stats_body
 from tracker_core import keys as keyspace
 from tracker_core import topology
 from tracker_core.engine import Engine
 from tracker_core.stats import StatsReader, log_line
+
+log = logging.getLogger("tracker.live")
 
 DEFAULT_INTERVAL_S = 0.5  # at most two updates a second per project
 SNAPSHOT_IDLE_S = 5.0  # claims change "out" without a log line: refresh now and then
@@ -111,7 +114,7 @@ class ProjectWatcher:
             try:
                 await asyncio.to_thread(self._start)
             except Exception as exc:  # Redis away: viewers are closed and fall back to polling
-                print(f"tracker live: {self.project}: {exc}", file=sys.stderr, flush=True)
+                log.warning("%s: %s", self.project, exc)
                 self.failed = True
                 return
             self.ready.set()
@@ -122,7 +125,7 @@ class ProjectWatcher:
                 try:
                     lines, refreshed = await asyncio.to_thread(self._step, BLOCK_MS)
                 except Exception as exc:  # Redis away: keep the viewers, try again shortly
-                    print(f"tracker live: {self.project}: {exc}", file=sys.stderr, flush=True)
+                    log.warning("%s: %s", self.project, exc)
                     await asyncio.sleep(1.0)
                     continue
                 if lines:
@@ -190,10 +193,11 @@ class LiveFeed:
                         project = str(message["data"]).split(" ")[0]
                         self.loop.call_soon_threadsafe(self._settings_changed, project)
             except Exception as exc:  # Redis restarting: resubscribe shortly
-                print(f"tracker live: settings channel: {exc}", file=sys.stderr, flush=True)
+                log.warning("settings channel: %s", exc)
                 time.sleep(1.0)
 
     async def serve(self, host: str, port: int, ready=None) -> None:
+        logs.ensure_setup()
         self.loop = asyncio.get_running_loop()
         # One thread per watched project (each blocks in XREAD), plus a few for their start-ups.
         self.loop.set_default_executor(
@@ -206,13 +210,7 @@ class LiveFeed:
         # Viewers send nothing: a small max_size turns any flood into a closed connection.
         async with serve(self.handler, host, port, max_size=4096, ping_interval=30) as server:
             bound = server.sockets[0].getsockname()[1]
-            from tracker_api.redact import redact  # a Redis password never reaches a log
-
-            print(
-                f"tracker live: feed on ws://{host}:{bound}/PROJECT, Redis {redact(self.redis_url)}",
-                file=sys.stderr,
-                flush=True,
-            )
+            log.info("feed on ws://%s:%s/PROJECT, Redis %s", host, bound, self.redis_url)
             if ready is not None:
                 ready(bound)
             await stop

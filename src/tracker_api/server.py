@@ -10,19 +10,21 @@ as they are buffered (bodycap.py) and a guard thread beside it (connguard.py).
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
-import sys
 from dataclasses import dataclass
 
 import bjoern
 
-from tracker_api import bodycap, redact
+from tracker_api import bodycap, logs, redact, request_metrics
 from tracker_api.app import create_app
 from tracker_api.config import AppConfig
 from tracker_api.connguard import ConnectionGuard, raise_nofile_limit
 from tracker_core import processes
 from tracker_core.engine import Engine
+
+log = logging.getLogger("tracker.server")
 
 # The largest body any route takes (an admin item list as text, 64 MB) plus its form framing.
 DEFAULT_MAX_BODY_BYTES = (64 << 20) + (64 << 10)
@@ -67,29 +69,37 @@ def serve(
     ready=None,
     limits: Limits = Limits(),
 ) -> None:
-    """Bind HOST:PORT and run WORKERS bjoern processes until SIGTERM/SIGINT."""
-    redact.install()
+    """Bind HOST:PORT and run WORKERS bjoern processes until SIGTERM/SIGINT; READY(port) once
+    they listen."""
+    redact.install()  # tracebacks and bjoern's own prints do not pass through logging
+    logs.ensure_setup()
     raise_nofile_limit()
     sock = bjoern.bind_and_listen(host, port, listen_backlog=4096)
-    supervisor = processes.Supervisor()
+    # The workers' request metrics: one directory per run, made before they fork.
+    _, remove_metrics_directory = request_metrics.prepare_multiprocess_directory()
+    supervisor = processes.Supervisor(log=log.warning)
     supervisor.stop_on_signals()
     try:
         for _ in range(workers):
             # SIGKILL when the parent dies: a worker must never outlive it and hold the port.
             supervisor.add(
                 "worker",
-                lambda: processes.fork(lambda: _worker(sock, redis_url, config, limits)),
+                request_metrics.marking_dead(
+                    lambda: processes.fork(lambda: _worker(sock, redis_url, config, limits))
+                ),
                 processes.Backoff(**WORKER_BACKOFF),
             )
-        print(
-            f"tracker: serving on http://{host}:{sock.getsockname()[1]} with {workers} "
-            f"worker(s), Redis {redact.redact(redis_url)}",
-            file=sys.stderr,
-            flush=True,
+        log.info(
+            "serving on http://%s:%s with %d worker(s), Redis %s",
+            host,
+            sock.getsockname()[1],
+            workers,
+            redis_url,  # redacted by the record factory (logs.py)
         )
         if ready is not None:
-            ready()
+            ready(sock.getsockname()[1])
         supervisor.run()
     finally:
         supervisor.stop_all()
         sock.close()
+        remove_metrics_directory()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import shutil
 import signal
@@ -15,6 +16,8 @@ from tracker_core import processes
 
 # Re-exported: callers older than processes.py import them from here.
 from tracker_core.processes import die_with_parent, free_port  # noqa: F401
+
+log = logging.getLogger("tracker.redis")
 
 
 class RedisServerError(RuntimeError):
@@ -107,6 +110,12 @@ class EmbeddedRedis:
             raise RedisServerError("redis-server did not answer in time")
         if self.process.poll() is not None:
             raise RedisServerError(f"redis-server exited; see {self.data_dir / 'redis.log'}")
+        log.info(
+            "embedded redis-server %d at %s (its log: %s)",
+            self.process.pid,
+            self.url,
+            self.data_dir / "redis.log",
+        )
         return self
 
     def _stop_orphan(self, timeout_s: float = 15.0) -> None:
@@ -126,6 +135,7 @@ class EmbeddedRedis:
         # It may be shutting down already (its parent died): give it a moment before SIGTERM.
         if processes.wait_for(gone, 2.0):
             return
+        log.warning("stopping redis-server %d left running on %s by a tracker that died", pid, self.data_dir)
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
         if not processes.wait_for(gone, timeout_s - 2.0):
@@ -141,7 +151,8 @@ class EmbeddedRedis:
             redis.Redis.from_url(self.url).shutdown(nosave=False)
         except redis.exceptions.RedisError:
             pass
-        processes.stop(self.process, timeout_s=10)
+        code = processes.stop(self.process, timeout_s=10)
+        log.info("embedded redis-server %d stopped (exit code %s)", self.process.pid, code)
 
     def __enter__(self):
         return self.start()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import logging
 import os
 import queue
 import re
@@ -352,7 +353,7 @@ class Supervisor:
 
     def __init__(self, log: Callable[[str], None] | None = None, poll_s: float = 0.2):
         self._children: list[_Child] = []
-        self._log = log or (lambda line: print(f"tracker: {line}", file=sys.stderr, flush=True))
+        self._log = log or logging.getLogger("tracker.processes").warning
         self.poll_s = poll_s
         self.stopping = False
         self.restarts = 0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import shlex
 import sys
 from pathlib import Path
 
@@ -12,6 +14,7 @@ from tracker_api.cli.root import context, globals_, main, segments_dir_option
 from tracker_core import processes
 
 DEMO_PROJECT = "demo"
+log = logging.getLogger("tracker.run")
 
 
 def load_demo(ctx, count: int = 1000) -> None:
@@ -40,9 +43,10 @@ def load_demo(ctx, count: int = 1000) -> None:
 )
 def run(demo, live_port, **options):
     """Run the tracker: the embedded Redis (unless --redis-url), API workers, live feed, maintain."""
-    from tracker_api import redact, runlock
+    from tracker_api import logs, redact, runlock
     from tracker_core.embedded import EmbeddedRedis
 
+    logs.setup(options["log_level"], options["access_log"])
     g = globals_()
     host, port = options["host"], options["port"]
     live_port = port + 1 if live_port is None else live_port
@@ -54,26 +58,46 @@ def run(demo, live_port, **options):
     embedded = live = maintainer = None
     if not g.explicit_redis:
         embedded = EmbeddedRedis(Path(g.data_dir) / "redis").start()
-        click.echo(f"tracker: embedded Redis at {embedded.url}", err=True)
     try:
         if demo:
             load_demo(context())
-            click.echo(f"tracker: demo project at http://{host}:{port}/{DEMO_PROJECT}/", err=True)
         # The admin API reads the done log's segment files where this maintainer writes them.
         segments_dir = g.segments_dir(options["segments_dir"])
         live_url = options["live_url"]
-        maintainer = _start_maintain_process(g.redis_url, g.data_dir, options["segments_dir"])
+        level = options["log_level"]
+        maintainer = _start_maintain_process(g.redis_url, g.data_dir, options["segments_dir"], level)
         if live_port:
-            live = _start_live_process(g.redis_url, host, live_port)
+            live = _start_live_process(g.redis_url, host, live_port, level)
             if live_url is None and live_port != port + 1:  # the page looks one port up unless told
                 live_url = f":{live_port}"
         config, limits = server_options.server_settings(options, segments_dir, live_url)
-        server_options.serve(g.redis_url, options, config, limits)
+        server_options.serve(
+            g.redis_url, options, config, limits, ready=lambda bound: _log_where(g, host, bound, demo)
+        )
     finally:
         processes.stop(maintainer, timeout_s=15)  # crash-safe by design: a plain stop is enough
         processes.stop(live)
         if embedded is not None:
             embedded.stop()
+
+
+def _log_where(g, host: str, port: int, demo: bool) -> None:
+    """Say where the pages are and how to get into the admin ones (once the API listens)."""
+    base = f"http://{host}:{port}"
+    log.info("leaderboards at %s/%s", base, f"{DEMO_PROJECT}/" if demo else "")
+    log.info("admin pages at %s/admin (sign in with an admin token)", base)
+    where = ["--redis-url", g.redis_url] if g.explicit_redis else ["--data-dir", g.data_dir]
+    log.info(
+        "make an admin token with: %s", shlex.join([*_self_command(), *where, "admin", "token", "create"])
+    )
+
+
+def _self_command() -> list[str]:
+    """How this `tracker` was started: its script, or the interpreter with -m."""
+    script = sys.argv[0] if sys.argv else ""
+    if Path(script).name == "tracker":
+        return [script]
+    return [sys.executable, "-m", "tracker_api.cli"]
 
 
 def _tracker_argv(redis_url: str, data_dir: str | None, *args: str) -> list[str]:
@@ -84,16 +108,24 @@ def _tracker_argv(redis_url: str, data_dir: str | None, *args: str) -> list[str]
     return [*argv, *args]
 
 
-def _start_maintain_process(redis_url: str, data_dir: str, segments_dir: str | None):
+def _start_maintain_process(redis_url: str, data_dir: str, segments_dir: str | None, log_level: str):
     """Start `tracker maintain --supervise` (offloading, with a lease, so every node may run one):
     a small supervisor that restarts the maintainer whenever it dies."""
     extra = ["--segments-dir", segments_dir] if segments_dir else []
-    return processes.start(_tracker_argv(redis_url, data_dir, "maintain", "--supervise", *extra))
+    return processes.start(
+        _tracker_argv(redis_url, data_dir, "maintain", "--supervise", "--log-level", log_level, *extra)
+    )
 
 
-def _start_live_process(redis_url: str, host: str, port: int):
-    """Start `tracker live` beside the API workers (its own process: asyncio, not bjoern)."""
-    return processes.start(_tracker_argv(redis_url, None, "live", "--host", host, "--port", str(port)))
+def _start_live_process(redis_url: str, host: str, port: int, log_level: str):
+    """Start `tracker live --supervise` beside the API workers (its own process: asyncio, not
+    bjoern), restarted as the maintainer is whenever it dies."""
+    return processes.start(
+        _tracker_argv(
+            redis_url, None, "live", "--supervise", "--log-level", log_level,
+            "--host", host, "--port", str(port),
+        )
+    )  # fmt: skip
 
 
 @main.command()
@@ -108,10 +140,22 @@ def _start_live_process(redis_url: str, host: str, port: int):
     type=click.FloatRange(0.05, 60),
     help="Seconds between updates of one project (updates are coalesced).",
 )
-def live(host, port, interval):
+@click.option(
+    "--supervise",
+    is_flag=True,
+    help="Run the feed in a child process and restart it whenever it dies (what `tracker run` does).",
+)
+@server_options.log_level_option
+def live(host, port, interval, supervise, log_level):
     """Run the live leaderboard feed (websockets at ws://HOST:PORT/PROJECT)."""
     from tracker_api import live as live_mod
+    from tracker_api import logs
 
+    logs.setup(log_level)
+    if supervise:
+        args = ["--log-level", log_level, "--host", host, "--port", str(port), "--interval", str(interval)]
+        _supervise("live", _tracker_argv(globals_().redis_url, None, "live", *args))
+        return
     with server_options.bind_failures(host, port, "--port"):
         live_mod.run(globals_().redis_url, host, port, interval)
 
@@ -120,6 +164,9 @@ def live(host, port, interval):
 @server_options.serve_options
 def serve(**options):
     """Run the API workers only, against the given Redis."""
+    from tracker_api import logs
+
+    logs.setup(options["log_level"], options["access_log"])
     g = globals_()
     if not g.explicit_redis:
         raise click.UsageError("serve needs --redis-url or TRACKER_REDIS_URL")
@@ -143,22 +190,25 @@ def serve(**options):
     is_flag=True,
     help="Run the maintainer in a child process and restart it whenever it dies (what `tracker run` does).",
 )
+@server_options.log_level_option
 @output.json_option
-def maintain(segments_dir, interval, once, supervise):
+def maintain(segments_dir, interval, once, supervise, log_level):
     """Offload each queue (and done, with done_mode=offload) beyond the project's high watermark
     to disk, refill below the low one, hold queued items that a changed limit now matches, and
     keep the statistics rolled up. Safe on several nodes at once (a lease per project)."""
     import signal
     import threading
 
+    from tracker_api import logs
     from tracker_core import offload
 
+    logs.setup(log_level)
     g = globals_()
     if supervise:
-        args = ["--interval", str(interval)]
+        args = ["--interval", str(interval), "--log-level", log_level]
         if segments_dir:
             args += ["--segments-dir", segments_dir]
-        _supervise_maintain(g.redis_url, g.data_dir, args)
+        _supervise("maintain", _tracker_argv(g.redis_url, g.data_dir, "maintain", *args))
         return
     from tracker_core.admin import limits
 
@@ -166,10 +216,8 @@ def maintain(segments_dir, interval, once, supervise):
     # Blocks stored before the block index existed are enforced only once indexed.
     reindexed = limits.reindex_blocks_if_missing(ctx)["projects"]
     if reindexed:
-        click.echo(f"tracker: indexed the blocks of {reindexed} project(s)", err=True)
-    maintainer = offload.Maintainer(
-        ctx.conn, g.segments_dir(segments_dir), log=lambda line: click.echo(line, err=True)
-    )
+        logging.getLogger("tracker.maintain").info("indexed the blocks of %d project(s)", reindexed)
+    maintainer = offload.Maintainer(ctx.conn, g.segments_dir(segments_dir))
     if once:
         try:
             output.emit(maintainer.pass_once())
@@ -188,25 +236,20 @@ def maintain(segments_dir, interval, once, supervise):
     maintainer.run(interval, stop)
 
 
-# A maintainer that ran this long is healthy: the next restart waits the first second again;
-# one that keeps dying sooner waits twice as long each time, up to this.
-MAINTAIN_RESTART_MAX_S = 60.0
+# A child (maintainer, live feed) that ran this long is healthy: the next restart waits the first
+# second again; one that keeps dying sooner waits twice as long each time, up to this.
+RESTART_MAX_S = 60.0
 
 
-def _supervise_maintain(redis_url: str, data_dir: str, args: list[str]) -> None:
-    """Run `tracker maintain ARGS` as a child; restart it after a back-off whenever it exits.
+def _supervise(name: str, argv: list[str]) -> None:
+    """Run ARGV (`tracker maintain` or `tracker live`) as a child; restart it after a back-off
+    whenever it exits, until SIGTERM or SIGINT.
 
-    A process of its own beside the API workers, so that a maintainer that dies is seen and
+    A process of its own beside the API workers, so that a child that dies is seen and
     restarted without touching the server's own supervision of its workers.
     """
-    supervisor = processes.Supervisor()
+    supervisor = processes.Supervisor(log=logging.getLogger(f"tracker.{name}").warning)
     supervisor.stop_on_signals()
-    backoff = processes.Backoff(
-        first_s=1.0, min_s=1.0, max_s=MAINTAIN_RESTART_MAX_S, healthy_after_s=MAINTAIN_RESTART_MAX_S
-    )
-    supervisor.add(
-        "maintain",
-        lambda: processes.start(_tracker_argv(redis_url, data_dir, "maintain", *args)).pid,
-        backoff,
-    )
+    backoff = processes.Backoff(first_s=1.0, min_s=1.0, max_s=RESTART_MAX_S, healthy_after_s=RESTART_MAX_S)
+    supervisor.add(name, lambda: processes.start(argv).pid, backoff)
     supervisor.run()

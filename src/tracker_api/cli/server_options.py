@@ -41,6 +41,20 @@ def bind_failures(host: str, port: int, option: str):
         raise
 
 
+def log_level_option(f):
+    """--log-level (TRACKER_LOG_LEVEL), as every process command takes it."""
+    from tracker_api import logs
+
+    return click.option(
+        "--log-level",
+        envvar="TRACKER_LOG_LEVEL",
+        default=logs.DEFAULT_LEVEL,
+        show_default=True,
+        type=click.Choice(logs.LEVELS, case_sensitive=False),
+        help="Lowest level logged to stderr (lines: time, level, component, message).",
+    )(f)
+
+
 def _registry_bound(flag: str, default: int, help: str):
     """A bound of the warrior registry: a count of 1 or more, TRACKER_<FLAG> in the environment."""
     envvar = "TRACKER_" + flag.lstrip("-").replace("-", "_").upper()
@@ -141,6 +155,15 @@ def serve_options(f):
             hq.REGISTRATIONS_PER_HOUR,
             "Warrior registrations one address (an IPv6 /64) may make an hour.",
         ),
+        click.option(
+            "--access-log/--no-access-log",
+            envvar="TRACKER_ACCESS_LOG",
+            default=False,
+            show_default=True,
+            help="Log one line per request (method, path without query or secrets, status, "
+            "milliseconds, client) as tracker.access.",
+        ),
+        log_level_option,
     ]
     for option in reversed(options):
         f = option(f)
@@ -170,9 +193,10 @@ def server_settings(options: dict, segments_dir: Path | None, live_url: str | No
     return config, limits
 
 
-def serve(redis_url: str, options: dict, config, limits) -> None:
+def serve(redis_url: str, options: dict, config, limits, ready=None) -> None:
+    """Run the API workers; READY(port) once they listen."""
     from tracker_api.server import serve
 
     host, port = options["host"], options["port"]
     with bind_failures(host, port, "--port"):
-        serve(redis_url, host, port, options["workers"], config=config, limits=limits)
+        serve(redis_url, host, port, options["workers"], config=config, limits=limits, ready=ready)

@@ -17,8 +17,8 @@ pass at the step that found it, with "lease_lost" in the report (nothing half-do
 
 from __future__ import annotations
 
+import logging
 import shutil
-import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -266,7 +266,7 @@ class Maintainer:
         self.lease_ms = lease_ms
         self.reclassify = reclassify
         self.stats_upkeep = stats_upkeep
-        self.log = log or (lambda line: print(line, file=sys.stderr, flush=True))
+        self.log = log or logging.getLogger("tracker.maintain").warning
         self.classified_ages: dict = {}
         self.cleaned_at: dict[str, float] = {}  # the first pass over a project cleans up
         self.stats_at: dict[str, float] = {}
@@ -363,7 +363,7 @@ class Maintainer:
                     failures += 1
                     delay = min(max_backoff_s, interval * 2 ** min(failures, 20))
                     line = f"{type(exc).__name__}: {exc}".splitlines()[0]
-                    self.log(f"tracker maintain: pass failed ({line}); next try in {delay:.1f}s")
+                    self.log(f"pass failed ({line}); next try in {delay:.1f}s")
                 made += 1
                 if passes is not None and made >= passes:
                     break
@@ -375,12 +375,10 @@ class Maintainer:
         """Log a pass's errors, and unreadable segments once (not every pass)."""
         for project, result in report.items():
             if "error" in result:
-                self.log(f"tracker maintain: {project}: {result['error']}")
+                self.log(f"{project}: {result['error']}")
             unreadable = result.get("unreadable_segments", [])
             if unreadable and unreadable != self.unreadable.get(project):
-                self.log(
-                    f"tracker maintain: {project}: segments {unreadable} have no readable file (left registered)"
-                )
+                self.log(f"{project}: segments {unreadable} have no readable file (left registered)")
             self.unreadable[project] = unreadable
 
     def release(self) -> None:
