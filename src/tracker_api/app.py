@@ -13,6 +13,7 @@ from tracker_api import (
     front_page,
     hq_api,
     metrics,
+    request_metrics,
     stats,
     stats_page,
     warrior,
@@ -58,7 +59,9 @@ def create_app(engine: Engine, admin: AdminContext | None = None, config: AppCon
     as its token through ``admin.as_actor``) and CONFIG (what the CLI was given)."""
     if admin is None:
         admin = AdminContext.from_url(engine.redis_url)
-    app = falcon.App(media_type=falcon.MEDIA_JSON, middleware=[SecurityHeaders()])
+    # Per-route request counts and durations, every bjoern worker's (tracker_api.request_metrics).
+    requests_seen = request_metrics.RequestMetrics(request_metrics.multiprocess_directory())
+    app = falcon.App(media_type=falcon.MEDIA_JSON, middleware=[requests_seen, SecurityHeaders()])
     app.req_options.strip_url_path_trailing_slash = True
     app.add_error_handler(RedisError, storage_handler)
     app.add_error_handler(ScriptError, script_handler)
@@ -89,7 +92,9 @@ def create_app(engine: Engine, admin: AdminContext | None = None, config: AppCon
     app.add_route("/{project}/stats.json", stats.StatsResource(engine))
     app.add_route("/backfeed/legacy/{name}", backfeed.BackfeedResource(engine))
     app.add_route("/static/{name}", stats_page.StaticResource())
-    app.add_route("/metrics", metrics.MetricsResource(engine, admin.conn, config.metrics_token))
+    app.add_route(
+        "/metrics", metrics.MetricsResource(engine, admin.conn, config.metrics_token, requests_seen)
+    )
     admin_api.add_admin_routes(app, admin, config)
     admin_pages.add_admin_pages(app, admin)
     hq_api.add_hq_routes(app, admin.conn, config)

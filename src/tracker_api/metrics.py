@@ -1,12 +1,16 @@
 """GET /metrics: every project's counters and gauges in the Prometheus text format.
 
-Counters are the scripts' own (requests by outcome, items, bytes, RTT histogram), so rates come
-from Prometheus's rate(); gauges are queue sizes (offloaded queue tails as queue="offloaded")
-and the to-do total, both from the one census (tracker_core.census through Engine.counts, as
-stats.json, the pages and `tracker status` count them), unique visitors and the
-warriors online (last heartbeat within hq.ONLINE_WITHIN_MS, all projects). One pipelined round
-trip per project; no per-item or per-downloader series, so a scrape stays small however big a
-project grows.
+Names follow Prometheus's conventions: a ``tracker_`` prefix, base units (seconds, bytes),
+``_total`` on counters. Counters are the scripts' own (item requests by outcome, done reports by
+result, items, bytes, RTT histogram), so rates come from Prometheus's rate(); gauges are where
+items are (queues, offloaded tails, out, dead, done), all from the one census
+(tracker_core.census through Engine.counts, as stats.json, the pages and `tracker status` count
+them), unique visitors, whether a maintainer holds the project's lease, and the warriors online
+(last heartbeat within hq.ONLINE_WITHIN_MS, all projects). Two pipelined round trips per
+project; no per-item or per-downloader series, so a scrape stays small however big a project
+grows. Redis itself: reachable (``tracker_redis_up``, from a PING on every scrape, whose round
+trip is ``tracker_redis_rtt_seconds``) and its memory against maxmemory. Requests to the app
+itself (per route, every worker) come from tracker_api.request_metrics.
 
 Who sees what: a scrape with ``Authorization: Bearer TOKEN``, where TOKEN is the metrics token
 (AppConfig.metrics_token, which the CLI takes from ``TRACKER_METRICS_TOKEN``; for Prometheus: it
@@ -20,7 +24,10 @@ from __future__ import annotations
 
 import hmac
 import math
+import platform
 import re
+import time
+from importlib import metadata
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
@@ -28,13 +35,13 @@ from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_late
 
 from tracker_api.auth import ANY, Authenticator
 from tracker_api.errors import Refused
-from tracker_core import census, hq
+from tracker_core import bloom, census, classify, hq, protocol
 from tracker_core import keys as keyspace
 from tracker_core import stats as stats_mod
 from tracker_core.engine import Engine
+from tracker_core.rawredis import RedisError
 
-# Counter fields of a project's stats hash -> (metric name, help). Request outcomes share one
-# metric with an outcome label.
+# Item request outcomes: fields of a project's stats hash -> the outcome label of one counter.
 REQUEST_OUTCOMES = {
     "requests_served": "served",
     "requests_empty": "empty",
@@ -45,17 +52,14 @@ REQUEST_OUTCOMES = {
     "requests_outdated": "outdated",
     "requests_claims_limited": "claims_limited",
 }
+# Counter fields of a project's stats hash -> (metric name without _total, help).
 PROJECT_COUNTERS = {
     "items_claimed": ("tracker_items_claimed", "Fresh items handed out (reclaims not included)."),
     "reclaims_served": ("tracker_reclaims_served", "Reclaimed claims handed out again."),
     "items_reclaimed": ("tracker_items_reclaimed", "Items reclaimed at least once."),
     "items_dead": ("tracker_items_dead", "Items sent to dead after too many reclaims."),
-    "items_done": ("tracker_items_done", "Items completed (each counted once)."),
-    "bytes_done": ("tracker_bytes_done", "Bytes reported by done calls that completed items."),
-    "done_requests": ("tracker_done_requests", "Done calls received."),
-    "dones_repeated": ("tracker_dones_repeated", "Done calls' names that were already done."),
-    "dones_unknown": ("tracker_dones_unknown", "Done calls' names the project never had."),
-    "items_dead_done": ("tracker_items_dead_done", "Dead items completed by a late done."),
+    "bytes_done": ("tracker_done_bytes", "Bytes reported by done calls for the items they completed."),
+    "done_requests": ("tracker_done_calls", "Done calls received (each may report several items)."),
     "items_unservable": (
         "tracker_items_unservable",
         "Claimed names no client could receive (not UTF-8, NUL), sent to dead.",
@@ -65,6 +69,16 @@ PROJECT_COUNTERS = {
         "Done-log entries cut by the stream's safety bound before archiving.",
     ),
 }
+# What the done script (lua/done-20.lua, "The done rules") made of each item name reported done,
+# from the counters it bumps: result label -> the counts of a project's stats hash.
+DONE_RESULTS = {
+    "accepted": lambda c: c.get("items_done", 0) - c.get("items_dead_done", 0),  # was out (or queued,
+    # with accept_queued_dones on)
+    "accepted_dead": lambda c: c.get("items_dead_done", 0),  # a late done for a dead item
+    "repeated": lambda c: c.get("dones_repeated", 0),  # already done: nothing changed
+    "refused_queued": lambda c: c.get("dones_refused", 0),  # still in a queue: nothing changed
+    "unknown": lambda c: c.get("dones_unknown", 0),  # never the project's: nothing changed
+}
 # Fields of a project's stats hash that count refused input (bad requests, names refused at a
 # way in, dones that changed nothing, bounds reached): one metric with a reason label, so a
 # refusal added later is exported without a change here.
@@ -72,6 +86,63 @@ _REFUSAL_FIELD = re.compile(
     r"(bad_|admin_bad_|admin_too_large|admin_forbidden|admin_conflict)"
     r"|.*(refused|clamped|replaced|dropped|throttled|full)"
 )
+_HOT_PATH_MODULES = (classify, protocol, bloom)
+
+
+def build_labels() -> dict[str, str]:
+    """tracker_build_info's labels: the package version, Python's, and whether every hot-path
+    module runs compiled (false when a twin stands in: pure mode or no build)."""
+    try:
+        version = metadata.version("tracker")
+    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        version = "unknown"
+    compiled = all(module.COMPILED for module in _HOT_PATH_MODULES)
+    return {"version": version, "python": platform.python_version(), "compiled": str(compiled).lower()}
+
+
+class RedisProbe:
+    """PING Redis once per scrape: whether it answers, in how many seconds, and its memory."""
+
+    def __init__(self, conn):
+        self.conn = conn
+        self.rtt_s: float | None = None  # None: no answer
+
+    def ping(self) -> bool:
+        started = time.perf_counter()
+        try:
+            self.conn.execute_command("PING")
+        except (RedisError, OSError):
+            self.rtt_s = None
+            return False
+        self.rtt_s = time.perf_counter() - started
+        return True
+
+    def collect(self):
+        up = GaugeMetricFamily("tracker_redis_up", "1 when Redis answered this scrape's PING, else 0.")
+        up.add_metric([], 0 if self.rtt_s is None else 1)
+        yield up
+        if self.rtt_s is None:
+            return
+        rtt = GaugeMetricFamily("tracker_redis_rtt_seconds", "Round trip of this scrape's PING to Redis.")
+        rtt.add_metric([], self.rtt_s)
+        yield rtt
+        yield from self._memory()
+
+    def _memory(self):
+        try:
+            info = self.conn.execute_command("INFO", "memory")
+        except (RedisError, OSError):  # a topology without INFO here (a cluster): no gauges
+            return
+        fields = dict(line.split(":", 1) for line in str(info).splitlines() if ":" in line)
+        if "used_memory" not in fields:
+            return
+        used = GaugeMetricFamily("tracker_redis_memory_used_bytes", "Redis's used_memory.")
+        used.add_metric([], int(fields["used_memory"]))
+        limit = GaugeMetricFamily(
+            "tracker_redis_memory_max_bytes", "Redis's maxmemory (0: no limit; writes fail beyond it)."
+        )
+        limit.add_metric([], int(fields.get("maxmemory", 0)))
+        yield from (used, limit)
 
 
 class TrackerCollector:
@@ -95,7 +166,12 @@ class TrackerCollector:
 
     def collect(self):
         requests = CounterMetricFamily(
-            "tracker_requests", "Item requests by outcome.", labels=["project", "outcome"]
+            "tracker_item_requests", "Item requests (/request) by outcome.", labels=["project", "outcome"]
+        )
+        done_reports = CounterMetricFamily(
+            "tracker_done_reports",
+            "Item names reported done, by what the done rules made of them.",
+            labels=["project", "result"],
         )
         counters = {
             field: CounterMetricFamily(name, text, labels=["project"])
@@ -107,7 +183,30 @@ class TrackerCollector:
         todo_items = GaugeMetricFamily(
             "tracker_todo_items", "Items to do: every queue, offloaded tails included.", labels=["project"]
         )
-        out = GaugeMetricFamily("tracker_items_out", "Items claimed and not done.", labels=["project"])
+        out = GaugeMetricFamily("tracker_out_items", "Items claimed and not done.", labels=["project"])
+        backlog = GaugeMetricFamily(
+            "tracker_backlog_items",
+            "Items to do and out: the backlog stats.json samples.",
+            labels=["project"],
+        )
+        dead = GaugeMetricFamily(
+            "tracker_dead_items", "Items reclaimed too often, waiting in dead.", labels=["project"]
+        )
+        offloaded = GaugeMetricFamily(
+            "tracker_offloaded_items",
+            "Items in segment files (or staged for one), by the queue (or done) they came from.",
+            labels=["project", "source"],
+        )
+        done_items = GaugeMetricFamily(
+            "tracker_done_items",
+            "Items done, by where they are kept: the done set, segment files, or only counted.",
+            labels=["project", "storage"],
+        )
+        lease = GaugeMetricFamily(
+            "tracker_maintain_lease_held",
+            "1 while a `tracker maintain` holds the project's lease, else 0.",
+            labels=["project"],
+        )
         warriors = GaugeMetricFamily(
             "tracker_warriors_online",
             f"Warriors whose last heartbeat is at most {hq.ONLINE_WITHIN_MS // 60_000} min old.",
@@ -134,6 +233,8 @@ class TrackerCollector:
             c = counts["counters"]
             for field, outcome in REQUEST_OUTCOMES.items():
                 requests.add_metric([project, outcome], c.get(field, 0))
+            for result, count in DONE_RESULTS.items():
+                done_reports.add_metric([project, result], count(c))
             for field, family in counters.items():
                 family.add_metric([project], c.get(field, 0))
             for field, value in sorted(c.items()):
@@ -143,9 +244,21 @@ class TrackerCollector:
                 queue.add_metric([project, name], size)
             todo_items.add_metric([project], census.todo_total(counts))
             out.add_metric([project], counts["out"])
-            for key, value in self._uniques(project, now_ms).items():
+            backlog.add_metric([project], census.todo_total(counts) + counts["out"])
+            places = self._places(project, now_ms)
+            for key in ("downloaders_day", "ips_day", "downloaders_month", "ips_month"):
                 kind, period = key.split("_")
-                uniques.add_metric([project, kind, period], value)
+                uniques.add_metric([project, kind, period], places[key])
+            dead.add_metric([project], places["dead"])
+            by_source = places["offloaded"]
+            for source, n in by_source.items():
+                offloaded.add_metric([project, source], n)
+            kept, done_offloaded = counts["done_kept"], by_source[census.DONE]
+            done_items.add_metric([project, "kept"], kept)
+            done_items.add_metric([project, "offloaded"], done_offloaded)
+            # done_mode=discard: items only counted (never negative, whatever a restore left).
+            done_items.add_metric([project, "counted"], max(0, counts["done"] - kept - done_offloaded))
+            lease.add_metric([project], places["lease_held"])
             histogram = stats_mod.rtt_histogram(c)
             cumulative, buckets = 0, []
             for bound, count in histogram:
@@ -156,31 +269,65 @@ class TrackerCollector:
             flat = self.engine.conn.execute_command("HGETALL", keyspace.GLOBAL_STATS)
             for field, value in zip(flat[::2], flat[1::2]):
                 refused.add_metric([field], int(value))
-        yield requests
+        yield from (requests, done_reports)
         yield from counters.values()
         warriors.add_metric([], hq.online_count(self.engine.conn))
-        yield from (queue, todo_items, out, uniques, rtt, project_refused, warriors)
+        yield from (queue, todo_items, out, backlog, dead, offloaded, done_items, lease)
+        yield from (uniques, rtt, project_refused, warriors)
         if self.private:
             yield refused
 
-    def _uniques(self, project: str, now_ms: int) -> dict[str, int]:
+    def _places(self, project: str, now_ms: int) -> dict:
+        """What Engine.counts does not read: unique visitors, dead and offloaded items (by the
+        census' own reading of the segment registry) and the lease, in one round trip."""
         k = self.engine.keys(project)
         day = now_ms // stats_mod.DAY_MS
         days = stats_mod.month_days(now_ms)
-        replies = self.engine.conn.pipeline(
-            (
-                ("PFCOUNT", k.uniques("downloaders", day)),
-                ("PFCOUNT", k.uniques("ips", day)),
-                ("PFCOUNT", *(k.uniques("downloaders", d) for d in days)),
-                ("PFCOUNT", *(k.uniques("ips", d) for d in days)),
+        (downloaders_day, ips_day, downloaders_month, ips_month, dead, segments, sources, staged, lease) = (
+            self.engine.conn.pipeline(
+                (
+                    ("PFCOUNT", k.uniques("downloaders", day)),
+                    ("PFCOUNT", k.uniques("ips", day)),
+                    ("PFCOUNT", *(k.uniques("downloaders", d) for d in days)),
+                    ("PFCOUNT", *(k.uniques("ips", d) for d in days)),
+                    ("HLEN", k.dead),
+                    ("HGETALL", k.segments),
+                    ("HGETALL", k.segment_queues),
+                    ("SCARD", k.offloading),
+                    ("EXISTS", k.maintain_lease),
+                )
             )
         )
-        return dict(zip(("downloaders_day", "ips_day", "downloaders_month", "ips_month"), replies))
+        return {
+            "downloaders_day": downloaders_day,
+            "ips_day": ips_day,
+            "downloaders_month": downloaders_month,
+            "ips_month": ips_month,
+            "dead": int(dead),
+            "offloaded": census.offloaded_by_source(
+                census._hash(segments), census._hash(sources), int(staged)
+            ),
+            "lease_held": int(lease),
+        }
+
+
+class BuildInfo:
+    def __init__(self, labels: dict[str, str]):
+        self.labels = labels
+
+    def collect(self):
+        info = GaugeMetricFamily(
+            "tracker_build_info", "Always 1: the build in its labels.", labels=list(self.labels)
+        )
+        info.add_metric(list(self.labels.values()), 1)
+        yield info
 
 
 class MetricsResource:
-    def __init__(self, engine: Engine, admin_redis=None, metrics_token: str = ""):
+    def __init__(self, engine: Engine, admin_redis=None, metrics_token: str = "", request_metrics=None):
         self.engine = engine
+        self.request_metrics = request_metrics
+        self.build = BuildInfo(build_labels())
         self.auth = Authenticator(admin_redis) if admin_redis is not None else None
         self.metrics_token = metrics_token.strip()
 
@@ -211,6 +358,14 @@ class MetricsResource:
     def on_get(self, req, resp):
         visible, private = self._rights(req)
         registry = CollectorRegistry(auto_describe=False)
-        registry.register(TrackerCollector(self.engine, visible, private))
+        registry.register(self.build)
+        probe = RedisProbe(self.engine.conn)
+        registry.register(probe)
+        # Redis unreachable: the scrape still answers (tracker_redis_up 0, the requests'
+        # figures) rather than a 503, so the alert says what is wrong.
+        if probe.ping():
+            registry.register(TrackerCollector(self.engine, visible, private))
+        if self.request_metrics is not None:
+            self.request_metrics.collect_into(registry)
         resp.content_type = CONTENT_TYPE_PLAIN_0_0_4  # the format every Prometheus reads
         resp.data = generate_latest(registry)

@@ -235,11 +235,11 @@ def test_metrics_exposes_counters_gauges_and_rtt_histogram(engine, clock, projec
     assert res.status_code == 200 and res.headers["content-type"].startswith("text/plain")
     samples = metric_samples(res.text)
     lab = (("project", P),)
-    assert samples[("tracker_items_done_total", lab)] == 3
-    assert samples[("tracker_bytes_done_total", lab)] == 1500
-    assert samples[("tracker_items_out", lab)] == 2
+    assert samples[("tracker_done_reports_total", (("project", P), ("result", "accepted")))] == 3
+    assert samples[("tracker_done_bytes_total", lab)] == 1500
+    assert samples[("tracker_out_items", lab)] == 2
     assert samples[("tracker_queue_items", (("project", P), ("queue", "todo")))] == 95
-    assert samples[("tracker_requests_total", (("outcome", "served"), ("project", P)))] == 2
+    assert samples[("tracker_item_requests_total", (("outcome", "served"), ("project", P)))] == 2
     assert samples[("tracker_rtt_seconds_bucket", (("le", "15"), ("project", P)))] == 0
     assert samples[("tracker_rtt_seconds_bucket", (("le", "30"), ("project", P)))] == 3
     assert samples[("tracker_rtt_seconds_count", lab)] == 3
@@ -248,7 +248,7 @@ def test_metrics_exposes_counters_gauges_and_rtt_histogram(engine, clock, projec
         samples[("tracker_unique_visitors", (("kind", "downloaders"), ("period", "day"), ("project", P)))]
         == 2
     )
-    assert samples[("tracker_items_done_total", (("project", "other"),))] == 0
+    assert samples[("tracker_done_reports_total", (("project", "other"), ("result", "accepted")))] == 0
     assert not math.isnan(samples[("tracker_rtt_seconds_sum", (("project", "other"),))])
 
 
