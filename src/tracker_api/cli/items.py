@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
+import stat
 import sys
 
 import click
 
 from tracker_api.cli import output
+from tracker_api.cli.progress import Progress
 from tracker_api.cli.root import QUEUE_HELP, context, main
 from tracker_core.admin import items as items_verbs
 
@@ -37,34 +38,45 @@ def lines(stream):
     type=click.IntRange(1, 100000),
     help="Items per script call (one call blocks Redis while it runs).",
 )
+@click.option(
+    "--progress/--no-progress",
+    default=None,
+    help="Show progress on stderr: bytes of a file, items and rate from stdin, items/s at the "
+    "end. Default: when stderr is a terminal.",
+)
 @output.json_option
-def items_add(slug, source, queue, batch):
+def items_add(slug, source, queue, batch, progress):
     """Add one item per line of SOURCE (a file, or - for standard input); print the counts."""
-    size = None
-    if source is not sys.stdin and hasattr(source, "fileno"):
-        try:
-            size = os.fstat(source.fileno()).st_size
-        except OSError:
-            size = None
-    with contextlib.ExitStack() as stack:
-        bars = []
+    shown = None
+    if progress if progress is not None else sys.stderr.isatty():
+        shown = Progress(sys.stderr, f"{slug}:{queue}", _size_bytes(source), _bytes_read(source))
 
-        def progress(added: int, duplicates: int) -> None:
-            # Shown from the first batch on: a refusal before it is the only line printed.
-            if not bars:
-                bar = click.progressbar(
-                    length=size or 0,
-                    label=f"adding to {slug}:{queue}",
-                    file=sys.stderr,
-                    show_pos=size is None,
-                )
-                bars.append(stack.enter_context(bar))
-            # Text-mode tell() is disabled while iterating; the byte buffer below knows.
-            bars[0].pos = min(size, source.buffer.tell()) if size else added + duplicates
-            bars[0].update(0)
+    def update(added: int, duplicates: int) -> None:
+        # From the first batch on: a refusal before it is the only line printed.
+        shown.update(added + duplicates)
 
-        answer = items_verbs.add(context(), slug, lines(source), queue=queue, batch=batch, progress=progress)
+    answer = items_verbs.add(
+        context(), slug, lines(source), queue=queue, batch=batch, progress=update if shown else None
+    )
+    if shown is not None:
+        shown.finish()
     output.emit(answer)
+
+
+def _size_bytes(source) -> int | None:
+    """The size of SOURCE when it is a regular file (a pipe or terminal has none)."""
+    try:
+        info = os.fstat(source.fileno())
+    except (OSError, AttributeError, ValueError):
+        return None
+    return info.st_size if stat.S_ISREG(info.st_mode) else None
+
+
+def _bytes_read(source):
+    """How many bytes of SOURCE were read so far (text-mode tell() is disabled while iterating;
+    the byte buffer under it knows)."""
+    buffer = getattr(source, "buffer", None)
+    return buffer.tell if buffer is not None and buffer.seekable() else None
 
 
 @items.command("redo")
