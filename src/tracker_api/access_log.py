@@ -29,7 +29,7 @@ class _Peer:
     __slots__ = ("remote_addr", "_forwarded")
 
     def __init__(self, environ):
-        self.remote_addr = environ.get("REMOTE_ADDR")
+        self.remote_addr = environ.get("REMOTE_ADDR", "127.0.0.1")  # as falcon's Request has it
         self._forwarded = environ.get("HTTP_X_FORWARDED_FOR")
 
     def get_header(self, _name):

@@ -80,3 +80,13 @@ def ensure_setup() -> None:
     started from Python rather than the CLI still logs its lines, redacted)."""
     if not logging.getLogger(ROOT_LOGGER).handlers:
         setup()
+
+
+def reset() -> None:
+    """Undo ``setup`` (tests): no handler, levels and propagation as logging's defaults."""
+    root = logging.getLogger(ROOT_LOGGER)
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.setLevel(logging.NOTSET)
+    root.propagate = True
+    logging.getLogger(ACCESS_LOGGER).setLevel(logging.NOTSET)
