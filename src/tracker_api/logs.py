@@ -26,18 +26,22 @@ TIME_FORMAT = "%Y-%m-%dT%H:%M:%S"
 
 
 class RedactedRecord(logging.LogRecord):
-    """A log record whose message and traceback never carry a secret."""
+    """A log record that never carries a secret: its message is formatted and redacted as it is
+    made (msg holds the result, args are emptied: a formatter showing either sees no secret),
+    and so are its traceback and stack."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
+        try:
+            message = super().getMessage()
+        except (TypeError, ValueError):  # a bad format must not raise into the caller's code
+            message = f"{self.msg} {self.args!r}"
+        self.msg, self.args = redact.redact(message), ()
         if self.exc_info and self.exc_info[0] is not None:
             # Formatters reuse exc_text when it is set: the raw traceback is never formatted again.
             self.exc_text = redact.redact(logging.Formatter().formatException(self.exc_info))
         if self.stack_info:
             self.stack_info = redact.redact(self.stack_info)
-
-    def getMessage(self) -> str:  # noqa: N802 - logging's name
-        return redact.redact(super().getMessage())
 
 
 def install_redaction() -> None:

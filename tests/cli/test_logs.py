@@ -1,0 +1,88 @@
+"""logs.setup: one format (time, level, component), one level, and no Redis password or backfeed
+secret through any component logger, whatever handler is listening."""
+
+import io
+import logging
+import re
+
+import pytest
+
+from tracker_api import logs
+
+PASSWORD = "s3cretpassword42"
+URL = f"redis://tracker:{PASSWORD}@10.0.0.1:6379/0"
+SECRET = "0123456789abcdef0123"
+COMPONENTS = ("tracker.server", "tracker.run", "tracker.maintain", "tracker.live", "tracker.access",
+              "tracker.redis", "tracker.processes")  # fmt: skip
+
+
+@pytest.fixture
+def logged(monkeypatch):
+    monkeypatch.delenv("JOURNAL_STREAM", raising=False)
+    monkeypatch.delenv("TRACKER_LOG_LEVEL", raising=False)
+    buffer = io.StringIO()
+    yield buffer
+    logs.reset()
+
+
+@pytest.mark.parametrize("component", COMPONENTS)
+def test_no_component_logs_a_password_or_secret_through_any_handler(logged, component):
+    logs.setup("debug", access_log=True, stream=logged)
+    # A handler added later, with a formatter of its own, is protected as well as logs.py's.
+    other = io.StringIO()
+    extra = logging.StreamHandler(other)
+    extra.setFormatter(logging.Formatter("%(message)s %(msg)s %(args)s"))
+    logger = logging.getLogger(component)
+    logger.addHandler(extra)
+    try:
+        logger.info("Redis %s down", URL)
+        logger.warning(f"POST /backfeed/legacy/proj-{SECRET} refused, Redis {URL}")
+        try:
+            raise ConnectionError(f"Error connecting to {URL}")
+        except ConnectionError:
+            logger.exception("lost Redis")
+        logger.error("stack in %s", URL, stack_info=True)
+    finally:
+        logger.removeHandler(extra)
+    for text in (logged.getvalue(), other.getvalue()):
+        assert PASSWORD not in text and SECRET not in text
+        assert "redis://tracker:***@10.0.0.1" in text and "Traceback" in text
+    assert f"{component}: Redis redis://tracker:***@10.0.0.1:6379/0 down" in logged.getvalue()
+
+
+def test_lines_carry_time_level_and_component(logged):
+    logs.setup(stream=logged)
+    logging.getLogger("tracker.maintain").warning("pass failed")
+    assert re.fullmatch(
+        r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d WARNING tracker\.maintain: pass failed\n", logged.getvalue()
+    )
+
+
+def test_under_systemd_the_journal_adds_the_time(logged, monkeypatch):
+    monkeypatch.setenv("JOURNAL_STREAM", "8:12345")
+    logs.setup(stream=logged)
+    logging.getLogger("tracker.server").info("serving")
+    assert logged.getvalue() == "INFO tracker.server: serving\n"
+
+
+def test_the_level_comes_from_the_option_or_the_environment(logged, monkeypatch):
+    logs.setup("warning", stream=logged)
+    logging.getLogger("tracker.live").info("quiet")
+    monkeypatch.setenv("TRACKER_LOG_LEVEL", "debug")
+    logs.setup(stream=logged)
+    logging.getLogger("tracker.live").debug("loud")
+    assert "quiet" not in logged.getvalue() and "DEBUG tracker.live: loud" in logged.getvalue()
+    assert not logging.getLogger("tracker.access").isEnabledFor(logging.INFO)  # off unless asked
+
+
+def test_setup_again_replaces_the_handler(logged):
+    logs.setup(stream=logged)
+    logs.setup(stream=logged)
+    logging.getLogger("tracker.run").info("once")
+    assert logged.getvalue().count("once") == 1
+
+
+def test_a_bad_format_is_logged_not_raised(logged):
+    logs.setup(stream=logged)
+    logging.getLogger("tracker.server").warning("two %s %s", URL)
+    assert "two %s %s" in logged.getvalue() and PASSWORD not in logged.getvalue()
