@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import orjson
 
 from tracker_core import protocol
+from tracker_core.project_links import http_url
 from tracker_core.script_constants import (  # re-exported: the scripts fall back to the same values
     DEFAULT_LOG_MAXLEN,
     DEFAULT_MAX_BYTES_PER_ITEM,
@@ -201,6 +202,9 @@ SETTINGS = {
     "warrior_listed": (_flag, "1", "list the project in projects.json for warriors"),
     "repository": (_text(500), "", "projects.json: the grab script's git repository"),
     "logo": (_text(500), "", "projects.json: logo URL"),
+    # The leaderboard's links: http(s) only (project_links checks them again where shown).
+    "repository_url": (http_url, "", "leaderboard: the project's repository, an http(s) URL"),
+    "logo_url": (http_url, "", "leaderboard: the project's logo, an http(s) URL"),
     "marker_html": (_text(2000), "", "projects.json: HTML of the map marker"),
     "lat_lng": (_lat_lng, "", "projects.json: map position as LAT,LNG"),
     "deadline": (_text(40), "", "projects.json: when the site goes away, like 2013-04-30T23:59:59Z"),

@@ -16,6 +16,7 @@ import math
 
 from tracker_core import census, hq, reply_codes, script_calls
 from tracker_core import keys as keyspace
+from tracker_core import stats_ranges as ranges
 from tracker_core.script_constants import MINUTE_TTL_S, RTT_BOUNDS_S  # the scripts' own
 
 MINUTE_MS = 60_000
@@ -55,6 +56,22 @@ def _to_int(value) -> int:
         return int(value)
     except (TypeError, ValueError):
         return 0
+
+
+def _flat_to_pairs(flat) -> dict[str, str]:
+    if not isinstance(flat, (list, tuple)):
+        return {}  # an error reply (a key of another type): no data rather than no page
+    return dict(zip(flat[::2], flat[1::2]))
+
+
+def _hour_rows(hours: dict, minutes: dict) -> list[tuple[int, dict]]:
+    """(hour, counts), oldest first: hours not rolled up yet (the current one, the few before
+    the roll-up delay) are summed from the minutes held; older ones come from their roll-up."""
+    rows = []
+    for hour in sorted(hours):
+        counts = hours[hour] or _sum_counts(c for m, c in minutes.items() if m // 60 == hour)
+        rows.append((hour, counts))
+    return rows
 
 
 def _flat_to_counts(flat) -> dict[str, int]:
@@ -222,6 +239,7 @@ def upkeep(conn, project: str, now_ms: int) -> None:
     """
     k = keyspace.ProjectKeys(project)
     sample_and_roll_up(conn, k, now_ms, backlog_items(conn, k))
+    ranges.roll_up_days(conn, k, now_ms)  # after the hours: a day waits for its last hour
     record_top_history(conn, project, now_ms)
 
 
@@ -276,11 +294,13 @@ class StatsReader:
         """Warriors (all projects) online: last heartbeat within hq.ONLINE_WITHIN_MS."""
         return hq.online_count(self.conn)
 
-    def _read(self, k: keyspace.ProjectKeys, now_ms: int) -> dict:
+    def _read(self, k: keyspace.ProjectKeys, now_ms: int, chart_range: str) -> dict:
         minute_now = now_ms // MINUTE_MS
         hour_now = now_ms // HOUR_MS
         day = now_ms // DAY_MS
-        minutes = list(range(minute_now - MINUTE_POINTS + 1, minute_now + 1))
+        source, span_s, _ = ranges.RANGES[chart_range]
+        minute_points = max(MINUTE_POINTS, span_s // 60 if source == "minute" else 0)
+        minutes = list(range(minute_now - minute_points + 1, minute_now + 1))
         hours = list(range(hour_now - HOUR_POINTS + 1, hour_now + 1))
         days = list(month_days(now_ms))
         commands = [("HGETALL", k.minute(m)) for m in minutes]
@@ -292,10 +312,21 @@ class StatsReader:
             ("PFCOUNT", *(k.uniques("ips", d) for d in days)),
         ]
         commands += self._top_commands(k)
+        # The "all" range: the rolled-up days and the whole hourly top-downloaders stream.
+        extra = [("HGETALL", k.days), ("XRANGE", k.top_history(TOP_HISTORY_TIERS[1][0]), "-", "+")]
+        if source == "day":
+            commands += extra
         replies = self.conn.pipeline(commands)
         n_m, n_h = len(minutes), len(hours)
         n_u = n_m + n_h + 4
+        n_t = n_u + len(self._top_commands(k))
+        all_range = (
+            {"days": _flat_to_pairs(replies[n_t]), "hourly_top": _stream_points(replies[n_t + 1])}
+            if source == "day"
+            else {}
+        )
         return {
+            "all": all_range,
             "minutes": dict(zip(minutes, (_flat_to_counts(f) for f in replies[:n_m]))),
             "hours": dict(zip(hours, (_flat_to_counts(f) for f in replies[n_m : n_m + n_h]))),
             "uniques": dict(
@@ -304,7 +335,7 @@ class StatsReader:
                     (_to_int(x) for x in replies[n_m + n_h : n_u]),
                 )
             ),
-            "top": self._top_points(replies[n_u:]),
+            "top": self._top_points(replies[n_u:n_t]),
         }
 
     @staticmethod
@@ -330,14 +361,24 @@ class StatsReader:
             return top
         return self._top_points(self.conn.pipeline(self._top_commands(k)))
 
-    def snapshot(self, project: str, counts: dict, now_ms: int) -> dict:
-        """Statistics of PROJECT; COUNTS is Engine.counts(project) (queues, out, counters)."""
+    def snapshot(
+        self,
+        project: str,
+        counts: dict,
+        now_ms: int,
+        chart_range: str = ranges.DEFAULT_RANGE,
+        created_ms: int | None = None,
+    ) -> dict:
+        """Statistics of PROJECT; COUNTS is Engine.counts(project) (queues, out, counters).
+
+        CHART_RANGE (stats_ranges.RANGES) picks the span of charts["range"]; CREATED_MS (the
+        project's settings) is where the "all" range starts."""
         k = keyspace.ProjectKeys(project)
         counters = counts["counters"]
         # The backlog the trend and the ETA follow: every item to do, offloaded ones included
         # (census.todo_total, as stats.json's todo_total and backlog_items count them), and out.
         backlog = census.todo_total(counts) + counts["out"]
-        data = self._read(k, now_ms)
+        data = self._read(k, now_ms, chart_range)
         minutes, hours = data["minutes"], data["hours"]
         sample_and_roll_up(self.conn, k, now_ms, backlog, hours)
         top = data["top"]
@@ -378,14 +419,76 @@ class StatsReader:
             "backlog_growing": trend["growing"],
             "eta_s": eta_seconds(backlog, items_per_s, trend["growth_per_s"]),
             "uniques": data["uniques"],
-            "charts": self._charts(minutes, hours, counts["done"], top),
+            "charts": {
+                **self._charts(minutes, hours, counts["done"], top),
+                "range": self._range_chart(chart_range, data, counts["done"], top, now_ms, created_ms),
+            },
         }
+
+    def _range_chart(
+        self, name: str, data: dict, done_total: int, top: dict, now_ms: int, created_ms: int | None
+    ) -> dict:
+        """charts["range"]: the counters of range NAME, and the top downloaders over it."""
+        source, span_s, step_s = ranges.RANGES[name]
+        now_s = now_ms // 1000
+        if source == "minute":
+            start = now_s - span_s
+            rows = [(m * 60, c) for m, c in sorted(data["minutes"].items()) if m * 60 > start]
+        elif source == "hour":
+            start = now_s - span_s
+            rows = [(h * 3600, c) for h, c in _hour_rows(data["hours"], data["minutes"])]
+        else:
+            today = now_ms // DAY_MS
+            days = data["all"]["days"]
+            first = ranges.first_day(created_ms, days, today)
+            step_s = ranges.step_for(today - first + 1)
+            hours = dict(_hour_rows(data["hours"], data["minutes"]))
+            rows = ranges.day_rows(days, hours, first, today)
+            start = first * 86_400
+        chart = ranges.range_chart(name, ranges.bucketed(rows, step_s), step_s, done_total)
+        if source == "day":
+            hourly = data["all"]["hourly_top"]
+        else:
+            hourly = top["hourly"]
+        recent = [p for p in top["recent"] if p[0] >= start * 1000]
+        hourly = [p for p in hourly if p[0] >= start * 1000]
+        top_range = top_chart(recent, hourly)
+        keep = ranges.thin(list(range(len(top_range["t"]))))
+        if len(keep) < len(top_range["t"]):
+            top_range = {
+                "t": [top_range["t"][i] for i in keep],
+                "series": {n: [v[i] for i in keep] for n, v in top_range["series"].items()},
+            }
+        chart["top"] = top_range
+        return chart
+
+    def downloader_chart(self, project: str, name: str, now_ms: int) -> dict:
+        """DOWNLOADER NAME's cumulative items over time (stats_ranges.downloader_history)."""
+        k = keyspace.ProjectKeys(project)
+        (recent_s, _, _), (hourly_s, _, _) = TOP_HISTORY_TIERS
+        log, items, nbytes, hourly, recent = self.conn.pipeline(
+            [
+                ("XREVRANGE", k.log, "+", "-", "COUNT", ranges.DOWNLOADER_LOG_LINES),
+                ("HGET", k.downloader_count, name),
+                ("ZSCORE", k.downloader_bytes, name),
+                ("XRANGE", k.top_history(hourly_s), "-", "+"),
+                ("XRANGE", k.top_history(recent_s), "-", "+"),
+            ]
+        )
+        recent_points = _stream_points(recent)
+        cutoff = recent_points[0][0] if recent_points else math.inf
+        top_points = [p for p in _stream_points(hourly) if p[0] < cutoff] + recent_points
+        history = ranges.downloader_history(
+            log if isinstance(log, list) else [], top_points, name, _to_int(items), now_ms
+        )
+        history["bytes"] = _to_int(float(nbytes)) if nbytes is not None else 0
+        return history
 
     @staticmethod
     def _charts(minutes: dict, hours: dict, done_total: int, top: dict) -> dict:
         """Columnar series (uPlot's shape): per minute for two hours, per hour for a week, and
         the top downloaders' items (every ten minutes for two days, hourly the week before)."""
-        by_minute = sorted(minutes.items())
+        by_minute = sorted(minutes.items())[-MINUTE_POINTS:]
         minute_chart = {
             "t": [m * 60 for m, _ in by_minute],
             "items_done": [c.get("items_done", 0) for _, c in by_minute],
@@ -394,12 +497,7 @@ class StatsReader:
             "irsr": [ratio(c.get("requests_served", 0), c.get("requests", 0)) for _, c in by_minute],
             "backlog": [c.get("backlog") for _, c in by_minute],
         }
-        # Hours not rolled up yet (the current one, the few before the roll-up delay) are summed
-        # from the minutes we hold; older ones come from their roll-up.
-        rows = []
-        for hour in sorted(hours):
-            counts = hours[hour] or _sum_counts(c for m, c in minutes.items() if m // 60 == hour)
-            rows.append((hour, counts))
+        rows = _hour_rows(hours, minutes)
         items = [c.get("items_done", 0) for _, c in rows]
         cumulative, running = [], done_total - sum(items)
         for n in items:
