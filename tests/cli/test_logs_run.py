@@ -1,0 +1,88 @@
+"""The real `tracker run`: every line it and its children write is a log line (time, level,
+component); on start it says where the leaderboard and the admin pages are and the exact command
+that makes an admin token (which works); the access log shows no secret; a live feed that dies
+is restarted, as the maintainer is."""
+
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import urllib.error
+import urllib.request
+
+from support.paths import TRACKER_BIN
+from support.processes import free_port, start, stop, wait_for, wait_for_line, wait_for_port
+from tracker_core.processes import children_of
+
+LOG_LINE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d (DEBUG|INFO|WARNING|ERROR) tracker\.[a-z]+: ")
+SECRET = "0123456789abcdef0123"
+
+
+def _status(url: str, data: bytes | None = None) -> int:
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, data=data), timeout=10) as res:
+            return res.status
+    except urllib.error.HTTPError as error:
+        return error.code
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().decode().split("\0")
+    except OSError:
+        return []
+
+
+def _live_feed(run_pid: int) -> int | None:
+    """The feed that the `live --supervise` child of RUN_PID runs."""
+    for pid in children_of(run_pid):
+        if "live" in _cmdline(pid) and "--supervise" in _cmdline(pid):
+            feeds = children_of(pid)
+            return feeds[0] if feeds else None
+    return None
+
+
+def test_run_logs_where_things_are_and_keeps_its_live_feed(tmp_path):
+    port, live_port = free_port(), free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRACKER_") and k != "JOURNAL_STREAM"}
+    run = start(
+        [TRACKER_BIN, "--data-dir", tmp_path, "run", "--demo", "--port", str(port), "--workers", "1",
+         "--live-port", str(live_port), "--access-log"],
+        env=env,
+        capture=True,
+    )  # fmt: skip
+    try:
+        board = wait_for_line(run, r"leaderboards at (http://\S+)", timeout_s=30).group(1)
+        admin_pages = wait_for_line(run, r"admin pages at (http://\S+)").group(1)
+        command = wait_for_line(run, r"make an admin token with: (.+)$").group(1)
+        assert board == f"http://127.0.0.1:{port}/demo/" and _status(board) == 200
+        assert admin_pages == f"http://127.0.0.1:{port}/admin" and _status(admin_pages) == 200
+        made = subprocess.run(
+            [*shlex.split(command), "--json"], env=env, capture_output=True, text=True, timeout=30
+        )
+        assert made.returncode == 0, made.stderr
+        token = json.loads(made.stdout)["token"]
+        assert json.loads(made.stdout)["scope"] == "*" and len(token) >= 20
+
+        assert _status(f"http://127.0.0.1:{port}/backfeed/legacy/demo-{SECRET}?x=1", b"item\n") == 403
+        wait_for_line(run, r"tracker\.access: POST /backfeed/legacy/demo-\*\*\* 403 ")
+
+        wait_for_port(live_port, run)
+        assert wait_for(lambda: _live_feed(run.pid), 15)
+        feed = _live_feed(run.pid)
+        os.kill(feed, signal.SIGKILL)
+        wait_for_line(run, rf"WARNING tracker\.live: live {feed} was killed by SIGKILL; restarting")
+        assert wait_for(lambda: _live_feed(run.pid) not in (None, feed), 15)
+        wait_for_port(live_port, run)
+    finally:
+        assert stop(run, timeout_s=30) == 0
+    wait_for(lambda: any("embedded redis-server" in line and "stopped" in line for line in run.lines), 5)
+    lines = [line.rstrip("\n") for line in run.lines if line.strip()]
+    strays = [line for line in lines if not LOG_LINE.match(line)]
+    assert not strays, strays
+    text = "\n".join(lines)
+    assert SECRET not in text and token not in text and "?x=1" not in text
+    assert "tracker.redis: embedded redis-server" in text and "tracker.server: serving on" in text
