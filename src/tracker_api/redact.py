@@ -48,7 +48,7 @@ def _may_hold_secret(text: str) -> bool:
     none of it)."""
     if "@" in text or "/backfeed/legacy/" in text or "%" in text:
         return True
-    low = text.lower()
+    low = text.casefold()  # as (?i) matches: the long s "ſ" is an "s" to both
     return "bearer" in low or "pass" in low or "secret" in low or "token" in low
 
 
@@ -56,8 +56,11 @@ def redact(text: str) -> str:
     """Return TEXT with every known kind of secret replaced by ***."""
     if not isinstance(text, str):
         text = str(text)
-    if not _may_hold_secret(text):
-        return text
+    return _redact_all(text) if _may_hold_secret(text) else text
+
+
+def _redact_all(text: str) -> str:
+    """redact() without the shortcut: every pattern tried."""
     if "%" in text:
         text = _ENCODED_TOKEN.sub(_redact_encoded_token, text)
     for pattern, replacement in _PATTERNS:
