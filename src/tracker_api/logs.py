@@ -49,10 +49,22 @@ def install_redaction() -> None:
     logging.setLogRecordFactory(RedactedRecord)
 
 
-def line_format(journal: bool | None = None) -> str:
+def writes_to_journal(stream) -> bool:
+    """Whether STREAM is the journal's: systemd sets JOURNAL_STREAM to DEVICE:INODE of the
+    stderr it gave the unit; a child whose stderr was sent elsewhere inherits the variable, so
+    the stream itself is compared (as systemd's documentation asks)."""
+    expected = os.environ.get("JOURNAL_STREAM", "")
+    if not expected:
+        return False
+    try:
+        info = os.fstat(stream.fileno())
+    except (OSError, AttributeError, ValueError):  # a StringIO, a closed stream
+        return False
+    return expected == f"{info.st_dev}:{info.st_ino}"
+
+
+def line_format(journal: bool) -> str:
     """The format of a line: with the time, unless the journal (JOURNAL) stamps it."""
-    if journal is None:
-        journal = bool(os.environ.get("JOURNAL_STREAM"))
     fields = "%(levelname)s %(name)s: %(message)s"
     return fields if journal else "%(asctime)s " + fields
 
@@ -67,8 +79,9 @@ def setup(level: str | None = None, access_log: bool = False, stream=None) -> No
     (default stderr), access lines only with ACCESS_LOG. Calling it again replaces the setup."""
     install_redaction()
     level = (level or os.environ.get("TRACKER_LOG_LEVEL") or DEFAULT_LEVEL).upper()
-    handler = logging.StreamHandler(_unwrapped(stream or sys.stderr))
-    handler.setFormatter(logging.Formatter(line_format(), TIME_FORMAT))
+    stream = _unwrapped(stream or sys.stderr)
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logging.Formatter(line_format(writes_to_journal(stream)), TIME_FORMAT))
     root = logging.getLogger(ROOT_LOGGER)
     for old in list(root.handlers):
         root.removeHandler(old)

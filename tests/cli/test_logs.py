@@ -3,6 +3,7 @@ secret through any component logger, whatever handler is listening."""
 
 import io
 import logging
+import os
 import re
 
 import pytest
@@ -60,11 +61,18 @@ def test_lines_carry_time_level_and_component(logged):
     )
 
 
-def test_under_systemd_the_journal_adds_the_time(logged, monkeypatch):
-    monkeypatch.setenv("JOURNAL_STREAM", "8:12345")
-    logs.setup(stream=logged)
-    logging.getLogger("tracker.server").info("serving")
-    assert logged.getvalue() == "INFO tracker.server: serving\n"
+def test_under_systemd_the_journal_adds_the_time(logged, monkeypatch, tmp_path):
+    with open(tmp_path / "journal", "w+") as journal, open(tmp_path / "file", "w+") as elsewhere:
+        info = os.fstat(journal.fileno())
+        monkeypatch.setenv("JOURNAL_STREAM", f"{info.st_dev}:{info.st_ino}")
+        lines = []
+        for stream in (journal, elsewhere):  # a child's stderr sent to a file keeps the time
+            logs.setup(stream=stream)
+            logging.getLogger("tracker.server").info("serving")
+            stream.seek(0)
+            lines.append(stream.read())
+    assert lines[0] == "INFO tracker.server: serving\n"
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d INFO tracker\.server: serving\n", lines[1])
 
 
 def test_the_level_comes_from_the_option_or_the_environment(logged, monkeypatch):
