@@ -1,0 +1,111 @@
+"""The admin pages in headless Chromium against the real server: log in through the form, every
+page styled under the pages' policy (no console errors), none scrolling sideways at 400 px, a
+refused form showing its reason beside what was typed.
+
+Screenshots go to tests/artifacts/; with UPDATE_SCREENSHOTS=1 also to docs/screenshots/ (the
+committed admin-login.png, admin-project-desktop.png and admin-project-phone.png).
+"""
+
+import json
+import os
+import shutil
+
+import pytest
+
+from support.browser import PHONE_WIDTH, Browser, needs_chromium
+from support.paths import ARTIFACTS, ROOT
+from support.processes import start_live_server, stop_live_server
+from tracker_core import tokens
+from tracker_core.admin import items, limits, projects
+from tracker_core.keys import ProjectKeys
+
+P = "demo"
+VIEWS = ("", "/settings", "/queues", "/claims", "/dead", "/backfeed", "/segments", "/audit", "/log")
+GLOBAL_VIEWS = (
+    "/admin",
+    "/admin/-/tokens",
+    "/admin/-/blocks",
+    "/admin/-/hq",
+    "/admin/-/warriors",
+    "/admin/-/audit",
+)
+
+
+def shoot(browser: Browser, name: str) -> None:
+    browser.screenshot(ARTIFACTS / name)
+    if os.environ.get("UPDATE_SCREENSHOTS") == "1":
+        (ROOT / "docs" / "screenshots").mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(ARTIFACTS / name, ROOT / "docs" / "screenshots" / name)
+
+
+def log_in(browser: Browser, base: str, token: str) -> None:
+    browser.navigate(f"{base}/admin")
+    browser.run(
+        "document.querySelector('input[name=token]').value = arguments[0];"
+        "document.querySelector('form.login').submit();",
+        token,
+    )
+    browser.wait_for(f"!!document.querySelector('a[href=\"/admin/{P}\"]')")
+
+
+@pytest.fixture
+def demo(admin, engine):
+    projects.create(admin, P, {"title": "Demo: example.com before it closes", "rate_limit": "600"})
+    projects.create(admin, "forum")
+    items.add(admin, P, [f"https://example.com/user/{n}?tab=posts&page=%20{n}" for n in range(40)])
+    items.add(admin, P, [f"https://example.com/thread/{n}" for n in range(12)], queue="secondary")
+    limits.add(admin, P, "users", "prefix:https://example.com/user/", "120/m")
+    limits.block(admin, "ip:203.0.113.0/24", P)
+    projects.set_upload_target(admin, P, "rsync://uploads.example.net/demo/")
+    engine.claim(P, "alice", "10.0.0.1", 3)
+    engine.claim(P, "bob", "10.0.0.2", 2)
+    admin.conn.hset(ProjectKeys(P).dead, "https://example.com/user/broken", json.dumps({"times_claimed": 6}))
+    return tokens.create(admin.conn, "*")[0]
+
+
+@pytest.mark.slow
+@needs_chromium
+def test_admin_pages_in_chromium_at_desktop_and_phone_widths(redis_url, admin, demo):
+    server = start_live_server(redis_url, workers=1)
+    desktop = phone = None
+    try:
+        desktop = Browser()
+        desktop.navigate(f"{server.base}/admin")
+        assert desktop.evaluate("getComputedStyle(document.querySelector('button')).borderRadius") == "5px"
+        shoot(desktop, "admin-login.png")
+        log_in(desktop, server.base, demo)
+        for path in [f"/admin/{P}{v}" for v in VIEWS] + list(GLOBAL_VIEWS):
+            desktop.navigate(server.base + path)
+            assert desktop.evaluate("document.querySelectorAll('form[method=post]').length") >= 1, path
+            assert desktop.overflow_x() == 0, path
+            assert desktop.console_errors() == [], path  # nothing refused by the policy
+        desktop.navigate(f"{server.base}/admin/{P}")
+        assert desktop.wait_for("document.body.textContent.includes('out: 5')")
+        shoot(desktop, "admin-project-desktop.png")
+
+        # A refused form comes back with its reason inside it and what was typed kept.
+        desktop.navigate(f"{server.base}/admin/{P}/settings")
+        desktop.screenshot(ARTIFACTS / "admin-settings-desktop.png")  # for review, not committed
+        desktop.run(
+            "const f = document.querySelector('form[action$=\"/limit-add\"]');"
+            "f.name.value = 'threads'; f.pattern.value = 'nokind:x'; f.rate.value = '5/m'; f.submit();"
+        )
+        desktop.wait_for("!!document.querySelector('form[action$=\"/limit-add\"] .error')")
+        assert (
+            desktop.evaluate("document.querySelector('form[action$=\"/limit-add\"]').pattern.value")
+            == "nokind:x"
+        )
+        assert [x["name"] for x in limits.list_limits(admin, P)] == ["users"]
+
+        phone = Browser(width=PHONE_WIDTH, height=900, phone=True)
+        log_in(phone, server.base, demo)
+        for path in [f"/admin/{P}{v}" for v in VIEWS] + list(GLOBAL_VIEWS):
+            phone.navigate(server.base + path)
+            assert phone.overflow_x() == 0, path
+        phone.navigate(f"{server.base}/admin/{P}")
+        shoot(phone, "admin-project-phone.png")
+    finally:
+        for browser in (desktop, phone):
+            if browser is not None:
+                browser.close()
+        stop_live_server(server)
