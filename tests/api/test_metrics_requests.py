@@ -36,7 +36,7 @@ def count(text: str, route: str, method: str, status: str) -> float:
 
 def test_requests_are_counted_by_route_template_method_and_status(engine, admin):
     projects.create(admin, P)
-    items.add(admin, P, [f"https://example.com/x y/{n}?a=%2F#f" for n in range(5)])
+    items.add(admin, P, [f"https://example.com/x y/{n}?a=%2F#f" for n in range(10)])
     web = testing.TestClient(create_app(engine))
     body = {"downloader": "alice", "api_version": "2"}
     for _ in range(3):
@@ -53,6 +53,17 @@ def test_requests_are_counted_by_route_template_method_and_status(engine, admin)
     assert durations[(("method", "POST"), ("route", "/{project}/request"))] == 4
     sums = samples(text, "tracker_http_request_duration_seconds_sum")
     assert 0 < sums[(("method", "POST"), ("route", "/{project}/request"))] < 10
+    # Each scrape adds only what came since the last one.
+    assert web.simulate_post(f"/{P}/request", json=body).status_code == 200
+    text = web.simulate_get("/metrics").text
+    assert count(text, "/{project}/request", "POST", "200") == 4
+    assert count(text, "/metrics", "GET", "200") == 1
+    assert (
+        samples(text, "tracker_http_request_duration_seconds_count")[
+            (("method", "POST"), ("route", "/{project}/request"))
+        ]
+        == 5
+    )
     # No project name or item reaches a label: only templates.
     assert P not in "".join(line for line in text.splitlines() if line.startswith("tracker_http_"))
 
