@@ -8,12 +8,14 @@ served from the package itself, so the page loads nothing from other hosts.
 from __future__ import annotations
 
 import html
+import re
 from pathlib import Path
 
 import falcon
 
 from tracker_api.errors import Refused
 from tracker_core.engine import Engine
+from tracker_core.project_links import origin, public_links
 
 STATIC_DIR = Path(__file__).with_name("static")
 CONTENT_TYPES = {
@@ -59,13 +61,44 @@ class LeaderboardPage:
         settings = self.engine.settings(project)
         if settings is None:
             raise Refused(404, f"unknown project {project!r}", "bad_unknown_project")
+        values = settings.values
+        links = public_links(values)
         fill = {
-            "project": project,
-            "title": settings.values.get("title") or project,
-            "live_url": self.live_url,
+            name: html.escape(value)
+            for name, value in (
+                ("project", project),
+                ("title", values.get("title") or project),
+                ("live_url", self.live_url),
+            )
         }
-        page = self.template
-        for name, value in fill.items():
-            page = page.replace("{{" + name + "}}", html.escape(value))
+        fill["logo"] = _logo(links["logo_url"])
+        fill["about"] = _about(values.get("description", ""), links["repository_url"])
+        if links["logo_url"]:
+            resp.context.img_origin = origin(links["logo_url"])  # the page's CSP admits it
         resp.content_type = falcon.MEDIA_HTML
-        resp.text = page
+        # One pass: a value that reads "{{about}}" stays text, never a second placeholder.
+        resp.text = PLACEHOLDER_RE.sub(lambda m: fill.get(m[1], ""), self.template)
+
+
+PLACEHOLDER_RE = re.compile(r"\{\{(\w+)\}\}")
+
+
+def _logo(url: str) -> str:
+    """The project's logo (an http(s) URL already checked by project_links), or nothing."""
+    if not url:
+        return ""
+    return f'<img class="logo" src="{html.escape(url)}" alt="" referrerpolicy="no-referrer">'
+
+
+def _about(description: str, repository_url: str) -> str:
+    """The description (text, escaped: a project admin writes it) and the repository link."""
+    parts = []
+    if description:
+        parts.append(f'<p class="about" id="about">{html.escape(description)}</p>')
+    if repository_url:
+        link = html.escape(repository_url)
+        parts.append(
+            f'<p class="repo">Repository: <a id="repository" href="{link}" '
+            f'rel="noopener noreferrer nofollow">{link}</a></p>'
+        )
+    return "".join(parts)

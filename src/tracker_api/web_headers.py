@@ -21,6 +21,15 @@ CONTENT_SECURITY_POLICY = (
 ADMIN_PREFIXES = ("/admin/", "/api/admin/")
 
 
+def content_security_policy(resp) -> str:
+    """The policy; a leaderboard with a logo elsewhere (project_links.origin, a checked
+    scheme://host[:port]) may load images from that one origin too (resp.context.img_origin)."""
+    origin = getattr(resp.context, "img_origin", None)
+    if not origin:
+        return CONTENT_SECURITY_POLICY
+    return CONTENT_SECURITY_POLICY.replace("img-src 'self' data:;", f"img-src 'self' data: {origin};")
+
+
 def is_admin_path(path: str) -> bool:
     return path in ("/admin", "/api/admin") or path.startswith(ADMIN_PREFIXES)
 
@@ -32,6 +41,6 @@ class SecurityHeaders:
         resp.set_header("X-Content-Type-Options", "nosniff")
         if (resp.content_type or "").startswith("text/html"):
             resp.set_header("X-Frame-Options", "DENY")
-            resp.set_header("Content-Security-Policy", CONTENT_SECURITY_POLICY)
+            resp.set_header("Content-Security-Policy", content_security_policy(resp))
         if is_admin_path(req.path):
             resp.set_header("Cache-Control", "no-store")
