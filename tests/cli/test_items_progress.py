@@ -11,6 +11,12 @@ from click.testing import CliRunner
 from tracker_api.cli import main
 from tracker_api.cli.progress import Progress
 
+
+class Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
 NAMES = [f"https://example.com/page?id={i}&q=a%20b#frag {i}/" for i in range(300)]
 
 
@@ -57,10 +63,6 @@ def test_no_progress_unless_asked_when_stderr_is_no_terminal(add):
 
 
 def test_on_a_terminal_each_update_rewrites_the_line():
-    class Terminal(io.StringIO):
-        def isatty(self):
-            return True
-
     stream = Terminal()
     progress = Progress(stream, "p:todo", None)
     progress.update(5)
@@ -68,3 +70,11 @@ def test_on_a_terminal_each_update_rewrites_the_line():
     text = stream.getvalue()
     assert text.startswith("\r\x1b[Kadding to p:todo: 5 items") and text.endswith(" items/s\n")
     assert text.count("\n") == 1  # one line, rewritten in place
+
+
+def test_on_a_terminal_a_refusal_gets_a_line_of_its_own():
+    stream = Terminal()
+    with pytest.raises(ValueError), Progress(stream, "p:todo", None) as progress:
+        progress.update(5)
+        raise ValueError("line 6: bad item")
+    assert stream.getvalue().endswith(" items/s)\n")

@@ -47,18 +47,17 @@ def lines(stream):
 @output.json_option
 def items_add(slug, source, queue, batch, progress):
     """Add one item per line of SOURCE (a file, or - for standard input); print the counts."""
-    shown = None
-    if progress if progress is not None else sys.stderr.isatty():
-        shown = Progress(sys.stderr, f"{slug}:{queue}", _size_bytes(source), _bytes_read(source))
-
-    def update(added: int, duplicates: int) -> None:
+    if progress is None:
+        progress = sys.stderr.isatty()
+    if not progress:
+        output.emit(items_verbs.add(context(), slug, lines(source), queue=queue, batch=batch))
+        return
+    with Progress(sys.stderr, f"{slug}:{queue}", _size_bytes(source), _bytes_read(source)) as shown:
         # From the first batch on: a refusal before it is the only line printed.
-        shown.update(added + duplicates)
-
-    answer = items_verbs.add(
-        context(), slug, lines(source), queue=queue, batch=batch, progress=update if shown else None
-    )
-    if shown is not None:
+        answer = items_verbs.add(
+            context(), slug, lines(source), queue=queue, batch=batch,
+            progress=lambda added, duplicates: shown.update(added + duplicates),
+        )  # fmt: skip
         shown.finish()
     output.emit(answer)
 

@@ -34,6 +34,7 @@ class Progress:
         self.started = time.monotonic()
         self.shown_at: float | None = None
         self.items = 0
+        self.finished = False
 
     def _rate(self) -> float:
         return self.items / max(time.monotonic() - self.started, 1e-6)
@@ -56,8 +57,18 @@ class Progress:
         self.shown_at = now
         self._write(self.line())
 
+    def __enter__(self) -> Progress:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        # Stopped by a refusal: end the rewritten line, so the error gets a line of its own.
+        if self.terminal and self.shown_at is not None and not self.finished:
+            self.stream.write("\n")
+            self.stream.flush()
+
     def finish(self) -> None:
         """The closing line: items and items per second over the whole run."""
+        self.finished = True
         elapsed = time.monotonic() - self.started
         self._write(
             f"took {self.items:,} items into {self.label} in {elapsed:.1f} s: {self._rate():,.0f} items/s"
