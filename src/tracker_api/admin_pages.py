@@ -438,6 +438,7 @@ class GlobalPages:
         "token-revoke": "tokens",
         "block": "blocks",
         "hq": "hq",
+        "hq-banner": "hq",  # its own form, so a refusal shows beside the banner alone
     }
 
     def __init__(self, pages: Pages, index: AdminIndex):
@@ -559,6 +560,8 @@ class GlobalPages:
         values = {n: form[n] for n in registry.HQ_FIELDS if n in form}
         hq.set_fields(ctx, values)
         return "HQ document saved: " + ", ".join(sorted(values))
+
+    _do_hq_banner = _do_hq
 
 
 # -- /admin/P and /admin/P/NAME: a project's pages ---------------------------------------------

@@ -228,7 +228,7 @@ def test_every_page_action_needs_login_right_project_and_csrf(web, r, tok, actio
 
 
 @pytest.mark.parametrize(
-    "action", ["token-create", "token-revoke", "block", "hq", "create-project", "logout"]
+    "action", ["token-create", "token-revoke", "block", "hq", "hq-banner", "create-project", "logout"]
 )
 def test_every_global_action_needs_a_global_token_and_csrf(web, r, tok, action):
     fields = {"csrf": csrf_for(tok["global"]), "scope": "*", "entry": "name:x", "project": "new"}
@@ -450,6 +450,11 @@ def test_global_blocks_hq_and_project_creation(web, r, tok, admin):
     assert r.hgetall(HQ_KEY) == {"auto_project": P, "seesaw_version": "0.10.3", "broadcast_message": "hi"}
     shown = page(web, "/admin/-/hq", tok["global"]).text
     assert f"<option selected>{P}</option>" in shown and 'value="0.10.3"' in shown
+    banner = "<b>Archive it all</b>"
+    res = form_post(web, "/admin/-/hq-banner", {"tracker_banner_html": banner, "csrf": csrf}, tok["global"])
+    assert res.status_code == 303 and r.hget(HQ_KEY, "tracker_banner_html") == banner
+    assert r.hget(HQ_KEY, "seesaw_version") == "0.10.3"  # the banner's form sets the banner alone
+    assert banner in web.simulate_get("/").text
     res = form_post(
         web, "/admin/-/create-project", {"project": "fresh", "title": "Fresh", "csrf": csrf}, tok["global"]
     )
