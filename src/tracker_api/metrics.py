@@ -9,7 +9,9 @@ them), unique visitors, whether a maintainer holds the project's lease, and the 
 (last heartbeat within hq.ONLINE_WITHIN_MS, all projects). Two pipelined round trips per
 project; no per-item or per-downloader series, so a scrape stays small however big a project
 grows. Redis itself: reachable (``tracker_redis_up``, from a PING on every scrape, whose round
-trip is ``tracker_redis_rtt_seconds``) and its memory against maxmemory. Requests to the app
+trip is ``tracker_redis_rtt_seconds``) and its memory against maxmemory. With Redis unreachable
+a scrape with a token still answers (``tracker_redis_up 0``), while an anonymous one (the load
+balancer's health check) is a 503, so the node leaves the pool. Requests to the app
 itself (per route, every worker) come from tracker_api.request_metrics.
 
 Who sees what: a scrape with ``Authorization: Bearer TOKEN``, where TOKEN is the metrics token
@@ -107,15 +109,16 @@ class RedisProbe:
         self.conn = conn
         self.rtt_s: float | None = None  # None: no answer
 
-    def ping(self) -> bool:
+    def ping(self) -> RedisError | OSError | None:
+        """PING Redis; the error when it did not answer, else None."""
         started = time.perf_counter()
         try:
             self.conn.execute_command("PING")
-        except (RedisError, OSError):
+        except (RedisError, OSError) as exc:
             self.rtt_s = None
-            return False
+            return exc
         self.rtt_s = time.perf_counter() - started
-        return True
+        return None
 
     def collect(self):
         up = GaugeMetricFamily("tracker_redis_up", "1 when Redis answered this scrape's PING, else 0.")
@@ -361,10 +364,15 @@ class MetricsResource:
         registry.register(self.build)
         probe = RedisProbe(self.engine.conn)
         registry.register(probe)
-        # Redis unreachable: the scrape still answers (tracker_redis_up 0, the requests'
-        # figures) rather than a 503, so the alert says what is wrong.
-        if probe.ping():
+        unreachable = probe.ping()
+        if unreachable is None:
             registry.register(TrackerCollector(self.engine, visible, private))
+        elif req.get_header("Authorization") is None:
+            # The load balancer's health check (anonymous) must see the node fail: a 503, so a
+            # node whose Redis path is broken leaves the pool (ansible's loadbalancer role).
+            raise unreachable
+        # Prometheus (with its token) gets an answer instead: tracker_redis_up 0 and the
+        # requests' figures, so the alert says what is wrong.
         if self.request_metrics is not None:
             self.request_metrics.collect_into(registry)
         resp.content_type = CONTENT_TYPE_PLAIN_0_0_4  # the format every Prometheus reads

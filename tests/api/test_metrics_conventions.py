@@ -163,11 +163,13 @@ def test_an_unlisted_projects_series_stay_hidden_from_anonymous_callers(web, adm
         assert named == seen
 
 
-def test_an_unreachable_redis_is_a_gauge_not_a_503(admin):
-    # A port nothing listens on: the scrape still answers, saying Redis is down.
+def test_an_unreachable_redis_is_a_gauge_for_prometheus_and_a_503_for_health_checks(admin):
+    # A port nothing listens on: Prometheus's scrape still answers, saying Redis is down; the
+    # load balancer's anonymous check fails, so the node leaves the pool.
     down = Engine("redis://127.0.0.1:1/0")
-    web = testing.TestClient(create_app(down, admin=admin))
-    res = web.simulate_get("/metrics")
+    web = testing.TestClient(create_app(down, admin=admin, config=AppConfig(metrics_token=TOKEN)))
+    assert web.simulate_get("/metrics").status_code == 503
+    res = web.simulate_get("/metrics", headers={"Authorization": f"Bearer {TOKEN}"})
     assert res.status_code == 200
     fams = families(res.text)
     assert value(fams, "tracker_redis_up") == 0
