@@ -28,7 +28,7 @@ import falcon
 import jinja2
 from falcon.media.multipart import MultipartFormHandler
 
-from tracker_api.admin_api import DEFAULT_SEGMENTS_DIR, MAX_UPLOAD_BYTES
+from tracker_api.admin_api import DEFAULT_SEGMENTS_DIR, DIGITS_RE, MAX_UPLOAD_BYTES
 from tracker_api.auth import ANY, GLOBAL, PROJECT, Authenticator
 from tracker_api.errors import Refused, admin_refusal, read_bounded
 from tracker_core import hq as registry
@@ -319,7 +319,7 @@ def _paged(step, cursor: int) -> tuple[int, int]:
 
 def _cursor(form: Form) -> int:
     text = form.text("cursor", "0") or "0"
-    if not text.isdigit() or len(text) > 20:
+    if not DIGITS_RE.match(text):  # ASCII digits only: str.isdigit() takes "²", int() does not
         raise BadInput("cursor must be a number")
     return int(text)
 
@@ -328,7 +328,7 @@ def _int_param(req, name: str, default: int, high: int) -> int:
     text = req.get_param(name) or ""
     if not text:
         return default
-    if not text.isdigit() or not 0 <= int(text) <= high:
+    if not DIGITS_RE.match(text) or not 0 <= int(text) <= high:
         raise BadInput(f"{name!r} must be an integer from 0 to {high}")
     return int(text)
 
@@ -649,7 +649,7 @@ class ProjectPages:
         cursor = req.get_param("cursor")
         if action not in ProjectPages.PAGED or ProjectPages.ACTIONS[action] != view:
             return None
-        if not cursor or not cursor.isdigit():
+        if not cursor or not DIGITS_RE.match(cursor):
             return None
         fields = {n: req.get_param(n) or "" for n in ProjectPages.PAGED[action]}
         return {"action": action, "fields": {**fields, "cursor": cursor}}

@@ -530,7 +530,8 @@ def test_warriors_page_is_paged(web, r, tok, monkeypatch):
     assert '<a href="?offset=2">Older' in first
     second = page(web, "/admin/-/warriors?offset=2", tok["global"]).text
     assert {i for i in ids if i in first} | {i for i in ids if i in second} == ids
-    assert page(web, "/admin/-/warriors?offset=x", tok["global"]).status_code == 400
+    for offset in ("x", "\u00b2", "-1"):
+        assert page(web, f"/admin/-/warriors?offset={offset}", tok["global"]).status_code == 400
 
 
 @pytest.mark.parametrize(
@@ -540,6 +541,8 @@ def test_warriors_page_is_paged(web, r, tok, monkeypatch):
         ("release", {"older_than_s": "nan"}, 400, "nan"),
         ("release", {"older_than_s": "soon"}, 400, "soon"),
         ("release", {"downloader": "alice", "cursor": "-1"}, 400, "alice"),
+        ("release", {"downloader": "alice", "cursor": "\u00b2"}, 400, "alice"),
+        ("move", {"source": "todo", "target": "redo", "cursor": "1" * 21}, 400, None),
         ("release", {}, 400, None),
         ("add-items", {"items": "ok\n" + "x" * 5000}, 400, "x" * 5000),
         ("add-items", {"items": "ok", "queue": "downloader:x"}, 400, None),
