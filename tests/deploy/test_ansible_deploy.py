@@ -26,7 +26,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 ANSIBLE_DIR = REPO / "ansible"
 VENV_BIN = Path(sys.executable).parent
-DRIVER = REPO / "tests" / "warrior_driver.py"
+DRIVER = REPO / "tests" / "support" / "warrior_driver.py"
 BASE_CACHE = Path(os.environ.get("TRACKER_DEPLOY_CACHE", "/var/cache/tracker-deploy"))
 BASE_TARBALL = BASE_CACHE / "bookworm-server.tar"
 ROOTS = REPO / "var" / "deploy-roots"
@@ -417,18 +417,26 @@ def test_playbook_deploys_a_working_tracker_behind_haproxy(tmp_path):
             _, _, env = unit_exec(lab.root(node), "tracker-api.service")
             assert env["TRACKER_REDIS_URL"] == f"redis://{ip('redis1')}:6379/0"
             assert env["TRACKER_LIVE_URL"] == "/live"  # the feed behind HAProxy's port 80
-            assert (lab.root(node) / "etc/logrotate.d/tracker").exists()
-            m_command, _, _ = unit_exec(lab.root(node), "tracker-maintain.service")
-            assert m_command[1:3] == ["maintain", "--segments-dir"]
-            assert (lab.root(node) / m_command[3].lstrip("/")).is_dir()
+            # The repository's units as shipped (packaging/systemd/), logging to the journal.
+            units = lab.root(node) / "etc/systemd/system"
+            for unit in ("tracker-api.service", "tracker-live.service", "tracker-maintain.service"):
+                assert (units / unit).read_text() == (REPO / "packaging/systemd" / unit).read_text()
+            hardening = (units / "tracker-.service.d/10-hardening.conf").read_text()
+            assert "StandardOutput=journal" in hardening and "ProtectSystem=strict" in hardening
+            assert "LimitNOFILE=65536" in (units / "tracker-.service.d/20-node.conf").read_text()
+            assert not (lab.root(node) / "etc/logrotate.d/tracker").exists()
+            m_command, _, m_env = unit_exec(lab.root(node), "tracker-maintain.service")
+            assert m_command[1:] == ["maintain"]
+            assert (lab.root(node) / m_env["TRACKER_SEGMENTS_DIR"].lstrip("/")).is_dir()
         # The maintenance process runs on the first tracker node only (segments are local disk);
         # tracker2, a copy of tracker1's disk, had it switched off by the playbook.
         assert (lab.root("tracker1") / wants / "tracker-maintain.service").is_symlink()
         assert not (lab.root("tracker2") / wants / "tracker-maintain.service").exists()
-        t2_command, _, _ = unit_exec(lab.root("tracker2"), "tracker-api.service")
-        assert t2_command[t2_command.index("--host") + 1] == ip("tracker2")
+        t2_command, _, t2_env = unit_exec(lab.root("tracker2"), "tracker-api.service")
+        assert t2_command[1:] == ["serve"] and t2_env["TRACKER_SERVE_HOST"] == ip("tracker2")
         assert (
-            flag(t2_command, "--idle-timeout") == "30" and flag(t2_command, "--max-body-bytes") == "67174400"
+            t2_env["TRACKER_SERVE_IDLE_TIMEOUT_S"] == "30"
+            and t2_env["TRACKER_SERVE_MAX_BODY_BYTES"] == "67174400"
         )
 
         lab.network()
@@ -639,9 +647,9 @@ def role_defaults(role: str) -> dict:
     return yaml.safe_load((ROLES / role / "defaults" / "main.yml").read_text())
 
 
-def render_roles(out: Path, **overrides) -> tuple[str, list[str]]:
-    """haproxy.cfg and the API unit's ExecStart, rendered by Ansible from the roles' defaults
-    (OVERRIDES as extra vars) for a load balancer with one tracker node at 127.0.0.1."""
+def render_roles(out: Path, **overrides) -> tuple[str, dict[str, str]]:
+    """haproxy.cfg and the units' environment file (tracker.env), rendered by Ansible from the
+    roles' defaults (OVERRIDES as extra vars) for a load balancer with one tracker node at 127.0.0.1."""
     if not (VENV_BIN / "ansible-playbook").exists():
         pytest.skip("ansible not installed (pip install -r requirements-deploy.txt)")
     out.mkdir(parents=True, exist_ok=True)
@@ -681,11 +689,14 @@ def render_roles(out: Path, **overrides) -> tuple[str, list[str]]:
         }
         for host, role, template in [
             ("lb", "loadbalancer", "haproxy.cfg.j2"),
-            ("node", "tracker", "tracker-api.service.j2"),
+            ("node", "tracker", "tracker.env.j2"),
         ]
     ]
     (out / "render.yml").write_text(json.dumps(plays))
-    (out / "extra.json").write_text(json.dumps(overrides))
+    # No redis group in this inventory: the URL the environment file carries is given.
+    (out / "extra.json").write_text(
+        json.dumps({"tracker_redis_url": "redis://127.0.0.1:6379/0", **overrides})
+    )
     env = {
         **os.environ,
         "ANSIBLE_CONFIG": str(ANSIBLE_DIR / "ansible.cfg"),
@@ -703,8 +714,8 @@ def render_roles(out: Path, **overrides) -> tuple[str, list[str]]:
         cwd=ANSIBLE_DIR,
         env=env,
     )
-    unit = (out / "tracker-api.service").read_text()
-    return (out / "haproxy.cfg").read_text(), shlex.split(re.search(r"^ExecStart=(.*)$", unit, re.M).group(1))
+    env = dict(re.findall(r"^([A-Z_]+)=(.*)$", (out / "tracker.env").read_text(), re.M))
+    return (out / "haproxy.cfg").read_text(), env
 
 
 def haproxy_check(path: Path) -> subprocess.CompletedProcess:
@@ -713,17 +724,13 @@ def haproxy_check(path: Path) -> subprocess.CompletedProcess:
     return run(["haproxy", "-c", "-f", str(path)], check=False)
 
 
-def flag(command: list[str], name: str) -> str:
-    return command[command.index(name) + 1]
-
-
 def test_haproxy_config_is_valid_and_its_limits_match_the_app_and_the_nodes(tmp_path):
     import inspect
 
     from tracker_api import admin_api, admin_pages, backfeed, warrior
     from tracker_core.rawredis import RawRedis
 
-    cfg, command = render_roles(tmp_path)
+    cfg, node_env = render_roles(tmp_path)
     checked = haproxy_check(tmp_path / "haproxy.cfg")
     assert checked.returncode == 0, checked.stdout + checked.stderr
     lb, node = role_defaults("loadbalancer"), role_defaults("tracker")
@@ -738,7 +745,7 @@ def test_haproxy_config_is_valid_and_its_limits_match_the_app_and_the_nodes(tmp_
         for kind in ("body", "done_body", "backfeed_body", "admin_upload", "admin_form")
     ]
     # The node buffers whatever HAProxy lets through (its own cap is a backstop, never stricter).
-    assert int(flag(command, "--max-body-bytes")) >= max(caps)
+    assert int(node_env["TRACKER_SERVE_MAX_BODY_BYTES"]) >= max(caps)
     # A connection to a node is idle at most HAProxy's keep-alive or request timeout (http-reuse
     # never): both below the node's idle timeout, so the node never closes one HAProxy sends on.
     seconds = {
@@ -755,7 +762,7 @@ def test_haproxy_config_is_valid_and_its_limits_match_the_app_and_the_nodes(tmp_
     assert "http-reuse never" in cfg
     assert max(
         seconds["loadbalancer_timeout_http_keep_alive"], seconds["loadbalancer_timeout_http_request"]
-    ) < float(flag(command, "--idle-timeout"))
+    ) < float(node_env["TRACKER_SERVE_IDLE_TIMEOUT_S"])
     # Waiting for a node outlasts its Redis timeout (the node answers a stalled Redis itself).
     assert (
         seconds["loadbalancer_timeout_server"] >= inspect.signature(RawRedis).parameters["timeout_s"].default
@@ -882,13 +889,13 @@ def json_body(size: int, **fields) -> bytes:
 
 @pytest.fixture
 def balanced_node(tmp_path, redis_url):
-    """HAProxy (the role's configuration) in front of one node (the role's unit flags) and its feed."""
+    """HAProxy (the role's configuration) in front of one node (the role's environment file) and its feed."""
     from tracker_core.embedded import free_port
 
     if not shutil.which("haproxy"):
         pytest.skip("haproxy not installed (apt-get install haproxy)")
     ports = {name: free_port() for name in ("lb", "api", "live", "stats")}
-    cfg, command = render_roles(
+    cfg, node_env = render_roles(
         tmp_path / "render",
         loadbalancer_port=ports["lb"],
         loadbalancer_backend_port=ports["api"],
@@ -900,10 +907,18 @@ def balanced_node(tmp_path, redis_url):
         tracker_live_url="/live",
     )
     tracker = str(VENV_BIN / "tracker")
-    serve = [tracker, *command[1:]]
-    serve[serve.index("--host") + 1], serve[serve.index("--port") + 1] = "127.0.0.1", str(ports["api"])
-    serve[serve.index("--workers") + 1] = "2"
-    env = {**os.environ, "TRACKER_REDIS_URL": redis_url}
+    # The shipped unit's command; its settings are the role's environment file, this box's
+    # address, port and worker count aside.
+    serve = [tracker, "serve"]
+    env = {
+        **os.environ,
+        **node_env,
+        "TRACKER_REDIS_URL": redis_url,
+        "TRACKER_SERVE_HOST": "127.0.0.1",
+        "TRACKER_SERVE_PORT": str(ports["api"]),
+        "TRACKER_SERVE_WORKERS": "2",
+        "TRACKER_SEGMENTS_DIR": str(tmp_path / "segments"),
+    }
     logs = open(tmp_path / "processes.log", "ab")
     processes = [
         subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=logs, stderr=subprocess.STDOUT)
