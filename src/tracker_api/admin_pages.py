@@ -582,8 +582,10 @@ class ProjectPages:
         "limit-add": "settings",
         "limit-remove": "settings",
         "upload-target": "settings",
+        "reclassify": "settings",
         "move": "queues",
         "clear": "queues",
+        "redo": "queues",
         "release": "claims",
         "requeue": "dead",
         "secret-create": "backfeed",
@@ -764,6 +766,7 @@ class ProjectPages:
         "release": ("downloader", "older_than_s", "pattern"),
         "move": ("source", "target", "pattern"),
         "requeue": ("queue",),
+        "redo": ("pattern", "queue", "even_if_offloaded"),
     }
 
     def _do_add_items(self, ctx, project, form):
@@ -812,6 +815,9 @@ class ProjectPages:
         limits.remove(ctx, project, name)
         return f"limit {name} removed"
 
+    def _do_reclassify(self, ctx, project, form):
+        return f"{limits.reclassify(ctx, project)['held']} queued items now held by the limits"
+
     def _do_upload_target(self, ctx, project, form):
         done = projects.set_upload_target(ctx, project, form.text("url"), form.text("state") or "active")
         return f"upload target {done['url']} {done['state']}"
@@ -833,6 +839,35 @@ class ProjectPages:
         if form.get("confirm") != "1":
             raise BadInput(f"tick the box to confirm clearing {queue}")
         return f"cleared {queue}: {items.clear(ctx, project, queue)['dropped']} dropped"
+
+    def _do_redo(self, ctx, project, form):
+        """Queue done (or seen) items again: the names typed, or done items matching a pattern
+        page after page."""
+        names = [n.strip() for n in form.get("items", "").splitlines() if n.strip()]
+        pattern = form.text("pattern") or None
+        queue = form.text("queue") or items.REDO_QUEUE
+        offloaded = form.get("even_if_offloaded") == "1"
+        if names and pattern:
+            raise BadInput("give names or a pattern, not both")
+        if names:
+            done = items.redo_all(ctx, project, names=names, queue=queue, even_if_offloaded=offloaded)
+            return f"requeued {done['requeued']} to {queue}, {done['skipped']} skipped"
+
+        def step(cursor):
+            page = items.redo(
+                ctx,
+                project,
+                pattern=pattern,
+                cursor=cursor,
+                limit=checks.MAX_PAGE,
+                queue=queue,
+                even_if_offloaded=offloaded,
+            )
+            return page["requeued"], page["cursor"]
+
+        requeued, cursor = _paged(step, _cursor(form))
+        fields = {"pattern": pattern or "", "queue": queue, "even_if_offloaded": "1" if offloaded else ""}
+        return _continued(f"requeued {requeued} to {queue}", cursor, "redo", fields)
 
     def _do_release(self, ctx, project, form):
         """Release a page of claims at a time until none is left, or the budget is spent."""

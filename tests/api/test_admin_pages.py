@@ -34,6 +34,8 @@ ACTIONS = {
     "upload-target": {"url": "https://up.example/x/", "state": "active"},
     "move": {"source": "todo", "target": "secondary", "pattern": "*"},
     "clear": {"queue": "todo", "confirm": "1"},
+    "redo": {"pattern": "*", "queue": "redo"},
+    "reclassify": {},
     "requeue": {"all": "1", "queue": "todo"},
     "secret-create": {},
     "secret-revoke": {"id": "abcdef"},
@@ -51,6 +53,8 @@ VIEW_OF = {
     "upload-target": "/settings",
     "move": "/queues",
     "clear": "/queues",
+    "redo": "/queues",
+    "reclassify": "/settings",
     "release": "/claims",
     "secret-create": "/backfeed",
     "shard-map": "/backfeed",
@@ -320,6 +324,20 @@ def test_project_actions_act_through_the_verbs(web, r, tok, admin, engine):
     assert r.smembers(K.secondary) == {"item1"} and r.scard(K.todo) == 9
     post("clear", queue="secondary", confirm="1")
     assert r.scard(K.secondary) == 0
+    # Redo: done items queued again, by name and by a pattern over done items.
+    r.sadd(K.done, URL_ITEM, "old2")
+    res = post("redo", items=URL_ITEM + "\n", queue="redo")
+    assert "requeued+1+to+redo" in res.headers["location"] and r.smembers(K.redo) == {URL_ITEM}
+    res = post("redo", pattern="old*", queue="secondary")
+    assert "requeued+1+to+secondary" in res.headers["location"] and r.smembers(K.secondary) == {"old2"}
+    assert not r.sismember(K.done, "old2")
+    post("clear", queue="secondary", confirm="1")
+    post("clear", queue="redo", confirm="1")
+    # Reclassify: a limit added without reclassifying holds the queued items it matches.
+    limits.add(admin, P, "eights", "regex:item8", "1/m", reclassify=False)
+    res = post("reclassify")
+    assert "1+queued+items+now+held" in res.headers["location"] and not r.sismember(K.todo, "item8")
+    limits.remove(admin, P, "eights")
     post("shard-map", shard="s1", queue="secondary")
     assert backfeed.shard_map(admin, P)["map"] == {"s1": "secondary"}
     post("shard-unmap", shard="s1")
@@ -558,6 +576,9 @@ def test_warriors_page_is_paged(web, r, tok, monkeypatch):
         ("clear", {"queue": "nowhere", "confirm": "1"}, 400, None),
         ("upload-target", {"url": "ftp://nope/"}, 400, "ftp://nope/"),
         ("requeue", {"queue": "todo"}, 400, None),
+        ("redo", {"items": "a", "pattern": "*"}, 400, "a"),
+        ("redo", {"items": URL_ITEM, "queue": "nowhere"}, 400, URL_ITEM),
+        ("redo", {}, 400, None),
         ("secret-revoke", {"id": "zz"}, 400, None),
         ("shard-map", {"shard": "s1", "queue": "nowhere"}, 400, "s1"),
         ("shard-unmap", {"shard": "s9"}, 404, None),
