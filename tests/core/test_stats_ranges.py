@@ -1,5 +1,7 @@
 """The leaderboard's chart ranges (stats.json?range=), the per-day roll-up and a downloader's chart."""
 
+import time
+
 import pytest
 from falcon import testing
 
@@ -9,6 +11,7 @@ from tracker_core import stats_ranges
 from tracker_core.admin import items as item_verbs
 from tracker_core.admin import projects
 from tracker_core.keys import ProjectKeys
+from tracker_core.offload.maintenance import Maintainer
 
 P = "ranges"
 K = ProjectKeys(P)
@@ -140,3 +143,12 @@ def test_a_downloader_chart_reaches_back_through_the_top_history(engine, clock, 
     alice = chart(web, downloader="alice")["downloader_chart"]
     assert alice["t"][0] == pytest.approx(then_ms / 1000) and alice["items_total"][0] == 2
     assert alice["items_total"][-1] == 3
+
+
+def test_the_maintainer_stats_step_rolls_yesterday_up(project, r, tmp_path):
+    today = int(time.time() * 1000) // DAY_MS
+    r.hset(K.settings, "created_ms", (today - 1) * DAY_MS)
+    r.hset(K.hour((today - 1) * 24 + 5), mapping={"items_done": 6, "bytes_done": 60, "backlog": 3})
+    r.hset(K.hour((today - 1) * 24 + 23), "minutes", 0)
+    Maintainer(r, tmp_path, "test-holder").pass_once()
+    assert r.hget(K.days, str(today - 1)) == "6 60 0 0 3"
