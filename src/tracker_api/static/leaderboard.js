@@ -215,6 +215,11 @@
     });
   }
 
+  // Away from the cursor the legend reads the newest values, not dashes.
+  function showLatest(u) {
+    const n = u.data[0].length;
+    if (n && u.cursor.idx == null) u.setLegend({idx: n - 1});
+  }
   function chartWidth(el) {
     return Math.max(240, Math.floor(el.clientWidth || el.parentElement.clientWidth || 500));
   }
@@ -229,7 +234,7 @@
         cursor: {drag: {x: true, y: false, setScale: false}},
         hooks: {setSelect: [zoomTo], setScale: [(u, key) => {
           if (key === "x") { el.dataset.xmin = u.scales.x.min; el.dataset.xmax = u.scales.x.max; }
-        }]},
+        }], ready: [showLatest], setData: [showLatest], setCursor: [(u) => { if (u.cursor.idx == null) showLatest(u); }]},
         axes: [{}, Object.assign({size: 64, values: (u, ticks) => ticks.map(show)},
                                  format ? {} : {incrs: COUNT_INCRS})],
         series: [{}].concat(series.map((s) => ({
