@@ -6,17 +6,16 @@ Screenshots go to tests/artifacts/; with UPDATE_SCREENSHOTS=1 also to docs/scree
 ones committed there are taken this way).
 """
 
-import json
 import math
 import os
 import shutil
 import time
-import urllib.request
 
 import pytest
 from selenium.webdriver.common.action_chains import ActionChains
 
 from support.browser import PHONE_WIDTH, Browser, needs_chromium
+from support.http_warrior import complete_over_http
 from support.paths import ARTIFACTS, ROOT
 from support.processes import start_live_server, stop_live_server
 from tracker_core.admin import hq as hq_verbs
@@ -45,25 +44,6 @@ def shot(browser: Browser, name: str) -> None:
     if os.environ.get("UPDATE_SCREENSHOTS") == "1":
         (ROOT / "docs" / "screenshots").mkdir(parents=True, exist_ok=True)
         shutil.copyfile(ARTIFACTS / name, ROOT / "docs" / "screenshots" / name)
-
-
-def post(base, path, body):
-    request = urllib.request.Request(
-        base + path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
-    )
-    with urllib.request.urlopen(request, timeout=10) as res:
-        return res.status, res.read().decode()
-
-
-def complete(base, downloader, n, nbytes_each):
-    status, body = post(
-        base, f"/{P}/multi={n}/request", {"downloader": downloader, "api_version": "2", "version": "2"}
-    )
-    assert status == 200
-    items = json.loads(body)["item_name"].split("\0")
-    done = {"downloader": downloader, "version": "2", "item": "\0".join(items), "id": {}}
-    assert post(base, f"/{P}/done", dict(done, bytes={"data": nbytes_each * n})) == (200, "OK")
-    return items
 
 
 def seed_history(r, now_s: int) -> None:
@@ -138,7 +118,7 @@ def test_leaderboard_and_front_page_in_chromium_at_desktop_and_phone_widths(redi
 
         seed_history(r, int(time.time()))
         for n, name in enumerate(DOWNLOADERS):
-            complete(server.base, name, 12 - 2 * n, 3_000_000)
+            complete_over_http(server.base, P, name, 12 - 2 * n, 3_000_000 * (12 - 2 * n), version="2")
         desktop.navigate(f"{server.base}/{P}/")
         done_total = int(r.hget(K.stats, "items_done"))
         desktop.wait_for(f"document.getElementById('done').textContent === '{done_total:,}'")

@@ -5,13 +5,13 @@ import json
 import re
 import socket
 import time
-import urllib.request
 
 import pytest
 from falcon import testing
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
+from support import http_warrior
 from support.browser import Browser, needs_chromium
 from support.paths import ARTIFACTS, ROOT, TRACKER_BIN
 from support.processes import start, start_live_server, stop, stop_live_server, wait_for_port
@@ -212,32 +212,8 @@ def test_tracker_run_starts_the_feed_and_stops_it(redis_url, project):
 # -- the page in headless Chromium ------------------------------------------------------------
 
 
-def post(base, path, body):
-    request = urllib.request.Request(
-        base + path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
-    )
-    with urllib.request.urlopen(request, timeout=10) as res:
-        return res.status, res.read().decode()
-
-
 def complete_over_http(base, downloader, n):
-    status, body = post(
-        base, f"/{P}/multi={n}/request", {"downloader": downloader, "api_version": "2", "version": "1"}
-    )
-    assert status == 200
-    items = json.loads(body)["item_name"].split("\0")
-    assert post(
-        base,
-        f"/{P}/done",
-        {
-            "downloader": downloader,
-            "version": "1",
-            "item": "\0".join(items),
-            "bytes": {"data": 2048 * n},
-            "id": {},
-        },
-    ) == (200, "OK")
-    return items
+    return http_warrior.complete_over_http(base, P, downloader, n, 2048 * n)
 
 
 @contextlib.contextmanager
