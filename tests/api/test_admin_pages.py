@@ -1,4 +1,6 @@
-"""Server-rendered admin pages: login cookie, CSRF, the daily operations, 401/403 everywhere."""
+"""Server-rendered admin pages: login cookie, CSRF and 401/403 everywhere; every page renders with
+its forms, every form acts through its verb (state asserted in Redis, audited once), and a refused
+form answers its page with the reason inside that form and what was typed kept."""
 
 import html
 import json
