@@ -28,7 +28,10 @@ from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, multiprocess, values
 
+from tracker_core import processes
+
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+_PREFIX = "tracker-metrics-"  # + the server's pid + "-" + a unique part, under the temp directory
 UNROUTED = "unrouted"  # every path no route matches: one label, however many paths are tried
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "CONNECT", "TRACE"})
 # The hot path answers in well under a millisecond; admin item loads take seconds.
@@ -44,8 +47,9 @@ def prepare_multiprocess_directory() -> tuple[str, Callable[[], None]]:
     """Before forking the workers: a directory for their counts, and what removes it at the end.
 
     A directory given in PROMETHEUS_MULTIPROC_DIR is emptied of an earlier run's files (counts of
-    processes long gone would be summed in) and kept; otherwise a fresh one is made and removed.
-    The workers find it in the environment they inherit.
+    processes long gone would be summed in) and kept; otherwise a fresh one is made and removed
+    (and those of servers killed before they could remove theirs). The workers find it in the
+    environment they inherit.
     """
     given = multiprocess_directory()
     if given:
@@ -53,7 +57,8 @@ def prepare_multiprocess_directory() -> tuple[str, Callable[[], None]]:
         for stale in glob.glob(os.path.join(given, "*.db")):
             os.remove(stale)
         return given, lambda: None
-    made = tempfile.mkdtemp(prefix="tracker-metrics-")
+    remove_orphaned_directories()
+    made = tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-")
     os.environ[MULTIPROC_ENV] = made
 
     def cleanup() -> None:
@@ -61,6 +66,20 @@ def prepare_multiprocess_directory() -> tuple[str, Callable[[], None]]:
         shutil.rmtree(made, ignore_errors=True)
 
     return made, cleanup
+
+
+def remove_orphaned_directories() -> list[str]:
+    """Remove the directories of servers that are gone without removing theirs (killed -9).
+
+    Each is named after its server's pid: one whose pid no longer runs is an orphan (a reused pid
+    only keeps an orphan a while longer)."""
+    removed = []
+    for path in glob.glob(os.path.join(tempfile.gettempdir(), f"{_PREFIX}*-*")):
+        pid = os.path.basename(path)[len(_PREFIX) :].partition("-")[0]
+        if pid.isdigit() and not processes.alive(int(pid)):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
 
 
 def marking_dead(spawn: Callable[[], int]) -> Callable[[], int]:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import http.client
 import os
 import signal
+import subprocess
+import tempfile
 
 import pytest
 from falcon import testing
@@ -85,10 +87,16 @@ def test_a_thousand_unknown_paths_and_odd_methods_add_no_series(engine):
     assert len(samples(text, "tracker_http_request_duration_seconds_count")) <= 3
 
 
-def test_prepare_makes_a_directory_per_run_and_cleans_a_given_one(tmp_path, monkeypatch):
+def test_prepare_makes_a_directory_per_run_removes_orphans_and_cleans_a_given_one(tmp_path, monkeypatch):
     monkeypatch.delenv(request_metrics.MULTIPROC_ENV, raising=False)
+    # A server killed -9 could not remove its directory: the next start does.
+    orphan = subprocess.Popen(["true"])
+    orphan.wait()
+    left = tempfile.mkdtemp(prefix=f"tracker-metrics-{orphan.pid}-")
     made, cleanup = request_metrics.prepare_multiprocess_directory()
     assert os.path.isdir(made) and os.environ[request_metrics.MULTIPROC_ENV] == made
+    assert os.path.basename(made).startswith(f"tracker-metrics-{os.getpid()}-")
+    assert not os.path.exists(left)
     cleanup()
     assert not os.path.exists(made) and request_metrics.MULTIPROC_ENV not in os.environ
 
