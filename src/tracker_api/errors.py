@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import html
-import sys
+import logging
 
 import falcon
 import orjson
 
-from tracker_api.redact import redact
 from tracker_core.admin.errors import AdminError, Conflict, NotFound
 from tracker_core.rawredis import RedisError
+
+LOG = logging.getLogger("tracker.server")
 
 
 class Refused(Exception):
@@ -117,7 +118,8 @@ def script_handler(req, resp, ex: Exception, params):
     A warrior retries any non-200 after its back-off; a 500 would say the request was wrong.
     The reason goes to the log, not to the client.
     """
-    print(redact(f"tracker: {req.method} {req.path}: {ex}"), file=sys.stderr, flush=True)
+    # The logging setup redacts every record (a backfeed path carries its secret).
+    LOG.error("%s %s: %s", req.method, req.path, ex)
     answer(req, resp, 503, "tracker storage refused the change, retry later")
 
 

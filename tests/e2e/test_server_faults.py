@@ -299,8 +299,12 @@ def test_the_redis_password_never_reaches_the_log(tmp_path):
 
 
 def test_a_script_error_on_a_backfeed_path_logs_no_secret(capsys):
+    import logging
+    import sys
+
     from falcon import testing as falcon_testing
 
+    from tracker_api import logs
     from tracker_api.errors import script_handler
     from tracker_core.scripts import ScriptError
 
@@ -311,8 +315,13 @@ def test_a_script_error_on_a_backfeed_path_logs_no_secret(capsys):
         import falcon
 
         resp = falcon.Response()
-    script_handler(req, resp, ScriptError(f"OOM in bloom_add for /backfeed/legacy/disc-o-{secret}"), {})
+    logs.setup(stream=sys.stderr)  # as `tracker serve` sets it up (capsys' stderr)
+    try:
+        script_handler(req, resp, ScriptError(f"OOM in bloom_add for /backfeed/legacy/disc-o-{secret}"), {})
+    finally:
+        logging.getLogger(logs.ROOT_LOGGER).handlers.clear()  # capsys' stream closes after the test
     err = capsys.readouterr().err
+    assert "ERROR tracker.server: POST" in err
     assert "/backfeed/legacy/disc-o-***" in err and secret not in err
     assert resp.status in (503, "503 Service Unavailable")
 
