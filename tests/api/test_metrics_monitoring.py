@@ -23,7 +23,7 @@ TOKEN = "monitoring-token"
 METRIC = re.compile(r"\b(tracker_[a-z0-9_]+)\b")
 SELECTOR = re.compile(r"\b(tracker_[a-z0-9_]+)\{([^}]*)\}")
 MATCHER = re.compile(r"([a-zA-Z_][a-zA-Z0-9_]*)\s*(?:=~|!~|!=|=)")
-GROUPING = re.compile(r"\b(?:by|without)\s*\(([^)]*)\)")
+GROUPING = re.compile(r"\b(?:by|without|on|ignoring)\s*\(([^)]*)\)")
 # Labels Prometheus adds to every scraped series.
 TARGET_LABELS = {"instance", "job"}
 
