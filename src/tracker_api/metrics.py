@@ -74,8 +74,8 @@ PROJECT_COUNTERS = {
 # What the done script (lua/done-20.lua, "The done rules") made of each item name reported done,
 # from the counters it bumps: result label -> the counts of a project's stats hash.
 DONE_RESULTS = {
-    "accepted": lambda c: c.get("items_done", 0) - c.get("items_dead_done", 0),  # was out (or queued,
-    # with accept_queued_dones on)
+    # was out (or queued, with accept_queued_dones on): it is done now
+    "accepted": lambda c: c.get("items_done", 0) - c.get("items_dead_done", 0),
     "accepted_dead": lambda c: c.get("items_dead_done", 0),  # a late done for a dead item
     "repeated": lambda c: c.get("dones_repeated", 0),  # already done: nothing changed
     "refused_queued": lambda c: c.get("dones_refused", 0),  # still in a queue: nothing changed
