@@ -491,11 +491,11 @@ def test_logout_forgets_the_cookie(web, tok):
 
 
 def test_release_continues_past_its_budget(web, r, tok, engine, monkeypatch):
-    from tracker_api import admin_pages
+    from tracker_api.admin_pages import paging
     from tracker_core.admin import checks
 
     monkeypatch.setattr(checks, "MAX_PAGE", 3)  # pages of 3 claims ...
-    monkeypatch.setattr(admin_pages, "RELEASE_PAGES", 1)  # ... and one page per post
+    monkeypatch.setattr(paging, "RELEASE_PAGES", 1)  # ... and one page per post
     engine.claim(P, "alice", "10.0.0.1", 10)
     csrf = csrf_for(tok[P])
     res = form_post(web, f"/admin/{P}/release", {"older_than_s": "60", "csrf": csrf}, tok[P])
@@ -541,10 +541,10 @@ def test_warriors_page_shows_the_registry(web, r, tok):
 
 
 def test_warriors_page_is_paged(web, r, tok, monkeypatch):
-    from tracker_api import admin_pages
+    from tracker_api.admin_pages import global_pages
     from tracker_core import hq
 
-    monkeypatch.setattr(admin_pages, "WARRIORS_SHOWN", 2)
+    monkeypatch.setattr(global_pages, "WARRIORS_SHOWN", 2)
     ids = {hq.register(r, {"version": "1"}, f"10.9.0.{n}")[:12] for n in range(3)}
     first = page(web, "/admin/-/warriors", tok["global"]).text
     assert '<a href="?offset=2">Older' in first

@@ -1,0 +1,51 @@
+"""Actions that work through pages of a verb (release, move, requeue, redo) within a budget."""
+
+from __future__ import annotations
+
+import time
+
+from tracker_api.admin_api import DIGITS_RE
+from tracker_api.admin_pages.forms import Form
+from tracker_core.admin.errors import BadInput
+
+# A paged action (release, move, requeue, redo) from the page works through at most this many pages
+# (MAX_PAGE each) or this many seconds, then offers to continue from where it stopped.
+RELEASE_PAGES = 20
+RELEASE_SECONDS = 2.0
+
+
+def paged(step, cursor: int) -> tuple[int, int]:
+    """Run STEP(cursor) -> (count, next cursor) page after page until the cursor is 0 or the
+    budget is spent; (total, cursor to continue from, 0 at the end). Each page is one verb call,
+    audited on its own."""
+    total, deadline = 0, time.monotonic() + RELEASE_SECONDS
+    for _ in range(RELEASE_PAGES):
+        count, cursor = step(cursor)
+        total += count
+        if cursor == 0 or time.monotonic() > deadline:
+            break
+    return total, cursor
+
+
+def form_cursor(form: Form) -> int:
+    text = form.text("cursor", "0") or "0"
+    if not DIGITS_RE.match(text):  # ASCII digits only: str.isdigit() takes "²", int() does not
+        raise BadInput("cursor must be a number")
+    return int(text)
+
+
+def int_param(req, name: str, default: int, high: int) -> int:
+    text = req.get_param(name) or ""
+    if not text:
+        return default
+    if not DIGITS_RE.match(text) or not 0 <= int(text) <= high:
+        raise BadInput(f"{name!r} must be an integer from 0 to {high}")
+    return int(text)
+
+
+def continued(message: str, cursor: int, action: str, fields: dict) -> tuple[str, dict]:
+    """A paged action's answer: its message, and when it stopped at its budget, the query that
+    makes the page offer to continue from CURSOR with the same FIELDS."""
+    if not cursor:
+        return message, {}
+    return message + "; more left, continue below", {"continue": action, "cursor": cursor, **fields}
