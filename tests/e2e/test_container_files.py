@@ -54,6 +54,8 @@ def test_redis_keeps_an_append_only_file_on_a_volume_and_evicts_nothing(compose)
     settings = {command[i]: command[i + 1] for i in range(1, len(command) - 1) if command[i].startswith("--")}
     assert settings["--appendonly"] == "yes" and settings["--appendfsync"] == "everysec"
     assert settings["--maxmemory-policy"] == "noeviction"
+    # Without a password, protected mode would refuse every other container.
+    assert settings["--protected-mode"] == "no" and "ports" not in redis
     volume, target = redis["volumes"][0].split(":")
     assert target == "/data" and volume in compose["volumes"]
 
