@@ -173,6 +173,9 @@ def test_leaderboard_and_front_page_in_chromium_at_desktop_and_phone_widths(redi
         desktop.click('#downloaders tbody tr[data-downloader="carol"] .who')
         desktop.wait_for("!document.getElementById('downloader-figure').hidden")
         desktop.wait_for("document.getElementById('chart-downloader').dataset.points > 1")
+        # Within the week: it starts a week ago, at carol's count then.
+        week_ago = float(desktop.evaluate("document.getElementById('chart-downloader').dataset.first"))
+        assert abs(week_ago - (time.time() - 7 * DAY_S)) < 120
         assert desktop.evaluate("document.getElementById('downloader-name').textContent").startswith(
             f"carol ({int(r.hget(K.downloader_count, 'carol')):,} items"
         )

@@ -311,9 +311,20 @@
       const h = (await res.json()).downloader_chart;
       $("downloader-figure").hidden = false;
       $("downloader-name").textContent = name + " (" + num(h.items) + " items, " + bytes(h.bytes) + ")";
-      if (h.t.length > 1) chart("chart-downloader", [{label: name, color: colorOf(name)}], [h.t, h.items_total]);
+      const [t, n] = withinRange(h.t, h.items_total);
+      if (t.length > 1) chart("chart-downloader", [{label: name, color: colorOf(name)}], [t, n]);
       else emptyChart("chart-downloader", name + " has not completed an item yet.");
     } catch (e) { /* kept as it was */ }
+  }
+  // A downloader's points within the chosen range, starting with their count at its start.
+  const RANGE_S = {hour: 3600, day: 86400, week: 604800};
+  function withinRange(t, n) {
+    if (!RANGE_S[range]) return [t, n];
+    const now = Date.now() / 1000, start = now - RANGE_S[range];
+    const i = t.findIndex((x) => x >= start);
+    if (i < 0) return t.length ? [[start, now], [n[n.length - 1], n[n.length - 1]]] : [t, n];
+    if (i === 0) return [t, n];
+    return [[start].concat(t.slice(i)), [n[i - 1]].concat(n.slice(i))];
   }
   function pickDownloader(name) {
     picked = name;
