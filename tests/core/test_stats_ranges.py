@@ -152,3 +152,16 @@ def test_the_maintainer_stats_step_rolls_yesterday_up(project, r, tmp_path):
     r.hset(K.hour((today - 1) * 24 + 23), "minutes", 0)
     Maintainer(r, tmp_path, "test-holder").pass_once()
     assert r.hget(K.days, str(today - 1)) == "6 60 0 0 3"
+
+
+def test_thinning_keeps_the_newest_point_and_the_bound():
+    points = list(range(2000))
+    kept = stats_ranges.thin(points)
+    assert len(kept) <= stats_ranges.MAX_RANGE_POINTS and kept[-1] == 1999
+    assert kept == sorted(kept) and stats_ranges.thin(points[:10]) == points[:10]
+
+
+def test_deleting_the_project_deletes_its_days(engine, clock, project, admin, r):
+    r.hset(K.days, "19000", "1 1 1 1 -")
+    projects.delete(admin, P)
+    assert not r.exists(K.days)
