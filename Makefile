@@ -63,6 +63,8 @@ bench: venv  ## Run the benchmarks (~10 min); figures in benchmarks/results/ (of
 	$(PY) benchmarks/bloom_floor.py
 	$(PY) benchmarks/limits_bench.py --items 100000
 	$(PY) benchmarks/uniques_overhead.py
+	$(PY) benchmarks/access_log_bench.py
+	$(PY) benchmarks/request_metrics_bench.py
 
 # The fault suite (docs/faults.md): a seeded run on loopback, figures in benchmarks/results/.
 CHAOS_ARGS ?=
