@@ -96,7 +96,7 @@ def create_app(engine: Engine, admin: AdminContext | None = None, config: AppCon
         "/metrics", metrics.MetricsResource(engine, admin.conn, config.metrics_token, requests_seen)
     )
     admin_api.add_admin_routes(app, admin, config)
-    admin_pages.add_admin_pages(app, admin)
+    admin_pages.add_admin_pages(app, admin, config.segments_dir)
     hq_api.add_hq_routes(app, admin.conn, config)
     app.add_route("/", front_page.FrontPage(engine, admin.conn))
     app.add_route("/{project}", stats_page.LeaderboardPage(engine, config.live_url))

@@ -15,7 +15,7 @@ from support.state import snapshot
 from tracker_api.admin_pages import csrf_for
 from tracker_api.app import create_app
 from tracker_core import tokens
-from tracker_core.admin import backfeed, items, limits, projects
+from tracker_core.admin import backfeed, hq, items, limits, projects
 from tracker_core.keys import HQ as HQ_KEY
 from tracker_core.keys import ProjectKeys
 
@@ -475,6 +475,9 @@ def test_global_blocks_hq_and_project_creation(web, r, tok, admin):
     assert res.status_code == 303 and r.hget(HQ_KEY, "tracker_banner_html") == banner
     assert r.hget(HQ_KEY, "seesaw_version") == "0.10.3"  # the banner's form sets the banner alone
     assert banner in web.simulate_get("/").text
+    # The banner's box shows the banner set, so saving the form again keeps it.
+    assert html.escape(banner) in page(web, "/admin/-/hq", tok["global"]).text
+    assert hq.show_fields(admin)["hq"]["tracker_banner_html"] == banner
     res = form_post(
         web, "/admin/-/create-project", {"project": "fresh", "title": "Fresh", "csrf": csrf}, tok["global"]
     )

@@ -81,12 +81,7 @@ class GlobalPages:
         return {"blocked": limits.blocks(self.admin)["global"]}
 
     def _hq(self, req, session):
-        document = registry.document(self.admin.conn, "")
-        current = {
-            "auto_project": document["auto_project"] or "",
-            "broadcast_message": document["broadcast_message"],
-            "seesaw_version": document["warrior"]["seesaw_version"],
-        }
+        current = hq.show_fields(self.admin)["hq"]
         return {"current": current, "projects": projects.list_projects(self.admin)}
 
     def _warriors(self, req, session):

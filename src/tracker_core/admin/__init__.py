@@ -61,6 +61,7 @@ tokens.create(ctx, scope="*", note="") -> {"token" (shown once), "token_id", "sc
 tokens.list_tokens(ctx) -> {"tokens": [{"token_id", "scope", "note", "created_ms"}]}; -
 tokens.revoke(ctx, token_id) -> {"revoked": token_id}; BadInput (malformed id), NotFound [token.revoke]
 hq.set_fields(ctx, values: {field: str}) -> {"hq": values}; BadInput [hq.set]
+hq.show_fields(ctx) -> {"hq": {field: value}} (defaults for unset fields; the front-page banner too)
 hq.warriors(ctx, offset=0, count=100) -> {"warriors": [...], "online", ...} (tracker_core.hq.registry); BadInput
 log.audit_page(ctx, project=None, count=100, before=None) -> {"entries": [...], "next"} newest first; BadInput (project name, before); a deleted project's log stays readable
 log.done_page(ctx, project, directory, kind="done", since=None, downloader=None, cursor=None, limit=100) -> tracker_core.log_archive.page's answer; BadInput, NotFound; log_archive.LogUnreadable passes through (503: this node cannot read the segment files)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tracker_core import hq as hq_mod
+from tracker_core import keys as keyspace
 from tracker_core.admin import checks
 from tracker_core.admin.context import AdminContext
 from tracker_core.admin.errors import BadInput
@@ -30,6 +31,16 @@ def set_fields(ctx: AdminContext, values) -> dict:
     hq_mod.set_fields(ctx.conn, values)  # BadInput for a bad auto_project
     ctx.audit("hq.set", None, fields=values)
     return {"hq": values}
+
+
+def show_fields(ctx: AdminContext) -> dict:
+    """The HQ document's global fields as stored, each with its default when unset (the front
+    page's banner included, which projects.json does not carry)."""
+    fields = dict(hq_mod.HQ_FIELDS)
+    fields.update(
+        (name, value) for name, value in ctx.conn.hgetall(keyspace.HQ).items() if name in hq_mod.HQ_FIELDS
+    )
+    return {"hq": fields}
 
 
 def warriors(ctx: AdminContext, offset: int = 0, count: int = 100) -> dict:
