@@ -19,6 +19,7 @@ from tracker_core import rawredis
 from tracker_core.admin.errors import AdminError
 from tracker_core.embedded import RedisServerError
 from tracker_core.log_archive import LogUnreadable
+from tracker_core.scripts import ScriptError
 
 USAGE = 2
 FAILURE = 1
@@ -67,4 +68,11 @@ def as_failure(exc: BaseException, redis_url: str) -> Failure | None:
         return Failure(f"address in use: {exc.strerror}")
     if isinstance(exc, REFUSALS):
         return Failure(str(exc))
+    # Redis refused the command itself (protected mode's DENIED, NOAUTH, OOM under noeviction, a
+    # read-only replica...): its reply is the one line an operator needs; nothing was changed by
+    # a script that failed before its first write, and the verbs check before they write.
+    if isinstance(exc, rawredis.OutcomeUnknown):
+        return Failure(f"the connection to Redis at {where} broke mid-command: check before retrying")
+    if isinstance(exc, (ScriptError, redis.ResponseError, rawredis.RedisError)):
+        return Failure(f"Redis at {where} refused: {exc}")
     return None

@@ -1,0 +1,53 @@
+"""A command Redis itself refuses (out of memory, a read-only replica, protected mode's DENIED)
+ends in one line and exit 1, never a traceback, and changes nothing."""
+
+import pytest
+from click.testing import CliRunner
+
+from tracker_api.cli import main
+from tracker_core.admin import items, projects
+
+P = "refused"
+
+
+@pytest.fixture
+def cli(redis_url):
+    runner = CliRunner()
+    return lambda *args: runner.invoke(main, ["--redis-url", redis_url, *args])
+
+
+@pytest.fixture
+def full_redis(r):
+    """Redis at its memory limit with noeviction: every write and every script that writes fails."""
+    before = r.config_get("maxmemory")["maxmemory"], r.config_get("maxmemory-policy")["maxmemory-policy"]
+    r.config_set("maxmemory-policy", "noeviction")
+    r.config_set("maxmemory", 1)
+    yield
+    r.config_set("maxmemory", before[0])
+    r.config_set("maxmemory-policy", before[1])
+
+
+def test_a_script_refused_for_memory_is_one_line_and_exit_1(cli, r, full_redis):
+    result = cli("project", "create", P)
+    assert result.exit_code == 1
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    line = result.output.strip()
+    assert line.startswith("Error: Redis at ") and "refused" in line and "maxmemory" in line
+    assert "\n" not in line and "Traceback" not in result.output
+    assert not r.exists(f"{{{P}}}:settings")
+
+
+def test_items_add_on_a_full_redis_changes_nothing(cli, r, admin, tmp_path):
+    r.config_set("maxmemory", 0)
+    projects.create(admin, P)
+    names = tmp_path / "names.txt"
+    names.write_text("https://example.com/a b?c=%41#d\n")
+    r.config_set("maxmemory-policy", "noeviction")
+    r.config_set("maxmemory", 1)
+    try:
+        result = cli("items", "add", P, str(names))
+    finally:
+        r.config_set("maxmemory", 0)
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert "refused" in result.output
+    assert items.count(admin, P, "todo")["count"] == 0
