@@ -52,11 +52,14 @@ def seed_history(r, now_s: int) -> None:
     counters (project and per downloader) those items add up to."""
     today, hour_now = now_s // DAY_S, now_s // HOUR_S
     per_day = {
-        d: 200 + 12 * i + (80 if d % 7 in (2, 3) else 0) for i, d in enumerate(range(today - 40, today - 7))
+        d: 300 + 15 * i + (100 if d % 7 in (2, 3) else 0) for i, d in enumerate(range(today - 40, today - 7))
     }
+    # An hour's worth (20 to 51 items) the 42 the warriors finish in the current hour fits in, and
+    # days the hours continue (about 780 a day when the hourly history takes over).
     per_hour = {
-        h: 14 + round(10 * math.sin(2 * math.pi * (h % 24) / 24)) + (h - hour_now + 168) // 24
-        for h in range(hour_now - 7 * 24, hour_now - 1)
+        h: 32 + round(12 * math.sin(2 * math.pi * (h % 24) / 24)) + (h - hour_now + 168) // 24
+        # Every finished hour up to the current one (which the warriors below fill), none skipped.
+        for h in range(hour_now - 7 * 24, hour_now)
     }
     backlog = 60_000
     for d, n in per_day.items():
@@ -73,7 +76,7 @@ def seed_history(r, now_s: int) -> None:
         r.zincrby(K.downloader_bytes, round(total * share) * 2_500_000, name)
     # The hourly history, a point every six hours over the last thirty days.
     done_before = {d * DAY_S: n for d, n in per_day.items()} | {h * HOUR_S: n for h, n in per_hour.items()}
-    for h in range(hour_now - 30 * 24, hour_now - 1, 6):
+    for h in range(hour_now - 30 * 24, hour_now, 6):
         so_far = sum(n for t, n in done_before.items() if t < h * HOUR_S)
         point = {name: round(so_far * share) for name, share in SHARES.items()}
         r.xadd(K.top_history(HOUR_S), point, id=f"{h * HOUR_S * 1000}-0")
