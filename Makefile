@@ -11,7 +11,7 @@ APT_PACKAGES := redis-server libev-dev wrk rsync curl chromium chromium-driver
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 ARGS ?=
 
-.PHONY: help deps venv build run lint format test test-fast bench bench-offload chaos fuzz vendor clean deploy-lint deploy-test
+.PHONY: help deps venv build run docker lint format test test-fast bench bench-offload chaos fuzz vendor clean deploy-lint deploy-test
 
 help:  ## List the commands.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -37,6 +37,9 @@ build: venv  ## Rebuild the Cython extensions in place.
 
 run: venv  ## Start the tracker with a demo project on the embedded Redis (var/).
 	$(VENV)/bin/tracker run --demo $(ARGS)
+
+docker:  ## Build the image and start the demo in containers (needs Docker with Compose).
+	docker compose up --build
 
 lint: venv  ## Check the code with ruff (errors, bugbear, imports) and that it is formatted.
 	$(VENV)/bin/ruff check .
