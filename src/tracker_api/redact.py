@@ -3,8 +3,8 @@
 What a log line can carry that must never be kept: a Redis password (`redis://:PASS@host`,
 `redis://user:PASS@host`, `rediss://...`, sentinel and cluster URLs alike), a backfeed secret
 (the part after the last `-` of `/backfeed/legacy/PROJECT-SECRET`, raw or percent-encoded, as the
-app decodes the path before routing it), an admin bearer token and a `password=`, `secret=` or
-`token=` parameter. `install()` wraps the process's stderr and stdout
+app decodes the path before routing it), an admin token (after `Bearer` or bare, `trk_ID_SECRET`)
+and a `password=`, `secret=` or `token=` parameter. `install()` wraps the process's stderr and stdout
 so that tracebacks, the framework's error log and C-level Python error prints pass through it
 too (bjoern takes `sys.stderr` as the WSGI error stream when its loop starts).
 """
@@ -25,6 +25,9 @@ _PATTERNS = (
     # character raw or %XX and of any length: a partial or encoded secret is still secret.
     (re.compile(r"(/backfeed/legacy/[^\s?#/]*(?:-|%2[dD]))(?:[A-Za-z0-9]|%[0-9A-Fa-f]{2})+"), r"\1" + MASK),
     (re.compile(r"(?i)(bearer\s+)[^\s,;]+"), r"\1" + MASK),
+    # a bare admin token (tracker_core.tokens: trk_ID_SECRET): the id names the token in the
+    # admin lists and stays; the secret goes, whatever its length (a partial one is still secret).
+    (re.compile(r"(trk_[0-9a-f]{12}_)[A-Za-z0-9_-]+"), r"\1" + MASK),
     (re.compile(r"(?i)((?:password|passwd|secret|token|requirepass)[=:]\s*)[^\s&;,]+"), r"\1" + MASK),
 )
 
@@ -46,7 +49,7 @@ def _may_hold_secret(text: str) -> bool:
     """False only when no pattern above could match: what each needs, found by substring tests
     (much cheaper than the regexes, and most log lines, an access line for a claim say, hold
     none of it)."""
-    if "@" in text or "/backfeed/legacy/" in text or "%" in text:
+    if "@" in text or "/backfeed/legacy/" in text or "%" in text or "trk_" in text:
         return True
     low = text.casefold()  # as (?i) matches: the long s "ſ" is an "s" to both
     return "bearer" in low or "pass" in low or "secret" in low or "token" in low

@@ -100,7 +100,8 @@ def test_a_bad_format_is_logged_not_raised(logged):
 
 # Pieces of every secret's marker, in odd cases and with look-alikes ("ſ" is an "s" to (?i)).
 PIECES = ["@", "://", "redis://u:", "/backfeed/legacy/", "-", "%2d", "%61", "Bearer ", "BEARER\t",
-          "paſſword=", "PassWd:", "token=", "SECRET: ", "requirepass ", "x", "/", " ", "\u212a"]  # fmt: skip
+          "paſſword=", "PassWd:", "token=", "SECRET: ", "requirepass ", "x", "/", " ", "\u212a",
+          "trk_", "0123456789ab_", "trk_0123456789ab_", "trk_00000000000f_S3c", "_"]  # fmt: skip
 
 
 @given(st.lists(st.sampled_from(PIECES) | st.text(max_size=4), max_size=12).map("".join))
@@ -108,3 +109,26 @@ def test_the_shortcut_never_skips_a_secret(text):
     from tracker_api import redact
 
     assert redact.redact(text) == redact._redact_all(text)
+
+
+def test_a_bare_admin_token_is_redacted_and_keeps_its_id(logged, r):
+    from tracker_api import redact
+    from tracker_core import tokens
+
+    token, record = tokens.create(r, "*")
+    secret = token[len(f"trk_{record.token_id}_") :]  # the secret may itself hold "_"
+    assert tokens.TOKEN_RE.match(token) and len(secret) == 43
+    logs.setup(stream=logged)
+    logging.getLogger("tracker.run").info("made %s for the demo", token)
+    logging.getLogger("tracker.access").info(f"pasted into a form: x{token},{token[:30]}")
+    text = logged.getvalue()
+    assert secret not in text and secret[:13] not in text  # token[:30] holds 13 of it
+    assert f"tracker.run: made trk_{record.token_id}_*** for the demo" in text
+    assert redact.redact(token) == f"trk_{record.token_id}_***"
+
+
+def test_what_only_looks_like_a_token_is_kept():
+    from tracker_api import redact
+
+    for text in ("trk_demo_items", "trk_0123456789a_short", "TRK_0123456789AB_x", "the trk_ prefix"):
+        assert redact.redact(text) == text
