@@ -1,7 +1,8 @@
 """monitoring/: the alert rules and the Grafana dashboard read only what /metrics exports.
 
-promtool is not installed here, so PromQL syntax is not checked; the metric names and the label
-names each selector uses are, against a real scrape."""
+The metric names and the label names each selector uses are checked against a real scrape, and
+every max over the nodes' copies of a project figure keeps all of its labels. PromQL syntax and
+the rules' behaviour: tests/e2e/test_alert_rules.py, with promtool."""
 
 from __future__ import annotations
 
@@ -24,6 +25,11 @@ METRIC = re.compile(r"\b(tracker_[a-z0-9_]+)\b")
 SELECTOR = re.compile(r"\b(tracker_[a-z0-9_]+)\{([^}]*)\}")
 MATCHER = re.compile(r"([a-zA-Z_][a-zA-Z0-9_]*)\s*(?:=~|!~|!=|=)")
 GROUPING = re.compile(r"\b(?:by|without|on|ignoring)\s*\(([^)]*)\)")
+# max [by (...)] ( [functions(] tracker_metric: the max that folds the nodes' copies of a series.
+MAX_OVER_NODES = re.compile(r"\bmax\b(?:\s+by\s*\(([^)]*)\))?\s*\(\s*(?:[a-z_]+\(\s*)*(tracker_[a-z0-9_]+)")
+RUNBOOK = ROOT / "docs" / "runbook.md"
+# Absolute with the runbook_base external label (alerts.yml's header), else the repository path.
+RUNBOOK_URL = '{{ or $externalLabels.runbook_base "docs/runbook.md" }}#'
 # Labels Prometheus adds to every scraped series.
 TARGET_LABELS = {"instance", "job"}
 
@@ -56,6 +62,11 @@ def check_expression(expr: str, exported: dict[str, set[str]]) -> None:
     for grouping in GROUPING.findall(expr):
         for label in filter(None, (part.strip() for part in grouping.split(","))):
             assert label in labels | {"le"}, f"no series here has label {label}: {expr}"
+    # Every node exports the same project figures: a max that dropped a label (outcome, result)
+    # would keep that label's largest series instead of letting the sum around it add them up.
+    for grouping, name in MAX_OVER_NODES.findall(expr):
+        kept = {part.strip() for part in grouping.split(",") if part.strip()}
+        assert kept == exported[name], f"max over nodes must keep every label of {name}: {expr}"
 
 
 def test_every_alert_reads_exported_metrics_and_links_its_runbook_section(exported):
@@ -77,7 +88,8 @@ def test_every_alert_reads_exported_metrics_and_links_its_runbook_section(export
     for rule in rules:
         check_expression(rule["expr"], exported)
         assert rule["annotations"]["summary"].strip()
-        assert rule["annotations"]["runbook_url"] == f"docs/runbook.md#{rule['alert'].lower()}"
+        assert rule["annotations"]["runbook_url"] == RUNBOOK_URL + rule["alert"].lower()
+        assert f"\n### {rule['alert']}\n" in RUNBOOK.read_text()
         assert rule["labels"]["severity"] in {"info", "warning", "critical"}
 
 
