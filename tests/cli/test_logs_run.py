@@ -12,8 +12,12 @@ import subprocess
 import urllib.error
 import urllib.request
 
+import redis
+
 from support.paths import TRACKER_BIN
-from support.processes import free_port, start, stop, wait_for, wait_for_line, wait_for_port
+from support.processes import descendants, free_port, start, stop, wait_for, wait_for_line, wait_for_port
+from tracker_core.embedded import EmbeddedRedis
+from tracker_core.keys import ProjectKeys
 from tracker_core.processes import children_of
 
 LOG_LINE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d (DEBUG|INFO|WARNING|ERROR) tracker\.[a-z]+: ")
@@ -45,9 +49,13 @@ def _live_feed(run_pid: int) -> int | None:
     return None
 
 
+def _clean_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("TRACKER_") and k != "JOURNAL_STREAM"}
+
+
 def test_run_logs_where_things_are_and_keeps_its_live_feed(tmp_path):
     port, live_port = free_port(), free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TRACKER_") and k != "JOURNAL_STREAM"}
+    env = _clean_env()
     run = start(
         [TRACKER_BIN, "--data-dir", tmp_path, "run", "--demo", "--port", str(port), "--workers", "1",
          "--live-port", str(live_port), "--access-log"],
@@ -86,3 +94,61 @@ def test_run_logs_where_things_are_and_keeps_its_live_feed(tmp_path):
     text = "\n".join(lines)
     assert SECRET not in text and token not in text and "?x=1" not in text
     assert "tracker.redis: embedded redis-server" in text and "tracker.server: serving on" in text
+
+
+def _running(run_pid: int, command: str) -> bool:
+    """Whether the `COMMAND --supervise` child of RUN_PID runs its own child yet."""
+    supervisors = [p for p in children_of(run_pid) if command in _cmdline(p) and "--supervise" in _cmdline(p)]
+    return any(command in _cmdline(child) for pid in supervisors for child in children_of(pid))
+
+
+def test_run_on_a_redis_with_a_password_keeps_it_out_of_the_process_list(tmp_path):
+    """The URL reaches the maintainer and the live feed (and their supervisors) through the
+    environment: no command line shows it, the token command names the variable instead, and
+    on every address (--host 0.0.0.0) the lines point at one a browser here can open."""
+    password = "pr0cess-list-s3cret"
+    server = EmbeddedRedis(tmp_path / "redis", port=free_port()).start()
+    redis.Redis.from_url(server.url).config_set("requirepass", password)
+    url = f"redis://:{password}@127.0.0.1:{server.port}/0"
+    port, live_port = free_port(), free_port()
+    env = {**_clean_env(), "TRACKER_REDIS_URL": url}
+    run = start(
+        [TRACKER_BIN, "--data-dir", tmp_path, "run", "--demo", "--host", "0.0.0.0", "--port", str(port),
+         "--workers", "1", "--live-port", str(live_port)],
+        env=env,
+        capture=True,
+    )  # fmt: skip
+    try:
+        board = wait_for_line(run, r"leaderboards at (http://\S+)(.*)$", timeout_s=30)
+        assert wait_for(lambda: _running(run.pid, "maintain") and _running(run.pid, "live"), 15)
+        wait_for_port(live_port, run)
+        client = redis.Redis.from_url(url)
+        assert wait_for(lambda: client.exists(ProjectKeys("demo").maintain_lease), 15)  # it got the URL
+        family = [run.pid, *descendants(run.pid)]
+        assert len(family) >= 5, family  # maintain, live, their children, a worker
+        for pid in family:
+            assert password not in "\0".join(_cmdline(pid)), _cmdline(pid)
+        assert board.group(1) == f"http://127.0.0.1:{port}/demo/" and _status(board.group(1)) == 200
+        assert board.group(2) == " (listening on all addresses)"
+        admin_pages = wait_for_line(run, r"admin pages at (http://\S+)").group(1)
+        assert admin_pages == f"http://127.0.0.1:{port}/admin"
+        command = wait_for_line(run, r"make an admin token with: (.+)$").group(1)
+        assert command.endswith(
+            ' --redis-url "$TRACKER_REDIS_URL" admin token create  # TRACKER_REDIS_URL must hold the Redis URL'
+        ), command
+        # As an operator pastes it into a shell where the variable holds the URL (a shell
+        # variable, not exported: the command itself must hand it over).
+        pasted = f"TRACKER_REDIS_URL={shlex.quote(url)}; " + command.replace(
+            " create  #", " create --json  #"
+        )
+        made = subprocess.run(
+            ["bash", "-c", pasted], env=_clean_env(), capture_output=True, text=True, timeout=30
+        )
+        assert made.returncode == 0, made.stderr
+        assert json.loads(made.stdout)["scope"] == "*"
+    finally:
+        assert stop(run, timeout_s=30) == 0
+        redis.Redis.from_url(url).shutdown(nosave=True)
+        server.process.wait(timeout=10)
+    assert password not in "".join(run.lines)
+    assert not any("restarting" in line for line in run.lines), run.lines

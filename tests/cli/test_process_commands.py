@@ -1,9 +1,12 @@
 """`tracker run` and `tracker serve` hand their options (or TRACKER_... variables) to the app in
 one AppConfig, and `tracker run` keeps the maintainer running."""
 
+import json
 import os
 import re
+import shlex
 import signal
+import subprocess
 import urllib.error
 import urllib.request
 
@@ -89,3 +92,41 @@ def test_run_points_the_page_at_its_feed_and_restarts_a_dead_maintainer(tmp_path
     finally:
         assert stop(run, timeout_s=30) == 0
     assert not (tmp_path / "redis" / "redis.sock").exists()
+
+
+def test_the_token_command_names_a_plain_url_and_works(redis_url):
+    from tracker_api.cli.process_commands import token_command
+
+    command = token_command(redis_url, "var", explicit_redis=True)
+    assert command.endswith(shlex.join(["--redis-url", redis_url, "admin", "token", "create"]))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRACKER_")}
+    made = subprocess.run(
+        [*shlex.split(command), "--json"], env=env, capture_output=True, text=True, timeout=30
+    )
+    assert made.returncode == 0, made.stderr
+    assert json.loads(made.stdout)["scope"] == "*"
+
+
+def test_the_token_command_never_shows_a_password():
+    from tracker_api.cli.process_commands import token_command
+
+    for url in ("redis://:pw@10.0.0.1:6379/0", "rediss://tracker:pw@h/0", "redis+sentinel://:pw@a:1,b:2/m"):
+        command = token_command(url, "var", explicit_redis=True)
+        assert ":pw@" not in command and "***" not in command
+        assert command.endswith(
+            '--redis-url "$TRACKER_REDIS_URL" admin token create  # TRACKER_REDIS_URL must hold the Redis URL'
+        )
+    assert token_command("unix:///d/redis.sock", "my data", explicit_redis=False).endswith(
+        "--data-dir 'my data' admin token create"
+    )
+
+
+def test_the_start_up_urls_name_an_address_a_browser_can_open():
+    from tracker_api.cli.server_options import listens_everywhere, reachable_host
+
+    assert [reachable_host(h) for h in ("0.0.0.0", "::", "", "127.0.0.1", "::1", "tracker.example")] == [
+        "127.0.0.1", "[::1]", "127.0.0.1", "127.0.0.1", "[::1]", "tracker.example",
+    ]  # fmt: skip
+    assert [listens_everywhere(h) for h in ("0.0.0.0", "::", "", "127.0.0.1", "::1")] == [True] * 3 + [
+        False
+    ] * 2

@@ -84,12 +84,15 @@ def _run(data_dir, port: int, *extra: str) -> subprocess.Popen:
     )
 
 
-def test_a_second_run_on_one_data_directory_is_refused(tmp_path):
+@pytest.mark.parametrize("same_port", [False, True], ids=["own-port", "same-port"])
+def test_a_second_run_on_one_data_directory_is_refused(tmp_path, same_port):
+    """The data directory is named, not the port: a second `tracker run` as the first was
+    started (same port too) must hear that the directory is busy."""
     port = free_port()
     first = _run(tmp_path, port, "--live-port", "0")
     try:
         wait_for_port(port, timeout_s=30, process=first)
-        second = _run(tmp_path, free_port(), "--live-port", "0")
+        second = _run(tmp_path, port if same_port else free_port(), "--live-port", "0")
         err, _ = second.communicate(timeout=20)
         assert second.returncode == 1
         lines = [line for line in err.splitlines() if line.strip()]

@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import logging
+import os
 import shlex
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
 
+from tracker_api import redact
 from tracker_api.cli import output, server_options
 from tracker_api.cli.root import context, globals_, main, segments_dir_option
 from tracker_core import processes
 
 DEMO_PROJECT = "demo"
+REDIS_URL_VARIABLE = "TRACKER_REDIS_URL"  # the root group's --redis-url reads it
 log = logging.getLogger("tracker.run")
 
 
@@ -43,18 +47,20 @@ def load_demo(ctx, count: int = 1000) -> None:
 )
 def run(demo, live_port, **options):
     """Run the tracker: the embedded Redis (unless --redis-url), API workers, live feed, maintain."""
-    from tracker_api import logs, redact, runlock
+    from tracker_api import logs, runlock
     from tracker_core.embedded import EmbeddedRedis
 
     logs.setup(options["log_level"], options["access_log"])
     g = globals_()
     host, port = options["host"], options["port"]
     live_port = port + 1 if live_port is None else live_port
+    # Held until this process dies (even by kill -9): one run per data directory. Taken before
+    # the port checks: a second run on the same directory (and so, likely, the same ports) must
+    # hear that the directory is busy, not that its port is.
+    runlock.lock_data_dir(g.data_dir)
     server_options.ensure_port_free(host, port, "--port")
     server_options.ensure_port_free(host, live_port, "--live-port")
     redact.install()
-    # Held until this process dies (even by kill -9): one run per data directory.
-    runlock.lock_data_dir(g.data_dir)
     embedded = live = maintainer = None
     if not g.explicit_redis:
         embedded = EmbeddedRedis(Path(g.data_dir) / "redis").start()
@@ -83,13 +89,30 @@ def run(demo, live_port, **options):
 
 def _log_where(g, host: str, port: int, demo: bool) -> None:
     """Say where the pages are and how to get into the admin ones (once the API listens)."""
-    base = f"http://{host}:{port}"
-    log.info("leaderboards at %s/%s", base, f"{DEMO_PROJECT}/" if demo else "")
+    base = f"http://{server_options.reachable_host(host)}:{port}"
+    also = " (listening on all addresses)" if server_options.listens_everywhere(host) else ""
+    log.info("leaderboards at %s/%s%s", base, f"{DEMO_PROJECT}/" if demo else "", also)
     log.info("admin pages at %s/admin (sign in with an admin token)", base)
-    where = ["--redis-url", g.redis_url] if g.explicit_redis else ["--data-dir", g.data_dir]
-    log.info(
-        "make an admin token with: %s", shlex.join([*_self_command(), *where, "admin", "token", "create"])
-    )
+    log.info("make an admin token with: %s", token_command(g.redis_url, g.data_dir, g.explicit_redis))
+
+
+def token_command(redis_url: str, data_dir: str, explicit_redis: bool) -> str:
+    """The shell command that makes an admin token on this run's Redis.
+
+    A URL with a password is named by the variable that holds it, never written out: the log
+    would redact it (and a command with *** in it does not work) or, unredacted, keep it.
+    """
+    create = ["admin", "token", "create"]
+    command = shlex.join(_self_command())
+    if not explicit_redis:
+        return f"{command} {shlex.join(['--data-dir', data_dir, *create])}"
+    if redact.redact(redis_url) != redis_url:
+        # The note is a shell comment: the whole line still pastes into a shell as it is.
+        return (
+            f'{command} --redis-url "${REDIS_URL_VARIABLE}" {shlex.join(create)}'
+            f"  # {REDIS_URL_VARIABLE} must hold the Redis URL"
+        )
+    return f"{command} {shlex.join(['--redis-url', redis_url, *create])}"
 
 
 def _self_command() -> list[str]:
@@ -100,32 +123,45 @@ def _self_command() -> list[str]:
     return [sys.executable, "-m", "tracker_api.cli"]
 
 
-def _tracker_argv(redis_url: str, data_dir: str | None, *args: str) -> list[str]:
-    """The command line of a `tracker` child process on the same Redis."""
-    argv = [sys.executable, "-m", "tracker_api.cli", "--redis-url", redis_url]
-    if data_dir is not None:
-        argv += ["--data-dir", data_dir]
-    return [*argv, *args]
+@dataclass(frozen=True)
+class TrackerChild:
+    """A `tracker` child process on the same Redis: its command line and its environment.
+
+    The Redis URL travels in the environment (TRACKER_REDIS_URL, which the root group reads),
+    never on the command line: any user of the machine can read a command line in the process
+    list, while /proc/PID/environ is readable by the process's owner only.
+    """
+
+    argv: list[str]
+    env: dict[str, str]
+
+    @classmethod
+    def of(cls, redis_url: str, data_dir: str | None, *args: str) -> TrackerChild:
+        argv = [sys.executable, "-m", "tracker_api.cli"]
+        if data_dir is not None:
+            argv += ["--data-dir", data_dir]
+        return cls([*argv, *args], {**os.environ, REDIS_URL_VARIABLE: redis_url})
+
+    def start(self):
+        return processes.start(self.argv, env=self.env)
 
 
 def _start_maintain_process(redis_url: str, data_dir: str, segments_dir: str | None, log_level: str):
     """Start `tracker maintain --supervise` (offloading, with a lease, so every node may run one):
     a small supervisor that restarts the maintainer whenever it dies."""
     extra = ["--segments-dir", segments_dir] if segments_dir else []
-    return processes.start(
-        _tracker_argv(redis_url, data_dir, "maintain", "--supervise", "--log-level", log_level, *extra)
-    )
+    return TrackerChild.of(
+        redis_url, data_dir, "maintain", "--supervise", "--log-level", log_level, *extra
+    ).start()
 
 
 def _start_live_process(redis_url: str, host: str, port: int, log_level: str):
     """Start `tracker live --supervise` beside the API workers (its own process: asyncio, not
     bjoern), restarted as the maintainer is whenever it dies."""
-    return processes.start(
-        _tracker_argv(
-            redis_url, None, "live", "--supervise", "--log-level", log_level,
-            "--host", host, "--port", str(port),
-        )
-    )  # fmt: skip
+    return TrackerChild.of(
+        redis_url, None, "live", "--supervise", "--log-level", log_level,
+        "--host", host, "--port", str(port),
+    ).start()  # fmt: skip
 
 
 @main.command()
@@ -154,7 +190,7 @@ def live(host, port, interval, supervise, log_level):
     logs.setup(log_level)
     if supervise:
         args = ["--log-level", log_level, "--host", host, "--port", str(port), "--interval", str(interval)]
-        _supervise("live", _tracker_argv(globals_().redis_url, None, "live", *args))
+        _supervise("live", TrackerChild.of(globals_().redis_url, None, "live", *args))
         return
     with server_options.bind_failures(host, port, "--port"):
         live_mod.run(globals_().redis_url, host, port, interval)
@@ -208,7 +244,7 @@ def maintain(segments_dir, interval, once, supervise, log_level):
         args = ["--interval", str(interval), "--log-level", log_level]
         if segments_dir:
             args += ["--segments-dir", segments_dir]
-        _supervise("maintain", _tracker_argv(g.redis_url, g.data_dir, "maintain", *args))
+        _supervise("maintain", TrackerChild.of(g.redis_url, g.data_dir, "maintain", *args))
         return
     from tracker_core.admin import limits
 
@@ -241,9 +277,9 @@ def maintain(segments_dir, interval, once, supervise, log_level):
 RESTART_MAX_S = 60.0
 
 
-def _supervise(name: str, argv: list[str]) -> None:
-    """Run ARGV (`tracker maintain` or `tracker live`) as a child; restart it after a back-off
-    whenever it exits, until SIGTERM or SIGINT.
+def _supervise(name: str, child: TrackerChild) -> None:
+    """Run CHILD (`tracker maintain` or `tracker live`); restart it after a back-off whenever it
+    exits, until SIGTERM or SIGINT.
 
     A process of its own beside the API workers, so that a child that dies is seen and
     restarted without touching the server's own supervision of its workers.
@@ -251,5 +287,5 @@ def _supervise(name: str, argv: list[str]) -> None:
     supervisor = processes.Supervisor(log=logging.getLogger(f"tracker.{name}").warning)
     supervisor.stop_on_signals()
     backoff = processes.Backoff(first_s=1.0, min_s=1.0, max_s=RESTART_MAX_S, healthy_after_s=RESTART_MAX_S)
-    supervisor.add(name, lambda: processes.start(argv).pid, backoff)
+    supervisor.add(name, lambda: child.start().pid, backoff)
     supervisor.run()

@@ -30,6 +30,19 @@ def ensure_port_free(host: str, port: int, option: str) -> None:
         raise errors.Failure(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
 
 
+def listens_everywhere(host: str) -> bool:
+    """Whether binding HOST listens on every address (0.0.0.0, ::, or an empty host)."""
+    return host in ("", "0.0.0.0", "::")
+
+
+def reachable_host(host: str) -> str:
+    """HOST as it goes in a URL a browser on this machine can open: a wildcard address is no
+    place to connect to, so its loopback stands in; an IPv6 address gets its brackets."""
+    if listens_everywhere(host):
+        return "[::1]" if host == "::" else "127.0.0.1"
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
 @contextlib.contextmanager
 def bind_failures(host: str, port: int, option: str):
     """Turn "address in use" while binding into the one-line PortInUse."""
