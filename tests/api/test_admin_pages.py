@@ -469,6 +469,7 @@ def test_global_blocks_hq_and_project_creation(web, r, tok, admin):
     assert res.status_code == 303
     assert r.hgetall(HQ_KEY) == {"auto_project": P, "seesaw_version": "0.10.3", "broadcast_message": "hi"}
     shown = page(web, "/admin/-/hq", tok["global"]).text
+    assert "<title>HQ document · admin" in shown
     assert f"<option selected>{P}</option>" in shown and 'value="0.10.3"' in shown
     banner = "<b>Archive it all</b>"
     res = form_post(web, "/admin/-/hq-banner", {"tracker_banner_html": banner, "csrf": csrf}, tok["global"])

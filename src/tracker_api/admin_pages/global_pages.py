@@ -25,6 +25,10 @@ from tracker_core.admin.errors import AdminError
 WARRIORS_SHOWN = 50
 
 
+# Page titles where the page name is not already one (hq is an abbreviation).
+TITLES = {"hq": "HQ document", "warriors": "Warrior registry", "audit": "Audit log"}
+
+
 class GlobalPages:
     """Tokens, global blocks, the HQ document, the warrior registry, the audit log, logout."""
 
@@ -54,7 +58,9 @@ class GlobalPages:
     def _view(
         self, req, resp, session, name, message, status=falcon.HTTP_200, error=None, values=None, **extra
     ):
-        context = dict(title=f"{name.capitalize()} · admin", view=name, message=message, error=error)
+        context = dict(
+            title=f"{TITLES.get(name, name.capitalize())} · admin", view=name, message=message, error=error
+        )
         context["values"] = values or {}
         try:
             context.update(getattr(self, "_" + name)(req, session))
