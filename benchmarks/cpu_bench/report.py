@@ -1,0 +1,68 @@
+"""cpu.md: the headline figures beside every earlier run's, and what each case measured."""
+
+from __future__ import annotations
+
+from cpu_bench.history import HEADLINES
+
+
+def _shown(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, list):
+        return "-".join(_shown(v) for v in value)
+    if isinstance(value, float) and value >= 1000 or isinstance(value, int):
+        return f"{value:,.0f}"
+    return f"{value:.1f}"
+
+
+def report(results: dict) -> str:
+    history = results["history"]
+    lines = [
+        "# CPU per request (issue 16)",
+        "",
+        f"Run {results['date_utc']} with `{results['command']}` on {results['machine']['cpu_model']} "
+        f"({results['machine']['cores']} cores, shared); Redis {results['versions']['redis']} "
+        f"(AOF off, TCP loopback); commit {results['versions']['git_commit']}.",
+        "",
+        "Worker CPU is utime+stime from /proc of the one bjoern worker; Redis CPU is "
+        "used_cpu_sys+used_cpu_user from `INFO cpu` (network included); a script's own time is "
+        "EVALSHA's usec per call in `INFO commandstats`. Each is a delta over the measured run "
+        "divided by its requests (items for backfeed). Rates share 2 cores with wrk and Redis.",
+        "",
+        "| what | unit | this run | " + " | ".join(h["label"] for h in reversed(history)) + " |",
+        "| --- | --- | --- | " + " | ".join("---" for _ in history) + " |",
+    ]
+    for key, what, unit in HEADLINES:
+        earlier = " | ".join(_shown(h["figures"].get(key)) for h in reversed(history))
+        lines.append(f"| {what} | {unit} | {_shown(results['figures'][key])} | {earlier} |")
+    cases = results["cases"]
+    lines += [
+        "",
+        "## How",
+        "",
+        f"- `/request`, `/done`, hello-world: wrk keep-alive, {results['setup']['wrk_threads']} threads, "
+        f"{cases['request']['connections']} connections, {results['setup']['seconds_per_case']} s measured"
+        + (
+            f" after a {results['setup']['probe_s']} s probe that sizes the items"
+            if results["setup"]["probe_s"]
+            else ""
+        )
+        + "; `/request` uses "
+        "benchmarks/wrk/request.lua (500 downloader names a thread), `/done` done.lua over items "
+        "claimed just before (each reported once: "
+        f"{cases['done']['repeats']} repeats), hello-world request.lua on benchmarks/hello_app.py.",
+        f"- backfeed: backfeed.lua (`new`: {cases['backfeed']['items_sent']:,} names never sent "
+        f"before, 400 a post, {cases['backfeed']['connections']} connections) into a filter sized "
+        f"for the run at 1e-6 ({len(cases['backfeed']['bloom']['layers'])} layer); new items "
+        f"counted in the backfeed queue: {cases['backfeed']['new_items']:,}.",
+        f"- claim script alone: script_calls.claim one call at a time from Python "
+        f"({cases['claim_script']['calls']:,} calls, multi=1), so Redis CPU per call includes one "
+        "round trip's reading and writing, and commandstats gives the script's own time.",
+        "- Redis commands (those the scripts run included) per `/request`: "
+        f"{cases['request']['redis_commands_per_unit']}; "
+        f"per `/done`: {cases['done']['redis_commands_per_unit']}; failures (non-2xx): "
+        f"`/request` {cases['request']['non_2xx']}, `/done` {cases['done']['non_2xx']}, "
+        f"backfeed {cases['backfeed']['non_2xx']}.",
+        "",
+    ]
+    return "\n".join(lines)

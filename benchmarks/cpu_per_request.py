@@ -1,0 +1,118 @@
+"""CPU per request beside req/s (issue 16): worker CPU from /proc, Redis CPU from `INFO`.
+
+Starts its own Redis (AOF off, loopback TCP), then measures with wrk keep-alive against ONE
+bjoern worker: the hello-world Falcon app (the framework's floor), `/request` (multi=1),
+`/done` of claimed items, backfeed of new items (Bloom filter at 1e-6); and the claim script
+called directly (EVALSHA through script_calls.claim) for its own cost. Writes cpu.json (figures,
+machine, versions, command, date, and the history of earlier runs' figures) and cpu.md.
+
+    .venv/bin/python benchmarks/cpu_per_request.py [--quick] [--seconds N] [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cpu_bench import cases
+from cpu_bench.history import carried_history, headlines
+from cpu_bench.report import report
+from cpu_bench.servers import WORKERS, start_hello, start_tracker
+from server_bench.plan import PROJECT, RESULTS, WRK_THREADS
+from server_bench.run import machine, versions
+from tracker_core.admin import projects
+from tracker_core.admin.context import AdminContext
+from tracker_core.embedded import EmbeddedRedis
+from tracker_core.processes import free_port, stop
+
+FULL = cases.Plan(seconds=45, probe_s=3)
+QUICK = cases.Plan(seconds=1, probe_s=0, connections=4, backfeed_connections=2)
+
+
+def measure(plan: cases.Plan, scratch: Path) -> tuple[dict, dict]:
+    """Run every case; return (cases, versions)."""
+    # AOF off, as the issue measured: the figures are the work per request, not the disk's.
+    redis_server = EmbeddedRedis(scratch / "redis", port=free_port(), extra=["--appendonly", "no"]).start()
+    server = None
+    try:
+        admin = AdminContext.from_url(redis_server.url)
+        if admin.conn.config_get("appendonly")["appendonly"] != "no":
+            raise RuntimeError("the benchmark's Redis kept AOF on")
+        found = versions(admin)
+        projects.create(admin, PROJECT)
+        bench = cases.Bench(plan, redis_server.url, admin, scratch)
+        log = scratch / "servers.log"
+        results = {}
+        print("hello-world Falcon on bjoern, one worker", flush=True)
+        server, port = start_hello(log)
+        results["hello"] = cases.hello(bench, server.pid, port)
+        stop(server)
+        print("claim script alone (EVALSHA via script_calls.claim)", flush=True)
+        results["claim_script"] = cases.claim_script(bench)
+        server, port = start_tracker(redis_server.url, log)
+        for name in ("request", "done", "backfeed"):
+            print(f"tracker {name}, one worker", flush=True)
+            results[name] = getattr(cases, name)(bench, server.pid, port)
+        return results, found
+    finally:
+        stop(server)
+        redis_server.stop()
+
+
+def write(results: dict, out: Path) -> None:
+    """cpu.json and cpu.md in OUT, the previous cpu.json's figures moved into the history."""
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "cpu.json"
+    previous = json.loads(path.read_text()) if path.exists() else None
+    results["history"] = carried_history(previous)
+    path.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
+    (out / "cpu.md").write_text(report(results))
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(prog="cpu_per_request", description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="about a second per case (a smoke test)")
+    parser.add_argument("--seconds", type=float, help="measured seconds per case (default 45; quick 1)")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="where cpu.json and cpu.md go")
+    args = parser.parse_args(argv)
+    if shutil.which("wrk") is None:
+        raise SystemExit("wrk is not installed (Debian package wrk; `make deps`)")
+    plan = QUICK if args.quick else FULL
+    if args.seconds:
+        plan = cases.Plan(args.seconds, plan.probe_s, plan.connections, plan.backfeed_connections)
+    started = time.time()
+    with tempfile.TemporaryDirectory(prefix="tracker-cpu-") as scratch:
+        measured, found = measure(plan, Path(scratch))
+    results = {
+        "command": " ".join([Path(sys.executable).name, *sys.argv]) if argv is None else " ".join(argv),
+        "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+        "quick": args.quick,
+        "machine": {**machine(), "load_average_at_end": os.getloadavg()},
+        "versions": found,
+        "setup": {
+            "workers": WORKERS,
+            "wrk_threads": WRK_THREADS,
+            "seconds_per_case": plan.seconds,
+            "probe_s": plan.probe_s,
+            "redis": "redis-server on 127.0.0.1 TCP, AOF off, no snapshots",
+            "note": "wrk, the worker and Redis share the machine's cores with other work",
+        },
+        "figures": headlines(measured),
+        "cases": measured,
+        "seconds_total": round(time.time() - started, 1),
+    }
+    write(results, args.out)
+    for key, value in results["figures"].items():
+        print(f"  {key:>38} {value}", flush=True)
+    return results
+
+
+if __name__ == "__main__":
+    main()
