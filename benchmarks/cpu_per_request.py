@@ -87,14 +87,14 @@ def main(argv: list[str] | None = None) -> dict:
     plan = QUICK if args.quick else FULL
     if args.seconds:
         plan = cases.Plan(args.seconds, plan.probe_s, plan.connections, plan.backfeed_connections)
-    started = time.time()
+    started, machine_at_start = time.time(), machine()
     with tempfile.TemporaryDirectory(prefix="tracker-cpu-") as scratch:
         measured, found = measure(plan, Path(scratch))
     results = {
         "command": " ".join([Path(sys.executable).name, *sys.argv]) if argv is None else " ".join(argv),
         "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
         "quick": args.quick,
-        "machine": {**machine(), "load_average_at_end": os.getloadavg()},
+        "machine": {**machine_at_start, "load_average_at_end": os.getloadavg()},
         "versions": found,
         "setup": {
             "workers": WORKERS,

@@ -15,6 +15,11 @@ def _shown(value) -> str:
     return f"{value:.1f}"
 
 
+def _load(machine: dict) -> str:
+    start, end = machine["load_average_at_start"][0], machine["load_average_at_end"][0]
+    return f"{start:.1f} at the start, {end:.1f} at the end (1 minute)"
+
+
 def report(results: dict) -> str:
     history = results["history"]
     lines = [
@@ -26,8 +31,10 @@ def report(results: dict) -> str:
         "",
         "Worker CPU is utime+stime from /proc of the one bjoern worker; Redis CPU is "
         "used_cpu_sys+used_cpu_user from `INFO cpu` (network included); a script's own time is "
-        "EVALSHA's usec per call in `INFO commandstats`. Each is a delta over the measured run "
-        "divided by its requests (items for backfeed). Rates share 2 cores with wrk and Redis.",
+        "EVALSHA's usec per call in `INFO commandstats`, timed by the clock, so on a loaded machine "
+        "it counts waits for a core and can exceed the CPU. Each is a delta over the measured run "
+        "divided by its requests (items for backfeed). Rates share the cores with wrk, Redis and "
+        f"other work: load average {_load(results['machine'])}.",
         "",
         "| what | unit | this run | " + " | ".join(h["label"] for h in reversed(history)) + " |",
         "| --- | --- | --- | " + " | ".join("---" for _ in history) + " |",
