@@ -328,10 +328,13 @@ def test_an_environment_variable_sets_an_option(cli, seeded):
 def test_a_reader_that_stops_early_gets_no_traceback(redis_url, r):
     """click's own EPIPE handling (exit 1, nothing printed), kept by the error map passing it on."""
     for i in range(3000):
-        r.hset("{conv-p}:dead", f"https://example.com/{i}?page=%d#x" % i, json.dumps({"times_claimed": 3}))
+        # Long names: the listing (about 700 KB) must outgrow the pipe's buffer (64 KB), or the
+        # command could finish writing before the reader closes and never see the broken pipe.
+        name = f"https://example.com/{i}/{'segment/' * 25}?page={i}#x"
+        r.hset("{conv-p}:dead", name, json.dumps({"times_claimed": 3}))
     r.hset("{conv-p}:settings", "settings_age", "1")
     process = subprocess.Popen(
-        [str(TRACKER_BIN), "--redis-url", redis_url, "dead", "list", P],
+        [str(TRACKER_BIN), "--redis-url", redis_url, "dead", "list", P, "--count", "3000"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
