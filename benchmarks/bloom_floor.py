@@ -9,7 +9,11 @@ the shapes a backfeed script could take for a batch of 400 items x 20 bits:
 - 8,000 GETBIT calls (one per bit), 8,000 SETBIT calls;
 - BITFIELD_RO with all 8,000 GET operations in 8 calls (Lua unpacks a few thousand values
   at most), and in 400 calls of 20;
-- BITFIELD with all 8,000 SET operations in 8 calls (a batched test-and-set).
+- BITFIELD with all 8,000 SET operations in 8 calls (a batched test-and-set);
+- the blocked filter's calls (one 64-byte block per item, see bloom_blocked.py): one GETRANGE, and
+  one GETRANGE plus one SETRANGE, per item, with the byte offsets passed as text (ARGV strings) and
+  as Lua numbers: ``redis.call`` prints every number argument with ``%.17g``, which costs more than
+  the call itself.
 
 Figures are script time from INFO commandstats (EVALSHA), per item of the batch. Writes
 benchmarks/results/bloom_floor.json. About 20 seconds.
@@ -75,6 +79,33 @@ SCRIPTS = {
 }
 
 
+# The blocked shapes get per item: the entry, the block's first and its last byte offset (text).
+_BLOCKS = 56_250  # 28.8M bits in 64-byte blocks
+_PER_BLOCK = "local i = 3 for _ = 1, tonumber(ARGV[1]) do local first, last = ARGV[i + 1], ARGV[i + 2] {body} i = i + 3 end"
+BLOCK_SCRIPTS = {
+    "GETRANGE of a 64-byte block per item (offsets as text)": _PER_BLOCK.format(
+        body="redis.call('GETRANGE', KEYS[1], first, last)"
+    )
+    + " return 1",
+    "GETRANGE of a 64-byte block per item (offsets as Lua numbers)": _PER_BLOCK.format(
+        body="redis.call('GETRANGE', KEYS[1], tonumber(first), tonumber(last))"
+    )
+    + " return 1",
+    "GETRANGE + SETRANGE of a 64-byte block per item (text)": _PER_BLOCK.format(
+        body="redis.call('SETRANGE', KEYS[1], first, redis.call('GETRANGE', KEYS[1], first, last))"
+    )
+    + " return 1",
+}
+
+
+def block_batch_args(rng: random.Random) -> list:
+    args: list = [ITEMS, 0]
+    for n in range(ITEMS):
+        first = rng.randrange(_BLOCKS) * 64
+        args += [b"https://example.com/item/%d" % n, str(first), str(first + 63)]
+    return args
+
+
 def batch_args(rng: random.Random) -> list:
     args: list = [ITEMS, BITS_PER_ITEM]
     for n in range(ITEMS):
@@ -85,10 +116,13 @@ def batch_args(rng: random.Random) -> list:
 
 def measure(r: redis.Redis) -> dict:
     rng = random.Random(1)
-    batches = [batch_args(rng) for _ in range(ROUNDS)]
+    per_bit = [batch_args(rng) for _ in range(ROUNDS)]
+    per_block = [block_batch_args(rng) for _ in range(ROUNDS)]
     r.setbit("bitmap", BITMAP_BITS, 1)
     figures = {}
-    for name, source in SCRIPTS.items():
+    shapes = [(name, source, per_bit) for name, source in SCRIPTS.items()]
+    shapes += [(name, source, per_block) for name, source in BLOCK_SCRIPTS.items()]
+    for name, source, batches in shapes:
         sha = r.script_load(source)
         r.evalsha(sha, 1, "bitmap", *batches[0])  # warm up
         r.config_resetstat()
@@ -99,7 +133,7 @@ def measure(r: redis.Redis) -> dict:
         figures[name] = {"us_per_item": round(per_item, 2), "items_per_s_at_this_cost": round(1e6 / per_item)}
     args_us = figures["arguments only"]["us_per_item"]
     for name, f in figures.items():
-        if name != "arguments only":
+        if name != "arguments only" and name not in BLOCK_SCRIPTS:
             f["us_per_bit_operation"] = round((f["us_per_item"] - args_us) / BITS_PER_ITEM, 3)
     return figures
 

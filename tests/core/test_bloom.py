@@ -161,3 +161,56 @@ def test_false_positive_rate_matches_the_design_at_small_capacity(admin, redis_u
     expected = geometry.layer(0).fp_rate * len(absent)  # 360
     # Six standard deviations either side: a broken hash (correlated positions) lands far above.
     assert expected - 6 * math.sqrt(expected) < hits < expected + 6 * math.sqrt(expected)
+
+
+# -- the blocked filter measured in benchmarks/bloom_blocked.py (issue 16; not yet the filter in use) --
+
+URL_NAMES = [
+    "https://example.com/a/b?c=d&e=%20f#frag",
+    "http://example.org/path with spaces/%E2%82%AC?x=1#y",
+    "https://example.net/" + "long/" * 200 + "end?q=%%#",
+] + [f"https://example.com/page/{n}/item?q=%20#x" for n in range(300)]
+
+
+def test_blocked_positions_stay_in_their_block_and_spread():
+    import bloom_blocked
+
+    for name in URL_NAMES[:50]:
+        block, positions = bloom_blocked.block_positions(pure.fnv1a64(name.encode()), 0, 18, 77, 1024)
+        assert 0 <= block < 77 and len(positions) == 18
+        assert all(0 <= p < 1024 for p in positions) and len(set(positions)) >= 15
+    words = bloom_blocked.mask_words([0, 31, 32, 1023], 1024)
+    assert words[0] == 0x80000001 and words[1] == 0x80000000 and words[31] == 1 and sum(map(bool, words)) == 3
+
+
+@pytest.mark.parametrize("block_bits,k", [(512, 16), (1024, 18)])
+def test_blocked_script_queues_new_url_items_once_and_never_forgets(redis_url, block_bits, k):
+    import redis
+
+    import bloom_blocked
+
+    raw = redis.Redis.from_url(redis_url)
+    blocks = 20  # few blocks, many items each: shared blocks must keep every item's bits
+    sha = raw.script_load(bloom_blocked.lua_source(block_bits // 32))
+    names = [n.encode() for n in URL_NAMES]
+    first = bloom_blocked.batch_args(names[:100], block_bits, blocks, k)
+    assert raw.evalsha(sha, 1, "chunk", *first) == 100
+    assert raw.evalsha(sha, 1, "chunk", *first) == 0  # no false negatives
+    everything = bloom_blocked.batch_args(names, block_bits, blocks, k)
+    new = raw.evalsha(sha, 1, "chunk", *everything)
+    assert raw.evalsha(sha, 1, "chunk", *everything) == 0
+    queued = raw.smembers("queue")
+    # Each name queued at most once; a name missing from the queue was a false positive.
+    assert new == len(queued) - 100 and set(names[:100]) <= queued and len(queued) > len(names) - 10
+    assert raw.strlen("chunk") <= blocks * block_bits // 8
+
+
+def test_blocked_simulation_counts_false_positives_near_the_model():
+    """At a high rate (small filter) the simulated count, the bitmap's expectation and the model agree."""
+    import bloom_blocked
+
+    f = bloom_blocked.false_positives(512, 8, 5, capacity=4000, probes=40_000)
+    expected = f["expected_rate_from_filled_bitmap"] * f["absent_probed"]
+    assert expected > 300  # a rate far above 1e-6, so the count is meaningful
+    assert abs(f["false_positives"] - expected) < 6 * math.sqrt(expected)
+    assert math.isclose(f["expected_rate_from_filled_bitmap"], f["poisson_model_rate"], rel_tol=0.15)
