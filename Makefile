@@ -68,6 +68,7 @@ bench: venv  ## Run the benchmarks (~10 min); figures in benchmarks/results/ (of
 	$(PY) benchmarks/uniques_overhead.py
 	$(PY) benchmarks/access_log_bench.py
 	$(PY) benchmarks/request_metrics_bench.py
+	$(PY) benchmarks/cpu_per_request.py
 
 # The fault suite (docs/faults.md): a seeded run on loopback, figures in benchmarks/results/.
 CHAOS_ARGS ?=
