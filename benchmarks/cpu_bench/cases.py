@@ -64,6 +64,7 @@ class Bench:
         worker_s = workers.stop()
         figures.update(per_unit(self.redis.stop(), figures["requests"], worker_s))
         figures["connections"] = connections or self.plan.connections
+        figures["workers_measured"] = len(workers.pids)
         return figures
 
     def probe_rate(self, url: str, script: str, script_args: tuple = (), connections=None) -> float | None:
