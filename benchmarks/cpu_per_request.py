@@ -24,14 +24,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cpu_bench import cases
 from cpu_bench.history import carried_history, headlines
 from cpu_bench.report import report
-from cpu_bench.servers import WORKERS, start_hello, start_tracker
 from server_bench.plan import PROJECT, RESULTS, WRK_THREADS
 from server_bench.run import machine, versions
+from server_bench.servers import start_hello, start_tracker
 from tracker_core.admin import projects
 from tracker_core.admin.context import AdminContext
 from tracker_core.embedded import EmbeddedRedis
 from tracker_core.processes import free_port, stop
 
+# ONE bjoern worker, so the CPU measured is one process's.
+WORKERS = 1
 FULL = cases.Plan(seconds=45, probe_s=3)
 QUICK = cases.Plan(seconds=1, probe_s=0, connections=4, backfeed_connections=2)
 
@@ -51,12 +53,12 @@ def measure(plan: cases.Plan, scratch: Path) -> tuple[dict, dict]:
         log = scratch / "servers.log"
         results = {}
         print("hello-world Falcon on bjoern, one worker", flush=True)
-        server, port = start_hello(log)
+        server, port = start_hello(log, WORKERS)
         results["hello"] = cases.hello(bench, server.pid, port)
         stop(server)
         print("claim script alone (EVALSHA via script_calls.claim)", flush=True)
         results["claim_script"] = cases.claim_script(bench)
-        server, port = start_tracker(redis_server.url, log)
+        server, port = start_tracker(redis_server.url, log, WORKERS)
         for name in ("request", "done", "backfeed"):
             print(f"tracker {name}, one worker", flush=True)
             results[name] = getattr(cases, name)(bench, server.pid, port)

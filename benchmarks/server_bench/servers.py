@@ -15,13 +15,13 @@ from server_bench.plan import BENCHMARKS, WORKERS
 from tracker_core.processes import free_port, start, wait_for_port
 
 
-def start_tracker(redis_url: str, log_path: Path) -> tuple[subprocess.Popen, int]:
+def start_tracker(redis_url: str, log_path: Path, workers: int = WORKERS) -> tuple[subprocess.Popen, int]:
     """`tracker serve` with WORKERS bjoern processes on a free loopback port."""
     port = free_port()
     tracker = Path(sys.executable).with_name("tracker")
     command = [str(tracker)] if tracker.exists() else [sys.executable, "-m", "tracker_api.cli"]
     process = start(
-        command + ["serve", "--host", "127.0.0.1", "--port", str(port), "--workers", str(WORKERS)],
+        command + ["serve", "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers)],
         env=dict(os.environ, TRACKER_REDIS_URL=redis_url),
         output=log_path,
     )
@@ -29,10 +29,10 @@ def start_tracker(redis_url: str, log_path: Path) -> tuple[subprocess.Popen, int
     return process, port
 
 
-def start_hello(log_path: Path) -> tuple[subprocess.Popen, int]:
+def start_hello(log_path: Path, workers: int = WORKERS) -> tuple[subprocess.Popen, int]:
     """The hello-world Falcon app (benchmarks/hello_app.py), forked like the tracker."""
     port = free_port()
-    process = start([sys.executable, BENCHMARKS / "hello_app.py", str(port), str(WORKERS)], output=log_path)
+    process = start([sys.executable, BENCHMARKS / "hello_app.py", str(port), str(workers)], output=log_path)
     wait_for_port(port, process)
     return process, port
 
