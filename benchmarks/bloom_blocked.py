@@ -6,13 +6,14 @@ operation costs about 0.5 µs inside a script: 20 of them are over the budget be
 A blocked filter puts all of an item's k bits in one block of B bits, so the script reads the block
 once and writes it once. Measured here, for the script shape the filter would use:
 
-- Redis cost: each item arrives as two strings per layer: a packed mask (one byte for the KEYS
+- Redis cost: each item arrives as its entry and three strings per layer: a packed mask (one byte for the KEYS
   index of its chunk, then the block's B/32 words with the item's bits set) and the block's first
   and last byte offsets as text (a Lua number handed to ``redis.call`` is printed with ``%.17g``,
   about 0.6 µs each; text costs nothing). The script does one GETRANGE, tests
   ``band(block_word, mask_word) == mask_word`` for every word (unrolled: no tables, no loops) and,
-  for a new item, one SETRANGE of the OR of both. Script time from INFO commandstats (EVALSHA)
-  per item, for new items and for the same items again (all seen), at B = 512 and 1024.
+  for a new item, one SETRANGE of the OR of both. Per item, for new items and for the same items
+  again (all seen), at B = 512 and 1024 and for today's layered bloom_add beside them (each shape
+  5 times, interleaved): Redis main-thread CPU (INFO cpu) and script time (INFO commandstats).
 - False positives: the exact proposed hashing (FNV-1a of the name as today; murmur3 finalizer per
   layer for the block; k positions of log2(B) bits each cut from further finalizer outputs)
   simulated in pure Python: CAPACITY items set, then PROBES absent names tested. Reported: the
@@ -20,7 +21,7 @@ once and writes it once. Measured here, for the script shape the filter would us
   (bits set / B)^k: what a uniformly hashed absent item sees, with far less noise than the count)
   and the Poisson-model rate for the geometry.
 
-Writes benchmarks/results/bloom_blocked.json. About three minutes (``--quick``: a smoke run).
+Writes benchmarks/results/bloom_blocked.json. About six minutes (``--quick``: a smoke run).
 
     .venv/bin/python benchmarks/bloom_blocked.py [--quick]
 """
