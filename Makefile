@@ -64,6 +64,7 @@ bench: venv  ## Run the benchmarks (~15 min); figures in benchmarks/results/ (of
 	PYTHONPATH=benchmarks $(PY) -m server_bench $(BENCH_ARGS)
 	$(PY) benchmarks/bloom_bench.py
 	$(PY) benchmarks/bloom_floor.py
+	$(PY) benchmarks/bloom_blocked.py
 	$(PY) benchmarks/limits_bench.py --items 100000
 	$(PY) benchmarks/uniques_overhead.py
 	$(PY) benchmarks/access_log_bench.py
