@@ -50,7 +50,17 @@ def _count(conn, *fields: str) -> None:
     pipe.execute()
 
 
-class RegisterWarrior:
+class _WarriorResource:
+    """What RegisterWarrior and UpdateWarrior keep: the connection, how many proxies append
+    to X-Forwarded-For (0: the peer address is the client) and the registry's bounds."""
+
+    def __init__(self, conn, trust_forwarded: bool | int = False, bounds: hq.Bounds = hq.Bounds()):
+        self.conn = conn
+        self.trusted_proxies = int(trust_forwarded)
+        self.bounds = bounds
+
+
+class RegisterWarrior(_WarriorResource):
     """A warrior's first call: a new warrior id, recorded in the registry within its bounds.
 
     Past a bound (the address's registrations this hour, the registry's size) nothing is
@@ -60,11 +70,6 @@ class RegisterWarrior:
     update from an id the registry does not know is answered all the same) and works; it is
     just not listed among the registered warriors.
     """
-
-    def __init__(self, conn, trust_forwarded: bool | int = False, bounds: hq.Bounds = hq.Bounds()):
-        self.conn = conn
-        self.trusted_proxies = int(trust_forwarded)
-        self.bounds = bounds
 
     def on_post(self, req, resp):
         body = _warrior_body(req)
@@ -83,7 +88,7 @@ class RegisterWarrior:
         resp.data = orjson.dumps({"warrior_id": warrior_id})
 
 
-class UpdateWarrior:
+class UpdateWarrior(_WarriorResource):
     """A warrior's heartbeat; answered with the projects document, known id or not.
 
     seesaw's Warrior sends {"warrior": {"warrior_id", "lat_lng", "downloader",
@@ -93,11 +98,6 @@ class UpdateWarrior:
     still the document with a 200, as for an unknown id: it is the warrior's list of work, and
     anything else makes seesaw drop its projects until the next update ten minutes later.
     """
-
-    def __init__(self, conn, trust_forwarded: bool | int = False, bounds: hq.Bounds = hq.Bounds()):
-        self.conn = conn
-        self.trusted_proxies = int(trust_forwarded)
-        self.bounds = bounds
 
     def on_post(self, req, resp):
         body = _warrior_body(req)
