@@ -47,3 +47,16 @@ def test_item_name_of_max_chars_is_taken_one_more_refused():
     assert checks.item("x" * checks.MAX_ITEM_CHARS, 1)
     with pytest.raises(checks.BadInput):
         checks.item("x" * (checks.MAX_ITEM_CHARS + 1), 1)
+
+
+def test_pattern_text_takes_max_chars_and_refuses_one_more():
+    at = "x" * checks.MAX_PATTERN_CHARS
+    assert checks.text(at, "pattern", checks.MAX_PATTERN_CHARS) == at
+    with pytest.raises(checks.BadInput, match="at most"):
+        checks.text(at + "x", "pattern", checks.MAX_PATTERN_CHARS)
+
+
+def test_cursor_takes_max_cursor_and_refuses_one_more():
+    assert checks.cursor(checks.MAX_CURSOR) == checks.MAX_CURSOR
+    with pytest.raises(checks.BadInput):
+        checks.cursor(checks.MAX_CURSOR + 1)
