@@ -83,7 +83,7 @@ def test_items_add_from_file_and_stdin_then_status(cli, tmp_path):
 def test_block_and_upload_target(cli, r):
     cli("project", "create", "p1")
     assert cli("block", "name:mallory").exit_code == 0
-    # A global block lives in each project's copy of the global list (tests/test_blocks.py).
+    # A global block lives in each project's copy of the global list (tests/core/test_blocks.py).
     assert r.sismember("{p1}:blocked_global", "name:mallory")
     assert cli("block", "name:mallory", "--remove").exit_code == 0
     assert not r.sismember("{p1}:blocked_global", "name:mallory")

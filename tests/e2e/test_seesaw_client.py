@@ -1,6 +1,6 @@
 """End to end with the real warrior client: seesaw-kit 0.10.3's own tasks against the live server.
 
-Each test runs tests/warrior_driver.py (GetItemFromTracker, a stand-in download,
+Each test runs tests/support/warrior_driver.py (GetItemFromTracker, a stand-in download,
 PrepareStatsForTracker, optionally UploadWithTracker, SendDoneToTracker) in a subprocess against
 `tracker serve` with bjoern workers and a real Redis, then checks the tracker's state: every item
 done exactly once, none out, none left, counters equal to the truth.

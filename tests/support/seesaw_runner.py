@@ -1,4 +1,4 @@
-"""Run tests/warrior_driver.py (the real seesaw-kit pipeline) in a subprocess and read its result."""
+"""Run tests/support/warrior_driver.py (the real seesaw-kit pipeline) in a subprocess and read its result."""
 
 from __future__ import annotations
 

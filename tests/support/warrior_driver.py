@@ -1,6 +1,6 @@
 """Run the real seesaw-kit warrior pipeline against a tracker, as a grab script does.
 
-Started as a subprocess by tests/test_seesaw_client.py, so that tornado's global IOLoop and the
+Started as a subprocess by tests/e2e/test_seesaw_client.py, so that tornado's global IOLoop and the
 ``collections`` alias seesaw needs never touch the pytest process. Prints seesaw's own item log,
 then one last line ``RESULT {json}`` with what the pipeline completed.
 """
