@@ -149,8 +149,13 @@ def first_day(created_ms: int | None, days_hash: dict, today: int) -> int:
 
 
 def step_for(span_days: int) -> int:
-    """Seconds per point of the "all" range: a day, or as many days as keep it under the bound."""
-    return DAY_S * max(1, math.ceil(span_days / MAX_RANGE_POINTS))
+    """Seconds per point of the "all" range: a day, or as many days as keep it under the bound.
+
+    bucketed() aligns buckets on multiples of the step since the epoch, not on the first day, so
+    SPAN_DAYS days can touch one bucket more than SPAN_DAYS / step: the step leaves room for it."""
+    if span_days <= MAX_RANGE_POINTS:
+        return DAY_S
+    return DAY_S * ((span_days - 2) // (MAX_RANGE_POINTS - 1) + 1)
 
 
 def thin(points: list, limit: int = MAX_RANGE_POINTS) -> list:

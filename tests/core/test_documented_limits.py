@@ -60,3 +60,13 @@ def test_cursor_takes_max_cursor_and_refuses_one_more():
     assert checks.cursor(checks.MAX_CURSOR) == checks.MAX_CURSOR
     with pytest.raises(checks.BadInput):
         checks.cursor(checks.MAX_CURSOR + 1)
+
+
+@pytest.mark.parametrize("span", [1499, 1500, 1501, 2249, 2250, 3001])
+@pytest.mark.parametrize("first", [0, 1, 2])
+def test_all_range_stays_within_750_points_however_its_first_day_falls(span, first):
+    step_s = stats_ranges.step_for(span)
+    rows = [((first + d) * DAY_S, {"items_done": 1}) for d in range(span)]
+    buckets = stats_ranges.bucketed(rows, step_s)
+    assert len(buckets) <= stats_ranges.MAX_RANGE_POINTS
+    assert sum(c["items_done"] for _, c in buckets) == span
