@@ -4,7 +4,7 @@ from tracker_core import bloom, script_calls
 from tracker_core.reply_codes import BloomAdd
 
 
-def add(conn, k, entries, secret_digest="", bound=0):
+def add(conn, k, entries, secret_digest="", bound=0, last_capacity=None):
     fields = script_calls.bloom_configure(
         conn, k, capacity=1000, fp_rate="0.001", growth=2, tightening="0.5", chunk_bits=4096, replace=False
     )
@@ -17,7 +17,7 @@ def add(conn, k, entries, secret_digest="", bound=0):
         target=k.todo,
         counted=k.limited_in,
         layers=len(plan.layers),
-        last_capacity=plan.layers[-1].capacity,
+        last_capacity=plan.layers[-1].capacity if last_capacity is None else last_capacity,
         owner="",
         secret_digest=secret_digest,
         shard="",
@@ -42,4 +42,16 @@ def test_bloom_add_queues_each_item_once(conn, project, r, names):
 def test_bloom_add_refusals_queue_nothing(conn, project, r, names):
     assert add(conn, project, names, secret_digest="no-such-secret").code == BloomAdd.WRONG_SECRET
     assert add(conn, project, names, bound=1).code == BloomAdd.FULL
+    assert not r.exists(project.todo) and r.hget(project.bloom, "items") == "0"
+
+
+def test_a_capacity_that_is_not_a_number_refuses_before_any_write(conn, project, r, names):
+    """ARGV[2] (the last layer's capacity) used to be read after the items were queued, so a bad
+    one failed the script with its writes kept."""
+    import pytest
+
+    from tracker_core.scripts import ScriptError
+
+    with pytest.raises(ScriptError, match="capacity"):
+        add(conn, project, names, last_capacity="not-a-number")
     assert not r.exists(project.todo) and r.hget(project.bloom, "items") == "0"

@@ -45,6 +45,11 @@ local layers = tonumber(ARGV[1])
 local current = tonumber(redis.call('HGET', bloom_key, 'layers') or '1')
 if current ~= layers then return {-2, 0, 0} end
 local n = tonumber(ARGV[8])
+-- The last layer's capacity is read after the items are queued: check it here, before any write.
+local capacity = tonumber(ARGV[2])
+if not capacity then
+  return redis.error_reply('bloom_add: ARGV[2] (the last layer\'s capacity) must be a number')
+end
 local bound = tonumber(ARGV[9]) or 0
 local ks = {}
 for l = 1, layers do ks[l] = tonumber(ARGV[9 + l]) end
@@ -122,7 +127,7 @@ if #to_queue > 0 then redis.call('SADD', target_key, unpack(to_queue)) end
 if new > 0 then
   local filled = redis.call('HINCRBY', bloom_key, 'n:' .. (layers - 1), new)
   redis.call('HINCRBY', bloom_key, 'items', new)
-  if filled >= tonumber(ARGV[2]) then redis.call('HSET', bloom_key, 'layers', layers + 1) end
+  if filled >= capacity then redis.call('HSET', bloom_key, 'layers', layers + 1) end
   if ARGV[3] ~= '' then redis.call('SADD', owners_key, ARGV[3]) end
 end
 if shard ~= '' then redis.call('HINCRBY', shards_key, shard, n) end
