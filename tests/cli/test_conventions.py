@@ -235,7 +235,7 @@ def _path(args) -> tuple:
     return max(paths, key=len)
 
 
-def test_every_printing_command_prints_json_with_json(cli, seeded, tmp_path):
+def test_every_printing_command_prints_json_with_json(cli, seeded, engine, tmp_path):
     covered = set()
     for args in _json_cases(tmp_path):
         res = cli(*args, "--json")
@@ -254,8 +254,12 @@ def test_every_printing_command_prints_json_with_json(cli, seeded, tmp_path):
         rows = [json.loads(line) for line in res.output.splitlines()]
         assert rows and all(isinstance(row, dict) for row in rows)
     assert [row["item"] for row in rows] == NAMES
+    _, claimed = engine.claim(P, "alice", "10.0.0.1", 1)
+    engine.done(P, "alice", "1", claimed, [], "")  # a line for the log to export
     res = cli("log", "export", P, "--json", "--segments-dir", str(tmp_path / "segments"))
-    assert res.exit_code == 0 and all(json.loads(line) for line in res.output.splitlines())
+    exported = res.output.splitlines()
+    assert res.exit_code == 0 and exported, res.output
+    assert all(isinstance(json.loads(line), dict) for line in exported)
     res = cli("items", "add", P, "-", "--json", input="one/more?x\n")
     assert json.loads(res.output.splitlines()[-1]) == {"added": 1, "duplicates": 0}
     res = cli("backfeed", "secret", "create", P, "--json")
