@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import random
 import time
-from dataclasses import dataclass
 
 from tracker_core import blocks, giveback, script_calls, topology
 from tracker_core import item_status as item_status_mod
@@ -44,15 +43,6 @@ _memory_guard_percent = memory_guard_percent  # the Engine's keyword shadows the
 
 def _pairs_to_dict(flat) -> dict:
     return dict(zip(flat[::2], flat[1::2]))
-
-
-@dataclass
-class DoneResult:
-    new: int
-    repeated: int
-    unknown: int
-    refused: int = 0  # names waiting in a queue: nothing changed (accept_queued_dones off)
-    clamped: bool = False  # the bytes were cut to max_bytes_per_item per item
 
 
 class Engine:
@@ -161,10 +151,12 @@ class Engine:
         domain_bytes: list,
         item_id: str,
         ip: str = "",
-    ) -> DoneResult | None:
+    ) -> script_calls.DoneReply | None:
         """Mark ITEMS done (idempotent), by the rules of done-20.lua; None for an unknown project.
 
-        IP (the sender's) goes into the done log with the rest of the call.
+        IP (the sender's) goes into the done log with the rest of the call. The reply's refused
+        counts names waiting in a queue (nothing changed: accept_queued_dones off); clamped is 1
+        when the bytes were cut to max_bytes_per_item per item.
         """
         reply = script_calls.done(
             self.conn,
@@ -180,7 +172,7 @@ class Engine:
         if reply.code == codes.Done.UNKNOWN_PROJECT:
             return None
         self._note_age(project, reply.settings_age)
-        return DoneResult(reply.new, reply.repeated, reply.unknown, reply.refused, bool(reply.clamped))
+        return reply
 
     def release(self, project: str, downloader: str, items: list[str]) -> int | None:
         """Give back claims DOWNLOADER holds ('' = whoever holds them); the number released.
