@@ -1,6 +1,8 @@
 """A command Redis itself refuses (out of memory, a read-only replica, protected mode's DENIED)
 ends in one line and exit 1, never a traceback, and changes nothing."""
 
+import contextlib
+
 import pytest
 from click.testing import CliRunner
 
@@ -16,15 +18,24 @@ def cli(redis_url):
     return lambda *args: runner.invoke(main, ["--redis-url", redis_url, *args])
 
 
-@pytest.fixture
-def full_redis(r):
-    """Redis at its memory limit with noeviction: every write and every script that writes fails."""
+@contextlib.contextmanager
+def full(r):
+    """Redis at its memory limit with noeviction: every write and every script that writes fails;
+    the limit and policy it had come back afterwards."""
     before = r.config_get("maxmemory")["maxmemory"], r.config_get("maxmemory-policy")["maxmemory-policy"]
     r.config_set("maxmemory-policy", "noeviction")
     r.config_set("maxmemory", 1)
-    yield
-    r.config_set("maxmemory", before[0])
-    r.config_set("maxmemory-policy", before[1])
+    try:
+        yield
+    finally:
+        r.config_set("maxmemory", before[0])
+        r.config_set("maxmemory-policy", before[1])
+
+
+@pytest.fixture
+def full_redis(r):
+    with full(r):
+        yield
 
 
 def test_a_script_refused_for_memory_is_one_line_and_exit_1(cli, r, full_redis):
@@ -38,16 +49,11 @@ def test_a_script_refused_for_memory_is_one_line_and_exit_1(cli, r, full_redis):
 
 
 def test_items_add_on_a_full_redis_changes_nothing(cli, r, admin, tmp_path):
-    r.config_set("maxmemory", 0)
     projects.create(admin, P)
     names = tmp_path / "names.txt"
     names.write_text("https://example.com/a b?c=%41#d\n")
-    r.config_set("maxmemory-policy", "noeviction")
-    r.config_set("maxmemory", 1)
-    try:
+    with full(r):
         result = cli("items", "add", P, str(names))
-    finally:
-        r.config_set("maxmemory", 0)
     assert result.exit_code == 1 and "Traceback" not in result.output
     assert "refused" in result.output
     assert items.count(admin, P, "todo")["count"] == 0
