@@ -15,7 +15,7 @@ from cpu_bench.meters import RedisCpu, WorkerCpu, per_unit
 from server_bench.items import ItemSupply, claim_for_dones
 from server_bench.plan import PROJECT
 from server_bench.wrk import run_wrk
-from tracker_core import backfeed_secrets, blocks, script_calls
+from tracker_core import backfeed_secrets
 from tracker_core.admin import backfeed as backfeed_admin
 from tracker_core.admin import projects
 from tracker_core.admin.context import AdminContext
@@ -153,28 +153,17 @@ def backfeed(bench: Bench, server_pid: int, port: int) -> dict:
 
 
 def claim_script(bench: Bench) -> dict:
-    """The claim script called one at a time from here (EVALSHA via script_calls.claim, one item,
+    """The claim script called one at a time from here (Engine.claim: one EVALSHA, one item,
     500 downloaders in turn): its own µs per call from commandstats, and Redis CPU per call with
     the round trip's reading and writing."""
-    keys = bench.engine.keys(PROJECT)
-    conn = bench.engine.conn
-    ip = "127.0.0.1"
-    ip_key = blocks.ip_key(ip)
+    engine = bench.engine
 
     def call(n: int) -> int:
-        reply = script_calls.claim(
-            conn,
-            keys,
-            now_ms=int(time.time() * 1000),
-            downloader=DOWNLOADERS[n % 500],
-            ip=ip,
-            wanted=1,
-            ip_key=ip_key,
-        )
-        return reply.code
+        status, _ = engine.claim(PROJECT, DOWNLOADERS[n % 500], "127.0.0.1", 1)
+        return status
 
     bench.supply.top_up(bench.needed(None, "claim"))
-    call(0)  # loads the script (NOSCRIPT) outside the measured run
+    call(0)  # loads the script (NOSCRIPT) and the settings outside the measured run
     calls = refused = 0
     bench.redis.start()
     started = time.perf_counter()

@@ -8,6 +8,7 @@ HEADLINES = (
     ("request_worker_cpu_us", "worker CPU per `/request`", "µs"),
     ("request_redis_cpu_us", "Redis CPU per `/request`", "µs"),
     ("request_script_us", "claim script's own time per `/request` (commandstats)", "µs"),
+    ("request_redis_commands", "Redis commands per `/request` (the script's included)", "commands"),
     ("hello_per_s", "hello-world Falcon on bjoern rate, one worker", "req/s"),
     ("hello_worker_cpu_us", "hello-world worker CPU per request (framework floor)", "µs"),
     ("claim_script_us", "claim script called directly, own time per call (commandstats)", "µs"),
@@ -15,6 +16,8 @@ HEADLINES = (
     ("done_per_s", "`/done` rate (one item each), one worker", "req/s"),
     ("done_worker_cpu_us", "worker CPU per `/done`", "µs"),
     ("done_redis_cpu_us", "Redis CPU per `/done`", "µs"),
+    ("done_script_us", "done script's own time per `/done` (commandstats)", "µs"),
+    ("done_redis_commands", "Redis commands per `/done` (the script's included)", "commands"),
     ("backfeed_new_items_per_s", "backfeed new items/s (400 a post, Bloom 1e-6)", "items/s"),
     ("backfeed_redis_cpu_us_per_new_item", "Redis CPU per new backfeed item", "µs"),
     ("backfeed_worker_cpu_us_per_new_item", "worker CPU per new backfeed item", "µs"),
@@ -43,6 +46,7 @@ def headlines(cases: dict) -> dict:
         "request_worker_cpu_us": request["worker_cpu_us"],
         "request_redis_cpu_us": request["redis_cpu_us"],
         "request_script_us": request["evalsha_us_per_call"],
+        "request_redis_commands": request["redis_commands_per_unit"],
         "hello_per_s": hello["requests_per_s"],
         "hello_worker_cpu_us": hello["worker_cpu_us"],
         "claim_script_us": claim["evalsha_us_per_call"],
@@ -50,10 +54,33 @@ def headlines(cases: dict) -> dict:
         "done_per_s": done["requests_per_s"],
         "done_worker_cpu_us": done["worker_cpu_us"],
         "done_redis_cpu_us": done["redis_cpu_us"],
+        "done_script_us": done["evalsha_us_per_call"],
+        "done_redis_commands": done["redis_commands_per_unit"],
         "backfeed_new_items_per_s": backfeed["new_items_per_s"],
         "backfeed_redis_cpu_us_per_new_item": backfeed["redis_cpu_us_per_new_item"],
         "backfeed_worker_cpu_us_per_new_item": backfeed["worker_cpu_us_per_new_item"],
     }
+
+
+# The aims issue 16 set, shown beside the figures (µs; None: no aim for that figure).
+AIMS = {
+    "request_worker_cpu_us": "≤ 30",
+    "request_redis_cpu_us": "≤ 25",
+    "done_worker_cpu_us": "≤ 30",
+    "done_redis_cpu_us": "≤ 25",
+    "backfeed_redis_cpu_us_per_new_item": "≤ 5",
+}
+
+# Columns of cpu.md's table besides this run: the filed baseline, the first run recorded (where
+# the work on issue 16 started) and the latest few; cpu.json keeps every run.
+SHOWN_LATEST = 3
+
+
+def shown_history(history: list[dict]) -> list[dict]:
+    """The earlier runs cpu.md shows, oldest first."""
+    if len(history) <= SHOWN_LATEST + 2:
+        return history
+    return [*history[:2], *history[-SHOWN_LATEST:]]
 
 
 def carried_history(previous: dict | None) -> list[dict]:

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from cpu_bench.history import BASELINE, HEADLINES, carried_history
+from cpu_bench.history import BASELINE, HEADLINES, SHOWN_LATEST, carried_history, shown_history
 from support.paths import ROOT
 
 EARLIER = {
@@ -29,6 +29,13 @@ def test_a_first_run_starts_its_history_with_the_issue_baseline():
     assert carried_history(None) == [BASELINE]
     assert BASELINE["label"] == "issue 16 baseline (as filed)"
     assert BASELINE["figures"]["request_worker_cpu_us"] == [50, 63]
+
+
+def test_the_report_shows_the_baseline_the_first_run_and_the_latest_while_the_file_keeps_all():
+    runs = [BASELINE] + [{"label": f"run {n}", "figures": {}} for n in range(10)]
+    assert shown_history(runs[: SHOWN_LATEST + 2]) == runs[: SHOWN_LATEST + 2]
+    shown = shown_history(runs)
+    assert [h["label"] for h in shown] == [BASELINE["label"], "run 0", "run 7", "run 8", "run 9"]
 
 
 @pytest.mark.slow
@@ -61,3 +68,4 @@ def test_a_quick_run_measures_every_case_and_keeps_the_history(tmp_path):
     for _, what, _ in HEADLINES:
         assert what in report
     assert "issue 16 baseline (as filed)" in report and EARLIER["date_utc"] in report
+    assert "| ≤ 25 |" in report and "| ≤ 5 |" in report  # the aims stand beside the figures
