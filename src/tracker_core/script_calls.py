@@ -404,14 +404,17 @@ def bloom_configure(
     tightening: str,
     chunk_bits: int,
     replace: bool,
+    kind: str = "layered",
+    bits_per_item: int = 35,
 ) -> dict | int:
     """Fix the filter's geometry while it is empty (bloom_configure-2.lua): the geometry in
-    force as a dict of text, or a reply_codes.BloomConfigure code."""
+    force as a dict of text, or a reply_codes.BloomConfigure code. KIND and BITS_PER_ITEM: see
+    tracker_core.bloom."""
     reply = run(
         conn,
         "bloom_configure",
         (k.settings, k.bloom),
-        (capacity, fp_rate, growth, tightening, chunk_bits, "1" if replace else "0"),
+        (capacity, fp_rate, growth, tightening, chunk_bits, "1" if replace else "0", kind, bits_per_item),
     )
     if len(reply) == 1:
         return reply[0]
