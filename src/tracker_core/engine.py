@@ -16,6 +16,7 @@ from tracker_core import keys as keyspace
 from tracker_core import limits as limits_mod
 from tracker_core import reply_codes as codes
 from tracker_core.settings import ProjectSettings
+from tracker_core.uniques_seen import UniquesSeen
 
 _NEGATIVE_CACHE_S = 1.0
 _SETTINGS_CACHE_S = 1.0
@@ -60,6 +61,7 @@ class Engine:
         self._memory_checked_at = float("-inf")
         self._memory_full = False
         self._owners = item_status_mod.Owners()  # downloaders with own queues, for item_status
+        self._uniques = UniquesSeen()  # what this process's claims counted in the daily uniques
 
     # -- settings cache -------------------------------------------------------------------------
 
@@ -117,16 +119,27 @@ class Engine:
 
     def claim(self, project: str, downloader: str, ip: str, wanted: int) -> tuple[int, list[str]]:
         """Claim up to WANTED items; return (status, names), status a reply_codes.Claim."""
+        now_ms = self._now_ms()
+        # The cached settings say which life of the project the remembered uniques belong to;
+        # the script checks it against the stored one, so a stale cache only costs the PFADDs.
+        cached = self._settings.get(project)
+        created_ms = cached[0].values.get("created_ms", "") if cached is not None else ""
+        downloader_counted, ip_counted = self._uniques.flags(project, created_ms, now_ms, downloader, ip)
         reply = script_calls.claim(
             self.conn,
             self.keys(project),
-            now_ms=self._now_ms(),
+            now_ms=now_ms,
             downloader=downloader,
             ip=ip,
             wanted=wanted,
             ip_key=blocks.ip_key(ip),
+            counted_under=created_ms,
+            downloader_counted=downloader_counted,
+            ip_counted=ip_counted,
         )
         self._note_age(project, reply.settings_age)
+        if not (downloader_counted and ip_counted):
+            self._uniques.record(project, created_ms, now_ms, downloader, ip, reply.code)
         return reply.code, reply.items
 
     def bury_unservable(self, project: str, downloader: str, reasons: dict[str, str]) -> int:

@@ -78,10 +78,34 @@ def claim_keys(k: keyspace.ProjectKeys, downloader: str, now_ms: int) -> tuple:
 
 
 def claim(
-    conn, k: keyspace.ProjectKeys, *, now_ms: int, downloader: str, ip: str, wanted: int, ip_key: str
+    conn,
+    k: keyspace.ProjectKeys,
+    *,
+    now_ms: int,
+    downloader: str,
+    ip: str,
+    wanted: int,
+    ip_key: str,
+    counted_under: str = "",
+    downloader_counted: bool = False,
+    ip_counted: bool = False,
 ) -> ClaimReply:
-    """Hand up to WANTED items to DOWNLOADER (claim-22.lua); IP_KEY is blocks.ip_key(IP)."""
-    reply = run(conn, "claim", claim_keys(k, downloader, now_ms), (now_ms, downloader, ip, wanted, ip_key))
+    """Hand up to WANTED items to DOWNLOADER (claim-22.lua); IP_KEY is blocks.ip_key(IP).
+
+    DOWNLOADER_COUNTED and IP_COUNTED: the caller already counted them in today's uniques of
+    the project whose created_ms is COUNTED_UNDER (the script then skips their PFADD).
+    """
+    args = (
+        now_ms,
+        downloader,
+        ip,
+        wanted,
+        ip_key,
+        counted_under,
+        "1" if downloader_counted else "0",
+        "1" if ip_counted else "0",
+    )
+    reply = run(conn, "claim", claim_keys(k, downloader, now_ms), args)
     return _make(ClaimReply, (reply[0], int(reply[1]), reply[2:]))
 
 

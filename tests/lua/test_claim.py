@@ -32,3 +32,57 @@ def test_claim_refusals_change_no_queue(conn, project, r, names, now_ms, k):
     assert claim(conn, project, now_ms) == (Claim.NOTHING, 1, [])
     assert r.scard(project.todo) == len(names) and r.zcard(project.out) == 0
     assert r.hget(project.stats, "requests_paused") == "1"
+
+
+def uniques(r, k, now_ms):
+    day = now_ms // 86_400_000
+    return r.pfcount(k.uniques("downloaders", day)), r.pfcount(k.uniques("ips", day))
+
+
+def counted_claim(conn, k, now_ms, under, downloader_counted, ip_counted):
+    return script_calls.claim(
+        conn,
+        k,
+        now_ms=now_ms,
+        downloader="https://dl.example/a b?c=%20#d",
+        ip="10.1.2.3",
+        wanted=1,
+        ip_key=blocks.ip_key("10.1.2.3"),
+        counted_under=under,
+        downloader_counted=downloader_counted,
+        ip_counted=ip_counted,
+    )
+
+
+def test_claim_skips_the_pfadds_of_members_the_caller_counted_in_this_life(conn, project, r, names, now_ms):
+    r.sadd(project.todo, *names)
+    created = r.hget(project.settings, "created_ms")
+    # Flags under the stored created_ms: both PFADDs skipped (the members, never added, stay
+    # uncounted: proof that nothing ran), the claim itself unchanged.
+    reply = counted_claim(conn, project, now_ms, created, True, True)
+    assert reply.code == Claim.OK and len(reply.items) == 1
+    assert uniques(r, project, now_ms) == (0, 0)
+    assert r.hget(project.stats, "requests") == "1"
+    # One flag: only the other member is counted.
+    counted_claim(conn, project, now_ms, created, True, False)
+    assert uniques(r, project, now_ms) == (0, 1)
+    counted_claim(conn, project, now_ms, created, False, True)
+    assert uniques(r, project, now_ms) == (1, 1)
+
+
+def test_claim_ignores_counted_flags_from_another_life_of_the_project(conn, project, r, names, now_ms):
+    r.sadd(project.todo, *names)
+    created = r.hget(project.settings, "created_ms")
+    for under in (str(int(created) - 1), "", created + "0"):
+        r.delete(
+            project.uniques("downloaders", now_ms // 86_400_000), project.uniques("ips", now_ms // 86_400_000)
+        )
+        counted_claim(conn, project, now_ms, under, True, True)
+        assert uniques(r, project, now_ms) == (1, 1), under
+    # A project stored without created_ms (made before it existed) never skips, even for ''.
+    r.hdel(project.settings, "created_ms")
+    r.delete(
+        project.uniques("downloaders", now_ms // 86_400_000), project.uniques("ips", now_ms // 86_400_000)
+    )
+    counted_claim(conn, project, now_ms, "", True, True)
+    assert uniques(r, project, now_ms) == (1, 1)

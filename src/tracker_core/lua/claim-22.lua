@@ -27,6 +27,14 @@ KEYS[22] reclaim_history    hash  item -> JSON list of its earlier rounds {downl
 ARGV[1] now (ms)   ARGV[2] downloader   ARGV[3] ip   ARGV[4] items wanted (1..MAX_MULTI_CEILING; more is cut to it)
 ARGV[5] the IP as the index compares it: "4" + 8 hex digits, "6" + 32, or "" (not an address:
         no IP block applies); computed by the caller (blocks.ip_key), as Lua parses no addresses
+ARGV[6] the project's created_ms the caller's next two flags were recorded under ('' or absent:
+        none)   ARGV[7] '1': the caller already counted this downloader in KEYS[14]
+ARGV[8] '1': the caller already counted this IP in KEYS[15]
+        A PFADD of a member already counted changes nothing, so it is skipped; the flags count
+        only while the stored created_ms equals ARGV[6] (a project deleted and created again
+        has new, empty uniques), read in the settings HMGET at no extra call. The caller
+        (engine.UniquesSeen) records a member after a reply other than 403 and -1, the only
+        replies whose claim ran the PFADDs, per project, created_ms and day (the keys' day).
 
 Returns {code, settings_age, item...}:
   200 items given (at least one)     404 nothing to give: queues empty, project paused, the
@@ -87,7 +95,7 @@ end
 wanted = math.max(1, math.min(MAX_MULTI_CEILING, math.floor(wanted)))
 local settings = redis.call('HMGET', settings_key, 'settings_age', 'paused', 'rate_limit',
                             'rate_burst', 'max_claims_per_downloader', 'reclaim_ttl_s',
-                            'claims_limit', 'max_reclaims', 'ignore_global_blocked')
+                            'claims_limit', 'max_reclaims', 'ignore_global_blocked', 'created_ms')
 local age = settings[1]
 if not age then return {-1, 0} end
 local downloader, ip = ARGV[2], ARGV[3]
@@ -120,11 +128,15 @@ if ip_key ~= '' then
   end
 end
 -- Counted after the block check: blocked clients are not participants. EXPIRE only when the
--- estimate changed (a new name or IP), so the common repeat costs one PFADD each.
+-- estimate changed (a new name or IP), so the common repeat costs one PFADD each, and none when
+-- the caller counted the member before in this project's life (ARGV[6..8]).
+local counted_before = settings[10] ~= false and settings[10] == ARGV[6]
 for u = 1, 2 do
-  local key = u == 1 and uniq_downloaders_key or uniq_ips_key
-  if redis.call('PFADD', key, u == 1 and downloader or ip) == 1 then
-    redis.call('EXPIRE', key, UNIQUES_TTL_S)
+  if not (counted_before and ARGV[6 + u] == '1') then
+    local key = u == 1 and uniq_downloaders_key or uniq_ips_key
+    if redis.call('PFADD', key, u == 1 and downloader or ip) == 1 then
+      redis.call('EXPIRE', key, UNIQUES_TTL_S)
+    end
   end
 end
 if settings[2] == '1' then return refuse(404, 'requests_paused') end

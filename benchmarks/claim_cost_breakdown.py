@@ -1,0 +1,238 @@
+"""Where the claim script's Redis time goes: the real script against copies with one part cut out.
+
+Runs claim (multi=1, every claim served from `todo`, 1,000 downloaders half on IPv4 and half on
+IPv6, no blocks, limits or caps set: the common case) over one raw connection to a private
+redis-server, and reads Redis's own accounting per variant: EVALSHA's usec per call in INFO
+commandstats (the time inside the script) and used_cpu_user+sys per call from INFO cpu (the
+whole call: reading 22 keys and 5 arguments off the socket included). The variants alternate
+within each round, so a shared, noisy machine hits them alike; the figures are medians.
+
+A part's cost is the full script's time minus the variant's. The variants only measure: a
+script with a part cut out breaks a rule (that is the point), none is ever used.
+
+    .venv/bin/python benchmarks/claim_cost_breakdown.py [--rounds N] [--claims N] [--label TEXT]
+
+Writes benchmarks/results/claim_cost.json and claim_cost.md (the label, e.g. "before" or
+"after", keys the run in the JSON, so earlier runs stay beside the new one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import platform
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from tracker_core import scripts
+from tracker_core.admin import projects
+from tracker_core.admin.context import AdminContext
+from tracker_core.embedded import EmbeddedRedis, free_port
+from tracker_core.engine import Engine
+
+DOWNLOADERS = 1000
+RESULTS = Path(__file__).with_name("results")
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def client(n: int) -> tuple[str, str]:
+    d = n % DOWNLOADERS
+    ip = f"10.{d // 250}.{d % 250}.7" if d % 2 else f"2001:db8:{d:x}::7"
+    return f"dl{d}", ip
+
+
+def _cut(source: str, cuts: list[tuple[str, str]]) -> str:
+    for old, new in cuts:
+        assert old in source, f"variant pattern not in the script: {old!r}"
+        source = source.replace(old, new)
+    return source
+
+
+# name -> (what is cut out, [(text, replacement)]) on the inlined claim source. Each text must
+# be in the script (asserted), so a change to the script that a variant no longer fits fails
+# loudly rather than measuring nothing.
+VARIANTS: dict[str, tuple[str, list[tuple[str, str]]]] = {
+    "counters": (
+        "every counter (stats and minute hashes)",
+        [("  if n == 0 then return end\n", "  do return end\n")],
+    ),
+    "minute_counters": (
+        "the minute hash's half of every counter",
+        [("  if minute_key then\n", "  if false then\n")],
+    ),
+    "uniques": ("the two PFADDs", [("if redis.call('PFADD'", "if false and redis.call('PFADD'")]),
+    "blocks": (
+        "the block checks (ZSCORE, ZREVRANGEBYLEX)",
+        [
+            (
+                "if redis.call('ZSCORE', blocked_index_key",
+                "if false and redis.call('ZSCORE', blocked_index_key",
+            ),
+            ("if ip_key ~= '' then", "if false then"),
+        ],
+    ),
+    "limits": (
+        "the due-limits read (ZRANGEBYSCORE limits_ready)",
+        [("  if upto > given then take_limited", "  if false then take_limited")],
+    ),
+    "own_queue": (
+        "the SPOP of the downloader's own queue",
+        [("for q = FIRST_QUEUE, LAST_QUEUE do", "for q = FIRST_QUEUE + 1, LAST_QUEUE do")],
+    ),
+}
+
+
+# The floor: the same call (22 keys, 5 arguments) doing only what any claim must, read the
+# settings and pop an item.
+FLOOR = """local s = redis.call('HMGET', KEYS[1], 'settings_age')
+return {200, s[1], redis.call('SPOP', KEYS[4], 1)[1]}"""
+
+
+def script_at(revision: str) -> scripts.Script:
+    """claim-22.lua as it was at REVISION (with today's includes and constants)."""
+    text = subprocess.run(
+        ["git", "show", f"{revision}:src/tracker_core/lua/claim-22.lua"],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    source = scripts._inline(text)
+    return scripts.Script("claim", 22, source, hashlib.sha1(source.encode()).hexdigest())
+
+
+def variant(real: scripts.Script, name: str) -> scripts.Script:
+    if name == "full":
+        return real
+    if name.startswith("at "):
+        return script_at(name[3:])
+    source = FLOOR if name == "floor" else _cut(real.source, VARIANTS[name][1])
+    return scripts.Script(real.name, real.num_keys, source, hashlib.sha1(source.encode()).hexdigest())
+
+
+def _cpu_s(conn) -> float:
+    info = conn.info("cpu")
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
+
+def one_round(engine: Engine, admin: AdminContext, claims: int, round_no: int) -> tuple[float, float]:
+    """Claim CLAIMS items; (commandstats usec per call, Redis CPU usec per call)."""
+    k = engine.keys("bench")
+    names = [f"https://example.com/r{round_no}/{n}?q=%20x#f" for n in range(claims)]
+    for i in range(0, claims, 1000):
+        admin.conn.sadd(k.todo, *names[i : i + 1000])
+    engine.settings("bench")  # as the warrior does before each claim: what the engine caches
+    admin.conn.config_resetstat()
+    cpu0 = _cpu_s(admin.conn)
+    for n in range(claims):
+        status = engine.claim("bench", *client(n), 1)[0]
+        assert status == 200, status
+    cpu1 = _cpu_s(admin.conn)
+    stats = admin.conn.info("commandstats")
+    evalsha = stats["cmdstat_evalsha"]
+    calls = int(evalsha["calls"])
+    assert calls == claims, calls
+    # The round's state goes, so every round claims against the same sizes.
+    admin.conn.delete(k.out, k.claims, k.reclaim_at, k.downloader_claims)
+    # INFO cpu covers the reads of INFO itself too: a few calls against thousands of claims.
+    return int(evalsha["usec"]) / calls, (cpu1 - cpu0) * 1e6 / calls
+
+
+def median(values: list[float]) -> float:
+    values = sorted(values)
+    return values[len(values) // 2]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--claims", type=int, default=4000, help="claims per variant per round")
+    parser.add_argument("--label", default="now")
+    parser.add_argument("--only", nargs="*", help="variants to run (default: all)")
+    parser.add_argument("--before", help="also run claim-22.lua of this git revision ('at REV')")
+    args = parser.parse_args()
+    names = ["full", *VARIANTS, "floor"] if not args.only else args.only
+    if args.before:
+        names.append(f"at {args.before}")
+    real = scripts.SCRIPTS["claim"]
+    chosen = {name: variant(real, name) for name in names}
+    own: dict[str, list[float]] = {name: [] for name in names}
+    cpu: dict[str, list[float]] = {name: [] for name in names}
+    with tempfile.TemporaryDirectory() as tmp:
+        server = EmbeddedRedis(Path(tmp), port=free_port()).start()
+        try:
+            admin = AdminContext.from_url(server.url)
+            projects.create(admin, "bench")
+            engine = Engine(server.url)
+            for round_no in range(args.rounds):
+                for name, script in chosen.items():
+                    scripts.SCRIPTS["claim"] = script
+                    a, b = one_round(engine, admin, args.claims, round_no)
+                    own[name].append(a)
+                    cpu[name].append(b)
+            scripts.SCRIPTS["claim"] = real
+        finally:
+            server.stop()
+    full_own, full_cpu = median(own["full"]), median(cpu["full"])
+    run = {
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "commit": subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True
+        ).stdout.strip(),
+        "rounds": args.rounds,
+        "claims_per_round": args.claims,
+        "median_usec_own": {n: round(median(v), 2) for n, v in own.items()},
+        "median_usec_cpu": {n: round(median(v), 2) for n, v in cpu.items()},
+        "best_usec_own": {n: round(min(v), 2) for n, v in own.items()},
+        "best_usec_cpu": {n: round(min(v), 2) for n, v in cpu.items()},
+        "part_cost_usec_own": {n: round(full_own - median(v), 2) for n, v in own.items() if n != "full"},
+        "part_cost_usec_cpu": {n: round(full_cpu - median(v), 2) for n, v in cpu.items() if n != "full"},
+        "usec_own_rounds": {n: [round(x, 2) for x in v] for n, v in own.items()},
+        "machine": platform.platform(),
+    }
+    path = RESULTS / "claim_cost.json"
+    data = json.loads(path.read_text()) if path.exists() else {}
+    data["what"] = (
+        "Redis usec per claim script call (multi=1, served from todo, no blocks/limits/caps): "
+        "own = INFO commandstats evalsha usec_per_call, cpu = INFO cpu used_cpu_user+sys per call"
+    )
+    data.setdefault("runs", {})[args.label] = run
+    path.write_text(json.dumps(data, indent=2) + "\n")
+    lines = [
+        "# Claim script: where its Redis time goes",
+        "",
+        "Made by `.venv/bin/python benchmarks/claim_cost_breakdown.py`. " + data["what"] + ".",
+        "A part's cost is the full script's median minus the median of a copy with that part cut out.",
+        "",
+    ]
+    for label, r in data["runs"].items():
+        lines += [
+            f"## {label} ({r['when']}, commit {r['commit'][:10]}, {r['rounds']} rounds x {r['claims_per_round']} claims)",
+            "",
+            "| variant | own us/call | Redis CPU us/call | part's own cost | part's CPU cost |",
+            "| --- | --- | --- | --- | --- |",
+        ]
+        for n in r["median_usec_own"]:
+            what = (
+                "the real script"
+                if n == "full"
+                else "floor: HMGET settings + SPOP todo only"
+                if n == "floor"
+                else f"without {VARIANTS[n][0]}"
+                if n in VARIANTS
+                else f"claim-22.lua {n}"
+            )
+            lines.append(
+                f"| {what} | {r['median_usec_own'][n]} | {r['median_usec_cpu'][n]} | "
+                f"{r['part_cost_usec_own'].get(n, '')} | {r['part_cost_usec_cpu'].get(n, '')} |"
+            )
+        lines.append("")
+    (RESULTS / "claim_cost.md").write_text("\n".join(lines))
+    print(json.dumps(run, indent=2))
+
+
+if __name__ == "__main__":
+    main()
