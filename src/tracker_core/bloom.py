@@ -10,6 +10,13 @@ filter adds one ``growth`` times larger whose rate is ``tightening`` times tight
 all layers' rates (the rate an absent item sees) stays under ``fp_rate``. Each layer is split into
 equal chunks of at most ``chunk_bits`` bits, one Redis string each, so the 512 MB string limit
 never caps a project; an item's bits all live in one chunk, chosen by its hash.
+
+Two kinds share that layout, the hashing and the script; they differ in k. A ``layered``
+filter (the default, and every filter made before kinds existed) spends the fewest bits: the
+optimal k, 20 at 1e-6 (29 bits per item). A ``wide`` filter gives each layer at least
+``bits_per_item`` bits per item (35) and the smallest k that still meets the layer's rate (10
+at 0.9e-6): the script's work grows with k (each bit is one BITFIELD op), memory with the bits.
+docs/data-model.md has the maths and the measured figures.
 """
 
 from __future__ import annotations
@@ -28,6 +35,12 @@ DEFAULT_CAPACITY = 1_000_000
 DEFAULT_FP_RATE = 1e-6
 DEFAULT_GROWTH = 2
 DEFAULT_TIGHTENING = 0.1
+LAYERED, WIDE = "layered", "wide"
+KINDS = (LAYERED, WIDE)
+# For new filters. Wide costs Redis less than half as much per new item but not the 5 µs issue 16
+# asks for (docs/data-model.md); a stored geometry without a kind is LAYERED.
+DEFAULT_KIND = LAYERED
+WIDE_BITS_PER_ITEM = 35
 MAX_CHUNK_BITS = 2**30  # 128 MiB per Redis string, far under the 512 MB limit
 BATCH = 400
 FIXED_KEYS = script_calls.BLOOM_FIXED_KEYS  # keys of bloom_add before the bitmaps
@@ -44,6 +57,21 @@ OK, UNKNOWN_PROJECT, WRONG_SECRET, FULL = (
 def optimal_bits_per_item(fp_rate: float) -> float:
     """Bits per item a Bloom filter with the best k needs for FP_RATE: -ln(p) / ln(2)^2."""
     return -math.log(fp_rate) / math.log(2) ** 2
+
+
+def expected_rate(bits_per_item: float, k: int) -> float:
+    """False-positive rate of a full filter: (1 - e^(-k / bits_per_item))^k."""
+    return (1 - math.exp(-k / bits_per_item)) ** k
+
+
+def fewest_bits_k(bits_per_item: float, fp_rate: float) -> int:
+    """The smallest k whose expected rate at BITS_PER_ITEM meets FP_RATE (the optimal k, that
+    is the lowest rate, when none does: the caller sized the bits so that one does)."""
+    best = max(1, round(bits_per_item * math.log(2)))
+    for k in range(1, best):
+        if expected_rate(bits_per_item, k) <= fp_rate:
+            return k
+    return best
 
 
 @dataclass(frozen=True)
@@ -68,12 +96,16 @@ class Geometry:
     tightening: float = DEFAULT_TIGHTENING
     chunk_bits: int = MAX_CHUNK_BITS
     layers: int = 1
+    kind: str = DEFAULT_KIND
+    bits_per_item: int = WIDE_BITS_PER_ITEM  # the least a wide layer gets; unused when layered
 
     def __post_init__(self):
         if self.capacity < 1 or not 0 < self.fp_rate < 1 or self.growth < 1:
             raise ValueError("capacity >= 1, 0 < fp_rate < 1 and growth >= 1 are required")
         if not 0 < self.tightening < 1 or not 64 <= self.chunk_bits <= 2**32:
             raise ValueError("0 < tightening < 1 and 64 <= chunk_bits <= 2**32 are required")
+        if self.kind not in KINDS or not 1 <= self.bits_per_item <= 256:
+            raise ValueError(f"kind must be one of {KINDS} and 1 <= bits_per_item <= 256")
 
     @classmethod
     def from_redis(cls, fields: dict) -> Geometry:
@@ -84,15 +116,24 @@ class Geometry:
             tightening=float(fields["tightening"]),
             chunk_bits=int(fields["chunk_bits"]),
             layers=int(fields.get("layers", 1)),
+            # Filters made before kinds existed are layered, and must stay so to keep answering.
+            kind=fields.get("kind", LAYERED),
+            bits_per_item=int(fields.get("bits_per_item", WIDE_BITS_PER_ITEM)),
         )
 
     def layer(self, index: int) -> Layer:
         capacity = self.capacity * self.growth**index
         fp_rate = self.fp_rate * (1 - self.tightening) * self.tightening**index
-        bits = math.ceil(capacity * optimal_bits_per_item(fp_rate))
+        per_item = optimal_bits_per_item(fp_rate)
+        if self.kind == WIDE:
+            per_item = max(per_item, self.bits_per_item)
+        bits = math.ceil(capacity * per_item)
         chunks = math.ceil(bits / self.chunk_bits)
         chunk_bits = math.ceil(bits / chunks)
-        k = max(1, round(chunk_bits * chunks / capacity * math.log(2)))
+        if self.kind == WIDE:
+            k = fewest_bits_k(chunk_bits * chunks / capacity, fp_rate)
+        else:
+            k = max(1, round(chunk_bits * chunks / capacity * math.log(2)))
         return Layer(index, capacity, fp_rate, k, chunks, chunk_bits)
 
     def all_layers(self) -> list[Layer]:
@@ -130,6 +171,8 @@ def configure(
         growth=g.growth,
         tightening=repr(g.tightening),
         chunk_bits=g.chunk_bits,
+        kind=g.kind,
+        bits_per_item=g.bits_per_item,
         replace=replace,
     )
     if isinstance(fields, int):

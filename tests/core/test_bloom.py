@@ -163,6 +163,76 @@ def test_false_positive_rate_matches_the_design_at_small_capacity(admin, redis_u
     assert expected - 6 * math.sqrt(expected) < hits < expected + 6 * math.sqrt(expected)
 
 
+# -- kinds: layered (fewest bits, the default) and wide (35 bits per item, fewer bit operations) --
+
+
+def test_wide_layers_meet_their_rates_within_35_bits_per_item_with_fewer_bits_set():
+    wide = bloom.Geometry(capacity=10_000_000, fp_rate=1e-6, kind=bloom.WIDE, layers=4)
+    layered = bloom.Geometry(capacity=10_000_000, fp_rate=1e-6, layers=4)
+    first = wide.layer(0)
+    assert first.bits / first.capacity == 35 and first.k == 10 < layered.layer(0).k == 20
+    for layer in wide.all_layers()[:2]:
+        assert layer.bits / layer.capacity == 35
+        assert bloom.expected_rate(35, layer.k) <= layer.fp_rate
+        # The smallest such k: one bit fewer per item would miss the layer's rate.
+        assert bloom.expected_rate(35, layer.k - 1) > layer.fp_rate
+    # Deeper layers need more than 35 bits for their rate: there wide is layered.
+    assert wide.all_layers()[2:] == layered.all_layers()[2:]
+
+
+def test_a_filter_stored_before_kinds_is_layered_and_keeps_answering(admin, redis_url, r):
+    projects.create(admin, P)
+    k = ProjectKeys(P)
+    conn = RawRedis(redis_url)
+    bloom.configure(conn, k, bloom.Geometry(capacity=500, kind=bloom.LAYERED))
+    names = [b"https://example.com/old/%d?q=%%20#f" % i for i in range(300)]
+    assert bloom.BloomFilter(conn, k).add(names).new == 300
+    r.hdel(k.bloom, "kind", "bits_per_item")  # as every filter made before kinds is stored
+    again = bloom.BloomFilter(conn, k)
+    assert again.plan().geometry.kind == bloom.LAYERED and again.plan().ks == [20]
+    assert again.add(names[::3]) == bloom.AddResult(bloom.OK, 0, 100)
+    assert all(again.contains_many(names))
+
+
+def test_a_wide_filter_is_stored_with_its_kind_and_dedups(admin, redis_url, r, hashing):
+    projects.create(admin, P)
+    k = ProjectKeys(P)
+    conn = RawRedis(redis_url)
+    geometry = bloom.configure(conn, k, bloom.Geometry(capacity=2000, kind=bloom.WIDE))
+    assert (geometry.kind, geometry.bits_per_item, geometry.layer(0).k) == (bloom.WIDE, 35, 10)
+    assert r.hget(k.bloom, "kind") == "wide" and r.hget(k.bloom, "bits_per_item") == "35"
+    filt = bloom.BloomFilter(conn, k)
+    names = [b"https://example.com/w/%d/a b?c=%%#x" % i for i in range(1000)]
+    assert filt.add(names[:400] + names[:10]) == bloom.AddResult(bloom.OK, 400, 10)
+    assert filt.add(names[300:700]) == bloom.AddResult(bloom.OK, 300, 100)
+    assert all(filt.contains_many(names[:700])) and r.scard(k.backfeed) == 700
+    assert r.strlen(k.bloom_chunk(0, 0)) <= 2000 * 35 // 8
+
+
+def test_wide_false_positive_rate_matches_the_design_at_small_capacity(admin, redis_url):
+    """At capacity, absent items are seen at about the designed rate (wide: k=3 at 1%, 35 bits)."""
+    projects.create(admin, P)
+    k = ProjectKeys(P)
+    conn = RawRedis(redis_url)
+    geometry = bloom.Geometry(capacity=4000, fp_rate=0.01, kind=bloom.WIDE, bits_per_item=12)
+    geometry = bloom.configure(conn, k, geometry)
+    layer = geometry.layer(0)
+    assert layer.k < round(12 * math.log(2))  # fewer bits than the optimal k
+    filt = bloom.BloomFilter(conn, k)
+    for start in range(0, 4000, 400):
+        assert filt.add([b"in-%d" % i for i in range(start, start + 400)]).status == bloom.OK
+    absent = [b"out-%d" % i for i in range(40_000)]
+    hits = sum(sum(filt.contains_many(absent[i : i + 2000])) for i in range(0, len(absent), 2000))
+    expected = bloom.expected_rate(layer.bits / layer.capacity, layer.k) * len(absent)
+    assert expected <= layer.fp_rate * len(absent)
+    assert expected - 6 * math.sqrt(expected) < hits < expected + 6 * math.sqrt(expected)
+
+
+def test_geometry_refuses_an_unknown_kind():
+    with pytest.raises(ValueError, match="kind"):
+        bloom.Geometry(kind="blocked")
+
+
 # -- the blocked filter measured in benchmarks/bloom_blocked.py (issue 16; not yet the filter in use) --
 
 URL_NAMES = [

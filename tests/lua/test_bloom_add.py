@@ -55,3 +55,88 @@ def test_a_capacity_that_is_not_a_number_refuses_before_any_write(conn, project,
     with pytest.raises(ScriptError, match="capacity"):
         add(conn, project, names, last_capacity="not-a-number")
     assert not r.exists(project.todo) and r.hget(project.bloom, "items") == "0"
+
+
+# -- one BITFIELD per layer and batch (issue 16): the same answers as one GETBIT per bit -----------
+
+
+def urls(n: int, tag: str = "") -> list[str]:
+    return [f"https://example.com/{tag}page/{i}/item?q=%20x&r={i}#frag {i}" for i in range(n)]
+
+
+def call(conn, k, entries, geometry, **overrides):
+    """bloom_add over ENTRIES with the filter's geometry in force (GEOMETRY configures it first)."""
+    script_calls.bloom_configure(conn, k, replace=False, **geometry)
+    plan = bloom.Plan(k, bloom.Geometry.from_redis(conn.hgetall(k.bloom)))
+    wired = [e.encode() for e in entries]
+    arguments = dict(
+        chunk_keys=plan.chunk_keys,
+        target=k.todo,
+        counted=k.limited_in,
+        layers=len(plan.layers),
+        last_capacity=plan.layers[-1].capacity,
+        owner="",
+        secret_digest="",
+        shard="",
+        new_field="items_added",
+        seen_field="items_duplicate",
+        count=len(entries),
+        bound=0,
+        ks=plan.ks,
+        hashed=bloom.script_args(wired, wired, plan.hash_plan),
+    )
+    return script_calls.bloom_add(conn, k, **{**arguments, **overrides}), plan
+
+
+WIDE = dict(capacity=1000, fp_rate="0.000001", growth=2, tightening="0.1", chunk_bits=2**20, kind="wide")
+
+
+def test_a_name_repeated_across_one_batchs_bitfield_calls_is_queued_once(conn, project, r):
+    """400 items of k = 10 take more than one BITFIELD call (7,000 arguments at most): the copy
+    in a later call finds the bits the first copy set."""
+    batch = urls(399) + ["https://example.com/page/0/item?q=%20x&r=0#frag 0"]
+    reply, plan = call(conn, project, batch, WIDE)
+    assert plan.ks == [10] and len(batch) * 4 * 10 > 7000
+    assert reply == (BloomAdd.OK, 399, 1)
+    assert r.scard(project.todo) == 399 and r.hget(project.stats, "items_duplicate") == "1"
+    assert call(conn, project, batch[::-1], WIDE)[0] == (BloomAdd.OK, 0, 400)
+
+
+def test_names_in_an_older_layer_are_seen_and_new_ones_set_only_in_the_last(conn, project, r):
+    small = dict(WIDE, capacity=50)
+    assert call(conn, project, urls(50, "old/"), small)[0] == (BloomAdd.OK, 50, 0)
+    assert r.hget(project.bloom, "layers") == "2"
+    last = project.bloom_chunk(1, 0)
+    reply, plan = call(conn, project, urls(50, "old/")[::5] + urls(20, "new/"), small)
+    assert len(plan.layers) == 2 and reply == (BloomAdd.OK, 20, 10)
+    # Only the 20 new names' bits went into the last layer: 10 per name at most.
+    assert 0 < r.bitcount(last) <= 20 * plan.ks[1]
+    assert r.hget(project.bloom, "n:1") == "20" and r.scard(project.todo) == 70
+
+
+def test_a_chunk_of_the_wrong_type_fails_before_any_bit_is_set(conn, project, r):
+    """With several chunks the script makes several BITFIELD calls: a bad chunk must fail before
+    the first of them writes (Redis keeps a failed script's writes)."""
+    import pytest
+
+    from tracker_core.scripts import ScriptError
+
+    chunked = dict(WIDE, chunk_bits=4096)
+    _, plan = call(conn, project, [], chunked)
+    assert len(plan.chunk_keys) > 2
+    r.rpush(plan.chunk_keys[-1], "not a bitmap")
+    with pytest.raises(ScriptError):
+        call(conn, project, urls(300), chunked)
+    assert not r.exists(project.todo) and r.hget(project.bloom, "items") == "0"
+    assert all(r.bitcount(key) == 0 for key in plan.chunk_keys[:-1])
+
+
+def test_arguments_that_do_not_match_the_layers_fail_before_any_write(conn, project, r):
+    import pytest
+
+    from tracker_core.scripts import ScriptError
+
+    _, plan = call(conn, project, [], WIDE)
+    with pytest.raises(ScriptError, match="ARGV"):
+        call(conn, project, urls(3), WIDE, count=4)
+    assert not r.exists(project.todo) and not r.exists(plan.chunk_keys[0])

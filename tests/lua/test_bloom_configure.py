@@ -24,3 +24,15 @@ def test_configure_refuses_a_filter_with_items_and_bad_numbers(conn, project, r,
         BloomConfigure.NOT_A_NUMBER
     )
     assert r.hget(project.bloom, "capacity") == "1000"
+
+
+def test_configure_stores_the_kind_and_refuses_an_unknown_one(conn, project, r):
+    assert script_calls.bloom_configure(conn, project, replace=False, **GEOMETRY)["kind"] == "layered"
+    wide = script_calls.bloom_configure(
+        conn, project, replace=True, kind="wide", bits_per_item=35, **GEOMETRY
+    )
+    assert (wide["kind"], wide["bits_per_item"]) == ("wide", "35")
+    for bad in (dict(kind="blocked"), dict(kind="wide", bits_per_item="x")):
+        refused = script_calls.bloom_configure(conn, project, replace=True, **GEOMETRY, **bad)
+        assert refused == BloomConfigure.NOT_A_NUMBER
+    assert r.hget(project.bloom, "kind") == "wide"

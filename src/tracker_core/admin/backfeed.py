@@ -74,19 +74,28 @@ def unmap_shard(ctx: AdminContext, project: str, shard) -> dict:
 
 
 def bloom_filter(
-    ctx: AdminContext, project: str, capacity: int | None = None, fp_rate: float | None = None
+    ctx: AdminContext,
+    project: str,
+    capacity: int | None = None,
+    fp_rate: float | None = None,
+    kind: str | None = None,
 ) -> dict:
-    """The project's Bloom filter (layers, items, memory); with CAPACITY or FP_RATE, set its
-    geometry first, which only an empty filter allows."""
+    """The project's Bloom filter (kind, layers, items, memory); with CAPACITY, FP_RATE or KIND
+    ('layered' or 'wide', see tracker_core.bloom), set its geometry first, which only an empty
+    filter allows."""
     k = ctx.keys(project)
     wanted = None
-    if capacity is not None or fp_rate is not None:
+    if capacity is not None or fp_rate is not None or kind is not None:
         if capacity is not None and (type(capacity) is not int or capacity < 1):
             raise BadInput("'capacity' must be an integer of 1 or more")
         if fp_rate is not None and (type(fp_rate) not in (int, float) or not 1e-15 <= fp_rate <= 0.5):
             raise BadInput("'fp_rate' must be a number from 1e-15 to 0.5")
+        if kind is not None and kind not in bloom.KINDS:
+            raise BadInput(f"'kind' must be one of {', '.join(bloom.KINDS)}")
         wanted = bloom.Geometry(
-            capacity=capacity or bloom.DEFAULT_CAPACITY, fp_rate=fp_rate or bloom.DEFAULT_FP_RATE
+            capacity=capacity or bloom.DEFAULT_CAPACITY,
+            fp_rate=fp_rate or bloom.DEFAULT_FP_RATE,
+            kind=kind or bloom.DEFAULT_KIND,
         )
     geometry = bloom.configure(ctx.conn, k, wanted, replace=wanted is not None)
     if geometry == BloomConfigure.NOT_EMPTY:
@@ -97,8 +106,15 @@ def bloom_filter(
         raise Conflict(f"{project}'s filter settings are damaged (not a number)")
     counts = ctx.conn.hgetall(k.bloom)
     if wanted is not None:
-        ctx.audit("backfeed.filter", project, capacity=geometry.capacity, fp_rate=geometry.fp_rate)
+        ctx.audit(
+            "backfeed.filter",
+            project,
+            capacity=geometry.capacity,
+            fp_rate=geometry.fp_rate,
+            kind=geometry.kind,
+        )
     return {
+        "kind": geometry.kind,
         "capacity": geometry.capacity,
         "fp_rate": geometry.fp_rate,
         "layers": [

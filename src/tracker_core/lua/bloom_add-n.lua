@@ -52,32 +52,87 @@ if not capacity then
 end
 local bound = tonumber(ARGV[9]) or 0
 local ks = {}
-for l = 1, layers do ks[l] = tonumber(ARGV[9 + l]) end
-local last_k = ks[layers]
+local per_item = 1   -- ARGV strings per item: the entry, then per layer its chunk and k positions
+for l = 1, layers do
+  ks[l] = tonumber(ARGV[9 + l])
+  per_item = per_item + 1 + ks[l]
+end
 local first = 10 + layers
-
--- Test item at ARGV[i]: found in some layer?, its last layer's chunk and first bit position's
--- index, and the index of the next item.
-local function probe(i)
-  local found = false
-  local last_chunk, last_start
-  i = i + 1
-  for l = 1, layers do
-    local chunk = KEYS[tonumber(ARGV[i])]   -- a bitmap: KEYS[10 ..]
-    local k = ks[l]
-    if l == layers then last_chunk, last_start = chunk, i + 1 end
-    if not found then
-      local all = true
-      for j = i + 1, i + k do
-        if redis.call('GETBIT', chunk, ARGV[j]) == 0 then all = false break end
-      end
-      found = all
-    end
-    i = i + 1 + k
-  end
-  return found, last_chunk, last_start, i
+if #ARGV ~= first - 1 + n * per_item then
+  return redis.error_reply('bloom_add: ARGV holds ' .. #ARGV .. ' strings, not ' .. (first - 1 + n * per_item))
 end
 
+-- One BITFIELD call tests (GET) or tests and sets (SET, which answers each bit's old value) the
+-- bits of many items in one layer: its ops are grouped per item, in the batch's order, so a
+-- name repeated in the batch finds the bits its first copy set. A bit operation costs far more
+-- as a command of its own (about 0.5 µs) than as one op among thousands. The positions are the
+-- caller's text, handed to Redis as they came (a Lua number would be printed with %.17g).
+-- Calls stay under Lua's 8,000 values per unpack. ITEMS lists item numbers (1-based); answers
+-- ALL[item] = true when every one of the item's k bits was 1 before the call.
+local MAX_ARGS = 7000
+local function bits(items, l, write, all)
+  local k = ks[l]
+  local skip = 1
+  for m = 1, l - 1 do skip = skip + 1 + ks[m] end
+  local cmd, op, per_op = 'BITFIELD_RO', 'GET', 3
+  if write then cmd, op, per_op = 'BITFIELD', 'SET', 4 end
+  local groups, order = {}, {}   -- chunk's KEYS index -> item numbers, in the batch's order
+  for _, item in ipairs(items) do
+    local chunk = ARGV[first + (item - 1) * per_item + skip]
+    local group = groups[chunk]
+    if not group then group = {}; groups[chunk] = group; order[#order + 1] = chunk end
+    group[#group + 1] = item
+  end
+  local step = math.max(1, math.floor(MAX_ARGS / (per_op * k)))
+  if write and (#order > 1 or #items > step) then
+    -- Several calls: a chunk of the wrong type must fail before the first of them writes.
+    for _, chunk in ipairs(order) do redis.call('STRLEN', KEYS[tonumber(chunk)]) end
+  end
+  for _, chunk in ipairs(order) do
+    local group, key = groups[chunk], KEYS[tonumber(chunk)]
+    for from = 1, #group, step do
+      local to = math.min(#group, from + step - 1)
+      local args, s = {}, 0
+      for g = from, to do
+        local at = first + (group[g] - 1) * per_item + skip
+        for j = at + 1, at + k do
+          args[s + 1] = op; args[s + 2] = 'u1'; args[s + 3] = ARGV[j]
+          if write then args[s + 4] = '1' end
+          s = s + per_op
+        end
+      end
+      local old = redis.call(cmd, key, unpack(args, 1, s))
+      local r = 0
+      for g = from, to do
+        local set = true
+        for j = r + 1, r + k do
+          if old[j] == 0 then set = false break end
+        end
+        all[group[g]] = set
+        r = r + k
+      end
+    end
+  end
+end
+
+-- Whether each item is in some layer (FOUND[item]); tests the last layer too unless SKIP_LAST.
+local function found_in(items, skip_last)
+  local found = {}
+  local last = layers
+  if skip_last then last = layers - 1 end
+  for l = 1, last do
+    local left = {}
+    for _, item in ipairs(items) do if not found[item] then left[#left + 1] = item end end
+    if #left == 0 then break end
+    local all = {}
+    bits(left, l, false, all)
+    for _, item in ipairs(left) do if all[item] then found[item] = true end end
+  end
+  return found
+end
+
+local everyone = {}
+for item = 1, n do everyone[item] = item end
 local size = redis.call('SCARD', target_key)
 if ARGV[3] ~= '' then redis.call('SCARD', owners_key) end
 -- Anyone with the secret names shards: past MAX_SHARDS distinct names a new one is counted
@@ -92,38 +147,31 @@ if bound > 0 then
   if size + n > bound then
     -- Near the bound only: count what this batch would add (a read-only pass; copies of one
     -- new key count twice, which errs on the safe side), so seen items still pass.
-    local fresh, i = 0, first
-    for _ = 1, n do
-      local found
-      found, _, _, i = probe(i)
-      if not found then fresh = fresh + 1 end
-    end
+    local found, fresh = found_in(everyone, false), 0
+    for item = 1, n do if not found[item] then fresh = fresh + 1 end end
     if size + fresh > bound then return {-4, 0, 0} end
   end
 end
-local new, seen = 0, 0
-local to_queue = {}
-local set_args = {}
-local i = first
-for _ = 1, n do
-  local entry = ARGV[i]
-  local found, last_chunk, last_start
-  found, last_chunk, last_start, i = probe(i)
-  if found then
-    seen = seen + 1
-  else
+-- Items found in an older layer are seen; the others are tested and set in the last layer in
+-- one pass (its first write: every check is above).
+local candidates = everyone
+if layers > 1 then
+  local old = found_in(everyone, true)
+  candidates = {}
+  for item = 1, n do if not old[item] then candidates[#candidates + 1] = item end end
+end
+local was_set = {}
+bits(candidates, layers, true, was_set)
+local new, to_queue = 0, {}
+for _, item in ipairs(candidates) do
+  if not was_set[item] then
     new = new + 1
-    local s = 0
-    for j = last_start, last_start + last_k - 1 do
-      set_args[s + 1] = 'SET'; set_args[s + 2] = 'u1'; set_args[s + 3] = ARGV[j]; set_args[s + 4] = 1
-      s = s + 4
-    end
-    redis.call('BITFIELD', last_chunk, unpack(set_args, 1, s))
-    to_queue[#to_queue + 1] = entry
+    to_queue[#to_queue + 1] = ARGV[first + (item - 1) * per_item]
     if #to_queue >= 1000 then redis.call('SADD', target_key, unpack(to_queue)) to_queue = {} end
   end
 end
 if #to_queue > 0 then redis.call('SADD', target_key, unpack(to_queue)) end
+local seen = n - new
 if new > 0 then
   local filled = redis.call('HINCRBY', bloom_key, 'n:' .. (layers - 1), new)
   redis.call('HINCRBY', bloom_key, 'items', new)

@@ -3,16 +3,19 @@
 KEYS[1] settings  KEYS[2] bloom
 ARGV[1] capacity (items in the first layer)  ARGV[2] false-positive rate  ARGV[3] growth factor
 ARGV[4] tightening ratio  ARGV[5] bits per chunk  ARGV[6] '1' to replace a configured geometry
+ARGV[7] kind ('layered' or 'wide': how k is chosen, see tracker_core.bloom)  ARGV[8] least bits
+per item of a wide layer. A geometry stored without a kind (made before kinds) is layered.
 
 Returns the geometry in force as a flat field/value list; {-1} unknown project, {-2} the filter
 already holds items (its bit positions depend on the geometry, so it can no longer change);
-{-3} (nothing changed) when an argument is not a number.
+{-3} (nothing changed) when an argument is not a number or the kind is not one of those.
 Reply codes by name: reply_codes.BloomConfigure (Python callers compare against those names).
 ]]
 local settings_key = KEYS[1]
 local bloom_key    = KEYS[2]
 if redis.call('EXISTS', settings_key) == 0 then return {-1} end
-for i = 1, 5 do if not tonumber(ARGV[i]) then return {-3} end end   -- before the DEL below
+for _, i in ipairs({1, 2, 3, 4, 5, 8}) do if not tonumber(ARGV[i]) then return {-3} end end
+if ARGV[7] ~= 'layered' and ARGV[7] ~= 'wide' then return {-3} end   -- both before the DEL below
 local fields = {'capacity', 'fp_rate', 'growth', 'tightening', 'chunk_bits'}
 local configured = redis.call('EXISTS', bloom_key) == 1
 if configured and ARGV[6] == '1' then
@@ -22,6 +25,6 @@ if configured and ARGV[6] == '1' then
 end
 if not configured then
   for i, field in ipairs(fields) do redis.call('HSET', bloom_key, field, ARGV[i]) end
-  redis.call('HSET', bloom_key, 'layers', 1, 'items', 0)
+  redis.call('HSET', bloom_key, 'layers', 1, 'items', 0, 'kind', ARGV[7], 'bits_per_item', ARGV[8])
 end
 return redis.call('HGETALL', bloom_key)

@@ -1,0 +1,36 @@
+"""The backfeed filter admin verb: a filter's kind is chosen while it is empty, shown, audited."""
+
+import json
+
+import pytest
+
+from tracker_core import bloom, intake
+from tracker_core import keys as keyspace
+from tracker_core.admin import backfeed, projects
+from tracker_core.admin.errors import BadInput, Conflict
+from tracker_core.keys import ProjectKeys
+
+P = "bfadmin"
+NAMES = [f"https://example.com/item/{i}?q=%20x#frag {i}" for i in range(50)]
+
+
+def test_a_new_filter_is_layered_and_an_empty_one_can_be_made_wide(admin, r):
+    projects.create(admin, P)
+    shown = backfeed.bloom_filter(admin, P)
+    assert shown["kind"] == bloom.DEFAULT_KIND == "layered" and shown["layers"][0]["k"] == 20
+    wide = backfeed.bloom_filter(admin, P, kind="wide")
+    assert wide["kind"] == "wide" and wide["layers"][0]["k"] == 10
+    assert wide["bits_per_item_at_capacity"] == 35
+    audited = [fields for _, fields in r.xrange(keyspace.AUDIT) if fields["action"] == "backfeed.filter"]
+    assert [json.loads(fields["detail"])["kind"] for fields in audited] == ["wide"]
+    assert intake.add_names(admin.conn, ProjectKeys(P), NAMES + NAMES[:5]) == {"added": 50, "duplicates": 5}
+    with pytest.raises(Conflict, match="already holds items"):
+        backfeed.bloom_filter(admin, P, kind="layered")
+    assert backfeed.bloom_filter(admin, P)["kind"] == "wide"
+
+
+def test_an_unknown_kind_is_refused_and_changes_nothing(admin, r):
+    projects.create(admin, P)
+    with pytest.raises(BadInput, match="kind"):
+        backfeed.bloom_filter(admin, P, kind="blocked")
+    assert not r.exists(ProjectKeys(P).bloom)
