@@ -170,6 +170,10 @@ class ProjectKeys:
         """One bitmap of the Bloom filter: layers grow the filter, chunks keep each under 512 MB."""
         return f"{self.tag}:bloom:{layer}:{chunk}"
 
+    def bloom_stash(self, layer: int) -> str:
+        """A fingerprint layer's items whose two buckets were both full (a set, rarely used)."""
+        return f"{self.tag}:bloom:{layer}:stash"
+
     def minute(self, minute: int) -> str:
         """Per-minute counters (requests, items, bytes), kept two days for the charts."""
         return f"{self.tag}:minute:{minute}"
