@@ -11,6 +11,7 @@ from tracker_api import (
     admin_pages,
     backfeed,
     front_page,
+    hot_path,
     hq_api,
     metrics,
     request_metrics,
@@ -27,29 +28,30 @@ from tracker_core.rawredis import RedisError
 from tracker_core.scripts import ScriptError
 
 
-def _collapse_slashes(app):
-    """Route /P/multi=K//request like /P/multi=K/request.
+def _collapse_slashes(app, hot: hot_path.HotPath):
+    """Route /P/multi=K//request like /P/multi=K/request; let HOT answer the warriors' hot
+    routes first (tracker_api.hot_path, which collapses them alike), APP everything else.
 
     Grab scripts build URLs as BASE + "/" + command with a BASE that already ends in "/"; the
     client turns a redirected POST into a GET and drops the body, so we must answer in place.
     """
 
     def wsgi(environ, start_response):
+        if environ.get("REQUEST_METHOD") == "POST":
+            answered = hot.answer(environ, start_response)
+            if answered is not None:
+                return answered
         path = environ.get("PATH_INFO")
         if path is None:
             # CONNECT host:port carries no path: route it as "/" (answered 405, counted), since
             # Falcon needs PATH_INFO and would fail with a 500.
             path = environ["PATH_INFO"] = "/"
         if "//" in path:
-            # An item status path carries the item's name after /items/ (decoded by the server:
-            # a URL name keeps its "//"), so only the part before it is collapsed.
-            head, sep, name = path.partition("/items/")
-            while "//" in head:
-                head = head.replace("//", "/")
-            environ["PATH_INFO"] = head + sep + name
+            environ["PATH_INFO"] = hot_path.collapsed(path)
         return app(environ, start_response)
 
     wsgi.falcon_app = app
+    wsgi.hot_path = hot
     return wsgi
 
 
@@ -100,5 +102,7 @@ def create_app(engine: Engine, admin: AdminContext | None = None, config: AppCon
     hq_api.add_hq_routes(app, admin.conn, config)
     app.add_route("/", front_page.FrontPage(engine, admin.conn))
     app.add_route("/{project}", stats_page.LeaderboardPage(engine, config.live_url))
-    # Outermost, so that the access line times everything the app does for the request.
-    return access_log.wrap(_collapse_slashes(app), config.trust_forwarded)
+    # The warriors' hot routes skip Falcon's request machinery (tracker_api.hot_path). The
+    # access log is outermost, so that its line times everything done for the request.
+    hot = hot_path.HotPath(app, requests_seen)
+    return access_log.wrap(_collapse_slashes(app, hot), config.trust_forwarded)

@@ -195,11 +195,13 @@ class RequestMetrics:
         started = getattr(req.context, "metrics_started", None)
         if started is None:  # refused before process_request ran
             return
-        elapsed = time.perf_counter() - started
-        method = req.method
+        self.observe(req.uri_template, req.method, resp.status_code, time.perf_counter() - started)
+
+    def observe(self, template: str | None, method: str, status: int, elapsed: float) -> None:
+        """Count one response to route TEMPLATE (None: unrouted) that took ELAPSED seconds."""
         if method not in METHODS:  # keeps the cache bounded too, whatever methods are sent
             method = "other"
-        key = (req.uri_template, method, resp.status_code)
+        key = (template, method, status)
         series = self._series.get(key)
         if series is None:
             series = self._new_series(*key)

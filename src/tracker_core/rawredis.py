@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import select
 import socket
+import struct
 from urllib.parse import parse_qs, unquote, urlparse
 
 import hiredis
@@ -50,6 +51,21 @@ def parse_redis_url(url: str) -> dict:
     return options
 
 
+def blocking_with_timeouts(sock: socket.socket, timeout_s: float) -> None:
+    """Make SOCK blocking, with the kernel timing out each send and receive after TIMEOUT_S.
+
+    A Python socket with a timeout polls before every send and every receive: two system calls
+    per round trip on the hot path. A blocking socket with SO_SNDTIMEO and SO_RCVTIMEO makes
+    them straight away and still gives up on a Redis that stopped answering: the call fails
+    with EAGAIN (an OSError, as socket.timeout is) once TIMEOUT_S passes without progress.
+    """
+    sock.settimeout(None)
+    seconds = int(timeout_s)
+    timeval = struct.pack("ll", seconds, int((timeout_s - seconds) * 1_000_000))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, timeval)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, timeval)
+
+
 class RawRedis(HashReads):
     """One blocking connection; reconnects on demand. Not thread-safe: one per process.
 
@@ -69,10 +85,15 @@ class RawRedis(HashReads):
         if "path" in opts:
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             sock.settimeout(self.timeout_s)
-            sock.connect(opts["path"])
+            try:
+                sock.connect(opts["path"])
+            except OSError:
+                sock.close()
+                raise
         else:
             sock = socket.create_connection((opts["host"], opts["port"]), timeout=self.timeout_s)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        blocking_with_timeouts(sock, self.timeout_s)
         self._sock = sock
         self._reader = hiredis.Reader(encoding=ENCODING, errors=ENCODING_ERRORS)
         self._poll = select.poll()

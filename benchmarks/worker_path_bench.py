@@ -1,0 +1,189 @@
+"""Worker CPU per /request and per /done through the app, with and without the hot path.
+
+Calls the WSGI app in this process (as a bjoern worker does, without bjoern's own parsing and
+writing) against a private Redis that listens on loopback TCP and on a Unix socket, and takes
+the process CPU time (user + system: the Redis round trip's system calls included) and Redis's
+own CPU (`INFO cpu`) per request. Variants, measured in alternating rounds:
+
+- ``falcon``: the Falcon app alone (the path every request took before tracker_api.hot_path);
+- ``hot``: the app as create_app returns it (the hot routes answered by tracker_api.hot_path);
+- each over ``tcp`` (redis://127.0.0.1) and ``unix`` (unix:///.../redis.sock).
+
+Writes benchmarks/results/worker_path.json and .md (medians over the rounds).
+
+    .venv/bin/python benchmarks/worker_path_bench.py [--rounds 7] [--requests 3000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import redis
+
+from tracker_api.app import create_app
+from tracker_core.admin import items, projects
+from tracker_core.admin.context import AdminContext
+from tracker_core.embedded import EmbeddedRedis
+from tracker_core.engine import Engine
+from tracker_core.processes import free_port
+
+RESULTS = Path(__file__).with_name("results")
+PROJECT = "bench"
+DOWNLOADERS = [f"warrior0-{n}" for n in range(500)]  # as benchmarks/wrk/request.lua spreads them
+
+
+def environ(path: str, body: bytes) -> dict:
+    return {
+        "REQUEST_METHOD": "POST",
+        "PATH_INFO": path,
+        "QUERY_STRING": "",
+        "SERVER_NAME": "127.0.0.1",
+        "SERVER_PORT": "80",
+        "SERVER_PROTOCOL": "HTTP/1.1",
+        "wsgi.url_scheme": "http",
+        "wsgi.input": io.BytesIO(body),
+        "CONTENT_LENGTH": str(len(body)),
+        "CONTENT_TYPE": "application/json",
+        "HTTP_USER_AGENT": "ArchiveTeam Warrior/0.10.3 Standalone",
+        "REMOTE_ADDR": "127.0.0.1",
+        "wsgi.errors": sys.stderr,
+    }
+
+
+def request_body(n: int) -> bytes:
+    return b'{"downloader":"%s","api_version":"2","version":"20240101.01"}' % DOWNLOADERS[n % 500].encode()
+
+
+def done_body(downloader: str, item: str) -> bytes:
+    return (
+        b'{"downloader":"%s","version":"20240101.01","item":"%s","bytes":{"data":1048576},'
+        b'"id":{"sha1":"bench"}}' % (downloader.encode(), item.encode())
+    )
+
+
+def run(app, calls: list[tuple[str, bytes]]) -> tuple[float, dict]:
+    """Process CPU seconds for CALLS through APP, and the statuses seen."""
+    statuses: dict = {}
+
+    def start_response(status, headers, exc_info=None):
+        statuses[status] = statuses.get(status, 0) + 1
+
+    envs = [environ(path, body) for path, body in calls]
+    started = time.process_time()
+    for env in envs:
+        b"".join(app(env, start_response))
+    return time.process_time() - started, statuses
+
+
+def redis_cpu_s(admin_conn) -> float:
+    cpu = admin_conn.info("cpu")
+    return float(cpu["used_cpu_sys"]) + float(cpu["used_cpu_user"])
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--requests", type=int, default=3000, help="per case, variant and round")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    scratch = Path(tempfile.mkdtemp(prefix="worker-path-"))
+    socket_path = scratch / "redis" / "redis.sock"
+    server = EmbeddedRedis(
+        scratch / "redis",
+        port=free_port(),
+        extra=["--appendonly", "no", "--unixsocket", str(socket_path), "--unixsocketperm", "700"],
+    ).start()
+    urls = {"tcp": server.url, "unix": f"unix://{socket_path}"}
+    try:
+        admin = AdminContext.from_url(server.url)
+        projects.create(admin, PROJECT)
+        per_round = args.requests
+        # Every request round claims per_round items; every done round first claims per_round.
+        needed = per_round * args.rounds * 4 * 2 + 2000
+        for start in range(0, needed, 100_000):
+            items.add(admin, PROJECT, [f"item-{i}" for i in range(start, min(needed, start + 100_000))])
+        apps = {}
+        for transport, url in urls.items():
+            full = create_app(Engine(url), admin=admin)
+            apps[("falcon", transport)] = full.falcon_app
+            apps[("hot", transport)] = full
+        admin_conn = redis.Redis.from_url(server.url)
+        claimer = Engine(server.url)
+        samples: dict = {}
+        serial = 0
+        for app in apps.values():  # warm up: settings cached, scripts loaded
+            run(app, [(f"/{PROJECT}/request", request_body(n)) for n in range(200)])
+        for round_no in range(args.rounds):
+            for key, app in apps.items():
+                calls = [(f"/{PROJECT}/request", request_body(serial + n)) for n in range(per_round)]
+                serial += per_round
+                before = redis_cpu_s(admin_conn)
+                cpu, statuses = run(app, calls)
+                redis_s = redis_cpu_s(admin_conn) - before
+                samples.setdefault(("request",) + key, []).append((cpu, redis_s, statuses))
+                dones = []
+                for n in range(per_round):
+                    downloader = DOWNLOADERS[n % 500]
+                    status, names = claimer.claim(PROJECT, downloader, "127.0.0.1", 1)
+                    if status == 200:
+                        dones.append((f"/{PROJECT}/done", done_body(downloader, names[0])))
+                before = redis_cpu_s(admin_conn)
+                cpu, statuses = run(app, dones)
+                redis_s = redis_cpu_s(admin_conn) - before
+                samples.setdefault(("done",) + key, []).append(
+                    (cpu / len(dones) * per_round, redis_s / len(dones) * per_round, statuses)
+                )
+            print(f"round {round_no + 1}/{args.rounds}", flush=True)
+        figures = {}
+        for (case, variant, transport), rounds in samples.items():
+            figures[f"{case}/{variant}/{transport}"] = {
+                "worker_cpu_us": round(statistics.median(c for c, _, _ in rounds) / per_round * 1e6, 2),
+                "redis_cpu_us": round(statistics.median(r for _, r, _ in rounds) / per_round * 1e6, 2),
+                "worker_cpu_us_rounds": [round(c / per_round * 1e6, 1) for c, _, _ in rounds],
+                "statuses": rounds[-1][2],
+            }
+        result = {
+            "what": __doc__.splitlines()[0],
+            "command": "python benchmarks/worker_path_bench.py " + " ".join(argv or sys.argv[1:]),
+            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "machine": {"python": platform.python_version(), "cpus": __import__("os").cpu_count()},
+            "rounds": args.rounds,
+            "requests_per_round": per_round,
+            "figures": figures,
+        }
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "worker_path.json").write_text(json.dumps(result, indent=2) + "\n")
+        (args.out / "worker_path.md").write_text(markdown(result))
+        print(markdown(result))
+        return result
+    finally:
+        server.stop()
+
+
+def markdown(result: dict) -> str:
+    lines = [
+        "# Worker CPU per request through the app (in process, no bjoern)",
+        "",
+        f"`{result['command'].strip()}` on {result['date']}: medians of {result['rounds']} alternating "
+        f"rounds of {result['requests_per_round']} requests. Worker: process CPU (user + system, the "
+        "Redis round trip's system calls included); Redis: `INFO cpu`.",
+        "",
+        "| case | path | Redis via | worker CPU µs | Redis CPU µs |",
+        "|---|---|---|---:|---:|",
+    ]
+    for name, f in result["figures"].items():
+        case, variant, transport = name.split("/")
+        lines.append(f"| /{case} | {variant} | {transport} | {f['worker_cpu_us']} | {f['redis_cpu_us']} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()
