@@ -122,11 +122,6 @@ class RawRedis(HashReads):
                 self._reader = None
                 self._poll = None
 
-    def _stale(self) -> bool:
-        """True when the idle connection is readable: with no request outstanding that is Redis
-        having closed it (timeout, restart, CLIENT KILL), or a stray reply; either way reopen."""
-        return bool(self._poll.poll(0))
-
     def _roundtrip(self, commands) -> list:
         self._sock.sendall(b"".join(hiredis.pack_command(tuple(c)) for c in commands))
         return self._replies(len(commands))
@@ -134,7 +129,7 @@ class RawRedis(HashReads):
     def _replies(self, count: int) -> list:
         sock, reader = self._sock, self._reader
         replies = []
-        while len(replies) < count:
+        while True:
             reply = reader.gets()
             if reply is False:
                 data = sock.recv(65536)
@@ -143,7 +138,8 @@ class RawRedis(HashReads):
                 reader.feed(data)
                 continue
             replies.append(reply)
-        return replies
+            if len(replies) == count:
+                return replies
 
     def pipeline(self, commands) -> list:
         """Send all commands in one write and return their replies; errors come back as values.
@@ -154,18 +150,23 @@ class RawRedis(HashReads):
         connection or a timeout raises OutcomeUnknown and nothing is resent: Redis may have run
         the commands (a claim run twice would hand out items nobody reports).
         """
-        payload = b"".join(hiredis.pack_command(tuple(c)) for c in commands)
+        return self._exchange(b"".join([hiredis.pack_command(tuple(c)) for c in commands]), len(commands))
+
+    def _exchange(self, payload: bytes, count: int) -> list:
+        """Send PAYLOAD (COUNT packed commands) and read their COUNT replies; see pipeline."""
         for attempt in (1, 2):
             sent = 0
             try:
-                if self._sock is not None and self._stale():
+                # Readable while idle, with no request outstanding: Redis closed it (timeout,
+                # restart, CLIENT KILL), or a stray reply; either way reopen.
+                if self._sock is not None and self._poll.poll(0):
                     self.close()
                 if self._sock is None:
                     self._connect()
                 sent = self._sock.send(payload)  # raises before any byte leaves, or sends some
                 if sent < len(payload):
                     self._sock.sendall(memoryview(payload)[sent:])
-                return self._replies(len(commands))
+                return self._replies(count)
             except (OSError, ConnectionLost) as exc:
                 self.close()
                 if sent:
@@ -181,7 +182,7 @@ class RawRedis(HashReads):
         return opts["path"] if "path" in opts else f"{opts['host']}:{opts['port']}"
 
     def execute_command(self, *args):
-        reply = self.pipeline((args,))[0]
+        reply = self._exchange(hiredis.pack_command(args), 1)[0]
         if isinstance(reply, hiredis.ReplyError):
             raise RedisError(str(reply))
         return reply
