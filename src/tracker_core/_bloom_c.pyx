@@ -1,7 +1,7 @@
 # cython: language_level=3
 """Bloom-filter hashing for a batch, compiled. The twin in _bloom_py.py gives identical output."""
 from libc.stdint cimport uint64_t
-from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 
 cdef uint64_t FNV_OFFSET = 0xCBF29CE484222325ULL
 cdef uint64_t FNV_PRIME = 0x100000001B3ULL
@@ -79,4 +79,63 @@ def script_args(entries, dedup_keys, layers):
             out.append(first_key + <long long>(_fmix64(a ^ SEED_C) % chunks))
             for i in range(k):
                 out.append(<unsigned long long>((a + <uint64_t>i * b) % chunk_bits))
+    return out
+
+
+cdef inline bytes _fingerprint(uint64_t h, Py_ssize_t slot_bytes):
+    cdef unsigned char raw[8]
+    cdef Py_ssize_t i
+    for i in range(slot_bytes):
+        raw[i] = (h >> (8 * i)) & 0xFF
+    raw[0] = raw[0] % 255 + 1
+    raw[slot_bytes - 1] = raw[slot_bytes - 1] % 255 + 1
+    return PyBytes_FromStringAndSize(<char *>raw, slot_bytes)
+
+
+def fingerprint(uint64_t h, Py_ssize_t slot_bytes):
+    """SLOT_BYTES (1 to 8) bytes of H, first and last never 0 (see _bloom_py.fingerprint)."""
+    if not 1 <= slot_bytes <= 8:
+        raise ValueError("slot_bytes must be 1 to 8")
+    return _fingerprint(h, slot_bytes)
+
+
+def fingerprint_args(entries, dedup_keys, layers):
+    """Build the per-item ARGV for a fingerprint filter (see _bloom_py.fingerprint_args)."""
+    cdef list out = []
+    cdef list plan = [tuple(layer) for layer in layers]
+    cdef Py_ssize_t n_layers = len(plan)
+    cdef Py_ssize_t li, slot_bytes
+    cdef uint64_t h, salt, a, b, chunks, buckets, size, first, second
+    cdef long long first_key
+    cdef bytes raw
+    for layer in plan:
+        if not 1 <= layer[1] <= 8:
+            raise ValueError("slot_bytes must be 1 to 8")
+    for entry, key in zip(entries, dedup_keys):
+        if type(key) is bytes:
+            raw = <bytes>key
+        elif type(key) is str:
+            raw = (<str>key).encode("utf-8", "surrogateescape")
+        else:
+            raw = bytes(key)
+        h = _fnv1a64(<const unsigned char *>PyBytes_AS_STRING(raw), PyBytes_GET_SIZE(raw))
+        out.append(entry)
+        for li in range(n_layers):
+            seed_, slot_bytes_, bucket_slots_, chunks_, buckets_, first_key_ = <tuple>plan[li]
+            salt = <uint64_t>seed_ + 1
+            slot_bytes = slot_bytes_
+            size = <uint64_t>slot_bytes * <uint64_t>bucket_slots_
+            chunks = chunks_
+            buckets = buckets_
+            first_key = first_key_
+            a = _fmix64(h ^ (SEED_A * salt))
+            b = _fmix64(h ^ (SEED_B * salt))
+            first = (a % buckets) * size
+            second = (b % buckets) * size
+            out.append(first_key + <long long>(_fmix64(a ^ SEED_C) % chunks))
+            out.append(<unsigned long long>first)
+            out.append(<unsigned long long>(first + size - 1))
+            out.append(<unsigned long long>second)
+            out.append(<unsigned long long>(second + size - 1))
+            out.append(_fingerprint(_fmix64(b ^ SEED_C), slot_bytes))
     return out

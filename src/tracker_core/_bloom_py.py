@@ -4,6 +4,8 @@ Both build the same flat argument list for the backfeed script, bit for bit (pro
 compare them). An item's dedup key is hashed once with 64-bit FNV-1a; each filter layer then
 derives its own chunk and k bit positions from that hash with the murmur3 finalizer (different
 seeds per layer, so layers are independent) and double hashing: position i = (a + i*b) mod bits.
+A fingerprint filter's layers (fingerprint_args) take from the same two finalizer outputs the
+chunk, two independent buckets and a fingerprint of a few bytes.
 """
 
 from __future__ import annotations
@@ -62,4 +64,48 @@ def script_args(entries, dedup_keys, layers) -> list:
             chunk, positions = layer_positions(fingerprint, seed, k, chunks, chunk_bits)
             out.append(first_key + chunk)
             out.extend(positions)
+    return out
+
+
+def fingerprint(h: int, slot_bytes: int) -> bytes:
+    """SLOT_BYTES bytes of H whose first and last are never 0: an empty slot is all zeros, and
+    with both ends of every stored fingerprint non-zero, the first run of SLOT_BYTES zeros in a
+    bucket starts exactly at its first empty slot."""
+    if not 1 <= slot_bytes <= 8:
+        raise ValueError("slot_bytes must be 1 to 8")
+    raw = [(h >> (8 * i)) & 0xFF for i in range(slot_bytes)]
+    raw[0] = raw[0] % 255 + 1
+    raw[-1] = raw[-1] % 255 + 1
+    return bytes(raw)
+
+
+def fingerprint_args(entries, dedup_keys, layers) -> list:
+    """Build the per-item ARGV of the backfeed script for a fingerprint filter.
+
+    LAYERS is a sequence of (seed, slot_bytes, bucket_slots, chunks, buckets, first_key): a
+    layer's chunks each hold BUCKETS buckets of BUCKET_SLOTS slots. For each item the list holds
+    the entry, then per layer the KEYS index of its chunk, the first and last byte offsets of its
+    two buckets in that chunk (two independent choices), and its fingerprint.
+    """
+    for layer in layers:
+        if not 1 <= layer[1] <= 8:
+            raise ValueError("slot_bytes must be 1 to 8")
+    out: list = []
+    for entry, key in zip(entries, dedup_keys):
+        h = fnv1a64(_as_bytes(key))
+        out.append(entry)
+        for seed, slot_bytes, bucket_slots, chunks, buckets, first_key in layers:
+            salt = (seed + 1) & MASK64
+            a = fmix64(h ^ ((SEED_A * salt) & MASK64))
+            b = fmix64(h ^ ((SEED_B * salt) & MASK64))
+            size = slot_bytes * bucket_slots
+            first, second = (a % buckets) * size, (b % buckets) * size
+            out += [
+                first_key + fmix64(a ^ SEED_C) % chunks,
+                first,
+                first + size - 1,
+                second,
+                second + size - 1,
+            ]
+            out.append(fingerprint(fmix64(b ^ SEED_C), slot_bytes))
     return out

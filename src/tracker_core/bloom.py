@@ -11,36 +11,49 @@ all layers' rates (the rate an absent item sees) stays under ``fp_rate``. Each l
 equal chunks of at most ``chunk_bits`` bits, one Redis string each, so the 512 MB string limit
 never caps a project; an item's bits all live in one chunk, chosen by its hash.
 
-Two kinds share that layout, the hashing and the script; they differ in k. A ``layered``
-filter (the default, and every filter made before kinds existed) spends the fewest bits: the
-optimal k, 20 at 1e-6 (29 bits per item). A ``wide`` filter gives each layer at least
-``bits_per_item`` bits per item (35) and the smallest k that still meets the layer's rate (10
-at 0.9e-6): the script's work grows with k (each bit is one BITFIELD op), memory with the bits.
+Kinds (stored with the geometry; a filter keeps its kind for life):
+
+- ``layered`` (every filter made before kinds existed): Bloom layers with the optimal k, the
+  fewest bits (20 at 1e-6, 29 bits per item).
+- ``wide``: the same layers with at least ``bits_per_item`` bits per item (35) and the smallest
+  k that meets each layer's rate (10 at 0.9e-6); each bit is a BITFIELD op in the script.
+- ``fingerprint`` (the default for new filters): not bits but a few bytes of the name's hash in
+  one of two buckets of 8 slots, chosen independently (the emptier one takes it). An item costs
+  the script two GETRANGEs and, when new, one SETRANGE, whatever the rate; 3-byte fingerprints
+  at 35 bits per item give 6.6e-7. Items whose two buckets are both full go to a small set, the
+  layer's stash (none at capacity in a million-item test). Its layers grow as the others'.
+
 docs/data-model.md has the maths and the measured figures.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from tracker_core import keys as keyspace
 from tracker_core import reply_codes as codes
 from tracker_core import script_calls, twins
+from tracker_core.connection import ENCODING, ENCODING_ERRORS
 
 _impl, COMPILED = twins.load("bloom")
 script_args = _impl.script_args
+fingerprint_args = _impl.fingerprint_args
 
 DEFAULT_CAPACITY = 1_000_000
 DEFAULT_FP_RATE = 1e-6
 DEFAULT_GROWTH = 2
 DEFAULT_TIGHTENING = 0.1
-LAYERED, WIDE = "layered", "wide"
-KINDS = (LAYERED, WIDE)
-# For new filters. Wide costs Redis less than half as much per new item but not the 5 µs issue 16
-# asks for (docs/data-model.md); a stored geometry without a kind is LAYERED.
+LAYERED, WIDE, FINGERPRINT = "layered", "wide", "fingerprint"
+KINDS = (LAYERED, WIDE, FINGERPRINT)
+# For new filters; a stored geometry without a kind is LAYERED.
 DEFAULT_KIND = LAYERED
 WIDE_BITS_PER_ITEM = 35
+BUCKET_SLOTS = 8  # a fingerprint bucket: 24 bytes at 3-byte fingerprints
+# How full a fingerprint layer's buckets are at its capacity: 3-byte fingerprints at 35 bits per
+# item. With two choices no bucket pair overflowed filling a million items (docs/data-model.md).
+FINGERPRINT_LOAD = 24 / 35
 MAX_CHUNK_BITS = 2**30  # 128 MiB per Redis string, far under the 512 MB limit
 BATCH = 400
 FIXED_KEYS = script_calls.BLOOM_FIXED_KEYS  # keys of bloom_add before the bitmaps
@@ -64,6 +77,14 @@ def expected_rate(bits_per_item: float, k: int) -> float:
     return (1 - math.exp(-k / bits_per_item)) ** k
 
 
+def fingerprint_rate(slot_bytes: int, load: float = FINGERPRINT_LOAD) -> float:
+    """False-positive rate of a fingerprint layer whose buckets are LOAD full: an absent name
+    meets 2 x BUCKET_SLOTS x LOAD fingerprints on average, each equal to its own with
+    probability one in the count of fingerprints (both end bytes are never 0)."""
+    values = 255 if slot_bytes == 1 else 255**2 * 256 ** (slot_bytes - 2)
+    return 2 * BUCKET_SLOTS * load / values
+
+
 def fewest_bits_k(bits_per_item: float, fp_rate: float) -> int:
     """The smallest k whose expected rate at BITS_PER_ITEM meets FP_RATE (the optimal k, that
     is the lowest rate, when none does: the caller sized the bits so that one does)."""
@@ -79,9 +100,11 @@ class Layer:
     index: int
     capacity: int
     fp_rate: float
-    k: int
+    k: int  # bits set per item; 0 in a fingerprint layer
     chunks: int
     chunk_bits: int
+    slot_bytes: int = 0  # a fingerprint layer's fingerprint size
+    buckets: int = 0  # a fingerprint layer's buckets per chunk
 
     @property
     def bits(self) -> int:
@@ -124,6 +147,8 @@ class Geometry:
     def layer(self, index: int) -> Layer:
         capacity = self.capacity * self.growth**index
         fp_rate = self.fp_rate * (1 - self.tightening) * self.tightening**index
+        if self.kind == FINGERPRINT:
+            return self._fingerprint_layer(index, capacity, fp_rate)
         per_item = optimal_bits_per_item(fp_rate)
         if self.kind == WIDE:
             per_item = max(per_item, self.bits_per_item)
@@ -136,6 +161,17 @@ class Geometry:
             k = max(1, round(chunk_bits * chunks / capacity * math.log(2)))
         return Layer(index, capacity, fp_rate, k, chunks, chunk_bits)
 
+    def _fingerprint_layer(self, index: int, capacity: int, fp_rate: float) -> Layer:
+        """The smallest fingerprint that meets FP_RATE; buckets FINGERPRINT_LOAD full at CAPACITY;
+        chunks of whole buckets."""
+        slot_bytes = next((b for b in range(1, 9) if fingerprint_rate(b) <= fp_rate), 8)
+        bucket_bytes = slot_bytes * BUCKET_SLOTS
+        # Rounded down, so the bits per item never pass the design's (the load passes it by a hair).
+        total = max(1, math.floor(capacity / (BUCKET_SLOTS * FINGERPRINT_LOAD)))
+        chunks = math.ceil(total / max(1, self.chunk_bits // (8 * bucket_bytes)))
+        buckets = max(1, total // chunks)
+        return Layer(index, capacity, fp_rate, 0, chunks, buckets * bucket_bytes * 8, slot_bytes, buckets)
+
     def all_layers(self) -> list[Layer]:
         return [self.layer(i) for i in range(self.layers)]
 
@@ -144,18 +180,35 @@ class Geometry:
 
 
 class Plan:
-    """What one script call needs: the bitmap keys and, per layer, where its chunks start."""
+    """What one script call needs: the bitmap keys (then a fingerprint filter's stashes, one per
+    layer) and, per layer, where its chunks start."""
 
     def __init__(self, keys: keyspace.ProjectKeys, geometry: Geometry):
         self.geometry = geometry
+        self.fingerprints = geometry.kind == FINGERPRINT
         self.layers = geometry.all_layers()
         self.chunk_keys: list[str] = []
         self.hash_plan: list[tuple] = []
         for layer in self.layers:
             first_key = FIXED_KEYS + 1 + len(self.chunk_keys)
-            self.hash_plan.append((layer.index, layer.k, layer.chunks, layer.chunk_bits, first_key))
+            if self.fingerprints:
+                self.hash_plan.append(
+                    (layer.index, layer.slot_bytes, BUCKET_SLOTS, layer.chunks, layer.buckets, first_key)
+                )
+            else:
+                self.hash_plan.append((layer.index, layer.k, layer.chunks, layer.chunk_bits, first_key))
             self.chunk_keys.extend(keys.bloom_chunk(layer.index, c) for c in range(layer.chunks))
-        self.ks = [layer.k for layer in self.layers]
+        if self.fingerprints:
+            self.chunk_keys.extend(keys.bloom_stash(layer.index) for layer in self.layers)
+        # What the script is told per layer: bits per item, or a fingerprint's bytes.
+        self.ks = [layer.slot_bytes if self.fingerprints else layer.k for layer in self.layers]
+        self.script_kind = "fingerprint" if self.fingerprints else "bits"
+
+    def args(self, entries, dedup_keys) -> list:
+        """The per-item ARGV of bloom_add for this plan's kind."""
+        if self.fingerprints:
+            return fingerprint_args(entries, dedup_keys, self.hash_plan)
+        return script_args(entries, dedup_keys, self.hash_plan)
 
 
 def configure(
@@ -232,7 +285,7 @@ class BloomFilter:
             plan = self.plan()
             if plan is None:
                 return AddResult(UNKNOWN_PROJECT)
-            args = script_args(entries, dedup_keys, plan.hash_plan)
+            args = plan.args(entries, dedup_keys)
             last = plan.layers[-1]
             reply = script_calls.bloom_add(
                 self.conn,
@@ -249,6 +302,7 @@ class BloomFilter:
                 seen_field=fields[1],
                 count=len(entries),
                 bound=bound,
+                kind=plan.geometry.kind,
                 ks=plan.ks,
                 hashed=args,
             )
@@ -265,22 +319,88 @@ class BloomFilter:
         plan = self.plan()
         if plan is None or not dedup_keys:
             return [False] * len(dedup_keys)
-        args = script_args([b""] * len(dedup_keys), dedup_keys, plan.hash_plan)
-        commands, i = [], 0
-        for _ in dedup_keys:
-            i += 1  # the entry
-            for k in plan.ks:
-                chunk_key = plan.chunk_keys[args[i] - FIXED_KEYS - 1]
-                ops = []
-                for position in args[i + 1 : i + 1 + k]:
-                    ops += ("GET", "u1", position)
-                commands.append(("BITFIELD_RO", chunk_key, *ops))
-                i += 1 + k
-        replies = self.conn.pipeline(commands)
-        layers = len(plan.ks)
+        commands, answer = membership(plan, dedup_keys)
+        return answer(self.conn.pipeline(commands))
+
+
+def membership(plan: Plan, dedup_keys) -> tuple[list[tuple], Callable[[list], list[bool]]]:
+    """The read-only commands that tell whether the filter holds each of DEDUP_KEYS, and the
+    function that reads their replies (in order; GETRANGE's as bytes, or as str decoded with
+    surrogateescape) into one answer per key: the same test as bloom_add's."""
+    layers = len(plan.layers)
+    if plan.fingerprints:
+        return _fingerprint_membership(plan, dedup_keys)
+    args = script_args([b""] * len(dedup_keys), dedup_keys, plan.hash_plan)
+    commands, i = [], 0
+    for _ in dedup_keys:
+        i += 1  # the entry
+        for k in plan.ks:
+            chunk_key = plan.chunk_keys[args[i] - FIXED_KEYS - 1]
+            ops = []
+            for position in args[i + 1 : i + 1 + k]:
+                ops += ("GET", "u1", position)
+            commands.append(("BITFIELD_RO", chunk_key, *ops))
+            i += 1 + k
+
+    def answer(replies: list) -> list[bool]:
         return [
             any(all(replies[n * layers + layer]) for layer in range(layers)) for n in range(len(dedup_keys))
         ]
+
+    return commands, answer
+
+
+def _raw(reply) -> bytes:
+    """A GETRANGE reply as bytes (RawRedis decodes replies to str with surrogateescape)."""
+    return reply.encode(ENCODING, ENCODING_ERRORS) if isinstance(reply, str) else bytes(reply)
+
+
+def _holds(bucket: bytes, fingerprint: bytes) -> bool:
+    size = len(fingerprint)
+    return any(bucket[at : at + size] == fingerprint for at in range(0, len(bucket), size))
+
+
+def _full(bucket: bytes, slot_bytes: int) -> bool:
+    """No empty slot: the bucket was read whole (a bitmap shorter than it is zeros past its
+    end) and holds no all-zero slot."""
+    return len(bucket) == slot_bytes * BUCKET_SLOTS and not _holds(bucket, bytes(slot_bytes))
+
+
+def _fingerprint_membership(plan: Plan, dedup_keys):
+    """membership for a fingerprint filter: per layer its two buckets and its stash, which
+    counts only where both buckets are full (as bloom_add looks)."""
+    layers, per_layer = len(plan.layers), 6
+    args = fingerprint_args([b""] * len(dedup_keys), dedup_keys, plan.hash_plan)
+    commands, fingerprints = [], []
+    for i in range(0, len(args), 1 + per_layer * layers):
+        for layer in range(layers):
+            at = i + 1 + layer * per_layer
+            chunk_index, s1, e1, s2, e2, fingerprint = args[at : at + per_layer]
+            chunk = plan.chunk_keys[chunk_index - FIXED_KEYS - 1]
+            stash = plan.chunk_keys[len(plan.chunk_keys) - layers + layer]
+            member = b"%d %d " % (s1, s2) + fingerprint
+            commands += [
+                ("GETRANGE", chunk, s1, e1),
+                ("GETRANGE", chunk, s2, e2),
+                ("SISMEMBER", stash, member),
+            ]
+            fingerprints.append(fingerprint)
+
+    def answer(replies: list) -> list[bool]:
+        seen = []
+        for n in range(len(dedup_keys)):
+            found = False
+            for layer in range(layers):
+                at = n * layers + layer
+                first, second = _raw(replies[3 * at]), _raw(replies[3 * at + 1])
+                fingerprint, size = fingerprints[at], plan.layers[layer].slot_bytes
+                found = found or _holds(first, fingerprint) or _holds(second, fingerprint)
+                if not found and _full(first, size) and _full(second, size):
+                    found = bool(replies[3 * at + 2])
+            seen.append(found)
+        return seen
+
+    return commands, answer
 
 
 def all_chunk_keys(r, keys: keyspace.ProjectKeys) -> list[str]:

@@ -375,13 +375,14 @@ def bloom_add(
     seen_field: str,
     count: int,
     bound: int,
+    kind: str = "layered",
     ks: Sequence[int],
     hashed: Sequence,
 ) -> BloomAddReply:
     """Queue into TARGET the COUNT entries the filter has not seen (bloom_add-n.lua).
 
-    CHUNK_KEYS, LAYERS, LAST_CAPACITY and KS come from the caller's bloom.Plan, HASHED from
-    bloom.script_args; COUNTED is the other set the BOUND counts (see the contract).
+    CHUNK_KEYS, LAYERS, LAST_CAPACITY, KIND and KS come from the caller's bloom.Plan, HASHED
+    from Plan.args; COUNTED is the other set the BOUND counts (see the contract).
     """
     reply = run(
         conn,
@@ -408,6 +409,7 @@ def bloom_add(
             seen_field,
             count,
             bound,
+            kind,
             *ks,
             *hashed,
         ),

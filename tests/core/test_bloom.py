@@ -233,6 +233,94 @@ def test_geometry_refuses_an_unknown_kind():
         bloom.Geometry(kind="blocked")
 
 
+# -- fingerprint filters -------------------------------------------------------------------------
+
+fingerprint_layer_st = st.tuples(
+    st.integers(0, 40),
+    st.integers(1, 8),
+    st.integers(1, 16),
+    st.integers(1, 9),
+    st.integers(1, 2**40),
+    st.integers(8, 100),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.one_of(st.binary(max_size=200), st.text(max_size=60)), max_size=20),
+    st.lists(fingerprint_layer_st, min_size=1, max_size=4),
+)
+def test_twins_give_identical_fingerprint_arguments(keys, layers):
+    entries = [b"e%d" % i for i in range(len(keys))]
+    assert compiled.fingerprint_args(entries, keys, layers) == pure.fingerprint_args(entries, keys, layers)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 2**64 - 1), st.integers(1, 8))
+def test_fingerprints_never_start_or_end_with_a_zero_byte(h, size):
+    made = pure.fingerprint(h, size)
+    assert made == compiled.fingerprint(h, size) and len(made) == size
+    assert made[0] != 0 and made[-1] != 0
+
+
+@pytest.mark.parametrize("module", [compiled, pure], ids=["compiled", "pure"])
+def test_fingerprint_sizes_outside_one_to_eight_bytes_are_refused(module):
+    for size in (0, 9):
+        with pytest.raises(ValueError):
+            module.fingerprint(1, size)
+        with pytest.raises(ValueError):
+            module.fingerprint_args([b"e"], [b"k"], [(0, size, 8, 1, 10, 10)])
+
+
+def test_fingerprint_buckets_are_two_independent_whole_buckets_of_their_chunk():
+    layers = [(0, 3, 8, 4, 1000, 10)]
+    args = pure.fingerprint_args([b"e"] * len(URL_NAMES), URL_NAMES, layers)
+    firsts, pairs = set(), 0
+    for i in range(0, len(args), 7):
+        chunk, s1, e1, s2, e2, fingerprint = args[i + 1 : i + 7]
+        assert 10 <= chunk < 14 and len(fingerprint) == 3
+        for start, end in ((s1, e1), (s2, e2)):
+            assert start % 24 == 0 and end == start + 23 and end < 1000 * 24
+        firsts.add(s1)
+        pairs += s1 != s2
+    assert len(firsts) > 200 and pairs == len(URL_NAMES)
+
+
+def test_fingerprint_layers_meet_their_rates_within_35_bits_per_item():
+    g = bloom.Geometry(capacity=10_000_000, fp_rate=1e-6, kind=bloom.FINGERPRINT, layers=5)
+    layers = g.all_layers()
+    first = layers[0]
+    assert first.slot_bytes == 3 and first.k == 0
+    assert 34.99 < first.bits / first.capacity <= 35
+    assert bloom.fingerprint_rate(3) <= first.fp_rate < bloom.fingerprint_rate(2)
+    for layer in layers:
+        assert bloom.fingerprint_rate(layer.slot_bytes) <= layer.fp_rate
+        assert layer.chunk_bits == layer.buckets * layer.slot_bytes * bloom.BUCKET_SLOTS * 8
+        assert layer.chunk_bits <= bloom.MAX_CHUNK_BITS
+    assert sum(layer.fp_rate for layer in layers) < 1e-6 and layers[1].slot_bytes == 4
+    big = bloom.Geometry(capacity=10**9, kind=bloom.FINGERPRINT).layer(0)
+    assert big.chunks > 1 and big.buckets * big.chunks * bloom.BUCKET_SLOTS * bloom.FINGERPRINT_LOAD <= 10**9
+
+
+def test_fingerprint_false_positive_rate_matches_the_design_at_small_capacity(admin, redis_url):
+    """One-byte fingerprints (rate 4% at capacity) make the count large enough to compare."""
+    projects.create(admin, P)
+    k = ProjectKeys(P)
+    conn = RawRedis(redis_url)
+    geometry = bloom.configure(conn, k, bloom.Geometry(capacity=4000, fp_rate=0.05, kind=bloom.FINGERPRINT))
+    layer = geometry.layer(0)
+    assert layer.slot_bytes == 1
+    filt = bloom.BloomFilter(conn, k)
+    for start in range(0, 4000, 400):
+        assert filt.add([b"in-%d" % i for i in range(start, start + 400)]).status == bloom.OK
+    assert not conn.execute_command("EXISTS", k.bloom_stash(0))
+    absent = [b"out-%d" % i for i in range(40_000)]
+    hits = sum(sum(filt.contains_many(absent[i : i + 2000])) for i in range(0, len(absent), 2000))
+    load = 4000 / (layer.buckets * bloom.BUCKET_SLOTS)
+    expected = bloom.fingerprint_rate(1, load) * len(absent)
+    assert expected - 6 * math.sqrt(expected) < hits < expected + 6 * math.sqrt(expected)
+
+
 # -- the blocked filter measured in benchmarks/bloom_blocked.py (issue 16; not yet the filter in use) --
 
 URL_NAMES = [

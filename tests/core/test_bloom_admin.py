@@ -34,3 +34,15 @@ def test_an_unknown_kind_is_refused_and_changes_nothing(admin, r):
     with pytest.raises(BadInput, match="kind"):
         backfeed.bloom_filter(admin, P, kind="blocked")
     assert not r.exists(ProjectKeys(P).bloom)
+
+
+def test_a_fingerprint_filter_shows_its_fingerprint_size_and_dedups(admin, r):
+    projects.create(admin, P)
+    shown = backfeed.bloom_filter(admin, P, kind="fingerprint")
+    assert shown["kind"] == "fingerprint" and shown["layers"][0]["fingerprint_bytes"] == 3
+    assert 34.99 < shown["bits_per_item_at_capacity"] <= 35
+    assert intake.add_names(admin.conn, ProjectKeys(P), NAMES + NAMES[::-1]) == {
+        "added": 50,
+        "duplicates": 50,
+    }
+    assert r.scard(ProjectKeys(P).todo) == 50

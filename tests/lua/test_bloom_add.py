@@ -82,8 +82,9 @@ def call(conn, k, entries, geometry, **overrides):
         seen_field="items_duplicate",
         count=len(entries),
         bound=0,
+        kind=plan.geometry.kind,
         ks=plan.ks,
-        hashed=bloom.script_args(wired, wired, plan.hash_plan),
+        hashed=plan.args(wired, wired),
     )
     return script_calls.bloom_add(conn, k, **{**arguments, **overrides}), plan
 
@@ -139,4 +140,60 @@ def test_arguments_that_do_not_match_the_layers_fail_before_any_write(conn, proj
     _, plan = call(conn, project, [], WIDE)
     with pytest.raises(ScriptError, match="ARGV"):
         call(conn, project, urls(3), WIDE, count=4)
+    assert not r.exists(project.todo) and not r.exists(plan.chunk_keys[0])
+
+
+# -- fingerprint filters: two buckets per item, a stash when both are full -------------------------
+
+FINGERPRINTS = dict(WIDE, kind="fingerprint")
+
+
+def test_a_fingerprint_filter_queues_each_url_once(conn, project, r):
+    batch = urls(300) + urls(300)[::-1][:40]
+    reply, plan = call(conn, project, batch, FINGERPRINTS)
+    assert plan.ks == [3] and reply == (BloomAdd.OK, 300, 40)
+    assert r.smembers(project.todo) == set(urls(300))
+    assert call(conn, project, urls(300)[::7] + urls(30, "more/"), FINGERPRINTS)[0] == (BloomAdd.OK, 30, 43)
+    # 330 fingerprints of 3 bytes in the one chunk's buckets (its string no longer than they are),
+    # nothing stashed.
+    assert 0 < r.strlen(plan.chunk_keys[0]) <= plan.layers[0].buckets * 3 * bloom.BUCKET_SLOTS
+    assert not r.exists(plan.chunk_keys[-1])
+
+
+def test_items_whose_buckets_are_full_go_to_the_stash_and_are_found_there(conn, project, r, redis_url):
+    """A one-bucket layer (capacity 5): 8 fingerprints fill it, the other names are stashed, and
+    every name is seen afterwards (the stash is read when both buckets are full)."""
+    tiny = dict(FINGERPRINTS, capacity=5)
+    reply, plan = call(conn, project, urls(30), tiny)
+    assert plan.layers[0].buckets == 1 and reply == (BloomAdd.OK, 30, 0)
+    stash = plan.chunk_keys[-1]
+    assert stash == project.bloom_stash(0) and r.scard(stash) == 22
+    assert r.hget(project.bloom, "layers") == "2"
+    again, plan = call(conn, project, urls(30)[::-1] + urls(5, "new/"), tiny)
+    assert len(plan.layers) == 2 and again == (BloomAdd.OK, 5, 30)
+    from tracker_core.rawredis import RawRedis
+
+    filt = bloom.BloomFilter(RawRedis(redis_url), project)
+    assert all(filt.contains_many([u.encode() for u in urls(30) + urls(5, "new/")]))
+    assert not any(filt.contains_many([u.encode() for u in urls(50, "absent/")]))
+
+
+def test_a_fingerprint_chunk_or_stash_of_the_wrong_type_fails_before_any_write(conn, project, r):
+    import pytest
+
+    from tracker_core.scripts import ScriptError
+
+    _, plan = call(conn, project, [], FINGERPRINTS)
+    for wrong in (plan.chunk_keys[-1], plan.chunk_keys[0]):
+        r.delete(*plan.chunk_keys)
+        r.set(wrong, "x") if wrong == plan.chunk_keys[-1] else r.rpush(wrong, "not a bitmap")
+        with pytest.raises(ScriptError):
+            call(conn, project, urls(20), FINGERPRINTS)
+        assert not r.exists(project.todo) and r.hget(project.bloom, "items") == "0"
+        assert [key for key in plan.chunk_keys if r.exists(key)] == [wrong]
+
+
+def test_a_call_planned_for_another_kind_is_sent_back_to_replan(conn, project, r):
+    _, plan = call(conn, project, [], FINGERPRINTS)
+    assert call(conn, project, urls(5), FINGERPRINTS, kind="layered")[0].code == BloomAdd.LAYERS_CHANGED
     assert not r.exists(project.todo) and not r.exists(plan.chunk_keys[0])

@@ -81,8 +81,8 @@ def bloom_filter(
     kind: str | None = None,
 ) -> dict:
     """The project's Bloom filter (kind, layers, items, memory); with CAPACITY, FP_RATE or KIND
-    ('layered' or 'wide', see tracker_core.bloom), set its geometry first, which only an empty
-    filter allows."""
+    ('layered', 'wide' or 'fingerprint', see tracker_core.bloom), set its geometry first, which
+    only an empty filter allows."""
     k = ctx.keys(project)
     wanted = None
     if capacity is not None or fp_rate is not None or kind is not None:
@@ -122,6 +122,7 @@ def bloom_filter(
                 "capacity": layer.capacity,
                 "fp_rate": layer.fp_rate,
                 "k": layer.k,
+                "fingerprint_bytes": layer.slot_bytes,
                 "chunks": layer.chunks,
                 "bytes": layer.bits // 8,
                 "items": int(counts.get(f"n:{layer.index}", 0)),

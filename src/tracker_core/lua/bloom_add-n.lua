@@ -8,21 +8,30 @@ KEYS[5] todo:d (downloaders with a queue of their own)  KEYS[6] backfeed_secrets
 KEYS[7] backfeed_shards  KEYS[8] todo:limited (held items, counted by the bound)
 KEYS[9] the other set the bound counts: todo:limited_in when KEYS[2] is backfeed's queue, that
 queue when KEYS[2] is todo:limited_in (so both halves of a post see the same total)
-KEYS[10...] bitmaps of every layer's chunks, as the caller's plan lists them
+KEYS[10...] bitmaps of every layer's chunks, as the caller's plan lists them; a fingerprint
+filter's then end with each layer's stash (a set), layer 1's first: KEYS[#KEYS - L + l]
 ARGV[1] layers the caller planned for  ARGV[2] capacity of the last layer
 ARGV[3] downloader owning the target queue, or ''   ARGV[4] secret digest to check, or '' (admin)
 ARGV[5] shard name, or '' (counted in KEYS[7]; a new name once MAX_SHARDS are known counts
 under 'other')   ARGV[6] counter field for new items   ARGV[7] field for seen items
 ARGV[8] number of items N   ARGV[9] bound: most items KEYS[2], KEYS[8] and KEYS[9] may hold
 together once this batch is in, or 0 for none (backfeed passes it)
-ARGV[10 .. 9+L] k (bits per item) of each of the L layers
-then per item: the entry to queue, and per layer the KEYS index of its chunk and its k positions.
+ARGV[10] the filter's kind as the caller planned it ('layered', 'wide' or 'fingerprint')
+ARGV[11 .. 10+L] per layer: k (bits per item), or a fingerprint's bytes
+then per item the entry to queue and per layer: the KEYS index of its chunk and its k positions;
+or, in a fingerprint filter, the KEYS index of its chunk, the first and last byte offsets of its
+two buckets (text: Redis takes them as they came) and its fingerprint.
 
 Returns {0, new, seen}; {-1, 0, 0} unknown project; {-2, 0, 0} the filter has another number of
-layers than planned (the caller reloads the geometry and retries); {-3, 0, 0} wrong secret;
+layers or another kind than planned (the caller reloads the geometry and retries); {-3, 0, 0} wrong secret;
 {-4, 0, 0} the bound would be passed by this batch's new items (nothing is set or queued: the
 caller answers "retry later", and the same items can come back once the queue drained).
 New items are set in the last layer; when it reaches its capacity the filter gets one more layer.
+A fingerprint goes into the emptier of its two buckets (a bucket's slots fill in order; an empty
+slot is all zeros, and a stored fingerprint never starts or ends with a zero byte, so the first
+run of zeros of a slot's size is the first empty slot); when both are full, into the layer's
+stash as "<first offset> <second offset> <fingerprint>", which is looked at only then (buckets
+never empty, so an item whose buckets have room was never stashed).
 Everything that can fail comes before the first bit is set (the places written are read first,
 so a wrong type fails there): Redis keeps a failed script's writes, and an item marked seen but
 not queued could never come back through the filter.
@@ -39,11 +48,14 @@ local secrets_key  = KEYS[6]
 local shards_key   = KEYS[7]
 local limited_key  = KEYS[8]
 local counted_key  = KEYS[9]
+local BUCKET_SLOTS = 8
 if redis.call('EXISTS', settings_key) == 0 then return {-1, 0, 0} end
 if ARGV[4] ~= '' and redis.call('HEXISTS', secrets_key, ARGV[4]) == 0 then return {-3, 0, 0} end
 local layers = tonumber(ARGV[1])
-local current = tonumber(redis.call('HGET', bloom_key, 'layers') or '1')
-if current ~= layers then return {-2, 0, 0} end
+local stored = redis.call('HMGET', bloom_key, 'layers', 'kind')
+local kind = stored[2] or 'layered'   -- filters made before kinds are layered
+if tonumber(stored[1] or '1') ~= layers or kind ~= ARGV[10] then return {-2, 0, 0} end
+local fingerprints = kind == 'fingerprint'
 local n = tonumber(ARGV[8])
 -- The last layer's capacity is read after the items are queued: check it here, before any write.
 local capacity = tonumber(ARGV[2])
@@ -51,34 +63,34 @@ if not capacity then
   return redis.error_reply('bloom_add: ARGV[2] (the last layer\'s capacity) must be a number')
 end
 local bound = tonumber(ARGV[9]) or 0
-local ks = {}
-local per_item = 1   -- ARGV strings per item: the entry, then per layer its chunk and k positions
+local ks, skips = {}, {}
+local per_item = 1   -- ARGV strings per item: the entry, then each layer's
 for l = 1, layers do
-  ks[l] = tonumber(ARGV[9 + l])
-  per_item = per_item + 1 + ks[l]
+  ks[l] = tonumber(ARGV[10 + l])
+  skips[l] = per_item   -- where layer l's strings start within an item's
+  if fingerprints then per_item = per_item + 6 else per_item = per_item + 1 + ks[l] end
 end
-local first = 10 + layers
+local first = 11 + layers
 if #ARGV ~= first - 1 + n * per_item then
   return redis.error_reply('bloom_add: ARGV holds ' .. #ARGV .. ' strings, not ' .. (first - 1 + n * per_item))
 end
+local function at(item, l) return first + (item - 1) * per_item + skips[l] end
 
--- One BITFIELD call tests (GET) or tests and sets (SET, which answers each bit's old value) the
--- bits of many items in one layer: its ops are grouped per item, in the batch's order, so a
--- name repeated in the batch finds the bits its first copy set. A bit operation costs far more
--- as a command of its own (about 0.5 µs) than as one op among thousands. The positions are the
+-- Bits. One BITFIELD call tests (GET) or tests and sets (SET, which answers each bit's old
+-- value) the bits of many items in one layer: its ops are grouped per item, in the batch's
+-- order, so a name repeated in the batch finds the bits its first copy set. A bit operation
+-- costs far less as one op among thousands than as a command of its own. The positions are the
 -- caller's text, handed to Redis as they came (a Lua number would be printed with %.17g).
 -- Calls stay under Lua's 8,000 values per unpack. ITEMS lists item numbers (1-based); answers
 -- ALL[item] = true when every one of the item's k bits was 1 before the call.
 local MAX_ARGS = 7000
 local function bits(items, l, write, all)
   local k = ks[l]
-  local skip = 1
-  for m = 1, l - 1 do skip = skip + 1 + ks[m] end
   local cmd, op, per_op = 'BITFIELD_RO', 'GET', 3
   if write then cmd, op, per_op = 'BITFIELD', 'SET', 4 end
   local groups, order = {}, {}   -- chunk's KEYS index -> item numbers, in the batch's order
   for _, item in ipairs(items) do
-    local chunk = ARGV[first + (item - 1) * per_item + skip]
+    local chunk = ARGV[at(item, l)]
     local group = groups[chunk]
     if not group then group = {}; groups[chunk] = group; order[#order + 1] = chunk end
     group[#group + 1] = item
@@ -94,8 +106,8 @@ local function bits(items, l, write, all)
       local to = math.min(#group, from + step - 1)
       local args, s = {}, 0
       for g = from, to do
-        local at = first + (group[g] - 1) * per_item + skip
-        for j = at + 1, at + k do
+        local i = at(group[g], l)
+        for j = i + 1, i + k do
           args[s + 1] = op; args[s + 2] = 'u1'; args[s + 3] = ARGV[j]
           if write then args[s + 4] = '1' end
           s = s + per_op
@@ -115,6 +127,59 @@ local function bits(items, l, write, all)
   end
 end
 
+-- Fingerprints. Two GETRANGEs read an item's buckets; a new item's bucket is written back whole
+-- by one SETRANGE at its first offset (text from the caller, like the GETRANGE offsets).
+local find, sub, rep = string.find, string.sub, string.rep
+local function holds(b, fp, size)   -- whether bucket B has FP in a slot (not across two)
+  local i = find(b, fp, 1, true)
+  while i and (i - 1) % size ~= 0 do i = find(b, fp, i + 1, true) end
+  return i ~= nil
+end
+local function bucket(key, from, to, bytes)   -- zeros past the bitmap's end are empty slots
+  local b = redis.call('GETRANGE', key, from, to)
+  if #b < bytes then b = b .. rep('\0', bytes - #b) end
+  return b
+end
+-- Look ITEM up in layer L; with WRITE, add it when absent. Answers whether it was there.
+local function fingerprint(item, l, write)
+  local i, size = at(item, l), ks[l]
+  local bytes = size * BUCKET_SLOTS
+  local key, fp = KEYS[tonumber(ARGV[i])], ARGV[i + 5]
+  local b1 = bucket(key, ARGV[i + 1], ARGV[i + 2], bytes)
+  if holds(b1, fp, size) then return true end
+  local b2 = bucket(key, ARGV[i + 3], ARGV[i + 4], bytes)
+  if holds(b2, fp, size) then return true end
+  local empty = rep('\0', size)
+  local f1, f2 = find(b1, empty, 1, true), find(b2, empty, 1, true)
+  if not f1 and not f2 then
+    local stash, member = KEYS[#KEYS - layers + l], ARGV[i + 1] .. ' ' .. ARGV[i + 3] .. ' ' .. fp
+    if redis.call('SISMEMBER', stash, member) == 1 then return true end
+    if write then redis.call('SADD', stash, member) end
+    return false
+  end
+  if write then
+    local from, b, f = ARGV[i + 1], b1, f1
+    if f2 and (not f1 or f2 < f1) then from, b, f = ARGV[i + 3], b2, f2 end
+    redis.call('SETRANGE', key, from, sub(b, 1, f - 1) .. fp .. sub(b, f + size))
+  end
+  return false
+end
+
+-- ALL[item] = whether each of ITEMS was in layer L (with WRITE, in the last layer: added if not).
+local function look(items, l, write, all)
+  if not fingerprints then return bits(items, l, write, all) end
+  if write then
+    -- A chunk or stash of the wrong type must fail before the first item is written.
+    local checked = {}
+    for _, item in ipairs(items) do
+      local chunk = ARGV[at(item, l)]
+      if not checked[chunk] then checked[chunk] = true; redis.call('STRLEN', KEYS[tonumber(chunk)]) end
+    end
+    redis.call('SCARD', KEYS[#KEYS - layers + l])
+  end
+  for _, item in ipairs(items) do all[item] = fingerprint(item, l, write) end
+end
+
 -- Whether each item is in some layer (FOUND[item]); tests the last layer too unless SKIP_LAST.
 local function found_in(items, skip_last)
   local found = {}
@@ -125,7 +190,7 @@ local function found_in(items, skip_last)
     for _, item in ipairs(items) do if not found[item] then left[#left + 1] = item end end
     if #left == 0 then break end
     local all = {}
-    bits(left, l, false, all)
+    look(left, l, false, all)
     for _, item in ipairs(left) do if all[item] then found[item] = true end end
   end
   return found
@@ -161,7 +226,7 @@ if layers > 1 then
   for item = 1, n do if not old[item] then candidates[#candidates + 1] = item end end
 end
 local was_set = {}
-bits(candidates, layers, true, was_set)
+look(candidates, layers, true, was_set)
 local new, to_queue = 0, {}
 for _, item in ipairs(candidates) do
   if not was_set[item] then

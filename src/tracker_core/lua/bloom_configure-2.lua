@@ -3,7 +3,7 @@
 KEYS[1] settings  KEYS[2] bloom
 ARGV[1] capacity (items in the first layer)  ARGV[2] false-positive rate  ARGV[3] growth factor
 ARGV[4] tightening ratio  ARGV[5] bits per chunk  ARGV[6] '1' to replace a configured geometry
-ARGV[7] kind ('layered' or 'wide': how k is chosen, see tracker_core.bloom)  ARGV[8] least bits
+ARGV[7] kind ('layered', 'wide' or 'fingerprint', see tracker_core.bloom)  ARGV[8] least bits
 per item of a wide layer. A geometry stored without a kind (made before kinds) is layered.
 
 Returns the geometry in force as a flat field/value list; {-1} unknown project, {-2} the filter
@@ -15,7 +15,8 @@ local settings_key = KEYS[1]
 local bloom_key    = KEYS[2]
 if redis.call('EXISTS', settings_key) == 0 then return {-1} end
 for _, i in ipairs({1, 2, 3, 4, 5, 8}) do if not tonumber(ARGV[i]) then return {-3} end end
-if ARGV[7] ~= 'layered' and ARGV[7] ~= 'wide' then return {-3} end   -- both before the DEL below
+local kinds = {layered = true, wide = true, fingerprint = true}
+if not kinds[ARGV[7]] then return {-3} end   -- both before the DEL below
 local fields = {'capacity', 'fp_rate', 'growth', 'tightening', 'chunk_bits'}
 local configured = redis.call('EXISTS', bloom_key) == 1
 if configured and ARGV[6] == '1' then
