@@ -140,16 +140,18 @@ local function bucket(key, from, to, bytes)   -- zeros past the bitmap's end are
   if #b < bytes then b = b .. rep('\0', bytes - #b) end
   return b
 end
+local empties = {}   -- an empty slot of each layer
+for l = 1, layers do empties[l] = rep('\0', ks[l]) end
 -- Look ITEM up in layer L; with WRITE, add it when absent. Answers whether it was there.
 local function fingerprint(item, l, write)
-  local i, size = at(item, l), ks[l]
+  local i, size = first + (item - 1) * per_item + skips[l], ks[l]
   local bytes = size * BUCKET_SLOTS
   local key, fp = KEYS[tonumber(ARGV[i])], ARGV[i + 5]
   local b1 = bucket(key, ARGV[i + 1], ARGV[i + 2], bytes)
   if holds(b1, fp, size) then return true end
   local b2 = bucket(key, ARGV[i + 3], ARGV[i + 4], bytes)
   if holds(b2, fp, size) then return true end
-  local empty = rep('\0', size)
+  local empty = empties[l]
   local f1, f2 = find(b1, empty, 1, true), find(b2, empty, 1, true)
   if not f1 and not f2 then
     local stash, member = KEYS[#KEYS - layers + l], ARGV[i + 1] .. ' ' .. ARGV[i + 3] .. ' ' .. fp
@@ -169,12 +171,9 @@ end
 local function look(items, l, write, all)
   if not fingerprints then return bits(items, l, write, all) end
   if write then
-    -- A chunk or stash of the wrong type must fail before the first item is written.
-    local checked = {}
-    for _, item in ipairs(items) do
-      local chunk = ARGV[at(item, l)]
-      if not checked[chunk] then checked[chunk] = true; redis.call('STRLEN', KEYS[tonumber(chunk)]) end
-    end
+    -- A chunk or stash of the wrong type must fail before the first item is written: read
+    -- every chunk (a filter has few: one per layer up to 30 million items) and the stash.
+    for key = 10, #KEYS - layers do redis.call('STRLEN', KEYS[key]) end
     redis.call('SCARD', KEYS[#KEYS - layers + l])
   end
   for _, item in ipairs(items) do all[item] = fingerprint(item, l, write) end
