@@ -350,6 +350,20 @@ def membership(plan: Plan, dedup_keys) -> tuple[list[tuple], Callable[[list], li
     return commands, answer
 
 
+def seen_by(conn, keys: keyspace.ProjectKeys, dedup_keys) -> list[bool]:
+    """Whether the project's filter has (probably) seen each of DEDUP_KEYS; reads only, one round
+    trip, any kind. CONN is a redis-py client (the admin's). A filter never configured has seen
+    nothing (and is not configured here: a read must not write)."""
+    fields = conn.hgetall(keys.bloom)
+    if not fields or not dedup_keys:
+        return [False] * len(dedup_keys)
+    commands, answer = membership(Plan(keys, Geometry.from_redis(fields)), dedup_keys)
+    pipe = conn.pipeline(transaction=False)
+    for command in commands:
+        pipe.execute_command(*command)
+    return answer(pipe.execute())
+
+
 def _raw(reply) -> bytes:
     """A GETRANGE reply as bytes (RawRedis decodes replies to str with surrogateescape)."""
     return reply.encode(ENCODING, ENCODING_ERRORS) if isinstance(reply, str) else bytes(reply)

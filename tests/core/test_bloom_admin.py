@@ -46,3 +46,17 @@ def test_a_fingerprint_filter_shows_its_fingerprint_size_and_dedups(admin, r):
         "duplicates": 50,
     }
     assert r.scard(ProjectKeys(P).todo) == 50
+
+
+@pytest.mark.parametrize("kind", bloom.KINDS)
+def test_seen_by_reads_every_kind_through_the_admin_connection_and_writes_nothing(admin, r, kind):
+    """What redo asks before it re-queues a name (tracker_core.admin.items.seen_by_filter)."""
+    projects.create(admin, P)
+    k = ProjectKeys(P)
+    assert bloom.seen_by(admin.conn, k, NAMES[:3]) == [False] * 3 and not r.exists(k.bloom)
+    backfeed.bloom_filter(admin, P, kind=kind)
+    intake.add_names(admin.conn, k, NAMES[:30])
+    before = {key: r.dump(key) for key in r.scan_iter("*")}
+    wired = [name.encode() for name in NAMES]
+    assert bloom.seen_by(admin.conn, k, wired) == [True] * 30 + [False] * 20
+    assert {key: r.dump(key) for key in r.scan_iter("*")} == before
