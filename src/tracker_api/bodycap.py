@@ -25,36 +25,45 @@ import orjson
 _REAL_IO = io
 
 
+_write = io.BytesIO.write
+# Past this a released body's buffer is emptied at once (an admin upload of up to 64 MB); a
+# small one is freed when bjoern drops the request, after its answer.
+_TRUNCATE_FROM_BYTES = 64 << 10
+
+
 class CappedBody(io.BytesIO):
     limit_bytes = 64 << 20
     budget_bytes = 128 << 20
     buffered_total = 0  # bytes held by every unfinished body of this worker
-
-    def __init__(self):
-        super().__init__()
-        self.kept = 0
-        self.refusal: str | None = None
+    # Each body's own state, as class defaults until its first write: bjoern makes one body per
+    # request, and a Python __init__ would cost a tenth of the budget for a warrior's request.
+    kept = 0
+    refusal: str | None = None
 
     def write(self, chunk) -> int:
         n = len(chunk)
         if self.refusal is None:
-            if self.kept + n > self.limit_bytes:
+            kept = self.kept + n
+            if kept > self.limit_bytes:
                 self.refusal = "too_large"
             elif CappedBody.buffered_total + n > self.budget_bytes:
                 self.refusal = "busy"
-        if self.refusal is not None:
-            self._release()
-            return n  # dropped: the request is answered 413/503 without its body
-        self.kept += n
-        CappedBody.buffered_total += n
-        return super().write(chunk)
+            else:
+                self.kept = kept
+                CappedBody.buffered_total += n
+                return _write(self, chunk)
+        self._release()
+        return n  # dropped: the request is answered 413/503 without its body
 
     def _release(self) -> None:
-        if self.kept:
-            CappedBody.buffered_total -= self.kept
+        """Stop counting this body to the budget (the app has read it, or it was refused)."""
+        kept = self.kept
+        if kept:
+            CappedBody.buffered_total -= kept
             self.kept = 0
-            self.seek(0)
-            self.truncate()
+            if kept >= _TRUNCATE_FROM_BYTES or self.refusal is not None:
+                self.seek(0)
+                self.truncate()
 
     def __del__(self):
         if self.kept:

@@ -140,7 +140,8 @@ def item_names(value, project: str) -> list[str]:
 class ProtocolResource:
     def __init__(self, engine: Engine, trust_forwarded: bool = False):
         self.engine = engine
-        self.trust_forwarded = trust_forwarded
+        # The number of trusted proxies in front (True: one); see client_ip.
+        self.trusted_proxies = int(trust_forwarded)
 
     def known_project(self, project: str):
         settings = self.engine.settings(project)
@@ -149,8 +150,7 @@ class ProtocolResource:
         return settings
 
     def client_ip(self, req) -> str:
-        # trust_forwarded is the number of trusted proxies in front (True: one); see client_ip.
-        return client_ip(req, int(self.trust_forwarded))
+        return client_ip(req, self.trusted_proxies)
 
     def claim(self, req, resp, project: str, body: dict, multi: int, ip: str | None = None) -> None:
         """Answer a request body: items as JSON (api_version 2) or bare text, else 404/429/455/403.
