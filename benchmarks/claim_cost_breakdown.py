@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tracker_core import scripts
+from tracker_core import blocks, script_calls, scripts
 from tracker_core.admin import projects
 from tracker_core.admin.context import AdminContext
 from tracker_core.embedded import EmbeddedRedis, free_port
@@ -91,24 +91,26 @@ FLOOR = """local s = redis.call('HMGET', KEYS[1], 'settings_age')
 return {200, s[1], redis.call('SPOP', KEYS[4], 1)[1]}"""
 
 
-def script_at(revision: str) -> scripts.Script:
-    """claim-22.lua as it was at REVISION (with today's includes and constants)."""
+def script_at(revision: str, name: str = "claim") -> scripts.Script:
+    """Script NAME as it was at REVISION (with today's includes and constants)."""
+    path = next(p for p in scripts.LUA_DIR.glob(f"{name}-*.lua"))
     text = subprocess.run(
-        ["git", "show", f"{revision}:src/tracker_core/lua/claim-22.lua"],
+        ["git", "show", f"{revision}:src/tracker_core/lua/{path.name}"],
         cwd=ROOT,
         check=True,
         capture_output=True,
         text=True,
     ).stdout
     source = scripts._inline(text)
-    return scripts.Script("claim", 22, source, hashlib.sha1(source.encode()).hexdigest())
+    real = scripts.SCRIPTS[name]
+    return scripts.Script(name, real.num_keys, source, hashlib.sha1(source.encode()).hexdigest())
 
 
 def variant(real: scripts.Script, name: str) -> scripts.Script:
     if name == "full":
         return real
     if name.startswith("at "):
-        return script_at(name[3:])
+        return script_at(name[3:], real.name)
     source = FLOOR if name == "floor" else _cut(real.source, VARIANTS[name][1])
     return scripts.Script(real.name, real.num_keys, source, hashlib.sha1(source.encode()).hexdigest())
 
@@ -118,18 +120,30 @@ def _cpu_s(conn) -> float:
     return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
 
 
-def one_round(engine: Engine, admin: AdminContext, claims: int, round_no: int) -> tuple[float, float]:
-    """Claim CLAIMS items; (commandstats usec per call, Redis CPU usec per call)."""
+def one_round(
+    engine: Engine, admin: AdminContext, claims: int, round_no: int, dones: bool
+) -> tuple[float, float]:
+    """Claim CLAIMS items (and with DONES report each done, one a call); (commandstats usec per
+    call, Redis CPU usec per call) of the claims, or of the dones."""
     k = engine.keys("bench")
     names = [f"https://example.com/r{round_no}/{n}?q=%20x#f" for n in range(claims)]
     for i in range(0, claims, 1000):
         admin.conn.sadd(k.todo, *names[i : i + 1000])
     engine.settings("bench")  # as the warrior does before each claim: what the engine caches
+    if dones:
+        given = [(engine.claim("bench", *client(n), 1)[1][0], n) for n in range(claims)]
     admin.conn.config_resetstat()
     cpu0 = _cpu_s(admin.conn)
-    for n in range(claims):
-        status = engine.claim("bench", *client(n), 1)[0]
-        assert status == 200, status
+    if dones:
+        for item, n in given:
+            reply = engine.done(
+                "bench", client(n)[0], "1.2", [item], ["example.com", 123_456], "{}", client(n)[1]
+            )
+            assert reply.new == 1, reply
+    else:
+        for n in range(claims):
+            status = engine.claim("bench", *client(n), 1)[0]
+            assert status == 200, status
     cpu1 = _cpu_s(admin.conn)
     stats = admin.conn.info("commandstats")
     evalsha = stats["cmdstat_evalsha"]
@@ -139,6 +153,52 @@ def one_round(engine: Engine, admin: AdminContext, claims: int, round_no: int) -
     admin.conn.delete(k.out, k.claims, k.reclaim_at, k.downloader_claims)
     # INFO cpu covers the reads of INFO itself too: a few calls against thousands of claims.
     return int(evalsha["usec"]) / calls, (cpu1 - cpu0) * 1e6 / calls
+
+
+# The script body run N times in one call inside Redis (no network, no EVALSHA set-up between
+# runs, no scheduling gaps between calls): the steadiest figure on a shared machine. The claim
+# loop claims N items (one a run, the same client); the done loop reports, one a run, the N
+# oldest claims in `out`, the item name put in the last ARGV before each run.
+LOOP = """local function body()
+%s
+end
+local n = tonumber(ARGV[#ARGV])
+ARGV[#ARGV] = nil
+local items = %s
+for i = 1, n do
+  if items then ARGV[#ARGV] = items[i] end
+  local reply = body()
+  if reply[1] ~= 200 or %s then return {-99, i, reply[1], reply[3]} end
+end
+return n"""
+
+
+def loop_usec(
+    engine: Engine, admin: AdminContext, chosen: scripts.Script, n: int, dones: bool, round_no: int
+) -> float:
+    """usec per run of CHOSEN's body inside one Redis call of N runs."""
+    k = engine.keys("bench")
+    names = [f"https://example.com/loop{round_no}/{i}?q=%20x#f" for i in range(n)]
+    for i in range(0, n, 1000):
+        admin.conn.sadd(k.todo, *names[i : i + 1000])
+    now_ms = engine._now_ms()
+    if dones:
+        for i in range(n):
+            assert engine.claim("bench", *client(i), 1)[0] == 200
+        keys = script_calls.done_keys(k, "dl1", now_ms)
+        argv = (now_ms + 5000, "dl1", "1.2", "{}", "10.0.0.1", 1, "example.com", 123_456, "x", n)
+        source = LOOP % (chosen.source, f"redis.call('ZRANGE', KEYS[2], 0, {n - 1})", "reply[3] ~= 1")
+    else:
+        keys = script_calls.claim_keys(k, "dl1", now_ms)
+        created = engine.settings("bench").values["created_ms"]
+        argv = (now_ms, "dl1", "10.0.0.1", 1, blocks.ip_key("10.0.0.1"), created, "1", "1", n)
+        source = LOOP % (chosen.source, "nil", "false")
+    start = time.perf_counter()
+    reply = admin.conn.eval(source, len(keys), *keys, *argv)
+    elapsed = time.perf_counter() - start
+    assert reply == n, reply
+    admin.conn.delete(k.out, k.claims, k.reclaim_at, k.downloader_claims, k.done, k.log)
+    return elapsed * 1e6 / n
 
 
 def median(values: list[float]) -> float:
@@ -151,29 +211,38 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--claims", type=int, default=4000, help="claims per variant per round")
     parser.add_argument("--label", default="now")
+    parser.add_argument("--loop", type=int, default=3000, help="runs of the script body in one Redis call")
     parser.add_argument("--only", nargs="*", help="variants to run (default: all)")
-    parser.add_argument("--before", help="also run claim-22.lua of this git revision ('at REV')")
+    parser.add_argument("--before", help="also run the script of this git revision ('at REV')")
+    parser.add_argument("--done", action="store_true", help="time done-20.lua (full and --before only)")
     args = parser.parse_args()
-    names = ["full", *VARIANTS, "floor"] if not args.only else args.only
+    script = "done" if args.done else "claim"
+    names = (["full"] if args.done else ["full", *VARIANTS, "floor"]) if not args.only else args.only
     if args.before:
         names.append(f"at {args.before}")
-    real = scripts.SCRIPTS["claim"]
+    real = scripts.SCRIPTS[script]
     chosen = {name: variant(real, name) for name in names}
     own: dict[str, list[float]] = {name: [] for name in names}
     cpu: dict[str, list[float]] = {name: [] for name in names}
+    loop: dict[str, list[float]] = {name: [] for name in names}
     with tempfile.TemporaryDirectory() as tmp:
-        server = EmbeddedRedis(Path(tmp), port=free_port()).start()
+        # AOF off, as benchmarks/cpu_per_request.py runs it (AOF makes every write dearer).
+        server = EmbeddedRedis(Path(tmp), port=free_port(), extra=["--appendonly", "no"]).start()
         try:
             admin = AdminContext.from_url(server.url)
             projects.create(admin, "bench")
             engine = Engine(server.url)
             for round_no in range(args.rounds):
-                for name, script in chosen.items():
-                    scripts.SCRIPTS["claim"] = script
-                    a, b = one_round(engine, admin, args.claims, round_no)
+                for name, chosen_script in chosen.items():
+                    scripts.SCRIPTS[script] = chosen_script
+                    a, b = one_round(engine, admin, args.claims, round_no, args.done)
                     own[name].append(a)
                     cpu[name].append(b)
-            scripts.SCRIPTS["claim"] = real
+                    if name != "floor":
+                        loop[name].append(
+                            loop_usec(engine, admin, chosen_script, args.loop, args.done, round_no)
+                        )
+            scripts.SCRIPTS[script] = real
         finally:
             server.stop()
     full_own, full_cpu = median(own["full"]), median(cpu["full"])
@@ -182,6 +251,7 @@ def main() -> None:
         "commit": subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True
         ).stdout.strip(),
+        "script": script,
         "rounds": args.rounds,
         "claims_per_round": args.claims,
         "median_usec_own": {n: round(median(v), 2) for n, v in own.items()},
@@ -191,6 +261,12 @@ def main() -> None:
         "part_cost_usec_own": {n: round(full_own - median(v), 2) for n, v in own.items() if n != "full"},
         "part_cost_usec_cpu": {n: round(full_cpu - median(v), 2) for n, v in cpu.items() if n != "full"},
         "usec_own_rounds": {n: [round(x, 2) for x in v] for n, v in own.items()},
+        "loop_runs": args.loop,
+        "best_usec_loop": {n: round(min(v), 2) for n, v in loop.items() if v},
+        "median_usec_loop": {n: round(median(v), 2) for n, v in loop.items() if v},
+        "part_cost_usec_loop": {
+            n: round(min(loop["full"]) - min(v), 2) for n, v in loop.items() if v and n != "full"
+        },
         "machine": platform.platform(),
     }
     path = RESULTS / "claim_cost.json"
@@ -210,7 +286,7 @@ def main() -> None:
     ]
     for label, r in data["runs"].items():
         lines += [
-            f"## {label} ({r['when']}, commit {r['commit'][:10]}, {r['rounds']} rounds x {r['claims_per_round']} claims)",
+            f"## {label}: {r.get('script', 'claim')} ({r['when']}, commit {r['commit'][:10]}, {r['rounds']} rounds x {r['claims_per_round']} claims)",
             "",
             "| variant | own us/call | Redis CPU us/call | part's own cost | part's CPU cost |",
             "| --- | --- | --- | --- | --- |",
@@ -223,7 +299,7 @@ def main() -> None:
                 if n == "floor"
                 else f"without {VARIANTS[n][0]}"
                 if n in VARIANTS
-                else f"claim-22.lua {n}"
+                else f"the script {n}"
             )
             lines.append(
                 f"| {what} | {r['median_usec_own'][n]} | {r['median_usec_cpu'][n]} | "

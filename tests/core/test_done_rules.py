@@ -373,7 +373,9 @@ def test_domain_bytes_keeps_64_domains_and_counts_the_rest_under_other(project, 
     assert r.hget(K.domain_bytes, "d-64th") == "11" and r.hlen(K.domain_bytes) == MAX_DOMAINS + 1
 
 
-@pytest.mark.parametrize("broken", ["done", "log", "downloader_count", "downloader_version"])
+@pytest.mark.parametrize(
+    "broken", ["done", "log", "downloader_count", "downloader_version", "domain_bytes", "stats"]
+)
 def test_a_broken_key_fails_the_done_before_the_item_leaves_out(admin, engine, r, broken):
     # Redis keeps a failed script's writes: every place the done writes is type-checked first.
     projects.create(admin, "brk")
@@ -386,3 +388,71 @@ def test_a_broken_key_fails_the_done_before_the_item_leaves_out(admin, engine, r
     with pytest.raises(Exception, match="WRONGTYPE"):
         engine.done("brk", "alice", "1", items, ["data", 1], "{}")
     assert r.zrange(k.out, 0, -1) == items and r.hexists(k.claims, items[0])
+
+
+def test_a_broken_domain_bytes_is_left_alone_by_a_done_reporting_no_domain(admin, engine, r):
+    # done writes domain_bytes only for reported domains (read first): with none, no probe of it.
+    projects.create(admin, "brk")
+    k = ProjectKeys("brk")
+    item_verbs.add(admin, "brk", ["https://example.com/a b?c=%20#d"])
+    status, items = engine.claim("brk", "alice", "10.0.0.1", 1)
+    r.set(k.domain_bytes, "not the right type")
+    assert engine.done("brk", "alice", "1", items, [], "{}").new == 1
+    assert r.sismember(k.done, items[0]) and r.get(k.domain_bytes) == "not the right type"
+
+
+# -- one read pass before the writes -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("done_mode", ["keep", "discard"])
+def test_a_name_given_twice_in_one_done_counts_as_if_read_in_turn(project, admin, engine, r, done_mode):
+    projects.set_settings(admin, P, {"done_mode": done_mode})
+    item_verbs.add(admin, P, [url(1)])
+    assert engine.claim(P, "alice", "10.0.0.1", 1) == (200, [url(1)])
+    result = engine.done(P, "alice", "1", [url(1), url(2), url(1), url(2)], ["data", 40], "{}")
+    # The first url(1) leaves out; the second then finds it done (kept) or nowhere (discarded).
+    if done_mode == "keep":
+        assert (result.new, result.repeated, result.unknown) == (1, 1, 2)
+    else:
+        assert (result.new, result.repeated, result.unknown) == (1, 0, 3)
+    assert counter(r, "items_done") == 1 and counter(r, "rtt_count") == 1
+    assert r.zcard(K.out) == 0 and r.hget(K.downloader_claims, "alice") is None
+
+
+def test_a_done_counts_each_rtt_bucket_of_the_call(project, admin, engine, clock, r):
+    item_verbs.add(admin, P, [url(1)])
+    assert engine.claim(P, "alice", "10.0.0.1", 1)[0] == 200
+    clock.advance(20)
+    item_verbs.add(admin, P, [url(2)])
+    assert engine.claim(P, "alice", "10.0.0.1", 1)[0] == 200
+    clock.advance(2)
+    r.hset(K.stats, "rtt_le_30", str(2**60))  # past what a Lua number holds exactly
+    assert engine.done(P, "alice", "1", [url(1), url(2)], [], "{}").new == 2
+    minute = K.minute(int(clock.now * 1000) // 60_000)
+    assert r.hget(K.stats, "rtt_le_30") == str(2**60 + 1) and r.hget(K.stats, "rtt_le_5") == "1"
+    assert r.hmget(minute, "rtt_le_5", "rtt_le_30", "rtt_count", "rtt_sum_ms") == ["1", "1", "2", "24000"]
+
+
+def test_a_broken_reclaim_history_or_dead_fails_the_done_only_when_it_would_be_written(
+    project, admin, engine, clock, r
+):
+    projects.set_settings(admin, P, {"reclaim_ttl_s": "1"})
+    item_verbs.add(admin, P, [url(1), url(2)])
+    assert engine.claim(P, "alice", "10.0.0.1", 1)[0] == 200
+    clock.advance(1.5)
+    first = engine.claim(P, "bob", "10.0.0.2", 2)[1]  # one reclaim (claimed twice) and one fresh
+    reclaimed = [n for n in first if r.hget(K.claims, n).endswith("\t2")]
+    fresh = [n for n in first if n not in reclaimed]
+    assert len(reclaimed) == 1 and len(fresh) == 1
+    r.delete(K.reclaim_history, K.dead)
+    r.set(K.reclaim_history, "not the right type")
+    r.set(K.dead, "not the right type")
+    # A fresh claim writes neither: the done goes through.
+    assert engine.done(P, "bob", "1", fresh, [], "{}").new == 1
+    before = state(r)
+    # A reclaimed one clears its history, a name not out (never claimed, or done just now) may
+    # be dead: refused before any write.
+    for names in (reclaimed, [url(3)], fresh):
+        with pytest.raises(Exception, match="WRONGTYPE"):
+            engine.done(P, "bob", "1", names, [], "{}")
+        assert state(r) == before

@@ -37,3 +37,33 @@ def test_done_for_an_unknown_project_or_a_name_found_nowhere(conn, project, r, n
     reply = script_calls.done(conn, project, **call)
     assert (reply.new, reply.unknown) == (0, 1)
     assert r.scard(project.done) == 0 and r.xlen(project.bad_dones) == 1
+
+
+def test_done_counters_are_exact_in_one_write_per_hash(conn, project, r, names, now_ms, claimed):
+    claimed(names[:2])
+    minute = project.minute((now_ms + 2000) // 60_000)
+    # Past 2^53 a Lua number is not exact: such a field goes through HINCRBY.
+    r.hset(project.stats, mapping={"items_done": str(2**60), "done_requests": "41"})
+    call = dict(now_ms=now_ms + 2000, downloader="alice", version="1", item_id="{}", ip="10.0.0.1")
+    reply = script_calls.done(conn, project, domain_bytes=["data", 300], items=names[:2], **call)
+    assert reply.new == 2
+    assert r.hget(project.stats, "items_done") == str(2**60 + 2)
+    assert r.hget(project.stats, "done_requests") == "42"
+    assert r.hmget(
+        minute, "items_done", "bytes_done", "rtt_sum_ms", "rtt_count", "done_requests", "rtt_le_5"
+    ) == [
+        "2",
+        "300",
+        "4000",
+        "2",
+        "1",
+        "2",
+    ]
+    assert 0 < r.ttl(minute) <= 172_800  # a minute hash the done created gets its expiry
+    # A call with nothing new counts only itself; the expiry stays as set.
+    r.expire(minute, 100)
+    again = script_calls.done(conn, project, domain_bytes=["data", 300], items=names[:2], **call)
+    assert (again.new, again.repeated) == (0, 2)
+    assert r.hget(minute, "done_requests") == "2" and r.hget(minute, "items_done") == "2"
+    assert 0 < r.ttl(minute) <= 100
+    assert r.hget(project.stats, "done_requests") == "43" and r.hget(project.stats, "dones_repeated") == "2"

@@ -61,7 +61,8 @@ Dead items have no current claim and add no RTT.
 Reply codes by name: reply_codes.Done (Python callers compare against those names).
 ]]
 --@include counters
---@constants RTT_BOUNDS_S DEFAULT_MAX_BYTES_PER_ITEM DEFAULT_LOG_MAXLEN MAX_DOMAIN_FIELDS
+--@include counter_batch
+--@constants MINUTE_TTL_S RTT_BOUNDS_S DEFAULT_MAX_BYTES_PER_ITEM DEFAULT_LOG_MAXLEN MAX_DOMAIN_FIELDS
 --@constants BAD_DONES_MAXLEN BAD_ITEMS_BYTES MAX_LOG_MAXLEN LOG_SAFETY_FACTOR LOG_SAFETY_MIN
 local settings_key           = KEYS[1]
 local out_key                = KEYS[2]
@@ -154,30 +155,77 @@ if n_domains > 0 then
     end
   end
 end
-local stats_now = redis.call('HMGET', stats_key, 'bytes_done', 'rtt_sum_ms')
-local minute_now = redis.call('HMGET', minute_key, 'bytes_done', 'rtt_sum_ms')
+-- Read pass over the names (no write yet): where each first occurrence stands in `out` and its
+-- claim, so the RTTs are known before the counters are read (their histogram fields join the
+-- one HMGET and HSET per hash) and only the keys this call will write are type-probed. A name
+-- given again in the same call goes the live way below: what the earlier occurrence changed
+-- decides it, as when every name was read in turn.
+local first_at, pre_claimed_at, pre_claim = {}, {}, {}
+local may_write_dead, may_write_history = false, false
+local rtt_sum, rtt_n, rtt_hist = 0, 0, {}
+for i = first_item, #ARGV do
+  local item = ARGV[i]
+  if first_at[item] == nil then
+    first_at[item] = i
+    local claimed_at = redis.call('ZSCORE', out_key, item)
+    pre_claimed_at[i] = claimed_at
+    if claimed_at then
+      local claim = redis.call('HGET', claims_key, item)
+      pre_claim[i] = claim
+      if claim and (tonumber(string.match(claim, '\t(%d+)$')) or 1) > 1 then may_write_history = true end
+      -- Whole ms: a fractional claim time (old data) would reach HINCRBY after the first write.
+      local rtt_ms = math.floor(now - tonumber(claimed_at))
+      if rtt_ms == rtt_ms and rtt_ms > -1e15 and rtt_ms < 1e15 then   -- a finite claim time
+        local field = rtt_field(rtt_ms)
+        rtt_sum = rtt_sum + rtt_ms
+        rtt_n = rtt_n + 1
+        rtt_hist[field] = (rtt_hist[field] or 0) + 1
+      end
+    else
+      may_write_dead = true
+    end
+  else
+    may_write_dead = true
+  end
+end
+
+-- The counters every done with new items bumps in both hashes, read once here (for the room
+-- of the byte and RTT sums too) and written in one HSET per hash at the end (counter_batch).
+-- Every name found in `out` above becomes done, so the histogram fields are all known.
+local COUNTED = {'bytes_done', 'rtt_sum_ms', 'items_done', 'rtt_count', 'done_requests'}
+for _, bound in ipairs(RTT_BOUNDS_S) do
+  if rtt_hist['rtt_le_' .. bound] then COUNTED[#COUNTED + 1] = 'rtt_le_' .. bound end
+end
+if rtt_hist['rtt_le_inf'] then COUNTED[#COUNTED + 1] = 'rtt_le_inf' end
+local stats_now = redis.call('HMGET', stats_key, unpack(COUNTED))
+local minute_now = redis.call('HMGET', minute_key, unpack(COUNTED))
 local bytes_room = math.min(room(stats_now[1]), room(minute_now[1]),
                             room(redis.call('ZSCORE', downloader_bytes_key, downloader)))
 local rtt_room = math.min(room(stats_now[2]), room(minute_now[2]))
 -- Type probes (O(1)) of every key written below that nothing above has read: an item that left
 -- `out` must not be stranded by a WRONGTYPE error on a later write (Redis keeps the writes).
+-- domain_bytes needs none: only reported domains are written, and then the HMGET above read it;
+-- reclaim_history only when a claim above was a reclaim, dead only when a name was not in `out`
+-- (or came twice): otherwise nothing below writes them.
 redis.call('SCARD', done_key)
 redis.call('HLEN', downloader_claims_key)
-redis.call('XLEN', log_key)
+local log_len = redis.call('XLEN', log_key)   -- also the length the safety cut below compares
 redis.call('HLEN', downloader_count_key)
 redis.call('HLEN', downloader_version_key)
-redis.call('HLEN', domain_bytes_key)
-redis.call('HLEN', reclaim_history_key)
-redis.call('HLEN', dead_key)
+if may_write_history then redis.call('HLEN', reclaim_history_key) end
+if may_write_dead then redis.call('HLEN', dead_key) end
 
 local new_items, unknown_items, refused_items = {}, {}, {}
-local repeated, dead_done, rtt_sum, rtt_n, rtt_hist = 0, 0, 0, 0, {}
+local repeated, dead_done = 0, 0
 for i = first_item, #ARGV do
   local item = ARGV[i]
-  local claimed_at = redis.call('ZSCORE', out_key, item)
+  local first = first_at[item] == i
+  local claimed_at
+  if first then claimed_at = pre_claimed_at[i] else claimed_at = redis.call('ZSCORE', out_key, item) end
   local found = false
   if claimed_at then
-    local claim = redis.call('HGET', claims_key, item)
+    -- Only a first occurrence gets here: a repeat's first one took the name out of `out`.
+    local claim = pre_claim[i]
     redis.call('ZREM', out_key, item)
     redis.call('HDEL', claims_key, item)
     if claim then
@@ -186,14 +234,6 @@ for i = first_item, #ARGV do
       if redis.call('HINCRBY', downloader_claims_key, claimant, -1) <= 0 then
         redis.call('HDEL', downloader_claims_key, claimant)
       end
-    end
-    -- Whole ms: a fractional claim time (old data) would reach HINCRBY after the first write.
-    local rtt_ms = math.floor(now - tonumber(claimed_at))
-    if rtt_ms == rtt_ms and rtt_ms > -1e15 and rtt_ms < 1e15 then   -- a finite claim time
-      local field = rtt_field(rtt_ms)
-      rtt_sum = rtt_sum + rtt_ms
-      rtt_n = rtt_n + 1
-      rtt_hist[field] = (rtt_hist[field] or 0) + 1
     end
     found = true
   elseif redis.call('SISMEMBER', done_key, item) == 1 then
@@ -228,6 +268,8 @@ end
 local total = #ARGV - first_item + 1
 local new = #new_items
 local clamped = 0
+-- COUNTED's increments: a call with nothing new counts itself (and has no RTT field).
+local counted = {0, 0, 0, 0, 1}
 if new > 0 then
   local shares, bytes_total = {}, 0
   for d = 0, n_domains - 1 do
@@ -281,19 +323,17 @@ if new > 0 then
              'items', table.concat(new_items, '\0'), 'bytes', bytes_total,
              'domains', table.concat(domains, '\0'), 'version', version, 'id', id, 'at', now)
   local safety = math.max(log_maxlen * LOG_SAFETY_FACTOR, LOG_SAFETY_MIN)
-  if redis.call('XLEN', log_key) > safety then
+  if log_len + 1 > safety then   -- the one XADD above is the only change to the log since
     bump(stats_key, nil, 'log_entries_dropped',
          redis.call('XTRIM', log_key, 'MAXLEN', string.format('%d', safety)))
   end
-  bump(stats_key, minute_key, 'items_done', new)
-  bump(stats_key, minute_key, 'bytes_done', bytes_total)
-  bump(stats_key, minute_key, 'rtt_sum_ms', rtt_sum)
-  bump(stats_key, minute_key, 'rtt_count', rtt_n)
-  for field, n in pairs(rtt_hist) do bump(stats_key, minute_key, field, n) end
+  counted = {bytes_total, rtt_sum, new, rtt_n, 1}
+  for j = 6, #COUNTED do counted[j] = rtt_hist[COUNTED[j]] end
   bump(stats_key, nil, 'items_dead_done', dead_done)
   bump(stats_key, nil, 'dones_bytes_clamped', clamped)
 end
-bump(stats_key, minute_key, 'done_requests', 1)
+counters_set(stats_key, COUNTED, stats_now, counted)
+counters_set(minute_key, COUNTED, minute_now, counted, MINUTE_TTL_S)
 bump(stats_key, nil, 'dones_repeated', repeated)
 
 -- NAMES joined by NUL, at most BUDGET bytes, never cutting a UTF-8 sequence in two.
