@@ -59,7 +59,7 @@ test: venv  ## Run the whole test suite (compiled), then the fast suite on the p
 test-fast: venv  ## Run the suite without the slow end-to-end tests.
 	$(PY) -m pytest -m "not slow" $(ARGS)
 
-bench: venv  ## Run the benchmarks (~15 min); figures in benchmarks/results/ (offloading: make bench-offload).
+bench: venv  ## Run the benchmarks (~21 min); figures in benchmarks/results/ (offloading: make bench-offload).
 	$(PY) -m pytest benchmarks $(ARGS)
 	PYTHONPATH=benchmarks $(PY) -m server_bench $(BENCH_ARGS)
 	$(PY) benchmarks/bloom_bench.py

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from server_bench.plan import AIMS, LOAD_SHARE, REFERENCE, WORKERS
+from server_bench.plan import AIMS, LOAD_SHARE, REFERENCE
 from server_bench.sections import locust_runs
 
 
@@ -48,7 +48,9 @@ def plot(results: dict, out_dir: Path) -> list[Path]:
     ax.set_xticks(list(results["setup"]["levels"]), [str(x) for x in results["setup"]["levels"]])
     ax.set_xlabel("concurrent connections (wrk)")
     ax.set_ylabel("requests per second")
-    ax.set_title(f"Throughput vs concurrency ({WORKERS} bjoern workers, {results['date_utc']})")
+    ax.set_title(
+        f"Throughput vs concurrency ({results['setup']['tracker_workers']} bjoern workers, {results['date_utc']})"
+    )
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
     fig.tight_layout()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from server_bench.plan import AIMS, LOAD_SHARE, WORKERS, WRK_THREADS
+from server_bench.plan import AIMS, LOAD_SHARE, WRK_THREADS
 from server_bench.sections import aims_section, locust_runs, locust_section
 from server_bench.summary import fmt
 
@@ -14,7 +14,7 @@ def report(results: dict) -> str:
         "",
         f"{m['cpu_model']}, {m['cores']} cores, Linux {m['kernel']}; Python {v['python']}, "
         f"Redis {v['redis']}, Falcon {v['falcon']}, bjoern {v['bjoern']}, {v['wrk']}. "
-        f"{WORKERS} bjoern workers, wrk with {WRK_THREADS} threads on the same cores, "
+        f"{results['setup']['tracker_workers']} bjoern workers, wrk with {WRK_THREADS} threads on the same cores, "
         f"{results['setup']['duration_s_per_run']} s per run. Load average (1 min) at start "
         f"{m['load_average_at_start'][0]:.2f}, at end {m['load_average_at_end'][0]:.2f}: the machine "
         "is shared with other work and noisy, so read the ratios, and compare runs with care.",
@@ -78,6 +78,8 @@ def report(results: dict) -> str:
         "",
         "- Closed loop: " + results["below_saturation"]["method"],
         "- Paced: " + results["below_saturation_paced"]["method"],
+        "- At a constant arrival rate, corrected for coordinated omission, with the default worker "
+        "count: [capacity.md](capacity.md) (`--part capacity`).",
     ]
     lines += [
         "",

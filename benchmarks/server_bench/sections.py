@@ -59,7 +59,7 @@ def aims_section(results: dict) -> list[str]:
         f"{100 * closed['share_of_peak']:.0f}% "
         f"of the peak), {fmt(paced['p99_ms'])} ms with paced connections "
         f"({100 * paced['share_of_peak']:.0f}%); p50 {fmt(closed['p50_ms'])} and "
-        f"{fmt(paced['p50_ms'])} ms. wrk, both bjoern workers and Redis share the 2 cores "
+        f"{fmt(paced['p50_ms'])} ms. wrk, the {results['setup']['tracker_workers']} bjoern workers and Redis share the 2 cores "
         f"(and the machine is shared), so the tail includes waiting for a core. Still {fmt(closed['reference_p99_over_ours'], 0)}x under the reference p99 "
         f"({REFERENCE['p99_ms']:g} ms)."
     )
@@ -84,7 +84,7 @@ def aims_section(results: dict) -> list[str]:
             f"layer alone (hello-world) {fmt(hello['keep-alive'])} req/s, "
             f"{fmt(ratio(hello['keep-alive'], peak['peak_requests_per_s']))}x. The nearer ceiling "
             f"is {nearer}. At the peak Redis was busy {fmt(redis_core)} of a core; the rest of the "
-            "2 cores went to the two bjoern workers (Falcon, JSON, the round trip to Redis) and wrk."
+            f"2 cores went to the {results['setup']['tracker_workers']} bjoern workers (Falcon, JSON, the round trip to Redis) and wrk."
         )
         if close and hello["close"] and hello["keep-alive"]:
             lines.append(

@@ -1,5 +1,6 @@
 """The servers under test, started and stopped through tracker_core.processes: `tracker serve` and
-the hello-world app, both with WORKERS bjoern workers on a free loopback port."""
+the hello-world app, both with WORKERS bjoern workers on a free loopback port, and either app under
+granian (the comparison with another maintained WSGI server)."""
 
 from __future__ import annotations
 
@@ -33,6 +34,27 @@ def start_hello(log_path: Path, workers: int = WORKERS) -> tuple[subprocess.Pope
     """The hello-world Falcon app (benchmarks/hello_app.py), forked like the tracker."""
     port = free_port()
     process = start([sys.executable, BENCHMARKS / "hello_app.py", str(port), str(workers)], output=log_path)
+    wait_for_port(port, process)
+    return process, port
+
+
+def start_granian(
+    factory: str, log_path: Path, workers: int = WORKERS, env: dict | None = None
+) -> tuple[subprocess.Popen, int]:
+    """FACTORY of server_bench.granian_apps ("tracker" or "hello") under granian, WSGI, WORKERS
+    processes of one Python thread each, as a bjoern worker serves one request at a time (the
+    tracker's Engine holds one Redis connection and is not shared between threads)."""
+    port = free_port()
+    command = [
+        str(Path(sys.executable).with_name("granian")),
+        *("--interface", "wsgi", "--factory", "--http", "1", "--no-ws"),
+        *("--host", "127.0.0.1", "--port", str(port), "--workers", str(workers)),
+        *("--blocking-threads", "1", "--runtime-threads", "1", "--backlog", "4096"),
+        *("--log-level", "warning", "--working-dir", str(BENCHMARKS)),
+        f"server_bench.granian_apps:{factory}",
+    ]
+    pythonpath = os.pathsep.join(filter(None, [str(BENCHMARKS), os.environ.get("PYTHONPATH")]))
+    process = start(command, env=dict(os.environ, PYTHONPATH=pythonpath, **(env or {})), output=log_path)
     wait_for_port(port, process)
     return process, port
 

@@ -34,6 +34,18 @@ DEFAULT_MAX_BODY_BYTES = (64 << 20) + (64 << 10)
 WORKER_BACKOFF = dict(first_s=0.0, min_s=0.05, max_s=1.0, healthy_after_s=1.0)
 
 
+# A bjoern worker serves one request at a time, and a `/request` spends a good part of its time
+# waiting for Redis to run the claim script and answer; with one worker per core that wait leaves
+# the core idle. More workers fill it with other requests' Python. benchmarks/results/capacity.md
+# measures 1 to 8 workers on 2 cores (`make bench`): see docs/operations.md, "Sizing".
+WORKERS_PER_CORE = 2
+
+
+def default_workers(cores: int | None = None) -> int:
+    """The --workers default: WORKERS_PER_CORE for each of CORES (this machine's by default)."""
+    return WORKERS_PER_CORE * (cores or os.cpu_count() or 1)
+
+
 @dataclass(frozen=True)
 class Limits:
     """What a worker gives a connection: seconds of silence, seconds per request, body bytes."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import os
 import socket
 from pathlib import Path
 
@@ -79,7 +78,7 @@ def _registry_bound(flag: str, default: int, help: str):
 def serve_options(f):
     """The options of the API workers, shared by run and serve."""
     from tracker_api.config import DEFAULT_MEMORY_GUARD_PERCENT
-    from tracker_api.server import DEFAULT_MAX_BODY_BYTES
+    from tracker_api.server import DEFAULT_MAX_BODY_BYTES, WORKERS_PER_CORE, default_workers
     from tracker_core import hq
 
     options = [
@@ -89,10 +88,12 @@ def serve_options(f):
         ),
         click.option(
             "--workers",
-            default=os.cpu_count() or 1,
+            default=default_workers(),
             show_default=True,
             type=click.IntRange(1, 256),
-            help="bjoern processes sharing the port.",
+            help=f"bjoern processes sharing the port. Default {WORKERS_PER_CORE} per core: a worker "
+            "serves one request at a time and waits for Redis on each, so a second one per core "
+            "runs meanwhile (benchmarks/results/capacity.md).",
         ),
         click.option(
             "--trust-forwarded",
