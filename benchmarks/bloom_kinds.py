@@ -145,11 +145,11 @@ def one_round(admin: AdminContext, url: str, shape: str, items: int, run: int, b
     return figures
 
 
-def costs(admin: AdminContext, url: str, items: int, runs: int, before) -> list:
+def costs(admin: AdminContext, url: str, items: int, runs: int, before, shapes) -> list:
     """Every shape RUNS times in alternating rounds (the machine is shared: the spread shows its noise)."""
-    rounds: dict = {shape: [] for shape in SHAPES}
+    rounds: dict = {shape: [] for shape in shapes}
     for run in range(runs):
-        for shape in SHAPES:
+        for shape in shapes:
             rounds[shape].append(one_round(admin, url, shape, items, run, before))
     rows = []
     for shape, figures in rounds.items():
@@ -250,6 +250,11 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="smaller counts (a smoke run)")
     parser.add_argument("--before", default=BEFORE, help="commit whose bloom_add is 'before'")
+    parser.add_argument(
+        "--shapes", nargs="+", choices=list(SHAPES), default=list(SHAPES), help="costs of these only"
+    )
+    parser.add_argument("--no-fp", action="store_true", help="skip the false-positive runs")
+    parser.add_argument("--out", default="bloom_kinds.json", help="file name under benchmarks/results")
     options = parser.parse_args()
     items, runs, capacity, probes = (
         (4_000, 1, 50_000, 200_000) if options.quick else (40_000, 5, 1_000_000, 10_000_000)
@@ -267,8 +272,9 @@ def main() -> None:
                 "load_average_1min_at_start": round(os.getloadavg()[0], 2),
                 "compiled_hashing": bloom.COMPILED,
             }
-            cost_rows = costs(admin, server.url, items, runs, before)
-            rates = [false_positives(admin, server.url, kind, capacity, probes) for kind in bloom.KINDS]
+            cost_rows = costs(admin, server.url, items, runs, before, options.shapes)
+            kinds = [] if options.no_fp else bloom.KINDS
+            rates = [false_positives(admin, server.url, kind, capacity, probes) for kind in kinds]
         finally:
             server.stop()
     machine["load_average_1min_at_end"] = round(os.getloadavg()[0], 2)
@@ -283,7 +289,7 @@ def main() -> None:
         "false_positive_rate": rates,
     }
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "bloom_kinds.json").write_text(json.dumps(results, indent=2) + "\n")
+    (RESULTS / options.out).write_text(json.dumps(results, indent=2) + "\n")
     for c in cost_rows:
         figures = ", ".join(f"{key} {c[key]['median']}" for key in c if key.endswith("_us"))
         print(f"{c['shape']:11} k={c['k']:2} per item (medians of {c['runs']}): {figures}")

@@ -130,28 +130,25 @@ end
 -- Fingerprints. Two GETRANGEs read an item's buckets; a new item's bucket is written back whole
 -- by one SETRANGE at its first offset (text from the caller, like the GETRANGE offsets).
 local find, sub, rep = string.find, string.sub, string.rep
-local function holds(b, fp, size)   -- whether bucket B has FP in a slot (not across two)
-  local i = find(b, fp, 1, true)
-  while i and (i - 1) % size ~= 0 do i = find(b, fp, i + 1, true) end
-  return i ~= nil
-end
-local function bucket(key, from, to, bytes)   -- zeros past the bitmap's end are empty slots
-  local b = redis.call('GETRANGE', key, from, to)
-  if #b < bytes then b = b .. rep('\0', bytes - #b) end
-  return b
-end
 local empties = {}   -- an empty slot of each layer
 for l = 1, layers do empties[l] = rep('\0', ks[l]) end
--- Look ITEM up in layer L; with WRITE, add it when absent. Answers whether it was there.
+-- Look ITEM up in layer L; with WRITE, add it when absent. Answers whether it was there. (The
+-- hottest loop of backfeed: written out, without helper calls.)
 local function fingerprint(item, l, write)
   local i, size = first + (item - 1) * per_item + skips[l], ks[l]
-  local bytes = size * BUCKET_SLOTS
   local key, fp = KEYS[tonumber(ARGV[i])], ARGV[i + 5]
-  local b1 = bucket(key, ARGV[i + 1], ARGV[i + 2], bytes)
-  if holds(b1, fp, size) then return true end
-  local b2 = bucket(key, ARGV[i + 3], ARGV[i + 4], bytes)
-  if holds(b2, fp, size) then return true end
-  local empty = empties[l]
+  local b1 = redis.call('GETRANGE', key, ARGV[i + 1], ARGV[i + 2])
+  local hit = find(b1, fp, 1, true)
+  while hit and (hit - 1) % size ~= 0 do hit = find(b1, fp, hit + 1, true) end   -- a whole slot
+  if hit then return true end
+  local b2 = redis.call('GETRANGE', key, ARGV[i + 3], ARGV[i + 4])
+  hit = find(b2, fp, 1, true)
+  while hit and (hit - 1) % size ~= 0 do hit = find(b2, fp, hit + 1, true) end
+  if hit then return true end
+  local bytes, empty = size * BUCKET_SLOTS, empties[l]
+  -- Zeros past the bitmap's end are empty slots (and never match: a fingerprint's ends aren't 0).
+  if #b1 < bytes then b1 = b1 .. rep('\0', bytes - #b1) end
+  if #b2 < bytes then b2 = b2 .. rep('\0', bytes - #b2) end
   local f1, f2 = find(b1, empty, 1, true), find(b2, empty, 1, true)
   if not f1 and not f2 then
     local stash, member = KEYS[#KEYS - layers + l], ARGV[i + 1] .. ' ' .. ARGV[i + 3] .. ' ' .. fp
