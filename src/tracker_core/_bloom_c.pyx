@@ -27,6 +27,18 @@ cdef inline uint64_t _fmix64(uint64_t h) nogil:
     return h
 
 
+cdef inline uint64_t _key_hash(key):
+    """FNV-1a of a dedup key: bytes as they are, str as UTF-8 (surrogateescape), else bytes()."""
+    cdef bytes raw
+    if type(key) is bytes:
+        raw = <bytes>key
+    elif type(key) is str:
+        raw = (<str>key).encode("utf-8", "surrogateescape")
+    else:
+        raw = bytes(key)
+    return _fnv1a64(<const unsigned char *>PyBytes_AS_STRING(raw), PyBytes_GET_SIZE(raw))
+
+
 def fnv1a64(data):
     """Hash DATA (bytes) with 64-bit FNV-1a."""
     cdef bytes b = bytes(data)
@@ -57,15 +69,8 @@ def script_args(entries, dedup_keys, layers):
     cdef Py_ssize_t li, i, k
     cdef uint64_t fingerprint, salt, a, b, chunks, chunk_bits
     cdef long long first_key
-    cdef bytes raw
     for entry, key in zip(entries, dedup_keys):
-        if type(key) is bytes:
-            raw = <bytes>key
-        elif type(key) is str:
-            raw = (<str>key).encode("utf-8", "surrogateescape")
-        else:
-            raw = bytes(key)
-        fingerprint = _fnv1a64(<const unsigned char *>PyBytes_AS_STRING(raw), PyBytes_GET_SIZE(raw))
+        fingerprint = _key_hash(key)
         out.append(entry)
         for li in range(n_layers):
             seed_, k_, chunks_, chunk_bits_, first_key_ = <tuple>plan[li]
@@ -107,18 +112,11 @@ def fingerprint_args(entries, dedup_keys, layers):
     cdef Py_ssize_t li, slot_bytes
     cdef uint64_t h, salt, a, b, chunks, buckets, size, first, second
     cdef long long first_key
-    cdef bytes raw
     for layer in plan:
         if not 1 <= layer[1] <= 8:
             raise ValueError("slot_bytes must be 1 to 8")
     for entry, key in zip(entries, dedup_keys):
-        if type(key) is bytes:
-            raw = <bytes>key
-        elif type(key) is str:
-            raw = (<str>key).encode("utf-8", "surrogateescape")
-        else:
-            raw = bytes(key)
-        h = _fnv1a64(<const unsigned char *>PyBytes_AS_STRING(raw), PyBytes_GET_SIZE(raw))
+        h = _key_hash(key)
         out.append(entry)
         for li in range(n_layers):
             seed_, slot_bytes_, bucket_slots_, chunks_, buckets_, first_key_ = <tuple>plan[li]
