@@ -16,6 +16,7 @@ from tracker_core.keys import ProjectKeys
 BATCH = [b"https://example.com/some/path/%d?page=%d" % (n, n % 7) for n in range(400)]
 ONE_LAYER = bloom.Plan(ProjectKeys("bench"), bloom.Geometry()).hash_plan
 THREE_LAYERS = bloom.Plan(ProjectKeys("bench"), bloom.Geometry(layers=3)).hash_plan
+FINGERPRINTS = bloom.Plan(ProjectKeys("bench"), bloom.Geometry(kind=bloom.FINGERPRINT)).hash_plan
 
 
 @pytest.fixture(params=["compiled", "pure"])
@@ -34,3 +35,8 @@ def test_bloom_script_args_400_items(benchmark, implementation, plan):
     args = benchmark(implementation.script_args, BATCH, BATCH, plan)
     per_item = 1 + sum(1 + k for _, k, _, _, _ in plan)
     assert len(args) == 400 * per_item and args[0] == BATCH[0]
+
+
+def test_bloom_fingerprint_args_400_items(benchmark, implementation):
+    args = benchmark(implementation.fingerprint_args, BATCH, BATCH, FINGERPRINTS)
+    assert len(args) == 400 * 7 and args[0] == BATCH[0] and len(args[6]) == 3
