@@ -9,9 +9,14 @@ own CPU (`INFO cpu`) per request. Variants, measured in alternating rounds:
 - ``hot``: the app as create_app returns it (the hot routes answered by tracker_api.hot_path);
 - each over ``tcp`` (redis://127.0.0.1) and ``unix`` (unix:///.../redis.sock).
 
+Then the same app in one bjoern process (the worker's wrappers: bodycap and the connection
+guard) under wrk keep-alive (benchmarks/wrk/request.lua, 4 connections), in alternating rounds
+beside the hello-world app (benchmarks/hello_app.py): with Engine.claim stubbed (no Redis: what
+the HTTP side costs) and with Redis over TCP and over the Unix socket. Worker CPU from /proc.
+
 Writes benchmarks/results/worker_path.json and .md (medians over the rounds).
 
-    .venv/bin/python benchmarks/worker_path_bench.py [--rounds 7] [--requests 3000]
+    .venv/bin/python benchmarks/worker_path_bench.py [--rounds 7] [--requests 3000] [--seconds 3]
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import os
 import platform
 import statistics
 import sys
@@ -28,12 +34,17 @@ from pathlib import Path
 
 import redis
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cpu_bench.meters import process_cpu_s
+from server_bench.wrk import run_wrk
+from tracker_api import bodycap
 from tracker_api.app import create_app
+from tracker_api.connguard import ConnectionGuard
 from tracker_core.admin import items, projects
 from tracker_core.admin.context import AdminContext
 from tracker_core.embedded import EmbeddedRedis
 from tracker_core.engine import Engine
-from tracker_core.processes import free_port
+from tracker_core.processes import children_of, free_port, start, stop, wait_for, wait_for_port
 
 RESULTS = Path(__file__).with_name("results")
 PROJECT = "bench"
@@ -88,12 +99,73 @@ def redis_cpu_s(admin_conn) -> float:
     return float(cpu["used_cpu_sys"]) + float(cpu["used_cpu_user"])
 
 
+def serve_one(port: int, redis_url: str, stub: bool) -> None:
+    """One bjoern process serving the app as a worker does (bodycap and the guard around it);
+    STUB: Engine.claim answers one fixed item without Redis."""
+    import bjoern
+
+    engine = Engine(redis_url)
+    if stub:
+        engine.claim = lambda project, downloader, ip, wanted: (200, ["item-123456"])
+    sock = bjoern.bind_and_listen("127.0.0.1", port, listen_backlog=4096)
+    guard = ConnectionGuard(sock, 30.0, 60.0, 64 << 20).start()
+    bodycap.run_capped(sock, create_app(engine), 64 << 20, 128 << 20, guard)
+
+
+def bjoern_rounds(urls: dict, rounds: int, seconds: int, scratch: Path) -> dict:
+    """Worker CPU per /request of each server, wrk in alternating rounds."""
+    log = scratch / "servers.log"
+    servers = {}
+    try:
+        for name, argv in {
+            "hello-world": [str(Path(__file__).with_name("hello_app.py")), "{port}", "1"],
+            "hot, Redis stubbed": [__file__, "--serve", "{port}", urls["tcp"], "--stub"],
+            "hot, Redis over tcp": [__file__, "--serve", "{port}", urls["tcp"]],
+            "hot, Redis over unix": [__file__, "--serve", "{port}", urls["unix"]],
+        }.items():
+            port = free_port()
+            process = start([sys.executable, *(a.format(port=port) for a in argv)], output=log)
+            wait_for_port(port, process)
+            pid = process.pid
+            if name == "hello-world":  # it forks its worker: measure the child, not the supervisor
+                wait_for(lambda parent=pid: children_of(parent), 10)
+                pid = children_of(pid)[0]
+            servers[name] = (process, port, pid)
+        samples = {name: [] for name in servers}
+        for _ in range(rounds):
+            for name, (_, port, pid) in servers.items():
+                before = process_cpu_s(pid)
+                figures = run_wrk(
+                    f"http://127.0.0.1:{port}/{PROJECT}/request", "request.lua", 4, seconds, False
+                )
+                samples[name].append(
+                    ((process_cpu_s(pid) - before) / figures["requests"] * 1e6, figures["requests_per_s"])
+                )
+        return {
+            name: {
+                "worker_cpu_us": round(statistics.median(c for c, _ in rows), 1),
+                "requests_per_s": round(statistics.median(r for _, r in rows)),
+                "worker_cpu_us_rounds": [round(c, 1) for c, _ in rows],
+            }
+            for name, rows in samples.items()
+        }
+    finally:
+        for process, _, _ in servers.values():
+            stop(process)
+
+
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--requests", type=int, default=3000, help="per case, variant and round")
+    parser.add_argument("--seconds", type=int, default=3, help="per bjoern server and round")
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--serve", nargs=2, metavar=("PORT", "REDIS_URL"), help=argparse.SUPPRESS)
+    parser.add_argument("--stub", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.serve:
+        serve_one(int(args.serve[0]), args.serve[1], args.stub)
+        return {}
     scratch = Path(tempfile.mkdtemp(prefix="worker-path-"))
     socket_path = scratch / "redis" / "redis.sock"
     server = EmbeddedRedis(
@@ -150,14 +222,25 @@ def main(argv=None) -> dict:
                 "worker_cpu_us_rounds": [round(c / per_round * 1e6, 1) for c, _, _ in rounds],
                 "statuses": rounds[-1][2],
             }
+        # Enough items for every bjoern round's claims too (about 5k/s at most per server).
+        extra = int(5000 * args.seconds * args.rounds * 2) + 1000
+        for start_at in range(needed, needed + extra, 100_000):
+            items.add(
+                admin,
+                PROJECT,
+                [f"item-{i}" for i in range(start_at, min(needed + extra, start_at + 100_000))],
+            )
+        in_bjoern = bjoern_rounds(urls, args.rounds, args.seconds, scratch)
         result = {
             "what": __doc__.splitlines()[0],
             "command": "python benchmarks/worker_path_bench.py " + " ".join(argv or sys.argv[1:]),
             "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "machine": {"python": platform.python_version(), "cpus": __import__("os").cpu_count()},
+            "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
             "rounds": args.rounds,
             "requests_per_round": per_round,
             "figures": figures,
+            "bjoern_seconds_per_round": args.seconds,
+            "bjoern": in_bjoern,
         }
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "worker_path.json").write_text(json.dumps(result, indent=2) + "\n")
@@ -182,6 +265,19 @@ def markdown(result: dict) -> str:
     for name, f in result["figures"].items():
         case, variant, transport = name.split("/")
         lines.append(f"| /{case} | {variant} | {transport} | {f['worker_cpu_us']} | {f['redis_cpu_us']} |")
+    lines += [
+        "",
+        "## In one bjoern process under wrk (POST /request, 4 keep-alive connections)",
+        "",
+        f"Medians of {result['rounds']} alternating rounds of {result['bjoern_seconds_per_round']} s; "
+        "worker CPU from /proc (the forked worker of the hello-world app). The stubbed Engine.claim "
+        "answers one fixed item: what the HTTP side costs.",
+        "",
+        "| server | worker CPU µs | req/s |",
+        "|---|---:|---:|",
+    ]
+    for name, f in result["bjoern"].items():
+        lines.append(f"| {name} | {f['worker_cpu_us']} | {f['requests_per_s']} |")
     return "\n".join(lines) + "\n"
 
 
