@@ -34,10 +34,11 @@ DEFAULT_MAX_BODY_BYTES = (64 << 20) + (64 << 10)
 WORKER_BACKOFF = dict(first_s=0.0, min_s=0.05, max_s=1.0, healthy_after_s=1.0)
 
 
-# A bjoern worker serves one request at a time, and a `/request` spends a good part of its time
-# waiting for Redis to run the claim script and answer; with one worker per core that wait leaves
-# the core idle. More workers fill it with other requests' Python. benchmarks/results/capacity.md
-# measures 1 to 8 workers on 2 cores (`make bench`): see docs/operations.md, "Sizing".
+# A bjoern worker serves one request at a time and computes only about 40% of a `/request`'s
+# time; the rest it waits for Redis to run the claim script and answer, and with one worker per
+# core that core idles meanwhile. More workers fill the wait with other requests' Python.
+# benchmarks/results/capacity.md measures 1 to 8 workers on 2 cores (`make bench`); the choice is
+# argued in docs/operations.md, "Sizing the API workers".
 WORKERS_PER_CORE = 2
 
 
