@@ -26,9 +26,9 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
-# Below this wait the next send is slept for (time.sleep has ~0.1 ms resolution): epoll's timeout
-# is rounded up to whole milliseconds, which would make every send up to 1 ms late.
-SLEEP_BELOW_S = 0.002
+# Below this wait, wait with select() (microsecond timeouts) rather than epoll, whose timeout is
+# rounded up to whole milliseconds and would make every send up to 1 ms late.
+FINE_WAIT_BELOW_S = 0.002
 
 
 @dataclass
@@ -172,8 +172,10 @@ def _run(host, port, requests, rate_per_s, duration_s, connections, timeout_s) -
             events = poller.poll(0.05)
         elif wait_s <= 0:
             events = poller.poll(0)
-        elif wait_s < SLEEP_BELOW_S:
-            time.sleep(wait_s)
+        elif wait_s < FINE_WAIT_BELOW_S:
+            # select() takes microseconds; the epoll descriptor is readable once any socket is,
+            # so an answer arriving meanwhile ends the wait at once.
+            select.select([poller.fileno()], [], [], wait_s)
             events = poller.poll(0)
         else:
             events = poller.poll(wait_s - 0.001)
