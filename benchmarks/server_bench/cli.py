@@ -12,6 +12,7 @@ from server_bench.plan import CAPACITY_FULL, CAPACITY_QUICK, FULL, QUICK, RESULT
 from server_bench.plots import plot
 from server_bench.report import report
 from server_bench.run import run
+from server_bench.summary import carried_history
 
 
 def main() -> None:
@@ -45,7 +46,9 @@ def server(options) -> None:
     plan = QUICK if options.quick else FULL
     results = run(plan, options.quick)
     options.out.mkdir(parents=True, exist_ok=True)
-    (options.out / "server.json").write_text(json.dumps(results, indent=2) + "\n")
+    path = options.out / "server.json"
+    results["history"] = carried_history(json.loads(path.read_text()) if path.exists() else None)
+    path.write_text(json.dumps(results, indent=2) + "\n")
     (options.out / "server.md").write_text(report(results))
     for path in plot(results, options.out):
         print(f"wrote {path}")

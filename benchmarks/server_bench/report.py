@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from server_bench.plan import AIMS, LOAD_SHARE, WRK_THREADS
 from server_bench.sections import aims_section, locust_runs, locust_section
-from server_bench.summary import fmt
+from server_bench.summary import fmt, headline
 
 
 def report(results: dict) -> str:
@@ -109,6 +109,7 @@ def report(results: dict) -> str:
     lines += aims_section(results)
     if results.get("locust"):
         lines += locust_section(results)
+    lines += history_section(results)
     lines += [
         "",
         "## Every run",
@@ -137,3 +138,26 @@ def report(results: dict) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def history_section(results: dict) -> list[str]:
+    """Earlier runs' headline figures beside this one's (server.json keeps them)."""
+    if not results.get("history"):
+        return []
+    entries = [*results["history"], {**results, "figures": headline(results), "this_run": True}]
+    keys = list(headline(results))
+    lines = [
+        "",
+        "## History (earliest first)",
+        "",
+        "| run | commit | " + " | ".join(keys) + " |",
+        "| --- | --- |" + " ---: |" * len(keys),
+    ]
+    for entry in entries:
+        commit = (entry.get("git_commit") or entry.get("versions", {}).get("git_commit") or "")[:10]
+        label = entry["date_utc"] + (" (quick)" if entry.get("quick") else "")
+        label += " (this run)" if entry.get("this_run") else ""
+        lines.append(
+            f"| {label} | {commit} | " + " | ".join(fmt(entry["figures"].get(k)) for k in keys) + " |"
+        )
+    return lines

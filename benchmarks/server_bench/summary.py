@@ -55,6 +55,32 @@ def summarise(results: dict) -> dict:
     return summary
 
 
+def headline(results: dict) -> dict:
+    """What the history keeps of a run: each scenario's peak and Redis CPU, the p99 below saturation."""
+    s = results["summary"]
+    figures = {"tracker_workers": results["setup"]["tracker_workers"]}
+    for name, row in s.items():
+        if isinstance(row, dict) and "peak_requests_per_s" in row:
+            figures[f"{name} req/s"] = row["peak_requests_per_s"]
+            figures[f"{name} Redis CPU µs"] = row["redis_cpu_us_per_request"]
+    for key in ("below_saturation", "below_saturation_paced"):
+        figures[f"{key} p99 ms"] = s[key]["p99_ms"]
+    return figures
+
+
+def carried_history(previous: dict | None) -> list[dict]:
+    """The history for a new run: the previous server.json's own history plus its headline."""
+    if previous is None:
+        return []
+    entry = {
+        "date_utc": previous["date_utc"],
+        "quick": previous["quick"],
+        "git_commit": previous["versions"].get("git_commit"),
+        "figures": headline(previous),
+    }
+    return [*previous.get("history", []), entry]
+
+
 def fmt(value, digits=2):
     if value is None:
         return "-"

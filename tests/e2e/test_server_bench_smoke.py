@@ -18,7 +18,7 @@ from server_bench.plan import PROJECT, RESULTS
 from server_bench.plots import plot
 from server_bench.report import report
 from server_bench.servers import post_json, start_tracker
-from server_bench.summary import summarise
+from server_bench.summary import carried_history, summarise
 from server_bench.wrk import run_wrk
 from support.paths import ROOT
 from tracker_core.admin import projects
@@ -35,6 +35,25 @@ def test_the_committed_figures_give_the_committed_report(committed):
     """Same figures in, same files out: the split into modules changed no byte of server.md."""
     assert summarise(committed) == committed["summary"]
     assert report(committed) == (RESULTS / "server.md").read_text()
+
+
+def test_each_run_carries_the_earlier_runs_figures(committed):
+    """server.json's history: the previous file's own history plus its headline figures, which
+    the next report shows beside its own."""
+    first = carried_history(committed)
+    assert [e["date_utc"] for e in first] == [committed["date_utc"]]
+    figures = first[0]["figures"]
+    assert (
+        figures["request keep-alive req/s"]
+        == committed["summary"]["request keep-alive"]["peak_requests_per_s"]
+    )
+    assert figures["below_saturation p99 ms"] == committed["summary"]["below_saturation"]["p99_ms"]
+    later = {**committed, "date_utc": "2030-01-01T00:00:00Z", "history": first}
+    assert [e["date_utc"] for e in carried_history(later)] == [committed["date_utc"], "2030-01-01T00:00:00Z"]
+    shown = report(later)
+    assert "## History" in shown and f"| {committed['date_utc']} |" in shown
+    assert "| 2030-01-01T00:00:00Z (this run) |" in shown
+    assert "## History" not in report(committed)  # nothing earlier: no section
 
 
 def test_the_plots_are_written(committed, tmp_path):
