@@ -91,16 +91,21 @@ FLOOR = """local s = redis.call('HMGET', KEYS[1], 'settings_age')
 return {200, s[1], redis.call('SPOP', KEYS[4], 1)[1]}"""
 
 
-def script_at(revision: str, name: str = "claim") -> scripts.Script:
-    """Script NAME as it was at REVISION (with today's includes and constants)."""
-    path = next(p for p in scripts.LUA_DIR.glob(f"{name}-*.lua"))
-    text = subprocess.run(
-        ["git", "show", f"{revision}:src/tracker_core/lua/{path.name}"],
+def _git_show(revision: str, lua_path: str) -> str:
+    return subprocess.run(
+        ["git", "show", f"{revision}:src/tracker_core/lua/{lua_path}"],
         cwd=ROOT,
         check=True,
         capture_output=True,
         text=True,
     ).stdout
+
+
+def script_at(revision: str, name: str = "claim") -> scripts.Script:
+    """Script NAME as it was at REVISION, with its includes as they were (constants: today's)."""
+    path = next(p for p in scripts.LUA_DIR.glob(f"{name}-*.lua"))
+    text = _git_show(revision, path.name)
+    text = scripts._INCLUDE_RE.sub(lambda m: _git_show(revision, f"includes/{m[1]}.lua"), text)
     source = scripts._inline(text)
     real = scripts.SCRIPTS[name]
     return scripts.Script(name, real.num_keys, source, hashlib.sha1(source.encode()).hexdigest())

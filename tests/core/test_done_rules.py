@@ -401,7 +401,7 @@ def test_a_broken_domain_bytes_is_left_alone_by_a_done_reporting_no_domain(admin
     assert r.sismember(k.done, items[0]) and r.get(k.domain_bytes) == "not the right type"
 
 
-# -- one read pass before the writes -----------------------------------------------------------
+# -- counters ----------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("done_mode", ["keep", "discard"])
@@ -431,28 +431,3 @@ def test_a_done_counts_each_rtt_bucket_of_the_call(project, admin, engine, clock
     minute = K.minute(int(clock.now * 1000) // 60_000)
     assert r.hget(K.stats, "rtt_le_30") == str(2**60 + 1) and r.hget(K.stats, "rtt_le_5") == "1"
     assert r.hmget(minute, "rtt_le_5", "rtt_le_30", "rtt_count", "rtt_sum_ms") == ["1", "1", "2", "24000"]
-
-
-def test_a_broken_reclaim_history_or_dead_fails_the_done_only_when_it_would_be_written(
-    project, admin, engine, clock, r
-):
-    projects.set_settings(admin, P, {"reclaim_ttl_s": "1"})
-    item_verbs.add(admin, P, [url(1), url(2)])
-    assert engine.claim(P, "alice", "10.0.0.1", 1)[0] == 200
-    clock.advance(1.5)
-    first = engine.claim(P, "bob", "10.0.0.2", 2)[1]  # one reclaim (claimed twice) and one fresh
-    reclaimed = [n for n in first if r.hget(K.claims, n).endswith("\t2")]
-    fresh = [n for n in first if n not in reclaimed]
-    assert len(reclaimed) == 1 and len(fresh) == 1
-    r.delete(K.reclaim_history, K.dead)
-    r.set(K.reclaim_history, "not the right type")
-    r.set(K.dead, "not the right type")
-    # A fresh claim writes neither: the done goes through.
-    assert engine.done(P, "bob", "1", fresh, [], "{}").new == 1
-    before = state(r)
-    # A reclaimed one clears its history, a name not out (never claimed, or done just now) may
-    # be dead: refused before any write.
-    for names in (reclaimed, [url(3)], fresh):
-        with pytest.raises(Exception, match="WRONGTYPE"):
-            engine.done(P, "bob", "1", names, [], "{}")
-        assert state(r) == before

@@ -39,10 +39,10 @@ def test_done_for_an_unknown_project_or_a_name_found_nowhere(conn, project, r, n
     assert r.scard(project.done) == 0 and r.xlen(project.bad_dones) == 1
 
 
-def test_done_counters_are_exact_in_one_write_per_hash(conn, project, r, names, now_ms, claimed):
+def test_done_counters_are_exact_and_the_minute_expires(conn, project, r, names, now_ms, claimed):
     claimed(names[:2])
     minute = project.minute((now_ms + 2000) // 60_000)
-    # Past 2^53 a Lua number is not exact: such a field goes through HINCRBY.
+    # Past 2^53 a Lua number is not exact: the increments go to Redis as integers.
     r.hset(project.stats, mapping={"items_done": str(2**60), "done_requests": "41"})
     call = dict(now_ms=now_ms + 2000, downloader="alice", version="1", item_id="{}", ip="10.0.0.1")
     reply = script_calls.done(conn, project, domain_bytes=["data", 300], items=names[:2], **call)

@@ -61,8 +61,7 @@ Dead items have no current claim and add no RTT.
 Reply codes by name: reply_codes.Done (Python callers compare against those names).
 ]]
 --@include counters
---@include counter_batch
---@constants MINUTE_TTL_S RTT_BOUNDS_S DEFAULT_MAX_BYTES_PER_ITEM DEFAULT_LOG_MAXLEN MAX_DOMAIN_FIELDS
+--@constants RTT_BOUNDS_S DEFAULT_MAX_BYTES_PER_ITEM DEFAULT_LOG_MAXLEN MAX_DOMAIN_FIELDS
 --@constants BAD_DONES_MAXLEN BAD_ITEMS_BYTES MAX_LOG_MAXLEN LOG_SAFETY_FACTOR LOG_SAFETY_MIN
 local settings_key           = KEYS[1]
 local out_key                = KEYS[2]
@@ -83,9 +82,17 @@ local FIRST_QUEUE, LAST_QUEUE = 13, 17  -- KEYS[13..17]: every queue a done item
 -- Byte counters stop at 2^53: exact in a Lua double and far below HINCRBY's 2^63, whose
 -- "would overflow" would fail the script after items already moved from out to done.
 local BYTES_LIMIT = 2 ^ 53
+-- A number as redis.call gets it: an integer as its digits. A Lua number handed to redis.call
+-- (or joined to a string) is printed with %.17g: about 2,000 instructions each, 7% of a done
+-- when every count went so; string.format's %d costs a fraction. A fraction goes as it is.
+local floor, format = math.floor, string.format
+local function int_arg(n)
+  if n == floor(n) and n > -1e15 and n < 1e15 then return format('%d', n) end
+  return n
+end
 local function rtt_field(rtt_ms)
   for _, bound in ipairs(RTT_BOUNDS_S) do
-    if rtt_ms <= bound * 1000 then return 'rtt_le_' .. bound end
+    if rtt_ms <= bound * 1000 then return format('rtt_le_%d', bound) end
   end
   return 'rtt_le_inf'
 end
@@ -155,85 +162,46 @@ if n_domains > 0 then
     end
   end
 end
--- Read pass over the names (no write yet): where each first occurrence stands in `out` and its
--- claim, so the RTTs are known before the counters are read (their histogram fields join the
--- one HMGET and HSET per hash) and only the keys this call will write are type-probed. A name
--- given again in the same call goes the live way below: what the earlier occurrence changed
--- decides it, as when every name was read in turn.
-local first_at, pre_claimed_at, pre_claim = {}, {}, {}
-local may_write_dead, may_write_history = false, false
-local rtt_sum, rtt_n, rtt_hist = 0, 0, {}
-for i = first_item, #ARGV do
-  local item = ARGV[i]
-  if first_at[item] == nil then
-    first_at[item] = i
-    local claimed_at = redis.call('ZSCORE', out_key, item)
-    pre_claimed_at[i] = claimed_at
-    if claimed_at then
-      local claim = redis.call('HGET', claims_key, item)
-      pre_claim[i] = claim
-      if claim and (tonumber(string.match(claim, '\t(%d+)$')) or 1) > 1 then may_write_history = true end
-      -- Whole ms: a fractional claim time (old data) would reach HINCRBY after the first write.
-      local rtt_ms = math.floor(now - tonumber(claimed_at))
-      if rtt_ms == rtt_ms and rtt_ms > -1e15 and rtt_ms < 1e15 then   -- a finite claim time
-        local field = rtt_field(rtt_ms)
-        rtt_sum = rtt_sum + rtt_ms
-        rtt_n = rtt_n + 1
-        rtt_hist[field] = (rtt_hist[field] or 0) + 1
-      end
-    else
-      may_write_dead = true
-    end
-  else
-    may_write_dead = true
-  end
-end
-
--- The counters every done with new items bumps in both hashes, read once here (for the room
--- of the byte and RTT sums too) and written in one HSET per hash at the end (counter_batch).
--- Every name found in `out` above becomes done, so the histogram fields are all known.
-local COUNTED = {'bytes_done', 'rtt_sum_ms', 'items_done', 'rtt_count', 'done_requests'}
-for _, bound in ipairs(RTT_BOUNDS_S) do
-  if rtt_hist['rtt_le_' .. bound] then COUNTED[#COUNTED + 1] = 'rtt_le_' .. bound end
-end
-if rtt_hist['rtt_le_inf'] then COUNTED[#COUNTED + 1] = 'rtt_le_inf' end
-local stats_now = redis.call('HMGET', stats_key, unpack(COUNTED))
-local minute_now = redis.call('HMGET', minute_key, unpack(COUNTED))
+local stats_now = redis.call('HMGET', stats_key, 'bytes_done', 'rtt_sum_ms')
+local minute_now = redis.call('HMGET', minute_key, 'bytes_done', 'rtt_sum_ms')
 local bytes_room = math.min(room(stats_now[1]), room(minute_now[1]),
                             room(redis.call('ZSCORE', downloader_bytes_key, downloader)))
 local rtt_room = math.min(room(stats_now[2]), room(minute_now[2]))
 -- Type probes (O(1)) of every key written below that nothing above has read: an item that left
 -- `out` must not be stranded by a WRONGTYPE error on a later write (Redis keeps the writes).
--- domain_bytes needs none: only reported domains are written, and then the HMGET above read it;
--- reclaim_history only when a claim above was a reclaim, dead only when a name was not in `out`
--- (or came twice): otherwise nothing below writes them.
+-- domain_bytes needs none: only reported domains are written, and then the HMGET above read it.
 redis.call('SCARD', done_key)
 redis.call('HLEN', downloader_claims_key)
 local log_len = redis.call('XLEN', log_key)   -- also the length the safety cut below compares
 redis.call('HLEN', downloader_count_key)
 redis.call('HLEN', downloader_version_key)
-if may_write_history then redis.call('HLEN', reclaim_history_key) end
-if may_write_dead then redis.call('HLEN', dead_key) end
+redis.call('HLEN', reclaim_history_key)
+redis.call('HLEN', dead_key)
 
 local new_items, unknown_items, refused_items = {}, {}, {}
-local repeated, dead_done = 0, 0
+local repeated, dead_done, rtt_sum, rtt_n, rtt_hist = 0, 0, 0, 0, {}
 for i = first_item, #ARGV do
   local item = ARGV[i]
-  local first = first_at[item] == i
-  local claimed_at
-  if first then claimed_at = pre_claimed_at[i] else claimed_at = redis.call('ZSCORE', out_key, item) end
+  local claimed_at = redis.call('ZSCORE', out_key, item)
   local found = false
   if claimed_at then
-    -- Only a first occurrence gets here: a repeat's first one took the name out of `out`.
-    local claim = pre_claim[i]
+    local claim = redis.call('HGET', claims_key, item)
     redis.call('ZREM', out_key, item)
     redis.call('HDEL', claims_key, item)
     if claim then
       local claimant = string.match(claim, '^[^\t]*')
       if (tonumber(string.match(claim, '\t(%d+)$')) or 1) > 1 then redis.call('HDEL', reclaim_history_key, item) end
-      if redis.call('HINCRBY', downloader_claims_key, claimant, -1) <= 0 then
+      if redis.call('HINCRBY', downloader_claims_key, claimant, '-1') <= 0 then
         redis.call('HDEL', downloader_claims_key, claimant)
       end
+    end
+    -- Whole ms: a fractional claim time (old data) would reach HINCRBY after the first write.
+    local rtt_ms = math.floor(now - tonumber(claimed_at))
+    if rtt_ms == rtt_ms and rtt_ms > -1e15 and rtt_ms < 1e15 then   -- a finite claim time
+      local field = rtt_field(rtt_ms)
+      rtt_sum = rtt_sum + rtt_ms
+      rtt_n = rtt_n + 1
+      rtt_hist[field] = (rtt_hist[field] or 0) + 1
     end
     found = true
   elseif redis.call('SISMEMBER', done_key, item) == 1 then
@@ -268,8 +236,6 @@ end
 local total = #ARGV - first_item + 1
 local new = #new_items
 local clamped = 0
--- COUNTED's increments: a call with nothing new counts itself (and has no RTT field).
-local counted = {0, 0, 0, 0, 1}
 if new > 0 then
   local shares, bytes_total = {}, 0
   for d = 0, n_domains - 1 do
@@ -309,10 +275,10 @@ if new > 0 then
   end
   if rtt_sum > rtt_room then rtt_sum = rtt_room end
   for d = 0, n_domains - 1 do
-    if shares[d] > 0 then redis.call('HINCRBY', domain_bytes_key, domain_field[d], shares[d]) end
+    if shares[d] > 0 then redis.call('HINCRBY', domain_bytes_key, domain_field[d], int_arg(shares[d])) end
   end
-  redis.call('HINCRBY', downloader_count_key, downloader, new)
-  redis.call('ZINCRBY', downloader_bytes_key, bytes_total, downloader)
+  redis.call('HINCRBY', downloader_count_key, downloader, int_arg(new))
+  redis.call('ZINCRBY', downloader_bytes_key, int_arg(bytes_total), downloader)
   if version ~= '' then redis.call('HSET', downloader_version_key, downloader, version) end
   local domains = {}
   for d = 0, n_domains - 1 do
@@ -320,20 +286,22 @@ if new > 0 then
     domains[#domains + 1] = string.format('%d', shares[d])
   end
   redis.call('XADD', log_key, '*', 'downloader', downloader, 'ip', ip,
-             'items', table.concat(new_items, '\0'), 'bytes', bytes_total,
-             'domains', table.concat(domains, '\0'), 'version', version, 'id', id, 'at', now)
+             'items', table.concat(new_items, '\0'), 'bytes', int_arg(bytes_total),
+             'domains', table.concat(domains, '\0'), 'version', version, 'id', id, 'at', int_arg(now))
   local safety = math.max(log_maxlen * LOG_SAFETY_FACTOR, LOG_SAFETY_MIN)
   if log_len + 1 > safety then   -- the one XADD above is the only change to the log since
     bump(stats_key, nil, 'log_entries_dropped',
          redis.call('XTRIM', log_key, 'MAXLEN', string.format('%d', safety)))
   end
-  counted = {bytes_total, rtt_sum, new, rtt_n, 1}
-  for j = 6, #COUNTED do counted[j] = rtt_hist[COUNTED[j]] end
+  bump(stats_key, minute_key, 'items_done', new)
+  bump(stats_key, minute_key, 'bytes_done', bytes_total)
+  bump(stats_key, minute_key, 'rtt_sum_ms', rtt_sum)
+  bump(stats_key, minute_key, 'rtt_count', rtt_n)
+  for field, n in pairs(rtt_hist) do bump(stats_key, minute_key, field, n) end
   bump(stats_key, nil, 'items_dead_done', dead_done)
   bump(stats_key, nil, 'dones_bytes_clamped', clamped)
 end
-counters_set(stats_key, COUNTED, stats_now, counted)
-counters_set(minute_key, COUNTED, minute_now, counted, MINUTE_TTL_S)
+bump(stats_key, minute_key, 'done_requests', 1)
 bump(stats_key, nil, 'dones_repeated', repeated)
 
 -- NAMES joined by NUL, at most BUDGET bytes, never cutting a UTF-8 sequence in two.

@@ -1,0 +1,175 @@
+"""Instructions Redis executes per claim and per done script: a figure the machine's load cannot move.
+
+On 2 shared cores, times per call move by 2x between minutes (see claim_cost_breakdown.py);
+instructions do not. Each script (this tree's, and the one of a git revision) runs its body N
+times inside one EVAL (the loop of claim_cost_breakdown.py) on a redis-server under valgrind's
+callgrind, which counts every instruction the server executes; the same run with a loop of 0
+gives what the setting-up cost, and the difference over N is the script body's instructions
+per run (the EVALSHA call itself, reading the 22 keys off the socket, is not in it: it is the
+same for both). usec figures come from the same run of claim_cost_breakdown.py.
+
+    .venv/bin/python benchmarks/claim_cost_instructions.py [--before REV] [--runs N] [--label TEXT]
+
+Writes benchmarks/results/claim_cost_instructions.json. About a minute per script and variant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import redis
+
+# Run as a script, this file's directory is on sys.path: the loop is claim_cost_breakdown's.
+from claim_cost_breakdown import LOOP, VARIANTS, client, script_at, variant
+from tracker_core import blocks, script_calls, scripts
+from tracker_core.admin import projects
+from tracker_core.admin.context import AdminContext
+from tracker_core.embedded import free_port
+from tracker_core.engine import Engine
+
+RESULTS = Path(__file__).with_name("results") / "claim_cost_instructions.json"
+KEEP_PROFILE = None  # a path: the last callgrind profile is copied there (callgrind_annotate)
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def instructions(chosen: scripts.Script, runs: int, dones: bool, loop: bool) -> int:
+    """Instructions redis-server executed in all: the setting-up for RUNS, then (LOOP) the loop."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "callgrind.out"
+        port = free_port()
+        server = subprocess.Popen(
+            [
+                "valgrind",
+                "--tool=callgrind",
+                "--toggle-collect=evalCommand",  # the loop (EVAL), not the setting-up (EVALSHA)
+                f"--callgrind-out-file={out}",
+                shutil.which("redis-server"),
+                "--port",
+                str(port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                tmp,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            url = f"redis://127.0.0.1:{port}/0"
+            conn = redis.Redis.from_url(url, decode_responses=True)
+            for _ in range(600):
+                try:
+                    conn.ping()
+                    break
+                except redis.ConnectionError:
+                    time.sleep(0.1)
+            admin = AdminContext.from_url(url)
+            projects.create(admin, "bench")
+            engine = Engine(url)
+            k = engine.keys("bench")
+            names = [f"https://example.com/i/{i}?q=%20x#f" for i in range(runs)]
+            admin.conn.sadd(k.todo, *names)
+            now_ms = engine._now_ms()
+            if dones:
+                for i in range(runs):
+                    assert engine.claim("bench", *client(i), 1)[0] == 200
+                keys = script_calls.done_keys(k, "dl1", now_ms)
+                argv = (now_ms + 5000, "dl1", "1.2", "{}", "10.0.0.1", 1, "example.com", 123_456, "x")
+                items = f"redis.call('ZRANGE', KEYS[2], 0, {runs - 1})"
+                source = LOOP % (chosen.source, items, "reply[3] ~= 1")
+            else:
+                # A warm-up claim: the uniques the engine then knows are known in the loop too.
+                created = engine.settings("bench").values["created_ms"]
+                keys = script_calls.claim_keys(k, "dl1", now_ms)
+                argv = (now_ms, "dl1", "10.0.0.1", 1, blocks.ip_key("10.0.0.1"), created, "1", "1")
+                source = LOOP % (chosen.source, "nil", "false")
+            n = runs if loop else 0
+            assert conn.eval(source, len(keys), *keys, *argv, n) == n  # no socket timeout
+            conn.shutdown(nosave=True)
+        except redis.ConnectionError:
+            pass  # the shutdown closes the connection
+        finally:
+            try:
+                server.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                raise
+        text = out.read_text(errors="replace")
+        if KEEP_PROFILE:
+            shutil.copy(out, KEEP_PROFILE)
+    return int(re.search(r"^summary: (\d+)", text, re.M)[1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--before", nargs="*", default=["fa85741"], help="git revisions to compare with")
+    parser.add_argument("--runs", type=int, default=1000)
+    parser.add_argument("--label", default="now")
+    parser.add_argument("--scripts", nargs="*", default=["claim", "done"])
+    parser.add_argument(
+        "--breakdown",
+        nargs="*",
+        default=[],
+        help="'now' or git revisions: the claim script of each against copies with one part cut out",
+    )
+    args = parser.parse_args()
+    result = {}
+    breakdown = {}
+    for rev in args.breakdown:
+        real = scripts.SCRIPTS["claim"] if rev == "now" else script_at(rev, "claim")
+        costs = {}
+        for name in ["full", *VARIANTS, "floor"]:
+            chosen = variant(real, name)
+            total = instructions(chosen, args.runs, False, loop=True)
+            base = instructions(chosen, args.runs, False, loop=False)
+            costs[name] = round((total - base) / args.runs)
+            print("breakdown", rev, name, costs[name], flush=True)
+        breakdown[rev] = {
+            "instructions_per_run": costs,
+            "part_instructions": {n: costs["full"] - v for n, v in costs.items() if n != "full"},
+            "parts": {n: VARIANTS[n][0] for n in VARIANTS},
+        }
+    for name in args.scripts:
+        dones = name == "done"
+        variants = {"now": scripts.SCRIPTS[name]}
+        variants.update({f"at {rev}": script_at(rev, name) for rev in args.before})
+        per_run = {}
+        for label, chosen in variants.items():
+            total = instructions(chosen, args.runs, dones, loop=True)
+            base = instructions(chosen, args.runs, dones, loop=False)
+            per_run[label] = round((total - base) / args.runs)
+            print(name, label, per_run[label], flush=True)
+        result[name] = per_run
+    data = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    data["what"] = (
+        "instructions redis-server executes per run of the script body (valgrind callgrind; one "
+        "EVAL running the body N times, minus the same setting-up with 0 runs); claim: multi=1 from "
+        "todo, a known client; done: one item, one domain"
+    )
+    data.setdefault("runs", {})[args.label] = {
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "commit": subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True
+        ).stdout.strip(),
+        "runs": args.runs,
+        "instructions_per_run": result,
+        "claim_breakdown": breakdown,
+        "machine": platform.platform(),
+    }
+    RESULTS.write_text(json.dumps(data, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
