@@ -197,3 +197,15 @@ def test_a_call_planned_for_another_kind_is_sent_back_to_replan(conn, project, r
     _, plan = call(conn, project, [], FINGERPRINTS)
     assert call(conn, project, urls(5), FINGERPRINTS, kind="layered")[0].code == BloomAdd.LAYERS_CHANGED
     assert not r.exists(project.todo) and not r.exists(plan.chunk_keys[0])
+
+
+def test_a_fingerprint_size_out_of_range_fails_before_any_write(conn, project, r):
+    import pytest
+
+    from tracker_core.scripts import ScriptError
+
+    _, plan = call(conn, project, [], FINGERPRINTS)
+    for size in (0, 9):
+        with pytest.raises(ScriptError, match="1 to 8 bytes"):
+            call(conn, project, urls(3), FINGERPRINTS, ks=[size])
+    assert not r.exists(project.todo) and not r.exists(plan.chunk_keys[0])

@@ -67,6 +67,9 @@ local ks, skips = {}, {}
 local per_item = 1   -- ARGV strings per item: the entry, then each layer's
 for l = 1, layers do
   ks[l] = tonumber(ARGV[10 + l])
+  if not ks[l] or ks[l] < 1 or (fingerprints and ks[l] > 8) then
+    return redis.error_reply('bloom_add: ARGV[' .. (10 + l) .. '] must be k, or a fingerprint\'s 1 to 8 bytes')
+  end
   skips[l] = per_item   -- where layer l's strings start within an item's
   if fingerprints then per_item = per_item + 6 else per_item = per_item + 1 + ks[l] end
 end
