@@ -16,8 +16,8 @@ from support import census
 from support.state import snapshot
 from tracker_api.app import create_app
 from tracker_api.cli import main
-from tracker_core import audit, offload, tokens
-from tracker_core.admin import checks, items, limits, projects
+from tracker_core import audit, bloom, offload, tokens
+from tracker_core.admin import backfeed, checks, items, limits, projects
 from tracker_core.admin.context import AdminContext
 from tracker_core.admin.errors import AdminError
 from tracker_core.keys import ProjectKeys
@@ -108,7 +108,9 @@ def test_done_items_by_name_go_to_redo_items_done_drops_out_and_queued_stay(engi
     assert items_done(r) == r.scard(K.done) == 12
 
 
-def test_seen_items_found_nowhere_are_queued_bypassing_the_filter(engine, r, project, ctx):
+@pytest.mark.parametrize("kind", bloom.KINDS)
+def test_seen_items_found_nowhere_are_queued_bypassing_the_filter(engine, r, project, ctx, kind):
+    backfeed.bloom_filter(ctx, P, kind=kind)  # redo reads every kind of filter
     projects.set_settings(ctx, P, {"done_mode": "discard"})
     names = [url(i) for i in range(5)]
     items.add(ctx, P, names)

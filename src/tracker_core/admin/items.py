@@ -178,30 +178,9 @@ def move_all(ctx: AdminContext, project: str, source: str, target: str, pattern:
 
 
 def seen_by_filter(conn, k: keyspace.ProjectKeys, names: list[str]) -> list[bool]:
-    """Whether the project's Bloom filter has (probably) seen each name; reads only.
-
-    A project whose filter was never configured has seen nothing (and is not configured here:
-    a read must not write).
-    """
-    fields = conn.hgetall(k.bloom)
-    if not fields or not names:
-        return [False] * len(names)
-    plan = bloom.Plan(k, bloom.Geometry.from_redis(fields))
-    args = bloom.script_args([b""] * len(names), [script_calls.wire(n) for n in names], plan.hash_plan)
-    pipe = conn.pipeline(transaction=False)
-    i = 0
-    for _ in names:
-        i += 1  # the (empty) entry
-        for k_bits in plan.ks:
-            chunk_key = plan.chunk_keys[args[i] - bloom.FIXED_KEYS - 1]
-            ops = []
-            for position in args[i + 1 : i + 1 + k_bits]:
-                ops += ("GET", "u1", position)
-            pipe.execute_command("BITFIELD_RO", chunk_key, *ops)
-            i += 1 + k_bits
-    replies = pipe.execute()
-    layers = len(plan.ks)
-    return [any(all(replies[n * layers + layer]) for layer in range(layers)) for n in range(len(names))]
+    """Whether the project's Bloom filter has (probably) seen each name; reads only, for every
+    filter kind (bloom.seen_by). A project whose filter was never configured has seen nothing."""
+    return bloom.seen_by(conn, k, [script_calls.wire(n) for n in names])
 
 
 def _redo_batch(
