@@ -194,6 +194,16 @@ def test_filter_command_shows_and_sets_the_geometry(cli, admin):
     assert json.loads(cli("backfeed", "filter", P, "--json").output)["items"] == 1
 
 
+def test_filter_command_sets_the_kind_of_an_empty_filter(cli):
+    assert cli("project", "create", P).exit_code == 0
+    shown = json.loads(cli("backfeed", "filter", P, "--kind", "fingerprint", "--json").output)
+    assert shown["kind"] == "fingerprint" and shown["layers"][0]["fingerprint_bytes"] == 3
+    assert json.loads(cli("backfeed", "filter", P, "--json").output)["kind"] == "fingerprint"
+    res = cli("backfeed", "filter", P, "--kind", "cuckoo")
+    assert res.exit_code == 2 and "cuckoo" in res.output  # not a choice: nothing changed
+    assert json.loads(cli("backfeed", "filter", P, "--json").output)["kind"] == "fingerprint"
+
+
 def test_shards_are_counted_and_mappable_to_a_queue(client, secret, cli, r, monkeypatch):
     from tracker_core import backfeed as backfeed_mod
 

@@ -6,6 +6,7 @@ import click
 
 from tracker_api.cli import output
 from tracker_api.cli.root import context, main, show
+from tracker_core import bloom
 from tracker_core.admin import backfeed as backfeed_verbs
 from tracker_core.admin import checks
 
@@ -89,7 +90,15 @@ def backfeed_shard_map(slug, shard, queue, remove):
     default=None,
     help="False-positive rate for absent items (set while empty).",
 )
+@click.option(
+    "--kind",
+    type=click.Choice(bloom.KINDS),
+    default=None,
+    help=f"How items are kept (set while empty; new filters: {bloom.DEFAULT_KIND}): fingerprint "
+    "(3-byte fingerprints in buckets, fewest Redis operations per item), layered (k = 20 bits per "
+    "item, the smallest) or wide (35 bits per item, k = 10). See docs/data-model.md.",
+)
 @output.json_option
-def backfeed_filter(slug, capacity, fp_rate):
-    """Show SLUG's Bloom filter (layers, items, memory); set its geometry while it is empty."""
-    show(backfeed_verbs.bloom_filter, slug, capacity, fp_rate)
+def backfeed_filter(slug, capacity, fp_rate, kind):
+    """Show SLUG's Bloom filter (kind, layers, items, memory); set its geometry while it is empty."""
+    show(backfeed_verbs.bloom_filter, slug, capacity, fp_rate, kind)
