@@ -59,7 +59,7 @@ def measure(plan: cases.Plan, scratch: Path) -> tuple[dict, dict]:
         print("claim script alone (EVALSHA via script_calls.claim)", flush=True)
         results["claim_script"] = cases.claim_script(bench)
         server, port = start_tracker(redis_server.url, log, WORKERS)
-        for name in ("request", "done", "backfeed"):
+        for name in ("request", "done", "backfeed", "backfeed_fingerprint"):
             print(f"tracker {name}, one worker", flush=True)
             results[name] = getattr(cases, name)(bench, server.pid, port)
         return results, found

@@ -15,7 +15,7 @@ from cpu_bench.meters import RedisCpu, WorkerCpu, per_unit
 from server_bench.items import ItemSupply, claim_for_dones
 from server_bench.plan import PROJECT
 from server_bench.wrk import run_wrk
-from tracker_core import backfeed_secrets
+from tracker_core import backfeed_secrets, bloom
 from tracker_core.admin import backfeed as backfeed_admin
 from tracker_core.admin import projects
 from tracker_core.admin.context import AdminContext
@@ -119,21 +119,22 @@ def done(bench: Bench, server_pid: int, port: int) -> dict:
     return figures
 
 
-def backfeed(bench: Bench, server_pid: int, port: int) -> dict:
-    """400 new items a post into a Bloom filter at 1e-6 sized for the run (one layer).
+def backfeed(bench: Bench, server_pid: int, port: int, kind: str = bloom.LAYERED) -> dict:
+    """400 new items a post into a Bloom filter of KIND at 1e-6 sized for the run (one layer).
 
     No probe: backfeed.lua numbers its names afresh in every wrk run, so a probe's names would
     come back as seen items in the measured run and make Redis's cost per new item look wrong.
     """
     admin = bench.admin
-    projects.create(admin, BACKFEED_PROJECT)
-    projects.set_settings(admin, BACKFEED_PROJECT, {"backfeed_max_items": "0"})  # no 503 when full
+    project = f"{BACKFEED_PROJECT}-{kind}"  # its own filter and queue per kind
+    projects.create(admin, project)
+    projects.set_settings(admin, project, {"backfeed_max_items": "0"})  # no 503 when full
     connections = bench.plan.backfeed_connections
     capacity = bench.needed(None, "backfeed_items")
-    backfeed_admin.bloom_filter(admin, BACKFEED_PROJECT, capacity=capacity, fp_rate=BLOOM_FP_RATE)
-    keys = admin.keys(BACKFEED_PROJECT)
+    backfeed_admin.bloom_filter(admin, project, capacity=capacity, fp_rate=BLOOM_FP_RATE, kind=kind)
+    keys = admin.keys(project)
     _, secret = backfeed_secrets.create(admin.conn, keys)
-    url = f"http://127.0.0.1:{port}/backfeed/legacy/{BACKFEED_PROJECT}-{secret}"
+    url = f"http://127.0.0.1:{port}/backfeed/legacy/{project}-{secret}"
     queued_before = admin.conn.scard(keys.backfeed)
     figures = bench.wrk_case(server_pid, url, "backfeed.lua", ("new",), connections)
     new_items = admin.conn.scard(keys.backfeed) - queued_before
@@ -147,9 +148,14 @@ def backfeed(bench: Bench, server_pid: int, port: int) -> dict:
         bloom_script_us_per_new_item=round(
             figures["evalsha_us_per_call"] * figures["evalsha_calls"] / new_items, 3
         ),
-        bloom=backfeed_admin.bloom_filter(admin, BACKFEED_PROJECT),
+        bloom=backfeed_admin.bloom_filter(admin, project),
     )
     return figures
+
+
+def backfeed_fingerprint(bench: Bench, server_pid: int, port: int) -> dict:
+    """backfeed into a fingerprint filter (3-byte fingerprints in buckets: tracker_core.bloom)."""
+    return backfeed(bench, server_pid, port, bloom.FINGERPRINT)
 
 
 def claim_script(bench: Bench) -> dict:

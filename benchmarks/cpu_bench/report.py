@@ -68,7 +68,9 @@ def report(results: dict) -> str:
         f"- backfeed: backfeed.lua (`new`: {cases['backfeed']['items_sent']:,} names never sent "
         f"before, 400 a post, {cases['backfeed']['connections']} connections) into a filter sized "
         f"for the run at 1e-6 ({len(cases['backfeed']['bloom']['layers'])} layer); new items "
-        f"counted in the backfeed queue: {cases['backfeed']['new_items']:,}.",
+        f"counted in the backfeed queue: {cases['backfeed']['new_items']:,}; the same into a "
+        f"fingerprint filter ({cases['backfeed_fingerprint']['items_sent']:,} names, "
+        f"{cases['backfeed_fingerprint']['new_items']:,} new).",
         f"- claim script alone: Engine.claim one call at a time from Python "
         f"({cases['claim_script']['calls']:,} calls, multi=1), so Redis CPU per call includes one "
         "round trip's reading and writing, and commandstats gives the script's own time.",
@@ -76,7 +78,7 @@ def report(results: dict) -> str:
         f"{cases['request']['redis_commands_per_unit']}; "
         f"per `/done`: {cases['done']['redis_commands_per_unit']}; failures (non-2xx): "
         f"`/request` {cases['request']['non_2xx']}, `/done` {cases['done']['non_2xx']}, "
-        f"backfeed {cases['backfeed']['non_2xx']}.",
+        f"backfeed {cases['backfeed']['non_2xx']} and {cases['backfeed_fingerprint']['non_2xx']}.",
         "",
     ]
     return "\n".join(lines)

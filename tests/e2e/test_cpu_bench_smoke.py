@@ -57,9 +57,12 @@ def test_a_quick_run_measures_every_case_and_keeps_the_history(tmp_path):
     assert results["machine"]["cores"] and results["date_utc"] and "--quick" in results["command"]
     for case in ("request", "done"):  # every claim and done answered, none ran dry
         assert results["cases"][case]["non_2xx"] == 0
-    for case in ("hello", "request", "done", "backfeed"):  # the one bjoern worker, not its parent
+    # the one bjoern worker, not its parent
+    for case in ("hello", "request", "done", "backfeed", "backfeed_fingerprint"):
         assert results["cases"][case]["workers_measured"] == 1
-    assert results["cases"]["backfeed"]["new_items"] >= results["cases"]["backfeed"]["items_sent"] > 0
+    for case, kind in (("backfeed", "layered"), ("backfeed_fingerprint", "fingerprint")):
+        assert results["cases"][case]["new_items"] >= results["cases"][case]["items_sent"] > 0
+        assert results["cases"][case]["bloom"]["kind"] == kind
     # The earlier file's history is kept, its own figures appended after it.
     baseline, earlier = results["history"]
     assert baseline == BASELINE
