@@ -59,16 +59,18 @@ test: venv  ## Run the whole test suite (compiled), then the fast suite on the p
 test-fast: venv  ## Run the suite without the slow end-to-end tests.
 	$(PY) -m pytest -m "not slow" $(ARGS)
 
-bench: venv  ## Run the benchmarks (~21 min); figures in benchmarks/results/ (offloading: make bench-offload).
+bench: venv  ## Run the benchmarks (~35 min); figures in benchmarks/results/ (offloading: make bench-offload).
 	$(PY) -m pytest benchmarks $(ARGS)
 	PYTHONPATH=benchmarks $(PY) -m server_bench $(BENCH_ARGS)
 	$(PY) benchmarks/bloom_bench.py
 	$(PY) benchmarks/bloom_floor.py
 	$(PY) benchmarks/bloom_blocked.py
+	$(PY) benchmarks/bloom_kinds.py
 	$(PY) benchmarks/limits_bench.py --items 100000
 	$(PY) benchmarks/uniques_overhead.py
 	$(PY) benchmarks/access_log_bench.py
 	$(PY) benchmarks/request_metrics_bench.py
+	$(PY) benchmarks/worker_path_bench.py
 	$(PY) benchmarks/cpu_per_request.py
 
 # The fault suite (docs/faults.md): a seeded run on loopback, figures in benchmarks/results/.
