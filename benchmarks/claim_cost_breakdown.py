@@ -75,8 +75,8 @@ VARIANTS: dict[str, tuple[str, list[tuple[str, str]]]] = {
         ],
     ),
     "limits": (
-        "the due-limits read (ZRANGEBYSCORE limits_ready)",
-        [("  if upto > given then take_limited", "  if false then take_limited")],
+        "the due-limits read (take_limited's ZRANGEBYSCORE; an EXISTS guard before it stays)",
+        [("then take_limited(upto - given) end", "then end")],
     ),
     "own_queue": (
         "the SPOP of the downloader's own queue",
