@@ -62,7 +62,28 @@ def measure(plan: cases.Plan, scratch: Path) -> tuple[dict, dict]:
         for name in ("request", "done", "backfeed", "backfeed_fingerprint"):
             print(f"tracker {name}, one worker", flush=True)
             results[name] = getattr(cases, name)(bench, server.pid, port)
+        stop(server)
+        server = None
+        print("tracker request, one worker, Redis on a Unix socket (tracker run's default)", flush=True)
+        results["request_unix"] = request_over_unix_socket(plan, scratch, log)
         return results, found
+    finally:
+        stop(server)
+        redis_server.stop()
+
+
+def request_over_unix_socket(plan: cases.Plan, scratch: Path, log: Path) -> dict:
+    """The `/request` case again with the tracker reaching its own Redis over a Unix socket, as
+    `tracker run`'s embedded Redis is reached (the other cases use TCP loopback, as tracker
+    nodes reach a Redis on another machine)."""
+    redis_server = EmbeddedRedis(scratch / "redis-unix", port=None, extra=["--appendonly", "no"]).start()
+    server = None
+    try:
+        admin = AdminContext.from_url(redis_server.url)
+        projects.create(admin, PROJECT)
+        bench = cases.Bench(plan, redis_server.url, admin, scratch)
+        server, port = start_tracker(redis_server.url, log, WORKERS)
+        return cases.request(bench, server.pid, port)
     finally:
         stop(server)
         redis_server.stop()
@@ -103,7 +124,7 @@ def main(argv: list[str] | None = None) -> dict:
             "wrk_threads": WRK_THREADS,
             "seconds_per_case": plan.seconds,
             "probe_s": plan.probe_s,
-            "redis": "redis-server on 127.0.0.1 TCP, AOF off, no snapshots",
+            "redis": "redis-server on 127.0.0.1 TCP (request_unix: a Unix socket), AOF off, no snapshots",
             "note": "wrk, the worker and Redis share the machine's cores with other work",
         },
         "figures": headlines(measured),

@@ -28,7 +28,7 @@ def report(results: dict) -> str:
         "",
         f"Run {results['date_utc']} with `{results['command']}` on {results['machine']['cpu_model']} "
         f"({results['machine']['cores']} cores, shared); Redis {results['versions']['redis']} "
-        f"(AOF off, TCP loopback); commit {results['versions']['git_commit']}.",
+        f"(AOF off, TCP loopback but for the Unix-socket rows); commit {results['versions']['git_commit']}.",
         "",
         "Worker CPU is utime+stime from /proc of the one bjoern worker; Redis CPU is "
         "used_cpu_sys+used_cpu_user from `INFO cpu` (network included); a script's own time is "

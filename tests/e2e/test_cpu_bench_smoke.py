@@ -55,10 +55,10 @@ def test_a_quick_run_measures_every_case_and_keeps_the_history(tmp_path):
     for key, value in results["figures"].items():
         assert isinstance(value, (int, float)) and value > 0, key
     assert results["machine"]["cores"] and results["date_utc"] and "--quick" in results["command"]
-    for case in ("request", "done"):  # every claim and done answered, none ran dry
+    for case in ("request", "request_unix", "done"):  # every claim and done answered, none ran dry
         assert results["cases"][case]["non_2xx"] == 0
     # the one bjoern worker, not its parent
-    for case in ("hello", "request", "done", "backfeed", "backfeed_fingerprint"):
+    for case in ("hello", "request", "request_unix", "done", "backfeed", "backfeed_fingerprint"):
         assert results["cases"][case]["workers_measured"] == 1
     for case, kind in (("backfeed", "layered"), ("backfeed_fingerprint", "fingerprint")):
         assert results["cases"][case]["new_items"] >= results["cases"][case]["items_sent"] > 0
