@@ -32,8 +32,8 @@ cdef inline uint64_t _key_hash(key):
     cdef bytes raw
     if type(key) is bytes:
         raw = <bytes>key
-    elif type(key) is str:
-        raw = (<str>key).encode("utf-8", "surrogateescape")
+    elif isinstance(key, str):  # a str subclass too, as the pure twin (bytes() refuses a str)
+        raw = str.encode(key, "utf-8", "surrogateescape")
     else:
         raw = bytes(key)
     return _fnv1a64(<const unsigned char *>PyBytes_AS_STRING(raw), PyBytes_GET_SIZE(raw))
