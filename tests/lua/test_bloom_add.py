@@ -1,5 +1,7 @@
 """bloom_add-n.lua: a batch's unseen items are queued and marked seen; seen ones are dropped."""
 
+import pytest
+
 from tracker_core import bloom, script_calls
 from tracker_core.reply_codes import BloomAdd
 
@@ -209,3 +211,57 @@ def test_a_fingerprint_size_out_of_range_fails_before_any_write(conn, project, r
         with pytest.raises(ScriptError, match="1 to 8 bytes"):
             call(conn, project, urls(3), FINGERPRINTS, ks=[size])
     assert not r.exists(project.todo) and not r.exists(plan.chunk_keys[0])
+
+
+# -- a damaged counter must fail the script before its first write (Redis keeps a failed script's
+# writes: names marked seen but never queued could not come back) --------------------------------
+
+
+def damage_stats_type(r, k):
+    r.delete(k.stats)
+    r.rpush(k.stats, "not a hash")
+
+
+def damage_layer_count(r, k):
+    r.hset(k.bloom, "n:0", "not a number")
+
+
+def damage_item_count(r, k):
+    r.hset(k.bloom, "items", "1.5")
+
+
+def damage_new_counter(r, k):
+    r.hset(k.stats, "items_added", "many")
+
+
+def damage_seen_counter(r, k):
+    r.hset(k.stats, "items_duplicate", "x")
+
+
+@pytest.mark.parametrize("shape", [WIDE, FINGERPRINTS, dict(WIDE, kind="layered")], ids=lambda s: s["kind"])
+@pytest.mark.parametrize(
+    "damage",
+    [damage_stats_type, damage_layer_count, damage_item_count, damage_new_counter, damage_seen_counter],
+)
+def test_a_damaged_counter_fails_before_any_write(conn, project, r, shape, damage):
+    from tracker_core.scripts import ScriptError
+
+    batch = urls(30) + urls(30)[:3]  # new names and seen ones: both counters are written
+    _, plan = call(conn, project, [], shape)
+    damage(r, project)
+    with pytest.raises(ScriptError):
+        call(conn, project, batch, shape)
+    assert not r.exists(project.todo)
+    assert not any(r.exists(key) for key in plan.chunk_keys)
+
+
+def test_a_damaged_shard_count_fails_before_any_write(conn, project, r):
+    from tracker_core.scripts import ScriptError
+
+    _, plan = call(conn, project, [], FINGERPRINTS)
+    r.hset(project.backfeed_shards, "shard-a", "lots")
+    with pytest.raises(ScriptError):
+        call(conn, project, urls(10), FINGERPRINTS, shard="shard-a")
+    assert not r.exists(project.todo) and not r.exists(plan.chunk_keys[0])
+    assert call(conn, project, urls(10), FINGERPRINTS, shard="shard-b")[0] == (BloomAdd.OK, 10, 0)
+    assert r.hget(project.backfeed_shards, "shard-b") == "10"

@@ -52,9 +52,22 @@ local BUCKET_SLOTS = 8
 if redis.call('EXISTS', settings_key) == 0 then return {-1, 0, 0} end
 if ARGV[4] ~= '' and redis.call('HEXISTS', secrets_key, ARGV[4]) == 0 then return {-3, 0, 0} end
 local layers = tonumber(ARGV[1])
-local stored = redis.call('HMGET', bloom_key, 'layers', 'kind')
+local stored = redis.call('HMGET', bloom_key, 'layers', 'kind', 'items', 'n:' .. ARGV[1] - 1)
 local kind = stored[2] or 'layered'   -- filters made before kinds are layered
 if tonumber(stored[1] or '1') ~= layers or kind ~= ARGV[10] then return {-2, 0, 0} end
+-- Every counter the end of the script increments is read here: a damaged one (not an integer,
+-- or stats not a hash) must fail before the first bit is set, not after.
+local function counters_fine(values)
+  for i = 1, #values do
+    local v = values[i]
+    if v and not string.find(v, '^%-?%d+$') then return false end
+  end
+  return true
+end
+local counts = redis.call('HMGET', stats_key, ARGV[6], ARGV[7])
+if not counters_fine({stored[3], stored[4], counts[1], counts[2]}) then
+  return redis.error_reply('bloom_add: a counter of the filter or the stats is not an integer')
+end
 local fingerprints = kind == 'fingerprint'
 local n = tonumber(ARGV[8])
 -- The last layer's capacity is read after the items are queued: check it here, before any write.
@@ -202,9 +215,15 @@ if ARGV[3] ~= '' then redis.call('SCARD', owners_key) end
 -- Anyone with the secret names shards: past MAX_SHARDS distinct names a new one is counted
 -- under 'other', so backfeed_shards stays small (decided here, before the first write).
 local shard = ARGV[5]
-if shard ~= '' and redis.call('HEXISTS', shards_key, shard) == 0
-    and redis.call('HLEN', shards_key) >= MAX_SHARDS then
-  shard = 'other'
+if shard ~= '' then
+  local count = redis.call('HGET', shards_key, shard)
+  if not count and redis.call('HLEN', shards_key) >= MAX_SHARDS then
+    shard = 'other'
+    count = redis.call('HGET', shards_key, shard)
+  end
+  if not counters_fine({count}) then
+    return redis.error_reply('bloom_add: the shard\'s count is not an integer')
+  end
 end
 if bound > 0 then
   size = size + redis.call('ZCARD', limited_key) + redis.call('SCARD', counted_key)
