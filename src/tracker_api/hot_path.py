@@ -26,6 +26,14 @@ from tracker_api.web_headers import is_admin_path
 
 HOT_RESOURCES = (warrior.RequestResource, warrior.DoneResource, warrior.DoneRequestResource)
 MAX_CACHED_PATHS = 4096  # distinct paths remembered (a scan of random paths only refills it)
+# A longer path is routed afresh each time: bjoern takes request lines of up to 80 KB, and 4,096
+# of those would hold 320 MB of a worker's memory. A warrior's path is far shorter.
+MAX_CACHED_PATH_CHARS = 256
+# A longer Content-Length goes to Falcon: int() refuses past 4,300 digits (ValueError, a 500
+# here), and 18 digits already claim an exabyte (413 by read_json's check before any read).
+MAX_LENGTH_DIGITS = 18
+# errors.answer answers these in JSON or HTML (resp.media, pages): the stand-in answers text only.
+_NOT_TEXT_PREFIXES = ("/backfeed/",)
 _NOSNIFF = ("x-content-type-options", "nosniff")  # web_headers.SecurityHeaders, on every answer
 _DEFAULT_CONTENT_TYPE = ("content-type", falcon.MEDIA_JSON)  # the app's media type
 
@@ -127,6 +135,8 @@ class HotPath:
         except KeyError:
             pass
         found = self._find(path_info)
+        if len(path_info) > MAX_CACHED_PATH_CHARS:
+            return found
         if len(self._routes) >= MAX_CACHED_PATHS:
             self._routes.clear()
         self._routes[path_info] = found
@@ -140,6 +150,8 @@ class HotPath:
         if self._strip_slash and len(path) != 1 and path.endswith("/"):
             path = path[:-1]
         if is_admin_path(path):  # SecurityHeaders adds Cache-Control there
+            return None
+        if path.startswith(_NOT_TEXT_PREFIXES):  # a project named "backfeed": refused in JSON
             return None
         found = self._router.find(path)
         if found is None:
@@ -161,7 +173,8 @@ class HotPath:
             return None
         length = environ.get("CONTENT_LENGTH")
         if length:
-            if not (length.isdigit() and length.isascii()):  # Falcon answers that one itself
+            if not (length.isdigit() and length.isascii() and len(length) <= MAX_LENGTH_DIGITS):
+                # Falcon answers that one itself (400, or 413 for a huge length)
                 return None
             length = int(length)
         else:

@@ -11,6 +11,7 @@ import pytest
 from falcon import testing
 
 from tracker_api import app as app_module
+from tracker_api import hot_path
 from tracker_api.app import create_app
 from tracker_api.config import AppConfig
 from tracker_api.warrior import MAX_BODY_BYTES
@@ -278,3 +279,34 @@ def test_behind_a_trusted_proxy_the_claim_is_made_for_the_forwarded_address(redi
     assert full.hot_path.route("/proj/request") is not None
     (claim,) = r.hgetall(ProjectKeys(P).claims).values()
     assert "203.0.113.9" in claim and "10.0.0.1" not in claim
+
+
+@pytest.mark.parametrize("path", ["/backfeed/request", "/backfeed/multi=2/done", "/backfeed/done+request"])
+def test_a_project_named_like_the_backfeed_prefix_answers_as_falcon_did(apps, path):
+    # Refusals under /backfeed/ are JSON (errors.answer sets resp.media): Falcon's to answer.
+    answer = same_answer(apps, False, "POST", path, REQUEST)
+    assert answer[0] == "404 Not Found" and orjson.loads(answer[2])["status_code"] == 404
+
+
+@pytest.mark.parametrize(
+    "length", ["9" * 5000, "0" * 5000 + "5", "9" * 19, "0" * 18, "00000000000000000005"], ids=len
+)
+def test_a_content_length_of_many_digits_answers_as_falcon_did(apps, length):
+    # int() refuses a string of more than 4,300 digits: Falcon answers 400, never a 500.
+    same_answer(apps, len(length) <= 18, "POST", "/proj/request", REQUEST, environ={"CONTENT_LENGTH": length})
+
+
+def test_the_route_cache_holds_no_long_paths(redis_url, admin):
+    # A scan of long distinct paths (bjoern takes a request line of up to 80 KB) must not fill
+    # the worker's memory with them: 4,096 paths of 80 KB each would be 320 MB.
+    projects.create(admin, P)
+    full = create_app(Engine(redis_url))
+    for n in range(50):
+        long_path = f"/{n}{'x' * 60_000}/request"
+        status, _, _ = call(full, "POST", long_path, REQUEST)
+        assert status == "404 Not Found"
+        call(full, "POST", f"/{n}{'y' * 60_000}", REQUEST)
+    cached = full.hot_path._routes
+    assert sum(len(path) for path in cached) <= hot_path.MAX_CACHED_PATH_CHARS * hot_path.MAX_CACHED_PATHS
+    assert call(full, "POST", "/proj/request", REQUEST)[0] == "404 Not Found"  # empty queue
+    assert "/proj/request" in cached
