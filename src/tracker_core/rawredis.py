@@ -167,7 +167,8 @@ class RawRedis(HashReads):
                 if sent < len(payload):
                     self._sock.sendall(memoryview(payload)[sent:])
                 return self._replies(count)
-            except (OSError, ConnectionLost) as exc:
+            except (OSError, ConnectionLost, hiredis.ProtocolError) as exc:
+                # A bad byte in the stream leaves no way to find the next reply: drop it too.
                 self.close()
                 if sent:
                     raise OutcomeUnknown(
@@ -175,6 +176,11 @@ class RawRedis(HashReads):
                     ) from exc
                 if attempt == 2:
                     raise ConnectionLost(f"cannot reach Redis at {self._where()}: {exc}") from exc
+            except BaseException:
+                # Interrupted in the middle (a signal handler's exception): the reply may still
+                # come, and the next command would read it as its own.
+                self.close()
+                raise
         raise AssertionError("unreachable")
 
     def _where(self) -> str:

@@ -1,6 +1,8 @@
 """RawRedis: a blocking socket whose sends and receives still time out, over TCP or a Unix socket."""
 
+import signal
 import socket
+import threading
 import time
 
 import pytest
@@ -66,3 +68,69 @@ def test_a_unix_socket_url_reaches_redis(tmp_path):
         conn.close()
     finally:
         server.stop()
+
+
+class Interrupted(Exception):
+    """What a signal handler raises in the middle of a round trip (a worker told to stop)."""
+
+
+def test_a_round_trip_interrupted_by_a_signal_handler_leaves_no_reply_for_the_next(redis_url, r):
+    r.set(NAME, "mine")
+    conn = RawRedis(redis_url, timeout_s=3.0)
+
+    def interrupt(signum, frame):
+        raise Interrupted
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.1)
+        with pytest.raises(Interrupted):
+            conn.execute_command("EVAL", BUSY, 0, 500)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    # Sent while the script still runs: on the old connection this would read its 1.
+    assert conn.execute_command("GET", NAME) == "mine"
+
+
+@pytest.fixture
+def garbage_server():
+    """A TCP server that answers every connection with bytes that are not RESP."""
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve():
+        while True:
+            try:
+                peer, _ = listener.accept()
+            except OSError:
+                return
+            peer.recv(65536)
+            peer.sendall(b"?not redis\r\n")
+
+    threading.Thread(target=serve, daemon=True).start()
+    yield f"redis://127.0.0.1:{listener.getsockname()[1]}/0"
+    listener.close()
+
+
+def test_a_reply_that_is_not_resp_is_an_unknown_outcome(garbage_server):
+    # A RedisError (503 to the warrior), not hiredis.ProtocolError (a 500).
+    conn = RawRedis(garbage_server, timeout_s=1.0)
+    with pytest.raises(OutcomeUnknown):
+        conn.execute_command("PING")
+    assert conn._sock is None  # nothing of that stream is read by the next command
+
+
+def test_a_reply_larger_than_one_receive_is_read_whole(redis_url):
+    conn = RawRedis(redis_url, timeout_s=3.0)
+    value = "x" * (3 << 20) + "é"
+    assert conn.execute_command("SET", NAME, value) == "OK"
+    assert conn.pipeline([("GET", NAME), ("GET", NAME), ("PING",)]) == [value, value, "PONG"]
+
+
+def test_a_connection_redis_closed_while_idle_is_reopened_quietly(redis_url, r):
+    conn = RawRedis(redis_url, timeout_s=1.0)
+    assert conn.execute_command("PING") == "PONG"
+    assert r.execute_command("CLIENT", "KILL", "TYPE", "normal") >= 1  # as a restart would
+    time.sleep(0.05)
+    assert conn.execute_command("SET", NAME, "1") == "OK"
+    assert r.get(NAME) == "1"
