@@ -211,6 +211,11 @@ def test_query_strings_and_a_forwarded_address_change_nothing(apps):
         ("POST", "/proj/multi=abc/request", {}),
         ("POST", "/proj/request", {"CONTENT_LENGTH": "abc"}),
         ("POST", "/proj/request", {"CONTENT_LENGTH": "-5"}),
+        ("POST", "/proj/request", {"CONTENT_LENGTH": "+5"}),
+        ("POST", "/proj/request", {"CONTENT_LENGTH": " 5"}),
+        ("POST", "/proj/request", {"CONTENT_LENGTH": "5 "}),
+        ("POST", "/proj/request", {"CONTENT_LENGTH": "\u0665"}),  # an Arabic-Indic 5: isdigit()
+        ("POST", "/proj/request", {"wsgi.input": None}),
         ("POST", "/proj/requests", {}),
         ("POST", "/proj/release", {}),
         ("POST", "/pröj/request", {}),
@@ -310,3 +315,31 @@ def test_the_route_cache_holds_no_long_paths(redis_url, admin):
     assert sum(len(path) for path in cached) <= hot_path.MAX_CACHED_PATH_CHARS * hot_path.MAX_CACHED_PATHS
     assert call(full, "POST", "/proj/request", REQUEST)[0] == "404 Not Found"  # empty queue
     assert "/proj/request" in cached
+
+
+@pytest.mark.parametrize(
+    "environ",
+    [
+        {"CONTENT_LENGTH": "", "HTTP_TRANSFER_ENCODING": "chunked"},  # no length: an empty body
+        {"CONTENT_LENGTH": "0005"},  # the first five bytes, as Falcon reads them
+        {"CONTENT_LENGTH": str(MAX_BODY_BYTES + 1)},  # 413 before anything is read
+        {"CONTENT_LENGTH": "9" * 18},
+        {"HTTP_EXPECT": "100-continue"},
+    ],
+    ids=["chunked", "leading-zeros", "too-large", "exabyte", "expect"],
+)
+def test_unusual_lengths_answer_as_falcon_did(apps, environ):
+    same_answer(apps, True, "POST", "/proj/request", REQUEST, environ=environ)
+
+
+def test_a_project_made_after_its_path_was_cached_is_served(redis_url, admin, clock):
+    # The route cache holds routes, never whether the project exists.
+    engine = Engine(redis_url, clock=clock)
+    full = create_app(engine)
+    assert call(full, "POST", "/later/request", REQUEST)[0] == "404 Not Found"
+    assert full.hot_path.route("/later/request") is not None
+    projects.create(admin, "later")
+    items.add(admin, "later", [URL_ITEM])
+    engine._unknown.clear()  # the engine's memory of unknown projects lasts a second
+    status, _, body = call(full, "POST", "/later/request", REQUEST)
+    assert status == "200 OK" and orjson.loads(body)["item_name"] == URL_ITEM
