@@ -277,7 +277,10 @@ class BloomFilter:
         The caller keeps batches to a few hundred items (one script blocks Redis while it runs).
         With BOUND > 0, the call changes nothing and answers FULL when its new items would take
         the target, the set COUNTED (default: the held items' way-in set) and the held items
-        past BOUND (checked in the script, atomically).
+        past BOUND (checked in the script, atomically). A batch whose new items would pass the
+        last layer's capacity goes in two calls (the first fills the layer): if the second is
+        refused, the first's items stay queued (counted in the answer's NEW) and come back as
+        seen when the caller retries.
         """
         k = self.keys
         dedup_keys = entries if dedup_keys is None else dedup_keys
@@ -306,6 +309,15 @@ class BloomFilter:
                 ks=plan.ks,
                 hashed=args,
             )
+            if reply.code == codes.BloomAdd.SPLIT:
+                # The first part fills the last layer, which then grows; the rest goes on.
+                cut, kept = reply.new, dict(target=target, owner=owner, secret_digest=secret_digest)
+                kept.update(shard=shard, fields=fields, bound=bound, counted=counted)
+                first = self.add(entries[:cut], dedup_keys[:cut], **kept)
+                if first.status != OK:
+                    return first
+                rest = self.add(entries[cut:], dedup_keys[cut:], **kept)
+                return AddResult(rest.status, first.new + rest.new, first.seen + rest.seen)
             if reply.code != codes.BloomAdd.LAYERS_CHANGED:
                 return AddResult(*reply)
             self.plan(reload=True)

@@ -75,13 +75,15 @@ def enqueue(
         result = seen_filter.add(
             group, group_keys, target=group_target, owner=owner, counted=counted, **filter_args
         )
-        if result.status != bloom.OK:
-            batch.status = result.status
-            return batch
+        # Counted before the status: a refused batch may have queued a first part (bloom.SPLIT),
+        # and held items must reach hold_new.
         batch.new += result.new
         batch.seen += result.seen
         if group_target == k.limited_in:
             batch.held += result.new
+        if result.status != bloom.OK:
+            batch.status = result.status
+            return batch
     return batch
 
 

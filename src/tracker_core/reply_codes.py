@@ -29,6 +29,7 @@ class BloomAdd(IntEnum):
     LAYERS_CHANGED = -2  # the filter has another number of layers than planned: reload, retry
     WRONG_SECRET = -3
     FULL = -4  # the bound would be passed by this batch's new items: nothing set or queued
+    SPLIT = -5  # {-5, cut, 0}: the batch would pass the last layer's capacity: send CUT items first
 
 
 class BloomConfigure(IntEnum):

@@ -162,22 +162,49 @@ def test_a_fingerprint_filter_queues_each_url_once(conn, project, r):
     assert not r.exists(plan.chunk_keys[-1])
 
 
+def crowded(plan, layer: int, n: int, tag: str) -> list[str]:
+    """N URLs whose two buckets in LAYER are both its chunk's first bucket (what an attacker who
+    knows the hash can post)."""
+    found, i = [], 0
+    while len(found) < n:
+        name = urls(1, f"{tag}{i}/")[0]
+        args = bloom.fingerprint_args([b""], [name.encode()], [plan.hash_plan[layer]])
+        if args[2] == args[4] == 0:
+            found.append(name)
+        i += 1
+    return found
+
+
 def test_items_whose_buckets_are_full_go_to_the_stash_and_are_found_there(conn, project, r, redis_url):
-    """A one-bucket layer (capacity 5): 8 fingerprints fill it, the other names are stashed, and
+    """12 names whose buckets are one and the same: 8 fill it, 4 are stashed, in each layer, and
     every name is seen afterwards (the stash is read when both buckets are full)."""
-    tiny = dict(FINGERPRINTS, capacity=5)
-    reply, plan = call(conn, project, urls(30), tiny)
-    assert plan.layers[0].buckets == 1 and reply == (BloomAdd.OK, 30, 0)
-    stash = plan.chunk_keys[-1]
-    assert stash == project.bloom_stash(0) and r.scard(stash) == 22
-    assert r.hget(project.bloom, "layers") == "2"
-    again, plan = call(conn, project, urls(30)[::-1] + urls(5, "new/"), tiny)
-    assert len(plan.layers) == 2 and again == (BloomAdd.OK, 5, 30)
+    shape = dict(FINGERPRINTS, capacity=60)
+    _, plan = call(conn, project, [], shape)
+    first = crowded(plan, 0, 12, "a")
+    assert call(conn, project, first, shape)[0] == (BloomAdd.OK, 12, 0)
+    assert r.scard(project.bloom_stash(0)) == 4 and plan.chunk_keys[-1] == project.bloom_stash(0)
+    assert call(conn, project, urls(48, "fill/"), shape)[0] == (BloomAdd.OK, 48, 0)
+    _, plan = call(conn, project, [], shape)
+    assert len(plan.layers) == 2
+    second = crowded(plan, 1, 12, "b")
+    again, plan = call(conn, project, first[::-1] + second, shape)
+    assert again == (BloomAdd.OK, 12, 12) and r.scard(project.bloom_stash(1)) == 4
     from tracker_core.rawredis import RawRedis
 
     filt = bloom.BloomFilter(RawRedis(redis_url), project)
-    assert all(filt.contains_many([u.encode() for u in urls(30) + urls(5, "new/")]))
+    assert all(filt.contains_many([u.encode() for u in first + second + urls(48, "fill/")]))
     assert not any(filt.contains_many([u.encode() for u in urls(50, "absent/")]))
+
+
+@pytest.mark.parametrize("shape", [WIDE, FINGERPRINTS], ids=lambda s: s["kind"])
+def test_a_batch_that_would_pass_the_layers_capacity_is_sent_back_cut_where_it_fills(conn, project, r, shape):
+    small = dict(shape, capacity=60)
+    assert call(conn, project, urls(50), small)[0] == (BloomAdd.OK, 50, 0)
+    # 5 seen names, then new ones: the 10th new name (the batch's 15th) fills the layer.
+    assert call(conn, project, urls(5) + urls(20, "new/"), small)[0] == (BloomAdd.SPLIT, 15, 0)
+    assert r.scard(project.todo) == 50 and r.hget(project.bloom, "n:0") == "50"
+    assert call(conn, project, urls(5) + urls(10, "new/"), small)[0] == (BloomAdd.OK, 10, 5)
+    assert r.hget(project.bloom, "layers") == "2"
 
 
 def test_a_fingerprint_chunk_or_stash_of_the_wrong_type_fails_before_any_write(conn, project, r):

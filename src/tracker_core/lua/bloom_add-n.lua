@@ -25,7 +25,9 @@ two buckets (text: Redis takes them as they came) and its fingerprint.
 Returns {0, new, seen}; {-1, 0, 0} unknown project; {-2, 0, 0} the filter has another number of
 layers or another kind than planned (the caller reloads the geometry and retries); {-3, 0, 0} wrong secret;
 {-4, 0, 0} the bound would be passed by this batch's new items (nothing is set or queued: the
-caller answers "retry later", and the same items can come back once the queue drained).
+caller answers "retry later", and the same items can come back once the queue drained);
+{-5, cut, 0} the batch's new items would pass the last layer's capacity (nothing is set or
+queued): the caller sends its first CUT items, which fill the layer, then the rest.
 New items are set in the last layer; when it reaches its capacity the filter gets one more layer.
 A fingerprint goes into the emptier of its two buckets (a bucket's slots fill in order; an empty
 slot is all zeros, and a stored fingerprint never starts or ends with a zero byte, so the first
@@ -225,14 +227,30 @@ if shard ~= '' then
     return redis.error_reply('bloom_add: the shard\'s count is not an integer')
   end
 end
+local found   -- the read-only pass over the whole batch, made only near the bound or capacity
 if bound > 0 then
   size = size + redis.call('ZCARD', limited_key) + redis.call('SCARD', counted_key)
   if size + n > bound then
     -- Near the bound only: count what this batch would add (a read-only pass; copies of one
     -- new key count twice, which errs on the safe side), so seen items still pass.
-    local found, fresh = found_in(everyone, false), 0
+    local fresh = 0
+    found = found_in(everyone, false)
     for item = 1, n do if not found[item] then fresh = fresh + 1 end end
     if size + fresh > bound then return {-4, 0, 0} end
+  end
+end
+-- A layer grows only after a batch: one that would pass the last layer's capacity is sent back
+-- cut where its new items fill the layer ({-5, items to send first, 0}), so no layer takes more
+-- than it was sized for (a bit layer past it saturates and calls every new name seen).
+local filled = tonumber(stored[4] or '0')
+if filled + n > capacity then
+  local fresh = 0
+  found = found or found_in(everyone, false)
+  for item = 1, n - 1 do
+    if not found[item] then
+      fresh = fresh + 1
+      if filled + fresh >= capacity then return {-5, item, 0} end
+    end
   end
 end
 -- Items found in an older layer are seen; the others are tested and set in the last layer in
