@@ -1,6 +1,7 @@
 --[[ set_blocks: replace a project's blocks and their lookup index, if nobody changed them since.
 
-KEYS[1] settings        hash  the project's settings (its absence means: unknown project)
+KEYS[1] settings        hash  the project's settings (its absence means: unknown project); its
+                              field blocked_index_size is set to KEYS[4]'s size with the index
 KEYS[2] blocked         set   the project's own entries ("name:D", "ip:ADDRESS", "ip:CIDR")
 KEYS[3] blocked_global  set   the project's copy of the global entries
 KEYS[4] blocked_index   zset  score 0: what claim-22.lua looks up (tracker_core/blocks.py)
@@ -13,6 +14,10 @@ Returns 1 when replaced, 0 (nothing changed) when KEYS[2] or KEYS[3] no longer h
 caller read (another change came between: the caller reads again and retries), -1 for an
 unknown project. The index is computed by the caller (Lua cannot parse IP addresses); the
 read-check makes the sets and the index always agree. All checks come before the first write.
+blocked_index_size lets claim-22.lua skip its two block lookups when it reads '0' (most projects
+have no blocks); written here in the same step as the index, the only writer of the index, it
+cannot say 0 while a block is indexed. A project whose settings lack it (made before it) is
+checked as before, until its blocks are next written.
 Reply codes by name: reply_codes.SetBlocks (Python callers compare against those names).
 ]]
 --@constants UNPACK_CHUNK
@@ -65,4 +70,5 @@ at = at + n[3]
 fill('SADD', blocked_global_key, at, at + n[4] - 1)
 at = at + n[4]
 fill('ZADD', blocked_index_key, at, #ARGV, true)
+redis.call('HSET', settings_key, 'blocked_index_size', redis.call('ZCARD', blocked_index_key))
 return 1
