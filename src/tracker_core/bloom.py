@@ -282,12 +282,33 @@ class BloomFilter:
         refused, the first's items stay queued (counted in the answer's NEW) and come back as
         seen when the caller retries.
         """
-        k = self.keys
         dedup_keys = entries if dedup_keys is None else dedup_keys
+        call = dict(target=target, owner=owner, secret_digest=secret_digest, shard=shard)
+        call.update(fields=fields, bound=bound, counted=counted)
+        # A loop, not recursion: a filter of tiny layers may split a batch hundreds of times.
+        # Each SPLIT's cut is at least 1 and short of its part, so the parts shrink to an end.
+        new = seen = 0
+        parts = [(entries, dedup_keys)]
+        while parts:
+            part, part_keys = parts.pop()
+            reply = self._add_once(part, part_keys, **call)
+            if reply.code == codes.BloomAdd.SPLIT:
+                # The first CUT items fill the last layer, which then grows; the rest follows.
+                cut = reply.new
+                parts += [(part[cut:], part_keys[cut:]), (part[:cut], part_keys[:cut])]
+                continue
+            new, seen = new + reply.new, seen + reply.seen
+            if reply.code != OK:
+                return AddResult(reply.code, new, seen)
+        return AddResult(OK, new, seen)
+
+    def _add_once(self, entries, dedup_keys, *, target, owner, secret_digest, shard, fields, bound, counted):
+        """One bloom_add call over the plan in force (replanned while the layers change)."""
+        k = self.keys
         for _attempt in range(8):
             plan = self.plan()
             if plan is None:
-                return AddResult(UNKNOWN_PROJECT)
+                return script_calls.BloomAddReply(UNKNOWN_PROJECT, 0, 0)
             args = plan.args(entries, dedup_keys)
             last = plan.layers[-1]
             reply = script_calls.bloom_add(
@@ -309,17 +330,8 @@ class BloomFilter:
                 ks=plan.ks,
                 hashed=args,
             )
-            if reply.code == codes.BloomAdd.SPLIT:
-                # The first part fills the last layer, which then grows; the rest goes on.
-                cut, kept = reply.new, dict(target=target, owner=owner, secret_digest=secret_digest)
-                kept.update(shard=shard, fields=fields, bound=bound, counted=counted)
-                first = self.add(entries[:cut], dedup_keys[:cut], **kept)
-                if first.status != OK:
-                    return first
-                rest = self.add(entries[cut:], dedup_keys[cut:], **kept)
-                return AddResult(rest.status, first.new + rest.new, first.seen + rest.seen)
             if reply.code != codes.BloomAdd.LAYERS_CHANGED:
-                return AddResult(*reply)
+                return reply
             self.plan(reload=True)
         raise RuntimeError("the Bloom filter's geometry kept changing under this call")
 
