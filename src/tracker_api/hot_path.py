@@ -59,8 +59,9 @@ class _Body:
         self.stream = stream
         self.left = length
 
-    def read(self, size: int) -> bytes:
-        size = min(size, self.left)
+    def read(self, size: int | None = -1) -> bytes:
+        # No size (or a negative one): the rest of the body, as a file's read() gives it.
+        size = self.left if size is None or size < 0 else min(size, self.left)
         data = self.stream.read(size) if size > 0 else b""
         self.left -= len(data)
         return data

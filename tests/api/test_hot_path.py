@@ -11,7 +11,7 @@ import pytest
 from falcon import testing
 
 from tracker_api import app as app_module
-from tracker_api import hot_path
+from tracker_api import hot_path, logs
 from tracker_api.app import create_app
 from tracker_api.config import AppConfig
 from tracker_api.warrior import MAX_BODY_BYTES
@@ -343,3 +343,36 @@ def test_a_project_made_after_its_path_was_cached_is_served(redis_url, admin, cl
     engine._unknown.clear()  # the engine's memory of unknown projects lasts a second
     status, _, body = call(full, "POST", "/later/request", REQUEST)
     assert status == "200 OK" and orjson.loads(body)["item_name"] == URL_ITEM
+
+
+def test_the_access_log_has_one_line_per_hot_request_with_its_status(redis_url, admin, monkeypatch):
+    monkeypatch.delenv("JOURNAL_STREAM", raising=False)
+    buffer = io.StringIO()
+    logs.setup("info", access_log=True, stream=buffer)
+    try:
+        projects.create(admin, P)
+        items.add(admin, P, [URL_ITEM])
+        full = create_app(Engine(redis_url), config=AppConfig(trust_forwarded=1))
+        forwarded = {"HTTP_X_FORWARDED_FOR": "203.0.113.9", "REMOTE_ADDR": "10.0.0.1"}
+        call(full, "POST", "/proj/multi=2//request", REQUEST, environ=forwarded)
+        call(full, "POST", "/proj/request", REQUEST)  # the queue is empty now
+        call(full, "POST", "/nope/done", done_of(["a"]))
+        call(full, "POST", "/proj/request", b"{")
+    finally:
+        logs.reset()
+    lines = [line.split("tracker.access: ")[1].split() for line in buffer.getvalue().splitlines()]
+    assert [(method, path, status, ip) for method, path, status, _, ip in lines] == [
+        ("POST", "/proj/multi=2/request", "200", "203.0.113.9"),
+        ("POST", "/proj/request", "404", "127.0.0.1"),
+        ("POST", "/nope/done", "404", "127.0.0.1"),
+        ("POST", "/proj/request", "400", "127.0.0.1"),
+    ]
+
+
+def test_the_body_is_read_up_to_its_length_whatever_size_is_asked():
+    body = hot_path._Body(io.BytesIO(b'{"a": 1}trailing bytes the server left'), 8)
+    assert body.read(3) == b'{"a'
+    assert body.read() == b'": 1}'
+    assert body.read(100) == b"" and body.read(-1) == b"" and body.read(None) == b""
+    assert hot_path._Body(io.BytesIO(b"abcdef"), 4).read(-1) == b"abcd"
+    assert hot_path._Body(io.BytesIO(b"abcdef"), 4).read(None) == b"abcd"
