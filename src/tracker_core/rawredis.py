@@ -150,6 +150,8 @@ class RawRedis(HashReads):
         connection or a timeout raises OutcomeUnknown and nothing is resent: Redis may have run
         the commands (a claim run twice would hand out items nobody reports).
         """
+        if not commands:  # no reply to wait for (the reply loop stops only at the last one)
+            return []
         return self._exchange(b"".join([hiredis.pack_command(tuple(c)) for c in commands]), len(commands))
 
     def _exchange(self, payload: bytes, count: int) -> list:

@@ -134,3 +134,10 @@ def test_a_connection_redis_closed_while_idle_is_reopened_quietly(redis_url, r):
     time.sleep(0.05)
     assert conn.execute_command("SET", NAME, "1") == "OK"
     assert r.get(NAME) == "1"
+
+
+def test_an_empty_pipeline_answers_at_once(silent_server):
+    conn = RawRedis(silent_server, timeout_s=0.5)
+    started = time.monotonic()
+    assert conn.pipeline([]) == []
+    assert time.monotonic() - started < 0.4  # it waited for no reply
