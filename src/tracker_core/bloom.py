@@ -277,10 +277,11 @@ class BloomFilter:
         The caller keeps batches to a few hundred items (one script blocks Redis while it runs).
         With BOUND > 0, the call changes nothing and answers FULL when its new items would take
         the target, the set COUNTED (default: the held items' way-in set) and the held items
-        past BOUND (checked in the script, atomically). A batch whose new items would pass the
-        last layer's capacity goes in two calls (the first fills the layer): if the second is
-        refused, the first's items stay queued (counted in the answer's NEW) and come back as
-        seen when the caller retries.
+        past BOUND (checked in the script, atomically, on the whole batch). A batch whose new
+        items would pass the last layer's capacity goes in two calls (the first fills the
+        layer); only when another writer fills the queue between them can the second be refused
+        after the first went in: its items stay queued (counted in NEW) and come back as seen
+        when the caller retries.
         """
         dedup_keys = entries if dedup_keys is None else dedup_keys
         call = dict(target=target, owner=owner, secret_digest=secret_digest, shard=shard)

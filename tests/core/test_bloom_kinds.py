@@ -151,3 +151,22 @@ def test_a_batch_far_over_a_layers_capacity_fills_it_and_grows_forgetting_nothin
         assert int(counts[f"n:{layer.index}"]) == layer.capacity
     fresh = [f"https://example.com/fresh/{i}".encode() for i in range(100)]
     assert filt.add(fresh).new >= 98
+
+
+@pytest.mark.parametrize("kind", bloom.KINDS)
+def test_the_bound_is_checked_on_the_whole_batch_before_it_is_split(admin, redis_url, kind):
+    """A batch past the bound is refused whole (nothing queued, nothing split); under the bound
+    it goes in two parts, the first filling the layer, and nothing is lost."""
+    projects.create(admin, P)
+    k = ProjectKeys(P)
+    conn = RawRedis(redis_url)
+    bloom.configure(conn, k, bloom.Geometry(capacity=60, kind=kind))
+    filt = bloom.BloomFilter(conn, k)
+    old = [f"https://example.com/old/{i}?q=%20#f".encode() for i in range(50)]
+    assert filt.add(old) == bloom.AddResult(bloom.OK, 50, 0)
+    batch = [f"https://example.com/new/{i} x".encode() for i in range(20)]
+    assert filt.add(batch, bound=65) == bloom.AddResult(bloom.FULL, 0, 0)
+    assert admin.conn.scard(k.backfeed) == 50 and admin.conn.hget(k.bloom, "layers") == "1"
+    assert filt.add(old[:5] + batch, bound=70) == bloom.AddResult(bloom.OK, 20, 5)
+    assert admin.conn.hget(k.bloom, "n:0") == "60" and admin.conn.hget(k.bloom, "n:1") == "10"
+    assert admin.conn.smembers(k.backfeed) == {name.decode() for name in old + batch}
