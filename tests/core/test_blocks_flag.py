@@ -72,3 +72,14 @@ def test_the_claim_skips_the_index_only_on_an_explicit_zero(project, engine, r, 
     for stored, expected in (("0", Claim.OK), ("", Claim.BLOCKED), ("x", Claim.BLOCKED)):
         r.hset(K.settings, "blocked_index_size", stored)
         assert code(engine, "mallory", "192.0.2.1") == expected
+
+
+def test_maintain_records_the_size_of_projects_made_before_it(project, engine, r, admin):
+    limits.block(admin, "name:mallory", P)
+    projects.create(admin, OTHER)
+    for k in (K, ProjectKeys(OTHER)):
+        r.hdel(k.settings, "blocked_index_size")  # as a tracker before the size left them
+    assert limits.reindex_blocks_if_missing(admin) == {"projects": 0}  # no index was missing
+    assert size_agrees(r) and r.hget(K.settings, "blocked_index_size") != "0"
+    assert r.hget(ProjectKeys(OTHER).settings, "blocked_index_size") == "0"
+    assert r.smembers(K.blocked) == {"name:mallory"} and code(engine, "mallory", "192.0.2.1") == Claim.BLOCKED

@@ -162,7 +162,10 @@ def reindex_blocks(ctx: AdminContext) -> dict:
 
 def reindex_blocks_if_missing(ctx: AdminContext) -> dict:
     """Build the block index of projects that have blocks but no index (a Redis from before the
-    index: their blocks would not be enforced); audited only when some were built."""
+    index: their blocks would not be enforced); audited only when some were built. Projects whose
+    settings lack blocked_index_size (made before it: their claims read the index every time)
+    have their blocks written again unchanged, which records it; no block changes, so neither
+    counted nor audited."""
     r = ctx.conn
     glob = set(r.smembers(keyspace.GLOBAL_BLOCKED))
     done = 0
@@ -171,6 +174,8 @@ def reindex_blocks_if_missing(ctx: AdminContext) -> dict:
         has_blocks = glob or r.scard(k.blocked) or r.scard(k.blocked_global)
         if has_blocks and not r.exists(k.blocked_index):
             done += write_blocks(ctx, k, lambda own, copy: (own - glob, glob))
+        elif not r.hexists(k.settings, "blocked_index_size"):
+            write_blocks(ctx, k, lambda own, copy: (own, copy))
     if done:
         ctx.audit("block.reindex", None, projects=done)
     return {"projects": done}
