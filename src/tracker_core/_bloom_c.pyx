@@ -10,8 +10,8 @@ cdef uint64_t SEED_B = 0xC2B2AE3D27D4EB4FULL
 cdef uint64_t SEED_C = 0x165667B19E3779F9ULL
 
 
-cdef inline uint64_t _fnv1a64(const unsigned char *data, Py_ssize_t n) nogil:
-    cdef uint64_t h = FNV_OFFSET
+cdef inline uint64_t _fnv1a64(const unsigned char *data, Py_ssize_t n, uint64_t basis=FNV_OFFSET) nogil:
+    cdef uint64_t h = basis
     cdef Py_ssize_t i
     for i in range(n):
         h = (h ^ data[i]) * FNV_PRIME
@@ -27,8 +27,9 @@ cdef inline uint64_t _fmix64(uint64_t h) nogil:
     return h
 
 
-cdef inline uint64_t _key_hash(key):
-    """FNV-1a of a dedup key: bytes as they are, str as UTF-8 (surrogateescape), else bytes()."""
+cdef inline uint64_t _key_hash(key, uint64_t s0, uint64_t s1):
+    """FNV-1a of a dedup key keyed with the salt (s0, s1) (see _bloom_py.keyed_hash): bytes as
+    they are, str as UTF-8 (surrogateescape), else bytes()."""
     cdef bytes raw
     if type(key) is bytes:
         raw = <bytes>key
@@ -36,13 +37,18 @@ cdef inline uint64_t _key_hash(key):
         raw = str.encode(key, "utf-8", "surrogateescape")
     else:
         raw = bytes(key)
-    return _fnv1a64(<const unsigned char *>PyBytes_AS_STRING(raw), PyBytes_GET_SIZE(raw))
+    return _fnv1a64(<const unsigned char *>PyBytes_AS_STRING(raw), PyBytes_GET_SIZE(raw), FNV_OFFSET ^ s0) ^ s1
 
 
 def fnv1a64(data):
     """Hash DATA (bytes) with 64-bit FNV-1a."""
     cdef bytes b = bytes(data)
     return _fnv1a64(<const unsigned char *>PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b))
+
+
+def keyed_hash(data, salt=(0, 0)):
+    """FNV-1a of DATA (bytes) keyed with SALT (s0, s1)."""
+    return _key_hash(bytes(data), salt[0], salt[1])
 
 
 def fmix64(uint64_t h):
@@ -61,26 +67,27 @@ def layer_positions(uint64_t fingerprint, uint64_t seed, Py_ssize_t k, uint64_t 
             [(a + <uint64_t>i * b) % chunk_bits for i in range(k)])
 
 
-def script_args(entries, dedup_keys, layers):
+def script_args(entries, dedup_keys, layers, salt=(0, 0)):
     """Build the per-item ARGV of the backfeed script for a batch (see _bloom_py.script_args)."""
     cdef list out = []
     cdef list plan = [tuple(layer) for layer in layers]
     cdef Py_ssize_t n_layers = len(plan)
     cdef Py_ssize_t li, i, k
-    cdef uint64_t fingerprint, salt, a, b, chunks, chunk_bits
+    cdef uint64_t fingerprint, layer_salt, a, b, chunks, chunk_bits
     cdef long long first_key
+    cdef uint64_t s0 = salt[0], s1 = salt[1]
     for entry, key in zip(entries, dedup_keys):
-        fingerprint = _key_hash(key)
+        fingerprint = _key_hash(key, s0, s1)
         out.append(entry)
         for li in range(n_layers):
             seed_, k_, chunks_, chunk_bits_, first_key_ = <tuple>plan[li]
-            salt = <uint64_t>seed_ + 1
+            layer_salt = <uint64_t>seed_ + 1
             k = k_
             chunks = chunks_
             chunk_bits = chunk_bits_
             first_key = first_key_
-            a = _fmix64(fingerprint ^ (SEED_A * salt))
-            b = _fmix64(fingerprint ^ (SEED_B * salt))
+            a = _fmix64(fingerprint ^ (SEED_A * layer_salt))
+            b = _fmix64(fingerprint ^ (SEED_B * layer_salt))
             out.append(first_key + <long long>(_fmix64(a ^ SEED_C) % chunks))
             for i in range(k):
                 out.append(<unsigned long long>((a + <uint64_t>i * b) % chunk_bits))
@@ -104,30 +111,31 @@ def fingerprint(uint64_t h, Py_ssize_t slot_bytes):
     return _fingerprint(h, slot_bytes)
 
 
-def fingerprint_args(entries, dedup_keys, layers):
+def fingerprint_args(entries, dedup_keys, layers, salt=(0, 0)):
     """Build the per-item ARGV for a fingerprint filter (see _bloom_py.fingerprint_args)."""
     cdef list out = []
     cdef list plan = [tuple(layer) for layer in layers]
     cdef Py_ssize_t n_layers = len(plan)
     cdef Py_ssize_t li, slot_bytes
-    cdef uint64_t h, salt, a, b, chunks, buckets, size, first, second
+    cdef uint64_t h, layer_salt, a, b, chunks, buckets, size, first, second
     cdef long long first_key
+    cdef uint64_t s0 = salt[0], s1 = salt[1]
     for layer in plan:
         if not 1 <= layer[1] <= 8:
             raise ValueError("slot_bytes must be 1 to 8")
     for entry, key in zip(entries, dedup_keys):
-        h = _key_hash(key)
+        h = _key_hash(key, s0, s1)
         out.append(entry)
         for li in range(n_layers):
             seed_, slot_bytes_, bucket_slots_, chunks_, buckets_, first_key_ = <tuple>plan[li]
-            salt = <uint64_t>seed_ + 1
+            layer_salt = <uint64_t>seed_ + 1
             slot_bytes = slot_bytes_
             size = <uint64_t>slot_bytes * <uint64_t>bucket_slots_
             chunks = chunks_
             buckets = buckets_
             first_key = first_key_
-            a = _fmix64(h ^ (SEED_A * salt))
-            b = _fmix64(h ^ (SEED_B * salt))
+            a = _fmix64(h ^ (SEED_A * layer_salt))
+            b = _fmix64(h ^ (SEED_B * layer_salt))
             first = (a % buckets) * size
             second = (b % buckets) * size
             out.append(first_key + <long long>(_fmix64(a ^ SEED_C) % chunks))

@@ -6,6 +6,11 @@ derives its own chunk and k bit positions from that hash with the murmur3 finali
 seeds per layer, so layers are independent) and double hashing: position i = (a + i*b) mod bits.
 A fingerprint filter's layers (fingerprint_args) take from the same two finalizer outputs the
 chunk, two independent buckets and a fingerprint of a few bytes.
+
+SALT, the filter's secret (s0, s1), keys the hash so that a poster can't compute in advance which
+names share positions (to poison a future name, or crowd a bucket): FNV-1a starts from the offset
+basis xor s0 and its result is xor'ed with s1. A filter stored without a salt has (0, 0), which
+hashes exactly as before salts existed.
 """
 
 from __future__ import annotations
@@ -30,6 +35,14 @@ def fnv1a64(data: bytes) -> int:
     return h
 
 
+def keyed_hash(data: bytes, salt=(0, 0)) -> int:
+    """FNV-1a of DATA keyed with SALT (s0, s1): a keyed start and a keyed end."""
+    h = FNV_OFFSET ^ salt[0]
+    for byte in data:
+        h = ((h ^ byte) * FNV_PRIME) & MASK64
+    return h ^ salt[1]
+
+
 def fmix64(h: int) -> int:
     """Mix all bits of H (murmur3's finalizer), so every output bit depends on every input bit."""
     h ^= h >> 33
@@ -49,16 +62,16 @@ def layer_positions(fingerprint: int, seed: int, k: int, chunks: int, chunk_bits
     return chunk, [((a + i * b) & MASK64) % chunk_bits for i in range(k)]
 
 
-def script_args(entries, dedup_keys, layers) -> list:
+def script_args(entries, dedup_keys, layers, salt=(0, 0)) -> list:
     """Build the per-item ARGV of the backfeed script for a batch.
 
     ENTRIES are what gets queued, DEDUP_KEYS (same length) what the filter keys on; LAYERS is a
-    sequence of (seed, k, chunks, chunk_bits, first_key_index). For each item the list holds the
+    sequence of (seed, k, chunks, chunk_bits, first_key_index), SALT the filter's (s0, s1). For each item the list holds the
     entry, then per layer the 1-based KEYS index of its chunk and its k bit positions.
     """
     out: list = []
     for entry, key in zip(entries, dedup_keys):
-        fingerprint = fnv1a64(_as_bytes(key))
+        fingerprint = keyed_hash(_as_bytes(key), salt)
         out.append(entry)
         for seed, k, chunks, chunk_bits, first_key in layers:
             chunk, positions = layer_positions(fingerprint, seed, k, chunks, chunk_bits)
@@ -79,7 +92,7 @@ def fingerprint(h: int, slot_bytes: int) -> bytes:
     return bytes(raw)
 
 
-def fingerprint_args(entries, dedup_keys, layers) -> list:
+def fingerprint_args(entries, dedup_keys, layers, salt=(0, 0)) -> list:
     """Build the per-item ARGV of the backfeed script for a fingerprint filter.
 
     LAYERS is a sequence of (seed, slot_bytes, bucket_slots, chunks, buckets, first_key): a
@@ -92,12 +105,12 @@ def fingerprint_args(entries, dedup_keys, layers) -> list:
             raise ValueError("slot_bytes must be 1 to 8")
     out: list = []
     for entry, key in zip(entries, dedup_keys):
-        h = fnv1a64(_as_bytes(key))
+        h = keyed_hash(_as_bytes(key), salt)
         out.append(entry)
         for seed, slot_bytes, bucket_slots, chunks, buckets, first_key in layers:
-            salt = (seed + 1) & MASK64
-            a = fmix64(h ^ ((SEED_A * salt) & MASK64))
-            b = fmix64(h ^ ((SEED_B * salt) & MASK64))
+            layer_salt = (seed + 1) & MASK64
+            a = fmix64(h ^ ((SEED_A * layer_salt) & MASK64))
+            b = fmix64(h ^ ((SEED_B * layer_salt) & MASK64))
             size = slot_bytes * bucket_slots
             first, second = (a % buckets) * size, (b % buckets) * size
             out += [

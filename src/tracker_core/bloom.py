@@ -23,14 +23,22 @@ Kinds (stored with the geometry; a filter keeps its kind for life):
   at 35 bits per item give 6.6e-7. Items whose two buckets are both full go to a small set, the
   layer's stash (none at capacity in a million-item test). Its layers grow as the others'.
 
+Salt: each filter gets 16 random bytes when its geometry is first stored, which key its hash
+(_bloom_py.keyed_hash), so that an anonymous poster can't compute which names share a future
+name's positions (to have it dropped as seen) or crowd a bucket. It never leaves Redis and this
+module (Geometry hides it from repr; the admin output and audit name only the geometry). A
+geometry stored before salts has none and hashes as it always did.
+
 docs/data-model.md has the maths and the measured figures.
 """
 
 from __future__ import annotations
 
 import math
+import re
+import secrets
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tracker_core import keys as keyspace
 from tracker_core import reply_codes as codes
@@ -54,6 +62,10 @@ BUCKET_SLOTS = 8  # a fingerprint bucket: 24 bytes at 3-byte fingerprints
 # How full a fingerprint layer's buckets are at its capacity: 3-byte fingerprints at 35 bits per
 # item. With two choices no bucket pair overflowed filling a million items (docs/data-model.md).
 FINGERPRINT_LOAD = 24 / 35
+# A layer's rate never goes under this: with growth 1 the tightened rate reaches 0.0 after ~300
+# layers and log(0) raises (the layer is then merely sized for 1e-300; it stays far under 1e-6).
+MIN_LAYER_RATE = 1e-300
+SALT_RE = re.compile(r"(?:[0-9a-f]{32})?\Z")  # 16 bytes as hex; '' in filters made before salts
 MAX_CHUNK_BITS = 2**30  # 128 MiB per Redis string, far under the 512 MB limit
 BATCH = 400
 FIXED_KEYS = script_calls.BLOOM_FIXED_KEYS  # keys of bloom_add before the bitmaps
@@ -121,6 +133,8 @@ class Geometry:
     layers: int = 1
     kind: str = DEFAULT_KIND
     bits_per_item: int = WIDE_BITS_PER_ITEM  # the least a wide layer gets; unused when layered
+    # The hash key, secret (kept out of repr, so out of logs); '' hashes as before salts.
+    salt: str = field(default="", repr=False)
 
     def __post_init__(self):
         if self.capacity < 1 or not 0 < self.fp_rate < 1 or self.growth < 1:
@@ -129,6 +143,15 @@ class Geometry:
             raise ValueError("0 < tightening < 1 and 64 <= chunk_bits <= 2**32 are required")
         if self.kind not in KINDS or not 1 <= self.bits_per_item <= 256:
             raise ValueError(f"kind must be one of {KINDS} and 1 <= bits_per_item <= 256")
+        if not SALT_RE.match(self.salt):
+            raise ValueError("salt must be 32 lowercase hex digits, or empty")
+
+    @property
+    def salt_words(self) -> tuple[int, int]:
+        """The salt as the hash takes it: (s0, s1), (0, 0) when there is none."""
+        if not self.salt:
+            return (0, 0)
+        return int(self.salt[:16], 16), int(self.salt[16:], 16)
 
     @classmethod
     def from_redis(cls, fields: dict) -> Geometry:
@@ -142,11 +165,13 @@ class Geometry:
             # Filters made before kinds existed are layered, and must stay so to keep answering.
             kind=fields.get("kind", LAYERED),
             bits_per_item=int(fields.get("bits_per_item", WIDE_BITS_PER_ITEM)),
+            # Filters made before salts hash unkeyed, and must stay so to keep answering.
+            salt=fields.get("salt", ""),
         )
 
     def layer(self, index: int) -> Layer:
         capacity = self.capacity * self.growth**index
-        fp_rate = self.fp_rate * (1 - self.tightening) * self.tightening**index
+        fp_rate = max(MIN_LAYER_RATE, self.fp_rate * (1 - self.tightening) * self.tightening**index)
         if self.kind == FINGERPRINT:
             return self._fingerprint_layer(index, capacity, fp_rate)
         per_item = optimal_bits_per_item(fp_rate)
@@ -203,18 +228,28 @@ class Plan:
         # What the script is told per layer: bits per item, or a fingerprint's bytes.
         self.ks = [layer.slot_bytes if self.fingerprints else layer.k for layer in self.layers]
         self.script_kind = "fingerprint" if self.fingerprints else "bits"
+        self.salt = geometry.salt_words
+
+    def hashed(self, entries, dedup_keys, hash_plan=None) -> list:
+        """The per-item hashed ARGV for this plan's kind and salt (over HASH_PLAN's layers, all by
+        default)."""
+        layers = self.hash_plan if hash_plan is None else hash_plan
+        if self.fingerprints:
+            return fingerprint_args(entries, dedup_keys, layers, self.salt)
+        return script_args(entries, dedup_keys, layers, self.salt)
 
     def args(self, entries, dedup_keys) -> list:
         """The per-item ARGV of bloom_add for this plan's kind."""
-        if self.fingerprints:
-            return fingerprint_args(entries, dedup_keys, self.hash_plan)
-        return script_args(entries, dedup_keys, self.hash_plan)
+        return self.hashed(entries, dedup_keys)
 
 
 def configure(
     conn, keys: keyspace.ProjectKeys, geometry: Geometry | None = None, replace: bool = False
 ) -> Geometry | int:
-    """Fix the geometry (defaults when None); return the geometry in force, or an error code."""
+    """Fix the geometry (defaults when None); return the geometry in force, or an error code.
+
+    A new salt goes with every call (GEOMETRY's when it has one: the tests' fixed ones); the script stores it only when it stores a geometry (a new
+    filter, or an empty one replaced: nothing hashed with the old salt is left to find)."""
     g = geometry or Geometry()
     fields = script_calls.bloom_configure(
         conn,
@@ -226,6 +261,7 @@ def configure(
         chunk_bits=g.chunk_bits,
         kind=g.kind,
         bits_per_item=g.bits_per_item,
+        salt=g.salt or secrets.token_hex(16),
         replace=replace,
     )
     if isinstance(fields, int):
@@ -355,7 +391,7 @@ def membership(plan: Plan, dedup_keys) -> tuple[list[tuple], Callable[[list], li
     layers = len(plan.layers)
     if plan.fingerprints:
         return _fingerprint_membership(plan, dedup_keys)
-    args = script_args([b""] * len(dedup_keys), dedup_keys, plan.hash_plan)
+    args = plan.hashed([b""] * len(dedup_keys), dedup_keys)
     commands, i = [], 0
     for _ in dedup_keys:
         i += 1  # the entry
@@ -409,7 +445,7 @@ def _fingerprint_membership(plan: Plan, dedup_keys):
     """membership for a fingerprint filter: per layer its two buckets and its stash, which
     counts only where both buckets are full (as bloom_add looks)."""
     layers, per_layer = len(plan.layers), 6
-    args = fingerprint_args([b""] * len(dedup_keys), dedup_keys, plan.hash_plan)
+    args = plan.hashed([b""] * len(dedup_keys), dedup_keys)
     commands, fingerprints = [], []
     for i in range(0, len(args), 1 + per_layer * layers):
         for layer in range(layers):

@@ -15,6 +15,7 @@ from tracker_api import hot_path, logs
 from tracker_api.app import create_app
 from tracker_api.config import AppConfig
 from tracker_api.warrior import MAX_BODY_BYTES
+from tracker_core import bloom
 from tracker_core.admin import items, projects
 from tracker_core.engine import Engine
 from tracker_core.keys import ProjectKeys
@@ -100,6 +101,9 @@ def apps(redis_url, clock, admin, r):
         engine._settings.clear()
         engine._unknown.clear()
         projects.create(admin, P)
+        # One fixed filter salt (all zeros), so that both runs set the same bits (a new filter's
+        # salt is random).
+        bloom.configure(admin.conn, ProjectKeys(P), bloom.Geometry(salt="0" * 32))
         # One item to claim, so that both runs claim the same one (Redis picks at random).
         items.add(admin, P, ITEMS if claim else ITEMS[:1])
         claimed = []

@@ -47,12 +47,12 @@ def hashing(request, monkeypatch):
 
 def crowded(k, geometry: bloom.Geometry, layer: int, n: int, tag: str) -> list[bytes]:
     """N URLs whose two buckets in LAYER of a fingerprint filter are one and the same (what a
-    poster who knows the hash can send): 8 fill it, the others are stashed."""
+    poster who knows the hash, salt included, can send): 8 fill it, the others are stashed."""
     plan = bloom.Plan(k, bloom.Geometry(**{**geometry.__dict__, "layers": layer + 1}))
     found, i = [], 0
     while len(found) < n:
         name = f"https://example.com/{tag}/{i}?q=%20#f".encode()
-        args = bloom.fingerprint_args([b""], [name], [plan.hash_plan[layer]])
+        args = plan.hashed([b""], [name], [plan.hash_plan[layer]])
         if args[2] == args[4] == 0:
             found.append(name)
         i += 1

@@ -5,10 +5,14 @@ ARGV[1] capacity (items in the first layer)  ARGV[2] false-positive rate  ARGV[3
 ARGV[4] tightening ratio  ARGV[5] bits per chunk  ARGV[6] '1' to replace a configured geometry
 ARGV[7] kind ('layered', 'wide' or 'fingerprint', see tracker_core.bloom)  ARGV[8] least bits
 per item of a wide layer. A geometry stored without a kind (made before kinds) is layered.
+ARGV[9] the filter's hash salt: 32 lowercase hex digits from Python's secrets (Lua has no good
+randomness), stored only with a new geometry; a geometry stored without one hashes unkeyed.
+Absent or '' stores none (the old callers').
 
 Returns the geometry in force as a flat field/value list; {-1} unknown project, {-2} the filter
 already holds items (its bit positions depend on the geometry, so it can no longer change);
-{-3} (nothing changed) when an argument is not a number or the kind is not one of those.
+{-3} (nothing changed) when an argument is not a number, the kind is not one of those or the
+salt is not 32 hex digits.
 Reply codes by name: reply_codes.BloomConfigure (Python callers compare against those names).
 ]]
 local settings_key = KEYS[1]
@@ -16,7 +20,9 @@ local bloom_key    = KEYS[2]
 if redis.call('EXISTS', settings_key) == 0 then return {-1} end
 for _, i in ipairs({1, 2, 3, 4, 5, 8}) do if not tonumber(ARGV[i]) then return {-3} end end
 local kinds = {layered = true, wide = true, fingerprint = true}
-if not kinds[ARGV[7]] then return {-3} end   -- both before the DEL below
+if not kinds[ARGV[7]] then return {-3} end   -- all three before the DEL below
+local salt = ARGV[9] or ''
+if salt ~= '' and not string.match(salt, '^' .. string.rep('[0-9a-f]', 32) .. '$') then return {-3} end
 local fields = {'capacity', 'fp_rate', 'growth', 'tightening', 'chunk_bits'}
 local configured = redis.call('EXISTS', bloom_key) == 1
 if configured and ARGV[6] == '1' then
@@ -27,5 +33,6 @@ end
 if not configured then
   for i, field in ipairs(fields) do redis.call('HSET', bloom_key, field, ARGV[i]) end
   redis.call('HSET', bloom_key, 'layers', 1, 'items', 0, 'kind', ARGV[7], 'bits_per_item', ARGV[8])
+  if salt ~= '' then redis.call('HSET', bloom_key, 'salt', salt) end
 end
 return redis.call('HGETALL', bloom_key)
