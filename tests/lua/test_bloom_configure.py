@@ -36,3 +36,18 @@ def test_configure_stores_the_kind_and_refuses_an_unknown_one(conn, project, r):
         refused = script_calls.bloom_configure(conn, project, replace=True, **GEOMETRY, **bad)
         assert refused == BloomConfigure.NOT_A_NUMBER
     assert r.hget(project.bloom, "kind") == "wide"
+
+
+def test_configure_stores_a_salt_only_with_a_new_geometry_and_refuses_a_bad_one(conn, project, r):
+    for bad in ("zz" * 16, "ab", "AB" * 16, "0" * 31 + "\n"):
+        refused = script_calls.bloom_configure(conn, project, replace=False, salt=bad, **GEOMETRY)
+        assert refused == BloomConfigure.NOT_A_NUMBER
+        assert not r.exists(project.bloom)
+    good, other = "0123456789abcdef" * 2, "f" * 32
+    assert script_calls.bloom_configure(conn, project, replace=False, salt=good, **GEOMETRY)["salt"] == good
+    kept = script_calls.bloom_configure(conn, project, replace=False, salt=other, **GEOMETRY)
+    assert kept["salt"] == good
+    renewed = script_calls.bloom_configure(conn, project, replace=True, salt=other, **GEOMETRY)
+    assert renewed["salt"] == other
+    unsalted = script_calls.bloom_configure(conn, project, replace=True, **GEOMETRY)
+    assert "salt" not in unsalted and not r.hexists(project.bloom, "salt")

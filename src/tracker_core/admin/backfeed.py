@@ -105,6 +105,14 @@ def bloom_filter(
     if geometry == BloomConfigure.NOT_A_NUMBER:
         raise Conflict(f"{project}'s filter settings are damaged (not a number)")
     counts = ctx.conn.hgetall(k.bloom)
+    layers = geometry.all_layers()
+    # A fingerprint layer's stash: names both of whose buckets were full (a crowded filter shows here).
+    stashed = {}
+    if geometry.kind == bloom.FINGERPRINT:
+        pipe = ctx.conn.pipeline(transaction=False)
+        for layer in layers:
+            pipe.scard(k.bloom_stash(layer.index))
+        stashed = dict(zip((layer.index for layer in layers), pipe.execute()))
     if wanted is not None:
         ctx.audit(
             "backfeed.filter",
@@ -126,8 +134,9 @@ def bloom_filter(
                 "chunks": layer.chunks,
                 "bytes": layer.bits // 8,
                 "items": int(counts.get(f"n:{layer.index}", 0)),
+                **({"stashed": stashed[layer.index]} if stashed else {}),
             }
-            for layer in geometry.all_layers()
+            for layer in layers
         ],
         "items": int(counts.get("items", 0)),
         "bits_per_item_at_capacity": geometry.layer(0).bits / geometry.capacity,
