@@ -17,7 +17,7 @@ from pathlib import Path
 
 import tracker_core
 from cpu_bench.meters import RedisCpu
-from server_bench import constant_rate
+from server_bench import constant_rate, summary
 from server_bench.items import ItemSupply
 from server_bench.plan import AIMS, LATENCY_CONNECTIONS, LOAD_SHARE, PROJECT, SERVERS, CapacityPlan
 from server_bench.run import machine, versions
@@ -163,16 +163,15 @@ def headline_figures(results: dict) -> dict:
 
 
 def carried_history(previous: dict | None) -> list[dict]:
+    """server_bench's history, with the commit measured (a snapshot may differ from HEAD)."""
     if previous is None:
         return []
-    entry = {
-        "date_utc": previous["date_utc"],
-        "quick": previous["quick"],
-        "git_commit": previous.get("measured_commit") or previous["versions"].get("git_commit"),
-        "measured_source": previous.get("measured_source"),
-        "figures": previous["figures"],
-    }
-    return [*previous.get("history", []), entry]
+    return summary.carried_history(
+        previous,
+        lambda run: run["figures"],
+        git_commit=previous.get("measured_commit") or previous["versions"].get("git_commit"),
+        measured_source=previous.get("measured_source"),
+    )
 
 
 def run_capacity(plan: CapacityPlan, quick: bool) -> dict:

@@ -68,15 +68,17 @@ def headline(results: dict) -> dict:
     return figures
 
 
-def carried_history(previous: dict | None) -> list[dict]:
-    """The history for a new run: the previous server.json's own history plus its headline."""
+def carried_history(previous: dict | None, figures=None, **extra) -> list[dict]:
+    """The history for a new run: the previous results' own history plus an entry for them,
+    with FIGURES(previous) as its figures (default: server.json's headline) and EXTRA fields."""
     if previous is None:
         return []
     entry = {
         "date_utc": previous["date_utc"],
         "quick": previous["quick"],
         "git_commit": previous["versions"].get("git_commit"),
-        "figures": headline(previous),
+        **extra,
+        "figures": (figures or headline)(previous),
     }
     return [*previous.get("history", []), entry]
 
