@@ -102,7 +102,11 @@ def write(results: dict, out: Path) -> None:
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(prog="cpu_per_request", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="about a second per case (a smoke test)")
-    parser.add_argument("--seconds", type=float, help="measured seconds per case (default 45; quick 1)")
+    parser.add_argument(
+        "--seconds",
+        type=int,
+        help="measured whole seconds per case (wrk counts in seconds; default 45; quick 1)",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS, help="where cpu.json and cpu.md go")
     args = parser.parse_args(argv)
     if shutil.which("wrk") is None:
