@@ -12,7 +12,6 @@ machine, versions, command, date, and the history of earlier runs' figures) and 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import sys
@@ -25,6 +24,7 @@ from cpu_bench import cases
 from cpu_bench.history import carried_history, headlines
 from cpu_bench.report import report
 from server_bench.plan import PROJECT, RESULTS, WRK_THREADS
+from server_bench.results_file import write_with_history
 from server_bench.run import machine, versions
 from server_bench.servers import start_hello, start_tracker
 from tracker_core.admin import projects
@@ -91,12 +91,7 @@ def request_over_unix_socket(plan: cases.Plan, scratch: Path, log: Path) -> dict
 
 def write(results: dict, out: Path) -> None:
     """cpu.json and cpu.md in OUT, the previous cpu.json's figures moved into the history."""
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "cpu.json"
-    previous = json.loads(path.read_text()) if path.exists() else None
-    results["history"] = carried_history(previous)
-    path.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
-    (out / "cpu.md").write_text(report(results))
+    write_with_history(results, out, "cpu", carried_history, report)
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -7,7 +7,6 @@ arrival rate. Writes capacity.json (with the history of earlier runs' figures) a
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import tempfile
@@ -20,6 +19,7 @@ from cpu_bench.meters import RedisCpu
 from server_bench import constant_rate, summary
 from server_bench.items import ItemSupply
 from server_bench.plan import AIMS, LATENCY_CONNECTIONS, LOAD_SHARE, PROJECT, SERVERS, CapacityPlan
+from server_bench.results_file import write_with_history
 from server_bench.run import machine, versions
 from server_bench.servers import start_tracker
 from server_bench.worker_counts import ProcessTreeCpu, Sweep, best_count, medians
@@ -256,9 +256,4 @@ def write(results: dict, out: Path) -> None:
     """capacity.json and capacity.md in OUT, the previous capacity.json's figures kept as history."""
     from server_bench.capacity_report import report
 
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "capacity.json"
-    previous = json.loads(path.read_text()) if path.exists() else None
-    results["history"] = carried_history(previous)
-    path.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
-    (out / "capacity.md").write_text(report(results))
+    write_with_history(results, out, "capacity", carried_history, report)

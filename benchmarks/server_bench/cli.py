@@ -4,13 +4,13 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 import server_bench
 from server_bench.plan import CAPACITY_FULL, CAPACITY_QUICK, FULL, QUICK, RESULTS
 from server_bench.plots import plot
 from server_bench.report import report
+from server_bench.results_file import write_with_history
 from server_bench.run import run
 from server_bench.summary import carried_history
 
@@ -45,11 +45,7 @@ def main() -> None:
 def server(options) -> None:
     plan = QUICK if options.quick else FULL
     results = run(plan, options.quick)
-    options.out.mkdir(parents=True, exist_ok=True)
-    path = options.out / "server.json"
-    results["history"] = carried_history(json.loads(path.read_text()) if path.exists() else None)
-    path.write_text(json.dumps(results, indent=2) + "\n")
-    (options.out / "server.md").write_text(report(results))
+    write_with_history(results, options.out, "server", carried_history, report)
     for path in plot(results, options.out):
         print(f"wrote {path}")
     print(
