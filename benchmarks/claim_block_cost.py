@@ -22,15 +22,15 @@ Writes benchmarks/results/claim_block_cost.json. Bounded: about a minute.
 
 from __future__ import annotations
 
-import hashlib
+import dataclasses
 import json
 import platform
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from claim_cost_breakdown import script_at
 from tracker_core import script_calls, scripts
 from tracker_core.admin import items, limits, projects
 from tracker_core.admin.context import AdminContext
@@ -42,7 +42,6 @@ ROUNDS = 7
 DOWNLOADERS = 1000
 BEFORE = "1db90d8"  # the last claim-22.lua before blocks moved to the index
 RESULTS = Path(__file__).with_name("results") / "claim_block_cost.json"
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def client(n: int) -> tuple[str, str]:
@@ -52,15 +51,8 @@ def client(n: int) -> tuple[str, str]:
 
 
 def old_script(revision: str) -> scripts.Script:
-    text = subprocess.run(
-        ["git", "show", f"{revision}:src/tracker_core/lua/claim-22.lua"],
-        cwd=ROOT,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    source = scripts._inline(text)
-    return scripts.Script("claim_before", 22, source, hashlib.sha1(source.encode()).hexdigest())
+    """The claim script of REVISION (claim_cost_breakdown.script_at), loaded as claim_before."""
+    return dataclasses.replace(script_at(revision), name="claim_before")
 
 
 def old_claim(engine: Engine, project: str, downloader: str, ip: str) -> int:
