@@ -380,3 +380,22 @@ def test_the_body_is_read_up_to_its_length_whatever_size_is_asked():
     assert body.read(100) == b"" and body.read(-1) == b"" and body.read(None) == b""
     assert hot_path._Body(io.BytesIO(b"abcdef"), 4).read(-1) == b"abcd"
     assert hot_path._Body(io.BytesIO(b"abcdef"), 4).read(None) == b"abcd"
+
+
+def test_the_route_cache_keeps_a_path_at_its_length_limit_and_not_one_past_it(redis_url):
+    full = create_app(Engine(redis_url))
+    at = "/" + "p" * (hot_path.MAX_CACHED_PATH_CHARS - len("//request")) + "/request"
+    past = "/" + "q" * (hot_path.MAX_CACHED_PATH_CHARS + 1 - len("//request")) + "/request"
+    assert (len(at), len(past)) == (hot_path.MAX_CACHED_PATH_CHARS, hot_path.MAX_CACHED_PATH_CHARS + 1)
+    assert full.hot_path.route(at) is not None and full.hot_path.route(past) is not None
+    assert at in full.hot_path._routes and past not in full.hot_path._routes
+
+
+def test_the_route_cache_starts_over_past_its_count_limit(redis_url):
+    full = create_app(Engine(redis_url))
+    paths = [f"/p{n}/request" for n in range(hot_path.MAX_CACHED_PATHS + 1)]
+    for path in paths[:-1]:
+        full.hot_path.route(path)
+    assert len(full.hot_path._routes) == hot_path.MAX_CACHED_PATHS  # at the limit: all kept
+    full.hot_path.route(paths[-1])
+    assert list(full.hot_path._routes) == [paths[-1]]  # one past it: emptied, then the new one
