@@ -4,6 +4,11 @@ An item handed to a second warrior while a first still holds it is a violation o
 two claims ran certainly closer than the project's reclaim TTL: a claim ran somewhere between its
 request being sent and its answer arriving, so the widest gap is (later answer - earlier send).
 Wider gaps may be legitimate reclaims (the first holder went quiet) and are counted apart.
+
+The tracker's clock is whole milliseconds, floored (`Engine._now_ms`), and a claim is due when
+`now_ms >= claimed_ms + ttl_ms`: a reclaim right at the TTL can come up to 1 ms of real time
+early, and the warriors' monotonic clock is not the workers' wall clock. So a gap within
+CLOCK_SLACK_S below the TTL is a reclaim, not a violation (CI saw one at 4.9995-5.0 s).
 """
 
 from __future__ import annotations
@@ -18,6 +23,9 @@ class Claim:
     holder: str
     sent: float
     received: float
+
+
+CLOCK_SLACK_S = 0.002
 
 
 class Ledger:
@@ -54,7 +62,7 @@ class Ledger:
                 prev = self.holders.get(item)
                 if prev is not None:
                     widest = max(received - prev.sent, prev.received - sent)
-                    if widest < self.reclaim_ttl_s:
+                    if widest < self.reclaim_ttl_s - CLOCK_SLACK_S:
                         self.twice.append(
                             {
                                 "item": item[:200],
