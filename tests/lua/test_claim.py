@@ -86,3 +86,25 @@ def test_claim_ignores_counted_flags_from_another_life_of_the_project(conn, proj
     )
     counted_claim(conn, project, now_ms, "", True, True)
     assert uniques(r, project, now_ms) == (1, 1)
+
+
+def test_a_one_item_claim_writes_what_a_many_item_claim_writes(conn, project, r, names, now_ms):
+    # One fresh item takes the script's call-per-key path, more take the argument-list path:
+    # both leave the same records (out, claims, reclaim_at, the holder's count, the counters).
+    r.sadd(project.todo, *names)
+    r.hset(project.settings, "reclaim_ttl_s", "60")
+    one = claim(conn, project, now_ms, wanted=1, downloader="bob", ip="10.0.0.9")
+    many = claim(conn, project, now_ms + 1, wanted=2, downloader="carol", ip="10.0.0.8")
+    assert one.code == many.code == Claim.OK and len(one.items) == 1 and len(many.items) == 2
+    for reply, at, who in ((one, now_ms, "bob\t10.0.0.9\t1"), (many, now_ms + 1, "carol\t10.0.0.8\t1")):
+        for item in reply.items:
+            assert r.zscore(project.out, item) == at
+            assert r.hget(project.claims, item) == who
+            assert r.zscore(project.reclaim_at, item) == at + 60_000
+    assert r.hgetall(project.downloader_claims) == {"bob": "1", "carol": "2"}
+    stats = r.hgetall(project.stats)
+    assert (stats["requests"], stats["requests_served"], stats["items_claimed"]) == ("2", "2", "3")
+    assert "reclaims_served" not in stats and "items_reclaimed" not in stats
+    minute = r.hgetall(project.minute(now_ms // 60_000))
+    assert (minute["requests"], minute["requests_served"], minute["items_claimed"]) == ("2", "2", "3")
+    assert r.ttl(project.minute(now_ms // 60_000)) > 0
