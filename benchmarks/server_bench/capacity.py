@@ -8,6 +8,7 @@ arrival rate. Writes capacity.json (with the history of earlier runs' figures) a
 from __future__ import annotations
 
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -67,11 +68,19 @@ def latency_schedule(plan: CapacityPlan) -> list[float]:
 
 
 def latency_at_share(
-    plan: CapacityPlan, redis_url: str, admin, supply: ItemSupply, log: Path, workers: int, guess: float
+    plan: CapacityPlan,
+    redis_url: str,
+    admin,
+    supply: ItemSupply,
+    log: Path,
+    workers: int,
+    guess: float,
+    shares: list[float] | None = None,
 ) -> list[dict]:
-    """Constant-rate runs against `tracker serve` with WORKERS (latency_schedule), each at its share
-    of the peak that wrk measured on the same server just before it (on a shared machine the peak
-    of a minute ago may not be this minute's: 70% of it could be past saturation, or far below)."""
+    """Constant-rate runs against `tracker serve` with WORKERS at SHARES of the peak (by default
+    latency_schedule), each of the peak that wrk measured on the same server just before it (on a
+    shared machine the peak of a minute ago may not be this minute's: 70% of it could be past
+    saturation, or far below)."""
     redis = RedisCpu(admin.conn)
     process, port = start_tracker(redis_url, log, workers)
     path = f"/{PROJECT}/request"
@@ -81,7 +90,7 @@ def latency_at_share(
         supply.top_up(int(guess * plan.warmup_s * 1.5) + 1_000)
         run_wrk(f"http://127.0.0.1:{port}{path}", "request.lua", plan.connections, plan.warmup_s, False)
         supply.recycle()
-        for number, share in enumerate(latency_schedule(plan)):
+        for number, share in enumerate(latency_schedule(plan) if shares is None else shares):
             supply.top_up(int(guess * PEAK_PROBE_S * 1.5) + 1_000)
             probe = run_wrk(
                 f"http://127.0.0.1:{port}{path}", "request.lua", plan.connections, PEAK_PROBE_S, False
@@ -250,6 +259,63 @@ def run_capacity(plan: CapacityPlan, quick: bool) -> dict:
     results["seconds_total"] = round(time.time() - started, 1)
     results["figures"] = headline_figures(results)
     return results
+
+
+def run_p99(counts: list[int], shares: list[float], seconds: float, rounds: int) -> list[dict]:
+    """Only the constant-rate runs (`--part p99`): for each round and each worker count of COUNTS
+    (rotated each round, so that a noisy minute does not fall on one count), a fresh `tracker
+    serve`, then a run of SECONDS at each of SHARES of the peak probed just before it. Prints as it
+    goes; writes nothing (the committed figures come from `--part capacity`)."""
+    plan = CapacityPlan(
+        counts=tuple(counts),
+        rounds=rounds,
+        seconds=PEAK_PROBE_S,
+        warmup_s=1,
+        connections=LATENCY_CONNECTIONS,
+        latency_s=seconds,
+        latency_runs=1,
+    )
+    runs: list[dict] = []
+    with tempfile.TemporaryDirectory(prefix="tracker-p99-") as scratch_name:
+        scratch = Path(scratch_name)
+        redis_server = EmbeddedRedis(scratch / "redis", port=free_port()).start()
+        try:
+            admin = AdminContext.from_url(redis_server.url)
+            projects.create(admin, PROJECT)
+            supply = ItemSupply(admin, Engine(redis_server.url))
+            for round_number in range(rounds):
+                shift = round_number % len(counts)
+                for workers in counts[shift:] + counts[:shift]:
+                    print(f"round {round_number}, {workers} bjoern workers", flush=True)
+                    for run in latency_at_share(
+                        plan,
+                        redis_server.url,
+                        admin,
+                        supply,
+                        scratch / "servers.log",
+                        workers,
+                        10_000,
+                        shares,
+                    ):
+                        runs.append(run | {"round": round_number})
+        finally:
+            redis_server.stop()
+    return runs
+
+
+def p99_table(runs: list[dict]) -> list[str]:
+    """Per worker count and share offered: the median p99 over its runs, and each run's."""
+    lines = ["workers | share | runs | median p99 ms | p99 each run | median p50 ms | median req/s"]
+    for workers, share in sorted({(r["workers"], r["share_offered"]) for r in runs}):
+        mine = [r for r in runs if r["workers"] == workers and r["share_offered"] == share]
+        p99 = [r["latency_ms"]["p99"] for r in mine]
+        lines.append(
+            f"{workers} | {int(share * 100)}% | {len(mine)} | {statistics.median(p99):.2f} | "
+            f"{', '.join(f'{x:.2f}' for x in p99)} | "
+            f"{statistics.median(r['latency_ms']['p50'] for r in mine):.2f} | "
+            f"{statistics.median(r['requests_per_s'] for r in mine):,.0f}"
+        )
+    return lines
 
 
 def write(results: dict, out: Path) -> None:

@@ -1,5 +1,6 @@
-"""The command line: `python benchmarks/server_bench [--quick] [--part all|server|capacity] [--out DIR]`
-(or `PYTHONPATH=benchmarks python -m server_bench`)."""
+"""The command line: `python benchmarks/server_bench [--quick] [--part all|server|capacity|p99] [--out DIR]`
+(or `PYTHONPATH=benchmarks python -m server_bench`). `--part p99` runs only capacity's
+constant-rate runs, for `--workers` (one count or several, compared in alternating rounds)."""
 
 from __future__ import annotations
 
@@ -23,13 +24,30 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=RESULTS, help="where results go")
     parser.add_argument(
         "--part",
-        choices=("all", "server", "capacity"),
+        choices=("all", "server", "capacity", "p99"),
         default="all",
         help="server: scenarios, Locust, data layer (server.json/.md, ~5 min); capacity: worker "
         "counts under bjoern and granian and p99 at a constant 70%% of the peak (capacity.json/.md, "
-        "~6 min); all: both",
+        "~6 min); all: both; p99: only the constant-rate runs, printed (~2 min with the defaults)",
     )
+    parser.add_argument(
+        "--workers",
+        type=_counts,
+        default=None,
+        help="p99: bjoern worker counts, comma-separated (default: tracker serve's default)",
+    )
+    parser.add_argument(
+        "--shares",
+        type=_shares,
+        default=None,
+        help="p99: shares of the peak offered, in order (default: capacity's 0.7,0.5,0.7,0.3,0.7)",
+    )
+    parser.add_argument("--seconds", type=float, default=15.0, help="p99: seconds of each constant-rate run")
+    parser.add_argument("--rounds", type=int, default=1, help="p99: rounds over the worker counts")
     options = parser.parse_args()
+    if options.part == "p99":
+        p99(options)
+        return
     if options.part in ("all", "server"):
         server(options)
     if options.part in ("all", "capacity"):
@@ -40,6 +58,29 @@ def main() -> None:
         print(
             f"wrote {options.out / 'capacity.json'} and {options.out / 'capacity.md'} ({results['seconds_total']} s)"
         )
+
+
+def _counts(text: str) -> list[int]:
+    counts = [int(part) for part in text.split(",")]
+    if not counts or min(counts) < 1:
+        raise argparse.ArgumentTypeError("worker counts are whole numbers from 1")
+    return counts
+
+
+def _shares(text: str) -> list[float]:
+    shares = [float(part) for part in text.split(",")]
+    if not shares or not all(0 < share <= 1 for share in shares):
+        raise argparse.ArgumentTypeError("shares of the peak are above 0 and at most 1")
+    return shares
+
+
+def p99(options) -> None:
+    from server_bench import capacity
+    from tracker_api.server import default_workers
+
+    shares = options.shares or capacity.latency_schedule(CAPACITY_FULL)
+    runs = capacity.run_p99(options.workers or [default_workers()], shares, options.seconds, options.rounds)
+    print("\n".join(capacity.p99_table(runs)))
 
 
 def server(options) -> None:

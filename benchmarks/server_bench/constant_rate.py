@@ -37,6 +37,7 @@ class _Connection:
     buffer: bytearray = field(default_factory=bytearray)
     due_ns: int = 0  # when the request on it was due (its latency counts from here)
     sent_ns: int = 0  # when it went out (the latency wrk would report counts from here)
+    port: int = 0  # its local port: which worker holds it shows in `ss`
 
 
 def request_bytes(host: str, port: int, path: str, body: bytes, headers: dict[str, str]) -> bytes:
@@ -105,6 +106,7 @@ def run(
     connections: int = 64,
     timeout_s: float = 5.0,
     nicer_by: int = 0,
+    timeline: bool = False,
 ) -> dict:
     """Offer RATE_PER_S requests a second for DURATION_S over CONNECTIONS keep-alive connections
     (REQUESTS used in turn); the latency figures, from each request's due time. The sending
@@ -112,7 +114,7 @@ def run(
     own_nice = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
     client_nice = raise_priority(own_nice - nicer_by) if nicer_by else own_nice
     try:
-        return _run(host, port, requests, rate_per_s, duration_s, connections, timeout_s) | {
+        return _run(host, port, requests, rate_per_s, duration_s, connections, timeout_s, timeline) | {
             "client_nice": client_nice
         }
     finally:
@@ -120,7 +122,7 @@ def run(
             raise_priority(own_nice)
 
 
-def _run(host, port, requests, rate_per_s, duration_s, connections, timeout_s) -> dict:
+def _run(host, port, requests, rate_per_s, duration_s, connections, timeout_s, timeline=False) -> dict:
     total = max(1, int(rate_per_s * duration_s))
     interval_ns = 1e9 / rate_per_s
     poller = select.epoll()
@@ -130,7 +132,7 @@ def _run(host, port, requests, rate_per_s, duration_s, connections, timeout_s) -
         sock = socket.create_connection((host, port))
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.setblocking(False)
-        conn = _Connection(sock)
+        conn = _Connection(sock, port=sock.getsockname()[1])
         by_fd[sock.fileno()] = conn
         poller.register(sock.fileno(), select.EPOLLIN)
         return conn
@@ -145,6 +147,7 @@ def _run(host, port, requests, rate_per_s, duration_s, connections, timeout_s) -
     queued = array.array("q")  # due to sent, for those that found every connection busy
     from_send = array.array("q")
     due_queue: deque[int] = deque()
+    answers: list[tuple[int, int, int, int]] = []
     statuses: dict[int, int] = {}
     errors = {"reset": 0, "timeout": 0}
     sent = next_index = 0
@@ -201,6 +204,8 @@ def _run(host, port, requests, rate_per_s, duration_s, connections, timeout_s) -
             answered_ns = time.monotonic_ns()
             latencies.append(answered_ns - conn.due_ns)
             from_send.append(answered_ns - conn.sent_ns)
+            if timeline:
+                answers.append((conn.due_ns - t0, conn.sent_ns - t0, answered_ns - t0, conn.port))
             length, status = end
             statuses[status] = statuses.get(status, 0) + 1
             del conn.buffer[:length]
@@ -211,7 +216,8 @@ def _run(host, port, requests, rate_per_s, duration_s, connections, timeout_s) -
         conn.sock.close()
     poller.close()
     answered = len(latencies)
-    return {
+    extra = {"timeline": answers} if timeline else {}
+    return extra | {
         "target_per_s": round(rate_per_s, 1),
         "requests": answered,
         "seconds": round(elapsed_s, 3),

@@ -6,14 +6,16 @@ A whole run (`python -m server_bench --part capacity`, ~6 minutes) is not a test
 
 from __future__ import annotations
 
+import argparse
 import json
 import socket
+import sys
 import threading
 import time
 
 import pytest
 
-from server_bench import constant_rate
+from server_bench import capacity, cli, constant_rate
 from server_bench.capacity_report import report
 from server_bench.plan import CAPACITY_FULL, PROJECT, RESULTS, CapacityPlan
 from server_bench.servers import post_json, start_granian, start_hello
@@ -155,3 +157,68 @@ def test_medians_over_rounds_and_the_fewest_workers_near_the_best():
 def test_the_committed_figures_give_the_committed_report():
     committed = json.loads((RESULTS / "capacity.json").read_text())
     assert report(committed) == (RESULTS / "capacity.md").read_text()
+
+
+def test_the_timeline_holds_each_answer_with_its_due_send_and_answer_times(tmp_path):
+    process, port = start_hello(tmp_path / "hello.log", 1)
+    try:
+        request = constant_rate.request_bytes("127.0.0.1", port, f"/{PROJECT}/request", BODY, {})
+        plain = constant_rate.run("127.0.0.1", port, [request], 200, 0.5, connections=4)
+        figures = constant_rate.run("127.0.0.1", port, [request], 200, 0.5, connections=4, timeline=True)
+    finally:
+        stop(process)
+    assert "timeline" not in plain  # only when asked: 100k tuples a run otherwise
+    assert len(figures["timeline"]) == figures["requests"] == 100
+    ports = set()
+    for due_ns, sent_ns, answered_ns, local_port in figures["timeline"]:
+        assert 0 <= due_ns <= sent_ns < answered_ns
+        ports.add(local_port)
+    assert len(ports) <= 4 and min(ports) > 0  # the connection each went out on
+    dues = sorted(entry[0] for entry in figures["timeline"])
+    assert dues[1] - dues[0] == pytest.approx(5e6, abs=1)  # every 5 ms at 200/s
+
+
+def _latency_run(workers, share, p99, p50=1.0, rate=1000.0):
+    return {
+        "workers": workers,
+        "share_offered": share,
+        "latency_ms": {"p50": p50, "p99": p99},
+        "requests_per_s": rate,
+    }
+
+
+def test_the_p99_part_prints_the_median_run_per_worker_count_and_share():
+    runs = [_latency_run(4, 0.7, p99) for p99 in (9.0, 3.0, 40.0)] + [_latency_run(2, 0.7, 2.5)]
+    runs.append(_latency_run(4, 0.3, 1.25))
+    assert capacity.p99_table(runs)[1:] == [
+        "2 | 70% | 1 | 2.50 | 2.50 | 1.00 | 1,000",
+        "4 | 30% | 1 | 1.25 | 1.25 | 1.00 | 1,000",
+        "4 | 70% | 3 | 9.00 | 9.00, 3.00, 40.00 | 1.00 | 1,000",
+    ]
+
+
+def test_the_p99_part_takes_worker_counts_from_1_and_shares_up_to_the_whole_peak():
+    assert cli._counts("1") == [1] and cli._counts("2,3,4") == [2, 3, 4]
+    with pytest.raises(argparse.ArgumentTypeError):
+        cli._counts("0,2")
+    assert cli._shares("1") == [1.0] and cli._shares("0.7,0.5") == [0.7, 0.5]
+    for refused in ("0", "1.01", "0.7,-0.1"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            cli._shares(refused)
+
+
+def test_the_p99_part_runs_only_the_constant_rate_runs(monkeypatch, capsys):
+    calls = []
+
+    def run_p99(counts, shares, seconds, rounds):
+        calls.append((counts, shares, seconds, rounds))
+        return [_latency_run(counts[0], shares[0], 4.0)]
+
+    monkeypatch.setattr(capacity, "run_p99", run_p99)
+    monkeypatch.setattr(capacity, "run_capacity", lambda *a: pytest.fail("the sweep ran"))
+    monkeypatch.setattr(
+        sys, "argv", ["server_bench", "--part", "p99", "--workers", "3", "--shares", "0.7", "--seconds", "5"]
+    )
+    cli.main()
+    assert calls == [([3], [0.7], 5.0, 1)]
+    assert "3 | 70% | 1 | 4.00 | 4.00" in capsys.readouterr().out
