@@ -10,6 +10,7 @@ as they are buffered (bodycap.py) and a guard thread beside it (connguard.py).
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import signal
@@ -63,10 +64,24 @@ def make_app(redis_url: str, config: AppConfig):
     return create_app(engine, config=config)
 
 
+def settle_heap() -> None:
+    """Collect the start-up garbage, then move every object left (modules, the app, its Engine)
+    out of the collector's sight for good (gc.freeze).
+
+    A worker's heap after start-up is some 10^5 long-lived objects; the first full (generation 2)
+    collections, a few seconds into serving, walked all of them and held the worker 40-70 ms each
+    (measured with gc.callbacks under `--part p99`), while every request on its connections
+    waited. Frozen, a full collection walks only what was made since.
+    """
+    gc.collect()
+    gc.freeze()
+
+
 def _worker(sock, redis_url: str, config: AppConfig, limits: Limits) -> None:
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     app = make_app(redis_url, config)
+    settle_heap()
     guard = ConnectionGuard(
         sock, limits.idle_timeout_s, limits.request_timeout_s, limits.max_body_bytes
     ).start()
