@@ -18,6 +18,7 @@ from pathlib import Path
 import tracker_core
 from cpu_bench.meters import RedisCpu
 from server_bench import constant_rate, summary
+from server_bench.capacity_report import cores_busy
 from server_bench.items import ItemSupply
 from server_bench.plan import AIMS, LATENCY_CONNECTIONS, LOAD_SHARE, PROJECT, SERVERS, CapacityPlan
 from server_bench.results_file import write_with_history
@@ -100,6 +101,7 @@ def latency_at_share(
             guess, target = max(guess, peak), share * peak
             supply.top_up(int(target * plan.latency_s * 1.3) + 1_000)
             tree = ProcessTreeCpu(process.pid)
+            forks = admin.conn.info("stats")["total_forks"]
             redis.start()
             tree.start()
             figures = constant_rate.run(
@@ -112,6 +114,10 @@ def latency_at_share(
                 nicer_by=CLIENT_NICER_BY,
             )
             server_s, redis_s = tree.stop(), redis.stop()["cpu_s"]
+            # Redis forks during the run (an AOF rewrite: a child takes a core for 0.1-0.3 s of
+            # it, the fork itself blocks Redis 1-7 ms) and the machine's load: what a tail can
+            # come from besides the tracker.
+            forks = admin.conn.info("stats")["total_forks"] - forks
             supply.recycle()
             answered = figures["requests"] or 1
             figures.update(
@@ -122,6 +128,8 @@ def latency_at_share(
                 share_of_peak=round(figures["requests_per_s"] / peak, 3),
                 server_cpu_us_per_request=round(server_s * 1e6 / answered, 1),
                 redis_cpu_us_per_request=round(redis_s * 1e6 / answered, 1),
+                redis_forks=forks,
+                load_average=round(os.getloadavg()[0], 2),
             )
             runs.append(figures)
             lat, lag = figures["latency_ms"], figures["send_lag_ms"]
@@ -129,7 +137,8 @@ def latency_at_share(
                 f"  constant rate {figures['requests_per_s']:.0f}/s (target {target:.0f}): p50 {lat['p50']:.2f} "
                 f"p90 {lat['p90']:.2f} p99 {lat['p99']:.2f} max {lat['max']:.2f} ms; client late p99 "
                 f"{lag['p99']:.2f} ms; {figures['queued_for_a_connection']} found all "
-                f"{LATENCY_CONNECTIONS} connections busy; {figures['client_cpu_us_per_request']} µs CPU/req",
+                f"{LATENCY_CONNECTIONS} connections busy; {figures['client_cpu_us_per_request']} µs CPU/req; "
+                f"{cores_busy(figures):.2f} cores busy; {forks} Redis fork(s); load {figures['load_average']:.2f}",
                 flush=True,
             )
     finally:

@@ -63,8 +63,8 @@ def _latency_runs(results: dict) -> list[str]:
         "",
         "Every constant-rate run, in the order run (each after its own peak probe):",
         "",
-        "| run | share offered | peak just before /s | answered /s | p50 ms | p99 ms | max ms | found every connection busy | server CPU µs/req | Redis CPU µs/req | client CPU µs/req |",
-        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| run | share offered | peak just before /s | answered /s | p50 ms | p99 ms | max ms | found every connection busy | server CPU µs/req | Redis CPU µs/req | client CPU µs/req | cores busy | Redis forks | load (1 min) |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in runs:
         lines.append(
@@ -72,8 +72,17 @@ def _latency_runs(results: dict) -> list[str]:
             f"{fmt(r['requests_per_s'])} | {fmt(r['latency_ms']['p50'])} | {fmt(r['latency_ms']['p99'])} | "
             f"{fmt(r['latency_ms']['max'])} | {100 * r['queued_for_a_connection'] / max(1, r['requests']):.1f}% | "
             f"{fmt(r['server_cpu_us_per_request'], 0)} | {fmt(r['redis_cpu_us_per_request'], 0)} | "
-            f"{fmt(r['client_cpu_us_per_request'], 0)} |"
+            f"{fmt(r['client_cpu_us_per_request'], 0)} | {fmt(cores_busy(r), 2)} | {fmt(r.get('redis_forks'))} | "
+            f"{fmt(r.get('load_average'), 2)} |"
         )
+    lines += [
+        "",
+        "Cores busy: answered/s x (server + Redis + client CPU per request), the cores the run "
+        f"kept busy out of {results['machine']['cores']} (the kernel's network work is partly in "
+        "these, partly not). Redis forks: AOF rewrites started during the run (the fork stops Redis "
+        "for 1-7 ms here and the rewrite takes a core for 0.1-0.3 s). Load: the 1-minute load "
+        "average at the run's end, this benchmark's own processes included.",
+    ]
     d = results["default"]
     at_peak = next(
         (r for r in results["medians"] if r["server"] == "bjoern" and r["workers"] == d["workers"]), None
@@ -90,6 +99,15 @@ def _latency_runs(results: dict) -> list[str]:
             "can therefore be near the cores' limit at a constant rate.",
         ]
     return lines
+
+
+def cores_busy(run: dict) -> float | None:
+    """The cores a constant-rate RUN kept busy: its rate x the server's, Redis's and the client's
+    CPU per request."""
+    parts = [run.get(f"{who}_cpu_us_per_request") for who in ("server", "redis", "client")]
+    if run.get("requests_per_s") is None or None in parts:
+        return None
+    return run["requests_per_s"] * sum(parts) / 1e6
 
 
 def _default_line(results: dict) -> str:

@@ -222,3 +222,39 @@ def test_the_p99_part_runs_only_the_constant_rate_runs(monkeypatch, capsys):
     cli.main()
     assert calls == [([3], [0.7], 5.0, 1)]
     assert "3 | 70% | 1 | 4.00 | 4.00" in capsys.readouterr().out
+
+
+def test_cores_busy_is_the_rate_times_every_processs_cpu_per_request():
+    from server_bench.capacity_report import cores_busy
+
+    run = {
+        "requests_per_s": 5000.0,
+        "server_cpu_us_per_request": 100.0,
+        "redis_cpu_us_per_request": 80.0,
+        "client_cpu_us_per_request": 20.0,
+    }
+    assert cores_busy(run) == pytest.approx(1.0)
+    assert cores_busy(run | {"client_cpu_us_per_request": None}) is None  # no answer, no figure
+    assert cores_busy(run | {"requests_per_s": None}) is None
+
+
+def test_the_run_table_shows_the_redis_forks_and_the_load_of_each_run():
+    committed = json.loads((RESULTS / "capacity.json").read_text())
+    run = committed["latency_runs"][0] | {"redis_forks": 1, "load_average": 1.23}
+    committed["latency_runs"] = [run]
+    row = next(line for line in report(committed).splitlines() if line.startswith("| 0 | 70% |"))
+    assert row.endswith(" | 1 | 1.23 |")
+    del run["redis_forks"], run["load_average"]  # runs recorded before they were measured
+    row = next(line for line in report(committed).splitlines() if line.startswith("| 0 | 70% |"))
+    assert row.endswith(" | - | - |")
+
+
+def test_the_p99_part_runs_against_a_real_tracker_and_records_forks_and_load():
+    runs = capacity.run_p99([1], [0.3], 1.0, 1)
+    assert len(runs) == 1
+    run = runs[0]
+    assert run["workers"] == 1 and run["share_offered"] == 0.3 and run["round"] == 0
+    assert run["requests"] > 0 and run["non_2xx"] == 0
+    assert isinstance(run["redis_forks"], int) and run["redis_forks"] >= 0
+    assert run["load_average"] >= 0
+    assert run["target_per_s"] == pytest.approx(0.3 * run["peak_requests_per_s"], rel=0.01)
