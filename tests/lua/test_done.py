@@ -67,3 +67,33 @@ def test_done_counters_are_exact_and_the_minute_expires(conn, project, r, names,
     assert r.hget(minute, "done_requests") == "2" and r.hget(minute, "items_done") == "2"
     assert 0 < r.ttl(minute) <= 100
     assert r.hget(project.stats, "done_requests") == "43" and r.hget(project.stats, "dones_repeated") == "2"
+
+
+def test_done_numbers_are_the_same_with_one_domain_or_several(conn, project, r, names, now_ms, claimed):
+    # One domain: its share is also the total (written once as digits and used for both); two
+    # domains: the total is their sum. The log entry, the leaderboard and the counters agree.
+    claimed(names[:3])
+    call = dict(now_ms=now_ms + 2000, version="1", item_id="{}", ip="10.0.0.1")
+    one = script_calls.done(
+        conn, project, downloader="alice", domain_bytes=["a.example", 300], items=names[:1], **call
+    )
+    two = script_calls.done(
+        conn,
+        project,
+        downloader="bob",
+        domain_bytes=["a.example", 50, "b.example", 7],
+        items=names[1:3],
+        **call,
+    )
+    assert one.new == 1 and two.new == 2
+    entries = [fields for _, fields in r.xrange(project.log)]
+    assert [(e["downloader"], e["bytes"], e["domains"], e["at"]) for e in entries] == [
+        ("alice", "300", "a.example\x00300", str(now_ms + 2000)),
+        ("bob", "57", "a.example\x0050\x00b.example\x007", str(now_ms + 2000)),
+    ]
+    assert (
+        r.zscore(project.downloader_bytes, "alice") == 300 and r.zscore(project.downloader_bytes, "bob") == 57
+    )
+    assert r.hgetall(project.domain_bytes) == {"a.example": "350", "b.example": "7"}
+    assert r.hgetall(project.downloader_count) == {"alice": "1", "bob": "2"}
+    assert r.hmget(project.stats, "bytes_done", "items_done") == ["357", "3"]

@@ -63,22 +63,9 @@ Reply codes by name: reply_codes.Done (Python callers compare against those name
 --@include counters
 --@constants RTT_BOUNDS_S DEFAULT_MAX_BYTES_PER_ITEM DEFAULT_LOG_MAXLEN MAX_DOMAIN_FIELDS
 --@constants BAD_DONES_MAXLEN BAD_ITEMS_BYTES MAX_LOG_MAXLEN LOG_SAFETY_FACTOR LOG_SAFETY_MIN
-local settings_key           = KEYS[1]
-local out_key                = KEYS[2]
-local claims_key             = KEYS[3]
-local done_key               = KEYS[4]
-local downloader_claims_key  = KEYS[5]
-local log_key                = KEYS[6]
-local downloader_count_key   = KEYS[7]
-local downloader_bytes_key   = KEYS[8]
-local downloader_version_key = KEYS[9]
-local domain_bytes_key       = KEYS[10]
-local stats_key              = KEYS[11]
-local minute_key             = KEYS[12]
-local bad_dones_key          = KEYS[18]
-local reclaim_history_key    = KEYS[19]
-local dead_key               = KEYS[20]
-local FIRST_QUEUE, LAST_QUEUE = 13, 17  -- KEYS[13..17]: every queue a done item may wait in
+-- The helpers come first and get what they use as arguments: the script makes every function
+-- anew on each run, and one that captures locals of the body costs hundreds of instructions a
+-- local to make (docs/data-model.md, "What a claim and a done cost in Redis").
 -- Byte counters stop at 2^53: exact in a Lua double and far below HINCRBY's 2^63, whose
 -- "would overflow" would fail the script after items already moved from out to done.
 local BYTES_LIMIT = 2 ^ 53
@@ -96,6 +83,56 @@ local function rtt_field(rtt_ms)
   end
   return 'rtt_le_inf'
 end
+
+-- How much a counter holding VALUE may still grow.
+local function room(value)
+  if not value then return BYTES_LIMIT end
+  local v = tonumber(value)
+  if not v or v ~= math.floor(v) then return 0 end   -- not an integer: HINCRBY would fail
+  return math.max(BYTES_LIMIT - v, 0)
+end
+-- NAMES joined by NUL, at most BUDGET bytes, never cutting a UTF-8 sequence in two.
+local function bounded_join(names, budget)
+  local parts, size = {}, 0
+  for i, name in ipairs(names) do
+    local sep = i > 1 and 1 or 0
+    if size + sep + #name <= budget then
+      parts[#parts + 1] = name
+      size = size + sep + #name
+    else
+      local cut = budget - size - sep
+      while cut > 0 do
+        local b = string.byte(name, cut + 1)
+        if b < 0x80 or b >= 0xC0 then break end   -- the next byte starts a character
+        cut = cut - 1
+      end
+      if cut > 0 then parts[#parts + 1] = string.sub(name, 1, cut) end
+      break
+    end
+  end
+  return table.concat(parts, '\0')
+end
+local function record_bad(bad_dones_key, downloader, now_arg, names, reason)
+  redis.call('XADD', bad_dones_key, 'MAXLEN', '~', BAD_DONES_MAXLEN, '*', 'downloader', downloader,
+             'reason', reason, 'count', #names, 'items', bounded_join(names, BAD_ITEMS_BYTES),
+             'at', now_arg)
+end
+local settings_key           = KEYS[1]
+local out_key                = KEYS[2]
+local claims_key             = KEYS[3]
+local done_key               = KEYS[4]
+local downloader_claims_key  = KEYS[5]
+local log_key                = KEYS[6]
+local downloader_count_key   = KEYS[7]
+local downloader_bytes_key   = KEYS[8]
+local downloader_version_key = KEYS[9]
+local domain_bytes_key       = KEYS[10]
+local stats_key              = KEYS[11]
+local minute_key             = KEYS[12]
+local bad_dones_key          = KEYS[18]
+local reclaim_history_key    = KEYS[19]
+local dead_key               = KEYS[20]
+local FIRST_QUEUE, LAST_QUEUE = 13, 17  -- KEYS[13..17]: every queue a done item may wait in
 
 -- Every number first: a failure after the first write would keep half a done.
 local now = tonumber(ARGV[1])
@@ -127,13 +164,7 @@ if not (max_per_item >= 0) then max_per_item = DEFAULT_MAX_BYTES_PER_ITEM end
 local downloader, version, id, ip = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 
 -- Read pass for the counters grown by bytes (and the RTT sum), before the first write: how much
--- each may still grow, and which domain_bytes field each reported domain goes to.
-local function room(value)
-  if not value then return BYTES_LIMIT end
-  local v = tonumber(value)
-  if not v or v ~= math.floor(v) then return 0 end   -- not an integer: HINCRBY would fail
-  return math.max(BYTES_LIMIT - v, 0)
-end
+-- each may still grow (room), and which domain_bytes field each reported domain goes to.
 local domain_field, field_room = {}, {}
 if n_domains > 0 then
   local known, added = nil, 0
@@ -189,8 +220,10 @@ for i = first_item, #ARGV do
     redis.call('ZREM', out_key, item)
     redis.call('HDEL', claims_key, item)
     if claim then
-      local claimant = string.match(claim, '^[^\t]*')
-      if (tonumber(string.match(claim, '\t(%d+)$')) or 1) > 1 then redis.call('HDEL', reclaim_history_key, item) end
+      -- "DOWNLOADER\tIP\tTIMES": the holder (up to the first tab) and the times claimed.
+      local claimant, times = string.match(claim, '^([^\t]*).*\t(%d+)$')
+      if not claimant then claimant, times = string.match(claim, '^[^\t]*'), '1' end
+      if tonumber(times) > 1 then redis.call('HDEL', reclaim_history_key, item) end
       if redis.call('HINCRBY', downloader_claims_key, claimant, '-1') <= 0 then
         redis.call('HDEL', downloader_claims_key, claimant)
       end
@@ -274,27 +307,30 @@ if new > 0 then
     clamped = 1
   end
   if rtt_sum > rtt_room then rtt_sum = rtt_room end
-  for d = 0, n_domains - 1 do
-    if shares[d] > 0 then redis.call('HINCRBY', domain_bytes_key, domain_field[d], int_arg(shares[d])) end
-  end
-  redis.call('HINCRBY', downloader_count_key, downloader, int_arg(new))
-  redis.call('ZINCRBY', downloader_bytes_key, int_arg(bytes_total), downloader)
-  if version ~= '' then redis.call('HSET', downloader_version_key, downloader, version) end
+  -- Each number is made digits once (string.format costs ~2,000 instructions with its string):
+  -- a domain's share goes to its field and the log, the total to three places.
   local domains = {}
   for d = 0, n_domains - 1 do
-    domains[#domains + 1] = ARGV[7 + 2 * d]
-    domains[#domains + 1] = string.format('%d', shares[d])
+    local share = format('%d', shares[d])
+    if shares[d] > 0 then redis.call('HINCRBY', domain_bytes_key, domain_field[d], share) end
+    domains[2 * d + 1] = ARGV[7 + 2 * d]
+    domains[2 * d + 2] = share
   end
+  local new_arg = new == 1 and '1' or format('%d', new)
+  local bytes_arg = n_domains == 1 and domains[2] or format('%d', bytes_total)
+  redis.call('HINCRBY', downloader_count_key, downloader, new_arg)
+  redis.call('ZINCRBY', downloader_bytes_key, bytes_arg, downloader)
+  if version ~= '' then redis.call('HSET', downloader_version_key, downloader, version) end
   redis.call('XADD', log_key, '*', 'downloader', downloader, 'ip', ip,
-             'items', table.concat(new_items, '\0'), 'bytes', int_arg(bytes_total),
+             'items', table.concat(new_items, '\0'), 'bytes', bytes_arg,
              'domains', table.concat(domains, '\0'), 'version', version, 'id', id, 'at', int_arg(now))
   local safety = math.max(log_maxlen * LOG_SAFETY_FACTOR, LOG_SAFETY_MIN)
   if log_len + 1 > safety then   -- the one XADD above is the only change to the log since
     bump(stats_key, nil, 'log_entries_dropped',
          redis.call('XTRIM', log_key, 'MAXLEN', string.format('%d', safety)))
   end
-  bump(stats_key, minute_key, 'items_done', new)
-  bump(stats_key, minute_key, 'bytes_done', bytes_total)
+  bump(stats_key, minute_key, 'items_done', new, new_arg)
+  bump(stats_key, minute_key, 'bytes_done', bytes_total, bytes_arg)
   bump(stats_key, minute_key, 'rtt_sum_ms', rtt_sum)
   bump(stats_key, minute_key, 'rtt_count', rtt_n)
   for field, n in pairs(rtt_hist) do bump(stats_key, minute_key, field, n) end
@@ -304,38 +340,12 @@ end
 bump(stats_key, minute_key, 'done_requests', 1)
 bump(stats_key, nil, 'dones_repeated', repeated)
 
--- NAMES joined by NUL, at most BUDGET bytes, never cutting a UTF-8 sequence in two.
-local function bounded_join(names, budget)
-  local parts, size = {}, 0
-  for i, name in ipairs(names) do
-    local sep = i > 1 and 1 or 0
-    if size + sep + #name <= budget then
-      parts[#parts + 1] = name
-      size = size + sep + #name
-    else
-      local cut = budget - size - sep
-      while cut > 0 do
-        local b = string.byte(name, cut + 1)
-        if b < 0x80 or b >= 0xC0 then break end   -- the next byte starts a character
-        cut = cut - 1
-      end
-      if cut > 0 then parts[#parts + 1] = string.sub(name, 1, cut) end
-      break
-    end
-  end
-  return table.concat(parts, '\0')
-end
-local function record_bad(names, reason)
-  redis.call('XADD', bad_dones_key, 'MAXLEN', '~', BAD_DONES_MAXLEN, '*', 'downloader', downloader,
-             'reason', reason, 'count', #names, 'items', bounded_join(names, BAD_ITEMS_BYTES),
-             'at', now)
-end
 if #refused_items > 0 then
   bump(stats_key, nil, 'dones_refused', #refused_items)
-  record_bad(refused_items, 'queued')
+  record_bad(bad_dones_key, downloader, int_arg(now), refused_items, 'queued')
 end
 if #unknown_items > 0 then
   bump(stats_key, nil, 'dones_unknown', #unknown_items)
-  record_bad(unknown_items, 'unknown')
+  record_bad(bad_dones_key, downloader, int_arg(now), unknown_items, 'unknown')
 end
 return {200, age, new, repeated, #unknown_items, #refused_items, clamped}
