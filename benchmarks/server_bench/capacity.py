@@ -137,8 +137,10 @@ def latency_at_share(
                 f"  constant rate {figures['requests_per_s']:.0f}/s (target {target:.0f}): p50 {lat['p50']:.2f} "
                 f"p90 {lat['p90']:.2f} p99 {lat['p99']:.2f} max {lat['max']:.2f} ms; client late p99 "
                 f"{lag['p99']:.2f} ms; {figures['queued_for_a_connection']} found all "
-                f"{LATENCY_CONNECTIONS} connections busy; {figures['client_cpu_us_per_request']} µs CPU/req; "
-                f"{cores_busy(figures):.2f} cores busy; {forks} Redis fork(s); load {figures['load_average']:.2f}",
+                f"{LATENCY_CONNECTIONS} connections busy; CPU µs/req server "
+                f"{figures['server_cpu_us_per_request']}, Redis {figures['redis_cpu_us_per_request']}, client "
+                f"{figures['client_cpu_us_per_request']}: {cores_busy(figures):.2f} cores busy; {forks} Redis "
+                f"fork(s); load {figures['load_average']:.2f}",
                 flush=True,
             )
     finally:
@@ -314,7 +316,9 @@ def run_p99(counts: list[int], shares: list[float], seconds: float, rounds: int)
 
 def p99_table(runs: list[dict]) -> list[str]:
     """Per worker count and share offered: the median p99 over its runs, and each run's."""
-    lines = ["workers | share | runs | median p99 ms | p99 each run | median p50 ms | median req/s"]
+    lines = [
+        "workers | share | runs | median p99 ms | p99 each run | median p50 ms | median req/s | median cores busy"
+    ]
     for workers, share in sorted({(r["workers"], r["share_offered"]) for r in runs}):
         mine = [r for r in runs if r["workers"] == workers and r["share_offered"] == share]
         p99 = [r["latency_ms"]["p99"] for r in mine]
@@ -322,9 +326,15 @@ def p99_table(runs: list[dict]) -> list[str]:
             f"{workers} | {int(share * 100)}% | {len(mine)} | {statistics.median(p99):.2f} | "
             f"{', '.join(f'{x:.2f}' for x in p99)} | "
             f"{statistics.median(r['latency_ms']['p50'] for r in mine):.2f} | "
-            f"{statistics.median(r['requests_per_s'] for r in mine):,.0f}"
+            f"{statistics.median(r['requests_per_s'] for r in mine):,.0f} | "
+            f"{_median_cores(mine)}"
         )
     return lines
+
+
+def _median_cores(runs: list[dict]) -> str:
+    busy = [cores_busy(r) for r in runs]
+    return "-" if None in busy else f"{statistics.median(busy):.2f}"
 
 
 def write(results: dict, out: Path) -> None:

@@ -184,6 +184,9 @@ def _latency_run(workers, share, p99, p50=1.0, rate=1000.0):
         "share_offered": share,
         "latency_ms": {"p50": p50, "p99": p99},
         "requests_per_s": rate,
+        "server_cpu_us_per_request": 100.0,
+        "redis_cpu_us_per_request": 80.0,
+        "client_cpu_us_per_request": 20.0 * workers,
     }
 
 
@@ -191,9 +194,9 @@ def test_the_p99_part_prints_the_median_run_per_worker_count_and_share():
     runs = [_latency_run(4, 0.7, p99) for p99 in (9.0, 3.0, 40.0)] + [_latency_run(2, 0.7, 2.5)]
     runs.append(_latency_run(4, 0.3, 1.25))
     assert capacity.p99_table(runs)[1:] == [
-        "2 | 70% | 1 | 2.50 | 2.50 | 1.00 | 1,000",
-        "4 | 30% | 1 | 1.25 | 1.25 | 1.00 | 1,000",
-        "4 | 70% | 3 | 9.00 | 9.00, 3.00, 40.00 | 1.00 | 1,000",
+        "2 | 70% | 1 | 2.50 | 2.50 | 1.00 | 1,000 | 0.22",
+        "4 | 30% | 1 | 1.25 | 1.25 | 1.00 | 1,000 | 0.26",
+        "4 | 70% | 3 | 9.00 | 9.00, 3.00, 40.00 | 1.00 | 1,000 | 0.26",
     ]
 
 
