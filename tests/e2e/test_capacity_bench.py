@@ -37,6 +37,15 @@ def test_a_response_is_complete_only_with_its_whole_body():
         constant_rate.response_end(bytearray(b"HTTP/1.1 200 OK\r\nX: y\r\n\r\n"))
 
 
+def test_the_length_is_read_from_the_head_only_whatever_its_spelling():
+    body = b"x\r\nContent-Length: 9\r\n\r\nyyyyyy"  # 30 bytes that look like a head
+    for spelling in (b"Content-Length", b"content-length", b"CONTENT-LENGTH"):
+        whole = bytearray(b"HTTP/1.1 200 OK\r\n" + spelling + b": 30\r\nX: y\r\n\r\n" + body)
+        assert len(body) == 30
+        assert constant_rate.response_end(whole) == (len(whole), 200)
+        assert constant_rate.response_end(whole[:-1]) is None
+
+
 class StallingServer:
     """Answers one request at a time, at once, except that it stalls STALL_S before answering
     request number STALL_AT: the way a server pauses (a GC, a fork, a busy core)."""
