@@ -94,140 +94,145 @@ local function refuse(code, field, stats_key, minute_key, age)
   bump(stats_key, minute_key, field, 1)
   return {code, age}
 end
--- Run COMMAND KEY ARGS... in chunks of whole pairs (UNPACK_CHUNK is even).
-local function call_chunked(command, key, args)
-  for i = 1, #args, UNPACK_CHUNK do
-    redis.call(command, key, unpack(args, i, math.min(i + UNPACK_CHUNK - 1, #args)))
+-- The helpers of reclaims, limits and many-item claims, made only when a claim needs them:
+-- each function costs ~1,300 instructions to make, on every run of the script, used or not.
+local function rare_helpers()
+  -- Run COMMAND KEY ARGS... in chunks of whole pairs (UNPACK_CHUNK is even).
+  local function call_chunked(command, key, args)
+    for i = 1, #args, UNPACK_CHUNK do
+      redis.call(command, key, unpack(args, i, math.min(i + UNPACK_CHUNK - 1, #args)))
+    end
   end
-end
--- JSON of a dead record; a number cjson cannot write (inf from odd stored data) must not fail
--- the script after its writes.
-local function dead_record(record, now)
-  local ok, text = pcall(cjson.encode, record)
-  if ok then return text end
-  return cjson.encode({reason = record.reason or 'reclaimed too often', dead_ms = now})
-end
--- Each reclaim keeps the round it ends in reclaim_history (the latest RECLAIM_HISTORY_ROUNDS),
--- so a dead item carries every holder it had; done and release clear it.
-local function past_rounds(reclaim_history_key, item)
-  local text = redis.call('HGET', reclaim_history_key, item)
-  if not text then return {} end
-  local ok, rounds = pcall(cjson.decode, text)
-  return (ok and type(rounds) == 'table') and rounds or {}
-end
+  -- JSON of a dead record; a number cjson cannot write (inf from odd stored data) must not fail
+  -- the script after its writes.
+  local function dead_record(record, now)
+    local ok, text = pcall(cjson.encode, record)
+    if ok then return text end
+    return cjson.encode({reason = record.reason or 'reclaimed too often', dead_ms = now})
+  end
+  -- Each reclaim keeps the round it ends in reclaim_history (the latest RECLAIM_HISTORY_ROUNDS),
+  -- so a dead item carries every holder it had; done and release clear it.
+  local function past_rounds(reclaim_history_key, item)
+    local text = redis.call('HGET', reclaim_history_key, item)
+    if not text then return {} end
+    local ok, rounds = pcall(cjson.decode, text)
+    return (ok and type(rounds) == 'table') and rounds or {}
+  end
 
--- Hand out up to NEED claims that may be reclaimed, oldest due first, to REPLY; returns the
--- reclaims given and how many of them were first reclaims. Entries of items done or released
--- since are dropped as they come due (each once), so the scan is bounded by what it clears.
-local function take_reclaims(out_key, claims_key, downloader_claims_key, reclaim_at_key, dead_key,
-                             reclaim_history_key, stats_key, minute_key,
-                             need, now, ttl_ms, max_reclaims, downloader, ip, reply)
-  local reclaimed, first_reclaims = 0, 0
-  if ttl_ms <= 0 or need <= 0 then return 0, 0 end
-  local now_arg = int_arg(now)
-  local claim = downloader .. '\t' .. ip .. '\t'
-  local budget = 4 * need + 100
-  while need > 0 and budget > 0 do
-    local due = redis.call('ZRANGEBYSCORE', reclaim_at_key, '-inf', now_arg, 'LIMIT', '0', int_arg(need))
-    if #due == 0 then break end
-    for _, item in ipairs(due) do
-      budget = budget - 1
-      local claimed_at = redis.call('ZSCORE', out_key, item)
-      local record = claimed_at and redis.call('HGET', claims_key, item)
-      if not record then
-        redis.call('ZREM', reclaim_at_key, item)
-      else
-        local holder, holder_ip, times = string.match(record, '^(.*)\t(.*)\t(%d+)$')
-        times = tonumber(times)
-        if not holder or not times or times >= 1e9 then   -- a record this script did not write
-          holder, holder_ip, times = nil, '', 1
-        end
-        local at = tonumber(claimed_at) + ttl_ms * times
-        if at > now then
-          redis.call('ZADD', reclaim_at_key, at, item)        -- the TTL grew since it was claimed
+  -- Hand out up to NEED claims that may be reclaimed, oldest due first, to REPLY; returns the
+  -- reclaims given and how many of them were first reclaims. Entries of items done or released
+  -- since are dropped as they come due (each once), so the scan is bounded by what it clears.
+  local function take_reclaims(out_key, claims_key, downloader_claims_key, reclaim_at_key, dead_key,
+                               reclaim_history_key, stats_key, minute_key,
+                               need, now, ttl_ms, max_reclaims, downloader, ip, reply)
+    local reclaimed, first_reclaims = 0, 0
+    if ttl_ms <= 0 or need <= 0 then return 0, 0 end
+    local now_arg = int_arg(now)
+    local claim = downloader .. '\t' .. ip .. '\t'
+    local budget = 4 * need + 100
+    while need > 0 and budget > 0 do
+      local due = redis.call('ZRANGEBYSCORE', reclaim_at_key, '-inf', now_arg, 'LIMIT', '0', int_arg(need))
+      if #due == 0 then break end
+      for _, item in ipairs(due) do
+        budget = budget - 1
+        local claimed_at = redis.call('ZSCORE', out_key, item)
+        local record = claimed_at and redis.call('HGET', claims_key, item)
+        if not record then
+          redis.call('ZREM', reclaim_at_key, item)
         else
-          if holder and redis.call('HINCRBY', downloader_claims_key, holder, -1) <= 0 then
-            redis.call('HDEL', downloader_claims_key, holder)
+          local holder, holder_ip, times = string.match(record, '^(.*)\t(.*)\t(%d+)$')
+          times = tonumber(times)
+          if not holder or not times or times >= 1e9 then   -- a record this script did not write
+            holder, holder_ip, times = nil, '', 1
           end
-          if max_reclaims > 0 and times > max_reclaims then
-            redis.call('ZREM', out_key, item)
-            redis.call('HDEL', claims_key, item)
-            redis.call('ZREM', reclaim_at_key, item)
-            local rounds = past_rounds(reclaim_history_key, item)
-            rounds[#rounds + 1] = {downloader = holder or '', ip = holder_ip,
-                                   claimed_ms = tonumber(claimed_at)}
-            redis.call('HDEL', reclaim_history_key, item)
-            redis.call('HSET', dead_key, item, dead_record({claims = times,
-              last_downloader = holder or '', last_ip = holder_ip,
-              last_claimed_ms = tonumber(claimed_at), dead_ms = now, rounds = rounds}, now))
-            bump(stats_key, minute_key, 'items_dead', 1)
+          local at = tonumber(claimed_at) + ttl_ms * times
+          if at > now then
+            redis.call('ZADD', reclaim_at_key, at, item)        -- the TTL grew since it was claimed
           else
-            local rounds = past_rounds(reclaim_history_key, item)
-            rounds[#rounds + 1] = {downloader = holder or '', ip = holder_ip,
-                                   claimed_ms = tonumber(claimed_at)}
-            while #rounds > RECLAIM_HISTORY_ROUNDS do table.remove(rounds, 1) end
-            local ok, text = pcall(cjson.encode, rounds)
-            redis.call('HSET', reclaim_history_key, item, ok and text or '[]')
-            redis.call('ZADD', out_key, now, item)
-            redis.call('HSET', claims_key, item, claim .. (times + 1))
-            redis.call('HINCRBY', downloader_claims_key, downloader, 1)
-            redis.call('ZADD', reclaim_at_key, now + ttl_ms * (times + 1), item)
-            reclaimed = reclaimed + 1
-            if times == 1 then first_reclaims = first_reclaims + 1 end
-            need = need - 1
-            reply[#reply + 1] = item
+            if holder and redis.call('HINCRBY', downloader_claims_key, holder, -1) <= 0 then
+              redis.call('HDEL', downloader_claims_key, holder)
+            end
+            if max_reclaims > 0 and times > max_reclaims then
+              redis.call('ZREM', out_key, item)
+              redis.call('HDEL', claims_key, item)
+              redis.call('ZREM', reclaim_at_key, item)
+              local rounds = past_rounds(reclaim_history_key, item)
+              rounds[#rounds + 1] = {downloader = holder or '', ip = holder_ip,
+                                     claimed_ms = tonumber(claimed_at)}
+              redis.call('HDEL', reclaim_history_key, item)
+              redis.call('HSET', dead_key, item, dead_record({claims = times,
+                last_downloader = holder or '', last_ip = holder_ip,
+                last_claimed_ms = tonumber(claimed_at), dead_ms = now, rounds = rounds}, now))
+              bump(stats_key, minute_key, 'items_dead', 1)
+            else
+              local rounds = past_rounds(reclaim_history_key, item)
+              rounds[#rounds + 1] = {downloader = holder or '', ip = holder_ip,
+                                     claimed_ms = tonumber(claimed_at)}
+              while #rounds > RECLAIM_HISTORY_ROUNDS do table.remove(rounds, 1) end
+              local ok, text = pcall(cjson.encode, rounds)
+              redis.call('HSET', reclaim_history_key, item, ok and text or '[]')
+              redis.call('ZADD', out_key, now, item)
+              redis.call('HSET', claims_key, item, claim .. (times + 1))
+              redis.call('HINCRBY', downloader_claims_key, downloader, 1)
+              redis.call('ZADD', reclaim_at_key, now + ttl_ms * (times + 1), item)
+              reclaimed = reclaimed + 1
+              if times == 1 then first_reclaims = first_reclaims + 1 end
+              need = need - 1
+              reply[#reply + 1] = item
+            end
           end
         end
+        if need <= 0 then break end
       end
-      if need <= 0 then break end
     end
+    return reclaimed, first_reclaims
   end
-  return reclaimed, first_reclaims
-end
 
--- Up to NEED held items of limits whose bucket has a token, to REPLY and FRESH; a removed
--- limit's items go out unthrottled.
-local function take_limited(limited_key, limits_ready_key, limit_tat_key, limits_key, need, now, reply,
-                            fresh)
-  local due = redis.call('ZRANGEBYSCORE', limits_ready_key, '-inf', int_arg(now), 'WITHSCORES', 'LIMIT',
-                         '0', int_arg(need))
-  for j = 1, #due, 2 do
-    if need <= 0 then return end
-    local name, next_at = due[j], tonumber(due[j + 1])
-    local record = redis.call('HGET', limits_key, name)
-    local interval, allowed = 0, need
-    local per_s
-    if record then
-      local ok, limit = pcall(cjson.decode, record)
-      per_s = ok and type(limit) == 'table' and num(limit['rate_per_s'], nil)
-      if not per_s or per_s <= 0 then record = nil end   -- unreadable: served as if removed
-    end
-    if record then
-      interval = 1000 / per_s
-      local burst = math.max(1, math.floor(per_s))
-      if next_at < now - (burst - 1) * interval then next_at = now - (burst - 1) * interval end
-      allowed = math.min(need, math.floor((now - next_at) / interval) + 1)
-    end
-    local held = redis.call('ZRANGEBYLEX', limited_key, '[' .. name .. '\0', '(' .. name .. '\1',
-                            'LIMIT', 0, allowed + 1)
-    local n = math.min(allowed, #held)
-    local taken = {}
-    for m = 1, n do
-      local item = string.sub(held[m], #name + 2)
-      reply[#reply + 1] = item
-      fresh[#fresh + 1] = item
-      taken[m] = held[m]
-    end
-    if n > 0 then call_chunked('ZREM', limited_key, taken) end
-    need = need - n
-    next_at = next_at + n * interval
-    if #held <= n then
-      redis.call('ZREM', limits_ready_key, name)
-      if record then redis.call('HSET', limit_tat_key, name, next_at) end
-    else
-      redis.call('ZADD', limits_ready_key, next_at, name)
+  -- Up to NEED held items of limits whose bucket has a token, to REPLY and FRESH; a removed
+  -- limit's items go out unthrottled.
+  local function take_limited(limited_key, limits_ready_key, limit_tat_key, limits_key, need, now, reply,
+                              fresh)
+    local due = redis.call('ZRANGEBYSCORE', limits_ready_key, '-inf', int_arg(now), 'WITHSCORES', 'LIMIT',
+                           '0', int_arg(need))
+    for j = 1, #due, 2 do
+      if need <= 0 then return end
+      local name, next_at = due[j], tonumber(due[j + 1])
+      local record = redis.call('HGET', limits_key, name)
+      local interval, allowed = 0, need
+      local per_s
+      if record then
+        local ok, limit = pcall(cjson.decode, record)
+        per_s = ok and type(limit) == 'table' and num(limit['rate_per_s'], nil)
+        if not per_s or per_s <= 0 then record = nil end   -- unreadable: served as if removed
+      end
+      if record then
+        interval = 1000 / per_s
+        local burst = math.max(1, math.floor(per_s))
+        if next_at < now - (burst - 1) * interval then next_at = now - (burst - 1) * interval end
+        allowed = math.min(need, math.floor((now - next_at) / interval) + 1)
+      end
+      local held = redis.call('ZRANGEBYLEX', limited_key, '[' .. name .. '\0', '(' .. name .. '\1',
+                              'LIMIT', 0, allowed + 1)
+      local n = math.min(allowed, #held)
+      local taken = {}
+      for m = 1, n do
+        local item = string.sub(held[m], #name + 2)
+        reply[#reply + 1] = item
+        fresh[#fresh + 1] = item
+        taken[m] = held[m]
+      end
+      if n > 0 then call_chunked('ZREM', limited_key, taken) end
+      need = need - n
+      next_at = next_at + n * interval
+      if #held <= n then
+        redis.call('ZREM', limits_ready_key, name)
+        if record then redis.call('HSET', limit_tat_key, name, next_at) end
+      else
+        redis.call('ZADD', limits_ready_key, next_at, name)
+      end
     end
   end
+  return take_reclaims, take_limited, call_chunked
 end
 
 -- Fresh items until UPTO are in REPLY (and FRESH): held items whose bucket has a token, then
@@ -237,6 +242,7 @@ local function take_fresh(queues, limited_key, limits_ready_key, limit_tat_key, 
   -- limits_ready is empty unless a limit holds items (most projects): EXISTS costs about 3,500
   -- instructions where the range read costs about 9,000 (claim_cost_instructions.md).
   if upto > #reply - 2 and redis.call('EXISTS', limits_ready_key) == 1 then
+    local _, take_limited = rare_helpers()
     take_limited(limited_key, limits_ready_key, limit_tat_key, limits_key, upto - (#reply - 2), now,
                  reply, fresh)
   end
@@ -367,6 +373,7 @@ if not limit_reached then
   take_fresh(KEYS, limited_key, limits_ready_key, limit_tat_key, limits_key, wanted, now, reply, fresh)
 end
 if #reply - 2 < wanted then
+  local take_reclaims = rare_helpers()
   reclaimed, first_reclaims = take_reclaims(out_key, claims_key, downloader_claims_key, reclaim_at_key,
                                             dead_key, reclaim_history_key, stats_key, minute_key,
                                             wanted - (#reply - 2), now, ttl_ms, max_reclaims,
@@ -402,6 +409,7 @@ if count == 1 then
   redis.call('HINCRBY', downloader_claims_key, downloader, '1')
   if ttl_ms > 0 then redis.call('ZADD', reclaim_at_key, int_arg(now + ttl_ms), item) end
 elseif count > 1 then
+  local _, _, call_chunked = rare_helpers()
   local out_args, claim_args = {}, {}
   local now_arg = int_arg(now)
   for i = 1, count do
