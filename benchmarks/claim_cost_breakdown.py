@@ -76,7 +76,13 @@ VARIANTS: dict[str, tuple[str, list[tuple[str, str]]]] = {
     ),
     "limits": (
         "the due-limits read (take_limited's ZRANGEBYSCORE; an EXISTS guard before it stays)",
-        [("then take_limited(upto - given) end", "then end")],
+        [
+            (
+                "    take_limited(limited_key, limits_ready_key, limit_tat_key, limits_key, upto - (#reply - 2), now,\n"
+                "                 reply, fresh)\n",
+                "",
+            )
+        ],
     ),
     "own_queue": (
         "the SPOP of the downloader's own queue",
