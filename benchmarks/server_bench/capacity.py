@@ -40,8 +40,9 @@ LOWER_SHARES = (0.5, 0.3)  # one run each beside the aim's share: where p99 turn
 # 1: connections taken in turn, 70% of the sweep's median peak; 2: the connection freed last
 # first, 70% of a peak probed on the same server just before (constant_rate, latency_at_share);
 # 3: short waits by select(), so an answer is read at once (2 slept through them: up to 2 ms late
-# below 1,000 requests/s, nothing at the rates of the aim).
-LATENCY_METHOD_VERSION = 3
+# below 1,000 requests/s, nothing at the rates of the aim); 4: the AOF compacted after each run's
+# item top-up, before the run (compact_aof).
+LATENCY_METHOD_VERSION = 4
 PEAK_PROBE_S = 3  # wrk keep-alive on the same server just before each constant-rate run
 CLIENT_NICER_BY = 5  # the sender ahead of other work on the shared cores (where root): constant_rate
 
@@ -55,8 +56,33 @@ LATENCY_METHOD = (
     "gevent client costs more CPU per request than this one. The client is one Python thread on "
     "the same 2 cores (its CPU per request is shown), 5 nice levels ahead of the benchmark where allowed, so that it does "
     "not queue behind other work for its few per cent of a core; how late it sent (send lag) is part "
-    "of the latency measured, so the figures are an upper bound on the server's own."
+    "of the latency measured, so the figures are an upper bound on the server's own. Redis's AOF is "
+    "rewritten after each run's item top-up and before the run, so that no rewrite the top-up "
+    "brought falls in it; those the claims bring are counted (Redis forks)."
 )
+
+
+def compact_aof(conn, timeout_s: float = 60.0) -> None:
+    """Rewrite Redis's AOF now and wait until it is done (and any rewrite already under way).
+
+    A run's item top-up appends about 775 bytes of AOF an item, some 100 MB before a 15 s run at
+    the aim's rate: enough for Redis to start an automatic rewrite (a fork, then a child that
+    takes a core for 0.1-0.3 s) in the first moments of the run it was made for. Compacted here,
+    a rewrite during the run is one the claims themselves brought (about 840 bytes a claim)."""
+    deadline = time.monotonic() + timeout_s
+
+    def rewriting() -> bool:
+        persistence = conn.info("persistence")
+        return bool(persistence["aof_rewrite_in_progress"] or persistence["aof_rewrite_scheduled"])
+
+    if not rewriting():
+        conn.bgrewriteaof()
+    while time.monotonic() < deadline:
+        # bgrewriteaof answers once the child is forked or the rewrite is scheduled
+        if not rewriting():
+            return
+        time.sleep(0.01)
+    raise TimeoutError(f"Redis's AOF rewrite took longer than {timeout_s} s")
 
 
 def latency_schedule(plan: CapacityPlan) -> list[float]:
@@ -100,6 +126,7 @@ def latency_at_share(
             peak = probe["requests_per_s"]
             guess, target = max(guess, peak), share * peak
             supply.top_up(int(target * plan.latency_s * 1.3) + 1_000)
+            compact_aof(admin.conn)
             tree = ProcessTreeCpu(process.pid)
             forks = admin.conn.info("stats")["total_forks"]
             redis.start()

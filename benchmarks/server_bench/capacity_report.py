@@ -229,7 +229,8 @@ def report(results: dict) -> str:
         "Median req/s per bjoern worker count, the default, and the constant-rate figures of every "
         "run kept in capacity.json (earliest first). Latency method 1: the client took its "
         "connections in turn; 2: the connection freed last first; 3: short waits ended by an answer "
-        "(2 read answers up to 2 ms late below 1,000 requests/s). The first three runs offered 70% "
+        "(2 read answers up to 2 ms late below 1,000 requests/s); 4: the AOF compacted after each "
+        "run's item top-up, before the run. The first three runs offered 70% "
         "of the sweep's median peak, the later ones 70% of a peak probed on the same server just "
         "before.",
         "",

@@ -270,3 +270,30 @@ def test_the_p99_part_runs_against_a_real_tracker_and_records_forks_and_load():
     assert isinstance(run["redis_forks"], int) and run["redis_forks"] >= 0
     assert run["load_average"] >= 0
     assert run["target_per_s"] == pytest.approx(0.3 * run["peak_requests_per_s"], rel=0.01)
+
+
+def test_compact_aof_rewrites_the_aof_and_waits_for_the_rewrite(admin):
+    conn = admin.conn
+    assert conn.config_get("appendonly") == {"appendonly": "yes"}  # as EmbeddedRedis starts it
+    conn.set("bench-aof-filler", "x" * 1000)
+    for _ in range(200):
+        conn.append("bench-aof-filler", "y" * 1000)  # 200 KB of AOF for a 201 KB value
+    before = conn.info("persistence")
+    capacity.compact_aof(conn)
+    after = conn.info("persistence")
+    assert after["aof_rewrites"] >= before["aof_rewrites"] + 1
+    assert not after["aof_rewrite_in_progress"] and not after["aof_rewrite_scheduled"]
+    # One started just before (as the top-up may have): waited for, then done with.
+    conn.bgrewriteaof()
+    capacity.compact_aof(conn)
+    persistence = conn.info("persistence")
+    assert not persistence["aof_rewrite_in_progress"] and not persistence["aof_rewrite_scheduled"]
+    conn.delete("bench-aof-filler")
+
+
+def test_compact_aof_gives_up_at_its_time_limit(admin):
+    with pytest.raises(TimeoutError, match="0 s"):
+        capacity.compact_aof(admin.conn, timeout_s=0)
+    deadline = time.monotonic() + 10
+    while admin.conn.info("persistence")["aof_rewrite_in_progress"] and time.monotonic() < deadline:
+        time.sleep(0.01)  # leave no rewrite running for the next test
