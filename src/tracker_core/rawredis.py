@@ -194,3 +194,12 @@ class RawRedis(HashReads):
         if isinstance(reply, hiredis.ReplyError):
             raise RedisError(str(reply))
         return reply
+
+    def execute_packed(self, payload: bytes):
+        """Send one command already packed as RESP (PAYLOAD) and return its reply, as
+        execute_command does: a caller that keeps a command's fixed part packed (the engine's
+        claim and done) skips packing it again on every call."""
+        reply = self._exchange(payload, 1)[0]
+        if isinstance(reply, hiredis.ReplyError):
+            raise RedisError(str(reply))
+        return reply
