@@ -108,3 +108,31 @@ def test_a_one_item_claim_writes_what_a_many_item_claim_writes(conn, project, r,
     minute = r.hgetall(project.minute(now_ms // 60_000))
     assert (minute["requests"], minute["requests_served"], minute["items_claimed"]) == ("2", "2", "3")
     assert r.ttl(project.minute(now_ms // 60_000)) > 0
+
+
+def test_each_refusal_counts_its_field_once_and_moves_nothing(conn, project, r, names, now_ms):
+    r.sadd(project.todo, *names)
+    r.hset(project.settings, mapping={"max_claims_per_downloader": "1", "claims_limit": "2"})
+
+    def refused(code, field, **kw):
+        before = r.hgetall(project.stats).get(field, "0")
+        todo, out = r.scard(project.todo), r.zcard(project.out)
+        reply = claim(conn, project, now_ms, **kw)
+        assert (reply.code, reply.items) == (code, [])
+        assert r.hget(project.stats, field) == str(int(before) + 1)
+        assert (r.scard(project.todo), r.zcard(project.out)) == (todo, out)
+
+    assert claim(conn, project, now_ms, wanted=1).code == Claim.OK  # alice holds her one claim
+    refused(Claim.NOTHING, "requests_capped")
+    assert claim(conn, project, now_ms, wanted=1, downloader="bob").code == Claim.OK  # out is full
+    refused(Claim.NOTHING, "requests_claims_limited", downloader="carol")
+    r.hset(project.settings, mapping={"claims_limit": "0", "max_claims_per_downloader": "0"})
+    r.delete(project.todo)
+    refused(Claim.NOTHING, "requests_empty", downloader="carol")
+    r.sadd(project.todo, "x")
+    r.hset(project.settings, mapping={"rate_limit": "60", "rate_burst": "1"})
+    assert claim(conn, project, now_ms, wanted=1, downloader="carol").code == Claim.OK
+    r.sadd(project.todo, "y")
+    refused(Claim.RATE_LIMITED, "requests_limited", downloader="carol")
+    stats = r.hgetall(project.stats)
+    assert stats["requests"] == "7" and stats["requests_served"] == "3"

@@ -83,20 +83,16 @@ local function int_arg(n)
   if n == floor(n) and n > -1e15 and n < 1e15 then return format('%d', n) end
   return n
 end
--- A setting as a number; DEFAULT when absent or not a number (NaN included: it would reach a
--- ZADD score after the first write).
-local function num(value, default)
-  value = tonumber(value)
-  if value == nil or value ~= value then return default end
-  return value
-end
-local function refuse(code, field, stats_key, minute_key, age)
-  bump(stats_key, minute_key, field, 1)
-  return {code, age}
-end
 -- The helpers of reclaims, limits and many-item claims, made only when a claim needs them:
--- each function costs ~1,300 instructions to make, on every run of the script, used or not.
+-- each function costs ~1,500-2,500 instructions to make, on every run of the script, used or
+-- not (so the common path also writes out what would be a helper: a refusal, a setting read).
 local function rare_helpers()
+  -- A number as a limit's rate; nil when absent or not a number (NaN included).
+  local function num(value)
+    value = tonumber(value)
+    if value ~= value then return nil end
+    return value
+  end
   -- Run COMMAND KEY ARGS... in chunks of whole pairs (UNPACK_CHUNK is even).
   local function call_chunked(command, key, args)
     for i = 1, #args, UNPACK_CHUNK do
@@ -202,7 +198,7 @@ local function rare_helpers()
       local per_s
       if record then
         local ok, limit = pcall(cjson.decode, record)
-        per_s = ok and type(limit) == 'table' and num(limit['rate_per_s'], nil)
+        per_s = ok and type(limit) == 'table' and num(limit['rate_per_s'])
         if not per_s or per_s <= 0 then record = nil end   -- unreadable: served as if removed
       end
       if record then
@@ -233,37 +229,6 @@ local function rare_helpers()
     end
   end
   return take_reclaims, take_limited, call_chunked
-end
-
--- Fresh items until UPTO are in REPLY (and FRESH): held items whose bucket has a token, then
--- the queues (QUEUES: KEYS, whose FIRST_QUEUE..LAST_QUEUE are the queues).
-local function take_fresh(queues, limited_key, limits_ready_key, limit_tat_key, limits_key, upto, now,
-                          reply, fresh)
-  -- limits_ready is empty unless a limit holds items (most projects): EXISTS costs about 3,500
-  -- instructions where the range read costs about 9,000 (claim_cost_instructions.md).
-  if upto > #reply - 2 and redis.call('EXISTS', limits_ready_key) == 1 then
-    local _, take_limited = rare_helpers()
-    take_limited(limited_key, limits_ready_key, limit_tat_key, limits_key, upto - (#reply - 2), now,
-                 reply, fresh)
-  end
-  for q = FIRST_QUEUE, LAST_QUEUE do
-    local need = upto - (#reply - 2)
-    if need <= 0 then break end
-    if need == 1 then
-      -- One item (the common claim): SPOP without a count, the cheaper call (false when empty).
-      local item = redis.call('SPOP', queues[q])
-      if item then
-        reply[#reply + 1] = item
-        fresh[#fresh + 1] = item
-      end
-    else
-      local popped = redis.call('SPOP', queues[q], need)
-      for i = 1, #popped do
-        reply[#reply + 1] = popped[i]
-        fresh[#fresh + 1] = popped[i]
-      end
-    end
-  end
 end
 
 local settings_key          = KEYS[1]
@@ -306,14 +271,14 @@ bump(stats_key, minute_key, 'requests', 1)
 if settings[11] ~= '0' then
   local view = settings[9] == '1' and 'p' or 'a'
   if redis.call('ZSCORE', blocked_index_key, view .. 'n:' .. downloader) then
-    return refuse(403, 'requests_blocked', stats_key, minute_key, age)
+    bump(stats_key, minute_key, 'requests_blocked', 1) return {403, age}
   end
   local ip_key = ARGV[5] or ''
   if ip_key ~= '' then
     local near = redis.call('ZREVRANGEBYLEX', blocked_index_key, '[' .. view .. ip_key .. '~',
                             '[' .. view .. string.sub(ip_key, 1, 1), 'LIMIT', '0', '1')[1]
     if near and string.sub(near, #view + #ip_key + 2) >= string.sub(ip_key, 2) then
-      return refuse(403, 'requests_blocked', stats_key, minute_key, age)
+      bump(stats_key, minute_key, 'requests_blocked', 1) return {403, age}
     end
   end
 end
@@ -329,31 +294,40 @@ for u = 1, 2 do
     end
   end
 end
-if settings[2] == '1' then return refuse(404, 'requests_paused', stats_key, minute_key, age) end
+if settings[2] == '1' then bump(stats_key, minute_key, 'requests_paused', 1) return {404, age} end
 
-local cap = num(settings[5], 0)
+-- Settings as numbers: 0 (or the default) when absent or not a number (NaN included: it would
+-- reach a ZADD score after the first write).
+local cap = tonumber(settings[5]) or 0
+if cap ~= cap then cap = 0 end
 if cap > 0 then
   local room = cap - (tonumber(redis.call('HGET', downloader_claims_key, downloader)) or 0)
-  if room <= 0 then return refuse(404, 'requests_capped', stats_key, minute_key, age) end
+  if room <= 0 then bump(stats_key, minute_key, 'requests_capped', 1) return {404, age} end
   if room < wanted then wanted = room end
 end
 
-local rate = num(settings[3], 0)
+local rate = tonumber(settings[3]) or 0
+if rate ~= rate then rate = 0 end
 local interval, tat
 if rate > 0 then
   interval = 60000 / rate
-  local burst = num(settings[4], 0)
+  local burst = tonumber(settings[4]) or 0
+  if burst ~= burst then burst = 0 end
   if burst < 1 then burst = math.max(1, rate / 60) end
   tat = tonumber(redis.call('GET', ratelimit_key)) or now
   if tat < now then tat = now end
   local allowed = math.floor((now + burst * interval - tat) / interval)
-  if allowed < 1 then return refuse(429, 'requests_limited', stats_key, minute_key, age) end
+  if allowed < 1 then bump(stats_key, minute_key, 'requests_limited', 1) return {429, age} end
   if allowed < wanted then wanted = allowed end
 end
 
-local ttl_ms = num(settings[6], DEFAULT_RECLAIM_TTL_S) * 1000
-local claims_limit = num(settings[7], 0)
-local max_reclaims = num(settings[8], 0)
+local ttl_ms = tonumber(settings[6]) or DEFAULT_RECLAIM_TTL_S
+if ttl_ms ~= ttl_ms then ttl_ms = DEFAULT_RECLAIM_TTL_S end
+ttl_ms = ttl_ms * 1000
+local claims_limit = tonumber(settings[7]) or 0
+if claims_limit ~= claims_limit then claims_limit = 0 end
+local max_reclaims = tonumber(settings[8]) or 0
+if max_reclaims ~= max_reclaims then max_reclaims = 0 end
 local reply = {200, age}
 local fresh = {}
 local reclaimed, first_reclaims = 0, 0
@@ -367,35 +341,60 @@ if claims_limit > 0 and not limit_reached and claims_limit - out_size < wanted t
 end
 -- Counts go to SPOP and LIMIT, which take integers only (a stored cap of 2.5 must not fail here).
 wanted = math.floor(wanted)
--- Not at the claims limit: fresh items first, then reclaims for what they left wanting. At it:
--- reclaims first, then fresh items for the room that reclaims sent to `dead` made.
-if not limit_reached then
-  take_fresh(KEYS, limited_key, limits_ready_key, limit_tat_key, limits_key, wanted, now, reply, fresh)
+-- Not at the claims limit: fresh items until WANTED, then reclaims for what they left wanting.
+-- At it: reclaims first, then fresh items for the room that reclaims sent to `dead` made.
+local upto, room = wanted, 0
+if limit_reached then
+  local take_reclaims = rare_helpers()
+  reclaimed, first_reclaims = take_reclaims(out_key, claims_key, downloader_claims_key, reclaim_at_key,
+                                            dead_key, reclaim_history_key, stats_key, minute_key,
+                                            wanted, now, ttl_ms, max_reclaims, downloader, ip, reply)
+  local given = #reply - 2
+  upto = given
+  if given < wanted then
+    -- Reclaims sent to `dead` left `out`: the room they made is served from the queues, or the
+    -- warrior would idle on a 404 while items wait (a reclaim given stays in `out`, counted).
+    room = math.floor(claims_limit - redis.call('ZCARD', out_key))   -- SPOP takes integers
+    if room > 0 then upto = given + math.min(wanted - given, room) end
+  end
 end
-if #reply - 2 < wanted then
+-- Fresh items until UPTO: held items whose bucket has a token, then the queues. limits_ready is
+-- empty unless a limit holds items (most projects): EXISTS costs about 3,500 instructions where
+-- the range read costs about 9,000 (claim_cost_instructions.md).
+if upto > #reply - 2 and redis.call('EXISTS', limits_ready_key) == 1 then
+  local _, take_limited = rare_helpers()
+  take_limited(limited_key, limits_ready_key, limit_tat_key, limits_key, upto - (#reply - 2), now,
+               reply, fresh)
+end
+for q = FIRST_QUEUE, LAST_QUEUE do
+  local need = upto - (#reply - 2)
+  if need <= 0 then break end
+  if need == 1 then
+    -- One item (the common claim): SPOP without a count, the cheaper call (false when empty).
+    local item = redis.call('SPOP', KEYS[q])
+    if item then
+      reply[#reply + 1] = item
+      fresh[#fresh + 1] = item
+    end
+  else
+    local popped = redis.call('SPOP', KEYS[q], need)
+    for i = 1, #popped do
+      reply[#reply + 1] = popped[i]
+      fresh[#fresh + 1] = popped[i]
+    end
+  end
+end
+if not limit_reached and #reply - 2 < wanted then
   local take_reclaims = rare_helpers()
   reclaimed, first_reclaims = take_reclaims(out_key, claims_key, downloader_claims_key, reclaim_at_key,
                                             dead_key, reclaim_history_key, stats_key, minute_key,
                                             wanted - (#reply - 2), now, ttl_ms, max_reclaims,
                                             downloader, ip, reply)
 end
-if limit_reached then
-  local given, room = #reply - 2, 0
-  if given < wanted then
-    -- Reclaims sent to `dead` left `out`: the room they made is served from the queues, or the
-    -- warrior would idle on a 404 while items wait (a reclaim given stays in `out`, counted).
-    room = math.floor(claims_limit - redis.call('ZCARD', out_key))   -- SPOP takes integers
-    if room > 0 then
-      take_fresh(KEYS, limited_key, limits_ready_key, limit_tat_key, limits_key,
-                 given + math.min(wanted - given, room), now, reply, fresh)
-    end
-  end
-  if #reply == 2 then
-    return refuse(404, room > 0 and 'requests_empty' or 'requests_claims_limited', stats_key,
-                  minute_key, age)
-  end
-elseif #reply == 2 then
-  return refuse(404, 'requests_empty', stats_key, minute_key, age)
+if #reply == 2 then
+  local field = (limit_reached and room <= 0) and 'requests_claims_limited' or 'requests_empty'
+  bump(stats_key, minute_key, field, 1)
+  return {404, age}
 end
 
 local first = downloader .. '\t' .. ip .. '\t1'
