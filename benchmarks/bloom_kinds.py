@@ -9,8 +9,13 @@ per item. Measured here, in alternating rounds on one Redis:
 - ``layered``: today's bloom_add on a layered filter (k = 20, 29 bits per item): one BITFIELD
   per batch tests and sets every item's bits (``SET u1 <pos> 1`` answers the old bit);
 - ``wide``: the same on a wide filter (k = 10, 35 bits per item);
-- ``fingerprint``: a fingerprint filter (3-byte fingerprints in one of two 8-slot buckets, 35
-  bits per item): two GETRANGEs per item and one SETRANGE per new one.
+- ``fingerprint-pairs-before``: a fingerprint filter of independent bucket pairs (3-byte
+  fingerprints in one of two 8-slot buckets, 35 bits per item; every fingerprint filter made
+  before blocks) with bloom_add as it was at commit FP_BEFORE: two GETRANGEs per item and one
+  SETRANGE per new one;
+- ``fingerprint-pairs``: the same filter with today's bloom_add;
+- ``fingerprint``: a new fingerprint filter (blocked: an item's two buckets are two of one block
+  of 16): one GETRANGE per item (from its lower bucket to its higher) and one SETRANGE per new one.
 
 Each round adds ITEMS never-seen names through ``BloomFilter.add`` (400 a call, as backfeed
 does), then the same names again (all seen). Per item: Redis main-thread CPU (INFO cpu: the
@@ -59,12 +64,17 @@ RESULTS = Path(__file__).resolve().parent / "results"
 REPO = Path(__file__).resolve().parent.parent
 BATCH = bloom.BATCH
 BEFORE = "920842e"  # the last commit whose bloom_add sent one GETBIT per bit
+FP_BEFORE = "08a56af"  # the last commit before blocked fingerprint filters
 SHAPES = {
     "before": bloom.LAYERED,
     "layered": bloom.LAYERED,
     "wide": bloom.WIDE,
+    "fingerprint-pairs-before": bloom.FINGERPRINT,
+    "fingerprint-pairs": bloom.FINGERPRINT,
     "fingerprint": bloom.FINGERPRINT,
 }
+PAIRS = {"fingerprint-pairs-before", "fingerprint-pairs"}  # fingerprint filters without blocks
+FP_KINDS = ("layered", "wide", "fingerprint-pairs", "fingerprint")  # false positives of these
 
 
 def old_script(rev: str) -> scripts.Script:
@@ -78,9 +88,9 @@ def old_script(rev: str) -> scripts.Script:
 
 
 @contextmanager
-def script_in_use(script: scripts.Script | None):
+def script_in_use(script: scripts.Script | None, kinds: bool = False):
     """Run bloom_add as SCRIPT (None: today's) for the block's duration. The script before kinds
-    took no ARGV[10] (the kind): the call drops it."""
+    (KINDS false) took no ARGV[10] (the kind): the call drops it."""
     if script is None:
         yield
         return
@@ -89,7 +99,8 @@ def script_in_use(script: scripts.Script | None):
     def before_run(conn, name, keys, args):
         if name != "bloom_add":
             return today_run(conn, name, keys, args)
-        args = (*args[:9], *args[10:])
+        if not kinds:
+            args = (*args[:9], *args[10:])
         return conn.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
 
     script_calls.run = before_run
@@ -108,10 +119,14 @@ def _main_thread_cpu(r: redis.Redis) -> float:
     return cpu["used_cpu_user_main_thread"] + cpu["used_cpu_sys_main_thread"]
 
 
-def _filter(admin: AdminContext, url: str, name: str, kind: str, capacity: int) -> bloom.BloomFilter:
+def _geometry(shape: str, capacity: int = bloom.DEFAULT_CAPACITY) -> bloom.Geometry:
+    return bloom.Geometry(capacity=capacity, kind=SHAPES[shape], block=0 if shape in PAIRS else None)
+
+
+def _filter(admin: AdminContext, url: str, name: str, shape: str, capacity: int) -> bloom.BloomFilter:
     projects.create(admin, name)
     keys = ProjectKeys(name)
-    bloom.configure(admin.conn, keys, bloom.Geometry(capacity=capacity, kind=kind))
+    bloom.configure(admin.conn, keys, _geometry(shape, capacity))
     return bloom.BloomFilter(RawRedis(url), keys)
 
 
@@ -124,12 +139,13 @@ def _add_all(filt: bloom.BloomFilter, names: list) -> tuple[int, int]:
     return new, seen
 
 
-def one_round(admin: AdminContext, url: str, shape: str, items: int, run: int, before) -> dict:
+def one_round(admin: AdminContext, url: str, shape: str, items: int, run: int, before, fp_before) -> dict:
     r = admin.conn
-    filt = _filter(admin, url, f"{shape}{run}", SHAPES[shape], bloom.DEFAULT_CAPACITY)
+    filt = _filter(admin, url, f"{shape}{run}", shape, bloom.DEFAULT_CAPACITY)
     names = _names(items, f"{shape}{run}")
     figures = {}
-    with script_in_use(before if shape == "before" else None):
+    script = {"before": before, "fingerprint-pairs-before": fp_before}.get(shape)
+    with script_in_use(script, kinds=shape != "before"):
         filt.plan()  # the geometry read once, as a long-lived worker has it
         for phase in ("new", "seen"):
             r.config_resetstat()
@@ -145,15 +161,15 @@ def one_round(admin: AdminContext, url: str, shape: str, items: int, run: int, b
     return figures
 
 
-def costs(admin: AdminContext, url: str, items: int, runs: int, before, shapes) -> list:
+def costs(admin: AdminContext, url: str, items: int, runs: int, before, fp_before, shapes) -> list:
     """Every shape RUNS times in alternating rounds (the machine is shared: the spread shows its noise)."""
     rounds: dict = {shape: [] for shape in shapes}
     for run in range(runs):
         for shape in shapes:
-            rounds[shape].append(one_round(admin, url, shape, items, run, before))
+            rounds[shape].append(one_round(admin, url, shape, items, run, before, fp_before))
     rows = []
     for shape, figures in rounds.items():
-        layer = bloom.Geometry(kind=SHAPES[shape]).layer(0)
+        layer = _geometry(shape).layer(0)
         row = {"shape": shape, "kind": SHAPES[shape], "k": layer.k, "slot_bytes": layer.slot_bytes}
         row.update(items=items, runs=runs)
         for phase in ("new", "seen"):
@@ -183,8 +199,22 @@ def _in_buckets(table: bytes, args: list, slot_bytes: int) -> list[bool]:
     return out
 
 
+def _in_block(table: bytes, args: list, slot_bytes: int) -> list[bool]:
+    """Per name of a one-layer blocked fingerprint filter's ARGS: is its fingerprint in one of its buckets?"""
+    out, bucket = [], slot_bytes * bloom.BUCKET_SLOTS
+    for i in range(0, len(args), 5):
+        low, high, fingerprint = args[i + 1 : i + 4]
+        span = table[low : high + 1]
+        out.append(bloom._holds(span[:bucket], fingerprint) or bloom._holds(span[-bucket:], fingerprint))
+    return out
+
+
 def _member(plan: bloom.Plan, table: bytes, layer: bloom.Layer):
     """Whether each name in a list is in the filter, read locally from TABLE (its one chunk)."""
+    if plan.blocked:
+        return lambda names: _in_block(
+            table, bloom.block_args(names, names, plan.hash_plan), layer.slot_bytes
+        )
     if plan.fingerprints:
         return lambda names: _in_buckets(
             table, bloom.fingerprint_args(names, names, plan.hash_plan), layer.slot_bytes
@@ -202,7 +232,7 @@ def _implied_rate(r: redis.Redis, plan: bloom.Plan, key: str, layer: bloom.Layer
 
 
 def false_positives(admin: AdminContext, url: str, kind: str, capacity: int, probes: int) -> dict:
-    """Fill a KIND filter of CAPACITY items through bloom_add, then probe names it never saw."""
+    """Fill a KIND (a shape) filter of CAPACITY items through bloom_add, then probe names it never saw."""
     start = time.perf_counter()
     filt = _filter(admin, url, f"fp-{kind}", kind, capacity)
     plan = filt.plan()
@@ -231,6 +261,7 @@ def false_positives(admin: AdminContext, url: str, kind: str, capacity: int, pro
         "items_in": int(admin.conn.hget(filt.keys.bloom, "items")),
         "k": layer.k,
         "slot_bytes": layer.slot_bytes,
+        "block": layer.block,
         "stashed": stashed,
         "bits_per_item": round(layer.bits / capacity, 3),
         "bitmap_bytes_in_redis": admin.conn.strlen(key),
@@ -251,6 +282,9 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="smaller counts (a smoke run)")
     parser.add_argument("--before", default=BEFORE, help="commit whose bloom_add is 'before'")
     parser.add_argument(
+        "--fp-before", default=FP_BEFORE, help="commit whose bloom_add is 'fingerprint-pairs-before'"
+    )
+    parser.add_argument(
         "--shapes", nargs="+", choices=list(SHAPES), default=list(SHAPES), help="costs of these only"
     )
     parser.add_argument("--no-fp", action="store_true", help="skip the false-positive runs")
@@ -259,12 +293,13 @@ def main() -> None:
     items, runs, capacity, probes = (
         (4_000, 1, 50_000, 200_000) if options.quick else (40_000, 5, 1_000_000, 10_000_000)
     )
-    before = old_script(options.before)
+    before, fp_before = old_script(options.before), old_script(options.fp_before)
     with tempfile.TemporaryDirectory() as tmp:
         server = EmbeddedRedis(Path(tmp), port=free_port(), extra=["--appendonly", "no"]).start()
         try:
             admin = AdminContext.from_url(server.url)
             admin.conn.script_load(before.source)
+            admin.conn.script_load(fp_before.source)
             machine = {
                 "python": platform.python_version(),
                 "redis": admin.conn.info("server")["redis_version"],
@@ -272,8 +307,8 @@ def main() -> None:
                 "load_average_1min_at_start": round(os.getloadavg()[0], 2),
                 "compiled_hashing": bloom.COMPILED,
             }
-            cost_rows = costs(admin, server.url, items, runs, before, options.shapes)
-            kinds = [] if options.no_fp else bloom.KINDS
+            cost_rows = costs(admin, server.url, items, runs, before, fp_before, options.shapes)
+            kinds = [] if options.no_fp else FP_KINDS
             rates = [false_positives(admin, server.url, kind, capacity, probes) for kind in kinds]
         finally:
             server.stop()
@@ -283,6 +318,7 @@ def main() -> None:
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": machine,
         "before": options.before,
+        "fp_before": options.fp_before,
         "batch": BATCH,
         "target": {"redis_cpu_us_per_new_item": 5, "fp_rate": 1e-6, "bits_per_item": 35},
         "redis_cost": cost_rows,

@@ -145,3 +145,51 @@ def fingerprint_args(entries, dedup_keys, layers, salt=(0, 0)):
             out.append(<unsigned long long>(second + size - 1))
             out.append(_fingerprint(_fmix64(b ^ SEED_C), slot_bytes))
     return out
+
+
+def block_args(entries, dedup_keys, layers, salt=(0, 0)):
+    """Build the per-item ARGV for a blocked fingerprint filter (see _bloom_py.block_args)."""
+    cdef list out = []
+    cdef list plan = [tuple(layer) for layer in layers]
+    cdef Py_ssize_t n_layers = len(plan)
+    cdef Py_ssize_t li, slot_bytes
+    cdef uint64_t h, layer_salt, a, b, chunks, buckets, block, size, start, one, other, low, high
+    cdef long long first_key, chunk
+    cdef unsigned char info[4]
+    cdef uint64_t s0 = salt[0], s1 = salt[1]
+    for layer in plan:
+        if not 1 <= layer[1] <= 8:
+            raise ValueError("slot_bytes must be 1 to 8")
+        if not 2 <= layer[6] <= 256 or layer[4] % layer[6]:
+            raise ValueError("a block holds 2 to 256 buckets, and a chunk whole blocks")
+        if layer[5] + layer[3] - 1 > 2**24 - 1:
+            raise ValueError("a blocked layer's chunks must have KEYS indexes under 2**24")
+    for entry, key in zip(entries, dedup_keys):
+        h = _key_hash(key, s0, s1)
+        out.append(entry)
+        for li in range(n_layers):
+            seed_, slot_bytes_, bucket_slots_, chunks_, buckets_, first_key_, block_ = <tuple>plan[li]
+            layer_salt = <uint64_t>seed_ + 1
+            slot_bytes = slot_bytes_
+            size = <uint64_t>slot_bytes * <uint64_t>bucket_slots_
+            chunks = chunks_
+            buckets = buckets_
+            block = block_
+            first_key = first_key_
+            a = _fmix64(h ^ (SEED_A * layer_salt))
+            b = _fmix64(h ^ (SEED_B * layer_salt))
+            start = (a % (buckets // block)) * block
+            one = b % block
+            other = (one + 1 + (b >> 32) % (block - 1)) % block
+            low = one if one < other else other
+            high = other if one < other else one
+            chunk = first_key + <long long>(_fmix64(a ^ SEED_C) % chunks)
+            out.append(<unsigned long long>((start + low) * size))
+            out.append(<unsigned long long>((start + high) * size + size - 1))
+            out.append(_fingerprint(_fmix64(b ^ SEED_C), slot_bytes))
+            info[0] = <unsigned char>(high - low)
+            info[1] = (chunk >> 16) & 0xFF
+            info[2] = (chunk >> 8) & 0xFF
+            info[3] = chunk & 0xFF
+            out.append(PyBytes_FromStringAndSize(<char *>info, 4))
+    return out

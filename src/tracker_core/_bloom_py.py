@@ -5,7 +5,9 @@ compare them). An item's dedup key is hashed once with 64-bit FNV-1a; each filte
 derives its own chunk and k bit positions from that hash with the murmur3 finalizer (different
 seeds per layer, so layers are independent) and double hashing: position i = (a + i*b) mod bits.
 A fingerprint filter's layers (fingerprint_args) take from the same two finalizer outputs the
-chunk, two independent buckets and a fingerprint of a few bytes.
+chunk, two independent buckets and a fingerprint of a few bytes; in a blocked fingerprint layer
+(block_args) its two buckets are two distinct ones of one block of BLOCK buckets, so that one
+GETRANGE reads both.
 
 SALT, the filter's secret (s0, s1), keys the hash so that a poster can't compute in advance which
 names share positions (to poison a future name, or crowd a bucket): FNV-1a starts from the offset
@@ -121,4 +123,45 @@ def fingerprint_args(entries, dedup_keys, layers, salt=(0, 0)) -> list:
                 second + size - 1,
             ]
             out.append(fingerprint(fmix64(b ^ SEED_C), slot_bytes))
+    return out
+
+
+MAX_KEY_INDEX = 2**24 - 1  # a blocked item's chunk (its KEYS index) travels in 3 bytes
+
+
+def block_args(entries, dedup_keys, layers, salt=(0, 0)) -> list:
+    """Build the per-item ARGV of the backfeed script for a blocked fingerprint filter.
+
+    LAYERS is a sequence of (seed, slot_bytes, bucket_slots, chunks, buckets, first_key, block):
+    a layer's chunks each hold BUCKETS buckets (whole blocks of BLOCK buckets) of BUCKET_SLOTS
+    slots. An item's block is chosen by one hash, its two buckets (distinct) in that block by the
+    other. For each item the list holds the entry, then per layer the first byte offset of its
+    lower bucket, the last byte offset of its higher one (one GETRANGE reads both and what lies
+    between), its fingerprint, and 4 bytes: how many buckets the higher lies past the lower, then
+    the KEYS index of its chunk (big-endian, 3 bytes).
+    """
+    for layer in layers:
+        if not 1 <= layer[1] <= 8:
+            raise ValueError("slot_bytes must be 1 to 8")
+        if not 2 <= layer[6] <= 256 or layer[4] % layer[6]:
+            raise ValueError("a block holds 2 to 256 buckets, and a chunk whole blocks")
+        if layer[5] + layer[3] - 1 > MAX_KEY_INDEX:
+            raise ValueError("a blocked layer's chunks must have KEYS indexes under 2**24")
+    out: list = []
+    for entry, key in zip(entries, dedup_keys):
+        h = keyed_hash(_as_bytes(key), salt)
+        out.append(entry)
+        for seed, slot_bytes, bucket_slots, chunks, buckets, first_key, block in layers:
+            layer_salt = (seed + 1) & MASK64
+            a = fmix64(h ^ ((SEED_A * layer_salt) & MASK64))
+            b = fmix64(h ^ ((SEED_B * layer_salt) & MASK64))
+            size = slot_bytes * bucket_slots
+            start = (a % (buckets // block)) * block
+            one = b % block
+            other = (one + 1 + (b >> 32) % (block - 1)) % block
+            low, high = min(one, other), max(one, other)
+            chunk = first_key + fmix64(a ^ SEED_C) % chunks
+            out += [(start + low) * size, (start + high) * size + size - 1]
+            out.append(fingerprint(fmix64(b ^ SEED_C), slot_bytes))
+            out.append(bytes((high - low, chunk >> 16, (chunk >> 8) & 0xFF, chunk & 0xFF)))
     return out

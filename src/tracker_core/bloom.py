@@ -17,11 +17,15 @@ Kinds (stored with the geometry; a filter keeps its kind for life):
   fewest bits (20 at 1e-6, 29 bits per item).
 - ``wide``: the same layers with at least ``bits_per_item`` bits per item (35) and the smallest
   k that meets each layer's rate (10 at 0.9e-6); each bit is a BITFIELD op in the script.
-- ``fingerprint`` (the default for new filters): not bits but a few bytes of the name's hash in
-  one of two buckets of 8 slots, chosen independently (the emptier one takes it). An item costs
-  the script two GETRANGEs and, when new, one SETRANGE, whatever the rate; 3-byte fingerprints
-  at 35 bits per item give 6.6e-7. Items whose two buckets are both full go to a small set, the
-  layer's stash (none at capacity in a million-item test). Its layers grow as the others'.
+- ``fingerprint``: not bits but a few bytes of the name's hash in one of two buckets of 8
+  slots (the emptier one takes it); 3-byte fingerprints at 35 bits per item give 6.6e-7. Items
+  whose two buckets are both full go to a small set, the layer's stash. Its layers grow as the
+  others'. New fingerprint filters are blocked (``block`` = BLOCK_BUCKETS, stored with the
+  geometry): an item's two buckets are two distinct buckets of one block of 16, so one GETRANGE
+  reads both (the span from the lower to the higher) and a new item costs it and one SETRANGE;
+  two choices inside a block stash ~70 names in a million at capacity (STASH_SHARE leaves them
+  room). A fingerprint filter stored without ``block`` keeps its independent pairs for life:
+  two GETRANGEs per item and, when new, one SETRANGE (none stashed in a million).
 
 Salt: each filter gets 16 random bytes when its geometry is first stored, which key its hash
 (_bloom_py.keyed_hash), so that an anonymous poster can't compute which names share a future
@@ -48,6 +52,7 @@ from tracker_core.connection import ENCODING, ENCODING_ERRORS
 _impl, COMPILED = twins.load("bloom")
 script_args = _impl.script_args
 fingerprint_args = _impl.fingerprint_args
+block_args = _impl.block_args
 
 DEFAULT_CAPACITY = 1_000_000
 DEFAULT_FP_RATE = 1e-6
@@ -59,6 +64,10 @@ KINDS = (LAYERED, WIDE, FINGERPRINT)
 DEFAULT_KIND = LAYERED
 WIDE_BITS_PER_ITEM = 35
 BUCKET_SLOTS = 8  # a fingerprint bucket: 24 bytes at 3-byte fingerprints
+BLOCK_BUCKETS = 16  # a new fingerprint filter's block: an item's two buckets are two of its 16
+# A blocked layer leaves this share of its table's bytes to its stash (two choices inside a block
+# stash ~70 names in a million at capacity, ~5 KB in Redis), so the two stay within 35 bits/item.
+STASH_SHARE = 0.002
 # How full a fingerprint layer's buckets are at its capacity: 3-byte fingerprints at 35 bits per
 # item. With two choices no bucket pair overflowed filling a million items (docs/data-model.md).
 FINGERPRINT_LOAD = 24 / 35
@@ -117,6 +126,7 @@ class Layer:
     chunk_bits: int
     slot_bytes: int = 0  # a fingerprint layer's fingerprint size
     buckets: int = 0  # a fingerprint layer's buckets per chunk
+    block: int = 0  # a blocked fingerprint layer's buckets per block; 0: independent pairs
 
     @property
     def bits(self) -> int:
@@ -135,8 +145,17 @@ class Geometry:
     bits_per_item: int = WIDE_BITS_PER_ITEM  # the least a wide layer gets; unused when layered
     # The hash key, secret (kept out of repr, so out of logs); '' hashes as before salts.
     salt: str = field(default="", repr=False)
+    # A fingerprint filter's buckets per block (None: BLOCK_BUCKETS for a new fingerprint filter);
+    # 0: independent pairs (every fingerprint filter stored without it), always 0 for the others.
+    block: int | None = None
 
     def __post_init__(self):
+        if self.block is None:
+            object.__setattr__(self, "block", BLOCK_BUCKETS if self.kind == FINGERPRINT else 0)
+        if self.kind != FINGERPRINT and self.block:
+            raise ValueError("only a fingerprint filter has blocks")
+        if self.block and not 2 <= self.block <= 256:
+            raise ValueError("a block holds 2 to 256 buckets")
         if self.capacity < 1 or not 0 < self.fp_rate < 1 or self.growth < 1:
             raise ValueError("capacity >= 1, 0 < fp_rate < 1 and growth >= 1 are required")
         if not 0 < self.tightening < 1 or not 64 <= self.chunk_bits <= 2**32:
@@ -167,7 +186,14 @@ class Geometry:
             bits_per_item=int(fields.get("bits_per_item", WIDE_BITS_PER_ITEM)),
             # Filters made before salts hash unkeyed, and must stay so to keep answering.
             salt=fields.get("salt", ""),
+            # Fingerprint filters made before blocks have independent pairs, and keep them.
+            block=int(fields.get("block", 0)),
         )
+
+    @property
+    def planned_kind(self) -> str:
+        """The kind as bloom_add checks it against the stored one: 'fingerprint:16' when blocked."""
+        return f"{self.kind}:{self.block}" if self.block else self.kind
 
     def layer(self, index: int) -> Layer:
         capacity = self.capacity * self.growth**index
@@ -193,6 +219,15 @@ class Geometry:
         bucket_bytes = slot_bytes * BUCKET_SLOTS
         # Rounded down, so the bits per item never pass the design's (the load passes it by a hair).
         total = max(1, math.floor(capacity / (BUCKET_SLOTS * FINGERPRINT_LOAD)))
+        if self.block:
+            # Whole blocks: in all, and in each chunk (one block at least, whatever chunk_bits).
+            block = self.block
+            blocks = max(1, math.floor(total * (1 - STASH_SHARE)) // block)
+            chunks = math.ceil(blocks / max(1, self.chunk_bits // (8 * bucket_bytes * block)))
+            buckets = max(1, blocks // chunks) * block
+            return Layer(
+                index, capacity, fp_rate, 0, chunks, buckets * bucket_bytes * 8, slot_bytes, buckets, block
+            )
         chunks = math.ceil(total / max(1, self.chunk_bits // (8 * bucket_bytes)))
         buckets = max(1, total // chunks)
         return Layer(index, capacity, fp_rate, 0, chunks, buckets * bucket_bytes * 8, slot_bytes, buckets)
@@ -214,9 +249,22 @@ class Plan:
         self.layers = geometry.all_layers()
         self.chunk_keys: list[str] = []
         self.hash_plan: list[tuple] = []
+        self.blocked = self.fingerprints and bool(geometry.block)
         for layer in self.layers:
             first_key = FIXED_KEYS + 1 + len(self.chunk_keys)
-            if self.fingerprints:
+            if self.blocked:
+                self.hash_plan.append(
+                    (
+                        layer.index,
+                        layer.slot_bytes,
+                        BUCKET_SLOTS,
+                        layer.chunks,
+                        layer.buckets,
+                        first_key,
+                        layer.block,
+                    )
+                )
+            elif self.fingerprints:
                 self.hash_plan.append(
                     (layer.index, layer.slot_bytes, BUCKET_SLOTS, layer.chunks, layer.buckets, first_key)
                 )
@@ -234,6 +282,8 @@ class Plan:
         """The per-item hashed ARGV for this plan's kind and salt (over HASH_PLAN's layers, all by
         default)."""
         layers = self.hash_plan if hash_plan is None else hash_plan
+        if self.blocked:
+            return block_args(entries, dedup_keys, layers, self.salt)
         if self.fingerprints:
             return fingerprint_args(entries, dedup_keys, layers, self.salt)
         return script_args(entries, dedup_keys, layers, self.salt)
@@ -262,6 +312,7 @@ def configure(
         kind=g.kind,
         bits_per_item=g.bits_per_item,
         salt=g.salt or secrets.token_hex(16),
+        block=g.block,
         replace=replace,
     )
     if isinstance(fields, int):
@@ -363,7 +414,7 @@ class BloomFilter:
                 seen_field=fields[1],
                 count=len(entries),
                 bound=bound,
-                kind=plan.geometry.kind,
+                kind=plan.geometry.planned_kind,
                 ks=plan.ks,
                 hashed=args,
             )
@@ -389,6 +440,8 @@ def membership(plan: Plan, dedup_keys) -> tuple[list[tuple], Callable[[list], li
     function that reads their replies (in order; GETRANGE's as bytes, or as str decoded with
     surrogateescape) into one answer per key: the same test as bloom_add's."""
     layers = len(plan.layers)
+    if plan.blocked:
+        return _block_membership(plan, dedup_keys)
     if plan.fingerprints:
         return _fingerprint_membership(plan, dedup_keys)
     args = plan.hashed([b""] * len(dedup_keys), dedup_keys)
@@ -472,6 +525,45 @@ def _fingerprint_membership(plan: Plan, dedup_keys):
                 found = found or _holds(first, fingerprint) or _holds(second, fingerprint)
                 if not found and _full(first, size) and _full(second, size):
                     found = bool(replies[3 * at + 2])
+            seen.append(found)
+        return seen
+
+    return commands, answer
+
+
+def _block_membership(plan: Plan, dedup_keys):
+    """membership for a blocked fingerprint filter: per layer one GETRANGE from its lower
+    bucket to its higher one, and its stash, which counts only where both are full."""
+    layers, per_layer = len(plan.layers), 4
+    args = plan.hashed([b""] * len(dedup_keys), dedup_keys)
+    commands, looks = [], []
+    for i in range(0, len(args), 1 + per_layer * layers):
+        for layer in range(layers):
+            at = i + 1 + layer * per_layer
+            low, high, fingerprint, info = args[at : at + per_layer]
+            chunk = plan.chunk_keys[(info[1] << 16 | info[2] << 8 | info[3]) - FIXED_KEYS - 1]
+            stash = plan.chunk_keys[len(plan.chunk_keys) - layers + layer]
+            commands += [
+                ("GETRANGE", chunk, low, high),
+                ("SISMEMBER", stash, b"%d %d " % (low, high) + fingerprint),
+            ]
+            looks.append((fingerprint, high - low + 1))
+
+    def answer(replies: list) -> list[bool]:
+        seen = []
+        for n in range(len(dedup_keys)):
+            found = False
+            for layer in range(layers):
+                at = n * layers + layer
+                fingerprint, span = looks[at]
+                size = len(fingerprint)
+                bucket = size * BUCKET_SLOTS
+                # Zeros past the bitmap's end are empty slots.
+                both = _raw(replies[2 * at]).ljust(span, b"\0")
+                low, high = both[:bucket], both[span - bucket :]
+                found = found or _holds(low, fingerprint) or _holds(high, fingerprint)
+                if not found and not _holds(low, bytes(size)) and not _holds(high, bytes(size)):
+                    found = bool(replies[2 * at + 1])
             seen.append(found)
         return seen
 

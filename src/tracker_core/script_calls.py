@@ -433,12 +433,14 @@ def bloom_configure(
     kind: str = "layered",
     bits_per_item: int = 35,
     salt: str = "",
+    block: int = 0,
 ) -> dict | int:
     """Fix the filter's geometry while it is empty (bloom_configure-2.lua): the geometry in
     force as a dict of text (with its secret salt: keep it out of any output), or a
-    reply_codes.BloomConfigure code. KIND, BITS_PER_ITEM and SALT: see tracker_core.bloom."""
+    reply_codes.BloomConfigure code. KIND, BITS_PER_ITEM, SALT and BLOCK (a fingerprint filter's
+    buckets per block, 0 for none): see tracker_core.bloom."""
     argv = (capacity, fp_rate, growth, tightening, chunk_bits, "1" if replace else "0", kind, bits_per_item)
-    reply = run(conn, "bloom_configure", (k.settings, k.bloom), (*argv, salt))
+    reply = run(conn, "bloom_configure", (k.settings, k.bloom), (*argv, salt, block))
     if len(reply) == 1:
         return reply[0]
     return dict(zip(reply[::2], reply[1::2]))

@@ -14,6 +14,15 @@ from tracker_core.rawredis import RawRedis
 compiled, pure = twins.pair("bloom")
 
 P = "kinds"
+# Every kind, and the fingerprint filters made before blocks (independent bucket pairs), which
+# must keep answering as they did.
+SHAPES = (*bloom.KINDS, "fingerprint-pairs")
+
+
+def shaped(kind: str, **geometry) -> bloom.Geometry:
+    if kind == "fingerprint-pairs":
+        return bloom.Geometry(kind=bloom.FINGERPRINT, block=0, **geometry)
+    return bloom.Geometry(kind=kind, **geometry)
 
 
 def odd_names(rng: random.Random, n: int) -> list[bytes]:
@@ -42,24 +51,27 @@ def hashing(request, monkeypatch):
     module = compiled if request.param == "compiled" else pure
     monkeypatch.setattr(bloom, "script_args", module.script_args)
     monkeypatch.setattr(bloom, "fingerprint_args", module.fingerprint_args)
+    monkeypatch.setattr(bloom, "block_args", module.block_args)
     return request.param
 
 
 def crowded(k, geometry: bloom.Geometry, layer: int, n: int, tag: str) -> list[bytes]:
-    """N URLs whose two buckets in LAYER of a fingerprint filter are one and the same (what a
-    poster who knows the hash, salt included, can send): 8 fill it, the others are stashed."""
+    """N URLs with the same two buckets in LAYER of a fingerprint filter (what a poster who knows
+    the hash, salt included, can send): with independent pairs, one bucket twice (8 fill it); in
+    a blocked filter, its first two buckets (16 fill them); the others are stashed."""
     plan = bloom.Plan(k, bloom.Geometry(**{**geometry.__dict__, "layers": layer + 1}))
+    bucket = plan.layers[layer].slot_bytes * bloom.BUCKET_SLOTS
     found, i = [], 0
     while len(found) < n:
         name = f"https://example.com/{tag}/{i}?q=%20#f".encode()
         args = plan.hashed([b""], [name], [plan.hash_plan[layer]])
-        if args[2] == args[4] == 0:
+        if args[1:3] == [0, 2 * bucket - 1] if plan.blocked else args[2] == args[4] == 0:
             found.append(name)
         i += 1
     return found
 
 
-@pytest.mark.parametrize("kind", bloom.KINDS)
+@pytest.mark.parametrize("kind", SHAPES)
 @pytest.mark.parametrize("capacity", [5, 60])
 def test_membership_agrees_with_bloom_add_name_by_name_through_growth(
     admin, redis_url, kind, capacity, hashing
@@ -71,14 +83,16 @@ def test_membership_agrees_with_bloom_add_name_by_name_through_growth(
     projects.create(admin, P)
     k = ProjectKeys(P)
     conn = RawRedis(redis_url)
-    geometry = bloom.configure(conn, k, bloom.Geometry(capacity=capacity, kind=kind))
+    geometry = bloom.configure(conn, k, shaped(kind, capacity=capacity))
     assert isinstance(geometry, bloom.Geometry)
+    assert geometry.block == (bloom.BLOCK_BUCKETS if kind == bloom.FINGERPRINT else 0)
     filt = bloom.BloomFilter(conn, k)
     rng = random.Random(f"{kind}{capacity}")
     names = odd_names(rng, 150)
-    stashing = kind == bloom.FINGERPRINT and capacity == 60
+    stashing = kind.startswith(bloom.FINGERPRINT) and capacity == 60
     if stashing:
-        names = crowded(k, geometry, 0, 12, "zero") + names + crowded(k, geometry, 1, 12, "one")
+        crowd = 20 if geometry.block else 12
+        names = crowded(k, geometry, 0, crowd, "zero") + names + crowded(k, geometry, 1, crowd, "one")
     added: list[bytes] = []
     for name in names + rng.sample(names, 40):
         predicted = bloom.seen_by(admin.conn, k, [name])
@@ -96,12 +110,12 @@ def test_membership_agrees_with_bloom_add_name_by_name_through_growth(
         assert admin.conn.scard(k.bloom_stash(0)) >= 4 and admin.conn.scard(k.bloom_stash(1)) >= 4
 
 
-@pytest.mark.parametrize("kind", bloom.KINDS)
+@pytest.mark.parametrize("kind", SHAPES)
 def test_a_name_repeated_in_one_batch_is_queued_once_in_every_kind(admin, redis_url, kind, hashing):
     projects.create(admin, P)
     k = ProjectKeys(P)
     conn = RawRedis(redis_url)
-    bloom.configure(conn, k, bloom.Geometry(capacity=5, kind=kind))
+    bloom.configure(conn, k, shaped(kind, capacity=5))
     names = odd_names(random.Random(kind), 12)
     batch = names + names[::-1] + names[:3]
     result = bloom.BloomFilter(conn, k).add(batch)
@@ -126,11 +140,13 @@ def test_twins_hash_str_and_bytes_subclasses_alike():
     assert compiled.script_args(entries, keys, layers) == pure.script_args(entries, keys, layers)
     slots = [(0, 3, 8, 2, 7, 10), (1, 4, 8, 1, 3, 12)]
     assert compiled.fingerprint_args(entries, keys, slots) == pure.fingerprint_args(entries, keys, slots)
+    blocks = [(0, 3, 8, 2, 32, 10, 16), (1, 4, 8, 1, 4, 12, 2)]
+    assert compiled.block_args(entries, keys, blocks) == pure.block_args(entries, keys, blocks)
     plain = [str(key) if isinstance(key, str) else bytes(key) for key in keys]
     assert pure.script_args(entries, keys, layers) == pure.script_args(entries, plain, layers)
 
 
-@pytest.mark.parametrize("kind", bloom.KINDS)
+@pytest.mark.parametrize("kind", SHAPES)
 def test_a_batch_far_over_a_layers_capacity_fills_it_and_grows_forgetting_nothing(admin, redis_url, kind):
     """A layer grows only after a script call: a 400-name batch into a 5-item layer once saturated
     its bits, and every new name after it was called seen. Now the script sends the batch back
@@ -138,7 +154,7 @@ def test_a_batch_far_over_a_layers_capacity_fills_it_and_grows_forgetting_nothin
     projects.create(admin, P)
     k = ProjectKeys(P)
     conn = RawRedis(redis_url)
-    bloom.configure(conn, k, bloom.Geometry(capacity=5, kind=kind))
+    bloom.configure(conn, k, shaped(kind, capacity=5))
     filt = bloom.BloomFilter(conn, k)
     names = [f"https://example.com/over/{i}?q=%20#f".encode() for i in range(bloom.BATCH)]
     # Layers of 5, 10, 20 items: double hashing over a few hundred bits is a little worse than
@@ -153,14 +169,14 @@ def test_a_batch_far_over_a_layers_capacity_fills_it_and_grows_forgetting_nothin
     assert filt.add(fresh).new >= 98
 
 
-@pytest.mark.parametrize("kind", bloom.KINDS)
+@pytest.mark.parametrize("kind", SHAPES)
 def test_the_bound_is_checked_on_the_whole_batch_before_it_is_split(admin, redis_url, kind):
     """A batch past the bound is refused whole (nothing queued, nothing split); under the bound
     it goes in two parts, the first filling the layer, and nothing is lost."""
     projects.create(admin, P)
     k = ProjectKeys(P)
     conn = RawRedis(redis_url)
-    bloom.configure(conn, k, bloom.Geometry(capacity=60, kind=kind))
+    bloom.configure(conn, k, shaped(kind, capacity=60))
     filt = bloom.BloomFilter(conn, k)
     old = [f"https://example.com/old/{i}?q=%20#f".encode() for i in range(50)]
     assert filt.add(old) == bloom.AddResult(bloom.OK, 50, 0)

@@ -39,6 +39,8 @@ def test_twins_agree_with_a_salt(keys, salt):
     assert compiled.fingerprint_args(entries, keys, slots, salt) == pure.fingerprint_args(
         entries, keys, slots, salt
     )
+    blocks = [(0, 3, 8, 2, 32, 10, 16), (1, 4, 8, 1, 6, 12, 3)]
+    assert compiled.block_args(entries, keys, blocks, salt) == pure.block_args(entries, keys, blocks, salt)
     raw = [k.encode("utf-8", "surrogateescape") if isinstance(k, str) else k for k in keys]
     assert [compiled.keyed_hash(k, salt) for k in raw] == [pure.keyed_hash(k, salt) for k in raw]
 
@@ -102,17 +104,23 @@ def test_a_new_filter_gets_a_salt_and_only_replacing_an_empty_one_renews_it(admi
 
 
 def _count_crowded(plan: bloom.Plan, names) -> int:
+    """How many of NAMES have the first layer's crowded buckets: with independent pairs, bucket 0
+    twice; blocked, buckets 0 and 1."""
     args = plan.hashed([b""] * len(names), names, plan.hash_plan[:1])
+    if plan.blocked:
+        return sum(1 for i in range(0, len(args), 5) if args[i + 1 : i + 3] == [0, 47])
     return sum(1 for i in range(0, len(args), 7) if args[i + 2] == args[i + 4] == 0)
 
 
-def test_names_crowded_for_the_unkeyed_hash_do_not_crowd_a_salted_filter(admin, redis_url, r):
-    """crowded() names (both buckets bucket 0, for salt 0) fill an unsalted filter's bucket and
-    stash the rest; in a salted filter they spread, and nothing is stashed."""
-    geometry = bloom.Geometry(capacity=60, kind=bloom.FINGERPRINT)
+@pytest.mark.parametrize("block", [0, None], ids=["pairs", "blocked"])
+def test_names_crowded_for_the_unkeyed_hash_do_not_crowd_a_salted_filter(admin, redis_url, r, block):
+    """crowded() names (for salt 0) fill an unsalted filter's buckets (8 slots with pairs, 16
+    blocked) and stash the rest; in a salted filter they spread, and nothing is stashed."""
+    geometry = bloom.Geometry(capacity=60, kind=bloom.FINGERPRINT, block=block)
     unsalted = plan_for(geometry, "")
+    crowd = 22 if unsalted.blocked else 14
     names, i = [], 0
-    while len(names) < 14:
+    while len(names) < crowd:
         name = f"https://example.com/crowd/{i}?q=%20#f".encode()
         if _count_crowded(unsalted, [name]):
             names.append(name)
@@ -123,7 +131,7 @@ def test_names_crowded_for_the_unkeyed_hash_do_not_crowd_a_salted_filter(admin, 
         projects.create(admin, project)
         k = ProjectKeys(project)
         bloom.configure(conn, k, bloom.Geometry(**{**geometry.__dict__, "salt": salt}))
-        assert bloom.BloomFilter(conn, k).add(names).new == 14
+        assert bloom.BloomFilter(conn, k).add(names).new == crowd
         stashed = backfeed.bloom_filter(admin, project)["layers"][0]["stashed"]
         assert stashed == r.scard(k.bloom_stash(0))
         if salt:  # all zeros: hashes as an unsalted filter

@@ -84,7 +84,7 @@ def call(conn, k, entries, geometry, **overrides):
         seen_field="items_duplicate",
         count=len(entries),
         bound=0,
-        kind=plan.geometry.kind,
+        kind=plan.geometry.planned_kind,
         ks=plan.ks,
         hashed=plan.args(wired, wired),
     )
@@ -147,15 +147,21 @@ def test_arguments_that_do_not_match_the_layers_fail_before_any_write(conn, proj
 
 # -- fingerprint filters: two buckets per item, a stash when both are full -------------------------
 
+# Fingerprint filters made before blocks (independent bucket pairs: every such filter stored keeps
+# them), and new ones (blocked: an item's two buckets are two of one block of 16).
 FINGERPRINTS = dict(WIDE, kind="fingerprint")
+BLOCKED = dict(FINGERPRINTS, block=16)
+BOTH = pytest.mark.parametrize("fingerprints", [FINGERPRINTS, BLOCKED], ids=["pairs", "blocked"])
 
 
-def test_a_fingerprint_filter_queues_each_url_once(conn, project, r):
+@BOTH
+def test_a_fingerprint_filter_queues_each_url_once(conn, project, r, fingerprints):
     batch = urls(300) + urls(300)[::-1][:40]
-    reply, plan = call(conn, project, batch, FINGERPRINTS)
+    reply, plan = call(conn, project, batch, fingerprints)
     assert plan.ks == [3] and reply == (BloomAdd.OK, 300, 40)
+    assert plan.blocked == ("block" in fingerprints)
     assert r.smembers(project.todo) == set(urls(300))
-    assert call(conn, project, urls(300)[::7] + urls(30, "more/"), FINGERPRINTS)[0] == (BloomAdd.OK, 30, 43)
+    assert call(conn, project, urls(300)[::7] + urls(30, "more/"), fingerprints)[0] == (BloomAdd.OK, 30, 43)
     # 330 fingerprints of 3 bytes in the one chunk's buckets (its string no longer than they are),
     # nothing stashed.
     assert 0 < r.strlen(plan.chunk_keys[0]) <= plan.layers[0].buckets * 3 * bloom.BUCKET_SLOTS
@@ -163,40 +169,47 @@ def test_a_fingerprint_filter_queues_each_url_once(conn, project, r):
 
 
 def crowded(plan, layer: int, n: int, tag: str) -> list[str]:
-    """N URLs whose two buckets in LAYER are both its chunk's first bucket (what an attacker who
-    knows the hash can post)."""
+    """N URLs with the same two buckets in LAYER (what an attacker who knows the hash can post):
+    with independent pairs, its chunk's first bucket twice; blocked, its first two buckets."""
     found, i = [], 0
+    bucket = plan.layers[layer].slot_bytes * bloom.BUCKET_SLOTS
     while len(found) < n:
         name = urls(1, f"{tag}{i}/")[0]
-        args = bloom.fingerprint_args([b""], [name.encode()], [plan.hash_plan[layer]])
-        if args[2] == args[4] == 0:
+        args = plan.hashed([b""], [name.encode()], [plan.hash_plan[layer]])
+        if args[1:3] == [0, 2 * bucket - 1] if plan.blocked else args[2] == args[4] == 0:
             found.append(name)
         i += 1
     return found
 
 
-def test_items_whose_buckets_are_full_go_to_the_stash_and_are_found_there(conn, project, r, redis_url):
-    """12 names whose buckets are one and the same: 8 fill it, 4 are stashed, in each layer, and
-    every name is seen afterwards (the stash is read when both buckets are full)."""
-    shape = dict(FINGERPRINTS, capacity=60)
+@BOTH
+def test_items_whose_buckets_are_full_go_to_the_stash_and_are_found_there(
+    conn, project, r, redis_url, fingerprints
+):
+    """Names whose buckets are the same: 8 fill one bucket (pairs: 12 names of one bucket twice)
+    or 16 two (blocked: 20 names), 4 are stashed, in each layer, and every name is seen
+    afterwards (the stash is read when both buckets are full)."""
+    shape = dict(fingerprints, capacity=60)
     _, plan = call(conn, project, [], shape)
-    first = crowded(plan, 0, 12, "a")
-    assert call(conn, project, first, shape)[0] == (BloomAdd.OK, 12, 0)
+    crowd = 20 if plan.blocked else 12
+    first = crowded(plan, 0, crowd, "a")
+    assert call(conn, project, first, shape)[0] == (BloomAdd.OK, crowd, 0)
     assert r.scard(project.bloom_stash(0)) == 4 and plan.chunk_keys[-1] == project.bloom_stash(0)
-    assert call(conn, project, urls(48, "fill/"), shape)[0] == (BloomAdd.OK, 48, 0)
+    fill = 60 - crowd
+    assert call(conn, project, urls(fill, "fill/"), shape)[0] == (BloomAdd.OK, fill, 0)
     _, plan = call(conn, project, [], shape)
     assert len(plan.layers) == 2
-    second = crowded(plan, 1, 12, "b")
+    second = crowded(plan, 1, crowd, "b")
     again, plan = call(conn, project, first[::-1] + second, shape)
-    assert again == (BloomAdd.OK, 12, 12) and r.scard(project.bloom_stash(1)) == 4
+    assert again == (BloomAdd.OK, crowd, crowd) and r.scard(project.bloom_stash(1)) == 4
     from tracker_core.rawredis import RawRedis
 
     filt = bloom.BloomFilter(RawRedis(redis_url), project)
-    assert all(filt.contains_many([u.encode() for u in first + second + urls(48, "fill/")]))
+    assert all(filt.contains_many([u.encode() for u in first + second + urls(fill, "fill/")]))
     assert not any(filt.contains_many([u.encode() for u in urls(50, "absent/")]))
 
 
-@pytest.mark.parametrize("shape", [WIDE, FINGERPRINTS], ids=lambda s: s["kind"])
+@pytest.mark.parametrize("shape", [WIDE, FINGERPRINTS, BLOCKED], ids=["wide", "pairs", "blocked"])
 def test_a_batch_that_would_pass_the_layers_capacity_is_sent_back_cut_where_it_fills(conn, project, r, shape):
     small = dict(shape, capacity=60)
     assert call(conn, project, urls(50), small)[0] == (BloomAdd.OK, 50, 0)
@@ -207,17 +220,20 @@ def test_a_batch_that_would_pass_the_layers_capacity_is_sent_back_cut_where_it_f
     assert r.hget(project.bloom, "layers") == "2"
 
 
-def test_a_fingerprint_chunk_or_stash_of_the_wrong_type_fails_before_any_write(conn, project, r):
+@BOTH
+def test_a_fingerprint_chunk_or_stash_of_the_wrong_type_fails_before_any_write(
+    conn, project, r, fingerprints
+):
     import pytest
 
     from tracker_core.scripts import ScriptError
 
-    _, plan = call(conn, project, [], FINGERPRINTS)
+    _, plan = call(conn, project, [], fingerprints)
     for wrong in (plan.chunk_keys[-1], plan.chunk_keys[0]):
         r.delete(*plan.chunk_keys)
         r.set(wrong, "x") if wrong == plan.chunk_keys[-1] else r.rpush(wrong, "not a bitmap")
         with pytest.raises(ScriptError):
-            call(conn, project, urls(20), FINGERPRINTS)
+            call(conn, project, urls(20), fingerprints)
         assert not r.exists(project.todo) and r.hget(project.bloom, "items") == "0"
         assert [key for key in plan.chunk_keys if r.exists(key)] == [wrong]
 
@@ -228,15 +244,33 @@ def test_a_call_planned_for_another_kind_is_sent_back_to_replan(conn, project, r
     assert not r.exists(project.todo) and not r.exists(plan.chunk_keys[0])
 
 
-def test_a_fingerprint_size_out_of_range_fails_before_any_write(conn, project, r):
+def test_a_call_planned_for_the_other_fingerprint_layout_is_sent_back_to_replan(conn, project, r):
+    """A caller that planned independent pairs for a blocked filter (or the other way, or another
+    block) sends arguments of another shape: the script refuses before reading them."""
+    _, plan = call(conn, project, [], BLOCKED)
+    assert r.hget(project.bloom, "block") == "16" and plan.geometry.planned_kind == "fingerprint:16"
+    for planned in ("fingerprint", "fingerprint:8"):
+        assert call(conn, project, urls(5), BLOCKED, kind=planned)[0].code == BloomAdd.LAYERS_CHANGED
+    assert not r.exists(project.todo) and not r.exists(plan.chunk_keys[0])
+    r.delete(project.bloom)
+    _, plan = call(conn, project, [], FINGERPRINTS)
+    assert not r.hexists(project.bloom, "block") and plan.geometry.planned_kind == "fingerprint"
+    assert (
+        call(conn, project, urls(5), FINGERPRINTS, kind="fingerprint:16")[0].code == BloomAdd.LAYERS_CHANGED
+    )
+    assert not r.exists(project.todo)
+
+
+@BOTH
+def test_a_fingerprint_size_out_of_range_fails_before_any_write(conn, project, r, fingerprints):
     import pytest
 
     from tracker_core.scripts import ScriptError
 
-    _, plan = call(conn, project, [], FINGERPRINTS)
+    _, plan = call(conn, project, [], fingerprints)
     for size in (0, 9):
         with pytest.raises(ScriptError, match="1 to 8 bytes"):
-            call(conn, project, urls(3), FINGERPRINTS, ks=[size])
+            call(conn, project, urls(3), fingerprints, ks=[size])
     assert not r.exists(project.todo) and not r.exists(plan.chunk_keys[0])
 
 
@@ -265,7 +299,11 @@ def damage_seen_counter(r, k):
     r.hset(k.stats, "items_duplicate", "x")
 
 
-@pytest.mark.parametrize("shape", [WIDE, FINGERPRINTS, dict(WIDE, kind="layered")], ids=lambda s: s["kind"])
+@pytest.mark.parametrize(
+    "shape",
+    [WIDE, FINGERPRINTS, BLOCKED, dict(WIDE, kind="layered")],
+    ids=["wide", "pairs", "blocked", "layered"],
+)
 @pytest.mark.parametrize(
     "damage",
     [damage_stats_type, damage_layer_count, damage_item_count, damage_new_counter, damage_seen_counter],
@@ -282,13 +320,14 @@ def test_a_damaged_counter_fails_before_any_write(conn, project, r, shape, damag
     assert not any(r.exists(key) for key in plan.chunk_keys)
 
 
-def test_a_damaged_shard_count_fails_before_any_write(conn, project, r):
+@BOTH
+def test_a_damaged_shard_count_fails_before_any_write(conn, project, r, fingerprints):
     from tracker_core.scripts import ScriptError
 
-    _, plan = call(conn, project, [], FINGERPRINTS)
+    _, plan = call(conn, project, [], fingerprints)
     r.hset(project.backfeed_shards, "shard-a", "lots")
     with pytest.raises(ScriptError):
-        call(conn, project, urls(10), FINGERPRINTS, shard="shard-a")
+        call(conn, project, urls(10), fingerprints, shard="shard-a")
     assert not r.exists(project.todo) and not r.exists(plan.chunk_keys[0])
-    assert call(conn, project, urls(10), FINGERPRINTS, shard="shard-b")[0] == (BloomAdd.OK, 10, 0)
+    assert call(conn, project, urls(10), fingerprints, shard="shard-b")[0] == (BloomAdd.OK, 10, 0)
     assert r.hget(project.backfeed_shards, "shard-b") == "10"

@@ -51,3 +51,22 @@ def test_configure_stores_a_salt_only_with_a_new_geometry_and_refuses_a_bad_one(
     assert renewed["salt"] == other
     unsalted = script_calls.bloom_configure(conn, project, replace=True, **GEOMETRY)
     assert "salt" not in unsalted and not r.hexists(project.bloom, "salt")
+
+
+def test_configure_stores_a_fingerprint_filters_block_and_refuses_a_bad_one(conn, project, r):
+    """A new fingerprint filter is stored with its block; one made before blocks has none (its
+    buckets are independent pairs) and no other kind takes one."""
+    fingerprint = dict(GEOMETRY, kind="fingerprint")
+    for bad in (dict(fingerprint, block=1), dict(fingerprint, block=257), dict(fingerprint, block="x")):
+        assert (
+            script_calls.bloom_configure(conn, project, replace=False, **bad) == BloomConfigure.NOT_A_NUMBER
+        )
+    assert script_calls.bloom_configure(conn, project, replace=False, **dict(GEOMETRY, block=16)) == (
+        BloomConfigure.NOT_A_NUMBER
+    )
+    assert not r.exists(project.bloom)
+    for block in (2, 256, 16):
+        stored = script_calls.bloom_configure(conn, project, replace=True, **dict(fingerprint, block=block))
+        assert stored["block"] == str(block)
+    pairs = script_calls.bloom_configure(conn, project, replace=True, **fingerprint)
+    assert "block" not in pairs and not r.hexists(project.bloom, "block")

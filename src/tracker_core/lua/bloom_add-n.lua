@@ -16,11 +16,14 @@ ARGV[5] shard name, or '' (counted in KEYS[7]; a new name once MAX_SHARDS are kn
 under 'other')   ARGV[6] counter field for new items   ARGV[7] field for seen items
 ARGV[8] number of items N   ARGV[9] bound: most items KEYS[2], KEYS[8] and KEYS[9] may hold
 together once this batch is in, or 0 for none (backfeed passes it)
-ARGV[10] the filter's kind as the caller planned it ('layered', 'wide' or 'fingerprint')
+ARGV[10] the filter's kind as the caller planned it ('layered', 'wide' or 'fingerprint'; a
+blocked fingerprint filter's with its block: 'fingerprint:16')
 ARGV[11 .. 10+L] per layer: k (bits per item), or a fingerprint's bytes
 then per item the entry to queue and per layer: the KEYS index of its chunk and its k positions;
 or, in a fingerprint filter, the KEYS index of its chunk, the first and last byte offsets of its
-two buckets (text: Redis takes them as they came) and its fingerprint.
+two buckets (text: Redis takes them as they came) and its fingerprint; in a blocked one, the first
+byte offset of its lower bucket and the last of its higher one (text), its fingerprint, and 4
+bytes: how many buckets the higher lies past the lower, then its chunk's KEYS index (3 bytes).
 
 Returns {0, new, seen}; {-1, 0, 0} unknown project; {-2, 0, 0} the filter has another number of
 layers or another kind than planned (the caller reloads the geometry and retries); {-3, 0, 0} wrong secret;
@@ -33,7 +36,10 @@ A fingerprint goes into the emptier of its two buckets (a bucket's slots fill in
 slot is all zeros, and a stored fingerprint never starts or ends with a zero byte, so the first
 run of zeros of a slot's size is the first empty slot); when both are full, into the layer's
 stash as "<first offset> <second offset> <fingerprint>", which is looked at only then (buckets
-never empty, so an item whose buckets have room was never stashed).
+never empty, so an item whose buckets have room was never stashed). In a blocked filter an item's
+two buckets lie in one block: one GETRANGE reads from the lower to the higher, and a new item's
+fingerprint is written by one SETRANGE at the lower's offset (the span up to its slot, itself);
+its stash member is "<lower's first offset> <higher's last offset> <fingerprint>".
 Everything that can fail comes before the first bit is set (the places written are read first,
 so a wrong type fails there): Redis keeps a failed script's writes, and an item marked seen but
 not queued could never come back through the filter.
@@ -54,9 +60,11 @@ local BUCKET_SLOTS = 8
 if redis.call('EXISTS', settings_key) == 0 then return {-1, 0, 0} end
 if ARGV[4] ~= '' and redis.call('HEXISTS', secrets_key, ARGV[4]) == 0 then return {-3, 0, 0} end
 local layers = tonumber(ARGV[1])
-local stored = redis.call('HMGET', bloom_key, 'layers', 'kind', 'items', 'n:' .. ARGV[1] - 1)
+local stored = redis.call('HMGET', bloom_key, 'layers', 'kind', 'items', 'n:' .. ARGV[1] - 1, 'block')
 local kind = stored[2] or 'layered'   -- filters made before kinds are layered
-if tonumber(stored[1] or '1') ~= layers or kind ~= ARGV[10] then return {-2, 0, 0} end
+local planned = kind   -- fingerprint filters made before blocks have none: independent pairs
+if stored[5] then planned = kind .. ':' .. stored[5] end
+if tonumber(stored[1] or '1') ~= layers or planned ~= ARGV[10] then return {-2, 0, 0} end
 -- Every counter the end of the script increments is read here: a damaged one (not an integer,
 -- or stats not a hash) must fail before the first bit is set, not after.
 local function counters_fine(values)
@@ -71,6 +79,7 @@ if not counters_fine({stored[3], stored[4], counts[1], counts[2]}) then
   return redis.error_reply('bloom_add: a counter of the filter or the stats is not an integer')
 end
 local fingerprints = kind == 'fingerprint'
+local blocked = fingerprints and stored[5] ~= false
 local n = tonumber(ARGV[8])
 -- The last layer's capacity is read after the items are queued: check it here, before any write.
 local capacity = tonumber(ARGV[2])
@@ -86,7 +95,13 @@ for l = 1, layers do
     return redis.error_reply('bloom_add: ARGV[' .. (10 + l) .. '] must be k, or a fingerprint\'s 1 to 8 bytes')
   end
   skips[l] = per_item   -- where layer l's strings start within an item's
-  if fingerprints then per_item = per_item + 6 else per_item = per_item + 1 + ks[l] end
+  if blocked then
+    per_item = per_item + 4
+  elseif fingerprints then
+    per_item = per_item + 6
+  else
+    per_item = per_item + 1 + ks[l]
+  end
 end
 local first = 11 + layers
 if #ARGV ~= first - 1 + n * per_item then
@@ -182,6 +197,52 @@ local function fingerprint(item, l, write)
   return false
 end
 
+-- A blocked filter's ITEM in layer L, as fingerprint's. One GETRANGE reads its lower bucket, the
+-- buckets between and its higher one; the fewest C calls (each costs far more than Lua's own
+-- steps): find the fingerprint once over the span, keeping only whole slots of the two buckets.
+local byte = string.byte
+local function in_block(item, l, write)
+  local i, size = first + (item - 1) * per_item + skips[l], ks[l]
+  local low, high, fp = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  local gap, k1, k2, k3 = byte(ARGV[i + 3], 1, 4)
+  local key, bucket = KEYS[k1 * 65536 + k2 * 256 + k3], size * BUCKET_SLOTS
+  local span = redis.call('GETRANGE', key, low, high)
+  local bytes = (gap + 1) * bucket
+  -- Zeros past the bitmap's end are empty slots (and never match: a fingerprint's ends aren't 0).
+  if #span < bytes then span = span .. rep('\0', bytes - #span) end
+  local upper = bytes - bucket + 1   -- where the higher bucket starts
+  local hit = find(span, fp, 1, true)
+  while hit do
+    if hit < upper then
+      if hit <= bucket and (hit - 1) % size == 0 then return true end
+    elseif (hit - upper) % size == 0 then
+      return true
+    end
+    hit = find(span, fp, hit + 1, true)
+  end
+  local empty, f2 = empties[l], nil
+  local f1 = find(span, empty, 1, true)
+  if f1 and f1 > bucket then f1 = nil end   -- the lower bucket is full: a later bucket's slot
+  if f1 ~= 1 then f2 = find(span, empty, upper, true) end   -- an empty lower one takes it anyway
+  if not f1 and not f2 then
+    local stash, member = KEYS[#KEYS - layers + l], low .. ' ' .. high .. ' ' .. fp
+    if redis.call('SISMEMBER', stash, member) == 1 then return true end
+    if write then redis.call('SADD', stash, member) end
+    return false
+  end
+  if write then
+    -- The emptier bucket (the lower on a tie) takes it: the span up to its slot, then it.
+    local f = f1
+    if not f1 or (f2 and f2 - upper < f1 - 1) then f = f2 end
+    if f == 1 then
+      redis.call('SETRANGE', key, low, fp)
+    else
+      redis.call('SETRANGE', key, low, sub(span, 1, f - 1) .. fp)
+    end
+  end
+  return false
+end
+
 -- ALL[item] = whether each of ITEMS was in layer L (with WRITE, in the last layer: added if not).
 local function look(items, l, write, all)
   if not fingerprints then return bits(items, l, write, all) end
@@ -191,7 +252,9 @@ local function look(items, l, write, all)
     for key = 10, #KEYS - layers do redis.call('STRLEN', KEYS[key]) end
     redis.call('SCARD', KEYS[#KEYS - layers + l])
   end
-  for _, item in ipairs(items) do all[item] = fingerprint(item, l, write) end
+  local one = fingerprint
+  if blocked then one = in_block end
+  for _, item in ipairs(items) do all[item] = one(item, l, write) end
 end
 
 -- Whether each item is in some layer (FOUND[item]); tests the last layer too unless SKIP_LAST.

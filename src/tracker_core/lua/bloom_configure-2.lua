@@ -8,11 +8,14 @@ per item of a wide layer. A geometry stored without a kind (made before kinds) i
 ARGV[9] the filter's hash salt: 32 lowercase hex digits from Python's secrets (Lua has no good
 randomness), stored only with a new geometry; a geometry stored without one hashes unkeyed.
 Absent or '' stores none (the old callers').
+ARGV[10] a fingerprint filter's buckets per block (2 to 256), stored with a new fingerprint
+geometry as 'block'; absent, '' or '0' stores none: independent bucket pairs, as every
+fingerprint filter made before blocks keeps (see tracker_core.bloom).
 
 Returns the geometry in force as a flat field/value list; {-1} unknown project, {-2} the filter
 already holds items (its bit positions depend on the geometry, so it can no longer change);
 {-3} (nothing changed) when an argument is not a number, the kind is not one of those or the
-salt is not 32 hex digits.
+salt is not 32 hex digits, or the block is not 0 or 2 to 256 or is given to another kind.
 Reply codes by name: reply_codes.BloomConfigure (Python callers compare against those names).
 ]]
 local settings_key = KEYS[1]
@@ -23,6 +26,11 @@ local kinds = {layered = true, wide = true, fingerprint = true}
 if not kinds[ARGV[7]] then return {-3} end   -- all three before the DEL below
 local salt = ARGV[9] or ''
 if salt ~= '' and not string.match(salt, '^' .. string.rep('[0-9a-f]', 32) .. '$') then return {-3} end
+local block = tonumber(ARGV[10] or '') or 0
+if ARGV[10] and ARGV[10] ~= '' and not tonumber(ARGV[10]) then return {-3} end
+if block ~= 0 and (block ~= math.floor(block) or block < 2 or block > 256 or ARGV[7] ~= 'fingerprint') then
+  return {-3}
+end
 local fields = {'capacity', 'fp_rate', 'growth', 'tightening', 'chunk_bits'}
 local configured = redis.call('EXISTS', bloom_key) == 1
 if configured and ARGV[6] == '1' then
@@ -34,5 +42,6 @@ if not configured then
   for i, field in ipairs(fields) do redis.call('HSET', bloom_key, field, ARGV[i]) end
   redis.call('HSET', bloom_key, 'layers', 1, 'items', 0, 'kind', ARGV[7], 'bits_per_item', ARGV[8])
   if salt ~= '' then redis.call('HSET', bloom_key, 'salt', salt) end
+  if block ~= 0 then redis.call('HSET', bloom_key, 'block', block) end
 end
 return redis.call('HGETALL', bloom_key)
