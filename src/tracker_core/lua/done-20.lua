@@ -63,59 +63,23 @@ Reply codes by name: reply_codes.Done (Python callers compare against those name
 --@include counters
 --@constants RTT_BOUNDS_S DEFAULT_MAX_BYTES_PER_ITEM DEFAULT_LOG_MAXLEN MAX_DOMAIN_FIELDS
 --@constants BAD_DONES_MAXLEN BAD_ITEMS_BYTES MAX_LOG_MAXLEN LOG_SAFETY_FACTOR LOG_SAFETY_MIN
--- The helpers come first and get what they use as arguments: the script makes every function
--- anew on each run, and one that captures locals of the body costs hundreds of instructions a
--- local to make (docs/data-model.md, "What a claim and a done cost in Redis").
+-- The script makes every function anew on each run, ~1,500-2,500 instructions each, more for
+-- each local of the body it captures (docs/data-model.md, "What a claim and a done cost in
+-- Redis"): the one helper of the common path comes first and gets what it uses as arguments,
+-- what it would take another is written out, and the bad-done helpers are made when needed.
 -- Byte counters stop at 2^53: exact in a Lua double and far below HINCRBY's 2^63, whose
 -- "would overflow" would fail the script after items already moved from out to done.
 local BYTES_LIMIT = 2 ^ 53
--- A number as redis.call gets it: an integer as its digits. A Lua number handed to redis.call
--- (or joined to a string) is printed with %.17g: about 2,000 instructions each, 7% of a done
--- when every count went so; string.format's %d costs a fraction. A fraction goes as it is.
+-- A number goes to redis.call as its digits (string.format('%d')): a Lua number handed to
+-- redis.call (or joined to a string) is printed with %.17g, about 2,000 instructions each, 7% of
+-- a done when every count went so. A fraction goes as it is.
 local floor, format = math.floor, string.format
-local function int_arg(n)
-  if n == floor(n) and n > -1e15 and n < 1e15 then return format('%d', n) end
-  return n
-end
-local function rtt_field(rtt_ms)
-  for _, bound in ipairs(RTT_BOUNDS_S) do
-    if rtt_ms <= bound * 1000 then return format('rtt_le_%d', bound) end
-  end
-  return 'rtt_le_inf'
-end
-
 -- How much a counter holding VALUE may still grow.
 local function room(value)
   if not value then return BYTES_LIMIT end
   local v = tonumber(value)
   if not v or v ~= math.floor(v) then return 0 end   -- not an integer: HINCRBY would fail
   return math.max(BYTES_LIMIT - v, 0)
-end
--- NAMES joined by NUL, at most BUDGET bytes, never cutting a UTF-8 sequence in two.
-local function bounded_join(names, budget)
-  local parts, size = {}, 0
-  for i, name in ipairs(names) do
-    local sep = i > 1 and 1 or 0
-    if size + sep + #name <= budget then
-      parts[#parts + 1] = name
-      size = size + sep + #name
-    else
-      local cut = budget - size - sep
-      while cut > 0 do
-        local b = string.byte(name, cut + 1)
-        if b < 0x80 or b >= 0xC0 then break end   -- the next byte starts a character
-        cut = cut - 1
-      end
-      if cut > 0 then parts[#parts + 1] = string.sub(name, 1, cut) end
-      break
-    end
-  end
-  return table.concat(parts, '\0')
-end
-local function record_bad(bad_dones_key, downloader, now_arg, names, reason)
-  redis.call('XADD', bad_dones_key, 'MAXLEN', '~', BAD_DONES_MAXLEN, '*', 'downloader', downloader,
-             'reason', reason, 'count', #names, 'items', bounded_join(names, BAD_ITEMS_BYTES),
-             'at', now_arg)
 end
 local settings_key           = KEYS[1]
 local out_key                = KEYS[2]
@@ -142,6 +106,7 @@ if not now or not n_domains or n_domains < 0 or n_domains ~= math.floor(n_domain
   return redis.error_reply('done: ARGV[1] (now, ms) and ARGV[6] (domains) must be numbers')
 end
 local first_item = 7 + 2 * n_domains
+local now_digits = now == floor(now) and now > -1e15 and now < 1e15
 local reported = {}
 for d = 0, n_domains - 1 do
   local bytes = tonumber(ARGV[8 + 2 * d])
@@ -231,7 +196,10 @@ for i = first_item, #ARGV do
     -- Whole ms: a fractional claim time (old data) would reach HINCRBY after the first write.
     local rtt_ms = math.floor(now - tonumber(claimed_at))
     if rtt_ms == rtt_ms and rtt_ms > -1e15 and rtt_ms < 1e15 then   -- a finite claim time
-      local field = rtt_field(rtt_ms)
+      local field = 'rtt_le_inf'
+      for _, bound in ipairs(RTT_BOUNDS_S) do
+        if rtt_ms <= bound * 1000 then field = format('rtt_le_%d', bound) break end
+      end
       rtt_sum = rtt_sum + rtt_ms
       rtt_n = rtt_n + 1
       rtt_hist[field] = (rtt_hist[field] or 0) + 1
@@ -323,7 +291,8 @@ if new > 0 then
   if version ~= '' then redis.call('HSET', downloader_version_key, downloader, version) end
   redis.call('XADD', log_key, '*', 'downloader', downloader, 'ip', ip,
              'items', table.concat(new_items, '\0'), 'bytes', bytes_arg,
-             'domains', table.concat(domains, '\0'), 'version', version, 'id', id, 'at', int_arg(now))
+             'domains', table.concat(domains, '\0'), 'version', version, 'id', id,
+             'at', now_digits and format('%d', now) or now)
   local safety = math.max(log_maxlen * LOG_SAFETY_FACTOR, LOG_SAFETY_MIN)
   if log_len + 1 > safety then   -- the one XADD above is the only change to the log since
     bump(stats_key, nil, 'log_entries_dropped',
@@ -340,12 +309,41 @@ end
 bump(stats_key, minute_key, 'done_requests', 1)
 bump(stats_key, nil, 'dones_repeated', repeated)
 
-if #refused_items > 0 then
-  bump(stats_key, nil, 'dones_refused', #refused_items)
-  record_bad(bad_dones_key, downloader, int_arg(now), refused_items, 'queued')
-end
-if #unknown_items > 0 then
-  bump(stats_key, nil, 'dones_unknown', #unknown_items)
-  record_bad(bad_dones_key, downloader, int_arg(now), unknown_items, 'unknown')
+if #refused_items > 0 or #unknown_items > 0 then
+  -- NAMES joined by NUL, at most BUDGET bytes, never cutting a UTF-8 sequence in two.
+  local function bounded_join(names, budget)
+    local parts, size = {}, 0
+    for i, name in ipairs(names) do
+      local sep = i > 1 and 1 or 0
+      if size + sep + #name <= budget then
+        parts[#parts + 1] = name
+        size = size + sep + #name
+      else
+        local cut = budget - size - sep
+        while cut > 0 do
+          local b = string.byte(name, cut + 1)
+          if b < 0x80 or b >= 0xC0 then break end   -- the next byte starts a character
+          cut = cut - 1
+        end
+        if cut > 0 then parts[#parts + 1] = string.sub(name, 1, cut) end
+        break
+      end
+    end
+    return table.concat(parts, '\0')
+  end
+  local function record_bad(bad_dones_key, downloader, now_arg, names, reason)
+    redis.call('XADD', bad_dones_key, 'MAXLEN', '~', BAD_DONES_MAXLEN, '*', 'downloader', downloader,
+               'reason', reason, 'count', #names, 'items', bounded_join(names, BAD_ITEMS_BYTES),
+               'at', now_arg)
+  end
+  local now_arg = now_digits and format('%d', now) or now
+  if #refused_items > 0 then
+    bump(stats_key, nil, 'dones_refused', #refused_items)
+    record_bad(bad_dones_key, downloader, now_arg, refused_items, 'queued')
+  end
+  if #unknown_items > 0 then
+    bump(stats_key, nil, 'dones_unknown', #unknown_items)
+    record_bad(bad_dones_key, downloader, now_arg, unknown_items, 'unknown')
+  end
 end
 return {200, age, new, repeated, #unknown_items, #refused_items, clamped}
