@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from importlib import metadata
 from pathlib import Path
 
@@ -85,6 +87,39 @@ def compact_aof(conn, timeout_s: float = 60.0) -> None:
     raise TimeoutError(f"Redis's AOF rewrite took longer than {timeout_s} s")
 
 
+def connections_per_process(server_port: int, wait_s: float = 1.0):
+    """A `connected` hook for constant_rate.run: how many of the client's connections (given by
+    their local ports) each server process accepted, most first, from `ss -tnp`. bjoern's workers
+    share one listening socket and keep a keep-alive connection for its life, so this is fixed for
+    the run; a connection not yet accepted after WAIT_S counts as held by none (a 0 at the end)."""
+
+    def count(client_ports: list[int]) -> list[int]:
+        wanted, holders = set(client_ports), {}
+        deadline = time.monotonic() + wait_s
+        while True:
+            listing = subprocess.run(
+                ["ss", "-tnpH", "state", "established", f"( sport = :{server_port} )"],
+                capture_output=True,
+                text=True,
+                check=False,
+            ).stdout
+            holders = {}
+            for line in listing.splitlines():
+                fields = line.split()
+                if "pid=" not in line or len(fields) < 4:
+                    continue
+                peer = int(fields[3].rsplit(":", 1)[1])
+                if peer in wanted:
+                    holders[peer] = int(line.split("pid=", 1)[1].split(",", 1)[0])
+            if len(holders) == len(wanted) or time.monotonic() >= deadline:
+                break
+            time.sleep(0.02)
+        counts = sorted(Counter(holders.values()).values(), reverse=True)
+        return counts + ([0] if len(holders) < len(wanted) else [])
+
+    return count
+
+
 def latency_schedule(plan: CapacityPlan) -> list[float]:
     """The share of the peak each constant-rate run offers: LATENCY_RUNS at LOAD_SHARE (the aim's),
     alternating with one each at the LOWER_SHARES (where the knee is), lowest last."""
@@ -139,6 +174,7 @@ def latency_at_share(
                 plan.latency_s,
                 connections=LATENCY_CONNECTIONS,
                 nicer_by=CLIENT_NICER_BY,
+                connected=connections_per_process(port),
             )
             server_s, redis_s = tree.stop(), redis.stop()["cpu_s"]
             # Redis forks during the run (an AOF rewrite: a child takes a core for 0.1-0.3 s of
@@ -156,6 +192,7 @@ def latency_at_share(
                 server_cpu_us_per_request=round(server_s * 1e6 / answered, 1),
                 redis_cpu_us_per_request=round(redis_s * 1e6 / answered, 1),
                 redis_forks=forks,
+                connections_per_worker=figures.pop("connected"),
                 load_average=round(os.getloadavg()[0], 2),
             )
             runs.append(figures)
@@ -167,7 +204,8 @@ def latency_at_share(
                 f"{LATENCY_CONNECTIONS} connections busy; CPU µs/req server "
                 f"{figures['server_cpu_us_per_request']}, Redis {figures['redis_cpu_us_per_request']}, client "
                 f"{figures['client_cpu_us_per_request']}: {cores_busy(figures):.2f} cores busy; {forks} Redis "
-                f"fork(s); load {figures['load_average']:.2f}",
+                f"fork(s); load {figures['load_average']:.2f}; connections per worker "
+                f"{figures['connections_per_worker']}",
                 flush=True,
             )
     finally:

@@ -63,8 +63,8 @@ def _latency_runs(results: dict) -> list[str]:
         "",
         "Every constant-rate run, in the order run (each after its own peak probe):",
         "",
-        "| run | share offered | peak just before /s | answered /s | p50 ms | p99 ms | max ms | found every connection busy | server CPU µs/req | Redis CPU µs/req | client CPU µs/req | cores busy | Redis forks | load (1 min) |",
-        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| run | share offered | peak just before /s | answered /s | p50 ms | p99 ms | max ms | found every connection busy | server CPU µs/req | Redis CPU µs/req | client CPU µs/req | cores busy | Redis forks | load (1 min) | connections per worker |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
     for r in runs:
         lines.append(
@@ -73,7 +73,7 @@ def _latency_runs(results: dict) -> list[str]:
             f"{fmt(r['latency_ms']['max'])} | {100 * r['queued_for_a_connection'] / max(1, r['requests']):.1f}% | "
             f"{fmt(r['server_cpu_us_per_request'], 0)} | {fmt(r['redis_cpu_us_per_request'], 0)} | "
             f"{fmt(r['client_cpu_us_per_request'], 0)} | {fmt(cores_busy(r), 2)} | {fmt(r.get('redis_forks'))} | "
-            f"{fmt(r.get('load_average'), 2)} |"
+            f"{fmt(r.get('load_average'), 2)} | {'/'.join(map(str, r.get('connections_per_worker') or ['-']))} |"
         )
     lines += [
         "",
@@ -81,7 +81,10 @@ def _latency_runs(results: dict) -> list[str]:
         f"kept busy out of {results['machine']['cores']} (the kernel's network work is partly in "
         "these, partly not). Redis forks: AOF rewrites started during the run (the fork stops Redis "
         "for 1-7 ms here and the rewrite takes a core for 0.1-0.3 s). Load: the 1-minute load "
-        "average at the run's end, this benchmark's own processes included.",
+        "average at the run's end, this benchmark's own processes included. Connections per "
+        f"worker: how many of the client's {LATENCY_CONNECTIONS} keep-alive connections each bjoern "
+        "worker accepted (`ss -tnp`), most first; a worker holds its connections for the run, and "
+        "every request sent on one waits for that worker.",
     ]
     d = results["default"]
     at_peak = next(

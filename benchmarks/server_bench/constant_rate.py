@@ -110,6 +110,7 @@ def run(
     timeout_s: float = 5.0,
     nicer_by: int = 0,
     timeline: bool = False,
+    connected=None,
 ) -> dict:
     """Offer RATE_PER_S requests a second for DURATION_S over CONNECTIONS keep-alive connections
     (REQUESTS used in turn); the latency figures, from each request's due time. The sending
@@ -117,15 +118,17 @@ def run(
     own_nice = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
     client_nice = raise_priority(own_nice - nicer_by) if nicer_by else own_nice
     try:
-        return _run(host, port, requests, rate_per_s, duration_s, connections, timeout_s, timeline) | {
-            "client_nice": client_nice
-        }
+        return _run(
+            host, port, requests, rate_per_s, duration_s, connections, timeout_s, timeline, connected
+        ) | {"client_nice": client_nice}
     finally:
         if client_nice != own_nice:
             raise_priority(own_nice)
 
 
-def _run(host, port, requests, rate_per_s, duration_s, connections, timeout_s, timeline=False) -> dict:
+def _run(
+    host, port, requests, rate_per_s, duration_s, connections, timeout_s, timeline=False, connected=None
+) -> dict:
     total = max(1, int(rate_per_s * duration_s))
     interval_ns = 1e9 / rate_per_s
     poller = select.epoll()
@@ -146,6 +149,9 @@ def _run(host, port, requests, rate_per_s, duration_s, connections, timeout_s, t
     # idle worker. Taken in turn instead, each worker would get load in proportion to how many
     # connections it happened to accept, and the one with most would saturate first.
     idle = [connect() for _ in range(connections)]
+    # What CONNECTED (given the connections' local ports) returns is kept: which server process
+    # holds each connection is fixed for the run.
+    extra = {"connected": connected([conn.port for conn in idle])} if connected else {}
     latencies = array.array("q")
     send_lag = array.array("q")  # due to sent, while a connection was free: the client's own delay
     queued = array.array("q")  # due to sent, for those that found every connection busy
@@ -219,7 +225,8 @@ def _run(host, port, requests, rate_per_s, duration_s, connections, timeout_s, t
         conn.sock.close()
     poller.close()
     answered = len(latencies)
-    extra = {"timeline": answers} if timeline else {}
+    if timeline:
+        extra["timeline"] = answers
     return extra | {
         "target_per_s": round(rate_per_s, 1),
         "requests": answered,

@@ -17,7 +17,7 @@ import pytest
 
 from server_bench import capacity, cli, constant_rate
 from server_bench.capacity_report import report
-from server_bench.plan import CAPACITY_FULL, PROJECT, RESULTS, CapacityPlan
+from server_bench.plan import CAPACITY_FULL, LATENCY_CONNECTIONS, PROJECT, RESULTS, CapacityPlan
 from server_bench.servers import post_json, start_granian, start_hello
 from server_bench.worker_counts import ProcessTreeCpu, best_count, cell_order, medians
 from tracker_core.admin import items, projects
@@ -252,13 +252,17 @@ def test_cores_busy_is_the_rate_times_every_processs_cpu_per_request():
 
 def test_the_run_table_shows_the_redis_forks_and_the_load_of_each_run():
     committed = json.loads((RESULTS / "capacity.json").read_text())
-    run = committed["latency_runs"][0] | {"redis_forks": 1, "load_average": 1.23}
+    run = committed["latency_runs"][0] | {
+        "redis_forks": 1,
+        "load_average": 1.23,
+        "connections_per_worker": [51, 9, 4],
+    }
     committed["latency_runs"] = [run]
     row = next(line for line in report(committed).splitlines() if line.startswith("| 0 | 70% |"))
-    assert row.endswith(" | 1 | 1.23 |")
-    del run["redis_forks"], run["load_average"]  # runs recorded before they were measured
+    assert row.endswith(" | 1 | 1.23 | 51/9/4 |")
+    del run["redis_forks"], run["load_average"], run["connections_per_worker"]  # older runs
     row = next(line for line in report(committed).splitlines() if line.startswith("| 0 | 70% |"))
-    assert row.endswith(" | - | - |")
+    assert row.endswith(" | - | - | - |")
 
 
 def test_the_p99_part_runs_against_a_real_tracker_and_records_forks_and_load():
@@ -270,6 +274,28 @@ def test_the_p99_part_runs_against_a_real_tracker_and_records_forks_and_load():
     assert isinstance(run["redis_forks"], int) and run["redis_forks"] >= 0
     assert run["load_average"] >= 0
     assert run["target_per_s"] == pytest.approx(0.3 * run["peak_requests_per_s"], rel=0.01)
+    assert run["connections_per_worker"] == [LATENCY_CONNECTIONS]  # one worker holds them all
+
+
+def test_connections_per_process_counts_what_each_worker_accepted(tmp_path):
+    process, port = start_hello(tmp_path / "hello.log", 2)
+    try:
+        request = constant_rate.request_bytes("127.0.0.1", port, f"/{PROJECT}/request", BODY, {})
+        figures = constant_rate.run(
+            "127.0.0.1",
+            port,
+            [request],
+            100,
+            0.2,
+            connections=12,
+            connected=capacity.connections_per_process(port),
+        )
+        held = figures["connected"]
+        assert sum(held) == 12 and 1 <= len(held) <= 2 and held == sorted(held, reverse=True)
+        # Ports no worker holds (never connected): counted as held by none, after the wait.
+        assert capacity.connections_per_process(port, wait_s=0.05)([1, 2]) == [0]
+    finally:
+        stop(process)
 
 
 def test_compact_aof_rewrites_the_aof_and_waits_for_the_rewrite(admin):
