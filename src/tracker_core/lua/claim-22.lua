@@ -75,18 +75,18 @@ Reply codes by name: reply_codes.Claim (Python callers compare against those nam
 -- The reply {200, age, item...} is the list of items given so far: given = #reply - 2.
 local FIRST_QUEUE, LAST_QUEUE = 3, 7  -- KEYS[3..7]: the queues, in serve order
 local MAX_PX_MS = 366 * 86400000       -- a rate limiter state longer than a year is not worth keeping
--- A number as redis.call gets it: an integer as its digits. A Lua number handed to redis.call is
--- printed with %.17g (about 2,000 instructions, 12% of a claim when every count and time went
--- so); string.format's %d costs a fraction. Anything else (a fraction) goes as it is.
+-- A number goes to redis.call as its digits (string.format('%d')): a Lua number handed to
+-- redis.call is printed with %.17g (about 2,000 instructions, 12% of a claim when every count
+-- and time went so). Anything else (a fraction) goes as it is.
 local floor, format = math.floor, string.format
-local function int_arg(n)
-  if n == floor(n) and n > -1e15 and n < 1e15 then return format('%d', n) end
-  return n
-end
 -- The helpers of reclaims, limits and many-item claims, made only when a claim needs them:
 -- each function costs ~1,500-2,500 instructions to make, on every run of the script, used or
 -- not (so the common path also writes out what would be a helper: a refusal, a setting read).
 local function rare_helpers()
+  local function int_arg(n)
+    if n == floor(n) and n > -1e15 and n < 1e15 then return format('%d', n) end
+    return n
+  end
   -- A number as a limit's rate; nil when absent or not a number (NaN included).
   local function num(value)
     value = tonumber(value)
@@ -399,32 +399,37 @@ end
 
 local first = downloader .. '\t' .. ip .. '\t1'
 local count = #fresh
-if count == 1 then
-  -- One fresh item (the common claim): the calls without argument lists, ~11,000 instructions
-  -- fewer than the list building and chunked calls below (claim_cost_instructions.md).
-  local item = fresh[1]
-  redis.call('ZADD', out_key, int_arg(now), item)
-  redis.call('HSET', claims_key, item, first)
-  redis.call('HINCRBY', downloader_claims_key, downloader, '1')
-  if ttl_ms > 0 then redis.call('ZADD', reclaim_at_key, int_arg(now + ttl_ms), item) end
-elseif count > 1 then
-  local _, _, call_chunked = rare_helpers()
-  local out_args, claim_args = {}, {}
-  local now_arg = int_arg(now)
-  for i = 1, count do
-    local item = fresh[i]
-    out_args[2 * i - 1] = now_arg
-    out_args[2 * i] = item
-    claim_args[2 * i - 1] = item
-    claim_args[2 * i] = first
+if count > 0 then
+  local now_arg = (now == floor(now) and now > -1e15 and now < 1e15) and format('%d', now) or now
+  local due_arg = now + ttl_ms
+  if ttl_ms > 0 and due_arg == floor(due_arg) and due_arg > -1e15 and due_arg < 1e15 then
+    due_arg = format('%d', due_arg)
   end
-  call_chunked('ZADD', out_key, out_args)
-  call_chunked('HSET', claims_key, claim_args)
-  redis.call('HINCRBY', downloader_claims_key, downloader, int_arg(count))
-  if ttl_ms > 0 then
-    local due_arg = int_arg(now + ttl_ms)
-    for i = 1, count do out_args[2 * i - 1] = due_arg end
-    call_chunked('ZADD', reclaim_at_key, out_args)
+  if count == 1 then
+    -- One fresh item (the common claim): the calls without argument lists, ~11,000 instructions
+    -- fewer than the list building and chunked calls below (claim_cost_instructions.md).
+    local item = fresh[1]
+    redis.call('ZADD', out_key, now_arg, item)
+    redis.call('HSET', claims_key, item, first)
+    redis.call('HINCRBY', downloader_claims_key, downloader, '1')
+    if ttl_ms > 0 then redis.call('ZADD', reclaim_at_key, due_arg, item) end
+  else
+    local _, _, call_chunked = rare_helpers()
+    local out_args, claim_args = {}, {}
+    for i = 1, count do
+      local item = fresh[i]
+      out_args[2 * i - 1] = now_arg
+      out_args[2 * i] = item
+      claim_args[2 * i - 1] = item
+      claim_args[2 * i] = first
+    end
+    call_chunked('ZADD', out_key, out_args)
+    call_chunked('HSET', claims_key, claim_args)
+    redis.call('HINCRBY', downloader_claims_key, downloader, format('%d', count))
+    if ttl_ms > 0 then
+      for i = 1, count do out_args[2 * i - 1] = due_arg end
+      call_chunked('ZADD', reclaim_at_key, out_args)
+    end
   end
 end
 if rate > 0 then
