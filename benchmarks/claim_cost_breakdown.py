@@ -78,8 +78,8 @@ VARIANTS: dict[str, tuple[str, list[tuple[str, str]]]] = {
         "the due-limits read (take_limited's ZRANGEBYSCORE; an EXISTS guard before it stays)",
         [
             (
-                "    take_limited(limited_key, limits_ready_key, limit_tat_key, limits_key, upto - (#reply - 2), now,\n"
-                "                 reply, fresh)\n",
+                "  take_limited(limited_key, limits_ready_key, limit_tat_key, limits_key, upto - (#reply - 2), now,\n"
+                "               reply, fresh)\n",
                 "",
             )
         ],
@@ -143,6 +143,9 @@ def one_round(
     engine.settings("bench")  # as the warrior does before each claim: what the engine caches
     if dones:
         given = [(engine.claim("bench", *client(n), 1)[1][0], n) for n in range(claims)]
+    # Loaded before the count: a NOSCRIPT is two EVALSHAs (the engine's packed one, then
+    # script_calls') and an EVAL.
+    admin.conn.script_load(scripts.SCRIPTS["done" if dones else "claim"].source)
     admin.conn.config_resetstat()
     cpu0 = _cpu_s(admin.conn)
     if dones:
@@ -242,16 +245,19 @@ def main() -> None:
         try:
             admin = AdminContext.from_url(server.url)
             projects.create(admin, "bench")
-            engine = Engine(server.url)
+            # One engine per variant: the engine keeps each script call packed with the script's
+            # SHA (tracker_core.packed_calls), so an engine shared across variants would run the
+            # variant it packed first.
+            engines = {name: Engine(server.url) for name in chosen}
             for round_no in range(args.rounds):
                 for name, chosen_script in chosen.items():
                     scripts.SCRIPTS[script] = chosen_script
-                    a, b = one_round(engine, admin, args.claims, round_no, args.done)
+                    a, b = one_round(engines[name], admin, args.claims, round_no, args.done)
                     own[name].append(a)
                     cpu[name].append(b)
                     if name != "floor":
                         loop[name].append(
-                            loop_usec(engine, admin, chosen_script, args.loop, args.done, round_no)
+                            loop_usec(engines[name], admin, chosen_script, args.loop, args.done, round_no)
                         )
             scripts.SCRIPTS[script] = real
         finally:
