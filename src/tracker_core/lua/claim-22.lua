@@ -69,9 +69,10 @@ Reply codes by name: reply_codes.Claim (Python callers compare against those nam
 ]]
 --@include counters
 --@constants UNIQUES_TTL_S MAX_MULTI_CEILING DEFAULT_RECLAIM_TTL_S UNPACK_CHUNK RECLAIM_HISTORY_ROUNDS
--- The helpers come first and get what they use as arguments: the script makes every function
--- anew on each run, and a function that captures locals of the body (upvalues) costs hundreds of
--- instructions a local to make, used or not (docs/data-model.md, "What a claim and a done cost").
+-- The script makes every function anew on each run, called or not: ~1,500-2,500 instructions
+-- each, hundreds more for each local of the body it captures (docs/data-model.md, "What a claim
+-- and a done cost in Redis"). So the common path is written out, and the helpers of the rarer
+-- ones come first, get what they use as arguments, and are made only when a claim needs them.
 -- The reply {200, age, item...} is the list of items given so far: given = #reply - 2.
 local FIRST_QUEUE, LAST_QUEUE = 3, 7  -- KEYS[3..7]: the queues, in serve order
 local MAX_PX_MS = 366 * 86400000       -- a rate limiter state longer than a year is not worth keeping
@@ -79,9 +80,7 @@ local MAX_PX_MS = 366 * 86400000       -- a rate limiter state longer than a yea
 -- redis.call is printed with %.17g (about 2,000 instructions, 12% of a claim when every count
 -- and time went so). Anything else (a fraction) goes as it is.
 local floor, format = math.floor, string.format
--- The helpers of reclaims, limits and many-item claims, made only when a claim needs them:
--- each function costs ~1,500-2,500 instructions to make, on every run of the script, used or
--- not (so the common path also writes out what would be a helper: a refusal, a setting read).
+-- The helpers of reclaims, limits and many-item claims, made when a claim needs them.
 local function rare_helpers()
   local function int_arg(n)
     if n == floor(n) and n > -1e15 and n < 1e15 then return format('%d', n) end
