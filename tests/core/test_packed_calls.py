@@ -182,3 +182,18 @@ def test_a_script_error_is_raised_as_script_calls_raises_it(project, redis_url, 
             engine.claim(P, "alice", "10.0.0.1", 1)
         errors.append(str(caught.value))
     assert errors[0] == errors[1] and errors[0].startswith("claim: ")
+
+
+def test_a_connection_whose_execute_command_is_replaced_sees_every_command(project, engine):
+    sent = []
+    execute = engine.conn.execute_command
+
+    def counting(*args):
+        sent.append(args[0])
+        return execute(*args)
+
+    engine.conn.execute_command = counting
+    status, names = engine.claim(P, "alice", "10.0.0.1", 1)
+    assert status == 200
+    assert engine.done(P, "alice", "", names, [], "null").new == 1
+    assert sent == ["EVALSHA", "EVALSHA"]
