@@ -64,9 +64,9 @@ class Engine:
         self._memory_full = False
         self._owners = item_status_mod.Owners()  # downloaders with own queues, for item_status
         self._uniques = UniquesSeen()  # what this process's claims counted in the daily uniques
-        # claim and done sent as ready RESP bytes (tracker_core.packed_calls): RawRedis only,
-        # and not while its execute_command is replaced on the instance (a wrapper or a spy
-        # counting commands then sees every command, as before).
+        # claim and done sent as ready RESP bytes (tracker_core.packed_calls): RawRedis only.
+        # They go through RawRedis.execute_packed, not execute_command: a wrapper that counts
+        # or traces commands wraps both.
         self._packed = type(self.conn) is RawRedis
         self._claims = packed_calls.ClaimCommands()
         self._dones = packed_calls.DoneCommands()
@@ -135,7 +135,7 @@ class Engine:
         downloader_counted, ip_counted = self._uniques.flags(project, created_ms, now_ms, downloader, ip)
         k = self.keys(project)
         reply = None
-        if self._packed and "execute_command" not in self.conn.__dict__:
+        if self._packed:
             payload = self._claims.payload(
                 k, now_ms, downloader, ip, wanted, created_ms, downloader_counted, ip_counted
             )
@@ -207,7 +207,7 @@ class Engine:
         k = self.keys(project)
         now_ms = self._now_ms()
         reply = None
-        if self._packed and "execute_command" not in self.conn.__dict__:
+        if self._packed:
             payload = self._dones.payload(k, now_ms, downloader, version, item_id, ip, domain_bytes, items)
             if payload is not None:
                 reply = self._run_packed("done", payload)

@@ -118,12 +118,19 @@ def test_they_cost_no_redis_call_on_the_request_path(project, admin, engine, r):
     body = {"downloader": "alice", "api_version": "2"}
     sent = []
     execute = engine.conn.execute_command
+    execute_packed = getattr(engine.conn, "execute_packed", None)
 
     def counting(*args):  # the engine's own connection, counted, not replaced
         sent.append(args[0])
         return execute(*args)
 
+    def counting_packed(payload):  # claim and done, sent as ready RESP (RawRedis only)
+        sent.append(payload.split(b"\r\n")[2].decode())
+        return execute_packed(payload)
+
     engine.conn.execute_command = counting
+    if execute_packed is not None:
+        engine.conn.execute_packed = counting_packed
 
     def commands_per_request():
         request(web, body)  # its claim reply tells of a new settings age,

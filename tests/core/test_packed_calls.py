@@ -184,16 +184,24 @@ def test_a_script_error_is_raised_as_script_calls_raises_it(project, redis_url, 
     assert errors[0] == errors[1] and errors[0].startswith("claim: ")
 
 
-def test_a_connection_whose_execute_command_is_replaced_sees_every_command(project, engine):
+def test_a_wrapper_of_the_connection_sees_the_packed_claim_and_done(project, engine):
+    # Counting or tracing wraps execute_command and execute_packed: claim and done take the
+    # second (they are not unpacked again for a wrapped connection).
     sent = []
-    execute = engine.conn.execute_command
+    execute, execute_packed = engine.conn.execute_command, engine.conn.execute_packed
 
     def counting(*args):
-        sent.append(args[0])
+        sent.append(("command", args[0]))
         return execute(*args)
 
-    engine.conn.execute_command = counting
+    def counting_packed(payload):
+        sent.append(("packed", payload.split(b"\r\n")[2].decode()))
+        return execute_packed(payload)
+
+    engine.conn.execute_command, engine.conn.execute_packed = counting, counting_packed
+    engine.claim(P, "warm", "10.0.0.9", 1)  # loads the scripts and the settings
+    sent.clear()
     status, names = engine.claim(P, "alice", "10.0.0.1", 1)
     assert status == 200
     assert engine.done(P, "alice", "", names, [], "null").new == 1
-    assert sent == ["EVALSHA", "EVALSHA"]
+    assert sent == [("packed", "EVALSHA"), ("packed", "EVALSHA")]
