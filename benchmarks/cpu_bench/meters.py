@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import os
+import time
 
 from tracker_core.processes import children_of
+
+# A server listens before it forks its workers, so its port can answer before they exist.
+CHILDREN_WAIT_S = 10.0
 
 CLOCK_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 
@@ -25,10 +29,14 @@ class WorkerCpu:
     the work of serving requests.
     """
 
-    def __init__(self, server_pid: int):
+    def __init__(self, server_pid: int, wait_s: float = CHILDREN_WAIT_S):
+        deadline = time.monotonic() + wait_s
         self.pids = children_of(server_pid)
+        while not self.pids and time.monotonic() < deadline:
+            time.sleep(0.05)
+            self.pids = children_of(server_pid)
         if not self.pids:
-            raise RuntimeError(f"process {server_pid} has no worker children")
+            raise RuntimeError(f"process {server_pid} has no worker children after {wait_s:g} s")
         self.before = 0.0
 
     def total_s(self) -> float:
