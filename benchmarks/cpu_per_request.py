@@ -7,13 +7,19 @@ called directly (EVALSHA through script_calls.claim) for its own cost. Writes cp
 machine, versions, command, date, and the history of earlier runs' figures) and cpu.md.
 
     .venv/bin/python benchmarks/cpu_per_request.py [--quick] [--seconds N] [--out DIR]
+
+``--only backfeed`` (both filters) or ``--only backfeed_fingerprint`` runs only those rows,
+``--rounds N`` times in alternating rounds (each round a new project: an empty filter and queue),
+and prints their figures as one JSON line at the end instead of writing cpu.json and cpu.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -36,6 +42,19 @@ from tracker_core.processes import free_port, stop
 WORKERS = 1
 FULL = cases.Plan(seconds=45, probe_s=3)
 QUICK = cases.Plan(seconds=1, probe_s=0, connections=4, backfeed_connections=2)
+ONLY = {"backfeed": ("backfeed", "backfeed_fingerprint"), "backfeed_fingerprint": ("backfeed_fingerprint",)}
+# What --only prints of each round of a backfeed case.
+ONLY_FIGURES = (
+    "redis_cpu_us_per_new_item",
+    "bloom_script_us_per_new_item",
+    "worker_cpu_us_per_new_item",
+    "new_items_per_s",
+    "new_items",
+    "bloom_block",
+    "queue_after",
+    "redis_commands_per_unit",
+    "non_2xx",
+)
 
 
 def measure(plan: cases.Plan, scratch: Path) -> tuple[dict, dict]:
@@ -72,6 +91,42 @@ def measure(plan: cases.Plan, scratch: Path) -> tuple[dict, dict]:
         redis_server.stop()
 
 
+def measure_only(plan: cases.Plan, scratch: Path, names: tuple, rounds: int) -> dict:
+    """Only the backfeed cases NAMES, ROUNDS times in alternating rounds: {case: [figures...]}."""
+    redis_server = EmbeddedRedis(scratch / "redis", port=free_port(), extra=["--appendonly", "no"]).start()
+    server = None
+    try:
+        admin = AdminContext.from_url(redis_server.url)
+        bench = cases.Bench(plan, redis_server.url, admin, scratch)
+        server, port = start_tracker(redis_server.url, scratch / "servers.log", WORKERS)
+        results: dict = {name: [] for name in names}
+        for run in range(rounds):
+            for name in names:
+                print(f"tracker {name}, one worker, round {run + 1} of {rounds}", flush=True)
+                figures = getattr(cases, name)(bench, server.pid, port, tag=f"-{run}")
+                results[name].append(figures)
+                # Each round starts from the same Redis: empty (a full run's queue is ~1 GB).
+                admin.conn.flushall(asynchronous=False)
+        return results
+    finally:
+        stop(server)
+        redis_server.stop()
+
+
+def only_summary(measured: dict) -> dict:
+    """Per case: each round's ONLY_FIGURES, and the median of Redis's CPU per new item."""
+    summary = {}
+    for name, rounds in measured.items():
+        summary[name] = {
+            "redis_cpu_us_per_new_item_median": statistics.median(
+                r["redis_cpu_us_per_new_item"] for r in rounds
+            ),
+            "rounds": [{key: r[key] for key in ONLY_FIGURES} for r in rounds],
+            "commands": [r["commands"] for r in rounds],
+        }
+    return summary
+
+
 def request_over_unix_socket(plan: cases.Plan, scratch: Path, log: Path) -> dict:
     """The `/request` case again with the tracker reaching its own Redis over a Unix socket, as
     `tracker run`'s embedded Redis is reached (the other cases use TCP loopback, as tracker
@@ -103,13 +158,33 @@ def main(argv: list[str] | None = None) -> dict:
         help="measured whole seconds per case (wrk counts in seconds; default 45; quick 1)",
     )
     parser.add_argument("--out", type=Path, default=RESULTS, help="where cpu.json and cpu.md go")
+    parser.add_argument(
+        "--only",
+        choices=sorted(ONLY),
+        help="run only these backfeed rows and print them (cpu.json and cpu.md are left alone)",
+    )
+    parser.add_argument("--rounds", type=int, default=1, help="with --only: alternating rounds (default 1)")
     args = parser.parse_args(argv)
+    if args.rounds < 1 or (args.rounds > 1 and not args.only):
+        parser.error("--rounds takes 1 or more, and more than 1 only with --only")
     if shutil.which("wrk") is None:
         raise SystemExit("wrk is not installed (Debian package wrk; `make deps`)")
     plan = QUICK if args.quick else FULL
     if args.seconds:
         plan = cases.Plan(args.seconds, plan.probe_s, plan.connections, plan.backfeed_connections)
     started, machine_at_start = time.time(), machine()
+    if args.only:
+        with tempfile.TemporaryDirectory(prefix="tracker-cpu-") as scratch:
+            measured = measure_only(plan, Path(scratch), ONLY[args.only], args.rounds)
+        only = {
+            "only": args.only,
+            "seconds_per_case": plan.seconds,
+            "load_average_at_start": machine_at_start["load_average_at_start"],
+            "load_average_at_end": os.getloadavg(),
+            "cases": only_summary(measured),
+        }
+        print(json.dumps(only), flush=True)
+        return only
     with tempfile.TemporaryDirectory(prefix="tracker-cpu-") as scratch:
         measured, found = measure(plan, Path(scratch))
     results = {

@@ -119,14 +119,17 @@ def done(bench: Bench, server_pid: int, port: int) -> dict:
     return figures
 
 
-def backfeed(bench: Bench, server_pid: int, port: int, kind: str = bloom.LAYERED) -> dict:
+def backfeed(bench: Bench, server_pid: int, port: int, kind: str = bloom.LAYERED, tag: str = "") -> dict:
     """400 new items a post into a Bloom filter of KIND at 1e-6 sized for the run (one layer).
 
     No probe: backfeed.lua numbers its names afresh in every wrk run, so a probe's names would
     come back as seen items in the measured run and make Redis's cost per new item look wrong.
+    The queue starts empty and ends holding every new item: its size is in the figures, as Redis's
+    cost per item grows with it (a set's SADD of one member costs more in a bigger set).
+    TAG names another project (another round of the same case: an empty filter and queue).
     """
     admin = bench.admin
-    project = f"{BACKFEED_PROJECT}-{kind}"  # its own filter and queue per kind
+    project = f"{BACKFEED_PROJECT}-{kind}{tag}"  # its own filter and queue per kind (and round)
     projects.create(admin, project)
     projects.set_settings(admin, project, {"backfeed_max_items": "0"})  # no 503 when full
     connections = bench.plan.backfeed_connections
@@ -142,6 +145,8 @@ def backfeed(bench: Bench, server_pid: int, port: int, kind: str = bloom.LAYERED
     figures.update(
         items_sent=sent,
         new_items=new_items,
+        queue_before=queued_before,
+        queue_after=queued_before + new_items,
         new_items_per_s=round(new_items / figures["seconds"], 1),
         redis_cpu_us_per_new_item=round(figures["redis_cpu_us"] * figures["requests"] / new_items, 3),
         worker_cpu_us_per_new_item=round(figures["worker_cpu_us"] * figures["requests"] / new_items, 3),
@@ -149,13 +154,16 @@ def backfeed(bench: Bench, server_pid: int, port: int, kind: str = bloom.LAYERED
             figures["evalsha_us_per_call"] * figures["evalsha_calls"] / new_items, 3
         ),
         bloom=backfeed_admin.bloom_filter(admin, project),
+        # A fingerprint filter's buckets per block as stored (0: independent pairs, or not one).
+        bloom_block=int(admin.conn.hget(keys.bloom, "block") or 0),
     )
     return figures
 
 
-def backfeed_fingerprint(bench: Bench, server_pid: int, port: int) -> dict:
-    """backfeed into a fingerprint filter (3-byte fingerprints in buckets: tracker_core.bloom)."""
-    return backfeed(bench, server_pid, port, bloom.FINGERPRINT)
+def backfeed_fingerprint(bench: Bench, server_pid: int, port: int, tag: str = "") -> dict:
+    """backfeed into a fingerprint filter (3-byte fingerprints in buckets: tracker_core.bloom),
+    configured as `tracker backfeed filter P --kind fingerprint` does (blocked)."""
+    return backfeed(bench, server_pid, port, bloom.FINGERPRINT, tag)
 
 
 def claim_script(bench: Bench) -> dict:
