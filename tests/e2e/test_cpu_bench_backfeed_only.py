@@ -45,3 +45,15 @@ def test_only_the_fingerprint_row_in_two_rounds_each_into_an_empty_blocked_filte
         assert figures["redis_cpu_us_per_new_item"] > 0 and figures["non_2xx"] == 0
     assert case["redis_cpu_us_per_new_item_median"] > 0
     assert not list(tmp_path.iterdir())  # no cpu.json, no cpu.md
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("wrk") is None, reason="wrk is not installed (make deps)")
+def test_a_whole_run_reports_the_fingerprint_filter_blocked_and_the_queue_it_filled(tmp_path):
+    done = run(tmp_path, "--quick")
+    assert done.returncode == 0, done.stderr
+    case = json.loads((tmp_path / "cpu.json").read_text())["cases"]["backfeed_fingerprint"]
+    assert case["bloom_block"] == 16 and case["queue_before"] == 0
+    assert case["queue_after"] == case["new_items"] > 0
+    report = (tmp_path / "cpu.md").read_text()
+    assert "new, blocked: yes)" in report and "starts empty and ends holding every new item" in report
