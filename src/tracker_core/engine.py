@@ -10,13 +10,12 @@ import os
 import random
 import time
 
-from tracker_core import blocks, giveback, packed_calls, script_calls, topology
+from tracker_core import giveback, packed_calls, script_calls, topology
 from tracker_core import item_status as item_status_mod
 from tracker_core import keys as keyspace
 from tracker_core import limits as limits_mod
 from tracker_core import reply_codes as codes
-from tracker_core.rawredis import RawRedis, RedisError
-from tracker_core.scripts import ScriptError
+from tracker_core.rawredis import RawRedis
 from tracker_core.settings import ProjectSettings
 from tracker_core.uniques_seen import UniquesSeen
 
@@ -67,9 +66,9 @@ class Engine:
         # claim and done sent as ready RESP bytes (tracker_core.packed_calls): RawRedis only.
         # They go through RawRedis.execute_packed, not execute_command: a wrapper that counts
         # or traces commands wraps both.
-        self._packed = type(self.conn) is RawRedis
-        self._claims = packed_calls.ClaimCommands()
-        self._dones = packed_calls.DoneCommands()
+        packed = type(self.conn) is RawRedis
+        self._claims = packed_calls.ClaimCommands(packed)
+        self._dones = packed_calls.DoneCommands(packed)
 
     # -- settings cache -------------------------------------------------------------------------
 
@@ -133,47 +132,22 @@ class Engine:
         cached = self._settings.get(project)
         created_ms = cached[0].values.get("created_ms", "") if cached is not None else ""
         downloader_counted, ip_counted = self._uniques.flags(project, created_ms, now_ms, downloader, ip)
-        k = self.keys(project)
-        reply = None
-        if self._packed:
-            payload = self._claims.payload(
-                k, now_ms, downloader, ip, wanted, created_ms, downloader_counted, ip_counted
-            )
-            if payload is not None:
-                reply = self._run_packed("claim", payload)
-        if reply is None:
-            code, age, items = script_calls.claim(
-                self.conn,
-                k,
-                now_ms=now_ms,
-                downloader=downloader,
-                ip=ip,
-                wanted=wanted,
-                ip_key=blocks.ip_key(ip),
-                counted_under=created_ms,
-                downloader_counted=downloader_counted,
-                ip_counted=ip_counted,
-            )
-        else:  # as script_calls.claim reads it
-            code, age, items = reply[0], int(reply[1]), reply[2:]
+        code, age, items = self._claims.run(
+            self.conn,
+            self.keys(project),
+            now_ms,
+            downloader,
+            ip,
+            wanted,
+            created_ms,
+            downloader_counted,
+            ip_counted,
+        )
         if cached is not None and cached[0].age != age:  # _note_age, with the entry read above
             del self._settings[project]
         if not (downloader_counted and ip_counted):
             self._uniques.record(project, created_ms, now_ms, downloader, ip, code)
         return code, items
-
-    def _run_packed(self, name: str, payload: bytes):
-        """Script NAME's reply to PAYLOAD (packed by packed_calls); None when Redis has not
-        loaded the script (NOSCRIPT: the caller goes through script_calls, which loads it).
-        Errors are raised as scripts.run raises them."""
-        try:
-            return self.conn.execute_packed(payload)
-        except RedisError as exc:
-            if type(exc) is not RedisError:  # ConnectionLost, OutcomeUnknown: as they are
-                raise
-            if str(exc).startswith("NOSCRIPT"):
-                return None
-            raise ScriptError(f"{name}: {exc}") from exc
 
     def bury_unservable(self, project: str, downloader: str, reasons: dict[str, str]) -> int:
         """Send the claims DOWNLOADER was just given but cannot receive to `dead`; how many.
@@ -204,31 +178,17 @@ class Engine:
         counts names waiting in a queue (nothing changed: accept_queued_dones off); clamped is 1
         when the bytes were cut to max_bytes_per_item per item.
         """
-        k = self.keys(project)
-        now_ms = self._now_ms()
-        reply = None
-        if self._packed:
-            payload = self._dones.payload(k, now_ms, downloader, version, item_id, ip, domain_bytes, items)
-            if payload is not None:
-                reply = self._run_packed("done", payload)
-                if reply is not None:  # as script_calls.done reads it
-                    if len(reply) < 7:  # unknown project: {-1, 0}
-                        reply = script_calls.DoneReply(reply[0], int(reply[1]), 0, 0, 0, 0, 0)
-                    else:
-                        reply[1] = int(reply[1])
-                        reply = tuple.__new__(script_calls.DoneReply, reply)
-        if reply is None:
-            reply = script_calls.done(
-                self.conn,
-                k,
-                now_ms=now_ms,
-                downloader=downloader,
-                version=version,
-                item_id=item_id,
-                ip=ip,
-                domain_bytes=domain_bytes,
-                items=items,
-            )
+        reply = self._dones.run(
+            self.conn,
+            self.keys(project),
+            self._now_ms(),
+            downloader,
+            version,
+            item_id,
+            ip,
+            domain_bytes,
+            items,
+        )
         if reply.code == codes.Done.UNKNOWN_PROJECT:
             return None
         self._note_age(project, reply.settings_age)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hiredis
 
-from tracker_core import blocks, script_calls
+from tracker_core import blocks, script_calls, scripts
 from tracker_core.keys import ProjectKeys
 
 MINUTE_MS = script_calls.MINUTE_MS
@@ -66,7 +66,7 @@ class _Template:
 
     __slots__ = ("minute", "head", "tail", "fixed")
 
-    def __init__(self, minute: int, head: bytes | None, tail: bytes | None, fixed: int):
+    def __init__(self, minute: int, head: bytes | None = None, tail: bytes | None = None, fixed: int = 0):
         self.minute = minute
         self.head = head
         self.tail = tail
@@ -85,18 +85,94 @@ def _cut(command: tuple, own_queue: str, minute: int) -> _Template | None:
     return _Template(minute, packed(command[:at]), packed(command[at + 1 : fixed]), fixed)
 
 
-class ClaimCommands:
-    """claim-22.lua's EVALSHA packed from per-project templates (see the module's docstring)."""
+class _Commands:
+    """One script's EVALSHA packed from per-project templates (see the module's docstring).
+    A subclass names the script (NAME, REPLY) and says how script_calls is called (call), how
+    a call is packed from a template (_payload) and gives two SAMPLES of arguments, the first
+    (after the time offset) being the downloader."""
 
-    def __init__(self):
-        self._templates: dict[str, _Template | None] = {}
+    NAME = ""
+    SAMPLES: tuple = ()
+
+    def __init__(self, packed: bool = True):
+        self.packed = packed  # False: always through script_calls (not a RawRedis connection)
+        self._templates: dict[str, _Template] = {}
+
+    @staticmethod
+    def call(conn, k: ProjectKeys, *args):
+        """script_calls' function for the script, with ARGS in this class's order."""
+        raise NotImplementedError
+
+    @staticmethod
+    def reply(raw):
+        """The script's raw reply as script_calls returns it."""
+        raise NotImplementedError
+
+    def _payload(self, template: _Template, k: ProjectKeys, *args) -> bytes:
+        raise NotImplementedError
+
+    def _finish(self, template: _Template, command: tuple) -> None:
+        """Complete a template cut from COMMAND (the claim's array header is fixed)."""
+
+    def run(self, conn, k: ProjectKeys, *args):
+        """The script's reply to ARGS: packed when it can be, through script_calls otherwise
+        (another shape, or Redis has not loaded the script: script_calls loads it)."""
+        if self.packed:
+            payload = self.payload(k, *args)
+            if payload is not None:
+                raw = scripts.run_packed(conn, self.NAME, payload)
+                if raw is not scripts.NOT_LOADED:
+                    return self.reply(raw)
+        return self.call(conn, k, *args)
+
+    def payload(self, k: ProjectKeys, now_ms: int, *args) -> bytes | None:
+        """The packed command for script_calls with these arguments, or None: call it."""
+        minute = now_ms // MINUTE_MS
+        template = self._templates.get(k.project)
+        if template is None or template.minute != minute:
+            if len(self._templates) >= MAX_CACHED:
+                self._templates.clear()
+            template = self._templates[k.project] = self._template(k, minute)
+        if template.head is None:  # the command had another shape this minute
+            return None
+        return self._payload(template, k, now_ms, *args)
+
+    def _recorded(self, k: ProjectKeys, *args) -> tuple:
+        recorder = _Recorder([0, "0"])
+        self.call(recorder, k, *args)
+        return recorder.command
+
+    def _template(self, k: ProjectKeys, minute: int) -> _Template:
+        base = minute * MINUTE_MS
+        offset, *first = self.SAMPLES[0]
+        command = self._recorded(k, base + offset, *first)
+        template = _cut(command, k.downloader_queue(first[0]), minute)
+        if template is None:
+            return _Template(minute)
+        self._finish(template, command)
+        for offset, *sample in self.SAMPLES:
+            expected = hiredis.pack_command(self._recorded(k, base + offset, *sample))
+            if self._payload(template, k, base + offset, *sample) != expected:
+                return _Template(minute)
+        return template
+
+
+class ClaimCommands(_Commands):
+    """claim-22.lua: arguments (now_ms, downloader, ip, wanted, counted_under, downloader
+    counted, ip counted); the other arguments kept packed per caller."""
+
+    NAME = "claim"
+    SAMPLES = _CLAIM_SAMPLES
+    reply = staticmethod(script_calls.claim_reply)
+
+    def __init__(self, packed: bool = True):
+        super().__init__(packed)
         self._parts: dict[tuple, tuple[bytes, bytes]] = {}
 
     @staticmethod
-    def _recorded(k: ProjectKeys, now_ms, downloader, ip, wanted, counted_under, d_counted, ip_counted):
-        recorder = _Recorder([0, "0"])
-        script_calls.claim(
-            recorder,
+    def call(conn, k, now_ms, downloader, ip, wanted, counted_under, d_counted, ip_counted):
+        return script_calls.claim(
+            conn,
             k,
             now_ms=now_ms,
             downloader=downloader,
@@ -107,22 +183,10 @@ class ClaimCommands:
             downloader_counted=d_counted,
             ip_counted=ip_counted,
         )
-        return recorder.command
 
-    def _template(self, k: ProjectKeys, minute: int) -> _Template | None:
-        base = minute * MINUTE_MS
-        first = _CLAIM_SAMPLES[0]
-        command = self._recorded(k, base + first[0], *first[1:])
-        template = _cut(command, k.downloader_queue(first[1]), minute)
-        if template is None:
-            return _Template(minute, None, None, 0)
+    def _finish(self, template, command):
         # Every claim has as many arguments: the array's header goes with the keys.
         template.head = b"*%d\r\n" % len(command) + template.head
-        for offset, *sample in _CLAIM_SAMPLES:
-            expected = hiredis.pack_command(self._recorded(k, base + offset, *sample))
-            if self._payload(template, k, base + offset, *sample) != expected:
-                return _Template(minute, None, None, 0)
-        return template
 
     def _payload(self, template, k, now_ms, downloader, ip, wanted, counted_under, d_counted, ip_counted):
         key = (k.project, downloader, ip, wanted, counted_under, d_counted, ip_counted)
@@ -142,43 +206,22 @@ class ClaimCommands:
             parts = self._parts[key] = (packed((k.downloader_queue(downloader),)), packed(rest))
         return b"".join((template.head, parts[0], template.tail, _time(now_ms), parts[1]))
 
-    def payload(
-        self,
-        k: ProjectKeys,
-        now_ms: int,
-        downloader: str,
-        ip: str,
-        wanted: int,
-        counted_under: str,
-        d_counted: bool,
-        ip_counted: bool,
-    ) -> bytes | None:
-        """The packed command for script_calls.claim with these arguments, or None: call it."""
-        minute = now_ms // MINUTE_MS
-        template = self._templates.get(k.project)
-        if template is None or template.minute != minute:
-            if len(self._templates) >= MAX_CACHED:
-                self._templates.clear()
-            template = self._templates[k.project] = self._template(k, minute)
-        if template.head is None:  # the command had another shape this minute
-            return None
-        return self._payload(
-            template, k, now_ms, downloader, ip, wanted, counted_under, d_counted, ip_counted
-        )
 
+class DoneCommands(_Commands):
+    """done-20.lua: arguments (now_ms, downloader, version, item_id, ip, domain_bytes, items)."""
 
-class DoneCommands:
-    """done-20.lua's EVALSHA packed from per-project templates (see the module's docstring)."""
+    NAME = "done"
+    SAMPLES = _DONE_SAMPLES
+    reply = staticmethod(script_calls.done_reply)
 
-    def __init__(self):
-        self._templates: dict[str, _Template] = {}
+    def __init__(self, packed: bool = True):
+        super().__init__(packed)
         self._own: dict[tuple, bytes] = {}
 
     @staticmethod
-    def _recorded(k: ProjectKeys, now_ms, downloader, version, item_id, ip, domain_bytes, items):
-        recorder = _Recorder([0, "0"])
-        script_calls.done(
-            recorder,
+    def call(conn, k, now_ms, downloader, version, item_id, ip, domain_bytes, items):
+        return script_calls.done(
+            conn,
             k,
             now_ms=now_ms,
             downloader=downloader,
@@ -188,19 +231,6 @@ class DoneCommands:
             domain_bytes=domain_bytes,
             items=items,
         )
-        return recorder.command
-
-    def _template(self, k: ProjectKeys, minute: int) -> _Template:
-        base = minute * MINUTE_MS
-        first = _DONE_SAMPLES[0]
-        template = _cut(self._recorded(k, base + first[0], *first[1:]), k.downloader_queue(first[1]), minute)
-        if template is None:
-            return _Template(minute, None, None, 0)
-        for offset, *sample in _DONE_SAMPLES:
-            expected = hiredis.pack_command(self._recorded(k, base + offset, *sample))
-            if self._payload(template, k, base + offset, *sample) != expected:
-                return _Template(minute, None, None, 0)
-        return template
 
     def _payload(self, template, k, now_ms, downloader, version, item_id, ip, domain_bytes, items):
         key = (k.project, downloader)
@@ -213,25 +243,3 @@ class DoneCommands:
         return b"".join(
             (b"*%d\r\n" % (template.fixed + len(argv)), template.head, own, template.tail, packed(argv))
         )
-
-    def payload(
-        self,
-        k: ProjectKeys,
-        now_ms: int,
-        downloader: str,
-        version: str,
-        item_id: str,
-        ip: str,
-        domain_bytes: list,
-        items: list,
-    ) -> bytes | None:
-        """The packed command for script_calls.done with these arguments, or None: call it."""
-        minute = now_ms // MINUTE_MS
-        template = self._templates.get(k.project)
-        if template is None or template.minute != minute:
-            if len(self._templates) >= MAX_CACHED:
-                self._templates.clear()
-            template = self._templates[k.project] = self._template(k, minute)
-        if template.head is None:  # the command had another shape this minute
-            return None
-        return self._payload(template, k, now_ms, downloader, version, item_id, ip, domain_bytes, items)

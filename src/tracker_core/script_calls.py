@@ -105,7 +105,11 @@ def claim(
         "1" if downloader_counted else "0",
         "1" if ip_counted else "0",
     )
-    reply = run(conn, "claim", claim_keys(k, downloader, now_ms), args)
+    return claim_reply(run(conn, "claim", claim_keys(k, downloader, now_ms), args))
+
+
+def claim_reply(reply: list) -> ClaimReply:
+    """claim-22.lua's REPLY as a ClaimReply (also for the engine's packed claim)."""
     return _make(ClaimReply, (reply[0], int(reply[1]), reply[2:]))
 
 
@@ -158,12 +162,12 @@ def done(
     items: Sequence,
 ) -> DoneReply:
     """Mark ITEMS done for DOWNLOADER (done-20.lua); DOMAIN_BYTES is a flat (domain, bytes) list."""
-    reply = run(
-        conn,
-        "done",
-        done_keys(k, downloader, now_ms),
-        (now_ms, downloader, version, item_id, ip, len(domain_bytes) // 2, *domain_bytes, *items),
-    )
+    argv = (now_ms, downloader, version, item_id, ip, len(domain_bytes) // 2, *domain_bytes, *items)
+    return done_reply(run(conn, "done", done_keys(k, downloader, now_ms), argv))
+
+
+def done_reply(reply: list) -> DoneReply:
+    """done-20.lua's REPLY as a DoneReply (also for the engine's packed done)."""
     if len(reply) < 7:  # unknown project: {-1, 0}
         return DoneReply(reply[0], int(reply[1]), 0, 0, 0, 0, 0)
     reply[1] = int(reply[1])

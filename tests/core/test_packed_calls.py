@@ -2,12 +2,14 @@
 script_calls' command packs to, the same replies and errors, and script_calls whenever the
 command has another shape or Redis lost the script."""
 
+import hashlib
+
 import hiredis
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracker_core import packed_calls, script_calls
+from tracker_core import packed_calls, script_calls, scripts
 from tracker_core.admin import items, projects
 from tracker_core.engine import Engine
 from tracker_core.keys import ProjectKeys
@@ -134,7 +136,7 @@ def project(admin):
 def twin_engines(redis_url, clock):
     """An engine on the packed path and one that always goes through script_calls."""
     packed, plain = Engine(redis_url, clock=clock), Engine(redis_url, clock=clock)
-    plain._packed = False
+    plain._claims.packed = plain._dones.packed = False
     return packed, plain
 
 
@@ -205,3 +207,24 @@ def test_a_wrapper_of_the_connection_sees_the_packed_claim_and_done(project, eng
     assert status == 200
     assert engine.done(P, "alice", "", names, [], "null").new == 1
     assert sent == [("packed", "EVALSHA"), ("packed", "EVALSHA")]
+
+
+def test_a_script_whose_reply_is_nil_runs_once(redis_url, r, monkeypatch):
+    # scripts.run tells "Redis has not loaded it" (NOT_LOADED) from a nil reply: a nil must not
+    # send the script's source again, which would run its writes twice.
+    source = "redis.call('INCR', ARGV[1]) return nil"
+    script = scripts.Script("nil_reply", 0, source, hashlib.sha1(source.encode()).hexdigest())
+    monkeypatch.setitem(scripts.SCRIPTS, "nil_reply", script)
+    conn = RawRedis(redis_url)
+    assert scripts.run(conn, "nil_reply", (), ("runs",)) is None  # NOSCRIPT, then its source
+    assert scripts.run(conn, "nil_reply", (), ("runs",)) is None  # EVALSHA answers nil
+    assert r.get("runs") == "2"
+    assert (
+        scripts.run_packed(conn, "nil_reply", hiredis.pack_command(("EVALSHA", script.sha, 0, "runs")))
+        is None
+    )
+    assert r.get("runs") == "3"
+    r.script_flush()
+    packed = hiredis.pack_command(("EVALSHA", script.sha, 0, "runs"))
+    assert scripts.run_packed(conn, "nil_reply", packed) is scripts.NOT_LOADED
+    assert r.get("runs") == "3"
