@@ -150,8 +150,6 @@ class ProtocolResource:
         return settings
 
     def client_ip(self, req) -> str:
-        if not self.trusted_proxies:  # client_ip's answer then: the peer, without the call
-            return req.remote_addr or ""
         return client_ip(req, self.trusted_proxies)
 
     def claim(self, req, resp, project: str, body: dict, multi: int, ip: str | None = None) -> None:
@@ -170,14 +168,7 @@ class ProtocolResource:
                 project,
             )
         legacy = body.get("api_version") != "2"
-        if legacy or multi <= 1:
-            wanted = 1
-        else:  # max(1, min(multi, max_multi)) without the two calls
-            wanted = settings.max_multi
-            if multi < wanted:
-                wanted = multi
-            elif wanted < 1:
-                wanted = 1
+        wanted = 1 if legacy else max(1, min(multi, settings.max_multi))
         ip = self.client_ip(req) if ip is None else ip
         status, items = self.engine.claim(project, downloader, ip, wanted)
         if status == Claim.OK:
