@@ -331,3 +331,40 @@ def test_a_damaged_shard_count_fails_before_any_write(conn, project, r, fingerpr
     assert not r.exists(project.todo) and not r.exists(plan.chunk_keys[0])
     assert call(conn, project, urls(10), fingerprints, shard="shard-b")[0] == (BloomAdd.OK, 10, 0)
     assert r.hget(project.backfeed_shards, "shard-b") == "10"
+
+
+def _with_last_chunk_index(hashed: list, geometry: dict, ks: list, index: int) -> list:
+    """HASHED (one layer) with its last item's chunk given as KEYS index INDEX."""
+    hashed = list(hashed)
+    if geometry.get("block"):
+        hashed[-1] = bytes([hashed[-1][0]]) + index.to_bytes(3, "big")
+    elif geometry.get("kind") == "fingerprint":
+        hashed[-6] = index
+    else:
+        hashed[-1 - ks[0]] = index
+    return hashed
+
+
+@pytest.mark.parametrize("geometry", [WIDE, FINGERPRINTS, BLOCKED], ids=["bits", "pairs", "blocked"])
+@pytest.mark.parametrize("where", ["past the chunks", "a fixed key"])
+def test_an_item_whose_chunk_is_not_a_chunk_fails_before_any_write(conn, project, r, geometry, where):
+    """Items are written one by one (fingerprints) or a chunk at a time (bits): a chunk index
+    that names no chunk, on the batch's last item, used to fail the script after the items
+    before it were marked seen and never queued."""
+    from tracker_core.scripts import ScriptError
+
+    _, plan = call(conn, project, [], dict(geometry, chunk_bits=4096))
+    wired = [e.encode() for e in urls(50)]
+    hashed = plan.args(wired, wired)
+    stashes = 1 if geometry.get("kind") == "fingerprint" else 0
+    index = 10 + len(plan.chunk_keys) - stashes if where == "past the chunks" else 4  # the bloom hash
+    with pytest.raises(ScriptError, match="chunk"):
+        call(
+            conn,
+            project,
+            urls(50),
+            dict(geometry, chunk_bits=4096),
+            hashed=_with_last_chunk_index(hashed, geometry, plan.ks, index),
+        )
+    assert not r.exists(project.todo) and r.hget(project.bloom, "items") == "0"
+    assert not any(r.exists(key) for key in plan.chunk_keys)

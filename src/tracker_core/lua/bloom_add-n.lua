@@ -167,9 +167,10 @@ local empties = {}   -- an empty slot of each layer
 for l = 1, layers do empties[l] = rep('\0', ks[l]) end
 -- Look ITEM up in layer L; with WRITE, add it when absent. Answers whether it was there. (The
 -- hottest loop of backfeed: written out, without helper calls.)
-local function fingerprint(item, l, write)
+local function fingerprint(item, l, write, key)
   local i, size = first + (item - 1) * per_item + skips[l], ks[l]
-  local key, fp = KEYS[tonumber(ARGV[i])], ARGV[i + 5]
+  local fp = ARGV[i + 5]
+  key = key or KEYS[tonumber(ARGV[i])]
   local b1 = redis.call('GETRANGE', key, ARGV[i + 1], ARGV[i + 2])
   local hit = find(b1, fp, 1, true)
   while hit and (hit - 1) % size ~= 0 do hit = find(b1, fp, hit + 1, true) end   -- a whole slot
@@ -201,11 +202,15 @@ end
 -- buckets between and its higher one; the fewest C calls (each costs far more than Lua's own
 -- steps): find the fingerprint once over the span, keeping only whole slots of the two buckets.
 local byte = string.byte
-local function in_block(item, l, write)
+local function in_block(item, l, write, key, gap)
   local i, size = first + (item - 1) * per_item + skips[l], ks[l]
   local low, high, fp = ARGV[i], ARGV[i + 1], ARGV[i + 2]
-  local gap, k1, k2, k3 = byte(ARGV[i + 3], 1, 4)
-  local key, bucket = KEYS[k1 * 65536 + k2 * 256 + k3], size * BUCKET_SLOTS
+  if not key then
+    local k1, k2, k3
+    gap, k1, k2, k3 = byte(ARGV[i + 3], 1, 4)
+    key = KEYS[k1 * 65536 + k2 * 256 + k3]
+  end
+  local bucket = size * BUCKET_SLOTS
   local span = redis.call('GETRANGE', key, low, high)
   local bytes = (gap + 1) * bucket
   -- Zeros past the bitmap's end are empty slots (and never match: a fingerprint's ends aren't 0).
@@ -243,6 +248,7 @@ local function in_block(item, l, write)
   return false
 end
 
+local chunk_keys, gaps = {}, {}   -- the write pass's items: chunk key (and gap when blocked)
 -- ALL[item] = whether each of ITEMS was in layer L (with WRITE, in the last layer: added if not).
 local function look(items, l, write, all)
   if not fingerprints then return bits(items, l, write, all) end
@@ -251,10 +257,17 @@ local function look(items, l, write, all)
     -- every chunk (a filter has few: one per layer up to 30 million items) and the stash.
     for key = 10, #KEYS - layers do redis.call('STRLEN', KEYS[key]) end
     redis.call('SCARD', KEYS[#KEYS - layers + l])
+    -- Each item's chunk key (and gap) as the check before this pass found them.
+    if blocked then
+      for _, item in ipairs(items) do all[item] = in_block(item, l, true, chunk_keys[item], gaps[item]) end
+    else
+      for _, item in ipairs(items) do all[item] = fingerprint(item, l, true, chunk_keys[item]) end
+    end
+    return
   end
   local one = fingerprint
   if blocked then one = in_block end
-  for _, item in ipairs(items) do all[item] = one(item, l, write) end
+  for _, item in ipairs(items) do all[item] = one(item, l, false) end
 end
 
 -- Whether each item is in some layer (FOUND[item]); tests the last layer too unless SKIP_LAST.
@@ -323,6 +336,30 @@ if layers > 1 then
   local old = found_in(everyone, true)
   candidates = {}
   for item = 1, n do if not old[item] then candidates[#candidates + 1] = item end end
+end
+-- The last layer's pass writes item by item (fingerprints) or a chunk at a time (bits), so an
+-- item whose chunk is no chunk (a fixed key, a stash, past KEYS) would fail it half-way, or write
+-- where no chunk is, the items before it marked seen and never queued: each candidate's chunk is
+-- checked here, before that first write, and kept for the pass (a blocked item's gap with it, so
+-- the check costs the pass no second decoding). Offsets and bit positions are not checked (one
+-- check per number cost a fifth of a new item): Redis refuses a bad one, and they come from the
+-- same hash as the chunk.
+local last_chunk, base = #KEYS, first + skips[layers] - per_item
+if fingerprints then last_chunk = #KEYS - layers end
+for c = 1, #candidates do
+  local item = candidates[c]
+  local i, index = base + item * per_item, nil
+  if blocked then
+    local gap, k1, k2, k3 = byte(ARGV[i + 3], 1, 4)
+    if k3 then index = k1 * 65536 + k2 * 256 + k3 end
+    gaps[item] = gap
+  else
+    index = tonumber(ARGV[i])
+  end
+  if not index or index < 10 or index > last_chunk or index % 1 ~= 0 then
+    return redis.error_reply('bloom_add: item ' .. item .. '\'s chunk is not one of KEYS[10..' .. last_chunk .. ']')
+  end
+  chunk_keys[item] = KEYS[index]
 end
 local was_set = {}
 look(candidates, layers, true, was_set)
