@@ -49,7 +49,6 @@ import math
 import os
 import platform
 import re
-import shutil
 import statistics
 import subprocess
 import sys
@@ -60,6 +59,7 @@ from pathlib import Path
 
 import redis
 
+from callgrind_redis import CALL_TIMEOUT_S, redis_under_callgrind, total_instructions
 from tracker_core import bloom, script_calls, scripts
 from tracker_core.admin import projects
 from tracker_core.admin.context import AdminContext
@@ -190,7 +190,7 @@ def costs(admin: AdminContext, url: str, items: int, runs: int, before, fp_befor
 def _dump_total(path: Path) -> int:
     for _ in range(600):
         if path.exists() and re.search(r"^totals: \d+", text := path.read_text(errors="replace"), re.M):
-            return int(re.search(r"^summary: (\d+)", text, re.M)[1])
+            return total_instructions(text)
         time.sleep(0.1)
     raise RuntimeError(f"no callgrind dump at {path}")
 
@@ -199,20 +199,9 @@ def instructions(shape: str, script, batches: int = 3) -> dict:
     """Instructions redis-server executes per new and per seen item of SHAPE (callgrind counting
     only while it reads and runs commands; its counters zeroed before each phase and dumped after)."""
     with tempfile.TemporaryDirectory() as tmp:
-        out, port = Path(tmp) / "callgrind.out", free_port()
-        command = ["valgrind", "--tool=callgrind", "--toggle-collect=processInputBuffer"]
-        command += [f"--callgrind-out-file={out}", shutil.which("redis-server"), "--port", str(port)]
-        command += ["--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", tmp]
-        server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            url = f"redis://127.0.0.1:{port}/0"
-            conn = redis.Redis.from_url(url, socket_timeout=900)
-            for _ in range(600):
-                try:
-                    conn.ping()
-                    break
-                except redis.ConnectionError:
-                    time.sleep(0.1)
+        out = Path(tmp) / "callgrind.out"
+        with redis_under_callgrind("processInputBuffer", out, Path(tmp)) as (server, url):
+            conn = redis.Redis.from_url(url, socket_timeout=CALL_TIMEOUT_S)
             admin = AdminContext.from_url(url)
             if script is not None:
                 conn.script_load(script.source)
@@ -238,15 +227,6 @@ def instructions(shape: str, script, batches: int = 3) -> dict:
                     total = _dump_total(Path(f"{out}.{dump}"))
                     figures[f"{phase}_item_instructions"] = round(total / (BATCH * batches))
             return {"shape": shape, "batches": batches, **figures}
-        finally:
-            try:
-                redis.Redis(port=port).shutdown(nosave=True)
-            except redis.ConnectionError:
-                pass
-            try:
-                server.wait(timeout=120)
-            except subprocess.TimeoutExpired:
-                server.kill()
 
 
 def _all_set(bitmap: bytes, args: list, k: int) -> list[bool]:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import re
 import shutil
 import subprocess
 import tempfile
@@ -28,11 +27,11 @@ from pathlib import Path
 import redis
 
 # Run as a script, this file's directory is on sys.path: the loop is claim_cost_breakdown's.
+from callgrind_redis import CALL_TIMEOUT_S, redis_under_callgrind, total_instructions
 from claim_cost_breakdown import LOOP, VARIANTS, client, script_at, variant
 from tracker_core import blocks, script_calls, scripts
 from tracker_core.admin import projects
 from tracker_core.admin.context import AdminContext
-from tracker_core.embedded import free_port
 from tracker_core.engine import Engine
 
 RESULTS = Path(__file__).with_name("results") / "claim_cost_instructions.json"
@@ -44,37 +43,9 @@ def instructions(chosen: scripts.Script, runs: int, dones: bool, loop: bool) -> 
     """Instructions redis-server executed in all: the setting-up for RUNS, then (LOOP) the loop."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "callgrind.out"
-        port = free_port()
-        server = subprocess.Popen(
-            [
-                "valgrind",
-                "--tool=callgrind",
-                "--toggle-collect=evalCommand",  # the loop (EVAL), not the setting-up (EVALSHA)
-                f"--callgrind-out-file={out}",
-                shutil.which("redis-server"),
-                "--port",
-                str(port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-                tmp,
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        try:
-            url = f"redis://127.0.0.1:{port}/0"
-            conn = redis.Redis.from_url(url, decode_responses=True, socket_timeout=900)
-            for _ in range(600):
-                try:
-                    conn.ping()
-                    break
-                except redis.ConnectionError:
-                    time.sleep(0.1)
+        # The loop (EVAL), not the setting-up (EVALSHA).
+        with redis_under_callgrind("evalCommand", out, Path(tmp)) as (_, url):
+            conn = redis.Redis.from_url(url, decode_responses=True, socket_timeout=CALL_TIMEOUT_S)
             admin = AdminContext.from_url(url)
             projects.create(admin, "bench")
             engine = Engine(url)
@@ -97,19 +68,10 @@ def instructions(chosen: scripts.Script, runs: int, dones: bool, loop: bool) -> 
                 source = LOOP % (chosen.source, "nil", "false")
             n = runs if loop else 0
             assert conn.eval(source, len(keys), *keys, *argv, n) == n  # no socket timeout
-            conn.shutdown(nosave=True)
-        except redis.ConnectionError:
-            pass  # the shutdown closes the connection
-        finally:
-            try:
-                server.wait(timeout=900)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                raise
         text = out.read_text(errors="replace")
         if KEEP_PROFILE:
             shutil.copy(out, KEEP_PROFILE)
-    return int(re.search(r"^summary: (\d+)", text, re.M)[1])
+    return total_instructions(text)
 
 
 def main() -> None:
