@@ -15,6 +15,7 @@ import sys
 import bjoern
 import falcon
 
+from tracker_api.server import listening_sockets
 from tracker_core import processes
 
 
@@ -39,12 +40,13 @@ def _worker(sock, app) -> None:
 
 def main() -> None:
     port, workers = int(sys.argv[1]), int(sys.argv[2]) if len(sys.argv) > 2 else 2
-    sock = bjoern.bind_and_listen("127.0.0.1", port, listen_backlog=4096)
+    # Each worker on its own socket, as tracker serve's workers are (server.listening_sockets).
+    sockets = listening_sockets("127.0.0.1", port, workers)
     app = create_app()
     supervisor = processes.Supervisor()
     supervisor.stop_on_signals()
-    for _ in range(workers):
-        supervisor.add("hello worker", lambda: processes.fork(lambda: _worker(sock, app)))
+    for sock in sockets:
+        supervisor.add("hello worker", lambda sock=sock: processes.fork(lambda: _worker(sock, app)))
     supervisor.run()
 
 

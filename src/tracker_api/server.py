@@ -1,4 +1,4 @@
-"""Serve the app with bjoern: one listening socket, N forked worker processes sharing it.
+"""Serve the app with bjoern: N forked worker processes, each on its own listening socket.
 
 Each worker builds its own Engine after the fork, so no Redis connection is shared between
 processes. The parent restarts a worker that dies and stops them all on SIGTERM or SIGINT; a
@@ -6,6 +6,15 @@ worker whose parent dies (even by `kill -9`) exits too, so no orphan keeps the p
 
 bjoern has no timeouts, no body cap and spins on EMFILE: each worker runs it with bodies capped
 as they are buffered (bodycap.py) and a guard thread beside it (connguard.py).
+
+On TCP the parent binds one socket per worker on the same port with SO_REUSEPORT, and the
+kernel spreads new connections over them by a hash of the client's address and port. With one
+socket shared, whichever worker woke first took a burst of new connections: 64 keep-alive
+connections opened at once (as HAProxy's pool to a node, or a load generator) ended up 52, 5,
+4 and 3 on four workers, and the one holding 52 queued requests while the others idled (p99 of
+`/request` 35-109 ms at 70% of the peak, `server_bench --part p99`). The parent keeps every
+socket open, so a restarted worker takes over its predecessor's socket and the connections
+waiting in its queue. A Unix socket has no such spreading: its workers share one socket.
 """
 
 from __future__ import annotations
@@ -77,9 +86,37 @@ def settle_heap() -> None:
     gc.freeze()
 
 
-def _worker(sock, redis_url: str, config: AppConfig, limits: Limits) -> None:
+LISTEN_BACKLOG = 4096  # per socket: connections the kernel queues for a worker while it is busy
+
+
+def listening_sockets(host: str, port: int, workers: int) -> list:
+    """One listening socket per worker: on TCP each its own on one port (SO_REUSEPORT; PORT 0
+    picks a free port for all of them), on a Unix socket (host "unix:PATH") one shared by all."""
+    if host.startswith("unix:"):
+        return [bjoern.bind_and_listen(host, port, listen_backlog=LISTEN_BACKLOG)] * workers
+    if port:
+        # A port in use must still fail the start (EADDRINUSE), not let a second tracker of the
+        # same user join this one's sockets and take a share of its connections: bind it once
+        # without SO_REUSEPORT first.
+        bjoern.bind_and_listen(host, port, listen_backlog=1).close()
+    sockets = [bjoern.bind_and_listen(host, port, reuse_port=True, listen_backlog=LISTEN_BACKLOG)]
+    try:
+        port = sockets[0].getsockname()[1]
+        for _ in range(workers - 1):
+            sockets.append(bjoern.bind_and_listen(host, port, reuse_port=True, listen_backlog=LISTEN_BACKLOG))
+    except OSError:
+        for sock in sockets:
+            sock.close()
+        raise
+    return sockets
+
+
+def _worker(sock, others, redis_url: str, config: AppConfig, limits: Limits) -> None:
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for other in others:  # the other workers' sockets, inherited: this worker never accepts there
+        if other is not sock:
+            other.close()
     app = make_app(redis_url, config)
     settle_heap()
     guard = ConnectionGuard(
@@ -102,32 +139,35 @@ def serve(
     redact.install()  # tracebacks and bjoern's own prints do not pass through logging
     logs.ensure_setup()
     raise_nofile_limit()
-    sock = bjoern.bind_and_listen(host, port, listen_backlog=4096)
+    sockets = listening_sockets(host, port, workers)
     # The workers' request metrics: one directory per run, made before they fork.
     _, remove_metrics_directory = request_metrics.prepare_multiprocess_directory()
     supervisor = processes.Supervisor(log=log.warning)
     supervisor.stop_on_signals()
     try:
-        for _ in range(workers):
+        for sock in sockets:
             # SIGKILL when the parent dies: a worker must never outlive it and hold the port.
             supervisor.add(
                 "worker",
                 request_metrics.marking_dead(
-                    lambda: processes.fork(lambda: _worker(sock, redis_url, config, limits))
+                    lambda sock=sock: processes.fork(
+                        lambda: _worker(sock, sockets, redis_url, config, limits)
+                    )
                 ),
                 processes.Backoff(**WORKER_BACKOFF),
             )
         log.info(
             "serving on http://%s:%s with %d worker(s), Redis %s",
             host,
-            sock.getsockname()[1],
+            sockets[0].getsockname()[1],
             workers,
             redis_url,  # redacted by the record factory (logs.py)
         )
         if ready is not None:
-            ready(sock.getsockname()[1])
+            ready(sockets[0].getsockname()[1])
         supervisor.run()
     finally:
         supervisor.stop_all()
-        sock.close()
+        for sock in set(sockets):
+            sock.close()
         remove_metrics_directory()

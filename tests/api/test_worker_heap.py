@@ -69,5 +69,5 @@ def test_a_worker_settles_its_heap_after_building_the_app_and_before_serving(mon
     monkeypatch.setattr(server, "ConnectionGuard", Guard)
     monkeypatch.setattr(server.bodycap, "run_capped", lambda *a: steps.append("serve"))
     with socket.create_server(("127.0.0.1", 0)) as sock:
-        server._worker(sock, "redis://unused", AppConfig(), server.Limits())
+        server._worker(sock, [sock], "redis://unused", AppConfig(), server.Limits())
     assert steps == ["app", "settle", "guard", "serve"]
