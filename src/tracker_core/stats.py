@@ -17,6 +17,7 @@ import math
 from tracker_core import census, hq, reply_codes, script_calls
 from tracker_core import keys as keyspace
 from tracker_core import stats_ranges as ranges
+from tracker_core.request_counts import with_requests
 from tracker_core.script_constants import MINUTE_TTL_S, RTT_BOUNDS_S  # the scripts' own
 
 MINUTE_MS = 60_000
@@ -75,7 +76,8 @@ def _hour_rows(hours: dict, minutes: dict) -> list[tuple[int, dict]]:
 
 
 def _flat_to_counts(flat) -> dict[str, int]:
-    return {f: _to_int(v) for f, v in zip(flat[::2], flat[1::2])}
+    """A minute's or an hour's counter hash (HGETALL's flat reply), "requests" derived."""
+    return with_requests({f: _to_int(v) for f, v in zip(flat[::2], flat[1::2])})
 
 
 def ratio(part: int, whole: int) -> float | None:

@@ -3,6 +3,7 @@
 from tracker_core import blocks, script_calls
 from tracker_core.keys import ProjectKeys
 from tracker_core.reply_codes import Claim
+from tracker_core.request_counts import with_requests
 
 
 def claim(conn, k, now_ms, wanted=2, downloader="alice", ip="10.1.2.3"):
@@ -62,7 +63,8 @@ def test_claim_skips_the_pfadds_of_members_the_caller_counted_in_this_life(conn,
     reply = counted_claim(conn, project, now_ms, created, True, True)
     assert reply.code == Claim.OK and len(reply.items) == 1
     assert uniques(r, project, now_ms) == (0, 0)
-    assert r.hget(project.stats, "requests") == "1"
+    assert r.hget(project.stats, "requests_served") == "1"
+    assert not r.hexists(project.stats, "requests")  # a total the readers derive (request_counts)
     # One flag: only the other member is counted.
     counted_claim(conn, project, now_ms, created, True, False)
     assert uniques(r, project, now_ms) == (0, 1)
@@ -103,10 +105,12 @@ def test_a_one_item_claim_writes_what_a_many_item_claim_writes(conn, project, r,
             assert r.zscore(project.reclaim_at, item) == at + 60_000
     assert r.hgetall(project.downloader_claims) == {"bob": "1", "carol": "2"}
     stats = r.hgetall(project.stats)
-    assert (stats["requests"], stats["requests_served"], stats["items_claimed"]) == ("2", "2", "3")
+    assert "requests" not in stats  # derived by the readers: the outcomes' sum
+    assert (stats["requests_served"], stats["items_claimed"]) == ("2", "3")
     assert "reclaims_served" not in stats and "items_reclaimed" not in stats
     minute = r.hgetall(project.minute(now_ms // 60_000))
-    assert (minute["requests"], minute["requests_served"], minute["items_claimed"]) == ("2", "2", "3")
+    assert "requests" not in minute
+    assert (minute["requests_served"], minute["items_claimed"]) == ("2", "3")
     assert r.ttl(project.minute(now_ms // 60_000)) > 0
 
 
@@ -114,12 +118,20 @@ def test_each_refusal_counts_its_field_once_and_moves_nothing(conn, project, r, 
     r.sadd(project.todo, *names)
     r.hset(project.settings, mapping={"max_claims_per_downloader": "1", "claims_limit": "2"})
 
+    minute = project.minute(now_ms // 60_000)
+
+    def requests(key) -> int:
+        return with_requests({f: int(v) for f, v in r.hgetall(key).items()}).get("requests", 0)
+
     def refused(code, field, **kw):
         before = r.hgetall(project.stats).get(field, "0")
+        total, total_minute = requests(project.stats), requests(minute)
         todo, out = r.scard(project.todo), r.zcard(project.out)
         reply = claim(conn, project, now_ms, **kw)
         assert (reply.code, reply.items) == (code, [])
         assert r.hget(project.stats, field) == str(int(before) + 1)
+        # One outcome counted, no other: the derived total grows by one in both hashes.
+        assert (requests(project.stats), requests(minute)) == (total + 1, total_minute + 1)
         assert (r.scard(project.todo), r.zcard(project.out)) == (todo, out)
 
     assert claim(conn, project, now_ms, wanted=1).code == Claim.OK  # alice holds her one claim
@@ -135,4 +147,5 @@ def test_each_refusal_counts_its_field_once_and_moves_nothing(conn, project, r, 
     r.sadd(project.todo, "y")
     refused(Claim.RATE_LIMITED, "requests_limited", downloader="carol")
     stats = r.hgetall(project.stats)
-    assert stats["requests"] == "7" and stats["requests_served"] == "3"
+    assert requests(project.stats) == requests(minute) == 7 and stats["requests_served"] == "3"
+    assert "requests" not in stats

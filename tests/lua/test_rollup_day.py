@@ -11,8 +11,16 @@ def test_rollup_sums_a_day_once_keeping_the_last_backlog(conn, project, r):
     r.hset(project.hour(first), mapping={"minutes": 3, "items_done": 3, "bytes_done": 30, "backlog": 10})
     r.hset(
         project.hour(first + 5),
-        mapping={"items_done": 4, "bytes_done": 2**40, "requests": 9, "requests_served": 7, "backlog": 8},
+        mapping={
+            "items_done": 4,
+            "bytes_done": 2**40,
+            "requests_served": 7,
+            "requests_empty": 1,
+            "backlog": 8,
+        },
     )
+    # requests is summed from the claim outcomes; a stored total (hours from before) is not read.
+    r.hset(project.hour(first + 6), mapping={"requests": 1000, "requests_blocked": 1})
     r.hset(project.hour(last), "minutes", 0)  # rolled up, idle: the day is complete
     r.hset(project.hour(last + 1), "items_done", 1000)  # the next day: not summed
     assert script_calls.rollup_day(conn, project, day=DAY) == RollupDay.WRITTEN
@@ -30,3 +38,15 @@ def test_a_day_whose_last_hour_is_not_rolled_up_waits(conn, project, r):
     r.hset(project.hour(DAY * 24 + 23), "minutes", 0)
     assert script_calls.rollup_day(conn, project, day=DAY) == RollupDay.WRITTEN
     assert r.hget(project.days, str(DAY)) == "5 0 0 0 -"  # no backlog sample that day
+
+
+def test_a_days_requests_are_the_sum_of_every_claim_outcome(conn, project, r):
+    from tracker_core.request_counts import REQUEST_OUTCOMES
+
+    first = DAY * 24
+    for n, field in enumerate(REQUEST_OUTCOMES):  # 1, 2, 4, ... of each outcome, two hours
+        r.hset(project.hour(first + n % 2), field, 2**n)
+    r.hset(project.hour(first + 23), "minutes", 0)
+    assert script_calls.rollup_day(conn, project, day=DAY) == RollupDay.WRITTEN
+    total = 2 ** len(REQUEST_OUTCOMES) - 1  # each outcome's bit set once: none missed or doubled
+    assert r.hget(project.days, str(DAY)) == f"0 0 {total} 1 -"

@@ -13,7 +13,8 @@ KEYS[9]  claims             hash  item -> "DOWNLOADER\tIP\tTIMES_CLAIMED"
 KEYS[10] downloader_claims  hash  downloader -> claims held
 KEYS[11] ratelimit          string  GCRA theoretical arrival time (ms)
 KEYS[12] stats              hash  counters
-KEYS[13] minute:M           hash  this minute's counters
+KEYS[13] minute:M           hash  this minute's counters (one outcome field per claim past
+                                   the settings, see below; no total: its readers sum them)
 KEYS[14] uniq:downloaders:D hyperloglog  downloaders seen on day D (UTC)
 KEYS[15] uniq:ips:D         hyperloglog  IPs seen on day D (UTC)
 KEYS[16] todo:limited       zset  score 0, "LIMIT\0ITEM": items held back by a limit
@@ -260,8 +261,9 @@ local settings = redis.call('HMGET', settings_key, 'settings_age', 'paused', 'ra
 local age = settings[1]
 if not age then return {-1, 0} end
 local downloader, ip = ARGV[2], ARGV[3]
-
-bump(stats_key, minute_key, 'requests', 1)
+-- From here every return counts exactly one outcome (requests_served, _empty, _claims_limited,
+-- _blocked, _paused, _capped, _limited) in KEYS[12] and KEYS[13]: their sum is the project's
+-- requests (tracker_core.request_counts), so no separate counter is written.
 
 -- Blocked name, then blocked address (ARGV[5] and the range ends are hex of one width, so
 -- comparing strings compares numbers). Skipped only when set_blocks-4.lua, which writes the

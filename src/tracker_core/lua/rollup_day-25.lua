@@ -1,7 +1,8 @@
 --[[ rollup_day: sum one completed day's hour hashes into the project's days hash, once.
 
 KEYS[1]      days        hash  day number -> "items bytes requests served backlog" (kept for the
-                               project's life; its field for a day is written once)
+                               project's life; its field for a day is written once); requests
+                               summed from the claim outcomes, as the Python readers do
 KEYS[2..25]  hour:H      hash  the 24 hours of that day, in order (some may not exist)
 
 ARGV[1] the day (days since the epoch, UTC)
@@ -23,13 +24,17 @@ if redis.call('EXISTS', last_hour_key) == 0 then return -1 end
 local sums = {items_done = 0, bytes_done = 0, requests = 0, requests_served = 0}
 local backlog = '-'
 for i = FIRST_HOUR, #KEYS do
-  local values = redis.call('HMGET', KEYS[i], 'items_done', 'bytes_done', 'requests',
-                            'requests_served', 'backlog')
+  -- requests is the sum of the claim outcomes (tracker_core.request_counts.REQUEST_OUTCOMES,
+  -- served first): claim-22.lua keeps no total, and one an hour may still hold is not read.
+  local values = redis.call('HMGET', KEYS[i], 'items_done', 'bytes_done', 'backlog',
+                            'requests_served', 'requests_empty', 'requests_claims_limited',
+                            'requests_blocked', 'requests_paused', 'requests_capped',
+                            'requests_limited')
   sums.items_done = sums.items_done + (tonumber(values[1]) or 0)
   sums.bytes_done = sums.bytes_done + (tonumber(values[2]) or 0)
-  sums.requests = sums.requests + (tonumber(values[3]) or 0)
+  if values[3] then backlog = values[3] end
   sums.requests_served = sums.requests_served + (tonumber(values[4]) or 0)
-  if values[5] then backlog = values[5] end
+  for j = 4, 10 do sums.requests = sums.requests + (tonumber(values[j]) or 0) end
 end
 redis.call('HSET', days_key, day, string.format('%d %d %d %d %s', sums.items_done,
            sums.bytes_done, sums.requests, sums.requests_served, backlog))

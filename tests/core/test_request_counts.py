@@ -1,0 +1,45 @@
+"""A project's requests are the sum of the claim outcomes (tracker_core.request_counts): the claim
+script keeps no total, and every reader derives it the same way, whatever a hash stored before."""
+
+from __future__ import annotations
+
+import re
+
+from support.paths import ROOT
+from tracker_core.request_counts import REQUEST_OUTCOMES, with_requests
+
+CLAIM = ROOT / "src" / "tracker_core" / "lua" / "claim-22.lua"
+
+
+def test_the_outcomes_are_exactly_the_claim_scripts_request_fields():
+    counted = set(re.findall(r"'(requests_[a-z_]+)'", CLAIM.read_text()))
+    assert counted == set(REQUEST_OUTCOMES)
+    assert not re.search(r"bump\([^)]*'requests'", CLAIM.read_text())  # no total written
+
+
+def test_with_requests_sums_the_outcomes_over_a_stored_total():
+    counts = {"requests": 100, "requests_served": 3, "requests_empty": 2, "items_done": 9}
+    assert with_requests(counts) is counts
+    assert counts == {"requests": 5, "requests_served": 3, "requests_empty": 2, "items_done": 9}
+    every = {field: 1 for field in REQUEST_OUTCOMES}
+    assert with_requests(every)["requests"] == len(REQUEST_OUTCOMES)
+
+
+def test_counts_without_outcomes_get_no_total():
+    assert with_requests({"items_done": 4, "backlog": 7}) == {"items_done": 4, "backlog": 7}
+    assert with_requests({}) == {}
+    # An outdated client's 455 is refused before any claim: not a request of the project.
+    assert with_requests({"requests_outdated": 2}) == {"requests_outdated": 2}
+
+
+def test_engine_counts_and_the_statistics_read_the_derived_total(engine, admin, r):
+    from tracker_core.admin import items, projects
+
+    projects.create(admin, "p")
+    items.add(admin, "p", ["https://example.org/a?b=1#c", "https://example.org/d e"])
+    k = engine.keys("p")
+    r.hset(k.stats, "requests", 1000)  # a total stored by an older claim script: not read
+    assert engine.claim("p", "alice", "10.0.0.1", 2)[0] == 200
+    assert engine.claim("p", "alice", "10.0.0.1", 1)[0] == 404  # empty
+    counters = engine.counts("p")["counters"]
+    assert (counters["requests"], counters["requests_served"], counters["requests_empty"]) == (2, 1, 1)
