@@ -120,6 +120,21 @@ def connections_per_process(server_port: int, wait_s: float = 1.0):
     return count
 
 
+def cpu_ticks() -> tuple[int, int]:
+    """(all, stolen) CPU ticks of this machine so far, from /proc/stat's first line: stolen is
+    time the hypervisor gave this VM's cores to other guests, which slows every process here
+    without showing in any process's CPU time."""
+    with open("/proc/stat") as stat:
+        fields = [int(value) for value in stat.readline().split()[1:9]]
+    return sum(fields), fields[7]
+
+
+def steal_share(before: tuple[int, int], after: tuple[int, int]) -> float:
+    """The share of the CPU time between BEFORE and AFTER (cpu_ticks) that was stolen."""
+    ticks = after[0] - before[0]
+    return round((after[1] - before[1]) / ticks, 4) if ticks > 0 else 0.0
+
+
 def latency_schedule(plan: CapacityPlan) -> list[float]:
     """The share of the peak each constant-rate run offers: LATENCY_RUNS at LOAD_SHARE (the aim's),
     alternating with one each at the LOWER_SHARES (where the knee is), lowest last."""
@@ -166,6 +181,7 @@ def latency_at_share(
             forks = admin.conn.info("stats")["total_forks"]
             redis.start()
             tree.start()
+            ticks = cpu_ticks()
             figures = constant_rate.run(
                 "127.0.0.1",
                 port,
@@ -177,6 +193,7 @@ def latency_at_share(
                 connected=connections_per_process(port),
             )
             server_s, redis_s = tree.stop(), redis.stop()["cpu_s"]
+            stolen = steal_share(ticks, cpu_ticks())
             # Redis forks during the run (an AOF rewrite: a child takes a core for 0.1-0.3 s of
             # it, the fork itself blocks Redis 1-7 ms) and the machine's load: what a tail can
             # come from besides the tracker.
@@ -194,6 +211,7 @@ def latency_at_share(
                 redis_forks=forks,
                 connections_per_worker=figures.pop("connected"),
                 load_average=round(os.getloadavg()[0], 2),
+                cpu_steal_share=stolen,
             )
             runs.append(figures)
             lat, lag = figures["latency_ms"], figures["send_lag_ms"]
@@ -204,7 +222,7 @@ def latency_at_share(
                 f"{LATENCY_CONNECTIONS} connections busy; CPU µs/req server "
                 f"{figures['server_cpu_us_per_request']}, Redis {figures['redis_cpu_us_per_request']}, client "
                 f"{figures['client_cpu_us_per_request']}: {cores_busy(figures):.2f} cores busy; {forks} Redis "
-                f"fork(s); load {figures['load_average']:.2f}; connections per worker "
+                f"fork(s); load {figures['load_average']:.2f}; {stolen:.1%} of the CPU stolen; connections per worker "
                 f"{figures['connections_per_worker']}",
                 flush=True,
             )

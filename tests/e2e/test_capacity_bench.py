@@ -273,6 +273,7 @@ def test_the_p99_part_runs_against_a_real_tracker_and_records_forks_and_load():
     assert run["requests"] > 0 and run["non_2xx"] == 0
     assert isinstance(run["redis_forks"], int) and run["redis_forks"] >= 0
     assert run["load_average"] >= 0
+    assert 0 <= run["cpu_steal_share"] < 1
     assert run["target_per_s"] == pytest.approx(0.3 * run["peak_requests_per_s"], rel=0.01)
     assert run["connections_per_worker"] == [LATENCY_CONNECTIONS]  # one worker holds them all
 
@@ -323,3 +324,10 @@ def test_compact_aof_gives_up_at_its_time_limit(admin):
     deadline = time.monotonic() + 10
     while admin.conn.info("persistence")["aof_rewrite_in_progress"] and time.monotonic() < deadline:
         time.sleep(0.01)  # leave no rewrite running for the next test
+
+
+def test_steal_share_is_the_stolen_part_of_the_ticks_between_two_readings():
+    total, stolen = capacity.cpu_ticks()
+    assert total > 0 and 0 <= stolen <= total
+    assert capacity.steal_share((1000, 10), (2000, 60)) == 0.05
+    assert capacity.steal_share((1000, 10), (1000, 10)) == 0.0  # no ticks between: none stolen
