@@ -26,7 +26,7 @@ from tracker_core import keys as keyspace
 # The segment registry's vocabulary, from the one module that defines it (it loads only keys,
 # not the filesystem side of offload).
 from tracker_core.offload.segment_registry import DONE, QUEUES, STAGED_FIELD
-from tracker_core.request_counts import with_requests
+from tracker_core.derived_counters import with_derived
 
 DOWNLOADER_QUEUES_COUNTED = 1000
 SOURCES = (*QUEUES, DONE)  # where a segment's items came from
@@ -190,7 +190,7 @@ def project_status(run, k: keyspace.ProjectKeys) -> dict:
     segments, sources = _hash(segments), _hash(sources)
     by_source = offloaded_by_source(segments, sources, _int(staged_items))
     done_offloaded = by_source.pop(DONE)
-    counters = with_requests({f: _int(v) for f, v in _hash(stats).items()})
+    counters = with_derived({f: _int(v) for f, v in _hash(stats).items()})
     return {
         "project": k.project,
         # "limited": items held back by a pattern limit (in its sub-queue or on their way in).

@@ -16,7 +16,7 @@ from tracker_core import keys as keyspace
 from tracker_core import limits as limits_mod
 from tracker_core import reply_codes as codes
 from tracker_core.rawredis import RawRedis
-from tracker_core.request_counts import with_requests
+from tracker_core.derived_counters import with_derived
 from tracker_core.settings import ProjectSettings
 from tracker_core.uniques_seen import UniquesSeen
 
@@ -316,7 +316,7 @@ class Engine:
         owners = census.owners(replies)
         own = self.conn.pipeline([("SCARD", k.downloader_queue(o)) for o in owners]) if owners else []
         out, done_kept, stats, domain_bytes = replies[census.N_COMMANDS :]
-        stats = with_requests({f: int(v) for f, v in _pairs_to_dict(stats).items()})
+        stats = with_derived({f: int(v) for f, v in _pairs_to_dict(stats).items()})
         return {
             "queues": census.sizes(replies, own),
             "out": out,

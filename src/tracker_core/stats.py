@@ -17,7 +17,7 @@ import math
 from tracker_core import census, hq, reply_codes, script_calls
 from tracker_core import keys as keyspace
 from tracker_core import stats_ranges as ranges
-from tracker_core.request_counts import with_requests
+from tracker_core.derived_counters import RTT_BUCKET_PREFIX, with_derived
 from tracker_core.script_constants import MINUTE_TTL_S, RTT_BOUNDS_S  # the scripts' own
 
 MINUTE_MS = 60_000
@@ -49,7 +49,7 @@ TOP_CHART_HOURS = HOUR_POINTS
 # Written by lua/top_history-n.lua, so two writers (maintain passes, snapshots in several
 # processes) never add two points for one interval: the check and the XADD are atomic.
 
-RTT_FIELD_PREFIX = "rtt_le_"
+RTT_FIELD_PREFIX = RTT_BUCKET_PREFIX  # done-20.lua's histogram fields
 
 
 def _to_int(value) -> int:
@@ -77,7 +77,7 @@ def _hour_rows(hours: dict, minutes: dict) -> list[tuple[int, dict]]:
 
 def _flat_to_counts(flat) -> dict[str, int]:
     """A minute's or an hour's counter hash (HGETALL's flat reply), "requests" derived."""
-    return with_requests({f: _to_int(v) for f, v in zip(flat[::2], flat[1::2])})
+    return with_derived({f: _to_int(v) for f, v in zip(flat[::2], flat[1::2])})
 
 
 def ratio(part: int, whole: int) -> float | None:

@@ -3,7 +3,7 @@
 from tracker_core import blocks, script_calls
 from tracker_core.keys import ProjectKeys
 from tracker_core.reply_codes import Claim
-from tracker_core.request_counts import with_requests
+from tracker_core.derived_counters import with_derived
 
 
 def claim(conn, k, now_ms, wanted=2, downloader="alice", ip="10.1.2.3"):
@@ -64,7 +64,7 @@ def test_claim_skips_the_pfadds_of_members_the_caller_counted_in_this_life(conn,
     assert reply.code == Claim.OK and len(reply.items) == 1
     assert uniques(r, project, now_ms) == (0, 0)
     assert r.hget(project.stats, "requests_served") == "1"
-    assert not r.hexists(project.stats, "requests")  # a total the readers derive (request_counts)
+    assert not r.hexists(project.stats, "requests")  # a total the readers derive (derived_counters)
     # One flag: only the other member is counted.
     counted_claim(conn, project, now_ms, created, True, False)
     assert uniques(r, project, now_ms) == (0, 1)
@@ -121,7 +121,7 @@ def test_each_refusal_counts_its_field_once_and_moves_nothing(conn, project, r, 
     minute = project.minute(now_ms // 60_000)
 
     def requests(key) -> int:
-        return with_requests({f: int(v) for f, v in r.hgetall(key).items()}).get("requests", 0)
+        return with_derived({f: int(v) for f, v in r.hgetall(key).items()}).get("requests", 0)
 
     def refused(code, field, **kw):
         before = r.hgetall(project.stats).get(field, "0")

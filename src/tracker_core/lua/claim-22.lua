@@ -263,7 +263,7 @@ if not age then return {-1, 0} end
 local downloader, ip = ARGV[2], ARGV[3]
 -- From here every return counts exactly one outcome (requests_served, _empty, _claims_limited,
 -- _blocked, _paused, _capped, _limited) in KEYS[12] and KEYS[13]: their sum is the project's
--- requests (tracker_core.request_counts), so no separate counter is written.
+-- requests (tracker_core.derived_counters), so no separate counter is written.
 
 -- Blocked name, then blocked address (ARGV[5] and the range ends are hex of one width, so
 -- comparing strings compares numbers). Skipped only when set_blocks-4.lua, which writes the

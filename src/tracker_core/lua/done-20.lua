@@ -56,7 +56,9 @@ only at a safety bound far above that (LOG_SAFETY_FACTOR x log_maxlen, at least
 LOG_SAFETY_MIN), for when no maintainer runs, and what that cut drops counts in
 log_entries_dropped.
 RTT (claim to done) goes into a bounded histogram: field rtt_le_B counts items done within B
-seconds (rtt_le_inf: the rest), in stats and in the minute hash, so percentiles need no samples.
+seconds (rtt_le_inf: the rest), in stats and in the minute hash, so percentiles need no samples;
+with rtt_sum_ms for the mean. The buckets add up to the count (tracker_core.derived_counters
+derives rtt_count from them; no count is stored).
 Dead items have no current claim and add no RTT.
 Reply codes by name: reply_codes.Done (Python callers compare against those names).
 ]]
@@ -175,7 +177,7 @@ redis.call('HLEN', reclaim_history_key)
 redis.call('HLEN', dead_key)
 
 local new_items, unknown_items, refused_items = {}, {}, {}
-local repeated, dead_done, rtt_sum, rtt_n, rtt_hist = 0, 0, 0, 0, {}
+local repeated, dead_done, rtt_sum, rtt_hist = 0, 0, 0, {}
 for i = first_item, #ARGV do
   local item = ARGV[i]
   local claimed_at = redis.call('ZSCORE', out_key, item)
@@ -201,7 +203,6 @@ for i = first_item, #ARGV do
         if rtt_ms <= bound * 1000 then field = format('rtt_le_%d', bound) break end
       end
       rtt_sum = rtt_sum + rtt_ms
-      rtt_n = rtt_n + 1
       rtt_hist[field] = (rtt_hist[field] or 0) + 1
     end
     found = true
@@ -301,7 +302,6 @@ if new > 0 then
   bump(stats_key, minute_key, 'items_done', new, new_arg)
   bump(stats_key, minute_key, 'bytes_done', bytes_total, bytes_arg)
   bump(stats_key, minute_key, 'rtt_sum_ms', rtt_sum)
-  bump(stats_key, minute_key, 'rtt_count', rtt_n)
   for field, n in pairs(rtt_hist) do bump(stats_key, minute_key, field, n) end
   bump(stats_key, nil, 'items_dead_done', dead_done)
   bump(stats_key, nil, 'dones_bytes_clamped', clamped)

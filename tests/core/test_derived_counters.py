@@ -1,4 +1,4 @@
-"""A project's requests are the sum of the claim outcomes (tracker_core.request_counts): the claim
+"""A project's requests are the sum of the claim outcomes (tracker_core.derived_counters): the claim
 script keeps no total, and every reader derives it the same way, whatever a hash stored before."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from support.paths import ROOT
-from tracker_core.request_counts import REQUEST_OUTCOMES, with_requests
+from tracker_core.derived_counters import REQUEST_OUTCOMES, with_derived
 
 CLAIM = ROOT / "src" / "tracker_core" / "lua" / "claim-22.lua"
 
@@ -17,19 +17,19 @@ def test_the_outcomes_are_exactly_the_claim_scripts_request_fields():
     assert not re.search(r"bump\([^)]*'requests'", CLAIM.read_text())  # no total written
 
 
-def test_with_requests_sums_the_outcomes_over_a_stored_total():
+def test_with_derived_sums_the_outcomes_over_a_stored_total():
     counts = {"requests": 100, "requests_served": 3, "requests_empty": 2, "items_done": 9}
-    assert with_requests(counts) is counts
+    assert with_derived(counts) is counts
     assert counts == {"requests": 5, "requests_served": 3, "requests_empty": 2, "items_done": 9}
     every = {field: 1 for field in REQUEST_OUTCOMES}
-    assert with_requests(every)["requests"] == len(REQUEST_OUTCOMES)
+    assert with_derived(every)["requests"] == len(REQUEST_OUTCOMES)
 
 
 def test_counts_without_outcomes_get_no_total():
-    assert with_requests({"items_done": 4, "backlog": 7}) == {"items_done": 4, "backlog": 7}
-    assert with_requests({}) == {}
+    assert with_derived({"items_done": 4, "backlog": 7}) == {"items_done": 4, "backlog": 7}
+    assert with_derived({}) == {}
     # An outdated client's 455 is refused before any claim: not a request of the project.
-    assert with_requests({"requests_outdated": 2}) == {"requests_outdated": 2}
+    assert with_derived({"requests_outdated": 2}) == {"requests_outdated": 2}
 
 
 def test_engine_counts_and_the_statistics_read_the_derived_total(engine, admin, r):
@@ -43,3 +43,14 @@ def test_engine_counts_and_the_statistics_read_the_derived_total(engine, admin, 
     assert engine.claim("p", "alice", "10.0.0.1", 1)[0] == 404  # empty
     counters = engine.counts("p")["counters"]
     assert (counters["requests"], counters["requests_served"], counters["requests_empty"]) == (2, 1, 1)
+
+
+def test_rtt_count_is_the_sum_of_the_rtt_buckets():
+    counts = {"rtt_count": 50, "rtt_le_5": 2, "rtt_le_inf": 1, "rtt_sum_ms": 9000}
+    assert with_derived(counts)["rtt_count"] == 3  # a stored count is not read
+    assert with_derived({"rtt_sum_ms": 0}) == {"rtt_sum_ms": 0}  # no bucket: no count added
+
+
+def test_the_done_script_stores_no_rtt_count():
+    done = (ROOT / "src" / "tracker_core" / "lua" / "done-20.lua").read_text()
+    assert "'rtt_count'" not in done and "rtt_le_" in done
