@@ -1,0 +1,210 @@
+"""What one synchronous Redis round trip costs on this machine, before any tracker work.
+
+A bjoern worker serves one request at a time and makes one round trip to Redis per `/request`
+or `/done`: it writes the command, sleeps in recv() until Redis answers, and wakes. Redis, when
+no other client keeps it busy, sleeps in epoll between commands and wakes for each. Both wake-ups
+cost CPU that no code of ours runs, and on a virtual machine they cost much more than on bare
+metal. This measures that floor with the cheapest command there is (PING), from a raw Python
+socket (as tracker_core.rawredis talks to Redis: blocking, TCP_NODELAY):
+
+- one client, one PING at a time, over loopback TCP and over a Unix socket: the client's CPU
+  (user and system, getrusage) and Redis's (`INFO cpu`) per round trip;
+- K client processes at once, each one PING at a time: Redis's CPU per PING when its event loop
+  finds several sockets ready per wake-up (as under several busy workers).
+
+Compare with benchmarks/results/cpu.md: worker CPU per `/request` minus this client floor minus
+the hello-world's HTTP floor is the tracker's own Python; Redis CPU per `/request` minus this
+Redis floor is about the claim script's own time.
+
+Writes benchmarks/results/round_trip_floor.json and .md.
+
+    .venv/bin/python benchmarks/round_trip_floor.py [--pings 50000] [--clients 8] [--seconds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import platform
+import resource
+import socket
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import redis
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from tracker_core.embedded import EmbeddedRedis
+from tracker_core.processes import free_port
+
+RESULTS = Path(__file__).with_name("results")
+PING = b"*1\r\n$4\r\nPING\r\n"
+PONG = b"+PONG\r\n"
+
+
+def connect(address) -> socket.socket:
+    if isinstance(address, str):
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.connect(address)
+    else:
+        sock = socket.create_connection(address)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
+
+
+def ping(sock: socket.socket, count: int) -> None:
+    for _ in range(count):
+        sock.sendall(PING)
+        if sock.recv(64) != PONG:  # one reply of 7 bytes: it always comes in one piece here
+            raise RuntimeError("unexpected reply to PING")
+
+
+def redis_cpu_s(conn) -> float:
+    cpu = conn.info("cpu")
+    return float(cpu["used_cpu_sys"]) + float(cpu["used_cpu_user"])
+
+
+def one_client(address, admin, pings: int) -> dict:
+    """Per round trip: the client's user and system CPU, Redis's CPU, the wall time (µs)."""
+    sock = connect(address)
+    try:
+        ping(sock, min(1000, pings))  # warm up: connection set up, caches
+        before, redis_before, wall = (
+            resource.getrusage(resource.RUSAGE_SELF),
+            redis_cpu_s(admin),
+            time.perf_counter(),
+        )
+        ping(sock, pings)
+        wall = time.perf_counter() - wall
+        after, redis_after = resource.getrusage(resource.RUSAGE_SELF), redis_cpu_s(admin)
+    finally:
+        sock.close()
+    user, system = after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime
+    return {
+        "client_cpu_us": round((user + system) / pings * 1e6, 2),
+        "client_user_us": round(user / pings * 1e6, 2),
+        "client_system_us": round(system / pings * 1e6, 2),
+        "redis_cpu_us": round((redis_after - redis_before) / pings * 1e6, 2),
+        "wall_us": round(wall / pings * 1e6, 2),
+        "pings": pings,
+    }
+
+
+def _pinger(address, seconds: float, start, counts) -> None:
+    sock = connect(address)
+    start.wait()
+    done, deadline = 0, time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        ping(sock, 100)
+        done += 100
+    counts.put(done)
+    sock.close()
+
+
+def many_clients(address, admin, clients: int, seconds: float) -> dict:
+    """Redis's CPU per PING while CLIENTS processes ping it at once for SECONDS."""
+    context = multiprocessing.get_context("fork")
+    start, counts = context.Event(), context.Queue()
+    workers = [
+        context.Process(target=_pinger, args=(address, seconds, start, counts)) for _ in range(clients)
+    ]
+    for worker in workers:
+        worker.start()
+    time.sleep(0.2)  # every client connected
+    before = redis_cpu_s(admin)
+    start.set()
+    total = sum(counts.get(timeout=seconds + 30) for _ in workers)
+    redis_s = redis_cpu_s(admin) - before
+    for worker in workers:
+        worker.join()
+    return {
+        "clients": clients,
+        "pings": total,
+        "pings_per_s": round(total / seconds),
+        "redis_cpu_us": round(redis_s / total * 1e6, 2),
+    }
+
+
+def measure(pings: int, clients: int, seconds: float) -> dict:
+    scratch = Path(tempfile.mkdtemp(prefix="round-trip-floor-"))
+    socket_path = scratch / "redis" / "redis.sock"
+    server = EmbeddedRedis(
+        scratch / "redis",
+        port=free_port(),
+        extra=["--appendonly", "no", "--unixsocket", str(socket_path), "--unixsocketperm", "700"],
+    ).start()
+    try:
+        admin = redis.Redis.from_url(server.url)
+        tcp, unix = ("127.0.0.1", server.port), str(socket_path)
+        figures = {
+            "one_client_tcp": one_client(tcp, admin, pings),
+            "one_client_unix": one_client(unix, admin, pings),
+            "many_clients_tcp": many_clients(tcp, admin, clients, seconds),
+        }
+    finally:
+        server.stop()
+    return figures
+
+
+def markdown(result: dict) -> str:
+    f = result["figures"]
+    one_tcp, one_unix, many = f["one_client_tcp"], f["one_client_unix"], f["many_clients_tcp"]
+    return "\n".join(
+        [
+            "# The floor of one synchronous Redis round trip",
+            "",
+            f"`{result['command']}` on {result['date']} (commit {result['commit']}; load average "
+            f"{result['load_average'][0]:.2f} at the start). PING from a raw Python socket, one "
+            "at a time; client CPU from getrusage, Redis CPU from `INFO cpu` (AOF off).",
+            "",
+            "| case | client CPU µs (user + system) | Redis CPU µs | wall µs per PING |",
+            "| --- | ---: | ---: | ---: |",
+            f"| one client, TCP loopback | {one_tcp['client_cpu_us']} ({one_tcp['client_user_us']} + "
+            f"{one_tcp['client_system_us']}) | {one_tcp['redis_cpu_us']} | {one_tcp['wall_us']} |",
+            f"| one client, Unix socket | {one_unix['client_cpu_us']} ({one_unix['client_user_us']} + "
+            f"{one_unix['client_system_us']}) | {one_unix['redis_cpu_us']} | {one_unix['wall_us']} |",
+            f"| {many['clients']} clients at once, TCP ({many['pings_per_s']:,} PING/s) | | "
+            f"{many['redis_cpu_us']} | |",
+            "",
+            "A `/request` makes one such round trip: its worker CPU cannot fall below the hello-world's "
+            "(HTTP) plus the client floor here, nor its Redis CPU below the Redis floor plus the claim "
+            "script's own time, while one worker sends one command at a time. With several busy "
+            "clients Redis wakes less often per command, which is the many-clients row.",
+            "",
+        ]
+    )
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pings", type=int, default=50_000, help="round trips per one-client case")
+    parser.add_argument("--clients", type=int, default=8, help="client processes at once")
+    parser.add_argument("--seconds", type=float, default=5.0, help="of the many-clients case")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    load = os.getloadavg()
+    figures = measure(args.pings, args.clients, args.seconds)
+    commit = os.popen("git rev-parse --short HEAD 2>/dev/null").read().strip() or "unknown"
+    result = {
+        "what": __doc__.splitlines()[0],
+        "command": "python benchmarks/round_trip_floor.py "
+        + " ".join(argv if argv is not None else sys.argv[1:]),
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "commit": commit,
+        "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
+        "load_average": load,
+        "figures": figures,
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "round_trip_floor.json").write_text(json.dumps(result, indent=2) + "\n")
+    (args.out / "round_trip_floor.md").write_text(markdown(result))
+    print(markdown(result))
+    return result
+
+
+if __name__ == "__main__":
+    main()
