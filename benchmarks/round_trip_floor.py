@@ -38,8 +38,7 @@ from pathlib import Path
 import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from tracker_core.embedded import EmbeddedRedis
-from tracker_core.processes import free_port
+from cpu_bench.meters import redis_cpu_s, tcp_and_unix_redis
 
 RESULTS = Path(__file__).with_name("results")
 PING = b"*1\r\n$4\r\nPING\r\n"
@@ -61,11 +60,6 @@ def ping(sock: socket.socket, count: int) -> None:
         sock.sendall(PING)
         if sock.recv(64) != PONG:  # one reply of 7 bytes: it always comes in one piece here
             raise RuntimeError("unexpected reply to PING")
-
-
-def redis_cpu_s(conn) -> float:
-    cpu = conn.info("cpu")
-    return float(cpu["used_cpu_sys"]) + float(cpu["used_cpu_user"])
 
 
 def one_client(address, admin, pings: int) -> dict:
@@ -130,13 +124,7 @@ def many_clients(address, admin, clients: int, seconds: float) -> dict:
 
 
 def measure(pings: int, clients: int, seconds: float) -> dict:
-    scratch = Path(tempfile.mkdtemp(prefix="round-trip-floor-"))
-    socket_path = scratch / "redis" / "redis.sock"
-    server = EmbeddedRedis(
-        scratch / "redis",
-        port=free_port(),
-        extra=["--appendonly", "no", "--unixsocket", str(socket_path), "--unixsocketperm", "700"],
-    ).start()
+    server, socket_path = tcp_and_unix_redis(Path(tempfile.mkdtemp(prefix="round-trip-floor-")))
     try:
         admin = redis.Redis.from_url(server.url)
         tcp, unix = ("127.0.0.1", server.port), str(socket_path)

@@ -35,14 +35,13 @@ from pathlib import Path
 import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cpu_bench.meters import process_cpu_s
+from cpu_bench.meters import process_cpu_s, redis_cpu_s, tcp_and_unix_redis
 from server_bench.wrk import run_wrk
 from tracker_api import bodycap
 from tracker_api.app import create_app
 from tracker_api.connguard import ConnectionGuard
 from tracker_core.admin import items, projects
 from tracker_core.admin.context import AdminContext
-from tracker_core.embedded import EmbeddedRedis
 from tracker_core.engine import Engine
 from tracker_core.processes import children_of, free_port, start, stop, wait_for, wait_for_port
 
@@ -92,11 +91,6 @@ def run(app, calls: list[tuple[str, bytes]]) -> tuple[float, dict]:
     for env in envs:
         b"".join(app(env, start_response))
     return time.process_time() - started, statuses
-
-
-def redis_cpu_s(admin_conn) -> float:
-    cpu = admin_conn.info("cpu")
-    return float(cpu["used_cpu_sys"]) + float(cpu["used_cpu_user"])
 
 
 def serve_one(port: int, redis_url: str, stub: bool) -> None:
@@ -167,12 +161,7 @@ def main(argv=None) -> dict:
         serve_one(int(args.serve[0]), args.serve[1], args.stub)
         return {}
     scratch = Path(tempfile.mkdtemp(prefix="worker-path-"))
-    socket_path = scratch / "redis" / "redis.sock"
-    server = EmbeddedRedis(
-        scratch / "redis",
-        port=free_port(),
-        extra=["--appendonly", "no", "--unixsocket", str(socket_path), "--unixsocketperm", "700"],
-    ).start()
+    server, socket_path = tcp_and_unix_redis(scratch)
     urls = {"tcp": server.url, "unix": f"unix://{socket_path}"}
     try:
         admin = AdminContext.from_url(server.url)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 
-from tracker_core.processes import children_of
+from tracker_core.embedded import EmbeddedRedis
+from tracker_core.processes import children_of, free_port
 
 # A server listens before it forks its workers, so its port can answer before they exist.
 CHILDREN_WAIT_S = 10.0
@@ -50,6 +52,24 @@ class WorkerCpu:
         return self.total_s() - self.before
 
 
+def redis_cpu_s(conn) -> float:
+    """Redis's CPU seconds so far (`INFO cpu`: used_cpu_sys + used_cpu_user, every thread)."""
+    cpu = conn.info("cpu")
+    return float(cpu["used_cpu_sys"]) + float(cpu["used_cpu_user"])
+
+
+def tcp_and_unix_redis(scratch: Path) -> tuple[EmbeddedRedis, Path]:
+    """A private Redis under SCRATCH with AOF off, on loopback TCP (its url) and on a Unix
+    socket (the path returned), started."""
+    socket_path = scratch / "redis" / "redis.sock"
+    server = EmbeddedRedis(
+        scratch / "redis",
+        port=free_port(),
+        extra=["--appendonly", "no", "--unixsocket", str(socket_path), "--unixsocketperm", "700"],
+    ).start()
+    return server, socket_path
+
+
 class RedisCpu:
     """Redis's CPU (`INFO cpu`: used_cpu_sys + used_cpu_user, every thread) and its commands'
     own accounting (`INFO commandstats`), as deltas between start() and stop()."""
@@ -59,10 +79,9 @@ class RedisCpu:
         self.before: dict = {}
 
     def snapshot(self) -> dict:
-        cpu = self.conn.info("cpu")
         stats = self.conn.info("commandstats")
         return {
-            "cpu_s": float(cpu["used_cpu_sys"]) + float(cpu["used_cpu_user"]),
+            "cpu_s": redis_cpu_s(self.conn),
             "commands": {
                 name.removeprefix("cmdstat_"): (int(s["calls"]), int(s["usec"])) for name, s in stats.items()
             },

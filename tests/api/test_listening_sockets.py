@@ -12,6 +12,7 @@ import subprocess
 
 import pytest
 
+from server_bench.capacity import connections_per_process
 from support.processes import ServerProcess, children_of, wait_for
 from tracker_api.server import listening_sockets
 
@@ -65,22 +66,6 @@ def test_a_port_held_by_another_tracker_fails_the_start_rather_than_sharing_it()
         close_all(first)
 
 
-def held_by(port: int) -> dict[int, int]:
-    """{pid: established connections it holds on PORT's server side}, from `ss`."""
-    listing = subprocess.run(
-        ["ss", "-tnpH", "state", "established", f"( sport = :{port} )"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    counts: dict[int, int] = {}
-    for line in listing.splitlines():
-        if "pid=" in line:
-            pid = int(line.split("pid=", 1)[1].split(",", 1)[0])
-            counts[pid] = counts.get(pid, 0) + 1
-    return counts
-
-
 def listeners(port: int) -> list[set[int]]:
     """For each listening socket on PORT, the pids holding it."""
     listing = subprocess.run(
@@ -109,13 +94,12 @@ def test_a_burst_of_connections_spreads_over_the_workers(redis_url):
         assert sorted(len(pids - {server.process.pid}) for pids in held) == [1] * WORKERS
         conns = burst(server.port)
         try:
-            counts = held_by(server.port)
-            assert set(counts) == set(server.workers)
-            assert sum(counts.values()) == CONNECTIONS
+            # How many each server process holds, most first (from `ss`, as the p99 runs count).
+            counts = connections_per_process(server.port)([conn.getsockname()[1] for conn in conns])
+            assert len(counts) == WORKERS and sum(counts) == CONNECTIONS  # every worker holds some
             # A hash over 64 client ports: each of 4 workers holds 16 on average; one shared
             # socket gave 52, 5, 4 and 3. Below 3 has odds of about 1e-6 for a fair hash.
-            assert min(counts.values()) >= 3, counts
-            assert max(counts.values()) <= 40, counts
+            assert counts[-1] >= 3 and counts[0] <= 40, counts
         finally:
             for conn in conns:
                 conn.close()
@@ -129,8 +113,10 @@ def test_a_restarted_worker_serves_its_predecessors_socket(redis_url):
         victim = server.workers[0]
         os.kill(victim, signal.SIGKILL)
         wait_for(
-            lambda: len(children_of(server.process.pid)) == WORKERS
-            and victim not in children_of(server.process.pid),
+            lambda: (
+                len(children_of(server.process.pid)) == WORKERS
+                and victim not in children_of(server.process.pid)
+            ),
             10,
         )
         held = listeners(server.port)
