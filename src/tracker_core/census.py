@@ -22,11 +22,11 @@ reads alike.
 from __future__ import annotations
 
 from tracker_core import keys as keyspace
+from tracker_core.derived_counters import with_derived
 
 # The segment registry's vocabulary, from the one module that defines it (it loads only keys,
 # not the filesystem side of offload).
 from tracker_core.offload.segment_registry import DONE, QUEUES, STAGED_FIELD
-from tracker_core.derived_counters import with_derived
 
 DOWNLOADER_QUEUES_COUNTED = 1000
 SOURCES = (*QUEUES, DONE)  # where a segment's items came from

@@ -15,8 +15,8 @@ from tracker_core import item_status as item_status_mod
 from tracker_core import keys as keyspace
 from tracker_core import limits as limits_mod
 from tracker_core import reply_codes as codes
-from tracker_core.rawredis import RawRedis
 from tracker_core.derived_counters import with_derived
+from tracker_core.rawredis import RawRedis
 from tracker_core.settings import ProjectSettings
 from tracker_core.uniques_seen import UniquesSeen
 

@@ -1,9 +1,9 @@
 """claim-22.lua through script_calls.claim: items leave the queues for `out`, atomically."""
 
 from tracker_core import blocks, script_calls
+from tracker_core.derived_counters import with_derived
 from tracker_core.keys import ProjectKeys
 from tracker_core.reply_codes import Claim
-from tracker_core.derived_counters import with_derived
 
 
 def claim(conn, k, now_ms, wanted=2, downloader="alice", ip="10.1.2.3"):
