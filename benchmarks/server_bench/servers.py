@@ -13,7 +13,7 @@ import urllib.request
 from pathlib import Path
 
 from server_bench.plan import BENCHMARKS, WORKERS
-from tracker_core.processes import free_port, start, wait_for_port
+from tracker_core.processes import children_of, free_port, start, wait_for, wait_for_port
 
 
 def start_tracker(redis_url: str, log_path: Path, workers: int = WORKERS) -> tuple[subprocess.Popen, int]:
@@ -26,15 +26,24 @@ def start_tracker(redis_url: str, log_path: Path, workers: int = WORKERS) -> tup
         env=dict(os.environ, TRACKER_REDIS_URL=redis_url),
         output=log_path,
     )
-    wait_for_port(port, process)
+    _wait_for_workers(process, port, workers)
     return process, port
+
+
+def _wait_for_workers(process: subprocess.Popen, port: int, workers: int) -> None:
+    """Until PROCESS listens on PORT and has forked its WORKERS workers: the supervisor listens
+    before it forks (each worker then opens its own SO_REUSEPORT socket), so an open port alone
+    does not mean the workers exist yet, and whoever reads their CPU or pids would miss some."""
+    wait_for_port(port, process)
+    if not wait_for(lambda: len(children_of(process.pid)) >= workers, 10):
+        raise RuntimeError(f"server {process.pid} forked fewer than {workers} workers within 10 s")
 
 
 def start_hello(log_path: Path, workers: int = WORKERS) -> tuple[subprocess.Popen, int]:
     """The hello-world Falcon app (benchmarks/hello_app.py), forked like the tracker."""
     port = free_port()
     process = start([sys.executable, BENCHMARKS / "hello_app.py", str(port), str(workers)], output=log_path)
-    wait_for_port(port, process)
+    _wait_for_workers(process, port, workers)
     return process, port
 
 
