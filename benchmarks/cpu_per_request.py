@@ -16,6 +16,7 @@ and prints their figures as one JSON line at the end instead of writing cpu.json
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import shutil
@@ -33,6 +34,7 @@ from server_bench.plan import PROJECT, RESULTS, WRK_THREADS
 from server_bench.results_file import write_with_history
 from server_bench.run import machine, versions
 from server_bench.servers import start_hello, start_tracker
+from tracker_api.server import default_workers
 from tracker_core.admin import projects
 from tracker_core.admin.context import AdminContext
 from tracker_core.embedded import EmbeddedRedis
@@ -40,6 +42,14 @@ from tracker_core.processes import free_port, stop
 
 # ONE bjoern worker, so the CPU measured is one process's.
 WORKERS = 1
+# The full-load rows: `tracker serve`'s default worker count, enough connections to keep every
+# worker and Redis busy. A core that idles between requests pays for going to sleep and waking
+# up (on this VM several µs of system time a round trip), so one worker at part load measures
+# more CPU per request than a busy server spends: the full-load rows are what a project's
+# capacity is made of (Redis CPU per claim at full load is what caps one project).
+BUSY_WORKERS = default_workers()
+BUSY_CONNECTIONS = 64
+QUICK_BUSY_CONNECTIONS = 16
 FULL = cases.Plan(seconds=45, probe_s=3)
 QUICK = cases.Plan(seconds=1, probe_s=0, connections=4, backfeed_connections=2)
 ONLY = {"backfeed": ("backfeed", "backfeed_fingerprint"), "backfeed_fingerprint": ("backfeed_fingerprint",)}
@@ -85,10 +95,36 @@ def measure(plan: cases.Plan, scratch: Path) -> tuple[dict, dict]:
         server = None
         print("tracker request, one worker, Redis on a Unix socket (tracker run's default)", flush=True)
         results["request_unix"] = request_over_unix_socket(plan, scratch, log)
+        results.update(full_load(plan, bench, redis_server.url, log))
         return results, found
     finally:
         stop(server)
         redis_server.stop()
+
+
+def full_load(plan: cases.Plan, one_worker: cases.Bench, redis_url: str, log: Path) -> dict:
+    """hello-world, `/request` and `/done` with BUSY_WORKERS workers under BUSY_CONNECTIONS
+    connections (the same Redis, over TCP): CPU per request of a busy server."""
+    connections = QUICK_BUSY_CONNECTIONS if plan.connections < cases.Plan.connections else BUSY_CONNECTIONS
+    bench = cases.Bench(
+        dataclasses.replace(plan, connections=connections), redis_url, one_worker.admin, one_worker.scratch
+    )
+    bench.supply = one_worker.supply  # it knows which names were used (done ones cannot come back)
+    results = {}
+    print(f"hello-world Falcon on bjoern, {BUSY_WORKERS} workers, full load", flush=True)
+    server, port = start_hello(log, BUSY_WORKERS)
+    try:
+        results["hello_busy"] = cases.hello(bench, server.pid, port)
+    finally:
+        stop(server)
+    server, port = start_tracker(redis_url, log, BUSY_WORKERS)
+    try:
+        for name in ("request", "done"):
+            print(f"tracker {name}, {BUSY_WORKERS} workers, full load", flush=True)
+            results[f"{name}_busy"] = getattr(cases, name)(bench, server.pid, port)
+    finally:
+        stop(server)
+    return results
 
 
 def measure_only(plan: cases.Plan, scratch: Path, names: tuple, rounds: int) -> dict:
@@ -195,6 +231,8 @@ def main(argv: list[str] | None = None) -> dict:
         "versions": found,
         "setup": {
             "workers": WORKERS,
+            "full_load_workers": BUSY_WORKERS,
+            "full_load_connections": measured["request_busy"]["connections"],
             "wrk_threads": WRK_THREADS,
             "seconds_per_case": plan.seconds,
             "probe_s": plan.probe_s,

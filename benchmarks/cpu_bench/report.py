@@ -20,6 +20,23 @@ def _load(machine: dict) -> str:
     return f"{start:.1f} at the start, {end:.1f} at the end (1 minute)"
 
 
+def _full_load(results: dict) -> list[str]:
+    """The How line of the full-load rows (runs from before them have none)."""
+    busy = results["cases"].get("request_busy")
+    if busy is None:
+        return []
+    return [
+        f"- full load: `tracker serve` with its default {results['setup']['full_load_workers']} "
+        f"workers (2 a core) and the hello-world with as many, under {busy['connections']} wrk "
+        "keep-alive connections, the same Redis over TCP; worker CPU summed over the workers. A "
+        "core that idles between requests pays for going to sleep and waking up again (on this "
+        "VM several µs of system time a round trip, in the worker and in Redis alike), so one "
+        "worker at part load spends more CPU per request than a busy server: the full-load rows "
+        "are the cost that sets a server's capacity, and Redis CPU per claim at full load is "
+        "what caps one project (1 s / that cost claims a second per Redis core).",
+    ]
+
+
 def report(results: dict) -> str:
     history = shown_history(results["history"])
     floor = results["figures"].get("hello_worker_cpu_us")
@@ -30,7 +47,8 @@ def report(results: dict) -> str:
         f"({results['machine']['cores']} cores, shared); Redis {results['versions']['redis']} "
         f"(AOF off, TCP loopback but for the Unix-socket rows); commit {results['versions']['git_commit']}.",
         "",
-        "Worker CPU is utime+stime from /proc of the one bjoern worker; Redis CPU is "
+        "Worker CPU is utime+stime from /proc of the bjoern workers (one, but for the full-load "
+        "rows); Redis CPU is "
         "used_cpu_sys+used_cpu_user from `INFO cpu` (network included); a script's own time is "
         "EVALSHA's usec per call in `INFO commandstats`, timed by the clock, so on a loaded machine "
         "it counts waits for a core and can exceed the CPU. Each is a delta over the measured run "
@@ -54,6 +72,7 @@ def report(results: dict) -> str:
         "",
         "## How",
         "",
+        *_full_load(results),
         f"- `/request`, `/done`, hello-world: wrk keep-alive, {results['setup']['wrk_threads']} threads, "
         f"{cases['request']['connections']} connections, {results['setup']['seconds_per_case']} s measured"
         + (

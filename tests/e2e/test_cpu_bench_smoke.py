@@ -14,6 +14,7 @@ import pytest
 
 from cpu_bench.history import BASELINE, HEADLINES, SHOWN_LATEST, carried_history, shown_history
 from support.paths import ROOT
+from tracker_api.server import default_workers
 
 EARLIER = {
     "date_utc": "2026-01-02T03:04:05Z",
@@ -55,8 +56,11 @@ def test_a_quick_run_measures_every_case_and_keeps_the_history(tmp_path):
     for key, value in results["figures"].items():
         assert isinstance(value, (int, float)) and value > 0, key
     assert results["machine"]["cores"] and results["date_utc"] and "--quick" in results["command"]
-    for case in ("request", "request_unix", "done"):  # every claim and done answered, none ran dry
-        assert results["cases"][case]["non_2xx"] == 0
+    for case in ("request", "request_unix", "done", "request_busy", "done_busy"):
+        assert results["cases"][case]["non_2xx"] == 0  # every claim and done answered, none ran dry
+    # the full-load rows: every worker of `tracker serve`'s default count, not their parent
+    for case in ("hello_busy", "request_busy", "done_busy"):
+        assert results["cases"][case]["workers_measured"] == default_workers()
     # the one bjoern worker, not its parent
     for case in ("hello", "request", "request_unix", "done", "backfeed", "backfeed_fingerprint"):
         assert results["cases"][case]["workers_measured"] == 1
