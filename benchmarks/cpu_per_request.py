@@ -111,12 +111,14 @@ def full_load(plan: cases.Plan, one_worker: cases.Bench, redis_url: str, log: Pa
     )
     bench.supply = one_worker.supply  # it knows which names were used (done ones cannot come back)
     results = {}
-    print(f"hello-world Falcon on bjoern, {BUSY_WORKERS} workers, full load", flush=True)
-    server, port = start_hello(log, BUSY_WORKERS)
-    try:
-        results["hello_busy"] = cases.hello(bench, server.pid, port)
-    finally:
-        stop(server)
+    for name, ping_url in (("hello_busy", None), ("hello_ping_busy", redis_url)):
+        what = " and one Redis PING a request" if ping_url else ""
+        print(f"hello-world Falcon on bjoern{what}, {BUSY_WORKERS} workers, full load", flush=True)
+        server, port = start_hello(log, BUSY_WORKERS, ping_url)
+        try:
+            results[name] = cases.hello(bench, server.pid, port, redis=bool(ping_url))
+        finally:
+            stop(server)
     server, port = start_tracker(redis_url, log, BUSY_WORKERS)
     try:
         for name in ("request", "done"):

@@ -1,9 +1,11 @@
 """A hello-world Falcon app on bjoern, forked like the tracker: the ceiling of the HTTP layer.
 
 It answers POST /{project}/request with a fixed item after reading the body, so wrk drives it
-with the same script and the same workers as the real server.
+with the same script and the same workers as the real server. Given REDIS_URL, each request also
+makes one Redis round trip (PING, through the tracker's own client, tracker_core.rawredis): the
+floor of any request that asks Redis once, as a claim does.
 
-    .venv/bin/python benchmarks/hello_app.py PORT [WORKERS]
+    .venv/bin/python benchmarks/hello_app.py PORT [WORKERS [REDIS_URL]]
 """
 
 from __future__ import annotations
@@ -16,19 +18,27 @@ import bjoern
 import falcon
 
 from tracker_api.server import listening_sockets
-from tracker_core import processes
+from tracker_core import processes, topology
 
 
 class HelloRequest:
+    def __init__(self, redis_url: str | None = None):
+        self.redis_url = redis_url
+        self.conn = None  # opened in the worker on its first request (never across a fork)
+
     def on_post(self, req, resp, project: str):
         req.bounded_stream.read()
+        if self.redis_url:
+            if self.conn is None:
+                self.conn = topology.connect(self.redis_url)
+            self.conn.execute_command("PING")
         resp.content_type = falcon.MEDIA_JSON
         resp.data = b'{"item_name":"hello"}'
 
 
-def create_app() -> falcon.App:
+def create_app(redis_url: str | None = None) -> falcon.App:
     app = falcon.App()
-    app.add_route("/{project}/request", HelloRequest())
+    app.add_route("/{project}/request", HelloRequest(redis_url))
     return app
 
 
@@ -40,9 +50,10 @@ def _worker(sock, app) -> None:
 
 def main() -> None:
     port, workers = int(sys.argv[1]), int(sys.argv[2]) if len(sys.argv) > 2 else 2
+    redis_url = sys.argv[3] if len(sys.argv) > 3 else None
     # Each worker on its own socket, as tracker serve's workers are (server.listening_sockets).
     sockets = listening_sockets("127.0.0.1", port, workers)
-    app = create_app()
+    app = create_app(redis_url)
     supervisor = processes.Supervisor()
     supervisor.stop_on_signals()
     for sock in sockets:

@@ -14,6 +14,12 @@ HEADLINES = (
     ("done_busy_script_us", "done script's own time per `/done` at full load (commandstats)", "µs"),
     ("hello_busy_per_s", "hello-world rate at full load (same workers)", "req/s"),
     ("hello_busy_worker_cpu_us", "hello-world worker CPU per request at full load", "µs"),
+    (
+        "hello_ping_busy_worker_cpu_us",
+        "hello-world with one Redis PING a request at full load: worker CPU (one round trip's floor)",
+        "µs",
+    ),
+    ("hello_ping_busy_redis_cpu_us", "the same: Redis CPU per request", "µs"),
     ("request_per_s", "`/request` (multi=1) rate, one worker", "req/s"),
     ("request_worker_cpu_us", "worker CPU per `/request`", "µs"),
     ("request_redis_cpu_us", "Redis CPU per `/request`", "µs"),
@@ -93,7 +99,7 @@ def headlines(cases: dict) -> dict:
         # Runs from before the full-load rows have none (their columns stay empty).
         **{
             f"{case}_busy_{figure}": cases[f"{case}_busy"][key]
-            for case in ("request", "done", "hello")
+            for case in ("request", "done", "hello", "hello_ping")
             if f"{case}_busy" in cases
             for figure, key in (
                 ("per_s", "requests_per_s"),

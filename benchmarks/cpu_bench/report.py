@@ -33,7 +33,10 @@ def _full_load(results: dict) -> list[str]:
         "VM several µs of system time a round trip, in the worker and in Redis alike), so one "
         "worker at part load spends more CPU per request than a busy server: the full-load rows "
         "are the cost that sets a server's capacity, and Redis CPU per claim at full load is "
-        "what caps one project (1 s / that cost claims a second per Redis core).",
+        "what caps one project (1 s / that cost claims a second per Redis core). The "
+        "hello-world with one Redis PING a request (through the tracker's own client, "
+        "tracker_core.rawredis) is the floor of any request that asks Redis once: what a "
+        "`/request` costs above it is the tracker's own work.",
     ]
 
 

@@ -39,10 +39,14 @@ def _wait_for_workers(process: subprocess.Popen, port: int, workers: int) -> Non
         raise RuntimeError(f"server {process.pid} forked fewer than {workers} workers within 10 s")
 
 
-def start_hello(log_path: Path, workers: int = WORKERS) -> tuple[subprocess.Popen, int]:
-    """The hello-world Falcon app (benchmarks/hello_app.py), forked like the tracker."""
+def start_hello(
+    log_path: Path, workers: int = WORKERS, ping_url: str | None = None
+) -> tuple[subprocess.Popen, int]:
+    """The hello-world Falcon app (benchmarks/hello_app.py), forked like the tracker; with
+    PING_URL, one Redis PING a request."""
     port = free_port()
-    process = start([sys.executable, BENCHMARKS / "hello_app.py", str(port), str(workers)], output=log_path)
+    argv = [sys.executable, BENCHMARKS / "hello_app.py", str(port), str(workers)]
+    process = start(argv + ([ping_url] if ping_url else []), output=log_path)
     _wait_for_workers(process, port, workers)
     return process, port
 
