@@ -93,25 +93,33 @@ def measure(plan: cases.Plan, scratch: Path) -> tuple[dict, dict]:
             results[name] = getattr(cases, name)(bench, server.pid, port)
         stop(server)
         server = None
-        print("tracker request, one worker, Redis on a Unix socket (tracker run's default)", flush=True)
-        results["request_unix"] = request_over_unix_socket(plan, scratch, log)
-        results.update(full_load(plan, bench, redis_server.url, log))
+        results.update(request_over_unix_socket(plan, scratch, log))
+        results.update(full_load(plan, bench, log))
         return results, found
     finally:
         stop(server)
         redis_server.stop()
 
 
-def full_load(plan: cases.Plan, one_worker: cases.Bench, redis_url: str, log: Path) -> dict:
-    """hello-world, `/request` and `/done` with BUSY_WORKERS workers under BUSY_CONNECTIONS
-    connections (the same Redis, over TCP): CPU per request of a busy server."""
+def full_load_bench(plan: cases.Plan, one_worker: cases.Bench) -> cases.Bench:
+    """ONE_WORKER's Bench (its Redis, its item supply) with the full-load connections."""
     connections = QUICK_BUSY_CONNECTIONS if plan.connections < cases.Plan.connections else BUSY_CONNECTIONS
     bench = cases.Bench(
-        dataclasses.replace(plan, connections=connections), redis_url, one_worker.admin, one_worker.scratch
+        dataclasses.replace(plan, connections=connections),
+        one_worker.redis_url,
+        one_worker.admin,
+        one_worker.scratch,
     )
     bench.supply = one_worker.supply  # it knows which names were used (done ones cannot come back)
+    return bench
+
+
+def full_load(plan: cases.Plan, one_worker: cases.Bench, log: Path) -> dict:
+    """hello-world, `/request` and `/done` with BUSY_WORKERS workers under BUSY_CONNECTIONS
+    connections (the same Redis, over TCP): CPU per request of a busy server."""
+    bench = full_load_bench(plan, one_worker)
     results = {}
-    for name, ping_url in (("hello_busy", None), ("hello_ping_busy", redis_url)):
+    for name, ping_url in (("hello_busy", None), ("hello_ping_busy", bench.redis_url)):
         what = " and one Redis PING a request" if ping_url else ""
         print(f"hello-world Falcon on bjoern{what}, {BUSY_WORKERS} workers, full load", flush=True)
         server, port = start_hello(log, BUSY_WORKERS, ping_url)
@@ -119,7 +127,7 @@ def full_load(plan: cases.Plan, one_worker: cases.Bench, redis_url: str, log: Pa
             results[name] = cases.hello(bench, server.pid, port, redis=bool(ping_url))
         finally:
             stop(server)
-    server, port = start_tracker(redis_url, log, BUSY_WORKERS)
+    server, port = start_tracker(bench.redis_url, log, BUSY_WORKERS)
     try:
         for name in ("request", "done"):
             print(f"tracker {name}, {BUSY_WORKERS} workers, full load", flush=True)
@@ -166,17 +174,31 @@ def only_summary(measured: dict) -> dict:
 
 
 def request_over_unix_socket(plan: cases.Plan, scratch: Path, log: Path) -> dict:
-    """The `/request` case again with the tracker reaching its own Redis over a Unix socket, as
-    `tracker run`'s embedded Redis is reached (the other cases use TCP loopback, as tracker
-    nodes reach a Redis on another machine)."""
+    """The `/request` case again, with one worker (request_unix) and at full load
+    (request_unix_busy), the tracker reaching its own Redis over a Unix socket as `tracker run`'s
+    embedded Redis is reached (the other cases use TCP loopback, as tracker nodes reach a Redis
+    on another machine)."""
     redis_server = EmbeddedRedis(scratch / "redis-unix", port=None, extra=["--appendonly", "no"]).start()
     server = None
+    results = {}
     try:
         admin = AdminContext.from_url(redis_server.url)
         projects.create(admin, PROJECT)
         bench = cases.Bench(plan, redis_server.url, admin, scratch)
-        server, port = start_tracker(redis_server.url, log, WORKERS)
-        return cases.request(bench, server.pid, port)
+        busy = full_load_bench(plan, bench)
+        for name, workers, measured in (
+            ("request_unix", WORKERS, bench),
+            ("request_unix_busy", BUSY_WORKERS, busy),
+        ):
+            print(
+                f"tracker request, {workers} worker(s), Redis on a Unix socket (tracker run's default)",
+                flush=True,
+            )
+            server, port = start_tracker(redis_server.url, log, workers)
+            results[name] = cases.request(measured, server.pid, port)
+            stop(server)
+            server = None
+        return results
     finally:
         stop(server)
         redis_server.stop()

@@ -35,8 +35,9 @@ class Plan:
     backfeed_connections: int = 4
 
 
-# Rates a quick run seeds for (no probe): generous for one worker on this machine class.
-GUESS_PER_S = {"request": 8_000, "done": 8_000, "claim": 15_000, "backfeed_items": 150_000}
+# Rates a quick run seeds for (no probe): generous for this machine class, the full-load rows
+# (all workers) included.
+GUESS_PER_S = {"request": 40_000, "done": 30_000, "claim": 15_000, "backfeed_items": 150_000}
 
 
 @dataclass

@@ -28,7 +28,8 @@ def _full_load(results: dict) -> list[str]:
     return [
         f"- full load: `tracker serve` with its default {results['setup']['full_load_workers']} "
         f"workers (2 a core) and the hello-world with as many, under {busy['connections']} wrk "
-        "keep-alive connections, the same Redis over TCP; worker CPU summed over the workers. A "
+        "keep-alive connections, the same Redis over TCP (and `/request` again over a Unix socket); worker "
+        "CPU summed over the workers. A "
         "core that idles between requests pays for going to sleep and waking up again (on this "
         "VM several µs of system time a round trip, in the worker and in Redis alike), so one "
         "worker at part load spends more CPU per request than a busy server: the full-load rows "

@@ -56,10 +56,10 @@ def test_a_quick_run_measures_every_case_and_keeps_the_history(tmp_path):
     for key, value in results["figures"].items():
         assert isinstance(value, (int, float)) and value > 0, key
     assert results["machine"]["cores"] and results["date_utc"] and "--quick" in results["command"]
-    for case in ("request", "request_unix", "done", "request_busy", "done_busy"):
+    for case in ("request", "request_unix", "done", "request_busy", "request_unix_busy", "done_busy"):
         assert results["cases"][case]["non_2xx"] == 0  # every claim and done answered, none ran dry
     # the full-load rows: every worker of `tracker serve`'s default count, not their parent
-    for case in ("hello_busy", "hello_ping_busy", "request_busy", "done_busy"):
+    for case in ("hello_busy", "hello_ping_busy", "request_busy", "request_unix_busy", "done_busy"):
         assert results["cases"][case]["workers_measured"] == default_workers()
     # one PING a request: Redis ran about one command a request (wrk's last replies may be cut)
     assert 0.9 <= results["cases"]["hello_ping_busy"]["redis_commands_per_unit"] <= 1.1
