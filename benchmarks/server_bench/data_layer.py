@@ -24,12 +24,23 @@ class RecordingConnection:
 
 
 def recorded(engine: Engine, call) -> tuple:
+    """The EVALSHA (an argument tuple) that CALL, a claim or done through ENGINE, would send.
+
+    The engine sends claims and dones as ready RESP bytes on a RawRedis (packed_calls); while
+    recording they go through script_calls, whose command the packed bytes equal byte for byte
+    (packed_calls checks it before it uses a template)."""
     recorder = RecordingConnection()
+    commands = (engine._claims, engine._dones)
+    packed = [c.packed for c in commands]
     engine.conn, real = recorder, engine.conn
+    for c in commands:
+        c.packed = False
     try:
         call()
     finally:
         engine.conn = real
+        for c, flag in zip(commands, packed):
+            c.packed = flag
     return recorder.commands[-1]
 
 

@@ -13,6 +13,7 @@ import sys
 
 import pytest
 
+from server_bench.data_layer import recorded
 from server_bench.items import ItemSupply
 from server_bench.plan import PROJECT, RESULTS
 from server_bench.plots import plot
@@ -24,6 +25,7 @@ from support.paths import ROOT
 from tracker_core.admin import projects
 from tracker_core.engine import Engine
 from tracker_core.processes import alive, children_of, stop
+from tracker_core.rawredis import RawRedis
 
 
 @pytest.fixture(scope="module")
@@ -103,3 +105,19 @@ def test_the_command_line_starts_both_ways(argv, env):
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("usage: server_bench")
     assert "--quick" in done.stdout and "--out" in done.stdout
+
+
+def test_the_data_layer_records_the_commands_the_engine_sends_and_redis_runs_them(redis_url, admin):
+    # The engine sends claims as packed RESP bytes on its RawRedis: recorded() must still get the
+    # EVALSHA as arguments (a full `--part server` run once stopped here), and running the
+    # recorded command must claim exactly as the engine would.
+    projects.create(admin, PROJECT)
+    supply = ItemSupply(admin, Engine(redis_url))
+    supply.top_up(10)
+    engine = Engine(redis_url)
+    engine.claim(PROJECT, "warm-up", "127.0.0.1", 1)  # the script loaded, settings cached
+    command = recorded(engine, lambda: engine.claim(PROJECT, "recorder", "127.0.0.1", 2))
+    assert command[0] == "EVALSHA" and engine._claims.packed  # packing is back on afterwards
+    assert supply.todo() == 9  # recording claimed nothing
+    reply = RawRedis(redis_url).pipeline([command])[0]
+    assert reply[0] == 200 and len(reply) == 4 and supply.todo() == 7
