@@ -374,21 +374,88 @@ def test_domain_bytes_keeps_64_domains_and_counts_the_rest_under_other(project, 
     assert r.hget(K.domain_bytes, "d-64th") == "11" and r.hlen(K.domain_bytes) == MAX_DOMAINS + 1
 
 
-@pytest.mark.parametrize(
-    "broken", ["done", "log", "downloader_count", "downloader_version", "domain_bytes", "stats"]
-)
-def test_a_broken_key_fails_the_done_before_the_item_leaves_out(admin, engine, r, broken):
-    # Redis keeps a failed script's writes: every place the done writes is type-checked first.
+BROKEN_KEYS = [
+    "done",
+    "log",
+    "downloader_count",
+    "downloader_version",
+    "domain_bytes",
+    "stats",
+    "downloader_claims",
+    "reclaim_history",
+]
+
+
+@pytest.mark.parametrize("names", [1, 2])
+@pytest.mark.parametrize("broken", BROKEN_KEYS)
+def test_a_broken_key_fails_the_done_before_the_item_leaves_out(admin, engine, r, broken, names):
+    # Redis keeps a failed script's writes: every place the done writes is type-checked first
+    # (with one name, `done` by the SADD that is then the first write; with two, by a probe).
     projects.create(admin, "brk")
     k = ProjectKeys("brk")
-    item_verbs.add(admin, "brk", ["https://example.com/a b?c=%20#d"])
-    status, items = engine.claim("brk", "alice", "10.0.0.1", 1)
-    assert status == 200
+    item_verbs.add(admin, "brk", [f"https://example.com/a b?c=%20#d{n}" for n in range(names)])
+    status, items = engine.claim("brk", "alice", "10.0.0.1", names)
+    assert status == 200 and len(items) == names
     r.delete(getattr(k, broken))
     r.set(getattr(k, broken), "not the right type")
     with pytest.raises(Exception, match="WRONGTYPE"):
         engine.done("brk", "alice", "1", items, ["data", 1], "{}")
-    assert r.zrange(k.out, 0, -1) == items and r.hexists(k.claims, items[0])
+    assert sorted(r.zrange(k.out, 0, -1)) == sorted(items)
+    assert all(r.hexists(k.claims, item) for item in items)
+
+
+def _broken_done_set(admin, r, project: str) -> ProjectKeys:
+    projects.create(admin, project)
+    k = ProjectKeys(project)
+    r.delete(k.done)
+    r.set(k.done, "not the right type")
+    return k
+
+
+def test_one_dead_name_stays_dead_when_the_done_set_is_broken(admin, engine, r):
+    # With one name there is no probe of `done`: the SISMEMBER that comes before the `dead` and
+    # queue branches reads its type before the item leaves its place.
+    k = _broken_done_set(admin, r, "brkdead")
+    name = "https://example.com/dead?x=%41#y"
+    r.hset(k.dead, name, '{"reason": "reclaimed too often"}')
+    with pytest.raises(Exception, match="WRONGTYPE"):
+        engine.done("brkdead", "alice", "1", [name], ["data", 1], "{}")
+    assert r.hexists(k.dead, name)
+
+
+def test_one_queued_name_accepted_stays_queued_when_the_done_set_is_broken(admin, engine, r):
+    k = _broken_done_set(admin, r, "brkqueue")
+    projects.set_settings(admin, "brkqueue", {"accept_queued_dones": "true"})
+    name = "https://example.com/queued?x=%41#y"
+    item_verbs.add(admin, "brkqueue", [name])
+    with pytest.raises(Exception, match="WRONGTYPE"):
+        engine.done("brkqueue", "alice", "1", [name], ["data", 1], "{}")
+    assert r.sismember(k.todo, name)
+
+
+def test_a_broken_dead_hash_fails_a_two_name_done_before_the_first_leaves_out(admin, engine, r):
+    # The second name is in no queue, so the done would look it up in `dead` after the first
+    # name's writes: the probe fails the call before any.
+    projects.create(admin, "brk2")
+    k = ProjectKeys("brk2")
+    item_verbs.add(admin, "brk2", ["https://example.com/first"])
+    status, items = engine.claim("brk2", "alice", "10.0.0.1", 1)
+    assert status == 200
+    r.set(k.dead, "not the right type")
+    with pytest.raises(Exception, match="WRONGTYPE"):
+        engine.done("brk2", "alice", "1", [items[0], "https://example.com/elsewhere"], ["data", 1], "{}")
+    assert r.zrange(k.out, 0, -1) == items and not r.exists(k.done)
+
+
+def test_a_broken_dead_hash_does_not_stop_a_one_name_done_of_a_claim(admin, engine, r):
+    # With one name found in `out` the done never reads `dead`: the claim is completed.
+    projects.create(admin, "brk1")
+    k = ProjectKeys("brk1")
+    item_verbs.add(admin, "brk1", ["https://example.com/only"])
+    status, items = engine.claim("brk1", "alice", "10.0.0.1", 1)
+    r.set(k.dead, "not the right type")
+    assert engine.done("brk1", "alice", "1", items, ["data", 1], "{}").new == 1
+    assert r.sismember(k.done, items[0]) and not r.zrange(k.out, 0, -1)
 
 
 def test_a_broken_domain_bytes_is_left_alone_by_a_done_reporting_no_domain(admin, engine, r):

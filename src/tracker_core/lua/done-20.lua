@@ -168,13 +168,20 @@ local rtt_room = math.min(room(stats_now[2]), room(minute_now[2]))
 -- Type probes (O(1)) of every key written below that nothing above has read: an item that left
 -- `out` must not be stranded by a WRONGTYPE error on a later write (Redis keeps the writes).
 -- domain_bytes needs none: only reported domains are written, and then the HMGET above read it.
-redis.call('SCARD', done_key)
+-- With one name the two probes under `total > 1` are not needed: a claimed item goes to `done`
+-- (SADD) before it leaves `out`, so that SADD is the script's first write and proves done's type
+-- itself; any other item reaches `dead` and the queues only after SISMEMBER has read `done`, and
+-- its HDEL from `dead` is then the first write. A second name's writes follow the first's.
+local total = #ARGV - first_item + 1
+if total > 1 then
+  redis.call('SCARD', done_key)
+  redis.call('HLEN', dead_key)
+end
 redis.call('HLEN', downloader_claims_key)
 local log_len = redis.call('XLEN', log_key)   -- also the length the safety cut below compares
 redis.call('HLEN', downloader_count_key)
 redis.call('HLEN', downloader_version_key)
 redis.call('HLEN', reclaim_history_key)
-redis.call('HLEN', dead_key)
 
 local new_items, unknown_items, refused_items = {}, {}, {}
 local repeated, dead_done, rtt_sum, rtt_hist = 0, 0, 0, {}
@@ -184,6 +191,7 @@ for i = first_item, #ARGV do
   local found = false
   if claimed_at then
     local claim = redis.call('HGET', claims_key, item)
+    if keep_done then redis.call('SADD', done_key, item) end   -- its new place first (above)
     redis.call('ZREM', out_key, item)
     redis.call('HDEL', claims_key, item)
     if claim then
@@ -210,6 +218,7 @@ for i = first_item, #ARGV do
     repeated = repeated + 1
   elseif redis.call('HDEL', dead_key, item) == 1 then
     -- The work was done after all: keep it rather than the verdict.
+    if keep_done then redis.call('SADD', done_key, item) end
     dead_done = dead_done + 1
     found = true
   else
@@ -217,7 +226,10 @@ for i = first_item, #ARGV do
     for q = FIRST_QUEUE, LAST_QUEUE do
       if redis.call('SISMEMBER', KEYS[q], item) == 1 then
         queued = true
-        if accept_queued then redis.call('SREM', KEYS[q], item) end
+        if accept_queued then
+          redis.call('SREM', KEYS[q], item)
+          if keep_done then redis.call('SADD', done_key, item) end
+        end
         break
       end
     end
@@ -229,13 +241,9 @@ for i = first_item, #ARGV do
       refused_items[#refused_items + 1] = item
     end
   end
-  if found then
-    new_items[#new_items + 1] = item
-    if keep_done then redis.call('SADD', done_key, item) end
-  end
+  if found then new_items[#new_items + 1] = item end
 end
 
-local total = #ARGV - first_item + 1
 local new = #new_items
 local clamped = 0
 if new > 0 then
