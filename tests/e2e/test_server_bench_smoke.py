@@ -42,20 +42,25 @@ def test_the_committed_figures_give_the_committed_report(committed):
 def test_each_run_carries_the_earlier_runs_figures(committed):
     """server.json's history: the previous file's own history plus its headline figures, which
     the next report shows beside its own."""
+    earlier = [e["date_utc"] for e in committed.get("history", [])]
     first = carried_history(committed)
-    assert [e["date_utc"] for e in first] == [committed["date_utc"]]
-    figures = first[0]["figures"]
+    assert [e["date_utc"] for e in first] == earlier + [committed["date_utc"]]
+    figures = first[-1]["figures"]
     assert (
         figures["request keep-alive req/s"]
         == committed["summary"]["request keep-alive"]["peak_requests_per_s"]
     )
     assert figures["below_saturation p99 ms"] == committed["summary"]["below_saturation"]["p99_ms"]
     later = {**committed, "date_utc": "2030-01-01T00:00:00Z", "history": first}
-    assert [e["date_utc"] for e in carried_history(later)] == [committed["date_utc"], "2030-01-01T00:00:00Z"]
+    assert [e["date_utc"] for e in carried_history(later)] == [
+        *earlier,
+        committed["date_utc"],
+        "2030-01-01T00:00:00Z",
+    ]
     shown = report(later)
     assert "## History" in shown and f"| {committed['date_utc']} |" in shown
     assert "| 2030-01-01T00:00:00Z (this run) |" in shown
-    assert "## History" not in report(committed)  # nothing earlier: no section
+    assert "## History" not in report({**committed, "history": []})  # nothing earlier: no section
 
 
 def test_the_plots_are_written(committed, tmp_path):
