@@ -48,10 +48,8 @@ WORKERS = 1
 # more CPU per request than a busy server spends: the full-load rows are what a project's
 # capacity is made of (Redis CPU per claim at full load is what caps one project).
 BUSY_WORKERS = default_workers()
-BUSY_CONNECTIONS = 64
-QUICK_BUSY_CONNECTIONS = 16
 FULL = cases.Plan(seconds=45, probe_s=3)
-QUICK = cases.Plan(seconds=1, probe_s=0, connections=4, backfeed_connections=2)
+QUICK = cases.Plan(seconds=1, probe_s=0, connections=4, backfeed_connections=2, busy_connections=16)
 ONLY = {"backfeed": ("backfeed", "backfeed_fingerprint"), "backfeed_fingerprint": ("backfeed_fingerprint",)}
 # What --only prints of each round of a backfeed case.
 ONLY_FIGURES = (
@@ -103,9 +101,8 @@ def measure(plan: cases.Plan, scratch: Path) -> tuple[dict, dict]:
 
 def full_load_bench(plan: cases.Plan, one_worker: cases.Bench) -> cases.Bench:
     """ONE_WORKER's Bench (its Redis, its item supply) with the full-load connections."""
-    connections = QUICK_BUSY_CONNECTIONS if plan.connections < cases.Plan.connections else BUSY_CONNECTIONS
     bench = cases.Bench(
-        dataclasses.replace(plan, connections=connections),
+        dataclasses.replace(plan, connections=plan.busy_connections),
         one_worker.redis_url,
         one_worker.admin,
         one_worker.scratch,
@@ -115,8 +112,8 @@ def full_load_bench(plan: cases.Plan, one_worker: cases.Bench) -> cases.Bench:
 
 
 def full_load(plan: cases.Plan, one_worker: cases.Bench, log: Path) -> dict:
-    """hello-world, `/request` and `/done` with BUSY_WORKERS workers under BUSY_CONNECTIONS
-    connections (the same Redis, over TCP): CPU per request of a busy server."""
+    """hello-world, `/request` and `/done` with BUSY_WORKERS workers under the plan's
+    busy_connections (the same Redis, over TCP): CPU per request of a busy server."""
     bench = full_load_bench(plan, one_worker)
     results = {}
     for name, ping_url in (("hello_busy", None), ("hello_ping_busy", bench.redis_url)):
@@ -231,7 +228,7 @@ def main(argv: list[str] | None = None) -> dict:
         raise SystemExit("wrk is not installed (Debian package wrk; `make deps`)")
     plan = QUICK if args.quick else FULL
     if args.seconds:
-        plan = cases.Plan(args.seconds, plan.probe_s, plan.connections, plan.backfeed_connections)
+        plan = dataclasses.replace(plan, seconds=args.seconds)
     started, machine_at_start = time.time(), machine()
     if args.only:
         with tempfile.TemporaryDirectory(prefix="tracker-cpu-") as scratch:

@@ -33,6 +33,7 @@ class Plan:
     probe_s: float  # 0: no probe, seed from GUESS_PER_S
     connections: int = 16
     backfeed_connections: int = 4
+    busy_connections: int = 64  # the full-load rows (cpu_per_request.full_load)
 
 
 # Rates a quick run seeds for (no probe): generous for this machine class, the full-load rows

@@ -28,15 +28,15 @@ def _full_load(results: dict) -> list[str]:
     return [
         f"- full load: `tracker serve` with its default {results['setup']['full_load_workers']} "
         f"workers (2 a core) and the hello-world with as many, under {busy['connections']} wrk "
-        "keep-alive connections, the same Redis over TCP (and `/request` again over a Unix socket); worker "
-        "CPU summed over the workers. A "
-        "core that idles between requests pays for going to sleep and waking up again (on this "
-        "VM several µs of system time a round trip, in the worker and in Redis alike), so one "
-        "worker at part load spends more CPU per request than a busy server: the full-load rows "
-        "are the cost that sets a server's capacity, and Redis CPU per claim at full load is "
-        "what caps one project (1 s / that cost claims a second per Redis core). The "
-        "hello-world with one Redis PING a request (through the tracker's own client, "
-        "tracker_core.rawredis) is the floor of any request that asks Redis once: what a "
+        "keep-alive connections, the same Redis over TCP (and `/request` again over a Unix "
+        "socket); worker CPU summed over the workers. A core that idles between requests pays "
+        "for going to sleep and waking up again (on this VM several µs of system time a round "
+        "trip, in the worker and in Redis alike), so one worker at part load spends more CPU per "
+        "request than a busy server: the full-load rows are the cost that sets a server's "
+        "capacity, and Redis CPU per claim at full load is what caps one project (1 s / that "
+        "cost claims a second per Redis core). The hello-world with one Redis PING a request "
+        "(through the tracker's own client, tracker_core.rawredis) is the floor of any request "
+        "that asks Redis once: what a "
         "`/request` costs above it is the tracker's own work.",
     ]
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import time
 
+import hiredis
+
 from server_bench.items import ItemSupply
 from server_bench.meter import RedisMeter
 from server_bench.plan import MULTI, PROJECT, Plan
@@ -13,7 +15,11 @@ from tracker_core.rawredis import RawRedis
 
 
 class RecordingConnection:
-    """Stands in for the engine's connection to capture the exact EVALSHA it would send."""
+    """Stands in for the engine's connection to capture the exact EVALSHA it would send.
+
+    The engine sends claims and dones as ready RESP bytes (RawRedis.execute_packed, see
+    tracker_core.packed_calls) and anything else as arguments (execute_command): both are
+    recorded as the argument tuple, the packed bytes read back with hiredis's own parser."""
 
     def __init__(self):
         self.commands: list[tuple] = []
@@ -22,25 +28,20 @@ class RecordingConnection:
         self.commands.append(args)
         return [200, 0, 1, 0, 0]  # fits both claim's and done's reply shape
 
+    def execute_packed(self, payload: bytes):
+        reader = hiredis.Reader()
+        reader.feed(payload)
+        return self.execute_command(*reader.gets())
+
 
 def recorded(engine: Engine, call) -> tuple:
-    """The EVALSHA (an argument tuple) that CALL, a claim or done through ENGINE, would send.
-
-    The engine sends claims and dones as ready RESP bytes on a RawRedis (packed_calls); while
-    recording they go through script_calls, whose command the packed bytes equal byte for byte
-    (packed_calls checks it before it uses a template)."""
+    """The EVALSHA (an argument tuple) that CALL, a claim or done through ENGINE, would send."""
     recorder = RecordingConnection()
-    commands = (engine._claims, engine._dones)
-    packed = [c.packed for c in commands]
     engine.conn, real = recorder, engine.conn
-    for c in commands:
-        c.packed = False
     try:
         call()
     finally:
         engine.conn = real
-        for c, flag in zip(commands, packed):
-            c.packed = flag
     return recorder.commands[-1]
 
 

@@ -433,15 +433,20 @@ def test_one_queued_name_accepted_stays_queued_when_the_done_set_is_broken(admin
     assert r.sismember(k.todo, name)
 
 
+def _claim_with_broken_dead_hash(admin, engine, r, project: str) -> tuple[ProjectKeys, list[str]]:
+    projects.create(admin, project)
+    k = ProjectKeys(project)
+    item_verbs.add(admin, project, ["https://example.com/first?a=%20#b"])
+    status, items = engine.claim(project, "alice", "10.0.0.1", 1)
+    assert status == 200
+    r.set(k.dead, "not the right type")
+    return k, items
+
+
 def test_a_broken_dead_hash_fails_a_two_name_done_before_the_first_leaves_out(admin, engine, r):
     # The second name is in no queue, so the done would look it up in `dead` after the first
     # name's writes: the probe fails the call before any.
-    projects.create(admin, "brk2")
-    k = ProjectKeys("brk2")
-    item_verbs.add(admin, "brk2", ["https://example.com/first"])
-    status, items = engine.claim("brk2", "alice", "10.0.0.1", 1)
-    assert status == 200
-    r.set(k.dead, "not the right type")
+    k, items = _claim_with_broken_dead_hash(admin, engine, r, "brk2")
     with pytest.raises(Exception, match="WRONGTYPE"):
         engine.done("brk2", "alice", "1", [items[0], "https://example.com/elsewhere"], ["data", 1], "{}")
     assert r.zrange(k.out, 0, -1) == items and not r.exists(k.done)
@@ -449,11 +454,7 @@ def test_a_broken_dead_hash_fails_a_two_name_done_before_the_first_leaves_out(ad
 
 def test_a_broken_dead_hash_does_not_stop_a_one_name_done_of_a_claim(admin, engine, r):
     # With one name found in `out` the done never reads `dead`: the claim is completed.
-    projects.create(admin, "brk1")
-    k = ProjectKeys("brk1")
-    item_verbs.add(admin, "brk1", ["https://example.com/only"])
-    status, items = engine.claim("brk1", "alice", "10.0.0.1", 1)
-    r.set(k.dead, "not the right type")
+    k, items = _claim_with_broken_dead_hash(admin, engine, r, "brk1")
     assert engine.done("brk1", "alice", "1", items, ["data", 1], "{}").new == 1
     assert r.sismember(k.done, items[0]) and not r.zrange(k.out, 0, -1)
 

@@ -22,6 +22,7 @@ from server_bench.servers import post_json, start_tracker
 from server_bench.summary import carried_history, summarise
 from server_bench.wrk import run_wrk
 from support.paths import ROOT
+from tracker_core import scripts
 from tracker_core.admin import projects
 from tracker_core.engine import Engine
 from tracker_core.processes import alive, children_of, stop
@@ -122,7 +123,18 @@ def test_the_data_layer_records_the_commands_the_engine_sends_and_redis_runs_the
     engine = Engine(redis_url)
     engine.claim(PROJECT, "warm-up", "127.0.0.1", 1)  # the script loaded, settings cached
     command = recorded(engine, lambda: engine.claim(PROJECT, "recorder", "127.0.0.1", 2))
-    assert command[0] == "EVALSHA" and engine._claims.packed  # packing is back on afterwards
+    assert command[0] == b"EVALSHA"
     assert supply.todo() == 9  # recording claimed nothing
     reply = RawRedis(redis_url).pipeline([command])[0]
     assert reply[0] == 200 and len(reply) == 4 and supply.todo() == 7
+    assert engine.claim(PROJECT, "after", "127.0.0.1", 1)[0] == 200 and supply.todo() == 6
+    _, names = engine.claim(PROJECT, "finisher", "127.0.0.1", 1)
+    done = recorded(
+        engine,
+        lambda: engine.done(PROJECT, "finisher", "1", names, ["data", 5], '{"sha1": "x"}'),
+    )
+    assert done[0] == b"EVALSHA" and admin.conn.scard(admin.keys(PROJECT).done) == 0
+    conn = RawRedis(redis_url)
+    conn.execute_command("SCRIPT", "LOAD", scripts.SCRIPTS["done"].source)  # as the data layer does
+    reply = conn.pipeline([done])[0]
+    assert reply[0] == 200 and reply[2] == 1 and admin.conn.sismember(admin.keys(PROJECT).done, names[0])
