@@ -40,7 +40,7 @@ from tracker_core.engine import Engine
 CLAIMS_PER_ROUND = 5_000
 ROUNDS = 7
 DOWNLOADERS = 1000
-BEFORE = "1db90d8"  # the last claim-22.lua before blocks moved to the index
+BEFORE = "1db90d8"  # the last claim-21.lua before blocks moved to the index
 RESULTS = Path(__file__).with_name("results") / "claim_block_cost.json"
 
 
@@ -100,7 +100,7 @@ def add_blocks(admin: AdminContext, project: str, before: bool) -> dict:
 
 
 # The block check of each script, alone, in a loop: before (SMISMEMBER on the set of exact
-# entries) and after (ZSCORE for the name, ZREVRANGEBYLEX for the address; claim-22.lua).
+# entries) and after (ZSCORE for the name, ZREVRANGEBYLEX for the address; claim-21.lua).
 LOOP_BEFORE = """local n = tonumber(ARGV[1]) for i = 1, n do
   local b = redis.call('SMISMEMBER', KEYS[1], 'name:dl' .. (i % 1000), 'ip:' .. ARGV[2])
   if b[1] == 1 or b[2] == 1 then return -1 end end return n"""
@@ -169,8 +169,8 @@ def main() -> None:
     result = {
         "what": "Redis usec per claim script call (INFO commandstats, evalsha), multi=1, "
         "one raw connection, 1,000 downloaders half on IPv4 and half on IPv6",
-        "before": f"claim-22.lua at {revision} (SMISMEMBER on exact entries)",
-        "after": "claim-22.lua now (ZSCORE + ZREVRANGEBYLEX on the block index)",
+        "before": f"claim-21.lua at {revision} (SMISMEMBER on exact entries)",
+        "after": "claim-21.lua now (ZSCORE + ZREVRANGEBYLEX on the block index)",
         "claims_per_round": CLAIMS_PER_ROUND,
         "rounds": ROUNDS,
         "blocks": blocks,

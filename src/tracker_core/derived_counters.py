@@ -1,6 +1,6 @@
 """Counters the scripts no longer store, because other counters add up to them.
 
-``requests``: every claim that reaches a known project (claim-22.lua) counts exactly one outcome
+``requests``: every claim that reaches a known project (claim-21.lua) counts exactly one outcome
 field (REQUEST_OUTCOMES) in the stats hash and in its minute's hash. The script once also
 counted every claim under ``requests``: two more HINCRBYs on every claim (about 11,000 of its
 ~180,000 Redis instructions, and two of its eleven AOF entries). A 455 for an outdated client

@@ -26,12 +26,12 @@ from __future__ import annotations
 import json
 import time
 
+from tracker_core import claim_records, reply_codes, script_calls
 from tracker_core import keys as keyspace
-from tracker_core import reply_codes, script_calls
 
 OWN_QUEUES_CHECKED = 1000  # downloaders' own queues looked in per call (the same cap as counts)
 OWNERS_CACHE_S = 1.0  # a downloader queue made a moment ago is looked in within a second
-DEAD_REASON = "reclaimed too often"  # claim-22.lua's dead records carry no reason of their own
+DEAD_REASON = "reclaimed too often"  # claim-21.lua's dead records carry no reason of their own
 FIELDS = ("status", "downloader", "queue", "limit", "claims", "reason", "maybe")
 
 
@@ -79,10 +79,9 @@ def _answer(status, queue: str, detail: str, queues_unchecked: bool, segments: b
     answer["status"] = status
     answer["maybe"] = []
     if status == "out":
-        holder, _, rest = detail.partition("\t")
-        times = rest.rpartition("\t")[2]
-        answer["downloader"] = holder
-        answer["claims"] = int(times) if times.isdigit() else None
+        record = claim_records.parse(detail)
+        answer["downloader"] = record.downloader
+        answer["claims"] = record.times_claimed
     elif status == "dead":
         try:
             record = json.loads(detail)

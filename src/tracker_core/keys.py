@@ -140,7 +140,8 @@ class ProjectKeys:
         self.limited_in = f"{tag}:todo:limited_in"
         self.limits_ready = f"{tag}:limits_ready"
         self.limit_tat = f"{tag}:limit_tat"
-        # Reclaims: claimed item -> when it may be reclaimed (ms); items reclaimed too often.
+        # No longer written: claimed item -> when it may be reclaimed (ms), now `out`'s score.
+        # Named so that `tracker maintain` (admin.upgrades) and project deletion remove it.
         self.reclaim_at = f"{tag}:reclaim_at"
         # Earlier claim rounds of items claimed more than once: item -> JSON list (capped).
         self.reclaim_history = f"{tag}:reclaim_history"

@@ -158,7 +158,7 @@ class _Commands:
 
 
 class ClaimCommands(_Commands):
-    """claim-22.lua: arguments (now_ms, downloader, ip, wanted, counted_under, downloader
+    """claim-21.lua: arguments (now_ms, downloader, ip, wanted, counted_under, downloader
     counted, ip counted); the other arguments kept packed per caller."""
 
     NAME = "claim"

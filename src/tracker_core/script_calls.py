@@ -49,7 +49,7 @@ class ClaimReply(NamedTuple):
 
 
 def claim_keys(k: keyspace.ProjectKeys, downloader: str, now_ms: int) -> tuple:
-    """The KEYS of claim-22.lua for DOWNLOADER at NOW_MS (tests also send it odd ARGV)."""
+    """The KEYS of claim-21.lua for DOWNLOADER at NOW_MS (tests also send it odd ARGV)."""
     day = now_ms // DAY_MS
     return (
         k.settings,
@@ -71,7 +71,6 @@ def claim_keys(k: keyspace.ProjectKeys, downloader: str, now_ms: int) -> tuple:
         k.limits_ready,
         k.limit_tat,
         k.limits,
-        k.reclaim_at,
         k.dead,
         k.reclaim_history,
     )
@@ -90,7 +89,7 @@ def claim(
     downloader_counted: bool = False,
     ip_counted: bool = False,
 ) -> ClaimReply:
-    """Hand up to WANTED items to DOWNLOADER (claim-22.lua); IP_KEY is blocks.ip_key(IP).
+    """Hand up to WANTED items to DOWNLOADER (claim-21.lua); IP_KEY is blocks.ip_key(IP).
 
     DOWNLOADER_COUNTED and IP_COUNTED: the caller already counted them in today's uniques of
     the project whose created_ms is COUNTED_UNDER (the script then skips their PFADD).
@@ -109,7 +108,7 @@ def claim(
 
 
 def claim_reply(reply: list) -> ClaimReply:
-    """claim-22.lua's REPLY as a ClaimReply (also for the engine's packed claim)."""
+    """claim-21.lua's REPLY as a ClaimReply (also for the engine's packed claim)."""
     return _make(ClaimReply, (reply[0], int(reply[1]), reply[2:]))
 
 
@@ -182,7 +181,7 @@ class BuryReply(NamedTuple):
 def bury_unservable(
     conn, k: keyspace.ProjectKeys, *, now_ms: int, downloader: str, reasons: Sequence
 ) -> BuryReply:
-    """Send claims of DOWNLOADER to `dead` (bury_unservable-8.lua); REASONS: flat (item, why)."""
+    """Send claims of DOWNLOADER to `dead` (bury_unservable-7.lua); REASONS: flat (item, why)."""
     reply = run(
         conn,
         "bury_unservable",
@@ -191,7 +190,6 @@ def bury_unservable(
             k.out,
             k.claims,
             k.downloader_claims,
-            k.reclaim_at,
             k.reclaim_history,
             k.dead,
             k.stats,

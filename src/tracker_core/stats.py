@@ -404,7 +404,7 @@ class StatsReader:
         return {
             "irsr": ratio(counters.get("requests_served", 0), counters.get("requests", 0)),
             "irsr_recent": ratio(recent.get("requests_served", 0), recent.get("requests", 0)),
-            # items_claimed counts fresh claims only; reclaims are counted apart (claim-22.lua).
+            # items_claimed counts fresh claims only; reclaims are counted apart (claim-21.lua).
             "reclaim_rate": ratio(counters.get(RECLAIMED_ITEMS_FIELD, 0), claimed)
             if RECLAIMED_ITEMS_FIELD in counters
             else None,

@@ -1,5 +1,5 @@
 """Blocks: project and global blocks kept apart, ignore_global_blocked, entries checked and
-normalised, CIDR ranges matched inside the claim script (claim-22.lua, set_blocks-4.lua,
+normalised, CIDR ranges matched inside the claim script (claim-21.lua, set_blocks-4.lua,
 tracker_core/blocks.py), through the engine, the admin API, the CLI and HTTP."""
 
 import json

@@ -1,5 +1,5 @@
 """The settings' blocked_index_size: set_blocks-4.lua keeps it equal to the block index's size, in
-the same step, and claim-22.lua skips its two block lookups only when it reads '0'. A project
+the same step, and claim-21.lua skips its two block lookups only when it reads '0'. A project
 whose settings lack it (made before it) is still checked, so no block can go unenforced."""
 
 import pytest

@@ -8,7 +8,7 @@ import re
 from support.paths import ROOT
 from tracker_core.derived_counters import REQUEST_OUTCOMES, with_derived
 
-CLAIM = ROOT / "src" / "tracker_core" / "lua" / "claim-22.lua"
+CLAIM = ROOT / "src" / "tracker_core" / "lua" / "claim-21.lua"
 
 
 def test_the_outcomes_are_exactly_the_claim_scripts_request_fields():

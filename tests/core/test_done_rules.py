@@ -296,9 +296,11 @@ def test_a_done_of_the_maximum_batch_of_the_longest_names(project, admin, engine
 
 
 def test_a_fractional_claim_time_does_not_fail_the_done(project, admin, engine, r, clock):
-    # Old data: HINCRBY of the RTT sum takes integers only.
+    # Old data (a record of three fields: `out` scored the claim time): HINCRBY of the RTT sum
+    # takes integers only.
     items = claimed(admin, engine, 1)
     r.zadd(K.out, {items[0]: int(clock.now * 1000) - 1500.5})
+    r.hset(K.claims, items[0], "alice\t10.0.0.1\t1")
     assert engine.done(P, "alice", "", items, ["data", 1], "{}").new == 1
     assert counter(r, "items_done") == 1 and counter(r, "rtt_sum_ms") in (1500, 1501)
 

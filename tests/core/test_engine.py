@@ -5,6 +5,7 @@ import pytest
 from tracker_core.admin import census, items, limits, projects
 from tracker_core.engine import MEMORY_GUARD_ENV, Engine
 from tracker_core.keys import ProjectKeys
+from tracker_core.script_constants import DEFAULT_RECLAIM_TTL_S
 
 P = "proj"
 K = ProjectKeys(P)
@@ -45,8 +46,8 @@ def test_multi_claim_spans_queues_and_records_each_claim(project, admin, engine,
     assert status == 200 and len(items) == 4
     assert set(items[:2]) == {"a", "b"} and set(items[2:]) <= {"c", "d", "e"}
     for item in items:
-        assert r.zscore(K.out, item) == int(clock.now * 1000)
-        assert r.hget(K.claims, item) == "alice\t10.0.0.1\t1"
+        assert r.zscore(K.out, item) == int(clock.now * 1000) + DEFAULT_RECLAIM_TTL_S * 1000
+        assert r.hget(K.claims, item) == f"alice\t10.0.0.1\t1\t{int(clock.now * 1000)}"
     assert r.hget(K.downloader_claims, "alice") == "4"
     assert r.scard(K.secondary) == 1
 

@@ -1,4 +1,4 @@
-"""Reclaims, the claims limit, dead items, limited sub-queues and the serve order (claim-22.lua),
+"""Reclaims, the claims limit, dead items, limited sub-queues and the serve order (claim-21.lua),
 against a real Redis with a controlled clock."""
 
 import json
@@ -62,14 +62,14 @@ def test_reclaim_waits_ttl_times_claim_count(project, engine, clock, r, ctx):
     assert claim(engine, B) == (404, [])
     clock.advance(0.2)  # older than 60 s x 1 claim
     assert claim(engine, B) == (200, ["x"])
-    assert r.hget(K.claims, "x") == "bob\t10.0.0.2\t2"
-    assert r.zscore(K.out, "x") == int(clock.now * 1000)
+    assert r.hget(K.claims, "x") == f"bob\t10.0.0.2\t2\t{int(clock.now * 1000)}"
+    assert r.zscore(K.out, "x") == int(clock.now * 1000) + 2 * 60_000  # due after 60 s x 2 claims
     assert r.hget(K.downloader_claims, "bob") == "1" and r.hget(K.downloader_claims, "alice") is None
     clock.advance(119)  # second round: 60 s x 2 claims
     assert claim(engine, C) == (404, [])
     clock.advance(1.1)
     assert claim(engine, C) == (200, ["x"])
-    assert r.hget(K.claims, "x") == "carol\t10.0.0.3\t3"
+    assert r.hget(K.claims, "x") == f"carol\t10.0.0.3\t3\t{int(clock.now * 1000)}"
     # A reclaim changes only the claim count and the reclaim statistics.
     assert counter(r, "items_claimed") == 1 and counter(r, "reclaims_served") == 2
     assert counter(r, "items_reclaimed") == 1  # one item, reclaimed at least once
@@ -85,9 +85,9 @@ def test_done_or_released_claims_are_not_reclaimed(project, engine, clock, r, ct
     assert engine.release(P, "alice", ["b"]) == 1
     clock.advance(100)
     assert claim(engine, B) == (200, ["b"])  # from todo, as a fresh claim
-    assert r.hget(K.claims, "b") == "bob\t10.0.0.2\t1"
-    assert claim(engine, C) == (404, [])  # "a" is done: its stale entry is dropped
-    assert r.zscore(K.reclaim_at, "a") is None
+    assert r.hget(K.claims, "b") == f"bob\t10.0.0.2\t1\t{int(clock.now * 1000)}"
+    assert claim(engine, C) == (404, [])  # "a" is done: it left `out`, nothing of it is left
+    assert r.zrange(K.out, 0, -1) == ["b"] and r.hkeys(K.claims) == ["b"]
 
 
 def test_ordinary_reclaims_come_after_every_queue(project, engine, clock, ctx):
@@ -140,7 +140,7 @@ def test_items_reclaimed_too_often_go_dead_and_can_be_requeued(project, engine, 
     assert dead.requeue(ctx, P, ["x", "nope"]) == {"requeued": 1}
     assert not r.exists(K.dead) and r.smembers(K.todo) == {"x"}
     assert claim(engine, A) == (200, ["x"])
-    assert r.hget(K.claims, "x") == "alice\t10.0.0.1\t1"
+    assert r.hget(K.claims, "x") == f"alice\t10.0.0.1\t1\t{int(clock.now * 1000)}"
 
 
 def test_limited_items_wait_for_their_bucket_and_others_go_first(project, engine, clock, r, ctx):
@@ -275,7 +275,7 @@ def test_done_from_the_old_holder_after_a_reclaim_counts_once(project, engine, c
     assert r.hgetall(K.downloader_claims) == {} and r.zcard(K.out) == 0
     clock.advance(100)
     assert claim(engine, C) == (404, [])  # nothing left to reclaim
-    assert r.zcard(K.reclaim_at) == 0
+    assert not r.exists(K.out) and not r.exists(K.claims)
 
 
 def test_reclaim_history_is_kept_until_done_or_released(project, engine, clock, r, ctx):
@@ -311,7 +311,7 @@ def test_claims_limit_serves_the_queues_when_every_due_reclaim_goes_dead(project
     assert status == 200 and len(items) == 2 and not set(items) & set(first)
     assert set(r.hkeys(K.dead)) == set(first)
     assert sorted(r.zrange(K.out, 0, -1)) == sorted(items)
-    assert {r.hget(K.claims, i) for i in items} == {"carol\t10.0.0.3\t1"}
+    assert {r.hget(K.claims, i) for i in items} == {f"carol\t10.0.0.3\t1\t{int(clock.now * 1000)}"}
     assert r.scard(K.todo) == 1 and r.hget(K.downloader_claims, "bob") is None
     assert counter(r, "items_dead") == 2 and counter(r, "items_claimed") == 4
     assert counter(r, "requests_claims_limited") == 0

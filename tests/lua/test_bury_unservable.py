@@ -1,4 +1,4 @@
-"""bury_unservable-8.lua: a claim the client cannot receive goes from `out` to `dead`."""
+"""bury_unservable-7.lua: a claim the client cannot receive goes from `out` to `dead`."""
 
 import json
 

@@ -1,9 +1,10 @@
-"""claim-22.lua through script_calls.claim: items leave the queues for `out`, atomically."""
+"""claim-21.lua through script_calls.claim: items leave the queues for `out`, atomically."""
 
 from tracker_core import blocks, script_calls
 from tracker_core.derived_counters import with_derived
 from tracker_core.keys import ProjectKeys
 from tracker_core.reply_codes import Claim
+from tracker_core.script_constants import DEFAULT_RECLAIM_TTL_S
 
 
 def claim(conn, k, now_ms, wanted=2, downloader="alice", ip="10.1.2.3"):
@@ -17,9 +18,11 @@ def test_claim_moves_items_from_todo_to_out(conn, project, r, names, now_ms):
     reply = claim(conn, project, now_ms)
     assert reply.code == Claim.OK and reply.settings_age == 1
     assert len(reply.items) == 2 and set(reply.items) <= set(names)
-    assert r.zrange(project.out, 0, -1, withscores=True) == sorted((n, float(now_ms)) for n in reply.items)
+    # `out` scores each claim by when it may be reclaimed; the record keeps the claim time.
+    due = float(now_ms + DEFAULT_RECLAIM_TTL_S * 1000)
+    assert r.zrange(project.out, 0, -1, withscores=True) == sorted((n, due) for n in reply.items)
     assert {n: r.hget(project.claims, n) for n in reply.items} == dict.fromkeys(
-        reply.items, "alice\t10.1.2.3\t1"
+        reply.items, f"alice\t10.1.2.3\t1\t{now_ms}"
     )
     assert r.smembers(project.todo) == set(names) - set(reply.items)
     assert r.hget(project.stats, "items_claimed") == "2"
@@ -92,7 +95,7 @@ def test_claim_ignores_counted_flags_from_another_life_of_the_project(conn, proj
 
 def test_a_one_item_claim_writes_what_a_many_item_claim_writes(conn, project, r, names, now_ms):
     # One fresh item takes the script's call-per-key path, more take the argument-list path:
-    # both leave the same records (out, claims, reclaim_at, the holder's count, the counters).
+    # both leave the same records (out, claims, the holder's count, the counters).
     r.sadd(project.todo, *names)
     r.hset(project.settings, "reclaim_ttl_s", "60")
     one = claim(conn, project, now_ms, wanted=1, downloader="bob", ip="10.0.0.9")
@@ -100,9 +103,9 @@ def test_a_one_item_claim_writes_what_a_many_item_claim_writes(conn, project, r,
     assert one.code == many.code == Claim.OK and len(one.items) == 1 and len(many.items) == 2
     for reply, at, who in ((one, now_ms, "bob\t10.0.0.9\t1"), (many, now_ms + 1, "carol\t10.0.0.8\t1")):
         for item in reply.items:
-            assert r.zscore(project.out, item) == at
-            assert r.hget(project.claims, item) == who
-            assert r.zscore(project.reclaim_at, item) == at + 60_000
+            assert r.zscore(project.out, item) == at + 60_000
+            assert r.hget(project.claims, item) == f"{who}\t{at}"
+    assert not r.exists(project.reclaim_at)  # no longer written: `out` is scored by due time
     assert r.hgetall(project.downloader_claims) == {"bob": "1", "carol": "2"}
     stats = r.hgetall(project.stats)
     assert "requests" not in stats  # derived by the readers: the outcomes' sum

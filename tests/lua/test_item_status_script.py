@@ -17,7 +17,7 @@ def test_item_status_finds_queued_owned_claimed_and_nowhere(conn, project, r, na
     r.srem(project.secondary, names[0])
     claimed([names[0]])
     out = script_calls.item_status(conn, project, item=names[0], owners=[])
-    assert (out.status, out.detail) == ("out", "alice\t10.0.0.1\t1")
+    assert (out.status, out.detail) == ("out", f"alice\t10.0.0.1\t1\t{now_ms}")
 
 
 def test_item_status_of_an_unknown_project(conn, k):

@@ -246,13 +246,17 @@ def maintain(segments_dir, interval, once, supervise, log_level):
             args += ["--segments-dir", segments_dir]
         _supervise("maintain", TrackerChild.of(g.redis_url, g.data_dir, "maintain", *args))
         return
-    from tracker_core.admin import limits
+    from tracker_core.admin import limits, upgrades
 
     ctx = context()
+    log = logging.getLogger("tracker.maintain")
     # Blocks stored before the block index existed are enforced only once indexed.
     reindexed = limits.reindex_blocks_if_missing(ctx)["projects"]
     if reindexed:
-        logging.getLogger("tracker.maintain").info("indexed the blocks of %d project(s)", reindexed)
+        log.info("indexed the blocks of %d project(s)", reindexed)
+    dropped = upgrades.drop_reclaim_index(ctx)["dropped"]
+    if dropped:
+        log.info("dropped the reclaim index of %d project(s): `out` is scored by due time", dropped)
     maintainer = offload.Maintainer(ctx.conn, g.segments_dir(segments_dir))
     if once:
         try:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from tracker_core import giveback
+from tracker_core import claim_records, giveback
 from tracker_core import keys as keyspace
 from tracker_core.admin import checks, paging
 from tracker_core.admin.context import AdminContext
@@ -14,14 +14,14 @@ from tracker_core.reply_codes import Release
 PAGE_ALL = 5000  # page of release_all
 
 
-def _claim_row(name: str, claim: str | None, claimed_ms) -> dict:
-    downloader, ip, times = ((claim or "").split("\t") + ["", "", "0"])[:3]
+def _claim_row(name: str, claim: str | None, claimed_ms: int | None) -> dict:
+    record = claim_records.parse(claim)
     return {
         "item": name,
-        "downloader": downloader,
-        "ip": ip,
-        "times_claimed": int(times or 0),
-        "claimed_at_ms": int(float(claimed_ms)) if claimed_ms is not None else None,
+        "downloader": record.downloader,
+        "ip": record.ip,
+        "times_claimed": record.times_claimed or 0,
+        "claimed_at_ms": claimed_ms,
     }
 
 
@@ -33,9 +33,8 @@ def list_claims(
     checks.text(pattern, "pattern", checks.MAX_PATTERN_CHARS)
     checks.cursor(cursor)
     next_cursor, page = ctx.conn.hscan(k.claims, cursor, match=pattern, count=checks.page(count))
-    names = list(page)
-    times = ctx.conn.zmscore(k.out, names) if names else []
-    return {"claims": [_claim_row(n, page[n], t) for n, t in zip(names, times)], "cursor": int(next_cursor)}
+    times = claim_records.claim_times(ctx.conn, k.out, page)
+    return {"claims": [_claim_row(n, page[n], times[n]) for n in page], "cursor": int(next_cursor)}
 
 
 def release_names(ctx: AdminContext, k: keyspace.ProjectKeys, holder: str, names: list[str]) -> int:
@@ -48,6 +47,19 @@ def release_names(ctx: AdminContext, k: keyspace.ProjectKeys, holder: str, names
     if reply.code == Release.UNKNOWN_PROJECT:
         raise NotFound(f"unknown project {k.project!r}")
     return reply.released
+
+
+def _release_older(ctx: AdminContext, k: keyspace.ProjectKeys, cutoff_ms: int, cursor: int, limit: int) -> dict:
+    """One page of release by age: LIMIT claims of `out` from the cursor's rank (ordered by when
+    they may be reclaimed, not by age, as a claim's TTL grows with its reclaims), those claimed
+    at CUTOFF_MS or before released. The cursor is 1 + the rank of the next page (released claims
+    left `out`, so the claims kept shift down to it), 0 after a short page."""
+    offset = max(cursor - 1, 0)
+    names = ctx.conn.zrange(k.out, offset, offset + limit - 1)
+    records = dict(zip(names, ctx.conn.hmget(k.claims, names))) if names else {}
+    times = claim_records.claim_times(ctx.conn, k.out, records)
+    released = release_names(ctx, k, "", [n for n, ms in times.items() if ms is not None and ms <= cutoff_ms])
+    return {"released": released, "cursor": offset + len(names) - released + 1 if len(names) == limit else 0}
 
 
 def _release_page(ctx, project, downloader, older_than_s, pattern, cursor, limit) -> dict:
@@ -64,12 +76,7 @@ def _release_page(ctx, project, downloader, older_than_s, pattern, cursor, limit
         # NaN fails the comparison; bool is not a number of seconds.
         if type(older_than_s) not in (int, float) or not 0 <= older_than_s <= checks.MAX_AGE_S:
             raise BadInput(f"'older_than_s' must be a number of seconds from 0 to {checks.MAX_AGE_S}")
-        cutoff = int(time.time() * 1000 - older_than_s * 1000)
-        names = ctx.conn.zrangebyscore(k.out, "-inf", cutoff, start=0, num=limit)
-        released = release_names(ctx, k, "", names)
-        # Released claims leave `out`, so the next page starts at the oldest left; a full page
-        # that released nothing would be read again forever: then there is nothing more to do.
-        return {"released": released, "cursor": 1 if len(names) == limit and released else 0}
+        return _release_older(ctx, k, int(time.time() * 1000 - older_than_s * 1000), cursor, limit)
     if downloader is not None:
         next_cursor, page = ctx.conn.hscan(k.claims, cursor, count=limit)
         names = [n for n, claim in page.items() if claim.split("\t", 1)[0] == downloader]
@@ -97,8 +104,9 @@ def release(
 ) -> dict:
     """Give claims back, one page: by holder, by age or by name pattern (exactly one).
 
-    By age reads the oldest claims from ``out`` (ordered by claim time), so each call starts
-    again at the oldest and the cursor is 0 when none is left. The others scan ``claims``.
+    By age reads ``out`` a page at a time and gives back the claims whose record (or, for a record
+    from before claim times were kept, ``out``) says they are older; the cursor is 0 after the
+    last page. The others scan ``claims``.
     """
     result = _release_page(ctx, project, downloader, older_than_s, pattern, cursor, limit)
     ctx.audit(

@@ -1,8 +1,10 @@
 --[[ done: mark items completed, idempotently, and update the leaderboard counters.
 
 KEYS[1]  settings            hash
-KEYS[2]  out                 zset  item -> claim time (ms)
-KEYS[3]  claims              hash  item -> "DOWNLOADER\tIP\tTIMES_CLAIMED"
+KEYS[2]  out                 zset  item -> when it may be reclaimed (ms)
+KEYS[3]  claims              hash  item -> "DOWNLOADER\tIP\tTIMES_CLAIMED\tCLAIMED_MS" (three
+                                   fields: from before claim times were kept, `out` scores the
+                                   claim time)
 KEYS[4]  done                set
 KEYS[5]  downloader_claims   hash  downloader -> claims held
 KEYS[6]  log                 stream  one entry per done call with new items (archived)
@@ -187,25 +189,34 @@ local new_items, unknown_items, refused_items = {}, {}, {}
 local repeated, dead_done, rtt_sum, rtt_hist = 0, 0, 0, {}
 for i = first_item, #ARGV do
   local item = ARGV[i]
-  local claimed_at = redis.call('ZSCORE', out_key, item)
+  local scored = redis.call('ZSCORE', out_key, item)
   local found = false
-  if claimed_at then
+  if scored then
     local claim = redis.call('HGET', claims_key, item)
+    local claimed_at   -- none without a record: no RTT
     if keep_done then redis.call('SADD', done_key, item) end   -- its new place first (above)
     redis.call('ZREM', out_key, item)
     redis.call('HDEL', claims_key, item)
     if claim then
-      -- "DOWNLOADER\tIP\tTIMES": the holder (up to the first tab) and the times claimed.
-      local claimant, times = string.match(claim, '^([^\t]*).*\t(%d+)$')
-      if not claimant then claimant, times = string.match(claim, '^[^\t]*'), '1' end
+      -- The holder (up to the first tab), the times claimed and, in a record of four fields,
+      -- the claim time.
+      local claimant, times, at = string.match(claim, '^([^\t]*)\t[^\t]*\t(%d+)\t(%d+)$')
+      if claimant then
+        claimed_at = at
+      else
+        -- A record of three fields, from before claim times were kept: `out` scored the claim time.
+        claimed_at = scored
+        claimant, times = string.match(claim, '^([^\t]*).*\t(%d+)$')
+        if not claimant then claimant, times = string.match(claim, '^[^\t]*'), '1' end
+      end
       if tonumber(times) > 1 then redis.call('HDEL', reclaim_history_key, item) end
       if redis.call('HINCRBY', downloader_claims_key, claimant, '-1') <= 0 then
         redis.call('HDEL', downloader_claims_key, claimant)
       end
     end
     -- Whole ms: a fractional claim time (old data) would reach HINCRBY after the first write.
-    local rtt_ms = math.floor(now - tonumber(claimed_at))
-    if rtt_ms == rtt_ms and rtt_ms > -1e15 and rtt_ms < 1e15 then   -- a finite claim time
+    local rtt_ms = claimed_at and math.floor(now - tonumber(claimed_at))
+    if rtt_ms and rtt_ms == rtt_ms and rtt_ms > -1e15 and rtt_ms < 1e15 then   -- a finite claim time
       local field = 'rtt_le_inf'
       for _, bound in ipairs(RTT_BOUNDS_S) do
         if rtt_ms <= bound * 1000 then field = format('rtt_le_%d', bound) break end

@@ -25,7 +25,7 @@ local sums = {items_done = 0, bytes_done = 0, requests = 0, requests_served = 0}
 local backlog = '-'
 for i = FIRST_HOUR, #KEYS do
   -- requests is the sum of the claim outcomes (tracker_core.derived_counters.REQUEST_OUTCOMES,
-  -- served first): claim-22.lua keeps no total, and one an hour may still hold is not read.
+  -- served first): claim-21.lua keeps no total, and one an hour may still hold is not read.
   local values = redis.call('HMGET', KEYS[i], 'items_done', 'bytes_done', 'backlog',
                             'requests_served', 'requests_empty', 'requests_claims_limited',
                             'requests_blocked', 'requests_paused', 'requests_capped',

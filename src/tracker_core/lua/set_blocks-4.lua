@@ -4,7 +4,7 @@ KEYS[1] settings        hash  the project's settings (its absence means: unknown
                               field blocked_index_size is set to KEYS[4]'s size with the index
 KEYS[2] blocked         set   the project's own entries ("name:D", "ip:ADDRESS", "ip:CIDR")
 KEYS[3] blocked_global  set   the project's copy of the global entries
-KEYS[4] blocked_index   zset  score 0: what claim-22.lua looks up (tracker_core/blocks.py)
+KEYS[4] blocked_index   zset  score 0: what claim-21.lua looks up (tracker_core/blocks.py)
 
 ARGV[1] n1  ARGV[2] n2  ARGV[3] n3  ARGV[4] n4, then n1 entries: KEYS[2] as the caller read it,
 n2 entries: KEYS[3] as read, n3 entries: KEYS[2]'s new content, n4: KEYS[3]'s new content, and
@@ -14,7 +14,7 @@ Returns 1 when replaced, 0 (nothing changed) when KEYS[2] or KEYS[3] no longer h
 caller read (another change came between: the caller reads again and retries), -1 for an
 unknown project. The index is computed by the caller (Lua cannot parse IP addresses); the
 read-check makes the sets and the index always agree. All checks come before the first write.
-blocked_index_size lets claim-22.lua skip its two block lookups when it reads '0' (most projects
+blocked_index_size lets claim-21.lua skip its two block lookups when it reads '0' (most projects
 have no blocks); written here in the same step as the index, the only writer of the index, it
 cannot say 0 while a block is indexed. A project whose settings lack it (made before it) is
 checked as before, until its blocks are next written.

@@ -8,8 +8,10 @@ KEYS[4]  todo               set
 KEYS[5]  todo:backfeed      set
 KEYS[6]  todo:secondary     set
 KEYS[7]  todo:redo          set
-KEYS[8]  out                zset  item -> claim time (ms)
-KEYS[9]  claims             hash  item -> "DOWNLOADER\tIP\tTIMES_CLAIMED"
+KEYS[8]  out                zset  item -> when it may be reclaimed (ms): claim time + reclaim TTL x
+                                 times claimed (the claim time before the claims kept it, below)
+KEYS[9]  claims             hash  item -> "DOWNLOADER\tIP\tTIMES_CLAIMED\tCLAIMED_MS"; a record of
+                                 three fields is from before: its `out` score is the claim time
 KEYS[10] downloader_claims  hash  downloader -> claims held
 KEYS[11] ratelimit          string  GCRA theoretical arrival time (ms)
 KEYS[12] stats              hash  counters
@@ -21,9 +23,8 @@ KEYS[16] todo:limited       zset  score 0, "LIMIT\0ITEM": items held back by a l
 KEYS[17] limits_ready       zset  limit with held items -> when its bucket next has a token (ms)
 KEYS[18] limit_tat          hash  limit -> that time, kept while the limit has no held items
 KEYS[19] limits             hash  limit -> JSON {pattern, rate, rate_per_s, seq}
-KEYS[20] reclaim_at         zset  claimed item -> when it may be reclaimed (ms)
-KEYS[21] dead               hash  item -> JSON history of an item reclaimed too often
-KEYS[22] reclaim_history    hash  item -> JSON list of its earlier rounds {downloader, ip, claimed_ms}
+KEYS[20] dead               hash  item -> JSON history of an item reclaimed too often
+KEYS[21] reclaim_history    hash  item -> JSON list of its earlier rounds {downloader, ip, claimed_ms}
 
 ARGV[1] now (ms)   ARGV[2] downloader   ARGV[3] ip   ARGV[4] items wanted (1..MAX_MULTI_CEILING; more is cut to it)
 ARGV[5] the IP as the index compares it: "4" + 8 hex digits, "6" + 32, or "" (not an address:
@@ -53,7 +54,10 @@ ignore_global_blocked, else "a"; a CIDR range costs what a single address does. 
 when the settings' blocked_index_size is '0' (set_blocks-4.lua keeps it with the index).
 A claim may be reclaimed once older than reclaim_ttl_s x its claim count, so an item that keeps
 failing waits longer each round (a decaying priority); after max_reclaims reclaims it goes to
-`dead` instead. A limit's bucket holds one second's worth of its rate. Every step costs what it
+`dead` instead. `out` is scored by that due time, so the reclaims due are one range of it and a
+done's ZREM leaves nothing behind; the due time is worked out again from the record when the
+range reaches an item, so a TTL changed since (or a record from before claim times were kept,
+scored by its claim time) moves the entry to its due time instead of reclaiming it early. A limit's bucket holds one second's worth of its rate. Every step costs what it
 serves: due limits come from a zset range, held items from a lex range, reclaims from a score
 range, so the cost does not grow with the share of the queue that is held back. The project rate
 limit is a GCRA: only items actually given consume it (a 404 costs nothing).Counters: items_claimed counts fresh items only (a reclaim changes no other counter), reclaims_served
@@ -64,7 +68,7 @@ checked first (a Redis error and no change when it is not numeric), stored JSON 
 pcall, argument lists are unpacked in chunks, and every number given to Redis stays in range.
 Names are not checked here (a byte scan in Lua costs ~7-26 ns a byte, 28 us for a 4 KB URL):
 the API finds a name no client can receive (not UTF-8, or holding NUL) while it builds the
-answer, at no cost, and bury_unservable-8.lua sends it to `dead`. The default reclaim TTL applies
+answer, at no cost, and bury_unservable-7.lua sends it to `dead`. The default reclaim TTL applies
 when the setting is absent (DEFAULT_RECLAIM_TTL_S of script_constants.py).
 Reply codes by name: reply_codes.Claim (Python callers compare against those names).
 ]]
@@ -116,9 +120,10 @@ local function rare_helpers()
   end
 
   -- Hand out up to NEED claims that may be reclaimed, oldest due first, to REPLY; returns the
-  -- reclaims given and how many of them were first reclaims. Entries of items done or released
-  -- since are dropped as they come due (each once), so the scan is bounded by what it clears.
-  local function take_reclaims(out_key, claims_key, downloader_claims_key, reclaim_at_key, dead_key,
+  -- reclaims given and how many of them were first reclaims. Every entry the range returns
+  -- leaves it (reclaimed, dead, or moved to a later due time), so the loop ends; the budget
+  -- bounds it anyway.
+  local function take_reclaims(out_key, claims_key, downloader_claims_key, dead_key,
                                reclaim_history_key, stats_key, minute_key,
                                need, now, ttl_ms, max_reclaims, downloader, ip, reply)
     local reclaimed, first_reclaims = 0, 0
@@ -127,55 +132,60 @@ local function rare_helpers()
     local claim = downloader .. '\t' .. ip .. '\t'
     local budget = 4 * need + 100
     while need > 0 and budget > 0 do
-      local due = redis.call('ZRANGEBYSCORE', reclaim_at_key, '-inf', now_arg, 'LIMIT', '0', int_arg(need))
+      local due = redis.call('ZRANGEBYSCORE', out_key, '-inf', now_arg, 'WITHSCORES', 'LIMIT', '0',
+                             int_arg(need))
       if #due == 0 then break end
-      for _, item in ipairs(due) do
+      for j = 1, #due, 2 do
+        local item, scored = due[j], tonumber(due[j + 1])
         budget = budget - 1
-        local claimed_at = redis.call('ZSCORE', out_key, item)
-        local record = claimed_at and redis.call('HGET', claims_key, item)
-        if not record then
-          redis.call('ZREM', reclaim_at_key, item)
+        local record = redis.call('HGET', claims_key, item) or ''
+        local holder, holder_ip, times, claimed_at = string.match(record,
+          '^([^\t]*)\t([^\t]*)\t(%d+)\t(%d+)$')
+        local old = false
+        if not holder then
+          -- A record from before claim times were kept: `out` scored it by its claim time.
+          holder, holder_ip, times = string.match(record, '^([^\t]*)\t([^\t]*)\t(%d+)$')
+          claimed_at, old = scored, true
+        end
+        times, claimed_at = tonumber(times), tonumber(claimed_at)
+        local at = scored   -- no record, or one this script did not write: due as scored
+        if not holder or not times or times >= 1e9 then
+          holder, holder_ip, times, old = nil, '', 1, false
         else
-          local holder, holder_ip, times = string.match(record, '^(.*)\t(.*)\t(%d+)$')
-          times = tonumber(times)
-          if not holder or not times or times >= 1e9 then   -- a record this script did not write
-            holder, holder_ip, times = nil, '', 1
+          at = claimed_at + ttl_ms * times
+        end
+        if at > now then
+          -- Due later: the TTL grew since it was claimed, or `out` held its claim time.
+          redis.call('ZADD', out_key, int_arg(at), item)
+          if old then
+            redis.call('HSET', claims_key, item,
+                       format('%s\t%s\t%d\t%d', holder, holder_ip, times, floor(claimed_at)))
           end
-          local at = tonumber(claimed_at) + ttl_ms * times
-          if at > now then
-            redis.call('ZADD', reclaim_at_key, at, item)        -- the TTL grew since it was claimed
+        else
+          if holder and redis.call('HINCRBY', downloader_claims_key, holder, -1) <= 0 then
+            redis.call('HDEL', downloader_claims_key, holder)
+          end
+          local rounds = past_rounds(reclaim_history_key, item)
+          rounds[#rounds + 1] = {downloader = holder or '', ip = holder_ip, claimed_ms = claimed_at}
+          if max_reclaims > 0 and times > max_reclaims then
+            redis.call('ZREM', out_key, item)
+            redis.call('HDEL', claims_key, item)
+            redis.call('HDEL', reclaim_history_key, item)
+            redis.call('HSET', dead_key, item, dead_record({claims = times,
+              last_downloader = holder or '', last_ip = holder_ip,
+              last_claimed_ms = claimed_at, dead_ms = now, rounds = rounds}, now))
+            bump(stats_key, nil, 'items_dead', 1)  -- totals only, as items_claimed
           else
-            if holder and redis.call('HINCRBY', downloader_claims_key, holder, -1) <= 0 then
-              redis.call('HDEL', downloader_claims_key, holder)
-            end
-            if max_reclaims > 0 and times > max_reclaims then
-              redis.call('ZREM', out_key, item)
-              redis.call('HDEL', claims_key, item)
-              redis.call('ZREM', reclaim_at_key, item)
-              local rounds = past_rounds(reclaim_history_key, item)
-              rounds[#rounds + 1] = {downloader = holder or '', ip = holder_ip,
-                                     claimed_ms = tonumber(claimed_at)}
-              redis.call('HDEL', reclaim_history_key, item)
-              redis.call('HSET', dead_key, item, dead_record({claims = times,
-                last_downloader = holder or '', last_ip = holder_ip,
-                last_claimed_ms = tonumber(claimed_at), dead_ms = now, rounds = rounds}, now))
-              bump(stats_key, nil, 'items_dead', 1)  -- totals only, as items_claimed
-            else
-              local rounds = past_rounds(reclaim_history_key, item)
-              rounds[#rounds + 1] = {downloader = holder or '', ip = holder_ip,
-                                     claimed_ms = tonumber(claimed_at)}
-              while #rounds > RECLAIM_HISTORY_ROUNDS do table.remove(rounds, 1) end
-              local ok, text = pcall(cjson.encode, rounds)
-              redis.call('HSET', reclaim_history_key, item, ok and text or '[]')
-              redis.call('ZADD', out_key, now, item)
-              redis.call('HSET', claims_key, item, claim .. (times + 1))
-              redis.call('HINCRBY', downloader_claims_key, downloader, 1)
-              redis.call('ZADD', reclaim_at_key, now + ttl_ms * (times + 1), item)
-              reclaimed = reclaimed + 1
-              if times == 1 then first_reclaims = first_reclaims + 1 end
-              need = need - 1
-              reply[#reply + 1] = item
-            end
+            while #rounds > RECLAIM_HISTORY_ROUNDS do table.remove(rounds, 1) end
+            local ok, text = pcall(cjson.encode, rounds)
+            redis.call('HSET', reclaim_history_key, item, ok and text or '[]')
+            redis.call('ZADD', out_key, int_arg(now + ttl_ms * (times + 1)), item)
+            redis.call('HSET', claims_key, item, claim .. format('%d', times + 1) .. '\t' .. now_arg)
+            redis.call('HINCRBY', downloader_claims_key, downloader, 1)
+            reclaimed = reclaimed + 1
+            if times == 1 then first_reclaims = first_reclaims + 1 end
+            need = need - 1
+            reply[#reply + 1] = item
           end
         end
         if need <= 0 then break end
@@ -245,9 +255,8 @@ local limited_key           = KEYS[16]
 local limits_ready_key      = KEYS[17]
 local limit_tat_key         = KEYS[18]
 local limits_key            = KEYS[19]
-local reclaim_at_key        = KEYS[20]
-local dead_key              = KEYS[21]
-local reclaim_history_key   = KEYS[22]
+local dead_key              = KEYS[20]
+local reclaim_history_key   = KEYS[21]
 local now = tonumber(ARGV[1])
 local wanted = tonumber(ARGV[4])
 if not now or not wanted then
@@ -347,8 +356,8 @@ wanted = math.floor(wanted)
 local upto, room = wanted, 0
 if limit_reached then
   local take_reclaims = rare_helpers()
-  reclaimed, first_reclaims = take_reclaims(out_key, claims_key, downloader_claims_key, reclaim_at_key,
-                                            dead_key, reclaim_history_key, stats_key, minute_key,
+  reclaimed, first_reclaims = take_reclaims(out_key, claims_key, downloader_claims_key, dead_key,
+                                            reclaim_history_key, stats_key, minute_key,
                                             wanted, now, ttl_ms, max_reclaims, downloader, ip, reply)
   local given = #reply - 2
   upto = given
@@ -387,8 +396,8 @@ for q = FIRST_QUEUE, LAST_QUEUE do
 end
 if not limit_reached and #reply - 2 < wanted then
   local take_reclaims = rare_helpers()
-  reclaimed, first_reclaims = take_reclaims(out_key, claims_key, downloader_claims_key, reclaim_at_key,
-                                            dead_key, reclaim_history_key, stats_key, minute_key,
+  reclaimed, first_reclaims = take_reclaims(out_key, claims_key, downloader_claims_key, dead_key,
+                                            reclaim_history_key, stats_key, minute_key,
                                             wanted - (#reply - 2), now, ttl_ms, max_reclaims,
                                             downloader, ip, reply)
 end
@@ -398,28 +407,32 @@ if #reply == 2 then
   return {404, age}
 end
 
-local first = downloader .. '\t' .. ip .. '\t1'
 local count = #fresh
 if count > 0 then
   local now_arg = (now == floor(now) and now > -1e15 and now < 1e15) and format('%d', now) or now
-  local due_arg = now + ttl_ms
-  if ttl_ms > 0 and due_arg == floor(due_arg) and due_arg > -1e15 and due_arg < 1e15 then
+  -- `out` scores a claim by when it may be reclaimed; with no TTL (never reclaimed while it
+  -- stays so) by its claim time, and a TTL set later moves it when the reclaim range reaches it.
+  local due_arg = ttl_ms > 0 and now + ttl_ms or now
+  if due_arg == floor(due_arg) and due_arg > -1e15 and due_arg < 1e15 then
     due_arg = format('%d', due_arg)
   end
+  -- The record keeps the claim time in whole ms: done's RTT and the claim's age read it.
+  local first = downloader .. '\t' .. ip .. '\t1\t'
+                .. (type(now_arg) == 'string' and now_arg
+                    or (now > -1e15 and now < 1e15) and format('%d', floor(now)) or '0')
   if count == 1 then
     -- One fresh item (the common claim): the calls without argument lists, ~11,000 instructions
     -- fewer than the list building and chunked calls below (claim_cost_instructions.md).
     local item = fresh[1]
-    redis.call('ZADD', out_key, now_arg, item)
+    redis.call('ZADD', out_key, due_arg, item)
     redis.call('HSET', claims_key, item, first)
     redis.call('HINCRBY', downloader_claims_key, downloader, '1')
-    if ttl_ms > 0 then redis.call('ZADD', reclaim_at_key, due_arg, item) end
   else
     local _, _, call_chunked = rare_helpers()
     local out_args, claim_args = {}, {}
     for i = 1, count do
       local item = fresh[i]
-      out_args[2 * i - 1] = now_arg
+      out_args[2 * i - 1] = due_arg
       out_args[2 * i] = item
       claim_args[2 * i - 1] = item
       claim_args[2 * i] = first
@@ -427,10 +440,6 @@ if count > 0 then
     call_chunked('ZADD', out_key, out_args)
     call_chunked('HSET', claims_key, claim_args)
     redis.call('HINCRBY', downloader_claims_key, downloader, format('%d', count))
-    if ttl_ms > 0 then
-      for i = 1, count do out_args[2 * i - 1] = due_arg end
-      call_chunked('ZADD', reclaim_at_key, out_args)
-    end
   end
 end
 if rate > 0 then

@@ -8,13 +8,13 @@ them at no cost, so this runs only when one is found. Nothing is lost: the name 
 waits in `dead` with its reason, where an admin sees it (`tracker dead list`).
 
 KEYS[1] settings         hash  (its absence means: unknown project)
-KEYS[2] out              zset  item -> claim time (ms)
-KEYS[3] claims           hash  item -> "DOWNLOADER\tIP\tTIMES_CLAIMED"
+KEYS[2] out              zset  item -> when it may be reclaimed (ms)
+KEYS[3] claims           hash  item -> "DOWNLOADER\tIP\tTIMES_CLAIMED\tCLAIMED_MS" (three fields:
+                               from before claim times were kept, `out` scores its claim time)
 KEYS[4] downloader_claims hash downloader -> claims held
-KEYS[5] reclaim_at       zset  claimed item -> when it may be reclaimed (ms)
-KEYS[6] reclaim_history  hash  item -> JSON list of its earlier rounds
-KEYS[7] dead             hash  item -> JSON record
-KEYS[8] stats            hash  counters
+KEYS[5] reclaim_history  hash  item -> JSON list of its earlier rounds
+KEYS[6] dead             hash  item -> JSON record
+KEYS[7] stats            hash  counters
 
 ARGV[1] now (ms)  ARGV[2] downloader  ARGV[3...] pairs (item, reason)
 
@@ -27,10 +27,9 @@ local settings_key          = KEYS[1]
 local out_key               = KEYS[2]
 local claims_key            = KEYS[3]
 local downloader_claims_key = KEYS[4]
-local reclaim_at_key        = KEYS[5]
-local reclaim_history_key   = KEYS[6]
-local dead_key              = KEYS[7]
-local stats_key             = KEYS[8]
+local reclaim_history_key   = KEYS[5]
+local dead_key              = KEYS[6]
+local stats_key             = KEYS[7]
 local now = tonumber(ARGV[1])
 if not now or #ARGV % 2 ~= 0 then
   return redis.error_reply('bury_unservable: ARGV[1] (now, ms), ARGV[2] downloader, then pairs')
@@ -44,8 +43,13 @@ for i = 3, #ARGV, 2 do
   local item, reason = ARGV[i], ARGV[i + 1]
   local claim = redis.call('HGET', claims_key, item)
   if claim and string.sub(claim, 1, #prefix) == prefix then
-    local claimed_at = tonumber(redis.call('ZSCORE', out_key, item))
-    local ip, times = string.match(claim, '^[^\t]*\t(.*)\t(%d+)$')
+    local ip, times, claimed_at = string.match(claim, '^[^\t]*\t([^\t]*)\t(%d+)\t(%d+)$')
+    if ip then
+      claimed_at = tonumber(claimed_at)
+    else
+      ip, times = string.match(claim, '^[^\t]*\t(.*)\t(%d+)$')
+      claimed_at = tonumber(redis.call('ZSCORE', out_key, item))
+    end
     local rounds = {}
     local text = redis.call('HGET', reclaim_history_key, item)
     if text then
@@ -59,7 +63,6 @@ for i = 3, #ARGV, 2 do
     if not ok then record = cjson.encode({reason = reason, dead_ms = now}) end
     redis.call('ZREM', out_key, item)
     redis.call('HDEL', claims_key, item)
-    redis.call('ZREM', reclaim_at_key, item)
     redis.call('HDEL', reclaim_history_key, item)
     redis.call('HSET', dead_key, item, record)
     if redis.call('HINCRBY', downloader_claims_key, downloader, -1) <= 0 then redis.call('HDEL', downloader_claims_key, downloader) end
