@@ -49,7 +49,9 @@ def release_names(ctx: AdminContext, k: keyspace.ProjectKeys, holder: str, names
     return reply.released
 
 
-def _release_older(ctx: AdminContext, k: keyspace.ProjectKeys, cutoff_ms: int, cursor: int, limit: int) -> dict:
+def _release_older(
+    ctx: AdminContext, k: keyspace.ProjectKeys, cutoff_ms: int, cursor: int, limit: int
+) -> dict:
     """One page of release by age: LIMIT claims of `out` from the cursor's rank (ordered by when
     they may be reclaimed, not by age, as a claim's TTL grows with its reclaims), those claimed
     at CUTOFF_MS or before released. The cursor is 1 + the rank of the next page (released claims
