@@ -161,3 +161,15 @@ def test_maintain_drops_the_reclaim_index_of_every_project(project, ctx, engine,
     # The claim is still out and still reclaimed when due.
     clock.advance(60)
     assert engine.claim(P, "bob", "10.0.0.2", 1) == (200, [OLD])
+
+
+def test_a_release_reads_the_times_claimed_not_the_claim_time(project, ctx, engine, clock, r):
+    # The record's last field is the claim time now: taken for the times claimed, every release
+    # would clear a reclaim history that a claim made once cannot have (one HDEL more).
+    items.add(ctx, P, [URL, OLD])
+    assert engine.claim(P, "alice", "10.0.0.1", 1)[0] == 200
+    r.config_resetstat()
+    assert engine.release(P, "alice", [URL, OLD]) == 1
+    hdel = r.info("commandstats")["cmdstat_hdel"]["calls"]
+    assert hdel == 2  # the claim, and the holder's count that fell to 0
+    assert r.smembers(K.todo) == {URL, OLD} and not r.exists(K.out)
