@@ -190,7 +190,7 @@ def project_status(run, k: keyspace.ProjectKeys) -> dict:
     segments, sources = _hash(segments), _hash(sources)
     by_source = offloaded_by_source(segments, sources, _int(staged_items))
     done_offloaded = by_source.pop(DONE)
-    counters = with_derived({f: _int(v) for f, v in _hash(stats).items()})
+    counters = with_derived({f: _int(v) for f, v in _hash(stats).items()}, totals=True)
     return {
         "project": k.project,
         # "limited": items held back by a pattern limit (in its sub-queue or on their way in).

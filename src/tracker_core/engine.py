@@ -316,7 +316,7 @@ class Engine:
         owners = census.owners(replies)
         own = self.conn.pipeline([("SCARD", k.downloader_queue(o)) for o in owners]) if owners else []
         out, done_kept, stats, domain_bytes = replies[census.N_COMMANDS :]
-        stats = with_derived({f: int(v) for f, v in _pairs_to_dict(stats).items()})
+        stats = with_derived({f: int(v) for f, v in _pairs_to_dict(stats).items()}, totals=True)
         return {
             "queues": census.sizes(replies, own),
             "out": out,

@@ -54,3 +54,19 @@ def test_rtt_count_is_the_sum_of_the_rtt_buckets():
 def test_the_done_script_stores_no_rtt_count():
     done = (ROOT / "src" / "tracker_core" / "lua" / "done-20.lua").read_text()
     assert "'rtt_count'" not in done and "rtt_le_" in done
+
+
+def test_one_item_claims_count_as_served_and_as_claimed_in_the_totals_only():
+    # A totals hash holding both kinds: claims of one fresh item (requests_served_one) and the
+    # others (an older tracker's, or multi-item ones), which count served and items apart.
+    stored = {"requests_served_one": 5, "requests_served": 2, "items_claimed": 7, "requests_empty": 1}
+    totals = with_derived(dict(stored), totals=True)
+    assert totals == {"requests": 8, "requests_served": 7, "items_claimed": 12, "requests_empty": 1}
+    minute = with_derived({"requests_served_one": 5, "items_done": 3})
+    assert minute == {"requests": 5, "requests_served": 5, "items_done": 3}  # no items_claimed per minute
+    # A fresh project's totals: only one-item claims so far.
+    assert with_derived({"requests_served_one": 4}, totals=True) == {
+        "requests": 4,
+        "requests_served": 4,
+        "items_claimed": 4,
+    }

@@ -66,8 +66,14 @@ def test_claim_skips_the_pfadds_of_members_the_caller_counted_in_this_life(conn,
     reply = counted_claim(conn, project, now_ms, created, True, True)
     assert reply.code == Claim.OK and len(reply.items) == 1
     assert uniques(r, project, now_ms) == (0, 0)
-    assert r.hget(project.stats, "requests_served") == "1"
-    assert not r.hexists(project.stats, "requests")  # a total the readers derive (derived_counters)
+    # One fresh item: counted as requests_served_one, which the readers add to requests_served
+    # and items_claimed (derived_counters), as they derive the total.
+    assert r.hget(project.stats, "requests_served_one") == "1"
+    assert not r.hexists(project.stats, "requests_served") and not r.hexists(project.stats, "items_claimed")
+    assert not r.hexists(project.stats, "requests")
+    totals = with_derived({f: int(v) for f, v in r.hgetall(project.stats).items()}, totals=True)
+    assert (totals["requests"], totals["requests_served"], totals["items_claimed"]) == (1, 1, 1)
+    assert "requests_served_one" not in totals
     # One flag: only the other member is counted.
     counted_claim(conn, project, now_ms, created, True, False)
     assert uniques(r, project, now_ms) == (0, 1)
@@ -109,11 +115,20 @@ def test_a_one_item_claim_writes_what_a_many_item_claim_writes(conn, project, r,
     assert r.hgetall(project.downloader_claims) == {"bob": "1", "carol": "2"}
     stats = r.hgetall(project.stats)
     assert "requests" not in stats  # derived by the readers: the outcomes' sum
-    assert (stats["requests_served"], stats["items_claimed"]) == ("2", "3")
+    # The one-item claim counts requests_served_one (served, and one item claimed), the other
+    # requests_served and its items: the readers add them up (derived_counters).
+    assert (stats["requests_served_one"], stats["requests_served"], stats["items_claimed"]) == ("1", "1", "2")
     assert "reclaims_served" not in stats and "items_reclaimed" not in stats
+    totals = with_derived({f: int(v) for f, v in stats.items()}, totals=True)
+    assert (totals["requests"], totals["requests_served"], totals["items_claimed"]) == (2, 2, 3)
     minute = r.hgetall(project.minute(now_ms // 60_000))
-    assert "requests" not in minute and minute["requests_served"] == "2"
+    assert "requests" not in minute and (minute["requests_served"], minute["requests_served_one"]) == (
+        "1",
+        "1",
+    )
     assert "items_claimed" not in minute  # a total only: nothing reads it per minute
+    assert with_derived({f: int(v) for f, v in minute.items()})["requests_served"] == 2
+    assert "items_claimed" not in with_derived({f: int(v) for f, v in minute.items()})
     assert r.ttl(project.minute(now_ms // 60_000)) > 0
 
 
@@ -150,5 +165,5 @@ def test_each_refusal_counts_its_field_once_and_moves_nothing(conn, project, r, 
     r.sadd(project.todo, "y")
     refused(Claim.RATE_LIMITED, "requests_limited", downloader="carol")
     stats = r.hgetall(project.stats)
-    assert requests(project.stats) == requests(minute) == 7 and stats["requests_served"] == "3"
+    assert requests(project.stats) == requests(minute) == 7 and stats["requests_served_one"] == "3"
     assert "requests" not in stats

@@ -49,4 +49,5 @@ def test_a_days_requests_are_the_sum_of_every_claim_outcome(conn, project, r):
     r.hset(project.hour(first + 23), "minutes", 0)
     assert script_calls.rollup_day(conn, project, day=DAY) == RollupDay.WRITTEN
     total = 2 ** len(REQUEST_OUTCOMES) - 1  # each outcome's bit set once: none missed or doubled
-    assert r.hget(project.days, str(DAY)) == f"0 0 {total} 1 -"
+    # Served: requests_served (1) and requests_served_one (2), the first two outcomes.
+    assert r.hget(project.days, str(DAY)) == f"0 0 {total} 3 -"

@@ -270,8 +270,8 @@ local settings = redis.call('HMGET', settings_key, 'settings_age', 'paused', 'ra
 local age = settings[1]
 if not age then return {-1, 0} end
 local downloader, ip = ARGV[2], ARGV[3]
--- From here every return counts exactly one outcome (requests_served, _empty, _claims_limited,
--- _blocked, _paused, _capped, _limited) in KEYS[12] and KEYS[13]: their sum is the project's
+-- From here every return counts exactly one outcome (requests_served, _served_one, _empty,
+-- _claims_limited, _blocked, _paused, _capped, _limited) in KEYS[12] and KEYS[13]: their sum is the project's
 -- requests (tracker_core.derived_counters), so no separate counter is written.
 
 -- Blocked name, then blocked address (ARGV[5] and the range ends are hex of one width, so
@@ -448,6 +448,13 @@ if rate > 0 then
   local px = math.ceil(tat - now) + 1000
   if not (px <= MAX_PX_MS) then px = MAX_PX_MS end
   redis.call('SET', ratelimit_key, tostring(tat), 'PX', px)
+end
+-- One fresh item and no reclaim (the common claim): one outcome, requests_served_one, stands for
+-- a served request and a fresh item claimed (the readers add it to both:
+-- tracker_core.derived_counters), so it costs two HINCRBYs where the general case costs three.
+if count == 1 and reclaimed == 0 then
+  bump(stats_key, minute_key, 'requests_served_one', 1)
+  return reply
 end
 bump(stats_key, minute_key, 'requests_served', 1)
 -- In the project's totals only: no chart or rate reads these per minute (the minute hash holds

@@ -26,15 +26,16 @@ local backlog = '-'
 for i = FIRST_HOUR, #KEYS do
   -- requests is the sum of the claim outcomes (tracker_core.derived_counters.REQUEST_OUTCOMES,
   -- served first): claim-21.lua keeps no total, and one an hour may still hold is not read.
+  -- requests_served_one (a request served one fresh item) is served too.
   local values = redis.call('HMGET', KEYS[i], 'items_done', 'bytes_done', 'backlog',
-                            'requests_served', 'requests_empty', 'requests_claims_limited',
-                            'requests_blocked', 'requests_paused', 'requests_capped',
-                            'requests_limited')
+                            'requests_served', 'requests_served_one', 'requests_empty',
+                            'requests_claims_limited', 'requests_blocked', 'requests_paused',
+                            'requests_capped', 'requests_limited')
   sums.items_done = sums.items_done + (tonumber(values[1]) or 0)
   sums.bytes_done = sums.bytes_done + (tonumber(values[2]) or 0)
   if values[3] then backlog = values[3] end
-  sums.requests_served = sums.requests_served + (tonumber(values[4]) or 0)
-  for j = 4, 10 do sums.requests = sums.requests + (tonumber(values[j]) or 0) end
+  sums.requests_served = sums.requests_served + (tonumber(values[4]) or 0) + (tonumber(values[5]) or 0)
+  for j = 4, 11 do sums.requests = sums.requests + (tonumber(values[j]) or 0) end
 end
 redis.call('HSET', days_key, day, string.format('%d %d %d %d %s', sums.items_done,
            sums.bytes_done, sums.requests, sums.requests_served, backlog))
