@@ -176,7 +176,8 @@ def latency_at_share(
             peak = probe["requests_per_s"]
             guess, target = max(guess, peak), share * peak
             supply.top_up(int(target * plan.latency_s * 1.3) + 1_000)
-            compact_aof(admin.conn)
+            if admin.conn.config_get("appendonly")["appendonly"] == "yes":
+                compact_aof(admin.conn)
             tree = ProcessTreeCpu(process.pid)
             forks = admin.conn.info("stats")["total_forks"]
             redis.start()
@@ -355,10 +356,13 @@ def run_capacity(plan: CapacityPlan, quick: bool) -> dict:
     return results
 
 
-def run_p99(counts: list[int], shares: list[float], seconds: float, rounds: int) -> list[dict]:
+def run_p99(
+    counts: list[int], shares: list[float], seconds: float, rounds: int, aof: bool = True
+) -> list[dict]:
     """Only the constant-rate runs (`--part p99`): for each round and each worker count of COUNTS
     (rotated each round, so that a noisy minute does not fall on one count), a fresh `tracker
-    serve`, then a run of SECONDS at each of SHARES of the peak probed just before it. Prints as it
+    serve`, then a run of SECONDS at each of SHARES of the peak probed just before it. Without AOF
+    (`--no-aof`) Redis never forks: what is left of the tail is not persistence. Prints as it
     goes; writes nothing (the committed figures come from `--part capacity`)."""
     plan = CapacityPlan(
         counts=tuple(counts),
@@ -372,7 +376,8 @@ def run_p99(counts: list[int], shares: list[float], seconds: float, rounds: int)
     runs: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="tracker-p99-") as scratch_name:
         scratch = Path(scratch_name)
-        redis_server = EmbeddedRedis(scratch / "redis", port=free_port()).start()
+        extra = [] if aof else ["--appendonly", "no"]
+        redis_server = EmbeddedRedis(scratch / "redis", port=free_port(), extra=extra).start()
         try:
             admin = AdminContext.from_url(redis_server.url)
             projects.create(admin, PROJECT)

@@ -44,6 +44,12 @@ def main() -> None:
     )
     parser.add_argument("--seconds", type=float, default=15.0, help="p99: seconds of each constant-rate run")
     parser.add_argument("--rounds", type=int, default=1, help="p99: rounds over the worker counts")
+    parser.add_argument(
+        "--no-aof",
+        dest="aof",
+        action="store_false",
+        help="p99: Redis without its AOF (no rewrite, no fork): whether the tail is persistence's",
+    )
     options = parser.parse_args()
     if options.part == "p99":
         p99(options)
@@ -79,7 +85,9 @@ def p99(options) -> None:
     from tracker_api.server import default_workers
 
     shares = options.shares or capacity.latency_schedule(CAPACITY_FULL)
-    runs = capacity.run_p99(options.workers or [default_workers()], shares, options.seconds, options.rounds)
+    runs = capacity.run_p99(
+        options.workers or [default_workers()], shares, options.seconds, options.rounds, options.aof
+    )
     print("\n".join(capacity.p99_table(runs)))
 
 

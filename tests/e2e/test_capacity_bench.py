@@ -222,18 +222,20 @@ def test_the_p99_part_takes_worker_counts_from_1_and_shares_up_to_the_whole_peak
 def test_the_p99_part_runs_only_the_constant_rate_runs(monkeypatch, capsys):
     calls = []
 
-    def run_p99(counts, shares, seconds, rounds):
-        calls.append((counts, shares, seconds, rounds))
+    def run_p99(counts, shares, seconds, rounds, aof):
+        calls.append((counts, shares, seconds, rounds, aof))
         return [_latency_run(counts[0], shares[0], 4.0)]
 
     monkeypatch.setattr(capacity, "run_p99", run_p99)
     monkeypatch.setattr(capacity, "run_capacity", lambda *a: pytest.fail("the sweep ran"))
-    monkeypatch.setattr(
-        sys, "argv", ["server_bench", "--part", "p99", "--workers", "3", "--shares", "0.7", "--seconds", "5"]
-    )
+    argv = ["server_bench", "--part", "p99", "--workers", "3", "--shares", "0.7", "--seconds", "5"]
+    monkeypatch.setattr(sys, "argv", argv)
     cli.main()
-    assert calls == [([3], [0.7], 5.0, 1)]
+    assert calls == [([3], [0.7], 5.0, 1, True)]
     assert "3 | 70% | 1 | 4.00 | 4.00" in capsys.readouterr().out
+    monkeypatch.setattr(sys, "argv", [*argv, "--no-aof"])
+    cli.main()
+    assert calls[-1] == ([3], [0.7], 5.0, 1, False)
 
 
 def test_cores_busy_is_the_rate_times_every_processs_cpu_per_request():
@@ -276,6 +278,14 @@ def test_the_p99_part_runs_against_a_real_tracker_and_records_forks_and_load():
     assert 0 <= run["cpu_steal_share"] < 1
     assert run["target_per_s"] == pytest.approx(0.3 * run["peak_requests_per_s"], rel=0.01)
     assert run["connections_per_worker"] == [LATENCY_CONNECTIONS]  # one worker holds them all
+
+
+def test_the_p99_part_without_aof_runs_a_redis_that_never_forks(monkeypatch):
+    # With the AOF on, each run compacts it after its top-up (a fork); without, nothing to compact.
+    monkeypatch.setattr(capacity, "compact_aof", lambda conn: pytest.fail("an AOF was compacted"))
+    runs = capacity.run_p99([1], [0.3], 1.0, 1, aof=False)
+    assert len(runs) == 1 and runs[0]["requests"] > 0 and runs[0]["non_2xx"] == 0
+    assert runs[0]["redis_forks"] == 0
 
 
 def test_connections_per_process_counts_what_each_worker_accepted(tmp_path):
