@@ -206,6 +206,25 @@ def test_projects_spread_over_the_cluster_complete_with_the_real_client(cluster,
             assert (held > 0) == (node.port == owner)
 
 
+def test_maintain_drops_the_reclaim_index_of_projects_on_every_node(cluster, cluster_url):
+    # Each project's keys live in a slot of their own, on the node that owns it: the one UNLINK
+    # is split by slot (the admin's redis-py cluster client), and every node's key goes.
+    from tracker_core.admin import upgrades
+
+    projects = projects_on_every_node(cluster)
+    admin = AdminContext.from_url(cluster_url)
+    for project in projects:
+        project_verbs.create(admin, project)
+        redis.Redis(port=cluster.owner_port(ProjectKeys(project).tag)).zadd(
+            ProjectKeys(project).reclaim_at, {"x": 1}
+        )
+    assert upgrades.drop_reclaim_index(admin) == {"dropped": len(projects)}
+    for project in projects:
+        assert not redis.Redis(port=cluster.owner_port(ProjectKeys(project).tag)).exists(
+            ProjectKeys(project).reclaim_at
+        )
+
+
 def _slot_of(project: str, port: int) -> int:
     return redis.Redis(port=port).cluster("keyslot", ProjectKeys(project).tag)
 
