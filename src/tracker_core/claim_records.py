@@ -18,15 +18,18 @@ class ClaimRecord(NamedTuple):
     claimed_ms: int | None  # None: a record of three fields (the claim time is its `out` score)
 
 
+def _digits(text: str) -> bool:
+    return text.isdecimal() and text.isascii()  # what Lua's %d+ matches
+
+
 def parse(record: str | None) -> ClaimRecord:
+    """RECORD's fields as the scripts read them (parse_claim of lua/includes/claim_record.lua);
+    of a record they did not write, only the downloader (what stands before the first tab)."""
     fields = (record or "").split("\t")
-    downloader = fields[0]
-    ip = fields[1] if len(fields) > 1 else ""
-    times = fields[2] if len(fields) > 2 else ""
-    times_claimed = int(times) if times.isdecimal() and times.isascii() else None
-    claimed = fields[3] if len(fields) == 4 else ""
-    claimed_ms = int(claimed) if claimed.isdecimal() and claimed.isascii() else None
-    return ClaimRecord(downloader, ip, times_claimed, claimed_ms)
+    if len(fields) in (3, 4) and all(_digits(f) for f in fields[2:]):
+        claimed_ms = int(fields[3]) if len(fields) == 4 else None
+        return ClaimRecord(fields[0], fields[1], int(fields[2]), claimed_ms)
+    return ClaimRecord(fields[0], fields[1] if len(fields) > 1 else "", None, None)
 
 
 def claim_times(conn, out_key: str, records: dict) -> dict:

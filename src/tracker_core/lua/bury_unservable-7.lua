@@ -23,6 +23,7 @@ Returns {code, buried}: code 200, or -1 for an unknown project. Counts items_dea
 items_unservable per item buried. Every check comes before the first write.
 Reply codes by name: reply_codes.BuryUnservable (Python callers compare against those names).
 ]]
+--@include claim_record
 local settings_key          = KEYS[1]
 local out_key               = KEYS[2]
 local claims_key            = KEYS[3]
@@ -43,13 +44,9 @@ for i = 3, #ARGV, 2 do
   local item, reason = ARGV[i], ARGV[i + 1]
   local claim = redis.call('HGET', claims_key, item)
   if claim and string.sub(claim, 1, #prefix) == prefix then
-    local ip, times, claimed_at = string.match(claim, '^[^\t]*\t([^\t]*)\t(%d+)\t(%d+)$')
-    if ip then
-      claimed_at = tonumber(claimed_at)
-    else
-      ip, times = string.match(claim, '^[^\t]*\t(.*)\t(%d+)$')
-      claimed_at = tonumber(redis.call('ZSCORE', out_key, item))
-    end
+    local _, ip, times, claimed_at = parse_claim(claim)
+    -- A record of three fields (from before claim times were kept): `out` scored the claim time.
+    claimed_at = claimed_at or tonumber(redis.call('ZSCORE', out_key, item))
     local rounds = {}
     local text = redis.call('HGET', reclaim_history_key, item)
     if text then
@@ -57,7 +54,7 @@ for i = 3, #ARGV, 2 do
       if ok and type(decoded) == 'table' then rounds = decoded end
     end
     rounds[#rounds + 1] = {downloader = downloader, ip = ip or '', claimed_ms = claimed_at}
-    local ok, record = pcall(cjson.encode, {reason = reason, claims = tonumber(times) or 1,
+    local ok, record = pcall(cjson.encode, {reason = reason, claims = times or 1,
       last_downloader = downloader, last_ip = ip or '', last_claimed_ms = claimed_at,
       dead_ms = now, rounds = rounds})
     if not ok then record = cjson.encode({reason = reason, dead_ms = now}) end

@@ -118,6 +118,8 @@ local function rare_helpers()
     local ok, rounds = pcall(cjson.decode, text)
     return (ok and type(rounds) == 'table') and rounds or {}
   end
+  -- parse_claim (made here, with the other helpers of reclaims):
+--@include claim_record
 
   -- Hand out up to NEED claims that may be reclaimed, oldest due first, to REPLY; returns the
   -- reclaims given and how many of them were first reclaims. Every entry the range returns
@@ -138,18 +140,12 @@ local function rare_helpers()
       for j = 1, #due, 2 do
         local item, scored = due[j], tonumber(due[j + 1])
         budget = budget - 1
-        local record = redis.call('HGET', claims_key, item) or ''
-        local holder, holder_ip, times, claimed_at = string.match(record,
-          '^([^\t]*)\t([^\t]*)\t(%d+)\t(%d+)$')
-        local old = false
-        if not holder then
-          -- A record from before claim times were kept: `out` scored it by its claim time.
-          holder, holder_ip, times = string.match(record, '^([^\t]*)\t([^\t]*)\t(%d+)$')
-          claimed_at, old = scored, true
-        end
-        times, claimed_at = tonumber(times), tonumber(claimed_at)
+        local holder, holder_ip, times, claimed_at = parse_claim(redis.call('HGET', claims_key, item) or '')
+        -- A record of three fields, from before claim times were kept: `out` scored its claim time.
+        local old = holder ~= nil and claimed_at == nil
+        claimed_at = claimed_at or scored
         local at = scored   -- no record, or one this script did not write: due as scored
-        if not holder or not times or times >= 1e9 then
+        if not holder or times >= 1e9 then
           holder, holder_ip, times, old = nil, '', 1, false
         else
           at = claimed_at + ttl_ms * times
@@ -409,7 +405,6 @@ end
 
 local count = #fresh
 if count > 0 then
-  local now_arg = (now == floor(now) and now > -1e15 and now < 1e15) and format('%d', now) or now
   -- `out` scores a claim by when it may be reclaimed; with no TTL (never reclaimed while it
   -- stays so) by its claim time, and a TTL set later moves it when the reclaim range reaches it.
   local due_arg = ttl_ms > 0 and now + ttl_ms or now
@@ -418,8 +413,7 @@ if count > 0 then
   end
   -- The record keeps the claim time in whole ms: done's RTT and the claim's age read it.
   local first = downloader .. '\t' .. ip .. '\t1\t'
-                .. (type(now_arg) == 'string' and now_arg
-                    or (now > -1e15 and now < 1e15) and format('%d', floor(now)) or '0')
+                .. ((now > -1e15 and now < 1e15) and format('%d', floor(now)) or '0')
   if count == 1 then
     -- One fresh item (the common claim): the calls without argument lists, ~11,000 instructions
     -- fewer than the list building and chunked calls below (claim_cost_instructions.md).

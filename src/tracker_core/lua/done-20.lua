@@ -65,6 +65,7 @@ Dead items have no current claim and add no RTT.
 Reply codes by name: reply_codes.Done (Python callers compare against those names).
 ]]
 --@include counters
+--@include claim_record
 --@constants RTT_BOUNDS_S DEFAULT_MAX_BYTES_PER_ITEM DEFAULT_LOG_MAXLEN MAX_DOMAIN_FIELDS
 --@constants BAD_DONES_MAXLEN BAD_ITEMS_BYTES MAX_LOG_MAXLEN LOG_SAFETY_FACTOR LOG_SAFETY_MIN
 -- The script makes every function anew on each run, ~1,500-2,500 instructions each, more for
@@ -198,18 +199,12 @@ for i = first_item, #ARGV do
     redis.call('ZREM', out_key, item)
     redis.call('HDEL', claims_key, item)
     if claim then
-      -- The holder (up to the first tab), the times claimed and, in a record of four fields,
-      -- the claim time.
-      local claimant, times, at = string.match(claim, '^([^\t]*)\t[^\t]*\t(%d+)\t(%d+)$')
-      if claimant then
-        claimed_at = at
-      else
-        -- A record of three fields, from before claim times were kept: `out` scored the claim time.
-        claimed_at = scored
-        claimant, times = string.match(claim, '^([^\t]*).*\t(%d+)$')
-        if not claimant then claimant, times = string.match(claim, '^[^\t]*'), '1' end
-      end
-      if tonumber(times) > 1 then redis.call('HDEL', reclaim_history_key, item) end
+      local claimant, _, times, at = parse_claim(claim)
+      -- A record of three fields (from before claim times were kept) or one the scripts did not
+      -- write: `out` scored the claim time; the holder is what stands before the first tab.
+      if not claimant then claimant, times = string.match(claim, '^[^\t]*'), 1 end
+      claimed_at = at or scored
+      if times > 1 then redis.call('HDEL', reclaim_history_key, item) end
       if redis.call('HINCRBY', downloader_claims_key, claimant, '-1') <= 0 then
         redis.call('HDEL', downloader_claims_key, claimant)
       end

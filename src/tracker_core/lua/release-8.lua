@@ -17,6 +17,7 @@ Reply codes by name: reply_codes.Release (Python callers compare against those n
 ]]
 --@include counters
 --@include enqueue
+--@include claim_record
 local settings_key          = KEYS[1]
 local out_key               = KEYS[2]
 local claims_key            = KEYS[3]
@@ -43,10 +44,8 @@ for i = 4, #ARGV - 1, 2 do
   if claim and (only == '' or claimant == only) then
     redis.call('ZREM', out_key, item)
     redis.call('HDEL', claims_key, item)
-    -- The third field is the times claimed (a record's fourth, if any, its claim time).
-    if tonumber(string.match(claim, '^[^\t]*\t[^\t]*\t(%d+)') or '1') > 1 then
-      redis.call('HDEL', reclaim_history_key, item)
-    end
+    local _, _, times = parse_claim(claim)
+    if (times or 1) > 1 then redis.call('HDEL', reclaim_history_key, item) end
     if not enqueue_or_hold(todo_key, limited_in_key, item, entry) then held = held + 1 end
     if redis.call('HINCRBY', downloader_claims_key, claimant, -1) <= 0 then
       redis.call('HDEL', downloader_claims_key, claimant)
