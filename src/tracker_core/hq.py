@@ -81,8 +81,7 @@ def document(r, base_url: str) -> dict:
     for name, stored in zip(names, pipe.execute()):
         if not stored:
             continue
-        values = settings_mod.defaults()
-        values.update(stored)
+        values = settings_mod.with_stored(stored)
         if values["warrior_listed"] != "1":
             continue
         entry = {"name": name, **{f: values[f] for f in PROJECT_FIELDS if values.get(f)}}

@@ -46,11 +46,28 @@ MAX_LOG_MAXLEN = 10**9
 LOG_SAFETY_FACTOR = 10
 LOG_SAFETY_MIN = 100_000
 
+# A settings hash holds about 35 fields, and Redis keeps a hash that small as a listpack, which
+# HMGET searches field by field: 9% of a claim's instructions (benchmarks/
+# claim_cost_instructions.py). One field whose value is longer than hash-max-listpack-value
+# (64 bytes by default) keeps the hash in the hashtable encoding, across restarts and AOF
+# rewrites too (Redis never turns a hash back). create_project and set_settings write it;
+# settings.py leaves it out of what it shows (docs/data-model.md, "The settings hash").
+SETTINGS_PAD_FIELD = "_hashtable"
+SETTINGS_PAD = (
+    "This field keeps the hash in the hashtable encoding, so a lookup is one hash and not a scan "
+    "(see docs/data-model.md)."
+)
+
 
 def lua_value(value) -> str:
-    """VALUE as a Lua literal: a number, or a table of numbers for a tuple."""
+    """VALUE as a Lua literal: a number, a table of numbers for a tuple, or a quoted string of
+    printable ASCII (no quote or backslash, so it needs no escaping)."""
     if isinstance(value, tuple):
         return "{" + ", ".join(lua_value(v) for v in value) + "}"
+    if isinstance(value, str):
+        if not (value.isascii() and value.isprintable()) or "'" in value or "\\" in value:
+            raise TypeError(f"no Lua literal for {value!r}")
+        return f"'{value}'"
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"no Lua literal for {value!r}")
     return repr(value)

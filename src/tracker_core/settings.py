@@ -21,6 +21,7 @@ from tracker_core.script_constants import (  # re-exported: the scripts fall bac
     DEFAULT_RECLAIM_TTL_S,
     MAX_LOG_MAXLEN,
     MAX_MULTI_CEILING,
+    SETTINGS_PAD_FIELD,
 )
 
 UPLOAD_TARGET_RE = re.compile(r"(rsync://.+/|https?://.+/)\Z")
@@ -231,6 +232,15 @@ def defaults() -> dict[str, str]:
     return {name: spec[1] for name, spec in SETTINGS.items()}
 
 
+def with_stored(stored: dict) -> dict[str, str]:
+    """The defaults overridden by STORED (a settings hash as read), without the field that only
+    keeps the hash's encoding (script_constants.SETTINGS_PAD_FIELD)."""
+    merged = defaults()
+    merged.update(stored)
+    merged.pop(SETTINGS_PAD_FIELD, None)
+    return merged
+
+
 def valid_upload_target(url: str) -> bool:
     return bool(UPLOAD_TARGET_RE.match(url))
 
@@ -269,6 +279,4 @@ class ProjectSettings:
 
     @classmethod
     def from_redis(cls, values: dict) -> ProjectSettings:
-        merged = defaults()
-        merged.update(values)
-        return cls(int(values.get("settings_age", 0)), merged)
+        return cls(int(values.get("settings_age", 0)), with_stored(values))

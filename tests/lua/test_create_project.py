@@ -1,6 +1,7 @@
 """create_project-2.lua: settings with defaults and the global blocks' copy, once."""
 
 from tracker_core import script_calls
+from tracker_core.script_constants import SETTINGS_PAD, SETTINGS_PAD_FIELD
 from tracker_core.reply_codes import CreateProject
 
 
@@ -9,7 +10,13 @@ def test_create_project_once_with_its_blocks(conn, k, r, now_ms):
         conn, k, now_ms=now_ms, settings={"title": "T"}, blocked=["name:bad"]
     )
     assert created == CreateProject.CREATED
-    assert r.hgetall(k.settings) == {"settings_age": "1", "created_ms": str(now_ms), "title": "T"}
+    assert r.hgetall(k.settings) == {
+        "settings_age": "1",
+        "created_ms": str(now_ms),
+        "title": "T",
+        SETTINGS_PAD_FIELD: SETTINGS_PAD,
+    }
+    assert r.object("encoding", k.settings) == "hashtable"
     assert r.smembers(k.blocked) == {"name:bad"}
     again = script_calls.create_project(conn, k, now_ms=now_ms + 1, settings={"title": "U"})
     assert again == CreateProject.EXISTS and r.hget(k.settings, "title") == "T"

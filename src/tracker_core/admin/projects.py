@@ -54,8 +54,7 @@ def create(ctx: AdminContext, project: str, settings: dict | None = None) -> dic
 
 def show(ctx: AdminContext, project: str) -> dict:
     k = ctx.keys(project)
-    values = settings_mod.defaults()
-    values.update(ctx.conn.hgetall(k.settings))
+    values = settings_mod.with_stored(ctx.conn.hgetall(k.settings))
     return {
         "project": project,
         "settings": values,

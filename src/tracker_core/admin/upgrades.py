@@ -5,11 +5,16 @@
 the project's queues last ran dry (a done left its entry behind), which can be most of a large
 project's memory. Claims an older tracker node wrote stay reclaimable without it: their record
 of three fields tells the claim script that their `out` score is the claim time.
+
+`{P}:settings` of a project created by an older tracker is a listpack, which every claim and
+done searches field by field; set_settings writes the field that makes it a hashtable
+(script_constants.SETTINGS_PAD_FIELD), once, for each project still without it.
 """
 
 from __future__ import annotations
 
 from tracker_core import keys as keyspace
+from tracker_core import script_calls
 from tracker_core.admin.context import AdminContext
 
 
@@ -18,3 +23,17 @@ def drop_reclaim_index(ctx: AdminContext) -> dict:
     names = sorted(ctx.conn.smembers(keyspace.PROJECTS))
     found = [keyspace.ProjectKeys(name).reclaim_at for name in names]
     return {"dropped": int(ctx.conn.unlink(*found)) if found else 0}
+
+
+def pad_settings(ctx: AdminContext) -> dict:
+    """Give every project whose settings hash is still a listpack the field that makes it a
+    hashtable (through set_settings, which bumps the age: every node reloads once); how many.
+    A project deleted meanwhile is left alone (set_settings creates nothing)."""
+    padded = 0
+    for name in sorted(ctx.conn.smembers(keyspace.PROJECTS)):
+        k = keyspace.ProjectKeys(name)
+        if ctx.conn.object("encoding", k.settings) != "listpack":
+            continue
+        if script_calls.set_settings(ctx.conn, k, channel=keyspace.SETTINGS_CHANNEL, values={}) > 0:
+            padded += 1
+    return {"padded": padded}

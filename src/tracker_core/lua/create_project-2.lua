@@ -4,14 +4,16 @@ KEYS[1] settings (hash)  KEYS[2] blocked (set)
 ARGV[1] now (ms)  ARGV[2...] field, value pairs of the initial settings, then
 the literal '--blocked' and the globally blocked entries to copy (global blocks live in every
 project's own set so the claim script never reads a key outside the project's slot).
-Returns 1 if created, 0 if it already existed.
+Returns 1 if created, 0 if it already existed. The settings get SETTINGS_PAD_FIELD too, which
+keeps their hash a hashtable (script_constants.py says why).
 Reply codes by name: reply_codes.CreateProject (Python callers compare against those names).
 ]]
+--@constants SETTINGS_PAD_FIELD SETTINGS_PAD
 local settings_key = KEYS[1]
 local blocked_key  = KEYS[2]
 if redis.call('EXISTS', settings_key) == 1 then return 0 end
 local i = 2
-local fields = {'settings_age', 1, 'created_ms', ARGV[1]}
+local fields = {'settings_age', 1, 'created_ms', ARGV[1], SETTINGS_PAD_FIELD, SETTINGS_PAD}
 while i <= #ARGV and ARGV[i] ~= '--blocked' do
   fields[#fields + 1] = ARGV[i]
   fields[#fields + 1] = ARGV[i + 1]
