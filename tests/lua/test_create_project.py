@@ -1,8 +1,8 @@
 """create_project-2.lua: settings with defaults and the global blocks' copy, once."""
 
 from tracker_core import script_calls
-from tracker_core.script_constants import SETTINGS_PAD, SETTINGS_PAD_FIELD
 from tracker_core.reply_codes import CreateProject
+from tracker_core.script_constants import SETTINGS_PAD, SETTINGS_PAD_FIELD
 
 
 def test_create_project_once_with_its_blocks(conn, k, r, now_ms):
