@@ -333,13 +333,32 @@ def test_counters_near_overflow_never_fail_a_done_after_its_first_write(project,
     assert entry["items"] == items[0] and entry["bytes"] == "10"
     assert entry["domains"] == "data\x000\x00warc\x0010"
     # A counter just under the bound takes what fits, exactly; the next done adds nothing.
+    # (The downloader's score grows with the project's total, so it is at most that.)
     r.hset(K.domain_bytes, "data", LIMIT - 7)
-    r.hset(K.stats, "bytes_done", 0)
+    r.hset(K.stats, "bytes_done", LIMIT - 5)
     r.zadd(K.downloader_bytes, {"alice": LIMIT - 5})
     assert engine.done(P, "alice", "", items[1:], ["data", 100], "{}").new == 1
     assert int(r.hget(K.domain_bytes, "data")) == LIMIT - 2
-    assert r.zscore(K.downloader_bytes, "alice") == LIMIT and counter(r, "bytes_done") == 5
+    assert r.zscore(K.downloader_bytes, "alice") == LIMIT and counter(r, "bytes_done") == LIMIT
     assert counter(r, "items_done") == 2 and r.xlen(K.log) == 2 and r.zcard(K.out) == 0
+
+
+def test_counters_above_a_deleted_total_grow_past_the_bound_and_never_fail(project, admin, engine, clock, r):
+    # done reads the room of the project's totals only: the minute's counters and the
+    # downloader's score grow by the same increments, so they are at most the totals. Were the
+    # stats hash deleted by hand, they pass 2^53 by what they held, far from HINCRBY's 2^63.
+    items = claimed(admin, engine, 2)
+    minute = K.minute(int(clock() * 1000) // 60000)
+    r.hset(minute, mapping={"bytes_done": LIMIT, "rtt_sum_ms": LIMIT})
+    r.zadd(K.downloader_bytes, {"alice": LIMIT})
+    r.delete(K.stats)
+    clock.advance(2)
+    result = engine.done(P, "alice", "", items[:1], ["data", 4096], "{}")
+    assert (result.new, result.clamped) == (1, False)
+    assert int(r.hget(minute, "bytes_done")) == LIMIT + 4096 and counter(r, "bytes_done") == 4096
+    assert int(r.hget(minute, "rtt_sum_ms")) == LIMIT + 2000
+    assert r.zscore(K.downloader_bytes, "alice") == LIMIT + 4096
+    assert r.sismember(K.done, items[0]) and r.xlen(K.log) == 1
 
 
 def test_a_done_within_the_counters_room_is_not_clamped(project, admin, engine, r):
@@ -378,6 +397,8 @@ def test_domain_bytes_keeps_64_domains_and_counts_the_rest_under_other(project, 
 
 BROKEN_KEYS = [
     "done",
+    "minute",
+    "downloader_bytes",
     "log",
     "downloader_count",
     "downloader_version",
@@ -390,7 +411,7 @@ BROKEN_KEYS = [
 
 @pytest.mark.parametrize("names", [1, 2])
 @pytest.mark.parametrize("broken", BROKEN_KEYS)
-def test_a_broken_key_fails_the_done_before_the_item_leaves_out(admin, engine, r, broken, names):
+def test_a_broken_key_fails_the_done_before_the_item_leaves_out(admin, engine, clock, r, broken, names):
     # Redis keeps a failed script's writes: every place the done writes is type-checked first
     # (with one name, `done` by the SADD that is then the first write; with two, by a probe).
     projects.create(admin, "brk")
@@ -398,8 +419,9 @@ def test_a_broken_key_fails_the_done_before_the_item_leaves_out(admin, engine, r
     item_verbs.add(admin, "brk", [f"https://example.com/a b?c=%20#d{n}" for n in range(names)])
     status, items = engine.claim("brk", "alice", "10.0.0.1", names)
     assert status == 200 and len(items) == names
-    r.delete(getattr(k, broken))
-    r.set(getattr(k, broken), "not the right type")
+    key = k.minute(int(clock() * 1000) // 60000) if broken == "minute" else getattr(k, broken)
+    r.delete(key)
+    r.set(key, "not the right type")
     with pytest.raises(Exception, match="WRONGTYPE"):
         engine.done("brk", "alice", "1", items, ["data", 1], "{}")
     assert sorted(r.zrange(k.out, 0, -1)) == sorted(items)

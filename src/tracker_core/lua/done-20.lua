@@ -47,7 +47,10 @@ items get is capped at max_bytes_per_item each (0: no cap; absent: DEFAULT_MAX_B
 of script_constants.py), scaling every domain alike, and a clamped call counts in dones_bytes_clamped.
 Every counter grown by bytes (domain_bytes, bytes_done in stats and the minute, the downloader's
 score) and rtt_sum_ms stops at 2^53: read before the first write and the increment cut to fit (counted in
-dones_bytes_clamped), so no HINCRBY can overflow once items moved. domain_bytes keeps at most
+dones_bytes_clamped), so no HINCRBY can overflow once items moved. Only this script grows them,
+and the minute's and the downloader's by the very increments of the project's total in stats,
+so each is at most that total: the room of stats bounds them all, and only stats is read. (Were
+stats deleted by hand, they could pass 2^53 by what they held before, never 2^63.) domain_bytes keeps at most
 MAX_DOMAIN_FIELDS domains (whoever came first); a domain new once it is full counts under 'other'.
 With done_mode=discard done items are only counted, not kept.
 The log entry (one per call with new items) holds downloader, ip, items (NUL-joined, every one:
@@ -164,10 +167,7 @@ if n_domains > 0 then
   end
 end
 local stats_now = redis.call('HMGET', stats_key, 'bytes_done', 'rtt_sum_ms')
-local minute_now = redis.call('HMGET', minute_key, 'bytes_done', 'rtt_sum_ms')
-local bytes_room = math.min(room(stats_now[1]), room(minute_now[1]),
-                            room(redis.call('ZSCORE', downloader_bytes_key, downloader)))
-local rtt_room = math.min(room(stats_now[2]), room(minute_now[2]))
+local bytes_room, rtt_room = room(stats_now[1]), room(stats_now[2])
 -- Type probes (O(1)) of every key written below that nothing above has read: an item that left
 -- `out` must not be stranded by a WRONGTYPE error on a later write (Redis keeps the writes).
 -- domain_bytes needs none: only reported domains are written, and then the HMGET above read it.
@@ -180,6 +180,8 @@ if total > 1 then
   redis.call('SCARD', done_key)
   redis.call('HLEN', dead_key)
 end
+redis.call('HLEN', minute_key)
+redis.call('ZCARD', downloader_bytes_key)
 redis.call('HLEN', downloader_claims_key)
 local log_len = redis.call('XLEN', log_key)   -- also the length the safety cut below compares
 redis.call('HLEN', downloader_count_key)
