@@ -11,6 +11,7 @@ from collections import Counter
 from pathlib import Path
 
 from tracker_core import offload
+from tracker_core.derived_counters import with_derived
 from tracker_core.keys import ProjectKeys
 
 
@@ -52,7 +53,8 @@ def where(found: dict[str, Counter]) -> Counter:
 def counter_checks(r, project: str) -> dict[str, list]:
     """The counters against the sets they count; each failed check -> [expected, found]."""
     k = ProjectKeys(project)
-    stats = {f: int(v) for f, v in r.hgetall(k.stats).items()}
+    # As every reader sees them: one-item dones count done_one_le_B (derived_counters).
+    stats = with_derived({f: int(v) for f, v in r.hgetall(k.stats).items()}, totals=True)
     done_kept = r.scard(k.done)
     out = set(r.zrange(k.out, 0, -1))
     claims = r.hgetall(k.claims)

@@ -10,6 +10,7 @@ import pytest
 from falcon import testing
 from prometheus_client.parser import text_string_to_metric_families
 
+from support.counters import totals
 from tracker_api.app import create_app
 from tracker_api.config import AppConfig
 from tracker_core import bloom, classify, protocol
@@ -108,7 +109,7 @@ def test_item_gauges_and_done_results_equal_redis(web, admin, engine, clock, r):
     assert engine.done(P, "bob", "1", ["https://nowhere.example/x y?"], ["data", 10], "{}").unknown == 1
 
     fams = scrape(web)
-    stats = {f: int(v) for f, v in r.hgetall(K.stats).items()}
+    stats = totals(r, K.stats)
     results = {
         s.labels["result"]: s.value
         for s in fams["tracker_done_reports"].samples

@@ -70,3 +70,31 @@ def test_one_item_claims_count_as_served_and_as_claimed_in_the_totals_only():
         "requests_served": 4,
         "items_claimed": 4,
     }
+
+
+def test_one_item_dones_count_as_an_item_a_bucket_and_in_the_totals_a_call():
+    # A totals hash holding both kinds: dones of one item with an RTT (done_one_le_B) and the
+    # others (an older tracker's, several items, no RTT), counted field by field.
+    stored = {"done_one_le_5": 3, "done_one_le_inf": 1, "items_done": 4, "rtt_le_5": 2, "done_requests": 2}
+    assert with_derived(dict(stored), totals=True) == {
+        "items_done": 8,
+        "rtt_le_5": 5,
+        "rtt_le_inf": 1,
+        "rtt_count": 6,
+        "done_requests": 6,
+    }
+    # A minute counts no calls: the field adds to the items and the bucket only.
+    assert with_derived({"done_one_le_30": 2, "bytes_done": 10}) == {
+        "items_done": 2,
+        "rtt_le_30": 2,
+        "rtt_count": 2,
+        "bytes_done": 10,
+    }
+
+
+def test_the_done_script_counts_done_one_only_for_a_bucket_the_readers_know():
+    # done-20.lua writes 'done_one_le_' .. the bucket; the Python prefix is the same text.
+    from tracker_core.derived_counters import DONE_ONE_PREFIX
+
+    done = (ROOT / "src" / "tracker_core" / "lua" / "done-20.lua").read_text()
+    assert f"'{DONE_ONE_PREFIX}' .. last_bucket" in done

@@ -10,6 +10,7 @@ import json
 
 import pytest
 
+from support.counters import totals
 from tracker_core import script_calls, scripts
 from tracker_core.admin import items as item_verbs
 from tracker_core.admin import projects
@@ -58,7 +59,7 @@ def state(r):
 
 
 def counter(r, field):
-    return int(r.hget(K.stats, field) or 0)
+    return totals(r, K.stats).get(field, 0)
 
 
 # -- dead items --------------------------------------------------------------------------------

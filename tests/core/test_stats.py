@@ -7,6 +7,7 @@ import pytest
 from falcon import testing
 from prometheus_client.parser import text_string_to_metric_families
 
+from support.counters import minute_counts, totals
 from tracker_api.app import create_app
 from tracker_core import scripts
 from tracker_core import stats as stats_mod
@@ -61,13 +62,13 @@ def test_done_counts_rtt_into_histogram_buckets(engine, clock, project, r):
     claim_and_done(engine, clock, "alice", 3, rtt_s=20)  # 20 s -> le 30
     claim_and_done(engine, clock, "alice", 2, rtt_s=4000)  # 4000 s -> le 10800
     claim_and_done(engine, clock, "alice", 1, rtt_s=50000)  # beyond the last bound
-    stats = r.hgetall(K.stats)
-    assert stats["rtt_le_30"] == "3" and stats["rtt_le_10800"] == "2" and stats["rtt_le_inf"] == "1"
-    assert "rtt_count" not in stats and with_derived({f: int(v) for f, v in stats.items()})["rtt_count"] == 6
-    assert int(stats["rtt_sum_ms"]) == (3 * 20 + 2 * 4000 + 50000) * 1000
+    assert "rtt_count" not in r.hgetall(K.stats)
+    stats = totals(r, K.stats)
+    assert stats["rtt_le_30"] == 3 and stats["rtt_le_10800"] == 2 and stats["rtt_le_inf"] == 1
+    assert stats["rtt_count"] == 6
+    assert stats["rtt_sum_ms"] == (3 * 20 + 2 * 4000 + 50000) * 1000
     # The minute of the done call has its own histogram (recent percentiles).
-    done_minute = r.hgetall(K.minute(minute))
-    assert done_minute["rtt_le_30"] == "3" and r.ttl(K.minute(minute)) > 0
+    assert minute_counts(r, K.minute(minute))["rtt_le_30"] == 3 and r.ttl(K.minute(minute)) > 0
 
 
 def test_repeated_done_adds_no_rtt(engine, clock, project, r):

@@ -15,6 +15,7 @@ import pytest
 from selenium.webdriver.common.action_chains import ActionChains
 
 from support.browser import PHONE_WIDTH, Browser, needs_chromium
+from support.counters import totals
 from support.http_warrior import complete_over_http
 from support.paths import ARTIFACTS, ROOT
 from support.processes import start_live_server, stop_live_server
@@ -123,7 +124,7 @@ def test_leaderboard_and_front_page_in_chromium_at_desktop_and_phone_widths(redi
         for n, name in enumerate(DOWNLOADERS):
             complete_over_http(server.base, P, name, 12 - 2 * n, 3_000_000 * (12 - 2 * n), version="2")
         desktop.navigate(f"{server.base}/{P}/")
-        done_total = int(r.hget(K.stats, "items_done"))
+        done_total = totals(r, K.stats)["items_done"]
         desktop.wait_for(f"document.getElementById('done').textContent === '{done_total:,}'")
         assert desktop.evaluate("document.getElementById('empty').hidden")
         assert desktop.evaluate("document.getElementById('rtt-mean').textContent") != "–"

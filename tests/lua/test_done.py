@@ -1,5 +1,6 @@
 """done-20.lua through script_calls.done: a claimed item becomes done once; a repeat counts."""
 
+from support.counters import totals
 from tracker_core import script_calls
 from tracker_core.derived_counters import with_derived
 from tracker_core.keys import ProjectKeys
@@ -24,7 +25,11 @@ def test_done_completes_a_claimed_item_once(conn, project, r, names, now_ms, cla
         r.hget(project.downloader_count, "alice") == "1"
         and r.zscore(project.downloader_bytes, "alice") == 300
     )
-    assert r.hget(project.stats, "rtt_le_5") == "1"  # claimed 5 s before
+    # One item done, claimed 5 s before: one field counts the call, the item and its RTT bucket.
+    assert r.hget(project.stats, "done_one_le_5") == "1"
+    assert not r.hexists(project.stats, "items_done") and not r.hexists(project.stats, "done_requests")
+    counted = totals(r, project.stats)
+    assert (counted["items_done"], counted["done_requests"], counted["rtt_le_5"]) == (1, 1, 1)
     again = script_calls.done(conn, project, **call)
     assert (again.new, again.repeated) == (0, 1)
     assert r.hget(project.downloader_count, "alice") == "1"
@@ -92,4 +97,27 @@ def test_done_numbers_are_the_same_with_one_domain_or_several(conn, project, r, 
     )
     assert r.hgetall(project.domain_bytes) == {"a.example": "350", "b.example": "7"}
     assert r.hgetall(project.downloader_count) == {"alice": "1", "bob": "2"}
-    assert r.hmget(project.stats, "bytes_done", "items_done") == ["357", "3"]
+    # alice's done of one item counts done_one_le_5, bob's of two items_done: 3 in all.
+    assert (totals(r, project.stats)["bytes_done"], totals(r, project.stats)["items_done"]) == (357, 3)
+
+
+def test_one_field_counts_a_call_of_one_item_with_an_rtt_and_only_that(
+    conn, project, r, names, now_ms, claimed
+):
+    claimed(names[:2])
+    call = dict(now_ms=now_ms + 2000, downloader="alice", version="1", item_id="{}", ip="10.0.0.1")
+    minute = project.minute((now_ms + 2000) // 60_000)
+    # One new item beside a repeat: still one item done with an RTT, so done_one_le_5.
+    assert script_calls.done(conn, project, domain_bytes=[], items=names[:1], **call).new == 1
+    reply = script_calls.done(conn, project, domain_bytes=[], items=[names[1], names[0]], **call)
+    assert (reply.new, reply.repeated) == (1, 1)
+    assert r.hget(project.stats, "done_one_le_5") == "2" and r.hget(minute, "done_one_le_5") == "2"
+    # A claimed item whose record is gone has no RTT: counted field by field.
+    claimed([names[2]], downloader="bob")
+    r.hdel(project.claims, names[2])
+    assert script_calls.done(conn, project, domain_bytes=[], items=names[2:], **call).new == 1
+    stored = r.hgetall(project.stats)
+    assert (stored["items_done"], stored["done_requests"], stored["dones_repeated"]) == ("1", "1", "1")
+    counted = totals(r, project.stats)
+    assert (counted["items_done"], counted["done_requests"], counted["rtt_count"]) == (3, 3, 2)
+    assert with_derived({f: int(v) for f, v in r.hgetall(minute).items()})["items_done"] == 3

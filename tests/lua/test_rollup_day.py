@@ -51,3 +51,13 @@ def test_a_days_requests_are_the_sum_of_every_claim_outcome(conn, project, r):
     total = 2 ** len(REQUEST_OUTCOMES) - 1  # each outcome's bit set once: none missed or doubled
     # Served: requests_served (1) and requests_served_one (2), the first two outcomes.
     assert r.hget(project.days, str(DAY)) == f"0 0 {total} 3 -"
+
+
+def test_a_days_items_include_the_one_item_dones(conn, project, r):
+    # A done of one item with an RTT counts done_one_le_B (derived_counters) and no items_done.
+    first = DAY * 24
+    r.hset(project.hour(first), mapping={"items_done": 2, "done_one_le_5": 3, "done_one_le_inf": 4})
+    r.hset(project.hour(first + 7), mapping={"done_one_le_43200": 5, "rtt_le_5": 99})  # buckets only
+    r.hset(project.hour(first + 23), "minutes", 0)
+    assert script_calls.rollup_day(conn, project, day=DAY) == RollupDay.WRITTEN
+    assert r.hget(project.days, str(DAY)) == "14 0 0 0 -"

@@ -63,7 +63,10 @@ log_entries_dropped.
 RTT (claim to done) goes into a bounded histogram: field rtt_le_B counts items done within B
 seconds (rtt_le_inf: the rest), in stats and in the minute hash, so percentiles need no samples;
 with rtt_sum_ms for the mean. The buckets add up to the count (tracker_core.derived_counters
-derives rtt_count from them; no count is stored).
+derives rtt_count from them; no count is stored). A call with one new item that has an RTT (most
+of them) counts one field, done_one_le_B, where it counted items_done, rtt_le_B and (in stats)
+done_requests: the readers add it to those three (derived_counters; rollup_day-25.lua to the
+day's items).
 Dead items have no current claim and add no RTT.
 Reply codes by name: reply_codes.Done (Python callers compare against those names).
 ]]
@@ -189,7 +192,8 @@ redis.call('HLEN', downloader_version_key)
 redis.call('HLEN', reclaim_history_key)
 
 local new_items, unknown_items, refused_items = {}, {}, {}
-local repeated, dead_done, rtt_sum, rtt_hist = 0, 0, 0, {}
+local repeated, dead_done, rtt_sum, rtt_hist = 0, 0, 0, {}   -- rtt_hist: bucket bound -> items
+local last_bucket   -- the bucket of the last item with an RTT
 for i = first_item, #ARGV do
   local item = ARGV[i]
   local scored = redis.call('ZSCORE', out_key, item)
@@ -214,12 +218,13 @@ for i = first_item, #ARGV do
     -- Whole ms: a fractional claim time (old data) would reach HINCRBY after the first write.
     local rtt_ms = claimed_at and math.floor(now - tonumber(claimed_at))
     if rtt_ms and rtt_ms == rtt_ms and rtt_ms > -1e15 and rtt_ms < 1e15 then   -- a finite claim time
-      local field = 'rtt_le_inf'
+      local bucket = 'inf'
       for _, bound in ipairs(RTT_BOUNDS_S) do
-        if rtt_ms <= bound * 1000 then field = format('rtt_le_%d', bound) break end
+        if rtt_ms <= bound * 1000 then bucket = format('%d', bound) break end
       end
       rtt_sum = rtt_sum + rtt_ms
-      rtt_hist[field] = (rtt_hist[field] or 0) + 1
+      rtt_hist[bucket] = (rtt_hist[bucket] or 0) + 1
+      last_bucket = bucket
     end
     found = true
   elseif redis.call('SISMEMBER', done_key, item) == 1 then
@@ -315,16 +320,21 @@ if new > 0 then
     bump(stats_key, nil, 'log_entries_dropped',
          redis.call('XTRIM', log_key, 'MAXLEN', string.format('%d', safety)))
   end
-  bump(stats_key, minute_key, 'items_done', new, new_arg)
+  if new == 1 and last_bucket then
+    -- One item done, with an RTT: one field counts the call, the item and its bucket.
+    bump(stats_key, minute_key, 'done_one_le_' .. last_bucket, 1)
+  else
+    bump(stats_key, minute_key, 'items_done', new, new_arg)
+    for bucket, n in pairs(rtt_hist) do bump(stats_key, minute_key, 'rtt_le_' .. bucket, n) end
+  end
   bump(stats_key, minute_key, 'bytes_done', bytes_total, bytes_arg)
   bump(stats_key, minute_key, 'rtt_sum_ms', rtt_sum)
-  for field, n in pairs(rtt_hist) do bump(stats_key, minute_key, field, n) end
   bump(stats_key, nil, 'items_dead_done', dead_done)
   bump(stats_key, nil, 'dones_bytes_clamped', clamped)
 end
 -- The project's total only: nothing reads done calls per minute (the minute hash holds what the
 -- statistics read: items, bytes and RTTs above), and a minute's copy was one more HINCRBY.
-bump(stats_key, nil, 'done_requests', 1)
+if not (new == 1 and last_bucket) then bump(stats_key, nil, 'done_requests', 1) end
 bump(stats_key, nil, 'dones_repeated', repeated)
 
 if #refused_items > 0 or #unknown_items > 0 then
