@@ -420,6 +420,9 @@ def test_a_broken_key_fails_the_done_before_the_item_leaves_out(admin, engine, c
     item_verbs.add(admin, "brk", [f"https://example.com/a b?c=%20#d{n}" for n in range(names)])
     status, items = engine.claim("brk", "alice", "10.0.0.1", names)
     assert status == 200 and len(items) == names
+    if broken == "reclaim_history":  # only an item claimed before writes it: the first, twice
+        record = r.hget(k.claims, items[0]).split("\t")
+        r.hset(k.claims, items[0], "\t".join([*record[:2], "2", record[3]]))
     key = k.minute(int(clock() * 1000) // 60000) if broken == "minute" else getattr(k, broken)
     r.delete(key)
     r.set(key, "not the right type")
@@ -427,6 +430,19 @@ def test_a_broken_key_fails_the_done_before_the_item_leaves_out(admin, engine, c
         engine.done("brk", "alice", "1", items, ["data", 1], "{}")
     assert sorted(r.zrange(k.out, 0, -1)) == sorted(items)
     assert all(r.hexists(k.claims, item) for item in items)
+
+
+def test_a_broken_key_a_done_does_not_write_does_not_fail_it(admin, engine, r):
+    # One name claimed once: reclaim_history is neither written nor probed; with no version
+    # reported, downloader_version neither.
+    projects.create(admin, "brk1")
+    k = ProjectKeys("brk1")
+    item_verbs.add(admin, "brk1", ["https://example.com/a b?c=%20#once"])
+    status, items = engine.claim("brk1", "alice", "10.0.0.1", 1)
+    for name in ("reclaim_history", "downloader_version"):
+        r.set(getattr(k, name), "not the right type")
+    assert engine.done("brk1", "alice", "", items, ["data", 1], "{}").new == 1
+    assert r.sismember(k.done, items[0]) and not r.exists(k.out) and not r.exists(k.downloader_claims)
 
 
 def _broken_done_set(admin, r, project: str) -> ProjectKeys:
@@ -531,3 +547,32 @@ def test_a_done_counts_each_rtt_bucket_of_the_call(project, admin, engine, clock
     assert (
         with_derived({f: int(v) for f, v in r.hgetall(minute).items()})["rtt_count"] == 2
     )  # the buckets' sum (derived_counters)
+
+
+# -- the holder's count and the version, read before they are written ----------------------------
+
+
+def _calls(r, command: str) -> int:
+    return r.info("commandstats").get(f"cmdstat_{command}", {}).get("calls", 0)
+
+
+def test_a_one_name_done_takes_one_claim_off_its_holder_whatever_the_count(project, admin, engine, r):
+    items = claimed(admin, engine, 3)  # alice holds three
+    for n, left in ((0, "2"), (1, "1")):
+        assert engine.done(P, "alice", "1", [items[n]], [], "{}").new == 1
+        assert r.hget(K.downloader_claims, "alice") == left
+    # A count that is not an integer (HINCRBY would fail after the item moved) is taken away.
+    r.hset(K.downloader_claims, "alice", "1.5")
+    assert engine.done(P, "alice", "1", [items[2]], [], "{}").new == 1
+    assert not r.hexists(K.downloader_claims, "alice") and r.scard(K.done) == 3
+
+
+def test_the_version_is_written_only_when_it_changed(project, admin, engine, r):
+    items = claimed(admin, engine, 3)
+    r.config_resetstat()
+    assert engine.done(P, "alice", "20240101.01", items[:1], [], "{}").new == 1
+    assert r.hget(K.downloader_version, "alice") == "20240101.01" and _calls(r, "hset") == 1
+    assert engine.done(P, "alice", "20240101.01", items[1:2], [], "{}").new == 1
+    assert _calls(r, "hset") == 1  # the same version: read, not written again
+    assert engine.done(P, "alice", "20240202.02", items[2:], [], "{}").new == 1
+    assert r.hget(K.downloader_version, "alice") == "20240202.02" and _calls(r, "hset") == 2

@@ -174,22 +174,27 @@ local bytes_room, rtt_room = room(stats_now[1]), room(stats_now[2])
 -- Type probes (O(1)) of every key written below that nothing above has read: an item that left
 -- `out` must not be stranded by a WRONGTYPE error on a later write (Redis keeps the writes).
 -- domain_bytes needs none: only reported domains are written, and then the HMGET above read it.
--- With one name the two probes under `total > 1` are not needed: a claimed item goes to `done`
+-- With one name the four probes under `not one` are not needed: a claimed item goes to `done`
 -- (SADD) before it leaves `out`, so that SADD is the script's first write and proves done's type
 -- itself; any other item reaches `dead` and the queues only after SISMEMBER has read `done`, and
--- its HDEL from `dead` is then the first write. A second name's writes follow the first's.
+-- its HDEL from `dead` is then the first write; the loop reads the holder's count of claims
+-- (HGET) and, for an item claimed more than once, probes reclaim_history before that first
+-- write (only such an item writes it). A second name's writes follow the first's.
 local total = #ARGV - first_item + 1
-if total > 1 then
+local one = total == 1
+if not one then
   redis.call('SCARD', done_key)
   redis.call('HLEN', dead_key)
+  redis.call('HLEN', downloader_claims_key)
+  redis.call('HLEN', reclaim_history_key)
 end
 redis.call('HLEN', minute_key)
 redis.call('ZCARD', downloader_bytes_key)
-redis.call('HLEN', downloader_claims_key)
 local log_len = redis.call('XLEN', log_key)   -- also the length the safety cut below compares
 redis.call('HLEN', downloader_count_key)
-redis.call('HLEN', downloader_version_key)
-redis.call('HLEN', reclaim_history_key)
+-- The version the downloader last reported: written only when it changed (a read, not a write
+-- and an AOF entry, on nearly every done), and the read is the key's type probe.
+local version_known = version == '' or redis.call('HGET', downloader_version_key, downloader) == version
 
 local new_items, unknown_items, refused_items = {}, {}, {}
 local repeated, dead_done, rtt_sum, rtt_hist = 0, 0, 0, {}   -- rtt_hist: bucket bound -> items
@@ -201,17 +206,29 @@ for i = first_item, #ARGV do
   if scored then
     local claim = redis.call('HGET', claims_key, item)
     local claimed_at   -- none without a record: no RTT
+    local claimant, times, held
+    if claim then
+      local _
+      claimant, _, times, claimed_at = parse_claim(claim)
+      -- A record of three fields (from before claim times were kept) or one the scripts did not
+      -- write: `out` scored the claim time; the holder is what stands before the first tab.
+      if not claimant then claimant, times = string.match(claim, '^[^\t]*'), 1 end
+      claimed_at = claimed_at or scored
+      if one then   -- reads before the first write, so they are the type probes too
+        held = tonumber(redis.call('HGET', downloader_claims_key, claimant)) or 0
+        if times > 1 then redis.call('HLEN', reclaim_history_key) end
+      end
+    end
     if keep_done then redis.call('SADD', done_key, item) end   -- its new place first (above)
     redis.call('ZREM', out_key, item)
     redis.call('HDEL', claims_key, item)
     if claim then
-      local claimant, _, times, at = parse_claim(claim)
-      -- A record of three fields (from before claim times were kept) or one the scripts did not
-      -- write: `out` scored the claim time; the holder is what stands before the first tab.
-      if not claimant then claimant, times = string.match(claim, '^[^\t]*'), 1 end
-      claimed_at = at or scored
       if times > 1 then redis.call('HDEL', reclaim_history_key, item) end
-      if redis.call('HINCRBY', downloader_claims_key, claimant, '-1') <= 0 then
+      -- The holder's last claim (the common case) takes the field away; a count that is not an
+      -- integer (HINCRBY would fail after the writes above) goes too.
+      if one and (held <= 1 or held ~= math.floor(held)) then
+        redis.call('HDEL', downloader_claims_key, claimant)
+      elseif redis.call('HINCRBY', downloader_claims_key, claimant, '-1') <= 0 then
         redis.call('HDEL', downloader_claims_key, claimant)
       end
     end
@@ -310,7 +327,7 @@ if new > 0 then
   local bytes_arg = n_domains == 1 and domains[2] or format('%d', bytes_total)
   redis.call('HINCRBY', downloader_count_key, downloader, new_arg)
   redis.call('ZINCRBY', downloader_bytes_key, bytes_arg, downloader)
-  if version ~= '' then redis.call('HSET', downloader_version_key, downloader, version) end
+  if not version_known then redis.call('HSET', downloader_version_key, downloader, version) end
   redis.call('XADD', log_key, '*', 'downloader', downloader, 'ip', ip,
              'items', table.concat(new_items, '\0'), 'bytes', bytes_arg,
              'domains', table.concat(domains, '\0'), 'version', version, 'id', id,
