@@ -31,6 +31,8 @@ before: older hashes hold them too, and the stored values stopped growing.
 
 from __future__ import annotations
 
+from tracker_core.script_constants import STATS_PAD_FIELD
+
 SERVED_ONE = "requests_served_one"
 REQUEST_OUTCOMES = (  # the outcome fields a claim stores (exactly one per claim)
     "requests_served",
@@ -50,9 +52,11 @@ def with_derived(counts: dict, totals: bool = False) -> dict:
     """COUNTS (field -> int) with "requests" set to the sum of its REQUEST_OUTCOMES,
     requests_served_one added to "requests_served" (and with TOTALS, the project's stats hash, to
     "items_claimed") and removed, each done_one_le_B added to "rtt_le_B" and "items_done" (and
-    with TOTALS to "done_requests") and removed, and "rtt_count" set to the sum of its RTT buckets, in place
+    with TOTALS to "done_requests") and removed, "rtt_count" set to the sum of its RTT buckets,
+    and script_constants.STATS_PAD_FIELD (not a counter) removed, in place
     (returned too). A sum none of whose parts is present (a minute of dones only, a backlog
     sample) is not added."""
+    counts.pop(STATS_PAD_FIELD, None)  # no counter: it keeps the stats hash a hashtable
     requests, any_outcome = 0, False
     for field in REQUEST_OUTCOMES:
         value = counts.get(field)

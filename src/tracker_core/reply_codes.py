@@ -60,6 +60,11 @@ class CreateProject(IntEnum):
     CREATED = 1
 
 
+class PadHashes(IntEnum):
+    UNKNOWN_PROJECT = -1
+    PADDED = 1
+
+
 class Done(IntEnum):
     OK = 200
     UNKNOWN_PROJECT = -1
@@ -212,6 +217,7 @@ BY_SCRIPT: dict[str, type[IntEnum]] = {
     "clear_queue": ClearQueue,
     "create_project": CreateProject,
     "done": Done,
+    "pad_hashes": PadHashes,
     "hold_limited": HoldLimited,
     "hold_queued": HoldQueued,
     "item_status": ItemStatus,

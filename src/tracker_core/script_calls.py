@@ -296,9 +296,17 @@ def item_status(conn, k: keyspace.ProjectKeys, *, item: str, owners: Sequence[st
 def create_project(
     conn, k: keyspace.ProjectKeys, *, now_ms: int, settings: dict, blocked: Sequence = ()
 ) -> int:
-    """Create K's project with SETTINGS unless it exists (create_project-2.lua); reply_codes.CreateProject."""
+    """Create K's project with SETTINGS unless it exists (create_project-3.lua); reply_codes.CreateProject."""
     flat = [x for pair in settings.items() for x in pair]
-    return run(conn, "create_project", (k.settings, k.blocked), (now_ms, *flat, "--blocked", *blocked))
+    return run(
+        conn, "create_project", (k.settings, k.blocked, k.stats), (now_ms, *flat, "--blocked", *blocked)
+    )
+
+
+def pad_hashes(conn, k: keyspace.ProjectKeys) -> int:
+    """Give K's settings and stats the fields that keep them hashtables (pad_hashes-2.lua);
+    reply_codes.PadHashes."""
+    return run(conn, "pad_hashes", (k.settings, k.stats), ())
 
 
 def set_settings(conn, k: keyspace.ProjectKeys, *, channel: str, values: dict) -> int:

@@ -1,14 +1,15 @@
 """The settings hash is kept a hashtable (script_constants.SETTINGS_PAD_FIELD): every claim and
 done reads it with HMGET, which searches a listpack field by field. The field never shows as a
-setting, and `tracker maintain` gives it to projects an older tracker created."""
+setting, and `tracker maintain` gives it to projects an older tracker created. The stats hash
+likewise (STATS_PAD_FIELD: a long name, value 0)."""
 
 import pytest
 
 from tracker_core import settings as settings_mod
-from tracker_core.admin import projects, upgrades
+from tracker_core.admin import items, projects, upgrades
 from tracker_core.admin.context import AdminContext
 from tracker_core.keys import ProjectKeys
-from tracker_core.script_constants import SETTINGS_PAD, SETTINGS_PAD_FIELD
+from tracker_core.script_constants import SETTINGS_PAD, SETTINGS_PAD_FIELD, STATS_PAD_FIELD
 
 P = "padded"
 K = ProjectKeys(P)
@@ -62,13 +63,28 @@ def test_no_admin_may_set_or_delete_the_pad(ctx, r):
 def test_maintain_pads_each_old_project_once_and_creates_no_deleted_one(ctx, r):
     old_project(r, "old1")
     old_project(r, "old2")
+    r.hset(ProjectKeys("old2").stats, "items_done", 5)  # counted before: the pad joins them
     projects.create(ctx, "new")
-    r.sadd("tracker:projects", "gone")  # listed, its settings deleted: set_settings creates nothing
-    assert upgrades.pad_settings(ctx) == {"padded": 2}
+    r.sadd("tracker:projects", "gone")  # listed, its settings deleted: the script writes nothing
+    assert upgrades.pad_hashes(ctx) == {"padded": 2}
     for name in ("old1", "old2", "new"):
         assert r.object("encoding", ProjectKeys(name).settings) == "hashtable"
-    assert r.hget(ProjectKeys("old1").settings, "settings_age") == "4"  # every node reloads once
-    assert r.hget(ProjectKeys("new").settings, "settings_age") == "1"
-    assert not r.exists(ProjectKeys("gone").settings)
-    assert upgrades.pad_settings(ctx) == {"padded": 0}
-    assert r.hget(ProjectKeys("old1").settings, "settings_age") == "4"
+        assert r.object("encoding", ProjectKeys(name).stats) == "hashtable"
+    assert r.hget(ProjectKeys("old1").settings, "settings_age") == "3"  # no setting changed
+    assert r.hget(ProjectKeys("old2").stats, "items_done") == "5"
+    assert not r.exists(ProjectKeys("gone").settings) and not r.exists(ProjectKeys("gone").stats)
+    assert upgrades.pad_hashes(ctx) == {"padded": 0}
+
+
+def test_the_stats_pad_is_no_counter_and_survives_a_restart(ctx, r, engine):
+    projects.create(ctx, P)
+    assert r.hget(K.stats, STATS_PAD_FIELD) == "0" and len(STATS_PAD_FIELD) > 64
+    assert r.object("encoding", K.stats) == "hashtable"
+    r.restore(K.stats, 0, r.dump(K.stats), replace=True)
+    assert r.object("encoding", K.stats) == "hashtable"
+    items.add(ctx, P, ["https://example.com/a b?c=%20#d"])
+    status, names = engine.claim(P, "alice", "10.0.0.1", 1)
+    assert engine.done(P, "alice", "1", names, ["data", 10], "{}").new == 1
+    counters = engine.counts(P)["counters"]
+    assert STATS_PAD_FIELD not in counters and counters["items_done"] == 1
+    assert r.object("encoding", K.stats) == "hashtable"

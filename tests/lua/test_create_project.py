@@ -1,8 +1,8 @@
-"""create_project-2.lua: settings with defaults and the global blocks' copy, once."""
+"""create_project-3.lua: settings with defaults and the global blocks' copy, once."""
 
 from tracker_core import script_calls
 from tracker_core.reply_codes import CreateProject
-from tracker_core.script_constants import SETTINGS_PAD, SETTINGS_PAD_FIELD
+from tracker_core.script_constants import SETTINGS_PAD, SETTINGS_PAD_FIELD, STATS_PAD_FIELD
 
 
 def test_create_project_once_with_its_blocks(conn, k, r, now_ms):
@@ -17,6 +17,7 @@ def test_create_project_once_with_its_blocks(conn, k, r, now_ms):
         SETTINGS_PAD_FIELD: SETTINGS_PAD,
     }
     assert r.object("encoding", k.settings) == "hashtable"
+    assert r.hgetall(k.stats) == {STATS_PAD_FIELD: "0"} and r.object("encoding", k.stats) == "hashtable"
     assert r.smembers(k.blocked) == {"name:bad"}
     again = script_calls.create_project(conn, k, now_ms=now_ms + 1, settings={"title": "U"})
     assert again == CreateProject.EXISTS and r.hget(k.settings, "title") == "T"

@@ -257,9 +257,9 @@ def maintain(segments_dir, interval, once, supervise, log_level):
     dropped = upgrades.drop_reclaim_index(ctx)["dropped"]
     if dropped:
         log.info("dropped the reclaim index of %d project(s): `out` is scored by due time", dropped)
-    padded = upgrades.pad_settings(ctx)["padded"]
+    padded = upgrades.pad_hashes(ctx)["padded"]
     if padded:
-        log.info("made the settings hash of %d project(s) a hashtable", padded)
+        log.info("made the settings and stats hashes of %d project(s) hashtables", padded)
     maintainer = offload.Maintainer(ctx.conn, g.segments_dir(segments_dir))
     if once:
         try:

@@ -6,15 +6,16 @@ the project's queues last ran dry (a done left its entry behind), which can be m
 project's memory. Claims an older tracker node wrote stay reclaimable without it: their record
 of three fields tells the claim script that their `out` score is the claim time.
 
-`{P}:settings` of a project created by an older tracker is a listpack, which every claim and
-done searches field by field; set_settings writes the field that makes it a hashtable
-(script_constants.SETTINGS_PAD_FIELD), once, for each project still without it.
+`{P}:settings` and `{P}:stats` of a project created by an older tracker are listpacks, which
+every claim and done search field by field; pad_hashes writes the fields that make them
+hashtables (script_constants.SETTINGS_PAD_FIELD, STATS_PAD_FIELD), once, for each project still
+without them.
 """
 
 from __future__ import annotations
 
 from tracker_core import keys as keyspace
-from tracker_core import script_calls
+from tracker_core import reply_codes, script_calls
 from tracker_core.admin.context import AdminContext
 
 
@@ -25,15 +26,16 @@ def drop_reclaim_index(ctx: AdminContext) -> dict:
     return {"dropped": int(ctx.conn.unlink(*found)) if found else 0}
 
 
-def pad_settings(ctx: AdminContext) -> dict:
-    """Give every project whose settings hash is still a listpack the field that makes it a
-    hashtable (through set_settings, which bumps the age: every node reloads once); how many.
-    A project deleted meanwhile is left alone (set_settings creates nothing)."""
+def pad_hashes(ctx: AdminContext) -> dict:
+    """Give every project whose settings or stats hash is still a listpack the fields that make
+    both hashtables (pad_hashes-2.lua, which writes nothing for a project deleted meanwhile);
+    how many projects it padded."""
     padded = 0
     for name in sorted(ctx.conn.smembers(keyspace.PROJECTS)):
         k = keyspace.ProjectKeys(name)
-        if ctx.conn.object("encoding", k.settings) != "listpack":
+        encodings = {ctx.conn.object("encoding", key) for key in (k.settings, k.stats)}
+        if "listpack" not in encodings and None not in encodings:
             continue
-        if script_calls.set_settings(ctx.conn, k, channel=keyspace.SETTINGS_CHANNEL, values={}) > 0:
+        if script_calls.pad_hashes(ctx.conn, k) == reply_codes.PadHashes.PADDED:
             padded += 1
     return {"padded": padded}
