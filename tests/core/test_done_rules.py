@@ -432,6 +432,25 @@ def test_a_broken_key_fails_the_done_before_the_item_leaves_out(admin, engine, c
     assert all(r.hexists(k.claims, item) for item in items)
 
 
+@pytest.mark.parametrize("claimed_too", [False, True])
+@pytest.mark.parametrize("reason", ["unknown", "queued"])
+def test_a_broken_bad_dones_fails_the_done_before_anything_is_written(admin, engine, r, reason, claimed_too):
+    # A refused or unknown name is recorded in bad_dones: alone, that XADD is the first write;
+    # beside a claimed name, bad_dones is probed before the claimed one moves.
+    projects.create(admin, "brkbad")
+    k = ProjectKeys("brkbad")
+    item_verbs.add(admin, "brkbad", ["https://example.com/claimed?a=%20#b", "https://example.com/q ueued"])
+    status, items = engine.claim("brkbad", "alice", "10.0.0.1", 1)
+    assert status == 200
+    bad = "https://nowhere.example/x?y=%20#z" if reason == "unknown" else r.srandmember(k.todo)
+    r.set(k.bad_dones, "not the right type")
+    before = r.hgetall(k.stats)
+    with pytest.raises(Exception, match="WRONGTYPE"):
+        engine.done("brkbad", "alice", "1", [*items, bad] if claimed_too else [bad], ["data", 1], "{}")
+    assert r.zrange(k.out, 0, -1) == items and r.hexists(k.claims, items[0])
+    assert r.hgetall(k.stats) == before and not r.exists(k.done) and not r.exists(k.log)
+
+
 def test_a_broken_key_a_done_does_not_write_does_not_fail_it(admin, engine, r):
     # One name claimed once: reclaim_history is neither written nor probed; with no version
     # reported, downloader_version neither.
@@ -576,3 +595,14 @@ def test_the_version_is_written_only_when_it_changed(project, admin, engine, r):
     assert _calls(r, "hset") == 1  # the same version: read, not written again
     assert engine.done(P, "alice", "20240202.02", items[2:], [], "{}").new == 1
     assert r.hget(K.downloader_version, "alice") == "20240202.02" and _calls(r, "hset") == 2
+
+
+def test_a_done_of_several_names_takes_a_count_that_is_no_integer_away(project, admin, engine, r):
+    # Read before each item's writes: a broken count no longer fails the call half-way.
+    items = claimed(admin, engine, 3)
+    r.hset(K.downloader_claims, "alice", "x")
+    assert engine.done(P, "alice", "1", items[:2], [], "{}").new == 2
+    assert not r.hexists(K.downloader_claims, "alice") and r.scard(K.done) == 2 and r.zcard(K.out) == 1
+    r.hset(K.downloader_claims, "alice", "5")
+    assert engine.done(P, "alice", "1", items[2:], [], "{}").new == 1
+    assert r.hget(K.downloader_claims, "alice") == "4"

@@ -174,17 +174,19 @@ local bytes_room, rtt_room = room(stats_now[1]), room(stats_now[2])
 -- Type probes (O(1)) of every key written below that nothing above has read: an item that left
 -- `out` must not be stranded by a WRONGTYPE error on a later write (Redis keeps the writes).
 -- domain_bytes needs none: only reported domains are written, and then the HMGET above read it.
--- With one name the four probes under `not one` are not needed: a claimed item goes to `done`
+-- With one name the five probes under `not one` are not needed: a claimed item goes to `done`
 -- (SADD) before it leaves `out`, so that SADD is the script's first write and proves done's type
 -- itself; any other item reaches `dead` and the queues only after SISMEMBER has read `done`, and
 -- its HDEL from `dead` is then the first write; the loop reads the holder's count of claims
--- (HGET) and, for an item claimed more than once, probes reclaim_history before that first
--- write (only such an item writes it). A second name's writes follow the first's.
+-- (HGET, for every name: it decides between HDEL and HINCRBY) and, for an item claimed more
+-- than once, probes reclaim_history before that first write (only such an item writes it); a name refused or unknown writes nothing before its
+-- entry in bad_dones (below). A second name's writes follow the first's.
 local total = #ARGV - first_item + 1
 local one = total == 1
 if not one then
   redis.call('SCARD', done_key)
   redis.call('HLEN', dead_key)
+  redis.call('XLEN', bad_dones_key)
   redis.call('HLEN', downloader_claims_key)
   redis.call('HLEN', reclaim_history_key)
 end
@@ -214,22 +216,21 @@ for i = first_item, #ARGV do
       -- write: `out` scored the claim time; the holder is what stands before the first tab.
       if not claimant then claimant, times = string.match(claim, '^[^\t]*'), 1 end
       claimed_at = claimed_at or scored
-      if one then   -- reads before the first write, so they are the type probes too
-        held = tonumber(redis.call('HGET', downloader_claims_key, claimant)) or 0
-        if times > 1 then redis.call('HLEN', reclaim_history_key) end
-      end
+      -- Read before this item's first write (with one name, the type probes too).
+      held = tonumber(redis.call('HGET', downloader_claims_key, claimant)) or 0
+      if one and times > 1 then redis.call('HLEN', reclaim_history_key) end
     end
     if keep_done then redis.call('SADD', done_key, item) end   -- its new place first (above)
     redis.call('ZREM', out_key, item)
     redis.call('HDEL', claims_key, item)
     if claim then
       if times > 1 then redis.call('HDEL', reclaim_history_key, item) end
-      -- The holder's last claim (the common case) takes the field away; a count that is not an
-      -- integer (HINCRBY would fail after the writes above) goes too.
-      if one and (held <= 1 or held ~= math.floor(held)) then
+      -- The holder's last claim (the common case) takes the field away; so does a count that is
+      -- not an integer HINCRBY takes (it would fail after the writes above).
+      if held <= 1 or held ~= math.floor(held) or held >= BYTES_LIMIT then
         redis.call('HDEL', downloader_claims_key, claimant)
-      elseif redis.call('HINCRBY', downloader_claims_key, claimant, '-1') <= 0 then
-        redis.call('HDEL', downloader_claims_key, claimant)
+      else
+        redis.call('HINCRBY', downloader_claims_key, claimant, '-1')
       end
     end
     -- Whole ms: a fractional claim time (old data) would reach HINCRBY after the first write.
@@ -349,11 +350,6 @@ if new > 0 then
   bump(stats_key, nil, 'items_dead_done', dead_done)
   bump(stats_key, nil, 'dones_bytes_clamped', clamped)
 end
--- The project's total only: nothing reads done calls per minute (the minute hash holds what the
--- statistics read: items, bytes and RTTs above), and a minute's copy was one more HINCRBY.
-if not (new == 1 and last_bucket) then bump(stats_key, nil, 'done_requests', 1) end
-bump(stats_key, nil, 'dones_repeated', repeated)
-
 if #refused_items > 0 or #unknown_items > 0 then
   -- NAMES joined by NUL, at most BUDGET bytes, never cutting a UTF-8 sequence in two.
   local function bounded_join(names, budget)
@@ -382,13 +378,20 @@ if #refused_items > 0 or #unknown_items > 0 then
                'at', now_arg)
   end
   local now_arg = now_digits and format('%d', now) or now
+  -- Each XADD before its count: with one name, that is the script's first write, so a
+  -- bad_dones of the wrong type fails the call before anything is written (several names:
+  -- probed above).
   if #refused_items > 0 then
-    bump(stats_key, nil, 'dones_refused', #refused_items)
     record_bad(bad_dones_key, downloader, now_arg, refused_items, 'queued')
+    bump(stats_key, nil, 'dones_refused', #refused_items)
   end
   if #unknown_items > 0 then
-    bump(stats_key, nil, 'dones_unknown', #unknown_items)
     record_bad(bad_dones_key, downloader, now_arg, unknown_items, 'unknown')
+    bump(stats_key, nil, 'dones_unknown', #unknown_items)
   end
 end
+-- The project's total only: nothing reads done calls per minute (the minute hash holds what the
+-- statistics read: items, bytes and RTTs above), and a minute's copy was one more HINCRBY.
+if not (new == 1 and last_bucket) then bump(stats_key, nil, 'done_requests', 1) end
+bump(stats_key, nil, 'dones_repeated', repeated)
 return {200, age, new, repeated, #unknown_items, #refused_items, clamped}
