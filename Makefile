@@ -74,6 +74,7 @@ bench: venv  ## Run the benchmarks (~35 min); figures in benchmarks/results/ (of
 	$(PY) benchmarks/cpu_per_request.py
 	$(PY) benchmarks/round_trip_floor.py
 	$(PY) benchmarks/aof_bytes.py
+	$(PY) benchmarks/hash_encoding.py
 
 # The fault suite (docs/faults.md): a seeded run on loopback, figures in benchmarks/results/.
 CHAOS_ARGS ?=

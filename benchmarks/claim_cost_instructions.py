@@ -39,8 +39,9 @@ KEEP_PROFILE = None  # a path: the last callgrind profile is copied there (callg
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def instructions(chosen: scripts.Script, runs: int, dones: bool, loop: bool) -> int:
-    """Instructions redis-server executed in all: the setting-up for RUNS, then (LOOP) the loop."""
+def instructions(chosen: scripts.Script, runs: int, dones: bool, loop: bool, shape=None) -> int:
+    """Instructions redis-server executed in all: the setting-up for RUNS, then (LOOP) the loop.
+    SHAPE(admin, project), when given, reshapes the project right after it is created."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "callgrind.out"
         # The loop (EVAL), not the setting-up (EVALSHA).
@@ -48,6 +49,8 @@ def instructions(chosen: scripts.Script, runs: int, dones: bool, loop: bool) -> 
             conn = redis.Redis.from_url(url, decode_responses=True, socket_timeout=CALL_TIMEOUT_S)
             admin = AdminContext.from_url(url)
             projects.create(admin, "bench")
+            if shape is not None:
+                shape(admin, "bench")
             engine = Engine(url)
             k = engine.keys("bench")
             names = [f"https://example.com/i/{i}?q=%20x#f" for i in range(runs)]
