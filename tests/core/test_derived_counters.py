@@ -90,11 +90,3 @@ def test_one_item_dones_count_as_an_item_a_bucket_and_in_the_totals_a_call():
         "rtt_count": 2,
         "bytes_done": 10,
     }
-
-
-def test_the_done_script_counts_done_one_only_for_a_bucket_the_readers_know():
-    # done-20.lua writes 'done_one_le_' .. the bucket; the Python prefix is the same text.
-    from tracker_core.derived_counters import DONE_ONE_PREFIX
-
-    done = (ROOT / "src" / "tracker_core" / "lua" / "done-20.lua").read_text()
-    assert f"'{DONE_ONE_PREFIX}' .. last_bucket" in done

@@ -179,8 +179,9 @@ local bytes_room, rtt_room = room(stats_now[1]), room(stats_now[2])
 -- itself; any other item reaches `dead` and the queues only after SISMEMBER has read `done`, and
 -- its HDEL from `dead` is then the first write; the loop reads the holder's count of claims
 -- (HGET, for every name: it decides between HDEL and HINCRBY) and, for an item claimed more
--- than once, probes reclaim_history before that first write (only such an item writes it); a name refused or unknown writes nothing before its
--- entry in bad_dones (below). A second name's writes follow the first's.
+-- than once, probes reclaim_history before that first write (only such an item writes it); a
+-- name refused or unknown writes nothing before its entry in bad_dones (below). A second
+-- name's writes follow the first's.
 local total = #ARGV - first_item + 1
 local one = total == 1
 if not one then
@@ -200,7 +201,6 @@ local version_known = version == '' or redis.call('HGET', downloader_version_key
 
 local new_items, unknown_items, refused_items = {}, {}, {}
 local repeated, dead_done, rtt_sum, rtt_hist = 0, 0, 0, {}   -- rtt_hist: bucket bound -> items
-local last_bucket   -- the bucket of the last item with an RTT
 for i = first_item, #ARGV do
   local item = ARGV[i]
   local scored = redis.call('ZSCORE', out_key, item)
@@ -242,7 +242,6 @@ for i = first_item, #ARGV do
       end
       rtt_sum = rtt_sum + rtt_ms
       rtt_hist[bucket] = (rtt_hist[bucket] or 0) + 1
-      last_bucket = bucket
     end
     found = true
   elseif redis.call('SISMEMBER', done_key, item) == 1 then
@@ -276,6 +275,9 @@ for i = first_item, #ARGV do
 end
 
 local new = #new_items
+-- One item done, with an RTT (most calls): its bucket, the one field that counts the call, the
+-- item and its RTT (done_one_le_B); nil otherwise.
+local one_bucket = new == 1 and next(rtt_hist)
 local clamped = 0
 if new > 0 then
   local shares, bytes_total = {}, 0
@@ -338,9 +340,8 @@ if new > 0 then
     bump(stats_key, nil, 'log_entries_dropped',
          redis.call('XTRIM', log_key, 'MAXLEN', string.format('%d', safety)))
   end
-  if new == 1 and last_bucket then
-    -- One item done, with an RTT: one field counts the call, the item and its bucket.
-    bump(stats_key, minute_key, 'done_one_le_' .. last_bucket, 1)
+  if one_bucket then
+    bump(stats_key, minute_key, 'done_one_le_' .. one_bucket, 1)
   else
     bump(stats_key, minute_key, 'items_done', new, new_arg)
     for bucket, n in pairs(rtt_hist) do bump(stats_key, minute_key, 'rtt_le_' .. bucket, n) end
@@ -392,6 +393,6 @@ if #refused_items > 0 or #unknown_items > 0 then
 end
 -- The project's total only: nothing reads done calls per minute (the minute hash holds what the
 -- statistics read: items, bytes and RTTs above), and a minute's copy was one more HINCRBY.
-if not (new == 1 and last_bucket) then bump(stats_key, nil, 'done_requests', 1) end
+if not one_bucket then bump(stats_key, nil, 'done_requests', 1) end
 bump(stats_key, nil, 'dones_repeated', repeated)
 return {200, age, new, repeated, #unknown_items, #refused_items, clamped}
