@@ -1,5 +1,7 @@
 """create_project-3.lua: settings with defaults and the global blocks' copy, once."""
 
+import pytest
+
 from tracker_core import script_calls
 from tracker_core.reply_codes import CreateProject
 from tracker_core.script_constants import SETTINGS_PAD, SETTINGS_PAD_FIELD, STATS_PAD_FIELD
@@ -21,3 +23,11 @@ def test_create_project_once_with_its_blocks(conn, k, r, now_ms):
     assert r.smembers(k.blocked) == {"name:bad"}
     again = script_calls.create_project(conn, k, now_ms=now_ms + 1, settings={"title": "U"})
     assert again == CreateProject.EXISTS and r.hget(k.settings, "title") == "T"
+
+
+@pytest.mark.parametrize("broken", ["stats", "blocked"])
+def test_a_key_of_the_wrong_type_fails_the_creation_before_any_write(conn, k, r, now_ms, broken):
+    r.set(getattr(k, broken), "not the right type")
+    with pytest.raises(Exception, match="WRONGTYPE"):
+        script_calls.create_project(conn, k, now_ms=now_ms, settings={"title": "T"}, blocked=["name:bad"])
+    assert not r.exists(k.settings)  # no half-made project: the settings make it exist

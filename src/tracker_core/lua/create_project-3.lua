@@ -13,6 +13,10 @@ local settings_key = KEYS[1]
 local blocked_key  = KEYS[2]
 local stats_key    = KEYS[3]
 if redis.call('EXISTS', settings_key) == 1 then return 0 end
+-- The types of the keys written after the settings, before that first write: a key left with
+-- the wrong type fails the call, not after half a project was made.
+redis.call('HLEN', stats_key)
+redis.call('SCARD', blocked_key)
 local i = 2
 local fields = {'settings_age', 1, 'created_ms', ARGV[1], SETTINGS_PAD_FIELD, SETTINGS_PAD}
 while i <= #ARGV and ARGV[i] ~= '--blocked' do
