@@ -606,3 +606,15 @@ def test_a_done_of_several_names_takes_a_count_that_is_no_integer_away(project, 
     r.hset(K.downloader_claims, "alice", "5")
     assert engine.done(P, "alice", "1", items[2:], [], "{}").new == 1
     assert r.hget(K.downloader_claims, "alice") == "4"
+
+
+@pytest.mark.parametrize(("stored", "left"), [(LIMIT - 1, str(LIMIT - 2)), (LIMIT, None)])
+def test_a_holder_count_is_decremented_up_to_2_53_and_taken_away_from_it(
+    project, admin, engine, r, stored, left
+):
+    # Past 2^53 a Lua number is no longer exact and HINCRBY could fail past 2^63 after the item
+    # moved: a count at the bound (only a hand edit makes one) is taken away.
+    items = claimed(admin, engine, 1)
+    r.hset(K.downloader_claims, "alice", stored)
+    assert engine.done(P, "alice", "1", items, [], "{}").new == 1
+    assert r.hget(K.downloader_claims, "alice") == left
