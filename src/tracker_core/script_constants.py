@@ -47,24 +47,23 @@ LOG_SAFETY_FACTOR = 10
 LOG_SAFETY_MIN = 100_000
 
 # A settings hash holds about 35 fields, and Redis keeps a hash that small as a listpack, which
-# HMGET searches field by field: 9% of a claim's instructions (benchmarks/
-# claim_cost_instructions.py). One field whose value is longer than hash-max-listpack-value
+# HMGET searches field by field. One field whose value is longer than hash-max-listpack-value
 # (64 bytes by default) keeps the hash in the hashtable encoding, across restarts and AOF
-# rewrites too (Redis never turns a hash back). create_project and set_settings write it;
-# settings.py leaves it out of what it shows (docs/data-model.md, "The settings hash").
+# rewrites too (Redis never turns a hash back). create_project and set_settings write it,
+# pad_hashes-2.lua for projects an older tracker made; settings.with_stored leaves it out of
+# what is shown (docs/data-model.md, "Settings").
 SETTINGS_PAD_FIELD = "_hashtable"
-# The stats hash likewise: some 60 counters in time, and claim and done bump several each call
-# (a late-made field sat at the end of the listpack: claim 137,238 -> 127,277 instructions, done
-# 299,529 -> 257,616 with 58 counters). Its readers turn every value into a number, so here the
-# field's NAME is the long part and its value 0: derived_counters.with_derived drops it, and a
-# reader that did not would add 0. create_project writes it; `tracker maintain` pads older
-# projects (pad_hashes-2.lua).
-STATS_PAD_FIELD = (
-    "_hashtable: a field name over hash-max-listpack-value keeps this hash a hashtable; not a counter"
-)
 SETTINGS_PAD = (
     "This field keeps the hash in the hashtable encoding, so a lookup is one hash and not a scan "
     "(see docs/data-model.md)."
+)
+# The stats hash likewise: some 60 counters in time, claim and done bump several each call, and
+# a counter made late sits at the end of a listpack. Its readers turn every value into a number,
+# so here the field's NAME is the long part and its value 0: derived_counters.with_derived drops
+# it, and a reader that did not would add 0. create_project and pad_hashes-2.lua write it. What
+# both pads buy a claim and a done: benchmarks/hash_encoding.py.
+STATS_PAD_FIELD = (
+    "_hashtable: a field name over hash-max-listpack-value keeps this hash a hashtable; not a counter"
 )
 
 
