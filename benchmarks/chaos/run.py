@@ -15,7 +15,7 @@ from pathlib import Path
 import redis
 
 from chaos import census
-from chaos.ledger import Ledger
+from chaos.ledger import LOSS_WINDOW_S, Ledger
 from chaos.procs import ChaosRedis, ChaosServer, wait_for
 from chaos.warriors import Backfeeder, Prober, Warrior
 from tracker_core import backfeed_secrets
@@ -81,7 +81,9 @@ class Run:
         self.rng = random.Random(cfg.seed)
         self.dir = Path(tempfile.mkdtemp(prefix="chaos-"))
         self.redis = ChaosRedis(self.dir / "redis", free_port(), 0, cfg.appendfsync)
-        self.ledger = Ledger(cfg.reclaim_ttl_s)
+        # Only everysec lets Redis answer before it writes (chaos.ledger, on the loss window).
+        window = LOSS_WINDOW_S if cfg.appendfsync == "everysec" else 0.0
+        self.ledger = Ledger(cfg.reclaim_ttl_s, window)
         self.stop, self.draining = threading.Event(), threading.Event()
         self.server: ChaosServer | None = None
         self.faults: list[dict] = []
@@ -132,6 +134,7 @@ class Run:
 
     def redis_kill(self) -> dict:
         self.redis.kill9()
+        self.ledger.redis_killed(time.monotonic())
         time.sleep(self.cfg.redis_down_s)
         started = time.monotonic()
         self.redis.restart()
@@ -247,7 +250,9 @@ class Run:
         count = census.where(found)
         done = found["done"]
         expected = ledger.loaded
-        missing = sorted(i for i in expected if count[i] == 0)
+        maybe_lost = ledger.backfed_maybe_lost()
+        lost = sorted(i for i in maybe_lost if count[i] == 0)
+        missing = sorted(i for i in expected if count[i] == 0 and i not in maybe_lost)
         twice_placed = sorted(i for i, n in count.items() if n > 1)
         unknown = sorted(i for i in count if i not in expected and i not in ledger.maybe)
         acked_missing = sorted(i for i in ledger.acked_done if i not in done)
@@ -299,6 +304,15 @@ class Run:
             "items_handed_out_twice": len(ledger.twice),
             "items_reissued_after_reclaim_ttl": ledger.reclaimed,
             "dones_acknowledged": len(ledger.acked_done),
+            # Writes a Redis kill undid (appendfsync everysec): not violations, see chaos.ledger.
+            "undone_by_redis_kill": {
+                "loss_window_s": ledger.loss_window_s,
+                "redis_kills": len(ledger.kills),
+                "handouts": ledger.undone[:SAMPLE],
+                "handouts_total": len(ledger.undone),
+                "backfed_items_gone": len(lost),
+                "backfed_items_gone_sample": [i[:200] for i in lost[:SAMPLE]],
+            },
             "faults": self.faults,
             "violation_counts": counts,
             "violations": {

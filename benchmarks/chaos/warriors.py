@@ -197,7 +197,7 @@ class Backfeeder(threading.Thread):
                 acked = status == 200 and orjson.loads(text).get("status_code") == 200
                 if acked or self.stop.wait(min(5.0, 0.25 * 2**attempt)):
                     break
-            self.ledger.backfed(items, acked)
+            self.ledger.backfed(items, acked, time.monotonic())
             self.sent += 1
             previous = items
             self.stop.wait(self.rng.uniform(0.5, 1.5))
