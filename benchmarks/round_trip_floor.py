@@ -10,7 +10,11 @@ socket (as tracker_core.rawredis talks to Redis: blocking, TCP_NODELAY):
 - one client, one PING at a time, over loopback TCP and over a Unix socket: the client's CPU
   (user and system, getrusage) and Redis's (`INFO cpu`) per round trip;
 - K client processes at once, each one PING at a time: Redis's CPU per PING when its event loop
-  finds several sockets ready per wake-up (as under several busy workers).
+  finds several sockets ready per wake-up (as under several busy workers);
+- one client over TCP, a script that keeps Redis busy a while before it answers (a Lua loop of
+  N steps, N in BUSY_STEPS): the client's CPU per round trip against Redis's own time per call,
+  which says whether a worker pays for the time a script takes (a longer sleep in recv() might
+  cost more to wake from on a virtual CPU) or only for the round trip.
 
 Compare with benchmarks/results/cpu.md: worker CPU per `/request` minus this client floor minus
 the hello-world's HTTP floor is the tracker's own Python; Redis CPU per `/request` minus this
@@ -43,6 +47,8 @@ from cpu_bench.meters import redis_cpu_s, tcp_and_unix_redis
 RESULTS = Path(__file__).with_name("results")
 PING = b"*1\r\n$4\r\nPING\r\n"
 PONG = b"+PONG\r\n"
+BUSY_SCRIPT = "local x = 0 for i = 1, tonumber(ARGV[1]) do x = x + i end return 1"
+BUSY_STEPS = (0, 5_000, 20_000, 50_000)  # Lua loop steps: from a PING's cost to ~100 µs here
 
 
 def connect(address) -> socket.socket:
@@ -55,24 +61,25 @@ def connect(address) -> socket.socket:
     return sock
 
 
-def ping(sock: socket.socket, count: int) -> None:
+def ping(sock: socket.socket, count: int, command: bytes = PING, reply: bytes = PONG) -> None:
     for _ in range(count):
-        sock.sendall(PING)
-        if sock.recv(64) != PONG:  # one reply of 7 bytes: it always comes in one piece here
-            raise RuntimeError("unexpected reply to PING")
+        sock.sendall(command)
+        if sock.recv(64) != reply:  # one short reply: it always comes in one piece here
+            raise RuntimeError(f"unexpected reply to {command[:40]!r}")
 
 
-def one_client(address, admin, pings: int) -> dict:
-    """Per round trip: the client's user and system CPU, Redis's CPU, the wall time (µs)."""
+def one_client(address, admin, pings: int, command: bytes = PING, reply: bytes = PONG) -> dict:
+    """Per round trip of COMMAND: the client's user and system CPU, Redis's CPU, the wall time
+    (µs)."""
     sock = connect(address)
     try:
-        ping(sock, min(1000, pings))  # warm up: connection set up, caches
+        ping(sock, min(1000, pings), command, reply)  # warm up: connection set up, caches
         before, redis_before, wall = (
             resource.getrusage(resource.RUSAGE_SELF),
             redis_cpu_s(admin),
             time.perf_counter(),
         )
-        ping(sock, pings)
+        ping(sock, pings, command, reply)
         wall = time.perf_counter() - wall
         after, redis_after = resource.getrusage(resource.RUSAGE_SELF), redis_cpu_s(admin)
     finally:
@@ -86,6 +93,24 @@ def one_client(address, admin, pings: int) -> dict:
         "wall_us": round(wall / pings * 1e6, 2),
         "pings": pings,
     }
+
+
+def busy_redis(address, admin, calls: int) -> list[dict]:
+    """One client, one script call at a time, for each loop length of BUSY_STEPS: the client's
+    CPU per round trip beside the script's own time (`INFO commandstats`, µs per call)."""
+    sha = admin.script_load(BUSY_SCRIPT)
+    rows = []
+    for steps in BUSY_STEPS:
+        command = b"*4\r\n$7\r\nEVALSHA\r\n$40\r\n%s\r\n$1\r\n0\r\n$%d\r\n%d\r\n" % (
+            sha.encode(),
+            len(str(steps)),
+            steps,
+        )
+        admin.config_resetstat()
+        figures = one_client(address, admin, calls, command, b":1\r\n")
+        stats = admin.info("commandstats")["cmdstat_evalsha"]
+        rows.append({"loop_steps": steps, "script_us": round(stats["usec_per_call"], 2), **figures})
+    return rows
 
 
 def _pinger(address, seconds: float, start, counts) -> None:
@@ -132,6 +157,7 @@ def measure(pings: int, clients: int, seconds: float) -> dict:
             "one_client_tcp": one_client(tcp, admin, pings),
             "one_client_unix": one_client(unix, admin, pings),
             "many_clients_tcp": many_clients(tcp, admin, clients, seconds),
+            "busy_redis_tcp": busy_redis(tcp, admin, max(1, pings // 5)),
         }
     finally:
         server.stop()
@@ -162,6 +188,22 @@ def markdown(result: dict) -> str:
             "(HTTP) plus the client floor here, nor its Redis CPU below the Redis floor plus the claim "
             "script's own time, while one worker sends one command at a time. With several busy "
             "clients Redis wakes less often per command, which is the many-clients row.",
+            "",
+            "## The client's CPU while Redis is busy before it answers",
+            "",
+            "One client over TCP, one call at a time of a script that loops N steps before it "
+            "answers; the script's own time from `INFO commandstats`.",
+            "",
+            "| loop steps | script's own time µs | client CPU µs | Redis CPU µs | wall µs per call |",
+            "| ---: | ---: | ---: | ---: | ---: |",
+            *(
+                f"| {row['loop_steps']:,} | {row['script_us']} | {row['client_cpu_us']} | "
+                f"{row['redis_cpu_us']} | {row['wall_us']} |"
+                for row in f["busy_redis_tcp"]
+            ),
+            "",
+            "The client runs the same code in every row: any difference between the rows is the "
+            "cost of waiting longer for the answer, not of the client's own work.",
             "",
         ]
     )

@@ -21,5 +21,13 @@ def test_the_floor_is_measured_and_written(tmp_path):
         ) or (abs(figures["client_cpu_us"] - figures["client_user_us"] - figures["client_system_us"]) < 0.02)
     many = written["figures"]["many_clients_tcp"]
     assert many["clients"] == 2 and many["pings"] >= 200 and many["redis_cpu_us"] > 0
+    busy = written["figures"]["busy_redis_tcp"]
+    assert [row["loop_steps"] for row in busy] == list(round_trip_floor.BUSY_STEPS)
+    for row in busy:
+        assert row["pings"] == 60 and row["client_cpu_us"] > 0 and row["script_us"] > 0
+    # The script's own time follows its loop (Redis's clock: a loaded machine only adds to it).
+    assert busy[-1]["script_us"] > 5 * busy[0]["script_us"]
+    assert busy[-1]["wall_us"] > busy[0]["wall_us"]
     text = (tmp_path / "round_trip_floor.md").read_text()
     assert "one client, TCP loopback" in text and "2 clients at once" in text
+    assert "| 50,000 |" in text
