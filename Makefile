@@ -84,7 +84,7 @@ chaos: venv  ## Kill workers, the server and Redis under load, stall and fill Re
 
 FUZZ_REQUESTS ?= 10000
 fuzz: venv  ## Send FUZZ_REQUESTS generated requests (API, admin, raw HTTP): no 5xx, hang or change.
-	FUZZ_REQUESTS=$(FUZZ_REQUESTS) $(PY) -m pytest tests/test_fuzz.py -q -p no:cacheprovider $(ARGS)
+	FUZZ_REQUESTS=$(FUZZ_REQUESTS) $(PY) -m pytest tests/e2e/test_fuzz.py -q -p no:cacheprovider $(ARGS)
 
 OFFLOAD_ITEMS ?= 35000000
 bench-offload: venv  ## Load OFFLOAD_ITEMS items with offloading on and drain them (35M: ~45 min).
