@@ -377,6 +377,7 @@ def test_playbook_deploys_a_working_tracker_behind_haproxy(tmp_path):
         for line in [
             "appendonly yes",
             "appendfsync everysec",
+            "auto-aof-rewrite-min-size 256mb",
             "maxmemory-policy noeviction",
             "tcp-backlog 4096",
             f"bind {ip('redis1')}",
