@@ -23,11 +23,14 @@ def test_the_embedded_redis_rewrites_its_aof_past_the_tracker_s_minimum(tmp_path
     assert int(setting["auto-aof-rewrite-min-size"]) == AOF_REWRITE_MIN_SIZE_MB * 2**20 == 256 * 2**20
 
 
-def test_ansible_deploys_the_same_minimum():
+def test_ansible_and_compose_deploy_the_same_minimum():
     defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
     assert defaults["redis_aof_rewrite_min_size_mb"] == AOF_REWRITE_MIN_SIZE_MB
     template = (ROLE / "templates" / "redis.conf.j2").read_text().splitlines()
     assert "auto-aof-rewrite-min-size {{ redis_aof_rewrite_min_size_mb }}mb" in template
+    command = yaml.safe_load((REPO / "compose.yaml").read_text())["services"]["redis"]["command"]
+    at = command.index("--auto-aof-rewrite-min-size")
+    assert command[at + 1] == f"{AOF_REWRITE_MIN_SIZE_MB}mb"
 
 
 def test_the_benchmark_counts_rewrites_below_and_none_above_the_minimum(tmp_path):
