@@ -27,6 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from server_bench.results_file import write_results
 from tracker_core.admin import projects
 from tracker_core.admin.context import AdminContext
 from tracker_core.embedded import EmbeddedRedis
@@ -127,10 +128,7 @@ def main(argv=None) -> dict:
         "figures": measure(args.claims),
         "history": history,
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(result, indent=2) + "\n")
-    (args.out / "aof_bytes.md").write_text(markdown(result))
-    print(markdown(result))
+    write_results(args.out, "aof_bytes", result, markdown(result))
     return result
 
 

@@ -21,7 +21,6 @@ Writes benchmarks/results/aof_kill_window.json. Not in `make bench`: it loads th
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import subprocess
 import sys
@@ -32,6 +31,7 @@ from pathlib import Path
 
 import redis
 
+from server_bench.results_file import write_results
 from tracker_core.embedded import EmbeddedRedis
 from tracker_core.processes import free_port
 
@@ -111,9 +111,7 @@ def main(argv=None) -> int:
         "trials": trials,
         "acknowledged_writes_lost_max": max(t["lost"] for t in trials),
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "aof_kill_window.json").write_text(json.dumps(report, indent=2) + "\n")
-    print(json.dumps(report, indent=2))
+    write_results(args.out, "aof_kill_window", report)
     return 0
 
 

@@ -23,7 +23,6 @@ Writes benchmarks/results/aof_rewrites.json and .md.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import subprocess
@@ -34,6 +33,7 @@ from pathlib import Path
 
 import redis
 
+from server_bench.results_file import write_results
 from tracker_core.admin import items, projects
 from tracker_core.admin.context import AdminContext
 from tracker_core.embedded import EmbeddedRedis
@@ -168,10 +168,7 @@ def main(argv=None) -> dict:
         "load_average": load,
         "runs": runs,
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "aof_rewrites.json").write_text(json.dumps(result, indent=2) + "\n")
-    (args.out / "aof_rewrites.md").write_text(markdown(result))
-    print(markdown(result))
+    write_results(args.out, "aof_rewrites", result, markdown(result))
     return result
 
 

@@ -17,7 +17,6 @@ Writes benchmarks/results/bloom.json and bloom.md. Bounded: about a minute in al
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import sys
 import tempfile
@@ -34,6 +33,7 @@ from tracker_core.rawredis import RawRedis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from server_bench.plan import RESULTS
+from server_bench.results_file import write_results
 from server_bench.servers import start_tracker
 from server_bench.wrk import run_wrk
 from tracker_core.admin import projects
@@ -182,10 +182,7 @@ def main() -> None:
             }
         finally:
             server.stop()
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "bloom.json").write_text(json.dumps(results, indent=2) + "\n")
-    (RESULTS / "bloom.md").write_text(report(results))
-    print(report(results))
+    write_results(RESULTS, "bloom", results, report(results))
 
 
 def report(r: dict) -> str:

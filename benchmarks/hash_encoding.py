@@ -18,7 +18,6 @@ Writes hash_encoding.json and .md (the latest run).
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import statistics
 import sys
@@ -28,6 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from claim_cost_breakdown import client
+from server_bench.results_file import write_results
 from tracker_core.admin import items, projects
 from tracker_core.admin.context import AdminContext
 from tracker_core.derived_counters import DONE_ONE_PREFIX, REQUEST_OUTCOMES, RTT_BUCKET_PREFIX
@@ -168,10 +168,7 @@ def main(argv=None) -> dict:
         "instruction_runs": args.instructions,
         "instructions": instruction_counts(args.instructions) if args.instructions else {},
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "hash_encoding.json").write_text(json.dumps(result, indent=2) + "\n")
-    (args.out / "hash_encoding.md").write_text(markdown(result))
-    print(markdown(result))
+    write_results(args.out, "hash_encoding", result, markdown(result))
     return result
 
 

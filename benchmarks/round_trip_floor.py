@@ -28,7 +28,6 @@ Writes benchmarks/results/round_trip_floor.json and .md.
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing
 import os
 import platform
@@ -43,6 +42,7 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cpu_bench.meters import redis_cpu_s, tcp_and_unix_redis
+from server_bench.results_file import write_results
 
 RESULTS = Path(__file__).with_name("results")
 PING = b"*1\r\n$4\r\nPING\r\n"
@@ -229,10 +229,7 @@ def main(argv=None) -> dict:
         "load_average": load,
         "figures": figures,
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "round_trip_floor.json").write_text(json.dumps(result, indent=2) + "\n")
-    (args.out / "round_trip_floor.md").write_text(markdown(result))
-    print(markdown(result))
+    write_results(args.out, "round_trip_floor", result, markdown(result))
     return result
 
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import io
-import json
 import os
 import platform
 import statistics
@@ -36,6 +35,7 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cpu_bench.meters import process_cpu_s, redis_cpu_s, tcp_and_unix_redis
+from server_bench.results_file import write_results
 from server_bench.wrk import run_wrk
 from tracker_api import bodycap
 from tracker_api.app import create_app
@@ -231,10 +231,7 @@ def main(argv=None) -> dict:
             "bjoern_seconds_per_round": args.seconds,
             "bjoern": in_bjoern,
         }
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "worker_path.json").write_text(json.dumps(result, indent=2) + "\n")
-        (args.out / "worker_path.md").write_text(markdown(result))
-        print(markdown(result))
+        write_results(args.out, "worker_path", result, markdown(result))
         return result
     finally:
         server.stop()

@@ -1,5 +1,6 @@
-"""A benchmark's two result files: NAME.json (figures plus the history of earlier runs) and
-NAME.md (the report), as every whole-server benchmark writes them."""
+"""A benchmark's result files: NAME.json (its figures) and NAME.md (the report), written by every
+benchmark that keeps its figures in benchmarks/results/; the whole-server ones carry the
+history of earlier runs in the JSON."""
 
 from __future__ import annotations
 
@@ -21,3 +22,12 @@ def write_with_history(
     md = out / f"{name}.md"
     md.write_text(report(results))
     return path, md
+
+
+def write_results(out: Path, name: str, results: dict, report: str | None = None) -> None:
+    """Write OUT/NAME.json and, given REPORT, OUT/NAME.md; print the report (else the JSON)."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{name}.json").write_text(json.dumps(results, indent=2) + "\n")
+    if report is not None:
+        (out / f"{name}.md").write_text(report)
+    print(report if report is not None else json.dumps(results, indent=2))

@@ -38,8 +38,9 @@ def test_the_benchmark_counts_rewrites_below_and_none_above_the_minimum(tmp_path
     written = json.loads((tmp_path / "aof_rewrites.json").read_text())
     assert written["runs"] == result["runs"]
     small, large = written["runs"]
-    # 3,000 claims and dones append ~5 MB: past 1 MB several times, never past 64.
-    assert small["min_mb"] == 1 and small["rewrites"] >= 2 and small["rewrite_cpu_s"] > 0
+    # 3,000 claims and dones append ~5 MB: past 1 MB (how many times depends on how long each
+    # rewrite takes, while the AOF goes on growing), never past 64.
+    assert small["min_mb"] == 1 and small["rewrites"] >= 1 and small["rewrite_cpu_s"] > 0
     assert large["min_mb"] == 64 and large["rewrites"] == 0 and large["rewrite_cpu_us_per_item"] == 0
     assert large["aof_mb_at_restart"] > small["aof_mb_at_restart"]  # nothing compacted it
     for run in (small, large):
