@@ -24,16 +24,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import redis
 
-from server_bench.results_file import write_results
+from server_bench.results_file import run_header, write_results
 from tracker_core.admin import items, projects
 from tracker_core.admin.context import AdminContext
 from tracker_core.embedded import EmbeddedRedis
@@ -159,15 +157,7 @@ def main(argv=None) -> dict:
     load = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="aof-rewrites-") as scratch:
         runs = [one_run(min_mb, args.items, Path(scratch)) for min_mb in args.min_mb]
-    commit = os.popen("git rev-parse --short HEAD 2>/dev/null").read().strip() or "unknown"
-    result = {
-        "command": "python benchmarks/aof_rewrites.py " + " ".join(sys.argv[1:] if argv is None else argv),
-        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "commit": commit,
-        "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
-        "load_average": load,
-        "runs": runs,
-    }
+    result = {**run_header("benchmarks/aof_rewrites.py", argv, load), "runs": runs}
     write_results(args.out, "aof_rewrites", result, markdown(result))
     return result
 

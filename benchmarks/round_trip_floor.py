@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import os
-import platform
 import resource
 import socket
 import sys
@@ -42,7 +41,7 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cpu_bench.meters import redis_cpu_s, tcp_and_unix_redis
-from server_bench.results_file import write_results
+from server_bench.results_file import run_header, write_results
 
 RESULTS = Path(__file__).with_name("results")
 PING = b"*1\r\n$4\r\nPING\r\n"
@@ -218,15 +217,9 @@ def main(argv=None) -> dict:
     args = parser.parse_args(argv)
     load = os.getloadavg()
     figures = measure(args.pings, args.clients, args.seconds)
-    commit = os.popen("git rev-parse --short HEAD 2>/dev/null").read().strip() or "unknown"
     result = {
         "what": __doc__.splitlines()[0],
-        "command": "python benchmarks/round_trip_floor.py "
-        + " ".join(argv if argv is not None else sys.argv[1:]),
-        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "commit": commit,
-        "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
-        "load_average": load,
+        **run_header("benchmarks/round_trip_floor.py", argv, load),
         "figures": figures,
     }
     write_results(args.out, "round_trip_floor", result, markdown(result))

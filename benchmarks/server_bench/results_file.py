@@ -5,6 +5,11 @@ history of earlier runs in the JSON."""
 from __future__ import annotations
 
 import json
+import os
+import platform
+import subprocess
+import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -31,3 +36,18 @@ def write_results(out: Path, name: str, results: dict, report: str | None = None
     if report is not None:
         (out / f"{name}.md").write_text(report)
     print(report if report is not None else json.dumps(results, indent=2))
+
+
+def run_header(script: str, argv: list[str] | None, load_average: tuple) -> dict:
+    """What every result file says of its run: the command (SCRIPT, a path under benchmarks/,
+    with ARGV, else this process's arguments), when, at which commit, on what, under what load."""
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
+    ).stdout.strip()
+    return {
+        "command": f"python {script} " + " ".join(sys.argv[1:] if argv is None else argv),
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "commit": commit or "unknown",
+        "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
+        "load_average": load_average,
+    }
