@@ -21,7 +21,9 @@ Writes benchmarks/results/aof_kill_window.json. Not in `make bench`: it loads th
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -57,8 +59,11 @@ def trial(scratch: Path) -> dict:
             except redis.RedisError:
                 return
 
+    # Its own process group, so that the kill below stops dd too, not only the shell (an orphaned
+    # dd would go on writing its 1.5 GB after the trial).
     disk_load = subprocess.Popen(
-        ["sh", "-c", f"while :; do dd if=/dev/zero of={data}/load bs=1M count=1500 status=none; sync; done"]
+        ["sh", "-c", f"while :; do dd if=/dev/zero of={data}/load bs=1M count=1500 status=none; sync; done"],
+        start_new_session=True,
     )
     writer = threading.Thread(target=write, daemon=True)
     writer.start()
@@ -75,7 +80,7 @@ def trial(scratch: Path) -> dict:
     finally:
         stop.set()
         writer.join(timeout=10)
-        disk_load.kill()
+        os.killpg(disk_load.pid, signal.SIGKILL)
         disk_load.wait()
     last_acked = acked[0]
     restarted = EmbeddedRedis(data, port=port).start()

@@ -2,6 +2,7 @@
 acknowledged writes it no longer has (the fault suite's loss window rests on it)."""
 
 import json
+import subprocess
 
 import aof_kill_window
 
@@ -15,6 +16,9 @@ def test_a_trial_kills_restarts_and_counts(tmp_path, monkeypatch):
     assert only["kept"] <= only["acked"] + 1  # at most the one INCR whose answer the kill cut
     assert only["lost"] == max(0, only["acked"] - only["kept"]) == written["acknowledged_writes_lost_max"]
     assert [p.name for p in tmp_path.iterdir()] == ["aof_kill_window.json"]  # scratch removed
+    # and nothing left writing to the disk: the disk load's dd went with its shell
+    leftover = subprocess.run(["pgrep", "-f", f"of={tmp_path}"], capture_output=True, text=True)
+    assert leftover.stdout.strip() == ""
 
 
 def test_a_postponed_buffer_is_one_waiting_behind_an_fsync():
