@@ -40,9 +40,10 @@ LOSS_WINDOW_S = 2.5
 
 
 class Ledger:
-    def __init__(self, reclaim_ttl_s: float, loss_window_s: float = 0.0):
+    def __init__(self, reclaim_ttl_s: float, loss_window_s: float = 0.0, t0: float = 0.0):
         self.reclaim_ttl_s = reclaim_ttl_s
         self.loss_window_s = loss_window_s
+        self.t0 = t0  # the run's start: violations say when they happened (at_s), beside the faults'
         self.lock = threading.Lock()
         self.holders: dict[str, Claim] = {}
         self.acked_done: dict[str, float] = {}  # item -> when its 200 OK arrived
@@ -81,6 +82,7 @@ class Ledger:
                         "item": item[:200],
                         "holder": holder,
                         "done_acked_s_before": round(sent - done_at, 3),
+                        "at_s": round(sent - self.t0, 2),
                     }
                     if self._maybe_lost(done_at):
                         self.undone.append({**seen, "lost": "done"})
@@ -99,6 +101,7 @@ class Ledger:
                             "first": prev.holder,
                             "second": holder,
                             "widest_gap_s": round(widest, 3),
+                            "at_s": round(sent - self.t0, 2),
                         }
                         if self._maybe_lost(prev.received):
                             self.undone.append({**seen, "lost": "first claim"})

@@ -83,12 +83,12 @@ class Run:
         self.redis = ChaosRedis(self.dir / "redis", free_port(), 0, cfg.appendfsync)
         # Only everysec lets Redis answer before it writes (chaos.ledger, on the loss window).
         window = LOSS_WINDOW_S if cfg.appendfsync == "everysec" else 0.0
-        self.ledger = Ledger(cfg.reclaim_ttl_s, window)
+        self.t0 = time.monotonic()
+        self.ledger = Ledger(cfg.reclaim_ttl_s, window, self.t0)
         self.stop, self.draining = threading.Event(), threading.Event()
         self.server: ChaosServer | None = None
         self.faults: list[dict] = []
         self.orphans: list[int] = []
-        self.t0 = time.monotonic()
 
     # -- setup ------------------------------------------------------------------------------------
 

@@ -89,3 +89,13 @@ def test_backfed_items_may_be_gone_only_when_acknowledged_just_before_a_kill():
     ledger.backfed(["c/1"], False, 100.5)
     ledger.redis_killed(101.0)
     assert ledger.backfed_maybe_lost() == {"a/1", "a/2"}
+
+
+def test_a_violation_says_when_it_happened_from_the_run_s_start():
+    ledger = Ledger(TTL, 0.0, t0=90.0)
+    ledger.handed_out("w1", [ITEM], sent=99.99, received=100.0)
+    ledger.handed_out("w2", [ITEM], sent=101.0, received=101.01)
+    ledger.done_acked("w2", [ITEM], received=101.5)
+    ledger.handed_out("w3", [ITEM], sent=102.0, received=102.01)
+    assert [t["at_s"] for t in ledger.twice] == [11.0]
+    assert [a["at_s"] for a in ledger.after_done] == [12.0]
