@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
+import shutil
 import tempfile
 import time
 from pathlib import Path
 
 import redis
 
+from server_bench.redis_aof import compact_aof, wait_for_rewrite
 from server_bench.results_file import run_header, write_results
 from tracker_core.admin import items, projects
 from tracker_core.admin.context import AdminContext
@@ -41,6 +42,7 @@ from tracker_core.keys import ProjectKeys
 RESULTS = Path(__file__).with_name("results")
 PROJECT = "aof"
 BATCH = 10_000  # items added per admin call
+REWRITE_TIMEOUT_S = 300.0  # a rewrite of 300,000 done items takes seconds, on a busy disk more
 
 
 def children_cpu_s(conn) -> float:
@@ -48,67 +50,57 @@ def children_cpu_s(conn) -> float:
     return float(info["used_cpu_user_children"]) + float(info["used_cpu_sys_children"])
 
 
-def wait_rewrite(conn, timeout_s: float = 300.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        persistence = conn.info("persistence")
-        if not (persistence["aof_rewrite_in_progress"] or persistence["aof_rewrite_scheduled"]):
-            return
-        time.sleep(0.1)
-    raise TimeoutError("Redis's AOF rewrite did not finish")
-
-
-def compact(conn) -> None:
-    """Rewrite the AOF now, after any rewrite the loading itself started (a small minimum)."""
-    wait_rewrite(conn)
-    try:
-        conn.bgrewriteaof()
-    except redis.ResponseError as exc:  # one started between the wait and the call
-        if "already in progress" not in str(exc):
-            raise
-    wait_rewrite(conn)
-
-
 def one_run(min_mb: int, count: int, scratch: Path) -> dict:
     data = Path(tempfile.mkdtemp(prefix=f"aof-{min_mb}-", dir=scratch))
+    try:
+        figures = measure(data, min_mb, count)
+    finally:
+        shutil.rmtree(data, ignore_errors=True)  # up to the minimum's AOF: not kept for the next
+    return {"min_mb": min_mb, "items": count, **figures}
+
+
+def measure(data: Path, min_mb: int, count: int) -> dict:
+    """Load COUNT items into a Redis on DATA rewriting its AOF past MIN_MB, claim and finish
+    each, then kill Redis and start it again from its AOF."""
     extra = ["--auto-aof-rewrite-min-size", f"{min_mb}mb"]
     server = EmbeddedRedis(data, extra=extra).start()
-    conn = redis.Redis.from_url(server.url)
-    admin = AdminContext.from_url(server.url)
-    projects.create(admin, PROJECT)
-    names = [f"https://example.com/{min_mb}/{i}?q=%20x#f" for i in range(count)]
-    for start in range(0, count, BATCH):
-        items.add(admin, PROJECT, names[start : start + BATCH])
-    compact(conn)
-    base = conn.info("persistence")["aof_current_size"]
-    forks, children = conn.info("stats")["total_forks"], children_cpu_s(conn)
-    engine = Engine(server.url)
-    started = time.monotonic()
-    for i in range(count):
-        downloader = f"warrior{i % 500}"
-        status, got = engine.claim(PROJECT, downloader, f"10.0.{i % 200}.1", 1)
-        if status != 200:
-            raise RuntimeError(f"claim {i} answered {status}")
-        engine.done(PROJECT, downloader, "1", got, ["example.com", 123_456], "{}", "10.0.0.1")
-    seconds = time.monotonic() - started
-    wait_rewrite(conn)  # a rewrite under way when the loop ended counts in full
-    rewrites = conn.info("stats")["total_forks"] - forks
-    rewrite_cpu = children_cpu_s(conn) - children
-    persistence = conn.info("persistence")
-    size_at_kill = persistence["aof_current_size"]
-    server.process.kill()  # a crash: the restart replays the AOF as it stands
-    server.process.wait()
+    try:
+        conn = redis.Redis.from_url(server.url)
+        admin = AdminContext.from_url(server.url)
+        projects.create(admin, PROJECT)
+        names = [f"https://example.com/{min_mb}/{i}?q=%20x#f" for i in range(count)]
+        for start in range(0, count, BATCH):
+            items.add(admin, PROJECT, names[start : start + BATCH])
+        compact_aof(conn, REWRITE_TIMEOUT_S)
+        base = conn.info("persistence")["aof_current_size"]
+        forks, children = conn.info("stats")["total_forks"], children_cpu_s(conn)
+        engine = Engine(server.url)
+        started = time.monotonic()
+        for i in range(count):
+            downloader = f"warrior{i % 500}"
+            status, got = engine.claim(PROJECT, downloader, f"10.0.{i % 200}.1", 1)
+            if status != 200:
+                raise RuntimeError(f"claim {i} answered {status}")
+            engine.done(PROJECT, downloader, "1", got, ["example.com", 123_456], "{}", "10.0.0.1")
+        seconds = time.monotonic() - started
+        wait_for_rewrite(conn, REWRITE_TIMEOUT_S)  # one under way when the loop ended counts in full
+        rewrites = conn.info("stats")["total_forks"] - forks
+        rewrite_cpu = children_cpu_s(conn) - children
+        size_at_kill = conn.info("persistence")["aof_current_size"]
+        server.process.kill()  # a crash: the restart replays the AOF as it stands
+        server.process.wait()
+    finally:
+        server.stop()  # nothing to do once killed
     restart_started = time.monotonic()
     restarted = EmbeddedRedis(data, extra=extra).start(timeout_s=600)
-    restart_s = time.monotonic() - restart_started
-    left = redis.Redis.from_url(restarted.url).scard(ProjectKeys(PROJECT).done)
-    restarted.stop()
-    subprocess.run(["rm", "-rf", str(data)], check=False)
+    try:
+        restart_s = time.monotonic() - restart_started
+        left = redis.Redis.from_url(restarted.url).scard(ProjectKeys(PROJECT).done)
+    finally:
+        restarted.stop()
     if left != count:
         raise RuntimeError(f"the restarted Redis holds {left} done items of {count}")
     return {
-        "min_mb": min_mb,
-        "items": count,
         "seconds": round(seconds, 2),
         "items_per_s": round(count / seconds),
         "aof_base_mb": round(base / 1e6, 1),

@@ -23,6 +23,7 @@ from server_bench import constant_rate, summary
 from server_bench.capacity_report import cores_busy
 from server_bench.items import ItemSupply
 from server_bench.plan import AIMS, LATENCY_CONNECTIONS, LOAD_SHARE, PROJECT, SERVERS, CapacityPlan
+from server_bench.redis_aof import compact_aof
 from server_bench.results_file import write_with_history
 from server_bench.run import machine, versions
 from server_bench.servers import start_tracker
@@ -65,29 +66,6 @@ LATENCY_METHOD = (
     f"{AOF_REWRITE_MIN_SIZE_MB} MB and has doubled), so at these rates a rewrite comes about "
     "every half minute."
 )
-
-
-def compact_aof(conn, timeout_s: float = 60.0) -> None:
-    """Rewrite Redis's AOF now and wait until it is done (and any rewrite already under way).
-
-    A run's item top-up appends about 775 bytes of AOF an item, some 100 MB before a 15 s run at
-    the aim's rate: enough for Redis to start an automatic rewrite (a fork, then a child that
-    takes a core for 0.1-0.3 s) in the first moments of the run it was made for. Compacted here,
-    a rewrite during the run is one the claims themselves brought (about 840 bytes a claim)."""
-    deadline = time.monotonic() + timeout_s
-
-    def rewriting() -> bool:
-        persistence = conn.info("persistence")
-        return bool(persistence["aof_rewrite_in_progress"] or persistence["aof_rewrite_scheduled"])
-
-    if not rewriting():
-        conn.bgrewriteaof()
-    while time.monotonic() < deadline:
-        # bgrewriteaof answers once the child is forked or the rewrite is scheduled
-        if not rewriting():
-            return
-        time.sleep(0.01)
-    raise TimeoutError(f"Redis's AOF rewrite took longer than {timeout_s} s")
 
 
 def connections_per_process(server_port: int, wait_s: float = 1.0):
@@ -179,6 +157,9 @@ def latency_at_share(
             peak = probe["requests_per_s"]
             guess, target = max(guess, peak), share * peak
             supply.top_up(int(target * plan.latency_s * 1.3) + 1_000)
+            # The top-up appends about 775 bytes of AOF an item, some 100 MB before a 15 s run at
+            # the aim's rate: a rewrite it started would fall in the first moments of the run.
+            # Compacted here, a rewrite during the run is one the claims themselves brought.
             if admin.conn.config_get("appendonly")["appendonly"] == "yes":
                 compact_aof(admin.conn)
             tree = ProcessTreeCpu(process.pid)

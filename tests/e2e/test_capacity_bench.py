@@ -309,33 +309,6 @@ def test_connections_per_process_counts_what_each_worker_accepted(tmp_path):
         stop(process)
 
 
-def test_compact_aof_rewrites_the_aof_and_waits_for_the_rewrite(admin):
-    conn = admin.conn
-    assert conn.config_get("appendonly") == {"appendonly": "yes"}  # as EmbeddedRedis starts it
-    conn.set("bench-aof-filler", "x" * 1000)
-    for _ in range(200):
-        conn.append("bench-aof-filler", "y" * 1000)  # 200 KB of AOF for a 201 KB value
-    before = conn.info("persistence")
-    capacity.compact_aof(conn)
-    after = conn.info("persistence")
-    assert after["aof_rewrites"] >= before["aof_rewrites"] + 1
-    assert not after["aof_rewrite_in_progress"] and not after["aof_rewrite_scheduled"]
-    # One started just before (as the top-up may have): waited for, then done with.
-    conn.bgrewriteaof()
-    capacity.compact_aof(conn)
-    persistence = conn.info("persistence")
-    assert not persistence["aof_rewrite_in_progress"] and not persistence["aof_rewrite_scheduled"]
-    conn.delete("bench-aof-filler")
-
-
-def test_compact_aof_gives_up_at_its_time_limit(admin):
-    with pytest.raises(TimeoutError, match="0 s"):
-        capacity.compact_aof(admin.conn, timeout_s=0)
-    deadline = time.monotonic() + 10
-    while admin.conn.info("persistence")["aof_rewrite_in_progress"] and time.monotonic() < deadline:
-        time.sleep(0.01)  # leave no rewrite running for the next test
-
-
 def test_steal_share_is_the_stolen_part_of_the_ticks_between_two_readings():
     total, stolen = capacity.cpu_ticks()
     assert total > 0 and 0 <= stolen <= total
