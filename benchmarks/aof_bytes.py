@@ -21,13 +21,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from server_bench.results_file import write_results
+from server_bench.results_file import git_commit, write_results
 from tracker_core.admin import projects
 from tracker_core.admin.context import AdminContext
 from tracker_core.embedded import EmbeddedRedis
@@ -111,7 +110,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--claims", type=int, default=10_000)
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
-    commit = os.popen("git rev-parse --short HEAD 2>/dev/null").read().strip() or "unknown"
+    commit = git_commit() or "unknown"
     path = args.out / "aof_bytes.json"
     previous = json.loads(path.read_text()) if path.exists() else None
     history = []

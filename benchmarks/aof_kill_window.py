@@ -33,7 +33,7 @@ from pathlib import Path
 
 import redis
 
-from server_bench.results_file import write_results
+from server_bench.results_file import run_header, write_results
 from tracker_core.embedded import EmbeddedRedis
 from tracker_core.processes import free_port
 
@@ -104,14 +104,14 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--scratch", type=Path, default=None, help="a directory on the disk to test")
     args = parser.parse_args(argv)
+    load = os.getloadavg()
     scratch = Path(tempfile.mkdtemp(prefix="aof-kill-window-", dir=args.scratch))
     try:
         trials = [trial(scratch) for _ in range(args.trials)]
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     report = {
-        "command": "python benchmarks/aof_kill_window.py " + " ".join(sys.argv[1:] if argv is None else argv),
-        "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        **run_header("benchmarks/aof_kill_window.py", argv, load),
         "redis": subprocess.run(["redis-server", "--version"], capture_output=True, text=True).stdout.strip(),
         "trials": trials,
         "acknowledged_writes_lost_max": max(t["lost"] for t in trials),

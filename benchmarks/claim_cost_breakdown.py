@@ -27,6 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from server_bench.results_file import git_commit
 from tracker_core import blocks, script_calls, scripts
 from tracker_core.admin import projects
 from tracker_core.admin.context import AdminContext
@@ -265,9 +266,7 @@ def main() -> None:
     full_own, full_cpu = median(own["full"]), median(cpu["full"])
     run = {
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "commit": subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True
-        ).stdout.strip(),
+        "commit": git_commit(short=False),
         "script": script,
         "rounds": args.rounds,
         "claims_per_round": args.claims,

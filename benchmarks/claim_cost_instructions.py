@@ -19,7 +19,6 @@ import argparse
 import json
 import platform
 import shutil
-import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -29,6 +28,7 @@ import redis
 # Run as a script, this file's directory is on sys.path: the loop is claim_cost_breakdown's.
 from callgrind_redis import CALL_TIMEOUT_S, redis_under_callgrind, total_instructions
 from claim_cost_breakdown import LOOP, VARIANTS, client, script_at, variant
+from server_bench.results_file import git_commit
 from tracker_core import blocks, script_calls, scripts
 from tracker_core.admin import projects
 from tracker_core.admin.context import AdminContext
@@ -36,7 +36,6 @@ from tracker_core.engine import Engine
 
 RESULTS = Path(__file__).with_name("results") / "claim_cost_instructions.json"
 KEEP_PROFILE = None  # a path: the last callgrind profile is copied there (callgrind_annotate)
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def instructions(chosen: scripts.Script, runs: int, dones: bool, loop: bool, shape=None) -> int:
@@ -125,9 +124,7 @@ def main() -> None:
     )
     data.setdefault("runs", {})[args.label] = {
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "commit": subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True
-        ).stdout.strip(),
+        "commit": git_commit(short=False),
         "runs": args.runs,
         "instructions_per_run": result,
         "claim_breakdown": breakdown,

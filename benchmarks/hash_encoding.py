@@ -18,6 +18,7 @@ Writes hash_encoding.json and .md (the latest run).
 from __future__ import annotations
 
 import argparse
+import functools
 import platform
 import statistics
 import sys
@@ -113,10 +114,7 @@ def instruction_counts(runs: int) -> dict:
         counts[variant] = {}
         for name in ("claim", "done"):
             chosen, dones = scripts.SCRIPTS[name], name == "done"
-
-            def reshape(admin, project, variant=variant):
-                shape(admin, project, variant)
-
+            reshape = functools.partial(shape, variant=variant)
             total = instructions(chosen, runs, dones, loop=True, shape=reshape)
             base = instructions(chosen, runs, dones, loop=False, shape=reshape)
             counts[variant][name] = round((total - base) / runs)

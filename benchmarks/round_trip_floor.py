@@ -37,6 +37,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import hiredis
 import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -100,11 +101,7 @@ def busy_redis(address, admin, calls: int) -> list[dict]:
     sha = admin.script_load(BUSY_SCRIPT)
     rows = []
     for steps in BUSY_STEPS:
-        command = b"*4\r\n$7\r\nEVALSHA\r\n$40\r\n%s\r\n$1\r\n0\r\n$%d\r\n%d\r\n" % (
-            sha.encode(),
-            len(str(steps)),
-            steps,
-        )
+        command = hiredis.pack_command(("EVALSHA", sha, 0, steps))
         admin.config_resetstat()
         figures = one_client(address, admin, calls, command, b":1\r\n")
         stats = admin.info("commandstats")["cmdstat_evalsha"]

@@ -18,7 +18,6 @@ from server_bench.items import ItemSupply, claim_for_dones
 from server_bench.meter import RedisMeter
 from server_bench.plan import (
     AIMS,
-    BENCHMARKS,
     LOAD_SHARE,
     MULTI,
     PACE_MS,
@@ -28,6 +27,7 @@ from server_bench.plan import (
     WRK_THREADS,
     Plan,
 )
+from server_bench.results_file import git_commit
 from server_bench.servers import post_json, start_hello, start_tracker
 from server_bench.summary import summarise
 from server_bench.sweeps import BelowSaturation, best, sweep
@@ -66,10 +66,7 @@ def versions(admin: AdminContext) -> dict:
             found[package] = None
     wrk = subprocess.run(["wrk", "-v"], capture_output=True, text=True)
     found["wrk"] = (wrk.stdout or wrk.stderr).splitlines()[0].split(" [")[0]
-    commit = subprocess.run(
-        ["git", "-C", str(BENCHMARKS), "rev-parse", "HEAD"], capture_output=True, text=True
-    )
-    found["git_commit"] = commit.stdout.strip() or None
+    found["git_commit"] = git_commit(short=False) or None
     return found
 
 
