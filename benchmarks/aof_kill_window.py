@@ -34,6 +34,7 @@ from pathlib import Path
 import redis
 
 from server_bench.results_file import run_header, write_results
+from tracker_core import processes
 from tracker_core.embedded import EmbeddedRedis
 from tracker_core.processes import free_port
 
@@ -59,11 +60,12 @@ def trial(scratch: Path) -> dict:
             except redis.RedisError:
                 return
 
-    # Its own process group, so that the kill below stops dd too, not only the shell (an orphaned
-    # dd would go on writing its 1.5 GB after the trial).
-    disk_load = subprocess.Popen(
+    # Its own process group, so that the stop below ends dd too, not only the shell (an orphaned
+    # dd would go on writing its 1.5 GB after the trial), and waits until it has.
+    disk_load = processes.start(
         ["sh", "-c", f"while :; do dd if=/dev/zero of={data}/load bs=1M count=1500 status=none; sync; done"],
-        start_new_session=True,
+        new_session=True,
+        die_with_parent_sig=signal.SIGKILL,
     )
     writer = threading.Thread(target=write, daemon=True)
     writer.start()
@@ -80,8 +82,7 @@ def trial(scratch: Path) -> dict:
     finally:
         stop.set()
         writer.join(timeout=10)
-        os.killpg(disk_load.pid, signal.SIGKILL)
-        disk_load.wait()
+        processes.stop(disk_load, sig=signal.SIGKILL, group=True, timeout_s=60)
     last_acked = acked[0]
     restarted = EmbeddedRedis(data, port=port).start()
     try:

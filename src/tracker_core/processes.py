@@ -237,6 +237,9 @@ def stop(
     """Send SIG (to its process group with GROUP), wait TIMEOUT_S, then SIGKILL; reap; the exit code.
 
     A process that has exited already is only reaped; None is accepted (nothing started yet).
+    With GROUP, returns once nothing in the group runs any more: a member killed in the middle of
+    a disk write dies only when the write returns, and until then it still writes (a `dd` outliving
+    its shell by seconds on a busy disk, say).
     """
     if process is None:
         return None
@@ -249,7 +252,24 @@ def stop(
             process.wait()
     if group:  # what the leader left behind in its group goes too
         _signal(process.pid, signal.SIGKILL, group)
+        wait_for(lambda: not group_members(process.pid), timeout_s)
     return process.returncode
+
+
+def group_members(pgid: int) -> list[int]:
+    """The pids of process group PGID that still run (zombies excluded), from /proc."""
+    members = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                state, _ppid, pgrp = f.read().rsplit(")", 1)[1].split()[:3]
+        except OSError:
+            continue  # gone meanwhile
+        if int(pgrp) == pgid and state not in ("Z", "X"):
+            members.append(int(entry))
+    return members
 
 
 def _signal(pid: int, sig: int, group: bool) -> None:
