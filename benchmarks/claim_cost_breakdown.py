@@ -98,6 +98,41 @@ FLOOR = """local s = redis.call('HMGET', KEYS[1], 'settings_age')
 return {200, s[1], redis.call('SPOP', KEYS[4], 1)[1]}"""
 
 
+# The done's floors: the same call (20 keys; one item, one domain) doing only what a done of one
+# claimed item must whatever becomes of the counters. "moves": read the settings, the claim and
+# its holder's count, move the item from out to done, take the claim and the holder's count
+# away. "moves_and_log": also its entry in the done log, with every field the real one writes
+# and the item's RTT, so that counters could be derived from the log after the call. What any
+# done script costs at the least, in these two shapes; a measurement, never used.
+DONE_MOVES = """local s = redis.call('HMGET', KEYS[1], 'settings_age', 'done_mode', 'log_maxlen',
+                      'accept_queued_dones', 'max_bytes_per_item')
+local item = ARGV[#ARGV]
+if not redis.call('ZSCORE', KEYS[2], item) then return {200, s[1], 0, 0, 1, 0, 0} end
+local claim = redis.call('HGET', KEYS[3], item)
+local claimant, claimed_at = string.match(claim, '^([^\t]*)\t[^\t]*\t[^\t]*\t(%d+)')
+local held = tonumber(redis.call('HGET', KEYS[5], claimant)) or 0
+redis.call('SADD', KEYS[4], item)
+redis.call('ZREM', KEYS[2], item)
+redis.call('HDEL', KEYS[3], item)
+if held <= 1 then redis.call('HDEL', KEYS[5], claimant) else redis.call('HINCRBY', KEYS[5], claimant, '-1') end
+--LOG--
+return {200, s[1], 1, 0, 0, 0, 0}"""
+DONE_LOG = """redis.call('XADD', KEYS[6], '*', 'downloader', ARGV[2], 'ip', ARGV[5], 'items', item,
+           'bytes', ARGV[8], 'domains', ARGV[7] .. '\0' .. ARGV[8], 'version', ARGV[3], 'id', ARGV[4],
+           'at', ARGV[1], 'rtt', string.format('%d', tonumber(ARGV[1]) - tonumber(claimed_at)))"""
+# name -> (what it runs, its source)
+DONE_FLOORS = {
+    "moves": (
+        "done floor: only the item's move (settings, claim and holder read; out to done; claim and count away)",
+        DONE_MOVES.replace("--LOG--\n", ""),
+    ),
+    "moves_and_log": (
+        "done floor: the move and its done-log entry (every field, the RTT too), no counter",
+        DONE_MOVES.replace("--LOG--", DONE_LOG),
+    ),
+}
+
+
 def _git_show(revision: str, lua_path: str) -> str:
     return subprocess.run(
         ["git", "show", f"{revision}:src/tracker_core/lua/{lua_path}"],
@@ -123,7 +158,10 @@ def variant(real: scripts.Script, name: str) -> scripts.Script:
         return real
     if name.startswith("at "):
         return script_at(name[3:], real.name)
-    source = FLOOR if name == "floor" else _cut(real.source, VARIANTS[name][1])
+    if name in DONE_FLOORS:
+        source = DONE_FLOORS[name][1]
+    else:
+        source = FLOOR if name == "floor" else _cut(real.source, VARIANTS[name][1])
     return scripts.Script(real.name, real.num_keys, source, hashlib.sha1(source.encode()).hexdigest())
 
 
@@ -326,6 +364,8 @@ def markdown(data: dict) -> str:
                 if n == "floor"
                 else f"without {VARIANTS[n][0]}"
                 if n in VARIANTS
+                else DONE_FLOORS[n][0]
+                if n in DONE_FLOORS
                 else f"the script {n}"
             )
             lines.append(

@@ -27,7 +27,7 @@ import redis
 
 # Run as a script, this file's directory is on sys.path: the loop is claim_cost_breakdown's.
 from callgrind_redis import CALL_TIMEOUT_S, redis_under_callgrind, total_instructions
-from claim_cost_breakdown import LOOP, VARIANTS, client, script_at, variant
+from claim_cost_breakdown import DONE_FLOORS, LOOP, VARIANTS, client, script_at, variant
 from server_bench.results_file import git_commit
 from tracker_core import blocks, script_calls, scripts
 from tracker_core.admin import projects
@@ -88,9 +88,23 @@ def main() -> None:
         default=[],
         help="'now' or git revisions: the claim script of each against copies with one part cut out",
     )
+    parser.add_argument(
+        "--done-floors",
+        action="store_true",
+        help="the done script against the least any done must run (claim_cost_breakdown.DONE_FLOORS)",
+    )
     args = parser.parse_args()
     result = {}
     breakdown = {}
+    done_floors = {}
+    if args.done_floors:
+        real = scripts.SCRIPTS["done"]
+        for name in ["full", *DONE_FLOORS]:
+            chosen = variant(real, name)
+            total = instructions(chosen, args.runs, True, loop=True)
+            base = instructions(chosen, args.runs, True, loop=False)
+            done_floors[name] = round((total - base) / args.runs)
+            print("done floor", name, done_floors[name], flush=True)
     for rev in args.breakdown:
         real = scripts.SCRIPTS["claim"] if rev == "now" else script_at(rev, "claim")
         costs = {}
@@ -128,6 +142,7 @@ def main() -> None:
         "runs": args.runs,
         "instructions_per_run": result,
         "claim_breakdown": breakdown,
+        "done_floors": done_floors,
         "machine": platform.platform(),
     }
     RESULTS.write_text(json.dumps(data, indent=2) + "\n")
@@ -158,6 +173,19 @@ def markdown(data: dict) -> str:
             for n, v in b["part_instructions"].items():
                 what = b["parts"].get(n, "all but HMGET settings + SPOP todo (the floor)")
                 lines.append(f"| {what} | {v:,} | {100 * v / full:.1f}% |")
+        floors = run.get("done_floors") or {}
+        if floors:
+            lines += [
+                "",
+                f"Done script: {floors['full']:,} instructions a done of one claimed item; the least any "
+                "done must run (claim_cost_breakdown.DONE_FLOORS)",
+                "",
+                "| done | instructions | share of the real one |",
+                "| --- | --- | --- |",
+            ]
+            for n, v in floors.items():
+                what = "the real script (every rule and counter)" if n == "full" else DONE_FLOORS[n][0]
+                lines.append(f"| {what} | {v:,} | {100 * v / floors['full']:.1f}% |")
         lines.append("")
     return "\n".join(lines)
 

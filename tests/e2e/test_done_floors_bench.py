@@ -1,0 +1,51 @@
+"""benchmarks/claim_cost_breakdown.py's done floors do what they are measured as: the item's move
+that the real done makes (and, for moves_and_log, its log entry), nothing less. A floor that
+skipped part of the move would make the done's counters look dearer than they are."""
+
+import pytest
+
+from claim_cost_breakdown import DONE_FLOORS
+from tracker_core import script_calls
+from tracker_core.admin import projects
+from tracker_core.scripts import SCRIPTS
+
+ITEM = "https://example.com/a b/?q=%20x#frag"
+
+
+def place_after_done(r, engine, clock, script_source: str | None) -> dict:
+    """Claim ITEM as dl7, report it done by dl7 with the real script (None) or SCRIPT_SOURCE, and
+    return where the item and its claim ended up."""
+    k = engine.keys("p")
+    r.sadd(k.todo, ITEM)
+    assert engine.claim("p", "dl7", "10.0.0.7", 1)[1] == [ITEM]
+    clock.advance(3)
+    now_ms = engine._now_ms()
+    keys = script_calls.done_keys(k, "dl7", now_ms)
+    argv = (now_ms, "dl7", "1.2", "{}", "10.0.0.7", 1, "example.com", 5000, ITEM)
+    reply = r.eval(script_source or SCRIPTS["done"].source, len(keys), *keys, *argv)
+    assert reply[0] == 200 and reply[2] == 1  # one new item
+    log = r.xrange(k.log)
+    return {
+        "done": r.smembers(k.done),
+        "out": r.zrange(k.out, 0, -1),
+        "claims": r.hgetall(k.claims),
+        "holder_count": r.hget(k.downloader_claims, "dl7"),
+        "log_items": [entry["items"] for _, entry in log],
+        "log_rtt": [entry.get("rtt") for _, entry in log],
+    }
+
+
+@pytest.mark.parametrize("floor", sorted(DONE_FLOORS))
+def test_a_done_floor_moves_the_item_as_the_real_done_does(admin, r, engine, clock, floor):
+    projects.create(admin, "p")
+    real = place_after_done(r, engine, clock, None)
+    r.delete(engine.keys("p").done, engine.keys("p").log)
+    floored = place_after_done(r, engine, clock, DONE_FLOORS[floor][1])
+    for place in ("done", "out", "claims", "holder_count"):
+        assert floored[place] == real[place], place
+    assert real["done"] == {ITEM} and real["out"] == [] and real["holder_count"] is None
+    if floor == "moves_and_log":
+        assert floored["log_items"] == real["log_items"] == [ITEM]
+        assert floored["log_rtt"] == ["3000"]  # what counters could be derived from afterwards
+    else:
+        assert floored["log_items"] == []
