@@ -1,5 +1,6 @@
-"""Redis's AOF rewrites, as benchmarks need them: wait for one under way, or compact the AOF now
-(capacity.py before each constant-rate run, aof_rewrites.py before each measured run)."""
+"""Redis's AOF, as benchmarks need it: wait for a rewrite under way, compact the AOF now
+(capacity.py before each constant-rate run, aof_rewrites.py before each measured run), or wait
+until Redis has written every acknowledged write to it (aof_rewrites.py before it kills Redis)."""
 
 from __future__ import annotations
 
@@ -36,3 +37,19 @@ def compact_aof(conn, timeout_s: float = 60.0) -> None:
             if "already in progress" not in str(exc):
                 raise
     wait_for_rewrite(conn, timeout_s)
+
+
+def wait_for_aof_written(conn, timeout_s: float = 10.0) -> None:
+    """Return once Redis has written its AOF buffer to the file; TimeoutError past TIMEOUT_S.
+
+    Under appendfsync everysec Redis answers a write before writing it, and while the fsync of
+    the last second is slow (a busy disk) it postpones the write for up to 2 s (docs/faults.md,
+    "The AOF window"): a kill -9 then loses what it acknowledged. Once the buffer is written the
+    kernel holds it, and a kill of Redis loses none of it. With no new writes Redis writes the
+    buffer within about 2 s, whatever the disk does."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not conn.info("persistence").get("aof_buffer_length", 0):
+            return
+        time.sleep(0.01)
+    raise TimeoutError(f"Redis kept an unwritten AOF buffer for {timeout_s} s")

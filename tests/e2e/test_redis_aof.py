@@ -70,3 +70,30 @@ def test_another_refusal_is_not_taken_for_a_rewrite_under_way(admin):
 
     with pytest.raises(redis.ResponseError, match="something else"):
         redis_aof.compact_aof(Refusing(admin.conn))
+
+
+class PostponedFor:
+    """A connection whose Redis reports an unwritten AOF buffer for its first CALLS reads of INFO
+    persistence (as Redis does while it postpones the write behind a slow fsync), then the truth."""
+
+    def __init__(self, conn, calls: int):
+        self.conn, self.left = conn, calls
+
+    def info(self, section):
+        found = self.conn.info(section)
+        if section == "persistence" and self.left > 0:
+            self.left -= 1
+            found = found | {"aof_buffer_length": 4096, "aof_pending_bio_fsync": 1}
+        return found
+
+
+def test_waiting_for_the_aof_to_be_written_waits_out_a_postponed_buffer(admin):
+    postponed = PostponedFor(admin.conn, 5)
+    redis_aof.wait_for_aof_written(postponed)
+    assert postponed.left == 0  # it read until the buffer was written
+    assert admin.conn.info("persistence")["aof_buffer_length"] == 0
+
+
+def test_waiting_for_the_aof_to_be_written_gives_up_at_its_time_limit(admin):
+    with pytest.raises(TimeoutError, match="unwritten AOF buffer"):
+        redis_aof.wait_for_aof_written(PostponedFor(admin.conn, 10**6), timeout_s=0.1)
