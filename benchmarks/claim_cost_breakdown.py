@@ -109,7 +109,7 @@ DONE_MOVES = """local s = redis.call('HMGET', KEYS[1], 'settings_age', 'done_mod
 local item = ARGV[#ARGV]
 if not redis.call('ZSCORE', KEYS[2], item) then return {200, s[1], 0, 0, 1, 0, 0} end
 local claim = redis.call('HGET', KEYS[3], item)
-local claimant, claimed_at = string.match(claim, '^([^\t]*)\t[^\t]*\t[^\t]*\t(%d+)')
+local claimant, claimed_at = string.match(claim, '^([^\\t]*)\\t[^\\t]*\\t[^\\t]*\\t(%d+)')
 local held = tonumber(redis.call('HGET', KEYS[5], claimant)) or 0
 redis.call('SADD', KEYS[4], item)
 redis.call('ZREM', KEYS[2], item)
@@ -118,7 +118,7 @@ if held <= 1 then redis.call('HDEL', KEYS[5], claimant) else redis.call('HINCRBY
 --LOG--
 return {200, s[1], 1, 0, 0, 0, 0}"""
 DONE_LOG = """redis.call('XADD', KEYS[6], '*', 'downloader', ARGV[2], 'ip', ARGV[5], 'items', item,
-           'bytes', ARGV[8], 'domains', ARGV[7] .. '\0' .. ARGV[8], 'version', ARGV[3], 'id', ARGV[4],
+           'bytes', ARGV[8], 'domains', ARGV[7] .. '\\0' .. ARGV[8], 'version', ARGV[3], 'id', ARGV[4],
            'at', ARGV[1], 'rtt', string.format('%d', tonumber(ARGV[1]) - tonumber(claimed_at)))"""
 # name -> (what it runs, its source)
 DONE_FLOORS = {

@@ -30,8 +30,7 @@ def place_after_done(r, engine, clock, script_source: str | None) -> dict:
         "out": r.zrange(k.out, 0, -1),
         "claims": r.hgetall(k.claims),
         "holder_count": r.hget(k.downloader_claims, "dl7"),
-        "log_items": [entry["items"] for _, entry in log],
-        "log_rtt": [entry.get("rtt") for _, entry in log],
+        "log": [entry for _, entry in log],
     }
 
 
@@ -45,7 +44,10 @@ def test_a_done_floor_moves_the_item_as_the_real_done_does(admin, r, engine, clo
         assert floored[place] == real[place], place
     assert real["done"] == {ITEM} and real["out"] == [] and real["holder_count"] is None
     if floor == "moves_and_log":
-        assert floored["log_items"] == real["log_items"] == [ITEM]
-        assert floored["log_rtt"] == ["3000"]  # what counters could be derived from afterwards
+        (entry,), (real_entry,) = floored["log"], real["log"]
+        assert real_entry["items"] == ITEM and real_entry["domains"] == "example.com\0" + "5000"
+        same = ("downloader", "ip", "items", "bytes", "domains", "version", "id")
+        assert {f: entry[f] for f in same} == {f: real_entry[f] for f in same}
+        assert entry["rtt"] == "3000"  # what counters could be derived from afterwards
     else:
-        assert floored["log_items"] == []
+        assert floored["log"] == []
