@@ -26,6 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from server_bench.redis_aof import wait_for_aof_written
 from server_bench.results_file import git_commit, write_results
 from tracker_core.admin import projects
 from tracker_core.admin.context import AdminContext
@@ -43,6 +44,9 @@ def client(i: int) -> tuple[str, str]:
 
 
 def aof_size(admin: AdminContext) -> int:
+    """The AOF's size once Redis has written what it acknowledged: it counts bytes as it writes
+    them, and with the disk busy it may hold back up to 2 s of writes (redis_aof.wait_for_aof_written)."""
+    wait_for_aof_written(admin.conn)
     return int(admin.conn.info("persistence")["aof_current_size"])
 
 
