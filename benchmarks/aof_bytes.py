@@ -20,14 +20,12 @@ Writes benchmarks/results/aof_bytes.json and .md.
 from __future__ import annotations
 
 import argparse
-import json
-import sys
+import os
 import tempfile
-import time
 from pathlib import Path
 
 from server_bench.redis_aof import wait_for_aof_written
-from server_bench.results_file import git_commit, write_results
+from server_bench.results_file import run_header, write_with_history
 from tracker_core.admin import projects
 from tracker_core.admin.context import AdminContext
 from tracker_core.embedded import EmbeddedRedis
@@ -109,29 +107,27 @@ def markdown(result: dict) -> str:
     )
 
 
+def carried_history(previous: dict | None) -> list[dict]:
+    """The runs before, each its date, commit and two figures."""
+    if previous is None:
+        return []
+    figures = {k: previous["figures"][k] for k in ("bytes_per_claim", "bytes_per_done")}
+    return previous.get("history", []) + [{"date": previous["date"], "commit": previous["commit"]} | figures]
+
+
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--claims", type=int, default=10_000)
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
-    commit = git_commit() or "unknown"
-    path = args.out / "aof_bytes.json"
-    previous = json.loads(path.read_text()) if path.exists() else None
-    history = []
-    if previous is not None:
-        history = previous.get("history", []) + [
-            {"date": previous["date"], "commit": previous["commit"]}
-            | {k: previous["figures"][k] for k in ("bytes_per_claim", "bytes_per_done")}
-        ]
+    load = os.getloadavg()
     result = {
         "what": __doc__.splitlines()[0],
-        "command": "python benchmarks/aof_bytes.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "commit": commit,
+        **run_header("benchmarks/aof_bytes.py", argv, load),
         "figures": measure(args.claims),
-        "history": history,
     }
-    write_results(args.out, "aof_bytes", result, markdown(result))
+    write_with_history(result, args.out, "aof_bytes", carried_history, markdown)
+    print(markdown(result))
     return result
 
 

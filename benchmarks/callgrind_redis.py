@@ -6,8 +6,9 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -53,3 +54,16 @@ def redis_under_callgrind(toggle: str, out: Path, directory: Path) -> Iterator[t
 def total_instructions(profile_text: str) -> int:
     """The instructions a callgrind profile counted in all (its `summary:` line)."""
     return int(re.search(r"^summary: (\d+)", profile_text, re.M)[1])
+
+
+def count_instructions(toggle: str, work: Callable[[str], object], keep_profile: Path | None = None) -> int:
+    """Instructions a fresh redis-server under callgrind runs inside TOGGLE while WORK(url) runs
+    against it (the setting-up WORK does outside TOGGLE not counted); with KEEP_PROFILE, the
+    profile is copied there (for callgrind_annotate)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "callgrind.out"
+        with redis_under_callgrind(toggle, out, Path(tmp)) as (_, url):
+            work(url)
+        if keep_profile:
+            shutil.copy(out, keep_profile)
+        return total_instructions(out.read_text(errors="replace"))

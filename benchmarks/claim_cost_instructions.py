@@ -18,15 +18,13 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import shutil
-import tempfile
 import time
 from pathlib import Path
 
 import redis
 
 # Run as a script, this file's directory is on sys.path: the loop is claim_cost_breakdown's.
-from callgrind_redis import CALL_TIMEOUT_S, redis_under_callgrind, total_instructions
+from callgrind_redis import CALL_TIMEOUT_S, count_instructions
 from claim_cost_breakdown import DONE_FLOORS, LOOP, VARIANTS, client, script_at, variant
 from server_bench.results_file import git_commit
 from tracker_core import blocks, script_calls, scripts
@@ -41,39 +39,44 @@ KEEP_PROFILE = None  # a path: the last callgrind profile is copied there (callg
 def instructions(chosen: scripts.Script, runs: int, dones: bool, loop: bool, shape=None) -> int:
     """Instructions redis-server executed in all: the setting-up for RUNS, then (LOOP) the loop.
     SHAPE(admin, project), when given, reshapes the project right after it is created."""
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "callgrind.out"
-        # The loop (EVAL), not the setting-up (EVALSHA).
-        with redis_under_callgrind("evalCommand", out, Path(tmp)) as (_, url):
-            conn = redis.Redis.from_url(url, decode_responses=True, socket_timeout=CALL_TIMEOUT_S)
-            admin = AdminContext.from_url(url)
-            projects.create(admin, "bench")
-            if shape is not None:
-                shape(admin, "bench")
-            engine = Engine(url)
-            k = engine.keys("bench")
-            names = [f"https://example.com/i/{i}?q=%20x#f" for i in range(runs)]
-            admin.conn.sadd(k.todo, *names)
-            now_ms = engine._now_ms()
-            if dones:
-                for i in range(runs):
-                    assert engine.claim("bench", *client(i), 1)[0] == 200
-                keys = script_calls.done_keys(k, "dl1", now_ms)
-                argv = (now_ms + 5000, "dl1", "1.2", "{}", "10.0.0.1", 1, "example.com", 123_456, "x")
-                items = f"redis.call('ZRANGE', KEYS[2], 0, {runs - 1})"
-                source = LOOP % (chosen.source, items, "reply[3] ~= 1")
-            else:
-                # A warm-up claim: the uniques the engine then knows are known in the loop too.
-                created = engine.settings("bench").values["created_ms"]
-                keys = script_calls.claim_keys(k, "dl1", now_ms)
-                argv = (now_ms, "dl1", "10.0.0.1", 1, blocks.ip_key("10.0.0.1"), created, "1", "1")
-                source = LOOP % (chosen.source, "nil", "false")
-            n = runs if loop else 0
-            assert conn.eval(source, len(keys), *keys, *argv, n) == n  # no socket timeout
-        text = out.read_text(errors="replace")
-        if KEEP_PROFILE:
-            shutil.copy(out, KEEP_PROFILE)
-    return total_instructions(text)
+
+    def work(url: str) -> None:
+        conn = redis.Redis.from_url(url, decode_responses=True, socket_timeout=CALL_TIMEOUT_S)
+        admin = AdminContext.from_url(url)
+        projects.create(admin, "bench")
+        if shape is not None:
+            shape(admin, "bench")
+        engine = Engine(url)
+        k = engine.keys("bench")
+        names = [f"https://example.com/i/{i}?q=%20x#f" for i in range(runs)]
+        admin.conn.sadd(k.todo, *names)
+        now_ms = engine._now_ms()
+        if dones:
+            for i in range(runs):
+                assert engine.claim("bench", *client(i), 1)[0] == 200
+            keys = script_calls.done_keys(k, "dl1", now_ms)
+            argv = (now_ms + 5000, "dl1", "1.2", "{}", "10.0.0.1", 1, "example.com", 123_456, "x")
+            items = f"redis.call('ZRANGE', KEYS[2], 0, {runs - 1})"
+            source = LOOP % (chosen.source, items, "reply[3] ~= 1")
+        else:
+            # A warm-up claim: the uniques the engine then knows are known in the loop too.
+            created = engine.settings("bench").values["created_ms"]
+            keys = script_calls.claim_keys(k, "dl1", now_ms)
+            argv = (now_ms, "dl1", "10.0.0.1", 1, blocks.ip_key("10.0.0.1"), created, "1", "1")
+            source = LOOP % (chosen.source, "nil", "false")
+        n = runs if loop else 0
+        assert conn.eval(source, len(keys), *keys, *argv, n) == n  # no socket timeout
+
+    # The loop (EVAL), not the setting-up (EVALSHA).
+    return count_instructions("evalCommand", work, KEEP_PROFILE)
+
+
+def per_run(chosen: scripts.Script, runs: int, dones: bool, shape=None) -> int:
+    """Instructions one run of CHOSEN's body costs: RUNS of them in one loop, less the same
+    setting-up with none, over RUNS (see the module docstring)."""
+    total = instructions(chosen, runs, dones, loop=True, shape=shape)
+    base = instructions(chosen, runs, dones, loop=False, shape=shape)
+    return round((total - base) / runs)
 
 
 def main() -> None:
@@ -100,19 +103,13 @@ def main() -> None:
     if args.done_floors:
         real = scripts.SCRIPTS["done"]
         for name in ["full", *DONE_FLOORS]:
-            chosen = variant(real, name)
-            total = instructions(chosen, args.runs, True, loop=True)
-            base = instructions(chosen, args.runs, True, loop=False)
-            done_floors[name] = round((total - base) / args.runs)
+            done_floors[name] = per_run(variant(real, name), args.runs, True)
             print("done floor", name, done_floors[name], flush=True)
     for rev in args.breakdown:
         real = scripts.SCRIPTS["claim"] if rev == "now" else script_at(rev, "claim")
         costs = {}
         for name in ["full", *VARIANTS, "floor"]:
-            chosen = variant(real, name)
-            total = instructions(chosen, args.runs, False, loop=True)
-            base = instructions(chosen, args.runs, False, loop=False)
-            costs[name] = round((total - base) / args.runs)
+            costs[name] = per_run(variant(real, name), args.runs, False)
             print("breakdown", rev, name, costs[name], flush=True)
         breakdown[rev] = {
             "instructions_per_run": costs,
@@ -123,13 +120,11 @@ def main() -> None:
         dones = name == "done"
         variants = {"now": scripts.SCRIPTS[name]}
         variants.update({f"at {rev}": script_at(rev, name) for rev in args.before})
-        per_run = {}
+        counts = {}
         for label, chosen in variants.items():
-            total = instructions(chosen, args.runs, dones, loop=True)
-            base = instructions(chosen, args.runs, dones, loop=False)
-            per_run[label] = round((total - base) / args.runs)
-            print(name, label, per_run[label], flush=True)
-        result[name] = per_run
+            counts[label] = per_run(chosen, args.runs, dones)
+            print(name, label, counts[label], flush=True)
+        result[name] = counts
     data = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     data["what"] = (
         "instructions redis-server executes per run of the script body (valgrind callgrind; one "

@@ -106,18 +106,15 @@ def measure(rounds: int, claims: int) -> dict:
 def instruction_counts(runs: int) -> dict:
     """Instructions per claim and per done script run of each variant (callgrind, as
     claim_cost_instructions.py counts them: deterministic, the host's load cannot move them)."""
-    from claim_cost_instructions import instructions
+    from claim_cost_instructions import per_run
     from tracker_core import scripts
 
     counts = {}
     for variant in VARIANTS:
         counts[variant] = {}
         for name in ("claim", "done"):
-            chosen, dones = scripts.SCRIPTS[name], name == "done"
             reshape = functools.partial(shape, variant=variant)
-            total = instructions(chosen, runs, dones, loop=True, shape=reshape)
-            base = instructions(chosen, runs, dones, loop=False, shape=reshape)
-            counts[variant][name] = round((total - base) / runs)
+            counts[variant][name] = per_run(scripts.SCRIPTS[name], runs, name == "done", shape=reshape)
     return counts
 
 

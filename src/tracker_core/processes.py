@@ -76,14 +76,22 @@ def alive(pid: int) -> bool:
         threads = os.listdir(f"/proc/{pid}/task")
     except OSError:
         return False
-    for thread in threads:
-        try:
-            with open(f"/proc/{pid}/task/{thread}/stat") as f:
-                if f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X"):
-                    return True
-        except OSError:
-            continue  # that thread is gone
-    return False
+    return any(_runs(_stat_fields(f"/proc/{pid}/task/{thread}/stat")) for thread in threads)
+
+
+def _stat_fields(path: str) -> list[str]:
+    """The fields of a /proc stat file after the command name (state first), or [] once the
+    process or thread is gone. The name is in parentheses and may hold spaces and ")"."""
+    try:
+        with open(path) as f:
+            return f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return []
+
+
+def _runs(fields: list[str]) -> bool:
+    """Whether stat FIELDS (_stat_fields) are of a task that runs: there, and neither a zombie nor dead."""
+    return bool(fields) and fields[0] not in ("Z", "X")
 
 
 def children_of(pid: int) -> list[int]:
@@ -260,15 +268,10 @@ def group_members(pgid: int) -> list[int]:
     """The pids of process group PGID that still run (zombies excluded), from /proc."""
     members = []
     for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                state, _ppid, pgrp = f.read().rsplit(")", 1)[1].split()[:3]
-        except OSError:
-            continue  # gone meanwhile
-        if int(pgrp) == pgid and state not in ("Z", "X"):
-            members.append(int(entry))
+        if entry.isdigit():
+            fields = _stat_fields(f"/proc/{entry}/stat")  # state, ppid, pgrp, ...
+            if _runs(fields) and int(fields[2]) == pgid:
+                members.append(int(entry))
     return members
 
 
