@@ -6,8 +6,8 @@ PIP := $(PY) -m pip
 # Debian packages the tracker and its tests need: redis-server (embedded default and tests),
 # libev-dev (bjoern builds against it), wrk (whole-server benchmarks), rsync and curl (the real
 # warrior client uploads with them in the end-to-end tests), chromium (the leaderboard page's
-# headless browser test).
-APT_PACKAGES := redis-server libev-dev wrk rsync curl chromium chromium-driver
+# headless browser test), faketime (a node whose clock is off, in the clock-skew tests and faults).
+APT_PACKAGES := redis-server libev-dev wrk rsync curl chromium chromium-driver faketime
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 ARGS ?=
 

@@ -11,6 +11,7 @@ from tracker_api import (
     admin_pages,
     backfeed,
     front_page,
+    health,
     hot_path,
     hq_api,
     metrics,
@@ -20,11 +21,19 @@ from tracker_api import (
     warrior,
 )
 from tracker_api.config import AppConfig
-from tracker_api.errors import Refused, refuse_handler, script_handler, storage_handler, unrouted_handler
+from tracker_api.errors import (
+    Refused,
+    clock_handler,
+    refuse_handler,
+    script_handler,
+    storage_handler,
+    unrouted_handler,
+)
 from tracker_api.web_headers import SecurityHeaders
 from tracker_core.admin.context import AdminContext
 from tracker_core.engine import Engine
 from tracker_core.rawredis import RedisError
+from tracker_core.redis_clock import ClockRefused
 from tracker_core.scripts import ScriptError
 
 
@@ -67,6 +76,7 @@ def create_app(engine: Engine, admin: AdminContext | None = None, config: AppCon
     app.req_options.strip_url_path_trailing_slash = True
     app.add_error_handler(RedisError, storage_handler)
     app.add_error_handler(ScriptError, script_handler)
+    app.add_error_handler(ClockRefused, clock_handler)
     # Admin paths (redis-py): unreachable, timed out or refused: 503 in each face's shape
     # (errors.answer). The verbs' typed refusals are mapped by the faces (errors.admin_refusal).
     app.add_error_handler(redis.exceptions.RedisError, storage_handler)
@@ -100,6 +110,7 @@ def create_app(engine: Engine, admin: AdminContext | None = None, config: AppCon
     admin_api.add_admin_routes(app, admin, config)
     admin_pages.add_admin_pages(app, admin, config.segments_dir)
     hq_api.add_hq_routes(app, admin.conn, config)
+    app.add_route("/healthz", health.HealthCheck(engine))
     app.add_route("/", front_page.FrontPage(engine, admin.conn))
     app.add_route("/{project}", stats_page.LeaderboardPage(engine, config.live_url))
     # The warriors' hot routes skip Falcon's request machinery (tracker_api.hot_path). The

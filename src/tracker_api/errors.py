@@ -112,6 +112,14 @@ def storage_handler(req, resp, ex: RedisError, params):
     answer(req, resp, 503, "tracker storage unavailable, retry later")
 
 
+def clock_handler(req, resp, ex: Exception, params):
+    """This node's clock is further off Redis's than --max-clock-offset allows
+    (tracker_core.redis_clock): 503 with the reason, so the load balancer's /healthz check takes
+    the node out and clients retry on another; nothing was changed."""
+    resp.set_header("Retry-After", "60")
+    answer(req, resp, 503, f"this tracker node cannot serve: {ex}")
+
+
 def script_handler(req, resp, ex: Exception, params):
     """A script refused by Redis (out of memory under noeviction, busy, loading...): 503.
 

@@ -37,7 +37,7 @@ from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_late
 
 from tracker_api.auth import ANY, Authenticator
 from tracker_api.errors import Refused
-from tracker_core import bloom, census, classify, hq, protocol
+from tracker_core import bloom, census, classify, hq, protocol, redis_clock
 from tracker_core import keys as keyspace
 from tracker_core import stats as stats_mod
 from tracker_core.engine import Engine
@@ -130,6 +130,24 @@ class RedisProbe:
         rtt.add_metric([], self.rtt_s)
         yield rtt
         yield from self._memory()
+        yield from self._clock()
+
+    def _clock(self):
+        """This node's wall clock against Redis's (tracker_core.redis_clock), from its last sync."""
+        clock = redis_clock.PROCESS_CLOCK
+        if clock.offset_s is None:
+            return
+        offset = GaugeMetricFamily(
+            "tracker_clock_offset_seconds",
+            "This node's wall clock minus Redis's TIME; times are Redis's either way.",
+        )
+        offset.add_metric([], clock.offset_s)
+        refusing = GaugeMetricFamily(
+            "tracker_clock_refusing",
+            "1 while this node refuses to serve: its clock is past --max-clock-offset from Redis's.",
+        )
+        refusing.add_metric([], 0 if clock.refusal is None else 1)
+        yield from (offset, refusing)
 
     def _memory(self):
         try:
@@ -230,7 +248,10 @@ class TrackerCollector:
             "Refused input of a project (requests, entries, dones), by reason.",
             labels=["project", "reason"],
         )
-        now_ms = self.engine._now_ms()
+        try:
+            now_ms = self.engine._now_ms()
+        except redis_clock.ClockRefused:  # a refusing node still reports, on Redis's time
+            now_ms = redis_clock.now_ms(self.engine.conn, checked=False)
         for project in self._projects():
             counts = self.engine.counts(project)
             c = counts["counters"]

@@ -10,7 +10,7 @@ import os
 import random
 import time
 
-from tracker_core import giveback, packed_calls, script_calls, topology
+from tracker_core import giveback, packed_calls, redis_clock, script_calls, topology
 from tracker_core import item_status as item_status_mod
 from tracker_core import keys as keyspace
 from tracker_core import limits as limits_mod
@@ -49,12 +49,13 @@ def _pairs_to_dict(flat) -> dict:
 
 
 class Engine:
-    def __init__(self, redis_url: str, clock=time.time, memory_guard_percent: int | None = None):
+    def __init__(self, redis_url: str, clock=None, memory_guard_percent: int | None = None):
+        """CLOCK: seconds now, Redis's by default (tracker_core.redis_clock); tests pass a settable one."""
         self.redis_url = redis_url
         # None: TRACKER_MEMORY_GUARD_PERCENT or 90 (see memory_guard_percent); read once here.
         self.memory_guard_percent = _memory_guard_percent(memory_guard_percent)
         self.conn = topology.connect(redis_url)
-        self.clock = clock
+        self.clock = redis_clock.ConnectionClock(self.conn) if clock is None else clock
         self._keys: dict[str, keyspace.ProjectKeys] = {}
         # project -> (settings, monotonic time until which they may be used without a reload)
         self._settings: dict[str, tuple[ProjectSettings, float]] = {}

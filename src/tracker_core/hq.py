@@ -27,12 +27,11 @@ from __future__ import annotations
 import json
 import math
 import re
-import time
 import uuid
 from dataclasses import dataclass
 
 from tracker_core import keys as keyspace
-from tracker_core import protocol, reply_codes, script_calls
+from tracker_core import protocol, redis_clock, reply_codes, script_calls
 from tracker_core import settings as settings_mod
 from tracker_core.errors import BadInput
 
@@ -63,10 +62,6 @@ USER_AGENT_VERSION_RE = re.compile(r"ArchiveTeam Warrior/(\S{1,64})")
 # registered again (seesaw keeps its id for ever and never registers a second time).
 WARRIOR_ID_RE = re.compile(r"[0-9a-f]{32}\Z")
 MAX_LAT_LNG_CHARS = 64
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def document(r, base_url: str) -> dict:
@@ -151,7 +146,7 @@ def register(
     version = warrior.get("version", "")
     if not isinstance(version, str) or not VERSION_RE.match(version):
         raise ValueError(f"warrior version must be at most {MAX_VERSION_CHARS} printable ASCII characters")
-    now = _now_ms()
+    now = redis_clock.now_ms(r)
     if warrior_id is None:
         warrior_id = uuid.uuid4().hex
     elif not WARRIOR_ID_RE.match(warrior_id):
@@ -257,7 +252,7 @@ def heartbeat_fields(warrior: dict, user_agent: str | None = None) -> tuple[dict
 def heartbeat(r, warrior_id: str, fields: dict | None = None, ip: str | None = None) -> bool:
     """Note that WARRIOR_ID is alive and keep what its heartbeat carried (FIELDS from
     heartbeat_fields, the IP it came from); False for an id the registry does not know."""
-    now = _now_ms()
+    now = redis_clock.now_ms(r)
     beat = dict(fields or {}, seen_ms=now)
     if ip is not None:
         beat["ip"] = ip[:64]
@@ -276,14 +271,19 @@ def online_count(conn) -> int:
     """Warriors whose last heartbeat is at most ONLINE_WITHIN_MS old (all projects, wall
     clock); CONN is redis-py or RawRedis. What every view of "warriors online" shows."""
     return int(
-        conn.execute_command("ZCOUNT", keyspace.WARRIORS_SEEN, f"({_now_ms() - ONLINE_WITHIN_MS}", "+inf")
+        conn.execute_command(
+            "ZCOUNT",
+            keyspace.WARRIORS_SEEN,
+            f"({redis_clock.now_ms(conn, checked=False) - ONLINE_WITHIN_MS}",
+            "+inf",
+        )
     )
 
 
 def active_count(r, within_ms: int = 3_600_000) -> int:
     """Warriors whose last heartbeat (or registration) is within WITHIN_MS, give or take the
     online window a registration is indexed behind."""
-    return r.zcount(keyspace.WARRIORS_SEEN, _now_ms() - within_ms, "+inf")
+    return r.zcount(keyspace.WARRIORS_SEEN, redis_clock.now_ms(r) - within_ms, "+inf")
 
 
 def list_warriors(r, offset: int = 0, count: int = 100) -> list[dict]:
@@ -295,7 +295,7 @@ def list_warriors(r, offset: int = 0, count: int = 100) -> list[dict]:
     count = max(1, min(count, 1000))
     rows = r.zrevrange(keyspace.WARRIORS_SEEN, offset, offset + count - 1, withscores=True)
     records = r.hmget(keyspace.WARRIORS, [w for w, _ in rows]) if rows else []
-    since = _now_ms() - ONLINE_WITHIN_MS
+    since = redis_clock.now_ms(r) - ONLINE_WITHIN_MS
     listed = []
     for (warrior_id, seen), text in zip(rows, records):
         record = json.loads(text or "{}")

@@ -11,13 +11,14 @@ from typing import TYPE_CHECKING
 import click
 
 from tracker_api.cli import errors, output
+from tracker_core import redis_clock
 
 if TYPE_CHECKING:  # imported when first used: `tracker -h` needs no Redis client
     from tracker_core.admin.context import AdminContext
 
 DEFAULT_DATA_DIR = "var"
 ENV_PREFIX = "TRACKER"  # --some-option of `tracker items add` reads TRACKER_ITEMS_ADD_SOME_OPTION
-GLOBAL_OPTIONS = ("--redis-url", "--data-dir")
+GLOBAL_OPTIONS = ("--redis-url", "--data-dir", "--max-clock-offset")
 QUEUE_HELP = "Queue: todo, secondary, backfeed, redo or downloader:NAME."
 
 
@@ -183,6 +184,18 @@ def key_values(assignments) -> dict[str, str]:
     default=DEFAULT_DATA_DIR,
     show_default=True,
     help="Where the embedded Redis keeps its data (and segments, unless told otherwise).",
+)
+@click.option(
+    "--max-clock-offset",
+    envvar=redis_clock.MAX_OFFSET_ENV,
+    default=redis_clock.DEFAULT_MAX_OFFSET_S,
+    show_default=True,
+    type=click.FloatRange(0, 86400 * 365),
+    expose_value=False,
+    is_eager=True,
+    callback=lambda _ctx, _param, value: redis_clock.configure(value),
+    help="Seconds this node's clock may be off Redis's before it refuses to serve (0: no "
+    "bound). Times are Redis's either way (docs/operations.md, Clocks).",
 )
 @click.option(
     "--json",

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import time
-
-from tracker_core import claim_records, giveback
+from tracker_core import claim_records, giveback, redis_clock
 from tracker_core import keys as keyspace
 from tracker_core.admin import checks, paging
 from tracker_core.admin.context import AdminContext
@@ -43,7 +41,7 @@ def release_names(ctx: AdminContext, k: keyspace.ProjectKeys, holder: str, names
     if not names:
         return 0
 
-    reply = giveback.release(ctx.conn, k, holder, names, now_ms=int(time.time() * 1000))
+    reply = giveback.release(ctx.conn, k, holder, names, now_ms=redis_clock.now_ms(ctx.conn))
     if reply.code == Release.UNKNOWN_PROJECT:
         raise NotFound(f"unknown project {k.project!r}")
     return reply.released
@@ -78,7 +76,7 @@ def _release_page(ctx, project, downloader, older_than_s, pattern, cursor, limit
         # NaN fails the comparison; bool is not a number of seconds.
         if type(older_than_s) not in (int, float) or not 0 <= older_than_s <= checks.MAX_AGE_S:
             raise BadInput(f"'older_than_s' must be a number of seconds from 0 to {checks.MAX_AGE_S}")
-        return _release_older(ctx, k, int(time.time() * 1000 - older_than_s * 1000), cursor, limit)
+        return _release_older(ctx, k, redis_clock.now_ms(ctx.conn) - int(older_than_s * 1000), cursor, limit)
     if downloader is not None:
         next_cursor, page = ctx.conn.hscan(k.claims, cursor, count=limit)
         names = [n for n, claim in page.items() if claim.split("\t", 1)[0] == downloader]

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import time
-
-from tracker_core import bloom, offload, reply_codes, script_calls
+from tracker_core import bloom, offload, redis_clock, reply_codes, script_calls
 from tracker_core import keys as keyspace
 from tracker_core import settings as settings_mod
 from tracker_core import stats as stats_mod
@@ -14,10 +12,6 @@ from tracker_core.admin.errors import BadInput, Conflict, NotFound
 
 DELETE_CHUNK = 500  # keys per UNLINK
 UPLOAD_TARGET_STATES = ("active", "inactive", "remove")
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def _validated(values: dict) -> dict[str, str]:
@@ -41,7 +35,7 @@ def create(ctx: AdminContext, project: str, settings: dict | None = None) -> dic
     values = dict(settings or {})
     k = ctx.keys(project, must_exist=False)
     initial = settings_mod.defaults() | _validated(values)
-    created = script_calls.create_project(ctx.conn, k, now_ms=_now_ms(), settings=initial)
+    created = script_calls.create_project(ctx.conn, k, now_ms=redis_clock.now_ms(ctx.conn), settings=initial)
     ctx.conn.sadd(keyspace.PROJECTS, project)
     if created != reply_codes.CreateProject.CREATED:
         raise Conflict(f"project {project!r} already exists")
@@ -137,7 +131,7 @@ def delete(ctx: AdminContext, project: str) -> dict:
         if name not in ("project", "tag", "settings", "downloader_queues")
     ]
     owners = [k.downloader_queue(o) for o in r.sscan_iter(k.downloader_queues)]
-    now_ms = _now_ms()
+    now_ms = redis_clock.now_ms(r)
     minutes = [k.minute(m) for m in range(now_ms // 60000 - 2 * 1440, now_ms // 60000 + 2)]
     hours = [k.hour(h) for h in range(now_ms // 3_600_000 - 61 * 24, now_ms // 3_600_000 + 2)]
     days = range(now_ms // 86_400_000 - 63, now_ms // 86_400_000 + 2)

@@ -29,7 +29,7 @@ import zstandard
 
 from tracker_core import keys as keyspace
 from tracker_core import limits as limits_mod
-from tracker_core import log_archive, scripts, stats
+from tracker_core import log_archive, redis_clock, scripts, stats
 from tracker_core.offload.lease import LEASE_MS, Lease, LeaseLost, default_holder
 from tracker_core.offload.segment_registry import DONE, QUEUES, STAGED_FIELD, OffloadError, source_key
 from tracker_core.offload.staging import STALE_FILE_S, cleanup_files, offload_one, recover, refill_one
@@ -197,7 +197,7 @@ def upkeep_stats(p: ProjectPass) -> None:
     """Roll the statistics up and sample the backlog, at most every STATS_EVERY_S per project."""
     if p.stats_at is None or p.now - p.stats_at.get(p.k.project, -float("inf")) < STATS_EVERY_S:
         return
-    stats.upkeep(p.client, p.k.project, int(time.time() * 1000))
+    stats.upkeep(p.client, p.k.project, redis_clock.now_ms(p.client))
     p.stats_at[p.k.project] = p.now
 
 

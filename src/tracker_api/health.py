@@ -1,0 +1,42 @@
+"""GET /healthz: whether this node can serve warriors now, for load balancers and people.
+
+200 when Redis answers a PING and this node's clock is within --max-clock-offset of Redis's
+(tracker_core.redis_clock); otherwise 503 with the reason in one line. The JSON body says both
+either way: ``{"ok", "reason", "redis_rtt_s", "clock": {"offset_s", "uncertainty_s",
+"max_offset_s", "refusal"}}``. One PING and at most one TIME (when the clock's resync is due):
+cheap enough for a check every second from every balancer, and the same for anyone who asks.
+"""
+
+from __future__ import annotations
+
+import time
+
+from tracker_core import redis_clock
+from tracker_core.engine import Engine
+from tracker_core.rawredis import RedisError
+
+
+class HealthCheck:
+    def __init__(self, engine: Engine, clock: redis_clock.RedisClock = redis_clock.PROCESS_CLOCK):
+        self.engine = engine
+        self.clock = clock
+
+    def on_get(self, req, resp):
+        reason, rtt_s = None, None
+        try:
+            started = time.perf_counter()
+            self.engine.conn.execute_command("PING")
+            rtt_s = time.perf_counter() - started
+            self.clock.now(self.engine.conn)
+        except (RedisError, OSError):
+            reason = "Redis does not answer"
+        except redis_clock.ClockRefused as exc:
+            reason = str(exc)
+        resp.status = 200 if reason is None else 503
+        resp.set_header("Cache-Control", "no-store")
+        resp.media = {
+            "ok": reason is None,
+            "reason": reason,
+            "redis_rtt_s": rtt_s,
+            "clock": self.clock.status(),
+        }
