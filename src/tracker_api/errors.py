@@ -89,15 +89,20 @@ def _error_page(status: int, reason: str) -> str:
     )
 
 
+def count_refusal(engine, project: str | None, field: str) -> None:
+    """Count a refusal under FIELD in PROJECT's stats, or globally when no such project exists."""
+    try:
+        # Only a project that exists gets the count; anything else would create its keys.
+        known = project is not None and engine.settings(project) is not None
+        engine.count(project if known else None, field)
+    except RedisError:
+        pass  # counting must never turn a 4xx into a 5xx
+
+
 def refuse_handler(engine):
     def handle(req, resp, ex: Refused, params):
         answer(req, resp, ex.status, ex.reason)
-        try:
-            # Only a project that exists gets the count; anything else would create its keys.
-            known = ex.project is not None and engine.settings(ex.project) is not None
-            engine.count(ex.project if known else None, ex.field)
-        except RedisError:
-            pass  # counting must never turn a 4xx into a 5xx
+        count_refusal(engine, ex.project, ex.field)
 
     return handle
 

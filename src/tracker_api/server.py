@@ -19,6 +19,7 @@ waiting in its queue. A Unix socket has no such spreading: its workers share one
 
 from __future__ import annotations
 
+import functools
 import gc
 import logging
 import os
@@ -27,7 +28,7 @@ from dataclasses import dataclass
 
 import bjoern
 
-from tracker_api import bodycap, logs, redact, request_metrics
+from tracker_api import bodycap, errors, logs, redact, request_metrics
 from tracker_api.app import create_app
 from tracker_api.config import AppConfig
 from tracker_api.connguard import ConnectionGuard, raise_nofile_limit
@@ -67,10 +68,15 @@ class Limits:
     body_budget_bytes: int = 2 * DEFAULT_MAX_BODY_BYTES  # all unfinished bodies of a worker
 
 
-def make_app(redis_url: str, config: AppConfig):
+def make_app(redis_url: str, config: AppConfig, engine: Engine | None = None):
     """The app one worker serves, with its own Engine (built after the fork: no shared socket)."""
-    engine = Engine(redis_url, memory_guard_percent=config.memory_guard_percent)
+    if engine is None:
+        engine = make_engine(redis_url, config)
     return create_app(engine, config=config)
+
+
+def make_engine(redis_url: str, config: AppConfig) -> Engine:
+    return Engine(redis_url, memory_guard_percent=config.memory_guard_percent)
 
 
 def settle_heap() -> None:
@@ -117,12 +123,15 @@ def _worker(sock, others, redis_url: str, config: AppConfig, limits: Limits) -> 
     for other in others:  # the other workers' sockets, inherited: this worker never accepts there
         if other is not sock:
             other.close()
-    app = make_app(redis_url, config)
+    engine = make_engine(redis_url, config)
+    app = make_app(redis_url, config, engine)
     settle_heap()
     guard = ConnectionGuard(
         sock, limits.idle_timeout_s, limits.request_timeout_s, limits.max_body_bytes
     ).start()
-    bodycap.run_capped(sock, app, limits.max_body_bytes, limits.body_budget_bytes, guard)
+    # The body cap refuses some requests before the app sees them: counted as the app would.
+    count = functools.partial(errors.count_refusal, engine)
+    bodycap.run_capped(sock, app, limits.max_body_bytes, limits.body_budget_bytes, guard, count)
 
 
 def serve(

@@ -131,7 +131,8 @@ def serve_options(f):
             default=DEFAULT_MAX_BODY_BYTES,
             show_default=True,
             type=click.IntRange(1 << 20, 1 << 30),
-            help="Largest request body a worker buffers; beyond it 413, nothing kept.",
+            help="Largest request body a worker buffers; beyond it 413, nothing kept (at the first "
+            "body bytes when Content-Length says so, and the connection closed).",
         ),
         click.option(
             "--live-url",
