@@ -34,3 +34,6 @@ class AppConfig:
     # address (an IPv6 /64) an hour. Past either, nothing is stored (tracker_core.hq).
     warriors_max: int = hq.MAX_WARRIORS
     registrations_per_hour: int = hq.REGISTRATIONS_PER_HOUR
+    # The tracker's public base URL (https://tracker.example.org, checked by public_url.validate):
+    # projects.json's links are built from it, never from the Host header; empty: see public_url.py.
+    public_url: str = ""

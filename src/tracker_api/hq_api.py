@@ -13,6 +13,7 @@ import uuid
 import falcon
 import orjson
 
+from tracker_api import public_url as public_url_mod
 from tracker_api.client_ip import client_ip, throttle_key
 from tracker_api.config import AppConfig
 from tracker_api.errors import Refused, read_bounded
@@ -22,13 +23,26 @@ from tracker_core import keys as keyspace
 MAX_WARRIOR_BODY_BYTES = 64 << 10
 
 
+# A minute: warriors ask every ten minutes (and on start), a project an admin lists shows within
+# one, and a proxy or CDN in front may answer a crowd from its copy. Public: it is the same for
+# everyone who sends the same Host (a cache keys on it), and with --public-url for everyone.
+PROJECTS_CACHE_CONTROL = "public, max-age=60"
+
+
+def leaderboard_base(req, public_url: str) -> str:
+    """What the document's leaderboard URLs start with (tracker_api.public_url.base_url)."""
+    return public_url_mod.base_url(public_url, req.scheme, req.get_header("Host"))
+
+
 class ProjectsDocument:
-    def __init__(self, conn):
+    def __init__(self, conn, public_url: str = ""):
         self.conn = conn
+        self.public_url = public_url
 
     def on_get(self, req, resp):
         resp.content_type = falcon.MEDIA_JSON
-        resp.data = orjson.dumps(hq.document(self.conn, req.prefix))
+        resp.cache_control = [PROJECTS_CACHE_CONTROL]
+        resp.data = orjson.dumps(hq.document(self.conn, leaderboard_base(req, self.public_url)))
 
 
 def _warrior_body(req) -> dict:
@@ -54,10 +68,17 @@ class _WarriorResource:
     """What RegisterWarrior and UpdateWarrior keep: the connection, how many proxies append
     to X-Forwarded-For (0: the peer address is the client) and the registry's bounds."""
 
-    def __init__(self, conn, trust_forwarded: bool | int = False, bounds: hq.Bounds = hq.Bounds()):
+    def __init__(
+        self,
+        conn,
+        trust_forwarded: bool | int = False,
+        bounds: hq.Bounds = hq.Bounds(),
+        public_url: str = "",
+    ):
         self.conn = conn
         self.trusted_proxies = int(trust_forwarded)
         self.bounds = bounds
+        self.public_url = public_url
 
 
 class RegisterWarrior(_WarriorResource):
@@ -105,7 +126,7 @@ class UpdateWarrior(_WarriorResource):
         if not isinstance(warrior, dict) or "warrior_id" not in warrior:
             warrior = body
         warrior_id = warrior.get("warrior_id")
-        document = hq.document(self.conn, req.prefix)
+        document = hq.document(self.conn, leaderboard_base(req, self.public_url))
         if isinstance(warrior_id, str) and 0 < len(warrior_id) <= 64:
             fields, refused = hq.heartbeat_fields(warrior, req.user_agent)
             self._heartbeat(warrior_id, fields, client_ip(req, self.trusted_proxies))
@@ -137,6 +158,6 @@ class UpdateWarrior(_WarriorResource):
 def add_hq_routes(app, conn, config: AppConfig = AppConfig()) -> None:
     """The HQ's routes, with CONFIG's client-IP rule and registry bounds."""
     bounds = hq.Bounds(config.warriors_max, config.registrations_per_hour)
-    app.add_route("/projects.json", ProjectsDocument(conn))
+    app.add_route("/projects.json", ProjectsDocument(conn, config.public_url))
     app.add_route("/api/register.json", RegisterWarrior(conn, config.trust_forwarded, bounds))
-    app.add_route("/api/update.json", UpdateWarrior(conn, config.trust_forwarded, bounds))
+    app.add_route("/api/update.json", UpdateWarrior(conn, config.trust_forwarded, bounds, config.public_url))

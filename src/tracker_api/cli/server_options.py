@@ -75,6 +75,16 @@ def _registry_bound(flag: str, default: int, help: str):
     )
 
 
+def _public_url(ctx, param, value: str) -> str:
+    """--public-url checked at start: one line and exit 2 unless it is a plain http(s) URL."""
+    from tracker_api import public_url
+
+    try:
+        return public_url.validate(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
 def serve_options(f):
     """The options of the API workers, shared by run and serve."""
     from tracker_api.config import DEFAULT_MEMORY_GUARD_PERCENT
@@ -133,6 +143,16 @@ def serve_options(f):
             type=click.IntRange(1 << 20, 1 << 30),
             help="Largest request body a worker buffers; beyond it 413, nothing kept (at the first "
             "body bytes when Content-Length says so, and the connection closed).",
+        ),
+        click.option(
+            "--public-url",
+            envvar="TRACKER_PUBLIC_URL",
+            default="",
+            callback=_public_url,
+            help="The tracker's public base URL, http(s)://HOST[:PORT][/PATH] (e.g. "
+            "https://tracker.example.org): projects.json builds its leaderboard URLs from it and "
+            "never from the Host header. Default: none; then a Host header that is a plain "
+            "host[:port] is used, and anything else gives relative URLs.",
         ),
         click.option(
             "--live-url",
@@ -198,6 +218,7 @@ def server_settings(options: dict, segments_dir: Path | None, live_url: str | No
         memory_guard_percent=options["memory_guard_percent"],
         warriors_max=options["warriors_max"],
         registrations_per_hour=options["registrations_per_hour"],
+        public_url=options["public_url"],
     )
     limits = Limits(
         idle_timeout_s=options["idle_timeout_s"],
