@@ -1,12 +1,13 @@
 """The access log: one line per request on the `tracker.access` logger, when it is switched on.
 
 A line reads ``METHOD PATH STATUS DURATIONms CLIENT``: the path without its query string (where
-tokens could be), redacted (a backfeed path carries the project's secret: logs.py's record
-factory masks it), with control characters escaped so that a request cannot forge a line; the
-client is the address client_ip.py takes (X-Forwarded-For only behind --trust-forwarded). The
-duration runs until the app returned its response (a streamed body is sent after). Requests
-that bodycap or the connection guard answer themselves (413, 408) never reach the app and are
-not logged here.
+tokens could be), redacted (a backfeed path of any shape carries the project's secret:
+redact.hide_backfeed masks it, and logs.py's record factory redacts the whole line), with
+control characters escaped so that a request cannot forge a line; the client is the address
+client_ip.py takes (X-Forwarded-For only behind --trust-forwarded; a header it cannot read shows
+as ``unreadable-forwarded-for@PEER``). The duration runs until the app returned its response (a
+streamed body is sent after). Requests that bodycap or the connection guard answer themselves
+(413, 408) never reach the app and are not logged here.
 
 Switched off (the default, see the README), ``wrap`` returns the app itself: no cost at all.
 """
@@ -16,7 +17,7 @@ from __future__ import annotations
 import logging
 import time
 
-from tracker_api import client_ip, logs
+from tracker_api import client_ip, logs, redact
 
 log = logging.getLogger(logs.ACCESS_LOGGER)
 
@@ -38,10 +39,13 @@ class _Peer:
 
 def shown_path(environ) -> str:
     """The request's path as the log shows it: decoded as the app routes it, no query string,
-    at most MAX_PATH_CHARS, every control character escaped."""
+    a backfeed secret masked, at most MAX_PATH_CHARS, every control character escaped."""
     path = environ.get("PATH_INFO") or "/"
     if not path.isascii():  # WSGI hands the path over as latin-1 text of its UTF-8 bytes
         path = path.encode("latin-1", "replace").decode("utf-8", "replace")
+    # Here, where the whole path is known to be one field: the record's redaction reads a line,
+    # where a space (%20 in the path) would end the path and leave the rest of a secret shown.
+    path = redact.hide_backfeed(path)
     if len(path) > MAX_PATH_CHARS:
         path = path[:MAX_PATH_CHARS] + "..."
     if not path.isprintable():
@@ -68,7 +72,7 @@ def wrap(app, trusted_proxies: int = 0):
             ms = (time.perf_counter() - started) * 1000.0
             line = (
                 f"{environ.get('REQUEST_METHOD', '-')} {shown_path(environ)} {status[0]} {ms:.1f}ms "
-                f"{client_ip.client_ip(_Peer(environ), trusted_proxies) or '-'}"
+                f"{client_ip.shown(_Peer(environ), trusted_proxies)}"
             )
             # makeRecord + handle: log.info would look up its caller's frame (a third of the
             # cost) for a line that never shows it. The record is redacted as it is made.

@@ -3,7 +3,9 @@
 Unauthenticated, called by every seesaw Warrior: the projects document, a registration, and the
 heartbeat it sends every ten minutes. Whatever a warrior sends, it gets a 200 with what it needs
 to keep working (see RegisterWarrior and UpdateWarrior); only a body that is not a JSON object is
-refused. The registry's rules are tracker_core.hq's; its bounds come in the AppConfig.
+refused, and behind proxies an X-Forwarded-For that does not hold the client's address
+(client_ip.py: 400, counted as bad_forwarded_for, before anything is recorded). The registry's
+rules are tracker_core.hq's; its bounds come in the AppConfig.
 """
 
 from __future__ import annotations

@@ -149,8 +149,9 @@ class ProtocolResource:
             raise Refused(404, f"unknown project {project!r}", "bad_unknown_project")
         return settings
 
-    def client_ip(self, req) -> str:
-        return client_ip(req, self.trusted_proxies)
+    def client_ip(self, req, project: str) -> str:
+        """The client's address; Refused (counted in PROJECT) when a proxy's header is unreadable."""
+        return client_ip(req, self.trusted_proxies, project)
 
     def claim(self, req, resp, project: str, body: dict, multi: int, ip: str | None = None) -> None:
         """Answer a request body: items as JSON (api_version 2) or bare text, else 404/429/455/403.
@@ -169,7 +170,7 @@ class ProtocolResource:
             )
         legacy = body.get("api_version") != "2"
         wanted = 1 if legacy else max(1, min(multi, settings.max_multi))
-        ip = self.client_ip(req) if ip is None else ip
+        ip = self.client_ip(req, project) if ip is None else ip
         status, items = self.engine.claim(project, downloader, ip, wanted)
         if status == Claim.OK:
             answer = answer_body(items, legacy, settings.extra_parameters)
@@ -224,7 +225,7 @@ class RequestResource(ProtocolResource):
 class DoneResource(ProtocolResource):
     def on_post(self, req, resp, project: str, multi: int = 1):
         body = read_json(req, project, MAX_DONE_BODY_BYTES)
-        self.complete(project, body, self.client_ip(req))
+        self.complete(project, body, self.client_ip(req, project))
         resp.content_type = falcon.MEDIA_TEXT
         resp.text = "OK"
 
@@ -234,7 +235,7 @@ class DoneRequestResource(ProtocolResource):
 
     def on_post(self, req, resp, project: str, multi: int = 1):
         body = read_json(req, project, MAX_DONE_BODY_BYTES)
-        ip = self.client_ip(req)  # read once for both halves
+        ip = self.client_ip(req, project)  # read once for both halves, before either changes anything
         if "item" in body:
             self.complete(project, body, ip)
         self.claim(req, resp, project, body, multi, ip)

@@ -5,10 +5,13 @@ at all while it is switched off."""
 import io
 import logging
 import re
+import socket
 
 import pytest
 from falcon import testing
 
+from support.processes import start_serve, stop, wait_for_line
+from support.raw_http import read_until_closed, status_line
 from tracker_api import logs
 from tracker_api.app import create_app
 from tracker_api.config import AppConfig
@@ -61,7 +64,79 @@ def test_behind_proxies_the_client_is_the_one_client_ip_takes(engine, access_lin
     client = testing.TestClient(create_app(engine, config=AppConfig(trust_forwarded=1)))
     client.simulate_get("/", headers={"X-Forwarded-For": "10.9.9.9, 203.0.113.7"})
     client.simulate_get("/", headers={"X-Forwarded-For": "not-an-address"})
-    assert [ip for *_, ip in access_lines()] == ["203.0.113.7", "127.0.0.1"]
+    client.simulate_post("/api/register.json", body="{}", headers={"X-Forwarded-For": "1.2.3.45.6.7.8"})
+    # Never the header's text (a client wrote it) nor the peer as if it were the client.
+    assert [(status, ip) for _, _, status, _, ip in access_lines()] == [
+        ("200", "203.0.113.7"),
+        ("200", "unreadable-forwarded-for@127.0.0.1"),  # the front page reads no address
+        ("400", "unreadable-forwarded-for@127.0.0.1"),
+    ]
+
+
+# Backfeed paths in every shape a client can send (each routes to the backfeed endpoint or to a
+# 404 that still carries what the client typed): the log keeps the shape, never the secret.
+BACKFEED_SHAPES = {
+    f"/backfeed/legacy/{SECRET}": "/backfeed/legacy/***",  # no dash: all of it is the secret
+    f"/backfeed/legacy/proj-{SECRET}": "/backfeed/legacy/proj-***",
+    f"/backfeed/legacy/my-proj-{SECRET}": "/backfeed/legacy/my-proj-***",
+    f"/BACKFEED/LEGACY/proj-{SECRET}": "/BACKFEED/LEGACY/proj-***",
+    f"//backfeed//legacy//proj-{SECRET}": "/backfeed/legacy/proj-***",  # collapsed as routed
+    f"/backfeed/legacy/proj-{SECRET}/": "/backfeed/legacy/proj-***",
+    f"/backfeed/legacy/proj-{SECRET}/more/proj-{SECRET}": "/backfeed/legacy/proj-***",
+    f"/backfeed/{SECRET}": "/backfeed/***",
+    f"/backfeed/other/proj-{SECRET}": "/backfeed/***",
+    # The server decodes the path once (as Falcon's test client does): a space, a "%" left in it.
+    f"/backfeed/legacy/proj-{SECRET[:10]}%20{SECRET[10:]}": "/backfeed/legacy/proj-***",
+    f"/backfeed/legacy/proj-{SECRET[:4]}%25{SECRET[4:]}": "/backfeed/legacy/proj-***",
+    f"/backfeed%2Flegacy%2Fproj%2D{SECRET}": "/backfeed/legacy/proj-***",
+    f"/%62ackfeed/legacy/proj-{SECRET}": "/backfeed/legacy/proj-***",
+    f"/%2562ackfeed%252Flegacy/proj-{SECRET}": "/backfeed/legacy/proj-***",  # decoded here again
+    f"/tracker/backfeed/legacy/proj-{SECRET}": "/tracker/backfeed/legacy/proj-***",
+}
+
+
+@pytest.mark.parametrize("path", sorted(BACKFEED_SHAPES))
+def test_a_backfeed_secret_is_masked_whatever_the_path_s_shape(engine, admin, access_lines, path):
+    projects.create(admin, "proj")
+    client = testing.TestClient(create_app(engine))
+    client.simulate_post(path, body="item\n", query_string=f"delimiter=%0A&x={SECRET}")
+    text = access_lines.text()
+    ((method, shown, status, _, _),) = [LINE.search(line).groups() for line in text.splitlines()]
+    assert (method, status) in {("POST", "403"), ("POST", "404")}
+    assert shown == BACKFEED_SHAPES[path]
+    for piece in (SECRET, SECRET[:8], SECRET[-8:]):
+        assert piece not in text
+
+
+def test_what_holds_no_secret_is_logged_as_it_is(engine, admin, access_lines):
+    projects.create(admin, "proj")
+    client = testing.TestClient(create_app(engine))
+    paths = [
+        "/api/admin/projects/proj/queues/backfeed/items",
+        "/admin/proj/backfeed",
+        "/proj/items/100%25.json",
+    ]
+    for path in paths:
+        client.simulate_get(path)
+    assert [shown for _, shown, *_ in access_lines()] == [
+        "/api/admin/projects/proj/queues/backfeed/items",
+        "/admin/proj/backfeed",
+        "/proj/items/100%.json",  # a "%" left by the decoding is not decoded again
+    ]
+
+
+def test_neither_the_authorization_header_nor_a_token_in_the_query_is_logged(engine, admin, access_lines):
+    from tracker_core import tokens
+
+    token = tokens.create(admin.conn, "*")[0]
+    client = testing.TestClient(create_app(engine))
+    client.simulate_get("/api/admin/projects", headers={"Authorization": f"Bearer {token}"})
+    client.simulate_get(
+        "/metrics", query_string=f"token={token}", headers={"Authorization": "Basic dXNlcjpwYXNz"}
+    )
+    text = access_lines.text()
+    assert len(access_lines()) == 2
+    assert token not in text and token.rsplit("_", 1)[-1] not in text and "dXNlcjpwYXNz" not in text
 
 
 def test_switched_off_the_app_is_not_wrapped_and_logs_nothing(engine, monkeypatch):
@@ -75,3 +150,34 @@ def test_switched_off_the_app_is_not_wrapped_and_logs_nothing(engine, monkeypatc
     finally:
         logs.reset()
     assert not logging.getLogger("tracker").handlers
+
+
+def test_the_real_server_logs_no_backfeed_secret_whatever_the_raw_path(redis_url, admin):
+    """The same through bjoern, whose own decoding of the request line decides what the app sees."""
+    projects.create(admin, "proj")
+    raw_paths = [
+        f"/backfeed/legacy/{SECRET}",
+        f"/BACKFEED//legacy/proj-{SECRET}?x={SECRET}",
+        f"/backfeed%2Flegacy%2Fproj%2d{SECRET}",
+        f"/%2562ackfeed/legacy/proj-{SECRET}",
+        f"/backfeed/legacy/proj-{SECRET[:6]}%20{SECRET[6:]}",
+        f"/backfeed/legacy/proj-{SECRET[:6]}%0A{SECRET[6:]}",
+    ]
+    process, port = start_serve(redis_url, "--host", "127.0.0.1", "--access-log", capture=True)
+    try:
+        for path in raw_paths:
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+                sock.sendall(
+                    f"POST {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\nContent-Length: 5\r\n\r\nitem\n".encode()
+                )
+                assert status_line(read_until_closed(sock, 10)[0]).split()[1] in (b"403", b"404")
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            sock.sendall(b"GET /end-of-test HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+            read_until_closed(sock, 10)
+        wait_for_line(process, r"tracker\.access: GET /end-of-test 404 ")
+    finally:
+        stop(process)
+    access = [line for line in process.lines if "tracker.access: POST " in line]
+    assert len(access) == len(raw_paths), process.lines
+    for piece in (SECRET, SECRET[:10], SECRET[6:], SECRET[-8:]):
+        assert not any(piece in line for line in process.lines), piece

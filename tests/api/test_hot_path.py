@@ -359,17 +359,18 @@ def test_the_access_log_has_one_line_per_hot_request_with_its_status(redis_url, 
         full = create_app(Engine(redis_url), config=AppConfig(trust_forwarded=1))
         forwarded = {"HTTP_X_FORWARDED_FOR": "203.0.113.9", "REMOTE_ADDR": "10.0.0.1"}
         call(full, "POST", "/proj/multi=2//request", REQUEST, environ=forwarded)
-        call(full, "POST", "/proj/request", REQUEST)  # the queue is empty now
-        call(full, "POST", "/nope/done", done_of(["a"]))
+        call(full, "POST", "/proj/request", REQUEST, environ=forwarded)  # the queue is empty now
+        # No X-Forwarded-For behind the proxy: refused (client_ip), and logged as unreadable.
+        call(full, "POST", "/nope/done", done_of(["a"]), environ={"REMOTE_ADDR": "10.0.0.1"})
         call(full, "POST", "/proj/request", b"{")
     finally:
         logs.reset()
     lines = [line.split("tracker.access: ")[1].split() for line in buffer.getvalue().splitlines()]
     assert [(method, path, status, ip) for method, path, status, _, ip in lines] == [
         ("POST", "/proj/multi=2/request", "200", "203.0.113.9"),
-        ("POST", "/proj/request", "404", "127.0.0.1"),
-        ("POST", "/nope/done", "404", "127.0.0.1"),
-        ("POST", "/proj/request", "400", "127.0.0.1"),
+        ("POST", "/proj/request", "404", "203.0.113.9"),
+        ("POST", "/nope/done", "400", "unreadable-forwarded-for@10.0.0.1"),
+        ("POST", "/proj/request", "400", "unreadable-forwarded-for@127.0.0.1"),
     ]
 
 

@@ -101,7 +101,8 @@ def test_a_bad_format_is_logged_not_raised(logged):
 # Pieces of every secret's marker, in odd cases and with look-alikes ("ſ" is an "s" to (?i)).
 PIECES = ["@", "://", "redis://u:", "/backfeed/legacy/", "-", "%2d", "%61", "Bearer ", "BEARER\t",
           "paſſword=", "PassWd:", "token=", "SECRET: ", "requirepass ", "x", "/", " ", "\u212a",
-          "trk_", "0123456789ab_", "trk_0123456789ab_", "trk_00000000000f_S3c", "_"]  # fmt: skip
+          "trk_", "0123456789ab_", "trk_0123456789ab_", "trk_00000000000f_S3c", "_",
+          "backfeed", "BAC\u212aFEED", "%62ackfeed", "%2F", "legacy", "queues/"]  # fmt: skip
 
 
 @given(st.lists(st.sampled_from(PIECES) | st.text(max_size=4), max_size=12).map("".join))

@@ -5,6 +5,12 @@ the refusal counters. The state is a digest of every key (DEBUG DIGEST-VALUE) ta
 request, so the snapshot after one request is the one before the next. Counter keys (stats
 hashes, per-minute counters, unique-count HyperLogLogs) may only grow on a refusal.
 
+Both servers trust one proxy in front (``--trust-forwarded``), and every request carries an
+X-Forwarded-For from a stream of its own: mostly an address, sometimes what a proxy never hands
+over (absent, empty, two lines as bjoern joins them, a port glued to an address, a zone,
+an overlong one); the raw requests also repeat the header over several lines. Refused (400,
+client_ip.py), such a request must change nothing either.
+
 Short by default (in `make test`); FUZZ_REQUESTS=10000 (`make fuzz`, part of `make chaos`) runs
 the full size and writes benchmarks/results/fuzz.json. FUZZ_SEED picks another corpus.
 """
@@ -27,6 +33,7 @@ from support.paths import ROOT
 from support.processes import start_live_server, stop_live_server
 from tracker_api.admin_api import ADMIN_ROUTES
 from tracker_api.app import create_app
+from tracker_api.config import AppConfig
 from tracker_core import backfeed_secrets, bloom, tokens
 from tracker_core.admin import census, limits, projects
 from tracker_core.admin import items as item_verbs
@@ -442,7 +449,49 @@ class Corpus:
         return self.other()
 
 
+# X-Forwarded-For values as the app receives them (bjoern joins repeated lines with nothing
+# between): None is no header at all. An address most of the time, so the routes still serve.
+FORWARDED_GOOD = ("203.0.113.7", "10.9.9.9", "2001:db8::7", "198.51.100.1:4711", "6.6.6.6, 203.0.113.8")
+FORWARDED_BAD = (
+    None,
+    "",
+    " ",
+    "198.51.100.1203.0.113.9",
+    "6.6.6.6:203.0.113.7",
+    "[6.6.6.6]:2001:db8::1",
+    "unknown",
+    "203.0.113.7,",
+    "fe80::1%eth0",
+    "[::1]:x",
+    "9" * 9000,
+    "203.0.113.7, " + "x" * 9000,
+    "203.0.113.7\t10.9.9.9",
+    "\xe9\x00",
+)
+
+
+def forwarded_headers(rng: random.Random) -> dict:
+    """The X-Forwarded-For of one request (its own stream: the corpus stays what it was)."""
+    value = rng.choice(FORWARDED_BAD) if rng.random() < 0.2 else rng.choice(FORWARDED_GOOD)
+    return {} if value is None else {"X-Forwarded-For": value}
+
+
 # -- raw HTTP -------------------------------------------------------------------------------------
+
+# Forwarding headers over the wire: repeated lines (joined by bjoern), empty and odd ones.
+RAW_FORWARDED = (
+    [b"X-Forwarded-For: 198.51.100.1", b"X-Forwarded-For: 203.0.113.7"],
+    [b"X-Forwarded-For: 6.6.6.6:", b"x-forwarded-for: 203.0.113.7"],
+    [b"X-Forwarded-For: 2", b"X-Forwarded-For: 3.0.113.7"],  # glued into another valid address
+    [b"X-Forwarded-For:", b"X-Forwarded-For: 203.0.113.7"],
+    [b"X-Forwarded-For:"],
+    [b"X-Forwarded-For: unknown"],
+    [b"X-Forwarded-For: \xff\xfe"],
+    [b"X-Forwarded-For: 203.0.113.7", b" 10.9.9.9"],  # a folded continuation line
+    [b"X-Forwarded-For: 1.2.3.4, " + b"9" * 100],
+    [b"X-Forwarded-For: " + b"1," * 5000],
+    [],  # none at all
+)
 
 
 def raw_request(rng: random.Random) -> bytes:
@@ -469,9 +518,10 @@ def raw_request(rng: random.Random) -> bytes:
         [b"HTTP/1.1", b"HTTP/1.1", b"HTTP/1.0", b"HTTP/1.x", b"HTTP/11", b"", b"HTTPS/1.1", b"HTTP/1.1 extra"]
     )
     headers = [b"Host: 127.0.0.1", b"Content-Type: application/json", b"Connection: close"]
+    forwarded = [b"X-Forwarded-For: 203.0.113.7"]  # the proxy's line (the server trusts one)
     length = [b"Content-Length: %d" % len(body)]
     for _ in range(rng.randint(0, 3)):
-        kind = rng.randrange(9)
+        kind = rng.randrange(10)
         if kind == 0:
             headers.append(b"NoColonHeader")
         elif kind == 1:
@@ -494,13 +544,13 @@ def raw_request(rng: random.Random) -> bytes:
             headers.append(b"X-Nul: a\x00b")
         elif kind == 6:
             headers.append(b" folded continuation")
-        elif kind == 7:
-            headers.append(b"X-Forwarded-For: 1.2.3.4, " + b"9" * 100)
+        elif kind in (7, 8):
+            forwarded = rng.choice(RAW_FORWARDED)
         else:
             headers = [h.replace(b": ", b":") for h in headers]
     eol = rng.choice([b"\r\n", b"\r\n", b"\n"])
     head = b" ".join(x for x in (method, path, version) if x)
-    return eol.join([head, *headers, *length, b"", b""]) + body
+    return eol.join([head, *headers, *forwarded, *length, b"", b""]) + body
 
 
 def send_raw(port: int, data: bytes) -> tuple[str, float]:
@@ -591,13 +641,22 @@ def refill(world) -> None:
 def test_fuzzed_requests_answer_below_500_in_time_and_refusals_change_nothing(world):
     rng, r = world["rng"], world["r"]
     engine = Engine(world["server"].url)
-    client = testing.TestClient(create_app(engine))
+    client = testing.TestClient(create_app(engine, config=AppConfig(trust_forwarded=1)))
     corpus = Corpus(rng, world["names"], world["secret"], world["tokens"])
-    live = start_live_server(world["server"].url, workers=2)
+    live = start_live_server(world["server"].url, workers=2, extra_env={"TRACKER_SERVE_TRUST_FORWARDED": "1"})
     raw_rng = random.Random(SEED + 1)
+    forwarded_rng = random.Random(SEED + 2)
     statuses, failures, slowest = Counter(), [], 0.0
     started = time.monotonic()
     try:
+        # The live server trusts its proxy: two lines of the header are refused, not served.
+        body = orjson.dumps({"downloader": "rawfuzz", "api_version": "2"})
+        two_lines = (
+            b"POST /fz/request HTTP/1.1\r\nHost: a\r\nConnection: close\r\nContent-Type: application/json\r\n"
+            b"X-Forwarded-For: 198.51.100.1\r\nX-Forwarded-For: 203.0.113.7\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+        )
+        assert send_raw(live.port, two_lines)[0] == "400"
         state = snapshot(r)
         for n in range(REQUESTS):
             if n % 200 == 0:
@@ -609,7 +668,7 @@ def test_fuzzed_requests_answer_below_500_in_time_and_refusals_change_nothing(wo
                 status, elapsed = send_raw(live.port, data)
             else:
                 route, method, path, headers, body = corpus.next()
-                kwargs = {"headers": headers or {}}
+                kwargs = {"headers": {**forwarded_headers(forwarded_rng), **(headers or {})}}
                 if isinstance(body, dict):
                     kwargs["body"] = (
                         orjson.dumps(body, option=orjson.OPT_PASSTHROUGH_SUBCLASS)
@@ -648,6 +707,7 @@ def test_fuzzed_requests_answer_below_500_in_time_and_refusals_change_nothing(wo
     finally:
         stop_live_server(live)
     duration = time.monotonic() - started
+    forwarded_refused = int(r.hget(K.stats, "bad_forwarded_for") or 0)
     if REQUESTS >= 10_000:
         RESULTS.write_text(
             json.dumps(
@@ -659,6 +719,7 @@ def test_fuzzed_requests_answer_below_500_in_time_and_refusals_change_nothing(wo
                     "duration_s": round(duration, 1),
                     "slowest_answer_s": round(slowest, 3),
                     "failures": len(failures),
+                    "forwarded_for_refused": forwarded_refused,
                     "first_failures": failures[:20],
                     "by_route_status": dict(sorted(statuses.items())),
                 },
@@ -667,6 +728,7 @@ def test_fuzzed_requests_answer_below_500_in_time_and_refusals_change_nothing(wo
             + "\n"
         )
     assert failures == [], failures[:10]
+    assert forwarded_refused > 0  # the unreadable ones were refused (in the project's stats)
     assert sum(statuses.values()) == REQUESTS
     assert sum(v for k, v in statuses.items() if k.endswith(" 200")) > REQUESTS // 20
 

@@ -109,7 +109,8 @@ def serve_options(f):
             "--trust-forwarded",
             is_flag=True,
             help="Take the client IP from X-Forwarded-For (behind a load balancer): "
-            "the entry the trusted proxies appended, never one a client sent.",
+            "the entry the trusted proxies appended, never one a client sent. A request whose "
+            "header is missing or holds no address there is refused (400), never served as the proxy.",
         ),
         click.option(
             "--trusted-proxies",
