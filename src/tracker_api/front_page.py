@@ -5,7 +5,8 @@ built at most once a second per process so a crowd costs Redis one pass a second
 Projects are those of projects.json (warrior_listed), with the same leaderboard links; an
 unlisted project never appears. Titles and descriptions are escaped (a project admin sets
 them); the banner, ``tracker_banner_html`` of the HQ document, is HTML only a global admin can
-set, shown as set (the CSP still keeps its scripts, inline styles and other hosts' images out).
+set, shown kept to tracker_core.safe_html's allowlist (cleaned when set, and here again for a
+value stored before that rule); the CSP would still keep scripts and other hosts' images out.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import time
 import falcon
 
 from tracker_api.stats_page import STATIC_DIR
-from tracker_core import census, hq
+from tracker_core import census, hq, safe_html
 from tracker_core import keys as keyspace
 from tracker_core.engine import Engine
 
@@ -56,7 +57,7 @@ class FrontPage:
 
     def render(self) -> str:
         document = hq.document(self.conn, "")
-        banner = self.conn.hget(keyspace.HQ, "tracker_banner_html") or ""
+        banner = safe_html.clean(self.conn.hget(keyspace.HQ, "tracker_banner_html") or "")
         rows = [project_row(entry, self.engine.counts(entry["name"])) for entry in document["projects"]]
         projects = "".join(rows) if rows else '<li class="empty">No project is listed right now.</li>'
         return self.template.replace(

@@ -31,7 +31,7 @@ import uuid
 from dataclasses import dataclass
 
 from tracker_core import keys as keyspace
-from tracker_core import protocol, redis_clock, reply_codes, script_calls
+from tracker_core import protocol, redis_clock, reply_codes, safe_html, script_calls
 from tracker_core import settings as settings_mod
 from tracker_core.errors import BadInput
 
@@ -43,7 +43,7 @@ MAX_VERSION_CHARS = 64
 # Printable ASCII, so a record's JSON stays under MAX_RECORD however the version is escaped.
 VERSION_RE = re.compile(rf"[\x20-\x7e]{{0,{MAX_VERSION_CHARS}}}\Z")
 # tracker_banner_html is not part of projects.json: the front page (GET /) shows it as HTML a
-# global admin set (only global admins set these fields).
+# global admin set (only global admins set these fields), kept to safe_html's allowlist.
 HQ_FIELDS = {
     "auto_project": "",
     "broadcast_message": "",
@@ -80,6 +80,9 @@ def document(r, base_url: str) -> dict:
         if values["warrior_listed"] != "1":
             continue
         entry = {"name": name, **{f: values[f] for f in PROJECT_FIELDS if values.get(f)}}
+        if "marker_html" in entry:
+            # Cleaned when set too; again here for a value stored before that rule.
+            entry["marker_html"] = safe_html.clean(entry["marker_html"])
         entry.setdefault("title", name)
         if values.get("lat_lng"):
             entry["lat_lng"] = [float(x) for x in values["lat_lng"].split(",")]
@@ -93,14 +96,19 @@ def document(r, base_url: str) -> dict:
     }
 
 
-def set_fields(r, values: dict[str, str]) -> None:
-    """Set the document's global fields; BadInput for an unknown field or a bad auto_project."""
+def set_fields(r, values: dict[str, str]) -> dict[str, str]:
+    """Set the document's global fields, the banner kept to safe_html's allowlist; what was
+    stored. BadInput for an unknown field or a bad auto_project."""
     unknown = set(values) - set(HQ_FIELDS)
     if unknown:
         raise BadInput(f"unknown HQ field(s) {sorted(unknown)}: use {sorted(HQ_FIELDS)}")
     if values.get("auto_project") and not keyspace.valid_project_name(values["auto_project"]):
         raise BadInput("auto_project must be a project name")
-    r.hset(keyspace.HQ, mapping={k: str(v) for k, v in values.items()})
+    stored = {k: str(v) for k, v in values.items()}
+    if "tracker_banner_html" in stored:
+        stored["tracker_banner_html"] = safe_html.clean(stored["tracker_banner_html"])
+    r.hset(keyspace.HQ, mapping=stored)
+    return stored
 
 
 class NotRegistered(Exception):

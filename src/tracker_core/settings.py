@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import orjson
 
-from tracker_core import protocol
+from tracker_core import protocol, safe_html
 from tracker_core.project_links import http_url
 from tracker_core.script_constants import (  # re-exported: the scripts fall back to the same values
     DEFAULT_LOG_MAXLEN,
@@ -67,6 +67,15 @@ def _text(limit: int):
         if len(value) > limit:
             raise ValueError(f"must be at most {limit} characters")
         return value
+
+    return check
+
+
+def _html(limit: int):
+    """HTML others' browsers render, kept to safe_html's allowlist (and stored so)."""
+
+    def check(value: str) -> str:
+        return safe_html.bounded_clean(value, limit)
 
     return check
 
@@ -206,7 +215,12 @@ SETTINGS = {
     # The leaderboard's links: http(s) only (project_links checks them again where shown).
     "repository_url": (http_url, "", "leaderboard: the project's repository, an http(s) URL"),
     "logo_url": (http_url, "", "leaderboard: the project's logo, an http(s) URL"),
-    "marker_html": (_text(2000), "", "projects.json: HTML of the map marker"),
+    "marker_html": (
+        _html(2000),
+        "",
+        "projects.json: HTML of the map marker (links, b, i, em, strong, code, br, p, span and the "
+        "like; anything else is removed: docs/operations.md, Sanitised HTML)",
+    ),
     "lat_lng": (_lat_lng, "", "projects.json: map position as LAT,LNG"),
     "deadline": (_text(40), "", "projects.json: when the site goes away, like 2013-04-30T23:59:59Z"),
     "host": (_text(200), "", "projects.json: the site's host name"),
