@@ -22,7 +22,7 @@ Never tell a client 408/503 for a request that may still run:
   running without the GIL, may close the number and accept a new client on it (or the worker's
   Redis client reconnect on it) between the listing and the act.
 
-Per connection, once per scan (every `scan_interval_s`, much faster under fd pressure):
+Per connection, once per scan (every `scan_interval_s`, and out of turn at the fd limit):
 - silent both ways for `idle_timeout_s`: closed (408 first if a request was under way);
 - a request received in part, unanswered for `request_timeout_s` (a drip-fed slowloris, a
   Content-Length larger than the body, an upgrade bjoern never answers): 408 and closed;
@@ -30,6 +30,12 @@ Per connection, once per scan (every `scan_interval_s`, much faster under fd pre
   memory as they arrive, see bodycap.py, so this only stops the transfer early);
 - when the process nears its descriptor limit: the longest-silent connections are shed so that
   bjoern's `accept()` finds a descriptor and never spins.
+
+Near the limit the guard waits in `poll()` on the listening socket between its scans and wakes
+only for connections that arrive: it scans out of turn to shed before bjoern runs out of
+descriptors. At the limit, with nothing it may shed (every connection busy, or too fresh), it
+pauses bjoern's accepting (see AcceptPause) until a descriptor frees: the waiting connections
+stay queued in the kernel instead of bjoern spinning on them.
 
 The connection whose request the app is running right now is never touched: the app wrapper
 marks when a call started, and that connection has been silent for as long as the call.
@@ -40,7 +46,9 @@ from __future__ import annotations
 import ctypes
 import errno
 import fcntl
+import math
 import os
+import platform
 import resource
 import select
 import socket
@@ -60,6 +68,18 @@ _OFF_BYTES_SENT = 200
 REQUEST_HEAD_SLACK_BYTES = 128 * 1024  # request line and headers on top of the body cap
 SHED_MIN_IDLE_S = 0.05
 
+# Near the limit the guard used to scan on the clock every 20 ms, each scan a readlink and a
+# TCP_INFO per descriptor: a worker whose clients held it there burnt 0.05 CPU-s/s at a limit of
+# 96 descriptors, 0.37 at 1,024 and 0.92 at 4,096 (the guard thread alone; bjoern idled). Now
+# it scans out of turn only when connections arrive (see _shed_out_of_turn).
+SHED_GAP_S = 0.02
+ARRIVALS_SCAN_RATIO = 10
+# How long the guard lets bjoern take a waiting connection it has a descriptor for (bjoern may be
+# running the app): the socket stays readable meanwhile, and poll() would answer at once.
+ACCEPT_PAUSE_S = 0.002
+ACCEPT_PAUSE_MAX_S = 0.064
+PAUSED_CHECK_S = 0.05  # while bjoern's accepting is paused: how often to look for a free descriptor
+
 
 _LIBC = ctypes.CDLL(None, use_errno=True)
 _UNSPEC_ADDR = ctypes.create_string_buffer(16)  # struct sockaddr, sa_family = AF_UNSPEC
@@ -73,6 +93,101 @@ def _abort(fd: int) -> None:
     kernel keeps taking its data for bjoern to read and the body goes on to its end.
     """
     _LIBC.connect(fd, _UNSPEC_ADDR, 16)
+
+
+_EPOLL_CTL_ADD = 1
+_EPOLL_CTL_DEL = 2
+
+
+class _EpollEvent(ctypes.Structure):
+    _pack_ = 4 if platform.machine() == "x86_64" else 8  # packed on x86-64 only (sys/epoll.h)
+    _fields_ = [("events", ctypes.c_uint32), ("data", ctypes.c_uint64)]
+
+
+class AcceptPause:
+    """Stop bjoern accepting on its listening socket, and let it start again.
+
+    At the descriptor limit bjoern's `accept()` fails (EMFILE) while the socket stays readable,
+    and its loop (libev, epoll) spins. Taking the socket out of the loop's epoll set stops that;
+    the connections wait in the kernel's queue. It goes back as it was registered (events and
+    data): libev keeps a generation count in the data and, seeing another, rebuilds its whole
+    epoll set (harmless with a descriptor free, as on resuming, but not at the limit: abort).
+    The registration is read from /proc/self/fdinfo beforehand, while descriptors are free;
+    when it could not be (a worker started at the limit, its socket's queue full), libev's
+    first registration of the socket is assumed.
+    """
+
+    def __init__(self, listen_fd: int):
+        self.listen_fd = listen_fd
+        self.registration: tuple[int, _EpollEvent] | None = None  # (epoll fd, as registered)
+        self.paused_in: int | None = None  # the epoll set the socket was taken out of
+
+    @property
+    def paused(self) -> bool:
+        return self.paused_in is not None
+
+    def find(self) -> bool:
+        """Read how the loop's epoll set watches the listening socket; False if not (yet)."""
+        for epoll_fd in self._epoll_fds(_listed_fds()):
+            try:
+                with open(f"/proc/self/fdinfo/{epoll_fd}") as info:
+                    lines = info.read().splitlines()
+            except OSError:
+                continue
+            for line in lines:  # "tfd: FD events: HEX data: HEX pos:..."
+                fields = line.split()
+                if fields[:2] == ["tfd:", str(self.listen_fd)] and fields[2:5:2] == ["events:", "data:"]:
+                    self.registration = (epoll_fd, _EpollEvent(int(fields[3], 16), int(fields[5], 16)))
+                    return True
+        return False
+
+    @staticmethod
+    def _epoll_fds(fds) -> list[int]:
+        found = []
+        for fd in fds:
+            try:
+                if os.readlink(f"/proc/self/fd/{fd}") == "anon_inode:[eventpoll]":
+                    found.append(fd)
+            except OSError:
+                pass
+        return found
+
+    def pause(self, list_fds) -> bool:
+        """Take the socket out of the loop; False if that cannot be done (then bjoern spins).
+        LIST_FDS lists the descriptors, for when the registration was never read."""
+        if self.paused:
+            return True
+        known = [self.registration[0]] if self.registration else []
+        for epoll_fd in known or self._epoll_fds(list_fds()):
+            # ENOENT from any other epoll set: only the loop's watches the listening socket.
+            if _LIBC.epoll_ctl(epoll_fd, _EPOLL_CTL_DEL, self.listen_fd, None) == 0:
+                self.paused_in = epoll_fd
+                return True
+        self.registration = None  # the loop has another epoll set: read it again
+        return False
+
+    def resume(self) -> None:
+        if not self.paused:
+            return
+        if self.registration is not None and self.registration[0] == self.paused_in:
+            event = self.registration[1]
+        else:  # libev's first: the descriptor, generation 1 in the upper half
+            event = _EpollEvent(select.EPOLLIN, self.listen_fd | 1 << 32)
+        _LIBC.epoll_ctl(self.paused_in, _EPOLL_CTL_ADD, self.listen_fd, ctypes.byref(event))
+        self.paused_in = None  # EEXIST too: the loop has put it back itself
+
+
+def _listed_fds() -> list[int]:
+    """This process's descriptors, listed (which needs one free: OSError at the limit)."""
+    return [int(name) for name in os.listdir("/proc/self/fd")]
+
+
+def _open_reserve() -> int | None:
+    """A descriptor held only to be given up when the process has none left; None if none."""
+    try:
+        return os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
 
 
 def _unread_bytes(fd: int) -> int:
@@ -169,37 +284,103 @@ class ConnectionGuard:
         self.high_water = nofile - margin
         self.low_water = nofile - 2 * margin
         self.nofile = nofile
+        self._reserve: int | None = None  # for listing /proc/self/fd at the limit; see start()
+        self._shed_gap = SHED_GAP_S
+        self._shed_at = 0.0  # when a scan out of turn may run next
+        self._shed_freed = False  # the last one shed connections that bjoern has yet to close
+        self._arrivals_scan_at = 0.0  # when connections arriving near the limit may start one
+        self.accepting = AcceptPause(self.listen_fd)
+        self._lookups_left = 10  # for the loop's epoll set (none: libev chose another backend)
 
     def start(self) -> ConnectionGuard:
+        self._reserve = _open_reserve()
         threading.Thread(target=self._run, name="connguard", daemon=True).start()
         return self
 
     # -- the loop -------------------------------------------------------------------------
 
     def _run(self) -> None:
+        # bjoern's loop registers the listening socket as it starts, just after this thread.
+        for _ in range(100):
+            if self._find_registration():
+                break
+            time.sleep(0.01)
         poller = select.poll()
         poller.register(self.listen_fd, select.POLLIN)
         next_scan = 0.0
-        tight = False
+        near = False
         while True:
             try:
                 now = time.monotonic()
                 if now >= next_scan:
-                    # Near the limit: watch the listening socket rather than the clock.
-                    tight = self.scan(now) >= self.low_water
-                    next_scan = now + (0.02 if tight else self.scan_interval_s)
-                if not tight:
-                    time.sleep(max(0.0, next_scan - time.monotonic()))
-                    continue
-                # Under pressure: wake on every pending connection; if bjoern cannot take it
-                # (no descriptor left) shed now instead of letting it spin until the next scan.
-                wait_ms = max(0, int((next_scan - time.monotonic()) * 1000))
-                if poller.poll(wait_ms) and self._at_limit():
-                    next_scan = 0.0
+                    near = self.scan(now) >= self.low_water
+                    next_scan = now + self.scan_interval_s
+                    if not near:  # the pressure is over: the next one starts afresh
+                        self._shed_gap, self._shed_at = SHED_GAP_S, 0.0
+                        self.accepting.resume()
+                    if self.accepting.registration is None and self._lookups_left > 0:
+                        if not self._find_registration():
+                            self._lookups_left -= 1
+                if near:
+                    self._wait_near_limit(poller, next_scan)
                 else:
-                    time.sleep(0.002)
+                    time.sleep(max(0.0, next_scan - time.monotonic()))
             except Exception:  # the guard must never die and leave the worker unguarded
                 time.sleep(self.scan_interval_s)
+
+    def _find_registration(self) -> bool:
+        try:
+            return self.accepting.find()
+        except OSError:  # at the limit: no descriptor to list or read with
+            return False
+
+    def _wait_near_limit(self, poller, until: float) -> None:
+        """Until UNTIL (the next scan), sleep in poll() on the listening socket and wake only
+        for connections that arrive: scan out of turn to shed before bjoern runs out of
+        descriptors; at the limit shed at once or, with nothing to shed, pause bjoern's
+        accepting until a descriptor frees."""
+        pause = ACCEPT_PAUSE_S
+        while True:
+            left = until - time.monotonic()
+            if left <= 0:
+                return
+            if self.accepting.paused:  # the socket stays readable: watch the clock instead
+                time.sleep(min(PAUSED_CHECK_S, left))
+                if not self._at_limit():
+                    self.accepting.resume()
+                elif time.monotonic() >= self._shed_at:
+                    self._shed_out_of_turn(at_limit=True)
+                continue
+            if not poller.poll(math.ceil(left * 1000)):
+                return
+            at_limit = self._at_limit()
+            if time.monotonic() >= (self._shed_at if at_limit else self._arrivals_scan_at):
+                self._shed_out_of_turn(at_limit)
+            if at_limit and not self._shed_freed and self.accepting.pause(self._fds):
+                continue
+            # bjoern has yet to accept (it may be running the app), or to close what was shed
+            # (its next read fails): the socket stays readable, and poll() would answer at once.
+            time.sleep(min(pause, left))
+            pause = min(2 * pause, ACCEPT_PAUSE_MAX_S)
+
+    def _shed_out_of_turn(self, at_limit: bool) -> None:
+        """Scan now, shedding the longest-silent connections for those that arrive.
+
+        At the limit, one that frees nothing doubles the wait before the next (every connection
+        busy or too fresh: scanning every descriptor again and again would be a busy loop of its
+        own). For arrivals below the limit the next scan waits ARRIVALS_SCAN_RATIO times as long
+        as this one took: a flood costs the guard a bounded share of a core, whatever the
+        number of descriptors.
+        """
+        shed = self.closed_total["shed"]
+        started = time.monotonic()
+        self.scan(started)
+        done = time.monotonic()
+        self._shed_freed = self.closed_total["shed"] > shed
+        if at_limit:
+            self._shed_gap = SHED_GAP_S if self._shed_freed else min(2 * self._shed_gap, self.scan_interval_s)
+            self._shed_at = started + self._shed_gap
+        self._arrivals_scan_at = done + max(SHED_GAP_S, ARRIVALS_SCAN_RATIO * (done - started))
 
     def _at_limit(self) -> bool:
         try:
@@ -210,17 +391,28 @@ class ConnectionGuard:
 
     def _fds(self) -> list[int]:
         try:
-            return [int(name) for name in os.listdir("/proc/self/fd")]
+            return _listed_fds()
         except OSError:
-            # EMFILE: listing needs a descriptor; probing by path does not.
-            found = []
-            for fd in range(self.nofile):
-                try:
-                    os.readlink(f"/proc/self/fd/{fd}")
-                    found.append(fd)
-                except OSError:
-                    pass
-            return found
+            pass
+        if self._reserve is not None:
+            # EMFILE: listing needs a descriptor, the one held in reserve for it (bjoern, paused
+            # or not at the limit, does not take it meanwhile).
+            os.close(self._reserve)
+            try:
+                return _listed_fds()
+            except OSError:
+                pass
+            finally:
+                self._reserve = _open_reserve()
+        # None in reserve: probing by path needs none (a readlink per possible number).
+        found = []
+        for fd in range(self.nofile):
+            try:
+                os.readlink(f"/proc/self/fd/{fd}")
+                found.append(fd)
+            except OSError:
+                pass
+        return found
 
     def scan(self, now: float) -> int:
         """Check every socket of ours once; return how many descriptors the process held."""
@@ -279,7 +471,11 @@ class ConnectionGuard:
         self.closing = {inode: at for inode, at in self.closing.items() if inode in seen}
         if len(self.foreign) > 4096:
             self.foreign.clear()
-        held = count = len(fds)
+        held = len(fds)
+        # Those reset already go as soon as bjoern reads them: counted as held, a scan that came
+        # before bjoern's reads (out of turn, soon after the last) would shed as many again from
+        # the others, below the low-water mark.
+        count = held - len(self.closing)
         if count >= self.high_water:
             live.sort(key=lambda entry: entry[0], reverse=True)
             for idle_s, fd, inode, pending in live:
