@@ -44,8 +44,8 @@ USER tracker
 WORKDIR /var/lib/tracker
 VOLUME ["/var/lib/tracker"]
 EXPOSE 8080 8081
-# Answers once a worker serves; a Redis that is down makes /projects.json fail too.
+# Answers once a worker serves: 503 (a failure) while Redis is down or the clock is past its bound.
 HEALTHCHECK --interval=10s --timeout=5s --start-period=10s \
-    CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/projects.json' % os.environ.get('TRACKER_SERVE_PORT', '8080'), timeout=4)"]
+    CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/healthz' % os.environ.get('TRACKER_SERVE_PORT', '8080'), timeout=4)"]
 ENTRYPOINT ["tracker"]
 CMD ["run", "--demo", "--host", "0.0.0.0"]

@@ -11,12 +11,34 @@ from pathlib import Path
 
 import redis
 
+from tracker_api import public_cache
 from tracker_core.embedded import EmbeddedRedis
-from tracker_core.processes import alive, children_of, port_open, start, stop, stop_pids, wait_for
+from tracker_core.processes import (
+    alive,
+    children_of,
+    port_open,
+    process_name,
+    start,
+    stop,
+    stop_pids,
+    wait_for,
+)
 
 TRACKER_BIN = Path(sys.executable).with_name("tracker")
+LIBFAKETIME = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
 
-__all__ = ["ChaosRedis", "ChaosServer", "wait_for"]
+__all__ = ["ChaosRedis", "ChaosServer", "skewed_env", "wait_for"]
+
+
+def skewed_env(offset: str, base: dict | None = None) -> dict:
+    """An environment for a process whose clock runs OFFSET off ("+7h", "-7h", "+30s"):
+    libfaketime (Debian's faketime) preloaded. The process and everything it forks read a wall
+    clock OFFSET off; it moves their monotonic clock alike, which only ever meets itself."""
+    if not LIBFAKETIME.exists():
+        raise RuntimeError(f"{LIBFAKETIME} missing: install Debian's faketime (make deps)")
+    env = dict(os.environ if base is None else base)
+    env.update(LD_PRELOAD=str(LIBFAKETIME), FAKETIME=offset, FAKETIME_NO_CACHE="1")
+    return env
 
 
 class ChaosRedis:
@@ -79,13 +101,16 @@ class ChaosRedis:
 class ChaosServer:
     """`tracker serve` with WORKERS bjoern processes on PORT; its stderr goes to LOG."""
 
-    def __init__(self, redis_url: str, port: int, workers: int, log: Path):
+    def __init__(
+        self, redis_url: str, port: int, workers: int, log: Path, env: dict | None = None, options=()
+    ):
         self.redis_url, self.port, self.workers, self.log = redis_url, port, workers, log
+        self.env, self.options = env, tuple(options)
         self.process: subprocess.Popen | None = None
         self.starts = 0
 
     def start(self, timeout_s: float = 20.0) -> None:
-        env = dict(os.environ, TRACKER_REDIS_URL=self.redis_url)
+        env = dict(os.environ if self.env is None else self.env, TRACKER_REDIS_URL=self.redis_url)
         argv = [
             TRACKER_BIN,
             "serve",
@@ -95,6 +120,7 @@ class ChaosServer:
             str(self.port),
             "--workers",
             str(self.workers),
+            *self.options,
         ]
         self.process = start(argv, env=env, output=self.log)
         self.starts += 1
@@ -111,7 +137,8 @@ class ChaosServer:
             raise RuntimeError(f"tracker serve exited with {self.process.returncode}; see {self.log}")
 
     def worker_pids(self) -> list[int]:
-        return children_of(self.process.pid)
+        """The bjoern workers: the children but the renderer of anonymous aggregates."""
+        return [p for p in children_of(self.process.pid) if process_name(p) != public_cache.PROCESS_NAME]
 
     def kill_worker(self, pick) -> tuple[int, bool, float]:
         """kill -9 one worker (PICK chooses from the list); (pid, replaced, seconds to replace)."""

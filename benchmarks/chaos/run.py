@@ -16,7 +16,7 @@ import redis
 
 from chaos import census
 from chaos.ledger import LOSS_WINDOW_S, Ledger
-from chaos.procs import ChaosRedis, ChaosServer, wait_for
+from chaos.procs import ChaosRedis, ChaosServer, skewed_env, wait_for
 from chaos.warriors import Backfeeder, Prober, Warrior
 from tracker_core import backfeed_secrets
 from tracker_core.admin import census as census_verb
@@ -27,7 +27,8 @@ from tracker_core.keys import ProjectKeys
 
 PROJECT = "chaos"
 LIMITED_PREFIX = "https://limited.example/"
-FAULTS = ("worker_kill", "parent_kill", "redis_kill", "redis_stall", "redis_full")
+FAULTS = ("worker_kill", "parent_kill", "redis_kill", "redis_stall", "redis_full", "clock_skew")
+SKEW_OFFSETS = ("+7h", "-7h")
 SAMPLE = 20  # items named per violation in the report
 
 
@@ -49,6 +50,7 @@ class Config:
     redis_down_s: float = 1.0
     stall_s: float = 12.0  # past the tracker's 10 s Redis client timeout
     fill_hold_s: float = 4.0
+    skew_hold_s: float = 4.0  # a node 7 h off serves half the calls this long
     headroom_mb: int = 48  # maxmemory = memory used after loading + this
     parent_grace_s: float = 3.0  # how long workers may outlive a killed parent
     appendfsync: str = "everysec"
@@ -89,6 +91,7 @@ class Run:
         self.server: ChaosServer | None = None
         self.faults: list[dict] = []
         self.orphans: list[int] = []
+        self.skewed: list | None = None  # [port, calls sent to it] while a skewed node serves
 
     # -- setup ------------------------------------------------------------------------------------
 
@@ -113,6 +116,10 @@ class Run:
         self.server.start()
 
     def port(self) -> int:
+        skewed = self.skewed
+        if skewed is not None and random.random() < 0.5:
+            skewed[1] += 1
+            return skewed[0]
         return self.server.port
 
     # -- faults: each returns its detail; its "end" is when recovery is measured from ----------
@@ -161,6 +168,29 @@ class Run:
             r.delete(*[f"chaos:fill:{i}" for i in range(start, min(n, start + 100))])
         r.close()
         return {"filled_mb": n, "held_s": self.cfg.fill_hold_s}
+
+    def clock_skew(self) -> dict:
+        """A second `tracker serve` whose clock runs 7 h fast or slow (libfaketime), with no
+        bound on it (--max-clock-offset 0), serves half the warriors' calls for skew_hold_s: the
+        ledger sees whether it hands out a claim of the first node's before its reclaim time."""
+        offset = self.rng.choice(SKEW_OFFSETS)
+        node = ChaosServer(
+            self.redis.url,
+            free_port(),
+            1,
+            self.dir / "skewed.log",
+            env=skewed_env(offset),
+            options=("--max-clock-offset", "0"),
+        )
+        node.start()
+        self.skewed = [node.port, 0]
+        try:
+            time.sleep(self.cfg.skew_hold_s)
+        finally:
+            calls = self.skewed[1]
+            self.skewed = None
+            node.stop()
+        return {"offset": offset, "calls_to_skewed_node": calls}
 
     def inject(self, name: str) -> None:
         at = time.monotonic()

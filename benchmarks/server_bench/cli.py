@@ -1,4 +1,4 @@
-"""The command line: `python benchmarks/server_bench [--quick] [--part all|server|capacity|p99] [--out DIR]`
+"""The command line: `python benchmarks/server_bench [--quick] [--part all|server|capacity|p99|anonymous] [--out DIR]`
 (or `PYTHONPATH=benchmarks python -m server_bench`). `--part p99` runs only capacity's
 constant-rate runs, for `--workers` (one count or several, compared in alternating rounds)."""
 
@@ -24,11 +24,12 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=RESULTS, help="where results go")
     parser.add_argument(
         "--part",
-        choices=("all", "server", "capacity", "p99"),
+        choices=("all", "server", "capacity", "p99", "anonymous"),
         default="all",
         help="server: scenarios, Locust, data layer (server.json/.md, ~5 min); capacity: worker "
         "counts under bjoern and granian and p99 at a constant 70%% of the peak (capacity.json/.md, "
-        "~6 min); all: both; p99: only the constant-rate runs, printed (~2 min with the defaults)",
+        "~6 min); all: both; p99: only the constant-rate runs, printed (~2 min with the defaults); "
+        "anonymous: a warrior beside anonymous floods (anonymous_load.json/.md, ~2 min)",
     )
     parser.add_argument(
         "--workers",
@@ -53,6 +54,11 @@ def main() -> None:
     options = parser.parse_args()
     if options.part == "p99":
         p99(options)
+        return
+    if options.part == "anonymous":
+        from server_bench import anonymous_load
+
+        anonymous_load.write(anonymous_load.run_anonymous(options.quick), options.out)
         return
     if options.part in ("all", "server"):
         server(options)

@@ -15,6 +15,7 @@ from tracker_api import (
     hot_path,
     hq_api,
     metrics,
+    public_cache,
     request_metrics,
     stats,
     stats_page,
@@ -37,7 +38,7 @@ from tracker_core.redis_clock import ClockRefused
 from tracker_core.scripts import ScriptError
 
 
-def _collapse_slashes(app, hot: hot_path.HotPath):
+def _collapse_slashes(app, hot: hot_path.HotPath, cache: public_cache.PublicCache | None = None):
     """Route /P/multi=K//request like /P/multi=K/request; let HOT answer the warriors' hot
     routes first (tracker_api.hot_path, which collapses them alike), APP everything else.
 
@@ -57,6 +58,11 @@ def _collapse_slashes(app, hot: hot_path.HotPath):
             path = environ["PATH_INFO"] = "/"
         if "//" in path:
             environ["PATH_INFO"] = hot_path.collapsed(path)
+        if cache is not None:
+            # Anonymous aggregates come from the renderer's files (tracker_api.public_cache).
+            answered = cache.answer(environ, start_response)
+            if answered is not None:
+                return answered
         return app(environ, start_response)
 
     wsgi.falcon_app = app
@@ -68,10 +74,35 @@ def create_app(engine: Engine, admin: AdminContext | None = None, config: AppCon
     """The tracker's WSGI app over ENGINE (the hot path), ADMIN (redis-py, for the admin faces,
     the HQ and the front page; built from engine.redis_url when None; each admin request acts
     as its token through ``admin.as_actor``) and CONFIG (what the CLI was given)."""
-    if admin is None:
-        admin = AdminContext.from_url(engine.redis_url)
     # Per-route request counts and durations, every bjoern worker's (tracker_api.request_metrics).
     requests_seen = request_metrics.RequestMetrics(request_metrics.multiprocess_directory())
+    cache = None
+    if config.public_cache_dir is not None:
+        store = public_cache.Store(config.public_cache_dir)
+        cache = public_cache.PublicCache(
+            store, engine, requests_seen, config.public_cache_max_age_s, config.public_url
+        )
+    app = create_routes(engine, admin, config, requests_seen, cache)
+    # The warriors' hot routes skip Falcon's request machinery (tracker_api.hot_path). The
+    # access log is outermost, so that its line times everything done for the request.
+    hot = hot_path.HotPath(app, requests_seen)
+    return access_log.wrap(_collapse_slashes(app, hot, cache), config.trust_forwarded)
+
+
+def create_routes(
+    engine: Engine,
+    admin: AdminContext | None = None,
+    config: AppConfig = AppConfig(),
+    requests_seen: request_metrics.RequestMetrics | None = None,
+    cache: public_cache.PublicCache | None = None,
+) -> falcon.App:
+    """The Falcon app with every route: what create_app serves behind the hot path and CACHE,
+    and what the renderer (tracker_api.public_cache) renders through. REQUESTS_SEEN counts the
+    responses (one over the workers' multiprocess directory when None)."""
+    if admin is None:
+        admin = AdminContext.from_url(engine.redis_url)
+    if requests_seen is None:
+        requests_seen = request_metrics.RequestMetrics(request_metrics.multiprocess_directory())
     app = falcon.App(media_type=falcon.MEDIA_JSON, middleware=[requests_seen, SecurityHeaders()])
     app.req_options.strip_url_path_trailing_slash = True
     app.add_error_handler(RedisError, storage_handler)
@@ -109,11 +140,8 @@ def create_app(engine: Engine, admin: AdminContext | None = None, config: AppCon
     )
     admin_api.add_admin_routes(app, admin, config)
     admin_pages.add_admin_pages(app, admin, config.segments_dir)
-    hq_api.add_hq_routes(app, admin.conn, config)
+    hq_api.add_hq_routes(app, admin.conn, config, cache)
     app.add_route("/healthz", health.HealthCheck(engine))
     app.add_route("/", front_page.FrontPage(engine, admin.conn))
     app.add_route("/{project}", stats_page.LeaderboardPage(engine, config.live_url))
-    # The warriors' hot routes skip Falcon's request machinery (tracker_api.hot_path). The
-    # access log is outermost, so that its line times everything done for the request.
-    hot = hot_path.HotPath(app, requests_seen)
-    return access_log.wrap(_collapse_slashes(app, hot), config.trust_forwarded)
+    return app

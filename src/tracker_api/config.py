@@ -37,3 +37,7 @@ class AppConfig:
     # The tracker's public base URL (https://tracker.example.org, checked by public_url.validate):
     # projects.json's links are built from it, never from the Host header; empty: see public_url.py.
     public_url: str = ""
+    # Where the renderer's files of anonymous aggregates are (tracker serve makes it before the
+    # fork; None: every route answers inline), and how old such an answer may be served.
+    public_cache_dir: str | None = None
+    public_cache_max_age_s: float = 1.0

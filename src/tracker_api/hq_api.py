@@ -15,6 +15,7 @@ import uuid
 import falcon
 import orjson
 
+from tracker_api import public_cache
 from tracker_api import public_url as public_url_mod
 from tracker_api.client_ip import client_ip, throttle_key
 from tracker_api.config import AppConfig
@@ -122,21 +123,52 @@ class UpdateWarrior(_WarriorResource):
     anything else makes seesaw drop its projects until the next update ten minutes later.
     """
 
+    def __init__(self, *args, cache=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.cache = cache
+
     def on_post(self, req, resp):
         body = _warrior_body(req)
         warrior = body.get("warrior")
         if not isinstance(warrior, dict) or "warrior_id" not in warrior:
             warrior = body
         warrior_id = warrior.get("warrior_id")
-        document = hq.document(self.conn, leaderboard_base(req, self.public_url))
+        refused = ()
         if isinstance(warrior_id, str) and 0 < len(warrior_id) <= 64:
             fields, refused = hq.heartbeat_fields(warrior, req.user_agent)
             self._heartbeat(warrior_id, fields, client_ip(req, self.trusted_proxies))
             if refused:
                 _count(self.conn, *(f"heartbeat_bad_{field}" for field in refused))
-                document["refused"] = "; ".join(hq.HEARTBEAT_REASONS[f] for f in refused)
         resp.content_type = falcon.MEDIA_JSON
+        rendered = self._rendered(req)
+        if rendered is not None and not refused:
+            resp.data = rendered  # projects.json's bytes as the renderer made them
+            return
+        document = orjson.loads(rendered) if rendered is not None else self._document(req)
+        if refused:
+            document["refused"] = "; ".join(hq.HEARTBEAT_REASONS[f] for f in refused)
         resp.data = orjson.dumps(document)
+
+    def _rendered(self, req) -> bytes | None:
+        """projects.json as the renderer made it for this Host (tracker_api.public_cache), or
+        for none when that one is not ready: every heartbeat carries the document, which reads
+        every listed project, so it must not be built per heartbeat, nor once per forged Host.
+        None without a renderer (the app alone): then it is built here."""
+        if self.cache is None:
+            return None
+        for key in dict.fromkeys(
+            (
+                public_cache.projects_key(req.get_header("Host"), self.public_url),
+                public_cache.projects_key(None, ""),
+            )
+        ):
+            entry = self.cache.lookup(key)
+            if entry is not None and entry.status.startswith("200"):
+                return entry.body
+        return None
+
+    def _document(self, req) -> dict:
+        return hq.document(self.conn, leaderboard_base(req, self.public_url))
 
     def _heartbeat(self, warrior_id: str, fields: dict, ip: str) -> None:
         if hq.heartbeat(self.conn, warrior_id, fields, ip) or not hq.WARRIOR_ID_RE.match(warrior_id):
@@ -157,9 +189,13 @@ class UpdateWarrior(_WarriorResource):
             _count(self.conn, exc.field)
 
 
-def add_hq_routes(app, conn, config: AppConfig = AppConfig()) -> None:
-    """The HQ's routes, with CONFIG's client-IP rule and registry bounds."""
+def add_hq_routes(app, conn, config: AppConfig = AppConfig(), cache=None) -> None:
+    """The HQ's routes, with CONFIG's client-IP rule and registry bounds; CACHE (a
+    public_cache.PublicCache, None without a renderer) gives update.json its document."""
     bounds = hq.Bounds(config.warriors_max, config.registrations_per_hour)
     app.add_route("/projects.json", ProjectsDocument(conn, config.public_url))
     app.add_route("/api/register.json", RegisterWarrior(conn, config.trust_forwarded, bounds))
-    app.add_route("/api/update.json", UpdateWarrior(conn, config.trust_forwarded, bounds, config.public_url))
+    app.add_route(
+        "/api/update.json",
+        UpdateWarrior(conn, config.trust_forwarded, bounds, config.public_url, cache=cache),
+    )

@@ -135,6 +135,10 @@ class RedisProbe:
     def _clock(self):
         """This node's wall clock against Redis's (tracker_core.redis_clock), from its last sync."""
         clock = redis_clock.PROCESS_CLOCK
+        try:
+            clock.now(self.conn, checked=False)  # a TIME when due: the first scrape has a reading
+        except (RedisError, OSError):
+            pass
         if clock.offset_s is None:
             return
         offset = GaugeMetricFamily(

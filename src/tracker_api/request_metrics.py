@@ -28,6 +28,7 @@ from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, multiprocess, values
 
+from tracker_api.public_cache import RENDERING_ENV
 from tracker_core import processes
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -193,7 +194,7 @@ class RequestMetrics:
 
     def process_response(self, req, resp, resource, req_succeeded) -> None:
         started = getattr(req.context, "metrics_started", None)
-        if started is None:  # refused before process_request ran
+        if started is None or req.env.get(RENDERING_ENV):  # refused before it ran; a render
             return
         self.observe(req.uri_template, req.method, resp.status_code, time.perf_counter() - started)
 

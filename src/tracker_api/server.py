@@ -24,12 +24,12 @@ import gc
 import logging
 import os
 import signal
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import bjoern
 
-from tracker_api import bodycap, errors, logs, redact, request_metrics
-from tracker_api.app import create_app
+from tracker_api import bodycap, errors, logs, public_cache, redact, request_metrics
+from tracker_api.app import create_app, create_routes
 from tracker_api.config import AppConfig
 from tracker_api.connguard import ConnectionGuard, raise_nofile_limit
 from tracker_core import processes
@@ -117,6 +117,22 @@ def listening_sockets(host: str, port: int, workers: int) -> list:
     return sockets
 
 
+def _renderer(sockets, redis_url: str, config: AppConfig) -> None:
+    """The process that renders anonymous aggregates for the workers (tracker_api.public_cache)."""
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    processes.name_process(public_cache.PROCESS_NAME)
+    for sock in set(sockets):  # it serves no connection: the listening sockets are the workers'
+        sock.close()
+    engine = make_engine(redis_url, config)
+    app = create_routes(engine, config=replace(config, public_cache_dir=None))
+    settle_heap()
+    renderer = public_cache.Renderer(
+        public_cache.Store(config.public_cache_dir), app, config.public_cache_max_age_s
+    )
+    renderer.run_forever(warm=public_cache.warm_keys())
+
+
 def _worker(sock, others, redis_url: str, config: AppConfig, limits: Limits) -> None:
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -125,6 +141,10 @@ def _worker(sock, others, redis_url: str, config: AppConfig, limits: Limits) -> 
             other.close()
     engine = make_engine(redis_url, config)
     app = make_app(redis_url, config, engine)
+    if config.public_cache_dir is not None:
+        store = public_cache.Store(config.public_cache_dir)
+        if not public_cache.wait_warm(store, public_cache.warm_keys()):
+            log.warning("the renderer has not rendered the front page and /metrics: serving anyway")
     settle_heap()
     guard = ConnectionGuard(
         sock, limits.idle_timeout_s, limits.request_timeout_s, limits.max_body_bytes
@@ -151,9 +171,19 @@ def serve(
     sockets = listening_sockets(host, port, workers)
     # The workers' request metrics: one directory per run, made before they fork.
     _, remove_metrics_directory = request_metrics.prepare_multiprocess_directory()
+    # The renderer's files, which every worker reads: also one directory per run.
+    cache_directory, remove_cache_directory = public_cache.prepare_directory()
+    config = replace(config, public_cache_dir=cache_directory)
     supervisor = processes.Supervisor(log=log.warning)
     supervisor.stop_on_signals()
     try:
+        supervisor.add(
+            "renderer",
+            request_metrics.marking_dead(
+                lambda: processes.fork(lambda: _renderer(sockets, redis_url, config))
+            ),
+            processes.Backoff(**WORKER_BACKOFF),
+        )
         for sock in sockets:
             # SIGKILL when the parent dies: a worker must never outlive it and hold the port.
             supervisor.add(
@@ -180,3 +210,4 @@ def serve(
         for sock in set(sockets):
             sock.close()
         remove_metrics_directory()
+        remove_cache_directory()

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PR_SET_PDEATHSIG = 1
+PR_SET_NAME = 15
 
 
 def die_with_parent(sig: int = signal.SIGTERM) -> None:
@@ -42,6 +43,24 @@ def die_with_parent(sig: int = signal.SIGTERM) -> None:
         libc.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
     except (OSError, AttributeError):
         pass
+
+
+def name_process(name: str) -> None:
+    """Name this process in /proc/PID/comm (ps, top; at most 15 bytes), so a forked child that
+    is not what its inherited command line says (the renderer beside `serve`'s workers) shows."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_NAME, name.encode()[:15], 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def process_name(pid: int) -> str:
+    """PID's /proc/PID/comm ("" once it is gone)."""
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
 
 
 def _die_with(parent: int, sig: int) -> None:

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import logging
-
 import pytest
 import redis
 
+from support.log_records import captured
 from tracker_core.redis_clock import ClockRefused, RedisClock
 
 
@@ -47,14 +46,14 @@ def test_time_between_syncs_is_carried_by_the_monotonic_clock(conn):
     assert abs(clock.now(conn) - redis_now(conn)) < 1
 
 
-def test_past_the_bound_it_refuses_and_serves_again_once_the_clock_is_right(conn, caplog):
+def test_past_the_bound_it_refuses_and_serves_again_once_the_clock_is_right(conn):
     ticks, wall = Ticks(), [redis_now(conn) + 3600]
     clock = RedisClock(max_offset_s=60, resync_s=10, wall=lambda: wall[0], monotonic=ticks)
-    with caplog.at_level(logging.ERROR, "tracker.clock"), pytest.raises(ClockRefused) as refused:
+    with captured("tracker.clock") as messages, pytest.raises(ClockRefused) as refused:
         clock.now(conn)
     assert "+3600" in str(refused.value) and "--max-clock-offset" in str(refused.value)
     assert clock.status()["refusal"] == str(refused.value)
-    assert any("refusing to serve" in r.message for r in caplog.records)
+    assert any("refusing to serve" in m for m in messages), messages
     wall[0] = redis_now(conn)  # time sync fixed
     ticks.now += 10
     assert abs(clock.now(conn) - redis_now(conn)) < 1

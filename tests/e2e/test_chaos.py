@@ -73,3 +73,10 @@ def test_workers_exit_when_their_parent_is_killed(report):
     # Before the fix (issue 12), the workers of a killed `tracker serve` kept serving and held
     # the port, so a restart failed with "address already in use".
     assert report["violations"]["orphaned_workers"] == []
+
+
+def test_a_node_hours_off_served_calls_and_handed_out_no_claim_twice(report):
+    skew = next(f for f in report["faults"] if f["fault"] == "clock_skew")
+    assert skew["offset"] in ("+7h", "-7h")
+    assert skew["calls_to_skewed_node"] > 10, skew
+    assert report["violations"]["handed_twice"] == []

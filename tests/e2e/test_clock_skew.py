@@ -14,7 +14,7 @@ import socket
 import orjson
 import pytest
 
-from support.clock_skew import skewed_env
+from chaos.procs import skewed_env
 from support.processes import start_serve, stop
 from support.raw_http import read_until_closed
 from tracker_core.admin import items, projects

@@ -25,6 +25,7 @@ from support.processes import (
     descendants,
     free_port,
     port_open,
+    renderer_of,
     start,
     start_serve,
     stop,
@@ -61,19 +62,21 @@ def test_workers_die_with_a_killed_serve_and_the_port_is_free_again(redis_url):
     first = Server(redis_url, workers=2)
     workers = list(first.workers)
     assert len(workers) == 2
+    renderer = renderer_of(first.process.pid)
+    assert renderer is not None and renderer not in workers
     assert get(first.port) == 200
     again = None
     try:
         first.process.send_signal(signal.SIGKILL)
         first.process.wait()
-        assert wait_gone(workers, 5) == [], "workers outlived their parent"
+        assert wait_gone([*workers, renderer], 5) == [], "workers or the renderer outlived their parent"
         assert not port_open(first.port), "something still serves the killed server's port"
         again, _ = start_serve(redis_url, port=first.port, capture=True)
         assert get(first.port) == 200
         assert not any("in use" in line for line in again.lines), again.lines
     finally:
         stop(again)
-        kill_all(workers)
+        kill_all([*workers, renderer])
 
 
 def _run(data_dir, port: int, *extra: str) -> subprocess.Popen:

@@ -192,6 +192,17 @@ def serve_options(f):
             "Warrior registrations one address (an IPv6 /64) may make an hour.",
         ),
         click.option(
+            "--public-cache-max-age",
+            "public_cache_max_age_s",
+            envvar="TRACKER_PUBLIC_CACHE_MAX_AGE",
+            default=1.0,
+            show_default=True,
+            type=click.FloatRange(0.1, 300),
+            help="Seconds an anonymous aggregate (/metrics without a token, the front page, "
+            "projects.json, stats.json) may be served old; one process renders them "
+            "(docs/operations.md, Anonymous aggregates).",
+        ),
+        click.option(
             "--access-log/--no-access-log",
             envvar="TRACKER_ACCESS_LOG",
             default=False,
@@ -220,6 +231,7 @@ def server_settings(options: dict, segments_dir: Path | None, live_url: str | No
         warriors_max=options["warriors_max"],
         registrations_per_hour=options["registrations_per_hour"],
         public_url=options["public_url"],
+        public_cache_max_age_s=options["public_cache_max_age_s"],
     )
     limits = Limits(
         idle_timeout_s=options["idle_timeout_s"],

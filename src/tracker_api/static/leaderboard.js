@@ -279,9 +279,18 @@
     const query = new URLSearchParams(Object.assign({top: showAll ? 10000 : TABLE_ROWS, range}, params));
     return "/" + encodeURIComponent(project) + "/stats.json?" + query;
   }
+  // stats.json answers 503 (being prepared) or 429 (too many asks) with Retry-After: wait, try again.
+  async function fetchStats(url) {
+    for (let tries = 0; ; tries++) {
+      const res = await fetch(url, {cache: "no-store"});
+      if ((res.status !== 503 && res.status !== 429) || tries >= 3) return res;
+      const wait = Number(res.headers.get("Retry-After")) || 1;
+      await new Promise((done) => setTimeout(done, wait * 1000));
+    }
+  }
   async function fetchRange() {
     try {
-      const res = await fetch(statsUrl({}), {cache: "no-store"});
+      const res = await fetchStats(statsUrl({}));
       if (res.ok) renderSnapshot(await res.json());
     } catch (e) { /* the next refresh tries again */ }
   }
@@ -306,7 +315,7 @@
   async function fetchDownloader() {
     const name = picked;
     try {
-      const res = await fetch(statsUrl({top: 1, downloader: name}), {cache: "no-store"});
+      const res = await fetchStats(statsUrl({top: 1, downloader: name}));
       if (!res.ok || name !== picked) return;
       const h = (await res.json()).downloader_chart;
       $("downloader-figure").hidden = false;
@@ -351,7 +360,7 @@
 
   async function poll() {
     try {
-      const res = await fetch(statsUrl({}), {cache: "no-store"});
+      const res = await fetchStats(statsUrl({}));
       if (res.ok) renderSnapshot(await res.json());
     } catch (e) { /* the next poll tries again */ }
   }

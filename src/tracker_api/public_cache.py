@@ -1,0 +1,492 @@
+"""What anonymous clients ask of the whole tracker, rendered off the warrior path.
+
+An anonymous ``GET /metrics`` reads every listed project: 240 ms with 300 projects and 0.9 s with
+1,500, once computed in the bjoern worker that also serves warriors, so eight clients looping on
+it held every warrior's claim for a second. The same holds, smaller, for the front page,
+``projects.json`` (and the same document in every warrior's heartbeat answer) and each project's
+``stats.json``. Here they are rendered by one process of their own, the renderer, which
+``tracker serve`` forks beside the workers at a lower CPU priority, and the workers answer from
+its files:
+
+- a file at most ``max_age_s`` old is served as it is (a stat and, when it changed, one read);
+- an older one is served too, once the renderer has been asked for a new one (one datagram on a
+  Unix socket) and given FRESH_WAIT_S to write it: small aggregates come back fresh, big ones
+  (hundreds of projects) a render old;
+- with none (the first ask of that key, or only a file past STALE_S), the worker asks and waits
+  up to COLD_WAIT_S, then answers 503 with ``Retry-After: 1`` ("being prepared"). The renderer
+  renders the front page, projects.json and /metrics when it starts, and the workers wait for
+  those before they take their first connection, so those are never cold.
+
+A worker's waits are capped at COLD_BUDGET_S a second in all (5% of its time): keys are bounded
+by what exists (projects x parameters), but a client can vary ``downloader=`` or the Host header
+to ask for a new key every time, and past the budget such asks are answered at once.
+
+A flood of answers already rendered still costs their bytes: 1,800 answers a second of a 1 MB
+/metrics kept both cores busy copying 2 GB/s on loopback. So each worker sends at most
+BYTES_PER_S of them a second (a token bucket, bursts of one second's worth) and answers past that
+429 with ``Retry-After: 1``: 32 MB/s, some 30 scrapes a second of /metrics with 300 projects, or
+350 front pages, per worker.
+
+The renderer renders a key only when asked and its file is older than ``max_age_s``, one at a time,
+so a flood costs at most one low-priority core and a stat per request in the workers, whatever
+the number of projects. It renders through the app's own resources (a request it makes to the
+Falcon app, marked so the request metrics do not count it), so a cached answer is byte for byte
+what the route answers. Files older than STALE_S, and the oldest past MAX_FILES_BYTES, are
+removed.
+
+Without a renderer (an app built by a test, ``create_app`` alone) every route answers inline as it
+always did. docs/operations.md, "Anonymous aggregates", has the figures.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import logging
+import os
+import select
+import shutil
+import socket
+import tempfile
+import time
+import urllib.parse
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+
+from tracker_core import keys as keyspace
+
+log = logging.getLogger("tracker.public_cache")
+
+DEFAULT_MAX_AGE_S = 1.0
+STALE_S = 30.0
+FRESH_WAIT_S = 0.01  # for a new render of a file past max_age_s (it is served if none comes)
+COLD_WAIT_S = 0.05  # for a first render, with nothing to serve meanwhile
+COLD_BUDGET_S = 0.05  # all such waits of one worker in one second
+COLD_POLL_S = 0.001
+BYTES_PER_S = 32 << 20  # of rendered answers one worker sends a second; past it 429
+WARM_WAIT_S = 10.0  # what a starting worker gives the renderer's first renders
+MAX_KEY_CHARS = 1024
+MAX_PENDING = 10_000
+MAX_FILES_BYTES = 256 << 20
+MEMO_BYTES = 64 << 20  # what a worker keeps of the files it read
+RENDERER_NICE = 10
+RENDERING_ENV = "tracker.rendering"  # set on the renderer's own requests
+PROCESS_NAME = "tracker-render"  # its /proc/PID/comm, which tells it from the workers
+SOCKET_NAME = "render.sock"
+_PREFIX = "tracker-public-"
+
+# Anonymous routes of whole-tracker aggregates: path -> (route template, query parameters read,
+# whether the Host header is part of the answer). stats.json is matched by pattern below.
+FIXED_ROUTES = {
+    "/metrics": ("/metrics", (), False),
+    "/": ("/", (), False),
+    "/projects.json": ("/projects.json", (), True),
+}
+STATS_TEMPLATE = "/{project}/stats.json"
+STATS_PARAMETERS = ("top", "range", "downloader")
+
+
+@dataclass(frozen=True)
+class Entry:
+    status: str
+    headers: list
+    body: bytes
+    rendered_at: float  # the renderer's monotonic time (the same clock for every process here)
+    identity: tuple  # the file's (inode, mtime, size) it was read from
+
+
+def prepare_directory() -> tuple[str, Callable[[], None]]:
+    """Before forking: a directory for the rendered files and the renderer's socket, and what
+    removes it at the end."""
+    made = tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-")
+    return made, lambda: _remove_tree(made)
+
+
+def _remove_tree(path: str) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def file_name(key: str) -> str:
+    return hashlib.blake2b(key.encode("utf-8", "surrogateescape"), digest_size=16).hexdigest()
+
+
+def encode(status: str, headers: list, body: bytes, rendered_at: float) -> bytes:
+    head = orjson.dumps({"status": status, "headers": headers, "rendered_at": rendered_at})
+    return head + b"\n" + body
+
+
+def decode(data: bytes, identity: tuple) -> Entry:
+    head, _, body = data.partition(b"\n")
+    meta = orjson.loads(head)
+    return Entry(meta["status"], [tuple(h) for h in meta["headers"]], body, meta["rendered_at"], identity)
+
+
+class Store:
+    """The rendered files of one server run: written by the renderer, read by every worker."""
+
+    def __init__(self, directory: str):
+        self.directory = Path(directory)
+        self.socket_path = str(self.directory / SOCKET_NAME)
+        self._memo: dict[str, Entry] = {}
+        self._memo_bytes = 0
+        self._ask_sock: socket.socket | None = None
+
+    def read(self, key: str) -> Entry | None:
+        """KEY's rendered answer, or None when there is none."""
+        name = file_name(key)
+        path = self.directory / name
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            return None
+        identity = (st.st_ino, st.st_mtime_ns, st.st_size)
+        known = self._memo.get(name)
+        if known is not None and known.identity == identity:
+            return known
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:  # removed between the stat and the open: as if never made
+            return None
+        entry = decode(data, identity)
+        if self._memo_bytes + len(entry.body) > MEMO_BYTES:
+            self._memo.clear()
+            self._memo_bytes = 0
+        if known is not None:
+            self._memo_bytes -= len(known.body)
+        self._memo[name] = entry
+        self._memo_bytes += len(entry.body)
+        return entry
+
+    def write(self, key: str, status: str, headers: list, body: bytes) -> None:
+        """Replace KEY's file whole (a reader sees the old file or the new one, never half)."""
+        final = self.directory / file_name(key)
+        fd, temporary = tempfile.mkstemp(dir=self.directory, prefix=".tmp-")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(encode(status, headers, body, time.monotonic()))
+            os.replace(temporary, final)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temporary)
+            raise
+
+    def ask(self, key: str) -> bool:
+        """Ask the renderer for KEY; whether the datagram left (dropped when it is behind)."""
+        if self._ask_sock is None:
+            self._ask_sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+            self._ask_sock.setblocking(False)
+        try:
+            self._ask_sock.sendto(key.encode("utf-8", "surrogateescape"), self.socket_path)
+        except OSError:  # no renderer yet, or its queue is full: the next request asks again
+            return False
+        return True
+
+    def trim(self, max_bytes: int = MAX_FILES_BYTES) -> int:
+        """Remove files older than STALE_S, then the oldest until they hold at most MAX_BYTES."""
+        files = []
+        for entry in os.scandir(self.directory):
+            if entry.name == SOCKET_NAME:
+                continue
+            with contextlib.suppress(FileNotFoundError):
+                st = entry.stat()
+                files.append((st.st_mtime, st.st_size, entry.path))
+        files.sort()
+        total = sum(size for _, size, _ in files)
+        removed = 0
+        wall = time.time()
+        for mtime, size, path in files:
+            if wall - mtime <= STALE_S and total <= max_bytes:
+                break
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+                removed += 1
+            total -= size
+        return removed
+
+
+def cache_key(environ, engine, public_url: str) -> tuple[str, str] | None:
+    """(key, route template) of an anonymous GET or HEAD the renderer answers, or None: the
+    request goes to the app as it is (not cacheable, authenticated, or an unknown project)."""
+    path = environ.get("PATH_INFO") or "/"
+    if len(path) > 1 and path.endswith("/"):  # Falcon strips it too: the same route
+        path = path.rstrip("/") or "/"
+    fixed = FIXED_ROUTES.get(path)
+    if fixed is not None:
+        template, _, by_host = fixed
+        if path == "/metrics" and environ.get("HTTP_AUTHORIZATION") is not None:
+            return None  # Prometheus with its token: answered fresh, and a wrong one refused
+        if by_host:
+            return projects_key(environ.get("HTTP_HOST"), public_url), template
+        return f"{path}\n\n", template
+    if not path.endswith("/stats.json"):
+        return None
+    project = path[1 : -len("/stats.json")]
+    if not keyspace.valid_project_name(project) or engine.settings(project) is None:
+        return None  # the app answers 404 at once (an unknown project is cached negatively)
+    query = environ.get("QUERY_STRING", "")
+    chosen = {}
+    if query:
+        for name, value in urllib.parse.parse_qsl(query, keep_blank_values=True):
+            if name in STATS_PARAMETERS and name not in chosen:
+                chosen[name] = value
+    return f"{path}\n{urllib.parse.urlencode(sorted(chosen.items()))}\n", STATS_TEMPLATE
+
+
+def projects_key(host: str | None, public_url: str) -> str:
+    """projects.json's key: its URLs come from the Host header unless a public URL is set."""
+    return f"/projects.json\n\n{'' if public_url else host or ''}"
+
+
+def warm_keys() -> tuple[str, ...]:
+    """The keys rendered when the renderer starts: the anonymous whole-tracker routes."""
+    return tuple(f"{path}\n\n" for path in FIXED_ROUTES)
+
+
+def wait_warm(store: Store, keys: tuple[str, ...], timeout_s: float = WARM_WAIT_S) -> bool:
+    """Until the renderer has written KEYS (a worker waits before its first accept, so nobody
+    meets a cold front page or /metrics after a start; the connections wait in the listen
+    queue meanwhile), at most TIMEOUT_S; whether it had."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if all(store.read(key) is not None for key in keys):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.01)
+
+
+def request_of(key: str) -> tuple[str, str, str]:
+    """(path, query string, host) a key stands for."""
+    path, query, host = key.split("\n", 2)
+    return path, query, host
+
+
+class ColdBudget:
+    """How long one worker may wait for renders it has none of: BUDGET_S a second."""
+
+    def __init__(self, budget_s: float = COLD_BUDGET_S, clock=time.monotonic):
+        self.budget_s = budget_s
+        self.clock = clock
+        self.second = -1
+        self.spent_s = 0.0
+
+    def left(self) -> float:
+        second = int(self.clock())
+        if second != self.second:
+            self.second, self.spent_s = second, 0.0
+        return max(0.0, self.budget_s - self.spent_s)
+
+    def spend(self, seconds: float) -> None:
+        self.spent_s += seconds
+
+
+class ByteBudget:
+    """Bytes one worker may send of rendered answers: RATE a second, up to BURST saved."""
+
+    def __init__(self, rate: float = BYTES_PER_S, burst: float = BYTES_PER_S, clock=time.monotonic):
+        self.rate, self.burst, self.clock = rate, burst, clock
+        self.tokens, self.at = burst, clock()
+
+    def take(self, size: int) -> bool:
+        now = self.clock()
+        self.tokens = min(self.burst, self.tokens + (now - self.at) * self.rate)
+        self.at = now
+        if size > self.tokens:
+            return False
+        self.tokens -= size
+        return True
+
+
+class PublicCache:
+    """The workers' side: answer cacheable anonymous requests from the renderer's files."""
+
+    def __init__(
+        self, store: Store, engine, requests_seen, max_age_s: float = DEFAULT_MAX_AGE_S, public_url=""
+    ):
+        self.store = store
+        self.engine = engine
+        self.requests_seen = requests_seen
+        self.max_age_s = max_age_s
+        self.public_url = public_url
+        self.budget = ColdBudget()
+        self.bytes = ByteBudget()
+
+    def answer(self, environ, start_response) -> list | None:
+        """Answer ENVIRON from a rendered file, or None: the app answers it."""
+        method = environ.get("REQUEST_METHOD")
+        if method not in ("GET", "HEAD") or environ.get(RENDERING_ENV):
+            return None
+        found = cache_key(environ, self.engine, self.public_url)
+        if found is None:
+            return None
+        key, template = found
+        started = time.perf_counter()
+        if len(key) > MAX_KEY_CHARS:
+            entry = _refusal("414 URI Too Long", "query too long for a statistics request")
+        else:
+            entry = self.lookup(key) or _refusal(
+                "503 Service Unavailable", "being prepared, retry in a second", retry_after=True
+            )
+            if method == "GET" and not self.bytes.take(len(entry.body)):
+                entry = _refusal(
+                    "429 Too Many Requests", "too many requests for aggregates, retry in a second", True
+                )
+        start_response(entry.status, entry.headers)
+        self.requests_seen.observe(template, method, int(entry.status[:3]), time.perf_counter() - started)
+        return [b"" if method == "HEAD" else entry.body]
+
+    def lookup(self, key: str) -> Entry | None:
+        """KEY's answer: fresh; else a render is asked for and waited for a moment (FRESH_WAIT_S,
+        or COLD_WAIT_S with nothing to show), within the worker's budget; else what there is
+        (a file older than STALE_S still beats a 503); None with nothing."""
+        entry = self.store.read(key)
+        if entry is not None:
+            age = time.monotonic() - entry.rendered_at
+            if age <= self.max_age_s:
+                return entry
+        if not self.store.ask(key):
+            return entry
+        usable = entry is not None and age <= STALE_S
+        wait_s = min(FRESH_WAIT_S if usable else COLD_WAIT_S, self.budget.left())
+        started = time.monotonic()
+        deadline = started + wait_s
+        try:
+            while time.monotonic() < deadline:
+                time.sleep(COLD_POLL_S)
+                fresh = self.store.read(key)
+                if fresh is not None and (entry is None or fresh.identity != entry.identity):
+                    return fresh
+        finally:
+            self.budget.spend(time.monotonic() - started)
+        return entry
+
+
+def _refusal(status: str, reason: str, retry_after: bool = False) -> Entry:
+    body = (reason + "\n").encode()
+    headers = [
+        ("content-type", "text/plain; charset=utf-8"),
+        ("x-content-type-options", "nosniff"),
+        ("content-length", str(len(body))),
+        ("cache-control", "no-store"),
+    ]
+    if retry_after:
+        headers.append(("retry-after", "1"))
+    return Entry(status, headers, body, 0.0, ())
+
+
+class Renderer:
+    """The renderer's loop: render each key asked for whose file is older than MAX_AGE_S."""
+
+    TRIM_EVERY_S = 10.0
+
+    def __init__(self, store: Store, app, max_age_s: float = DEFAULT_MAX_AGE_S):
+        self.store = store
+        self.app = app  # the Falcon app: the routes without the warriors' hot path or this cache
+        self.max_age_s = max_age_s
+        self.pending: OrderedDict[str, None] = OrderedDict()
+        self.sock: socket.socket | None = None
+        self.trimmed_at = time.monotonic()
+        self.renders = 0
+
+    def bind(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.store.socket_path)
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(self.store.socket_path)
+        self.sock.setblocking(False)
+
+    def receive(self, timeout_s: float) -> None:
+        """Take the asks waiting (waiting up to TIMEOUT_S for the first)."""
+        if timeout_s > 0 and not select.select([self.sock], [], [], timeout_s)[0]:
+            return
+        while len(self.pending) < MAX_PENDING:
+            try:
+                data = self.sock.recv(MAX_KEY_CHARS * 4 + 16)
+            except OSError as exc:
+                if exc.errno in (errno.EAGAIN, errno.EWOULDBLOCK):
+                    return
+                raise
+            self.pending[data.decode("utf-8", "surrogateescape")] = None
+
+    def step(self) -> bool:
+        """Render the oldest pending key if it is due; whether one was taken."""
+        if not self.pending:
+            return False
+        key, _ = self.pending.popitem(last=False)
+        entry = self.store.read(key)
+        if entry is None or time.monotonic() - entry.rendered_at > self.max_age_s:
+            try:
+                self.render(key)
+            except OSError as exc:  # a full or failing disk: the workers serve what there is
+                log.error("cannot write the rendered answer of %s: %s", key.split("\n", 1)[0], exc)
+        return True
+
+    def render(self, key: str) -> None:
+        path, query, host = request_of(key)
+        environ = {
+            "REQUEST_METHOD": "GET",
+            "SCRIPT_NAME": "",
+            "PATH_INFO": path,
+            "QUERY_STRING": query,
+            "SERVER_NAME": "localhost",
+            "SERVER_PORT": "80",
+            "SERVER_PROTOCOL": "HTTP/1.1",
+            "REMOTE_ADDR": "127.0.0.1",
+            "wsgi.url_scheme": "http",
+            "wsgi.input": _EMPTY,
+            "wsgi.errors": _ERRORS,
+            "wsgi.version": (1, 0),
+            "wsgi.multithread": False,
+            "wsgi.multiprocess": True,
+            "wsgi.run_once": False,
+            RENDERING_ENV: True,
+        }
+        if host:
+            environ["HTTP_HOST"] = host
+        answer: list = []
+
+        def start_response(status, headers, exc_info=None):
+            answer[:] = [status, list(headers)]
+
+        body = b"".join(self.app(environ, start_response))
+        status, headers = answer
+        self.store.write(key, status, headers, body)
+        self.renders += 1
+
+    def run_forever(self, warm: tuple[str, ...] = ()) -> None:
+        """Serve asks until killed, having rendered WARM first (the keys no one should wait for)."""
+        self.bind()
+        with contextlib.suppress(OSError):
+            os.nice(RENDERER_NICE)  # the warriors' workers first
+        for key in warm:
+            self.pending[key] = None
+        while True:
+            self.receive(0 if self.pending else 1.0)
+            self.step()
+            now = time.monotonic()
+            if now - self.trimmed_at >= self.TRIM_EVERY_S:
+                self.store.trim()
+                self.trimmed_at = now
+
+
+class _Empty:
+    def read(self, size=-1):
+        return b""
+
+
+class _Errors:
+    def write(self, text):
+        log.error("%s", text.rstrip())
+
+    def flush(self):
+        pass
+
+
+_EMPTY = _Empty()
+_ERRORS = _Errors()

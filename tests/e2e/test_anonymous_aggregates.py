@@ -1,0 +1,134 @@
+"""Anonymous aggregates through the real `tracker serve`: rendered by the renderer, not the
+workers, at most once per max age whatever the flood (tracker_api.public_cache)."""
+
+from __future__ import annotations
+
+import http.client
+import os
+import signal
+import threading
+import time
+
+import orjson
+import pytest
+
+from support.processes import ServerProcess, renderer_of, wait_for, workers_of
+from tracker_core.admin import items, projects
+
+pytestmark = pytest.mark.slow
+
+LISTED = 120
+
+
+def smembers_calls(r) -> int:
+    """How often Redis ran SMEMBERS: once per /metrics render (the list of projects)."""
+    return int(r.info("commandstats").get("cmdstat_smembers", {}).get("calls", 0))
+
+
+def get(port: int, path: str, headers: dict | None = None) -> tuple[int, bytes, dict]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
+    try:
+        conn.request("GET", path, headers=headers or {})
+        res = conn.getresponse()
+        return res.status, res.read(), {k.lower(): v for k, v in res.getheaders()}
+    finally:
+        conn.close()
+
+
+@pytest.fixture
+def listed(admin):
+    for n in range(LISTED):
+        projects.create(admin, f"listed-{n:03d}")
+    items.add(admin, "listed-000", [f"https://example.org/{n}?a=b c#d" for n in range(50)])
+
+
+def test_a_metrics_flood_is_rendered_once_a_second_off_the_workers(redis_url, listed, r):
+    server = ServerProcess(redis_url, workers=2)
+    try:
+        status, body, _ = get(server.port, "/metrics")
+        assert status == 200 and body.count(b'tracker_out_items{project="listed-') == LISTED
+        renderer = renderer_of(server.process.pid)
+        assert renderer is not None and renderer not in server.workers
+        before, counts = smembers_calls(r), []
+        stop = time.monotonic() + 3.0
+
+        def flood():
+            n = 0
+            while time.monotonic() < stop:
+                for path in ("/metrics", "/metrics/", "//metrics"):  # one route, however spelled
+                    status, body, _ = get(server.port, path)
+                    assert status in (200, 429), (status, body[:200])
+                    n += 1
+            counts.append(n)
+
+        threads = [threading.Thread(target=flood) for _ in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        renders = smembers_calls(r) - before
+        assert sum(counts) > 30, counts
+        # One render a second at most (plus the one in flight), not one per request.
+        assert 1 <= renders <= 6, (renders, sum(counts))
+    finally:
+        server.stop()
+
+
+def test_an_anonymous_answer_follows_changes_and_a_token_sees_them_at_once(redis_url, listed, engine):
+    server = ServerProcess(redis_url, "--metrics-token", "s3cret", workers=1)
+    line = b'tracker_out_items{project="listed-000"} '
+    try:
+        assert line + b"0.0" in get(server.port, "/metrics")[1]
+        status, names = engine.claim("listed-000", "alice", "127.0.0.1", 3)
+        assert len(names) == 3
+        # With the token: fresh at once.
+        assert line + b"3.0" in get(server.port, "/metrics", {"Authorization": "Bearer s3cret"})[1]
+        # Anonymous: within the max age (1 s) and a render.
+        assert wait_for(lambda: line + b"3.0" in get(server.port, "/metrics")[1], 5)
+        stats = orjson.loads(get(server.port, "/listed-000/stats.json?top=5&range=hour")[1])
+        assert stats["out"] == 3
+        status, _, headers = get(server.port, "/projects.json")
+        assert status == 200
+    finally:
+        server.stop()
+
+
+def test_a_killed_renderer_is_replaced_and_answers_go_on(redis_url, listed):
+    server = ServerProcess(redis_url, workers=1)
+    try:
+        assert get(server.port, "/")[0] == 200
+        renderer = renderer_of(server.process.pid)
+        os.kill(renderer, signal.SIGKILL)
+        # Meanwhile what was rendered is served.
+        assert get(server.port, "/")[0] == 200
+        assert wait_for(lambda: renderer_of(server.process.pid) not in (None, renderer), 10)
+        time.sleep(1.2)  # past the max age: the new renderer renders again
+        status, body, _ = get(server.port, "/")
+        assert status == 200 and b"listed-000" in body
+        assert workers_of(server.process.pid) == server.workers  # no worker was disturbed
+    finally:
+        server.stop()
+
+
+def test_new_keys_past_the_wait_budget_are_answered_503_at_once_never_5xx_else(redis_url, listed):
+    server = ServerProcess(redis_url, workers=1)
+    try:
+        seen = {}
+        for n in range(200):  # a new downloader= each time: a new key each time
+            status, body, headers = get(server.port, f"/listed-000/stats.json?top=1&downloader=d{n}")
+            seen[status] = seen.get(status, 0) + 1
+            if status == 503:
+                assert headers.get("retry-after") == "1" and body == b"being prepared, retry in a second\n"
+        assert set(seen) <= {200, 503}, seen
+        assert seen.get(200, 0) > 0
+        # A warrior is served as ever.
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+        body = orjson.dumps({"downloader": "warrior", "api_version": "2", "version": "20240101.01"})
+        conn.request("POST", "/listed-000/request", body, {"Content-Type": "application/json"})
+        res = conn.getresponse()
+        answer = res.read()
+        assert res.status == 200, answer
+        assert orjson.loads(answer)["item_name"].startswith("https://")
+        conn.close()
+    finally:
+        server.stop()
