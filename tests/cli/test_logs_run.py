@@ -133,11 +133,10 @@ def test_run_on_a_redis_with_a_password_keeps_it_out_of_the_process_list(tmp_pat
         admin_pages = wait_for_line(run, r"admin pages at (http://\S+)").group(1)
         assert admin_pages == f"http://127.0.0.1:{port}/admin"
         command = wait_for_line(run, r"make an admin token with: (.+)$").group(1)
-        assert command.endswith(
-            ' --redis-url "$TRACKER_REDIS_URL" admin token create  # TRACKER_REDIS_URL must hold the Redis URL'
-        ), command
+        assert command.startswith('TRACKER_REDIS_URL="$TRACKER_REDIS_URL" '), command
+        assert command.endswith(" admin token create  # TRACKER_REDIS_URL must hold the Redis URL"), command
         # As an operator pastes it into a shell where the variable holds the URL (a shell
-        # variable, not exported: the command itself must hand it over).
+        # variable, not exported: the command itself must hand it over, in its environment).
         pasted = f"TRACKER_REDIS_URL={shlex.quote(url)}; " + command.replace(
             " create  #", " create --json  #"
         )

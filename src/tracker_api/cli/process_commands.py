@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from tracker_api import redact
-from tracker_api.cli import output, server_options
+from tracker_api.cli import output, redis_secret, server_options
 from tracker_api.cli.root import context, globals_, main, segments_dir_option
 from tracker_core import processes
 
@@ -107,9 +107,11 @@ def token_command(redis_url: str, data_dir: str, explicit_redis: bool) -> str:
     if not explicit_redis:
         return f"{command} {shlex.join(['--data-dir', data_dir, *create])}"
     if redact.redact(redis_url) != redis_url:
-        # The note is a shell comment: the whole line still pastes into a shell as it is.
+        # The note is a shell comment: the whole line still pastes into a shell as it is. The
+        # variable goes into the command's environment (a shell variable need not be exported),
+        # not onto its command line, where `--redis-url "$VAR"` would show the password.
         return (
-            f'{command} --redis-url "${REDIS_URL_VARIABLE}" {shlex.join(create)}'
+            f'{REDIS_URL_VARIABLE}="${REDIS_URL_VARIABLE}" {command} {shlex.join(create)}'
             f"  # {REDIS_URL_VARIABLE} must hold the Redis URL"
         )
     return f"{command} {shlex.join(['--redis-url', redis_url, *create])}"
@@ -129,7 +131,8 @@ class TrackerChild:
 
     The Redis URL travels in the environment (TRACKER_REDIS_URL, which the root group reads),
     never on the command line: any user of the machine can read a command line in the process
-    list, while /proc/PID/environ is readable by the process's owner only.
+    list, while /proc/PID/environ is readable by the process's owner only. It holds the password
+    already: a password file the parent was given is not read again.
     """
 
     argv: list[str]
@@ -140,7 +143,9 @@ class TrackerChild:
         argv = [sys.executable, "-m", "tracker_api.cli"]
         if data_dir is not None:
             argv += ["--data-dir", data_dir]
-        return cls([*argv, *args], {**os.environ, REDIS_URL_VARIABLE: redis_url})
+        env = {**os.environ, REDIS_URL_VARIABLE: redis_url}
+        env.pop(redis_secret.PASSWORD_FILE_VARIABLE, None)
+        return cls([*argv, *args], env)
 
     def start(self):
         return processes.start(self.argv, env=self.env)
@@ -199,7 +204,14 @@ def live(host, port, interval, supervise, log_level):
 @main.command()
 @server_options.serve_options
 def serve(**options):
-    """Run the API workers only, against the given Redis."""
+    """Run the API workers only, against the given Redis.
+
+    Give the Redis URL in TRACKER_REDIS_URL (as the systemd units do, from an environment file)
+    or as `tracker --redis-url URL serve` without a password and the password in a file with
+    `--redis-password-file PATH` (TRACKER_REDIS_PASSWORD_FILE): every local user can read a
+    command line, and the workers inherit it. A password in --redis-url is masked in the
+    process titles, with a warning.
+    """
     from tracker_api import logs
 
     logs.setup(options["log_level"], options["access_log"])

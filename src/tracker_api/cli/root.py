@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
+from click.core import ParameterSource
 
-from tracker_api.cli import errors, output
+from tracker_api.cli import errors, output, redis_secret
 from tracker_core import redis_clock
 
 if TYPE_CHECKING:  # imported when first used: `tracker -h` needs no Redis client
@@ -18,7 +19,7 @@ if TYPE_CHECKING:  # imported when first used: `tracker -h` needs no Redis clien
 
 DEFAULT_DATA_DIR = "var"
 ENV_PREFIX = "TRACKER"  # --some-option of `tracker items add` reads TRACKER_ITEMS_ADD_SOME_OPTION
-GLOBAL_OPTIONS = ("--redis-url", "--data-dir", "--max-clock-offset")
+GLOBAL_OPTIONS = ("--redis-url", "--redis-password-file", "--data-dir", "--max-clock-offset")
 QUEUE_HELP = "Queue: todo, secondary, backfeed, redo or downloader:NAME."
 
 
@@ -176,7 +177,16 @@ def key_values(assignments) -> dict[str, str]:
     default=None,
     help="Redis to use: redis://HOST:PORT/DB, unix:///PATH, "
     "redis+sentinel://HOST:PORT,.../SERVICE or redis+cluster://HOST:PORT,... "
-    "Default: the embedded one under --data-dir.",
+    "Default: the embedded one under --data-dir. A password on the command line is readable by "
+    "every local user: give the URL in TRACKER_REDIS_URL, or the password in a file.",
+)
+@click.option(
+    redis_secret.PASSWORD_FILE_OPTION,
+    envvar=redis_secret.PASSWORD_FILE_VARIABLE,
+    default=None,
+    metavar="PATH",
+    help="A file holding the Redis password (one line; mode 0600, or 0640 for the service's group), "
+    "for a --redis-url without one.",
 )
 @click.option(
     "--data-dir",
@@ -205,8 +215,19 @@ def key_values(assignments) -> dict[str, str]:
     help="Every command prints JSON instead of a table.",
 )
 @click.pass_context
-def main(ctx, redis_url, data_dir):
+def main(ctx, redis_url, redis_password_file, data_dir):
     """A tracker for distributed archiving: hands items to warriors and takes them back."""
+    if redis_url is not None and ctx.get_parameter_source("redis_url") is ParameterSource.COMMANDLINE:
+        redis_secret.hide_from_command_line(redis_url)
+    if redis_password_file is not None:
+        if redis_url is None:
+            raise click.UsageError(
+                f"{redis_secret.PASSWORD_FILE_OPTION} needs --redis-url (or TRACKER_REDIS_URL): "
+                "the embedded Redis takes no password"
+            )
+        redis_url = redis_secret.with_password(
+            redis_url, redis_secret.read_password_file(redis_password_file)
+        )
     ctx.obj = Globals(
         redis_url=redis_url or default_redis_url(data_dir),
         data_dir=data_dir,
