@@ -62,6 +62,7 @@ test-fast: venv  ## Run the suite without the slow end-to-end tests.
 bench: venv  ## Run the benchmarks (~35 min); figures in benchmarks/results/ (offloading: make bench-offload).
 	$(PY) -m pytest benchmarks $(ARGS)
 	PYTHONPATH=benchmarks $(PY) -m server_bench $(BENCH_ARGS)
+	PYTHONPATH=benchmarks $(PY) -m server_bench --part anonymous
 	$(PY) benchmarks/bloom_bench.py
 	$(PY) benchmarks/bloom_floor.py
 	$(PY) benchmarks/bloom_blocked.py

@@ -11,13 +11,11 @@ from pathlib import Path
 
 import redis
 
-from tracker_api import public_cache
+from tracker_api.server import worker_pids
 from tracker_core.embedded import EmbeddedRedis
 from tracker_core.processes import (
     alive,
-    children_of,
     port_open,
-    process_name,
     start,
     stop,
     stop_pids,
@@ -138,7 +136,7 @@ class ChaosServer:
 
     def worker_pids(self) -> list[int]:
         """The bjoern workers: the children but the renderer of anonymous aggregates."""
-        return [p for p in children_of(self.process.pid) if process_name(p) != public_cache.PROCESS_NAME]
+        return worker_pids(self.process.pid)
 
     def kill_worker(self, pick) -> tuple[int, bool, float]:
         """kill -9 one worker (PICK chooses from the list); (pid, replaced, seconds to replace)."""

@@ -6,8 +6,9 @@ import os
 import time
 from pathlib import Path
 
+from tracker_api.server import worker_pids
 from tracker_core.embedded import EmbeddedRedis
-from tracker_core.processes import children_of, free_port
+from tracker_core.processes import free_port
 
 # A server listens before it forks its workers, so its port can answer before they exist.
 CHILDREN_WAIT_S = 10.0
@@ -33,10 +34,10 @@ class WorkerCpu:
 
     def __init__(self, server_pid: int, wait_s: float = CHILDREN_WAIT_S):
         deadline = time.monotonic() + wait_s
-        self.pids = children_of(server_pid)
+        self.pids = worker_pids(server_pid)
         while not self.pids and time.monotonic() < deadline:
             time.sleep(0.05)
-            self.pids = children_of(server_pid)
+            self.pids = worker_pids(server_pid)
         if not self.pids:
             raise RuntimeError(f"process {server_pid} has no worker children after {wait_s:g} s")
         self.before = 0.0

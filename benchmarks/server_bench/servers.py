@@ -13,7 +13,8 @@ import urllib.request
 from pathlib import Path
 
 from server_bench.plan import BENCHMARKS, WORKERS
-from tracker_core.processes import children_of, free_port, start, wait_for, wait_for_port
+from tracker_api.server import worker_pids
+from tracker_core.processes import free_port, start, wait_for, wait_for_port
 
 
 def start_tracker(redis_url: str, log_path: Path, workers: int = WORKERS) -> tuple[subprocess.Popen, int]:
@@ -35,7 +36,7 @@ def _wait_for_workers(process: subprocess.Popen, port: int, workers: int) -> Non
     before it forks (each worker then opens its own SO_REUSEPORT socket), so an open port alone
     does not mean the workers exist yet, and whoever reads their CPU or pids would miss some."""
     wait_for_port(port, process)
-    if not wait_for(lambda: len(children_of(process.pid)) >= workers, 10):
+    if not wait_for(lambda: len(worker_pids(process.pid)) >= workers, 10):
         raise RuntimeError(f"server {process.pid} forked fewer than {workers} workers within 10 s")
 
 

@@ -330,8 +330,10 @@ class PublicCache:
         if len(key) > MAX_KEY_CHARS:
             entry = _refusal("414 URI Too Long", "query too long for a statistics request")
         else:
-            entry = self.lookup(key) or _refusal(
-                "503 Service Unavailable", "being prepared, retry in a second", retry_after=True
+            entry = (
+                self.lookup(key)
+                or self._stand_in(key)
+                or _refusal("503 Service Unavailable", "being prepared, retry in a second", retry_after=True)
             )
             if method == "GET" and not self.bytes.take(len(entry.body)):
                 entry = _refusal(
@@ -340,6 +342,15 @@ class PublicCache:
         start_response(entry.status, entry.headers)
         self.requests_seen.observe(template, method, int(entry.status[:3]), time.perf_counter() - started)
         return [b"" if method == "HEAD" else entry.body]
+
+    def _stand_in(self, key: str) -> Entry | None:
+        """For projects.json asked with a Host not rendered yet: the document rendered for no
+        Host (relative links, warm from the start) rather than a 503 (a forged Host gets no
+        more); None for anything else."""
+        fallback = projects_key(None, "")
+        if not key.startswith("/projects.json\n") or key == fallback:
+            return None
+        return self.store.read(fallback)
 
     def lookup(self, key: str) -> Entry | None:
         """KEY's answer: fresh; else a render is asked for and waited for a moment (FRESH_WAIT_S,

@@ -79,6 +79,20 @@ def make_engine(redis_url: str, config: AppConfig) -> Engine:
     return Engine(redis_url, memory_guard_percent=config.memory_guard_percent)
 
 
+def worker_pids(server_pid: int) -> list[int]:
+    """The bjoern workers of `tracker serve` SERVER_PID: its children but the renderer."""
+    return [pid for pid in processes.children_of(server_pid) if not _is_renderer(pid)]
+
+
+def renderer_pid(server_pid: int) -> int | None:
+    """The renderer of `tracker serve` SERVER_PID (tracker_api.public_cache), or None."""
+    return next((pid for pid in processes.children_of(server_pid) if _is_renderer(pid)), None)
+
+
+def _is_renderer(pid: int) -> bool:
+    return processes.process_name(pid) == public_cache.PROCESS_NAME
+
+
 def settle_heap() -> None:
     """Collect the start-up garbage, then move every object left (modules, the app, its Engine)
     out of the collector's sight for good (gc.freeze).

@@ -13,7 +13,7 @@ import subprocess
 import pytest
 
 from server_bench.capacity import connections_per_process
-from support.processes import ServerProcess, wait_for, workers_of
+from support.processes import ServerProcess, wait_for, worker_pids
 from tracker_api.server import listening_sockets
 
 WORKERS = 4
@@ -114,8 +114,8 @@ def test_a_restarted_worker_serves_its_predecessors_socket(redis_url):
         os.kill(victim, signal.SIGKILL)
         wait_for(
             lambda: (
-                len(workers_of(server.process.pid)) == WORKERS
-                and victim not in workers_of(server.process.pid)
+                len(worker_pids(server.process.pid)) == WORKERS
+                and victim not in worker_pids(server.process.pid)
             ),
             10,
         )

@@ -13,7 +13,7 @@ import pytest
 from falcon import testing
 from prometheus_client.parser import text_string_to_metric_families
 
-from support.processes import start_serve, stop, wait_for, wait_for_port, workers_of
+from support.processes import start_serve, stop, wait_for, wait_for_port, worker_pids
 from tracker_api import request_metrics
 from tracker_api.app import create_app
 from tracker_core.admin import items, projects
@@ -125,7 +125,7 @@ def test_every_workers_requests_are_summed_and_outlive_the_worker(redis_url, tmp
     env = dict(os.environ, **{request_metrics.MULTIPROC_ENV: str(directory)})
     process, port = start_serve(redis_url, workers=2, env=env)
     try:
-        assert wait_for(lambda: len(workers_of(process.pid)) >= 2, 10)
+        assert wait_for(lambda: len(worker_pids(process.pid)) >= 2, 10)
         for n in range(40):  # a connection each: the workers share the accepting socket
             assert get(port, f"/nope{n}/stats.json")[0] == 404
         # The scraped worker flushes as it answers; the other within its flush interval.
@@ -136,11 +136,11 @@ def test_every_workers_requests_are_summed_and_outlive_the_worker(redis_url, tmp
 
         # Both workers die; their replacements answer with every count flushed before still there
         # (what a worker counted after its last flush, here the scrapes, dies with it).
-        workers = workers_of(process.pid)
+        workers = worker_pids(process.pid)
         for pid in workers:
             os.kill(pid, signal.SIGKILL)
-        assert wait_for(lambda: set(workers_of(process.pid)).isdisjoint(workers), 10)
-        assert wait_for(lambda: len(workers_of(process.pid)) >= 2, 10)
+        assert wait_for(lambda: set(worker_pids(process.pid)).isdisjoint(workers), 10)
+        assert wait_for(lambda: len(worker_pids(process.pid)) >= 2, 10)
         wait_for_port(port, process)
         text = get(port, "/metrics")[1]
         assert count(text, "/{project}/stats.json", "GET", "404") == 40

@@ -247,3 +247,12 @@ def test_heartbeats_carry_the_rendered_document_not_one_built_per_heartbeat(
     Renderer(store, create_routes(engine)).render(public_cache.projects_key(None, ""))
     answer = client.simulate_post("/api/update.json", json=heartbeat, headers={"Host": "forged.example"})
     assert answer.content == store.read(public_cache.projects_key(None, "")).body
+
+
+def test_projects_json_for_a_host_not_rendered_yet_is_the_one_for_no_host_not_a_503(engine, listed, store):
+    Renderer(store, create_routes(engine)).render(public_cache.projects_key(None, ""))
+    cache = PublicCache(store, engine, Seen())
+    got = []
+    body = cache.answer(environ("/projects.json", Host="new.example"), lambda s, h: got.append(s))
+    assert got == ["200 OK"] and body == [store.read(public_cache.projects_key(None, "")).body]
+    assert b"new.example" not in body[0]

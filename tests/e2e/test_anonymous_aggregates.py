@@ -12,12 +12,12 @@ import time
 import orjson
 import pytest
 
-from support.processes import ServerProcess, renderer_of, wait_for, workers_of
+from support.processes import ServerProcess, renderer_pid, wait_for, worker_pids
 from tracker_core.admin import items, projects
 
 pytestmark = pytest.mark.slow
 
-LISTED = 120
+LISTED = 300  # the issue's measure: eight anonymous loops over 300 listed projects
 
 
 def smembers_calls(r) -> int:
@@ -35,11 +35,24 @@ def get(port: int, path: str, headers: dict | None = None) -> tuple[int, bytes, 
         conn.close()
 
 
+def claim(port: int, downloader: str, n: int) -> list[str]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
+    try:
+        body = orjson.dumps({"downloader": downloader, "api_version": "2", "version": "20240101.01"})
+        conn.request("POST", f"/listed-000/multi={n}/request", body, {"Content-Type": "application/json"})
+        res = conn.getresponse()
+        answer = res.read()
+        assert res.status in (200, 404), answer
+        return orjson.loads(answer)["item_name"].split("\0") if res.status == 200 else []
+    finally:
+        conn.close()
+
+
 @pytest.fixture
 def listed(admin):
     for n in range(LISTED):
         projects.create(admin, f"listed-{n:03d}")
-    items.add(admin, "listed-000", [f"https://example.org/{n}?a=b c#d" for n in range(50)])
+    items.add(admin, "listed-000", [f"https://example.org/{n}?a=b c#d" for n in range(20_000)])
 
 
 def test_a_metrics_flood_is_rendered_once_a_second_off_the_workers(redis_url, listed, r):
@@ -47,7 +60,7 @@ def test_a_metrics_flood_is_rendered_once_a_second_off_the_workers(redis_url, li
     try:
         status, body, _ = get(server.port, "/metrics")
         assert status == 200 and body.count(b'tracker_out_items{project="listed-') == LISTED
-        renderer = renderer_of(server.process.pid)
+        renderer = renderer_pid(server.process.pid)
         assert renderer is not None and renderer not in server.workers
         before, counts = smembers_calls(r), []
         stop = time.monotonic() + 3.0
@@ -61,11 +74,17 @@ def test_a_metrics_flood_is_rendered_once_a_second_off_the_workers(redis_url, li
                     n += 1
             counts.append(n)
 
-        threads = [threading.Thread(target=flood) for _ in range(6)]
+        threads = [threading.Thread(target=flood) for _ in range(8)]
         for thread in threads:
             thread.start()
+        # A warrior is served meanwhile, and its claims are right (figures: server_bench --part
+        # anonymous; a timed assertion here would only measure the machine).
+        claimed = []
+        while time.monotonic() < stop:
+            claimed += claim(server.port, "warrior", 5)
         for thread in threads:
             thread.join(30)
+        assert len(claimed) == len(set(claimed)) and claimed
         renders = smembers_calls(r) - before
         assert sum(counts) > 30, counts
         # One render a second at most (plus the one in flight), not one per request.
@@ -85,7 +104,11 @@ def test_an_anonymous_answer_follows_changes_and_a_token_sees_them_at_once(redis
         assert line + b"3.0" in get(server.port, "/metrics", {"Authorization": "Bearer s3cret"})[1]
         # Anonymous: within the max age (1 s) and a render.
         assert wait_for(lambda: line + b"3.0" in get(server.port, "/metrics")[1], 5)
-        stats = orjson.loads(get(server.port, "/listed-000/stats.json?top=5&range=hour")[1])
+        # A first ask of these parameters may be answered 503 "being prepared": asked again
+        # after its Retry-After, as the leaderboard page does.
+        path = "/listed-000/stats.json?top=5&range=hour"
+        assert wait_for(lambda: get(server.port, path)[0] == 200, 10)
+        stats = orjson.loads(get(server.port, path)[1])
         assert stats["out"] == 3
         status, _, headers = get(server.port, "/projects.json")
         assert status == 200
@@ -97,15 +120,15 @@ def test_a_killed_renderer_is_replaced_and_answers_go_on(redis_url, listed):
     server = ServerProcess(redis_url, workers=1)
     try:
         assert get(server.port, "/")[0] == 200
-        renderer = renderer_of(server.process.pid)
+        renderer = renderer_pid(server.process.pid)
         os.kill(renderer, signal.SIGKILL)
         # Meanwhile what was rendered is served.
         assert get(server.port, "/")[0] == 200
-        assert wait_for(lambda: renderer_of(server.process.pid) not in (None, renderer), 10)
+        assert wait_for(lambda: renderer_pid(server.process.pid) not in (None, renderer), 10)
         time.sleep(1.2)  # past the max age: the new renderer renders again
         status, body, _ = get(server.port, "/")
         assert status == 200 and b"listed-000" in body
-        assert workers_of(server.process.pid) == server.workers  # no worker was disturbed
+        assert worker_pids(server.process.pid) == server.workers  # no worker was disturbed
     finally:
         server.stop()
 
@@ -122,13 +145,6 @@ def test_new_keys_past_the_wait_budget_are_answered_503_at_once_never_5xx_else(r
         assert set(seen) <= {200, 503}, seen
         assert seen.get(200, 0) > 0
         # A warrior is served as ever.
-        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
-        body = orjson.dumps({"downloader": "warrior", "api_version": "2", "version": "20240101.01"})
-        conn.request("POST", "/listed-000/request", body, {"Content-Type": "application/json"})
-        res = conn.getresponse()
-        answer = res.read()
-        assert res.status == 200, answer
-        assert orjson.loads(answer)["item_name"].startswith("https://")
-        conn.close()
+        assert claim(server.port, "warrior", 1)[0].startswith("https://")
     finally:
         server.stop()

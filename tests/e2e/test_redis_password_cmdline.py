@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import urllib.request
 
 import pytest
 import redis
@@ -136,3 +137,29 @@ def test_a_wrong_password_file_is_refused_in_one_line(protected_redis, tmp_path)
     )
     assert process.wait(timeout=30) != 0
     assert "not-the-password" not in log.read_text()
+
+
+def test_a_metrics_token_on_the_command_line_is_masked_too(protected_redis, tmp_path):
+    token = "metrics-T0ken-never-shown"
+    options, env = _how("environment", protected_redis, tmp_path)
+    port = free_port()
+    argv = [TRACKER_BIN, *options, "serve", "--port", str(port), "--workers", "2", "--metrics-token", token]
+    log = tmp_path / "tracker.log"
+    process = start(argv, env=env, output=log)
+    try:
+        wait_for_port(port, process)
+        assert wait_for(lambda: len(descendants(process.pid)) >= 2, 15)
+        lines = _command_lines(process.pid)
+        shown = [pid for pid, line in lines.items() if token.encode() in line]
+        assert not shown, {pid: lines[pid] for pid in shown}
+        assert b"--metrics-token" in lines[process.pid]
+        # The token still works: a scrape with it sees the refusals outside projects.
+        request = urllib.request.Request(f"http://127.0.0.1:{port}/metrics")
+        request.add_header("Authorization", f"Bearer {token}")
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            assert b"tracker_build_info" in answer.read()
+    finally:
+        stop(process)
+    text = log.read_text()
+    assert token not in text
+    assert "Warning: the metrics token came on the command line" in text and "TRACKER_METRICS_TOKEN" in text

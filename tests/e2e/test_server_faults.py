@@ -25,7 +25,7 @@ from support.processes import (
     descendants,
     free_port,
     port_open,
-    renderer_of,
+    renderer_pid,
     start,
     start_serve,
     stop,
@@ -62,7 +62,7 @@ def test_workers_die_with_a_killed_serve_and_the_port_is_free_again(redis_url):
     first = Server(redis_url, workers=2)
     workers = list(first.workers)
     assert len(workers) == 2
-    renderer = renderer_of(first.process.pid)
+    renderer = renderer_pid(first.process.pid)
     assert renderer is not None and renderer not in workers
     assert get(first.port) == 200
     again = None

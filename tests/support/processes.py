@@ -12,13 +12,12 @@ import subprocess
 
 from support.paths import TRACKER_BIN
 from support.raw_http import read_until_closed
-from tracker_api.public_cache import PROCESS_NAME
+from tracker_api.server import renderer_pid, worker_pids
 from tracker_core.processes import (
     alive,
     children_of,
     free_port,
     port_open,
-    process_name,
     start,
     stop,
     stop_pids,
@@ -46,8 +45,8 @@ __all__ = [
     "wait_for",
     "wait_for_line",
     "wait_for_port",
-    "workers_of",
-    "renderer_of",
+    "worker_pids",
+    "renderer_pid",
 ]
 
 stop_process = stop
@@ -58,17 +57,6 @@ def cpu_s(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def workers_of(pid: int) -> list[int]:
-    """The bjoern workers of `tracker serve` PID: its children but the renderer
-    (tracker_api.public_cache), which is named apart."""
-    return [child for child in children_of(pid) if process_name(child) != PROCESS_NAME]
-
-
-def renderer_of(pid: int) -> int | None:
-    """The renderer child of `tracker serve` PID, or None."""
-    return next((c for c in children_of(pid) if process_name(c) == PROCESS_NAME), None)
 
 
 def descendants(pid: int) -> list[int]:
@@ -109,8 +97,8 @@ class ServerProcess:
 
     def __init__(self, redis_url: str, *options: str, workers: int = 1, preexec_fn=None):
         self.process, self.port = start_serve(redis_url, *options, workers=workers, preexec=preexec_fn)
-        wait_for(lambda: len(workers_of(self.process.pid)) >= workers, 10)
-        self.workers = workers_of(self.process.pid)
+        wait_for(lambda: len(worker_pids(self.process.pid)) >= workers, 10)
+        self.workers = worker_pids(self.process.pid)
 
     def stop(self) -> None:
         stop(self.process)

@@ -124,6 +124,21 @@ def hide_from_command_line(url: str) -> bool:
     return hidden
 
 
+def hide_secret_from_command_line(secret: str, what: str, envvar: str) -> bool:
+    """Mask SECRET (WHAT it is, for the warning) in this process's title where it came on the
+    command line, and say to pass it in ENVVAR; whether no command line of this process shows it."""
+    if not secret or not any(secret in arg for arg in _command_line()):
+        return True
+    hidden = _set_title([secret])
+    click.echo(
+        f"Warning: the {what} came on the command line, which every local user can read"
+        + (": masked in the process title now" if hidden else "")
+        + f"; pass it in {envvar}",
+        err=True,
+    )
+    return hidden
+
+
 def _set_title(secrets: list[str]) -> bool:
     args = _command_line()
     if not any(secret in arg for arg in args for secret in secrets):

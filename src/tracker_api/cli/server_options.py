@@ -219,8 +219,14 @@ def serve_options(f):
 
 def server_settings(options: dict, segments_dir: Path | None, live_url: str | None):
     """The AppConfig and Limits for the API workers from the options of run or serve."""
+    from tracker_api.cli import redis_secret
     from tracker_api.config import AppConfig
     from tracker_api.server import Limits
+
+    # Before the workers fork: they show the parent's title.
+    redis_secret.hide_secret_from_command_line(
+        options["metrics_token"], "metrics token", "TRACKER_METRICS_TOKEN"
+    )
 
     config = AppConfig(
         trust_forwarded=options["trusted_proxies"] if options["trust_forwarded"] else 0,
