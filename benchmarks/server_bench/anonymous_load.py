@@ -120,7 +120,7 @@ def run_anonymous(quick: bool) -> dict:
         finally:
             redis_server.stop()
     return {
-        **run_header("server_bench --part anonymous" + (" --quick" if quick else ""), [], load),
+        **run_header("-m server_bench", ["--part", "anonymous", *(["--quick"] if quick else [])], load),
         "listed_projects": LISTED,
         "downloaders": DOWNLOADERS,
         "flood_connections": FLOOD_CONNECTIONS,
