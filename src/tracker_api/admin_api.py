@@ -425,7 +425,7 @@ def list_segments(c: Call):
     return segments.list_segments(c.ctx, c.project)
 
 
-@query("kind", "since", "downloader", "cursor", "limit")
+@query("kind", "since", "downloader", "item", "cursor", "limit")
 def log_page(c: Call):
     """A page of the done log (archived segments, then the stream), or of the uploads or
     bad_dones streams, oldest first; "cursor" in the answer continues it (null: the end)."""
@@ -439,9 +439,20 @@ def log_page(c: Call):
             downloader=c.str_param("downloader", None, 64),
             cursor=c.str_param("cursor", None, 41),
             limit=c.int_param("limit", 100, 1, log_archive.PAGE_MAX),
+            item=c.str_param("item", None, checks.MAX_ITEM_CHARS),
         )
     except log_archive.LogUnreadable as exc:  # this node does not see the segment files
         raise Refused(503, str(exc), "admin_log_unreadable", c.project) from None
+
+
+@query("name")
+def item_story(c: Call):
+    """An item's whole story (tracker_core.item_story): the segment files and the done log
+    searched; what this node could not read is named in "unread"."""
+    name = c.str_param("name", None, checks.MAX_ITEM_CHARS)
+    if name is None:
+        raise BadInput("give the item's name: ?name=NAME, percent-encoded")
+    return items.story(c.ctx, c.project, c.api.segments_dir, [name])[0]
 
 
 def redo_items(c: Call):
@@ -495,6 +506,7 @@ ADMIN_ROUTES = [
     ("GET", P + "/segments", PROJECT, list_segments),
     ("POST", P + "/redo", PROJECT, redo_items),
     ("GET", P + "/log", PROJECT, log_page),
+    ("GET", P + "/item", PROJECT, item_story),
     ("GET", P + "/audit", PROJECT, project_audit),
     ("POST", "/api/admin/blocks", GLOBAL, block),
     ("GET", "/api/admin/audit", GLOBAL, global_audit),

@@ -1,30 +1,35 @@
 """Where an item is: every place an item can be, read in one script call (item_status-n.lua).
 
 Anonymous clients ask (``GET /P/items/ITEM.json``), so the cost of a name found nowhere stays
-bounded: exact lookups in the shared queues, in at most OWN_QUEUES_CHECKED downloaders' own
-queues and under each limit; the name is never classified and segment files are never opened.
-The answer keeps the old tracker's two keys (``status``, ``downloader``: the same values for
-todo, out and done) and adds the rest:
+bounded whatever the project's size: exact lookups in the shared queues, in at most
+OWN_QUEUES_CHECKED downloaders' own queues and under each limit; the name is never classified,
+segment files are never opened and the done log is never read (finding a name there is a scan:
+tracker_core.item_story does that for admins). The answer keeps the old tracker's two keys
+(``status``, ``downloader``: the same values for todo, out and done) and adds the rest:
 
 - ``status``: "todo", "out", "done", "dead", "offloaded" (on its way to a segment file), or
   None (found nowhere: unknown, done and not kept, or in a segment file: see ``maybe``);
 - ``downloader``: who holds it (out) or held it last (dead);
 - ``queue``: the queue it waits in (todo: "todo", "backfeed", "secondary", "redo",
   "downloader:NAME", or "limited" when a limit holds it); for offloaded, the queue its segment
-  comes from ("done" for done items offloaded);
+  comes from and returns to ("done" for done items offloaded);
 - ``limit``: the limit holding it (queue "limited");
 - ``claims``: how many times it was claimed (out: this claim included; dead: in all);
 - ``reason``: why it is dead;
+- ``since``: when (ms) it was claimed (out) or declared dead (dead);
+- ``segment``: the number of the segment file it is being written to (offloaded);
 - ``maybe``: places that may hold an item found nowhere but were not looked in:
   "offloaded" when the project has segment files (opening them would cost a scan of every one),
   "downloader_queue" when the project has more downloaders' own queues than are looked in.
-Nothing else of a claim or a dead record is shown (the IPs stay private).
+Nothing else of a claim or a dead record is shown: the IPs and earlier rounds are the admins'
+(``read`` gives item_story the whole of what the script found).
 """
 
 from __future__ import annotations
 
 import json
 import time
+from typing import NamedTuple
 
 from tracker_core import claim_records, reply_codes, script_calls
 from tracker_core import keys as keyspace
@@ -32,7 +37,7 @@ from tracker_core import keys as keyspace
 OWN_QUEUES_CHECKED = 1000  # downloaders' own queues looked in per call (the same cap as counts)
 OWNERS_CACHE_S = 1.0  # a downloader queue made a moment ago is looked in within a second
 DEAD_REASON = "reclaimed too often"  # claim-21.lua's dead records carry no reason of their own
-FIELDS = ("status", "downloader", "queue", "limit", "claims", "reason", "maybe")
+FIELDS = ("status", "downloader", "queue", "limit", "claims", "reason", "since", "segment", "maybe")
 
 
 class Owners:
@@ -53,8 +58,20 @@ class Owners:
         return owners
 
 
-def lookup(conn, k: keyspace.ProjectKeys, item: str, owners: Owners) -> dict | None:
-    """Where ITEM is in the project of K (the answer described above); None: no such project."""
+class Found(NamedTuple):
+    """What the script found of an item, for the public answer and item_story's."""
+
+    status: str | None  # out, done, dead, todo, offloaded, or None (found nowhere in Redis)
+    queue: str
+    detail: str  # out: the claim record; dead: the dead record (JSON); todo: the holding limit
+    queues_unchecked: bool  # downloaders' own queues were left unlooked-at
+    segments: bool  # the project has registered segment files
+    out_score: str  # out: its `out` score
+    extra: str  # out: earlier claim rounds (JSON); offloaded: the staged segment's number
+
+
+def read(conn, k: keyspace.ProjectKeys, item: str, owners: Owners) -> Found | None:
+    """What the script finds of ITEM in the project of K; None: no such project."""
     for attempt in range(3):
         passed = owners.get(conn, k, fresh=attempt > 0)
         reply = script_calls.item_status(conn, k, item=item, owners=passed)
@@ -70,36 +87,72 @@ def lookup(conn, k: keyspace.ProjectKeys, item: str, owners: Owners) -> dict | N
             and attempt < 2
         ):
             continue
-        return _answer(status, reply.queue, reply.detail, total > len(passed), int(reply.segments) > 0)
+        return Found(
+            status,
+            reply.queue,
+            reply.detail,
+            total > len(passed),
+            int(reply.segments) > 0,
+            reply.out_score,
+            reply.extra,
+        )
     raise AssertionError("unreachable")
 
 
-def _answer(status, queue: str, detail: str, queues_unchecked: bool, segments: bool) -> dict:
+def lookup(conn, k: keyspace.ProjectKeys, item: str, owners: Owners) -> dict | None:
+    """Where ITEM is in the project of K (the answer described above); None: no such project."""
+    found = read(conn, k, item, owners)
+    return None if found is None else public(found)
+
+
+def claimed_ms(record: claim_records.ClaimRecord, out_score: str) -> int | None:
+    """A claim's time: its record's, or (a record of three fields) its `out` score."""
+    if record.claimed_ms is not None:
+        return record.claimed_ms
+    try:
+        return int(float(out_score))
+    except ValueError:  # '' or 'inf': none known
+        return None
+
+
+def dead_record(detail: str) -> dict:
+    """The dead record as a dict ({} when it is not a JSON object: written by hand)."""
+    try:
+        record = json.loads(detail)
+    except ValueError:
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def _int_or_none(value):
+    return value if type(value) is int else None
+
+
+def public(found: Found) -> dict:
+    """The answer anyone may have: no IP, no earlier rounds, nothing read from disk."""
     answer = dict.fromkeys(FIELDS)
-    answer["status"] = status
+    answer["status"] = found.status
     answer["maybe"] = []
-    if status == "out":
-        record = claim_records.parse(detail)
+    if found.status == "out":
+        record = claim_records.parse(found.detail)
         answer["downloader"] = record.downloader
         answer["claims"] = record.times_claimed
-    elif status == "dead":
-        try:
-            record = json.loads(detail)
-        except ValueError:
-            record = None
-        record = record if isinstance(record, dict) else {}
+        answer["since"] = claimed_ms(record, found.out_score)
+    elif found.status == "dead":
+        record = dead_record(found.detail)
         answer["downloader"] = record.get("last_downloader") or None
-        claims = record.get("claims")
-        answer["claims"] = claims if type(claims) is int else None
+        answer["claims"] = _int_or_none(record.get("claims"))
         answer["reason"] = record.get("reason") or DEAD_REASON
-    elif status == "todo":
-        answer["queue"] = queue
-        answer["limit"] = detail or None
-    elif status == "offloaded":
-        answer["queue"] = queue
-    elif status is None:
-        if segments:
+        answer["since"] = _int_or_none(record.get("dead_ms"))
+    elif found.status == "todo":
+        answer["queue"] = found.queue
+        answer["limit"] = found.detail or None
+    elif found.status == "offloaded":
+        answer["queue"] = found.queue
+        answer["segment"] = int(found.extra) if found.extra.isdigit() else None
+    elif found.status is None:
+        if found.segments:
             answer["maybe"].append("offloaded")
-        if queues_unchecked:
+        if found.queues_unchecked:
             answer["maybe"].append("downloader_queue")
     return answer

@@ -52,6 +52,9 @@ READ_BATCH = 500  # entries per XRANGE: one done entry can be megabytes
 PAGE_MAX = 1000  # entries per admin API page
 PAGE_BYTES = 8 << 20  # JSON per page (at least one entry)
 PAGE_SCAN = 100_000  # entries looked at per page when a filter skips most
+# What an entry passed over by the item filter without decoding counts toward PAGE_SCAN: a byte
+# search, about a tenth of decoding it (benchmarks/item_story_cost.py).
+ITEM_SCAN_SHARE = 0.1
 ZSTD_LEVEL = 3
 ARCHIVED_FIELD, NEXT_FIELD = "#archived", "#next"
 ENTRY_ID_RE = re.compile(r"([0-9]{1,20})-([0-9]{1,20})\Z")
@@ -315,21 +318,81 @@ def _stream_start(position) -> str:
     return f"({_id_text(position)}"
 
 
-def entries(
+class Wanted:
+    """The item filter: entries that name one of NAMES. Exact on decoded records; before that,
+    byte and substring tests let a reader skip, at C speed, what cannot name one (a whole
+    segment file, a line, a stream entry) without decoding it."""
+
+    def __init__(self, names):
+        self.names = frozenset(names)
+        needles = set()
+        for name in self.names:
+            # A line is orjson's, or json's ASCII-only fallback when a name in it is not UTF-8
+            # (encode): the name is in the line in one of the two spellings, quotes included.
+            try:
+                needles.add(orjson.dumps(name))
+            except TypeError:
+                pass
+            needles.add(json.dumps(name, ensure_ascii=True).encode())
+        self.needles = tuple(needles)
+
+    def may_name(self, data: bytes) -> bool:
+        return any(needle in data for needle in self.needles)
+
+    def may_name_text(self, text: str) -> bool:
+        return any(name in text for name in self.names)
+
+    def named(self, kind: str, rec: dict) -> list[str]:
+        """The names of the filter REC names."""
+        if kind == "uploads":
+            return [rec["item"]] if rec.get("item") in self.names else []
+        return [name for name in rec.get("items", ()) if name in self.names]
+
+
+def _file_records(path: Path, wanted: Wanted | None) -> Iterator[tuple[dict | None, int]]:
+    """(record, entries passed over before it) of one segment file; with WANTED only the
+    records that may name one of its names, and at the end (None, entries passed over)."""
+    if wanted is None:
+        for rec in read_lines(path):
+            yield rec, 0
+        return
+    try:
+        with open(path, "rb") as f:
+            data = zstandard.ZstdDecompressor().stream_reader(f).read()
+    except (OSError, zstandard.ZstdError) as exc:
+        raise LogUnreadable(f"cannot read log segment {path}: {exc}".splitlines()[0]) from None
+    lines = data.split(b"\n")
+    if not wanted.may_name(data):
+        yield None, sum(1 for line in lines if line.strip())
+        return
+    passed = 0
+    for line in lines:
+        if not line.strip():
+            continue
+        if not wanted.may_name(line):
+            passed += 1
+            continue
+        try:
+            rec = decode(line)
+        except ValueError as exc:
+            raise LogUnreadable(f"cannot read log segment {path}: {exc}".splitlines()[0]) from None
+        yield rec, passed
+        passed = 0
+    yield None, passed
+
+
+def _scan(
     client,
     k: keyspace.ProjectKeys,
     directory: Path,
-    kind: str = "done",
-    since_ms: int | None = None,
-    after: str | None = None,
-) -> Iterator[tuple[str, dict]]:
-    """Every entry of KIND after AFTER (an entry id) and from SINCE_MS on, oldest first, as
-    (entry id, record): the registered segment files, then the stream.
-
-    Stream ids are Redis's time of the entry, so order and SINCE_MS follow them. An archive
-    pass running meanwhile is followed: when '#archived' passed what was read, the new
-    segment is read before the stream goes on, so no entry is missed or repeated.
-    """
+    kind: str,
+    since_ms: int | None,
+    after: str | None,
+    wanted: Wanted | None,
+) -> Iterator[tuple[str, dict | None, int]]:
+    """(entry id, record, entries looked at) in order, as `entries` describes; with WANTED the
+    record is None for what was passed over (ID: the last entry of it), so a caller counting
+    entries looked at (page) can stop anywhere and continue after ID."""
     if kind not in KINDS:
         raise LogError(f"unknown log {kind!r}: done, uploads or bad_dones")
     key = getattr(k, KINDS[kind])
@@ -347,11 +410,19 @@ def entries(
                         f"log segment {number} of {k.project} is not in "
                         f"{directory} (give the segments directory)"
                     )
-                for rec in read_lines(path):
+                passed = 0
+                for rec, skipped in _file_records(path, wanted):
+                    passed += skipped
+                    if rec is None:  # the rest of the file, passed over
+                        if passed and (position is None or parse_id(last) > position):
+                            position = parse_id(last)
+                            yield last, None, passed
+                        continue
                     at = parse_id(rec.get("entry", ""))
                     if position is None or at > position:
                         position = at
-                        yield rec["entry"], rec
+                        yield rec["entry"], rec, passed + 1
+                        passed = 0
         moved = False
         while not moved:
             batch = client.xrange(key, min=_stream_start(position), max="+", count=READ_BATCH)
@@ -364,10 +435,38 @@ def entries(
                 return
             for entry_id, fields in batch:
                 position = parse_id(entry_id)
-                yield entry_id, record(kind, entry_id, fields)
+                text = fields.get("item" if kind == "uploads" else "items", "")
+                if wanted is not None and not wanted.may_name_text(text):
+                    yield entry_id, None, 1
+                else:
+                    yield entry_id, record(kind, entry_id, fields), 1
 
 
-def matches(kind: str, rec: dict, downloader: str | None) -> bool:
+def entries(
+    client,
+    k: keyspace.ProjectKeys,
+    directory: Path,
+    kind: str = "done",
+    since_ms: int | None = None,
+    after: str | None = None,
+    wanted: Wanted | None = None,
+) -> Iterator[tuple[str, dict]]:
+    """Every entry of KIND after AFTER (an entry id) and from SINCE_MS on, oldest first, as
+    (entry id, record): the registered segment files, then the stream. With WANTED, at least
+    the entries that name one of its names (others may come too: `matches` decides).
+
+    Stream ids are Redis's time of the entry, so order and SINCE_MS follow them. An archive
+    pass running meanwhile is followed: when '#archived' passed what was read, the new
+    segment is read before the stream goes on, so no entry is missed or repeated.
+    """
+    for entry_id, rec, _looked_at in _scan(client, k, directory, kind, since_ms, after, wanted):
+        if rec is not None:
+            yield entry_id, rec
+
+
+def matches(kind: str, rec: dict, downloader: str | None, wanted: Wanted | None = None) -> bool:
+    if wanted is not None and not wanted.named(kind, rec):
+        return False
     if downloader is None:
         return True
     return rec.get("uploader" if kind == "uploads" else "downloader") == downloader
@@ -381,14 +480,28 @@ def export(
     kind: str = "done",
     since_ms: int | None = None,
     downloader: str | None = None,
+    item: str | None = None,
 ) -> int:
-    """Write KIND's entries (filtered) to the binary stream OUT as JSON lines; how many."""
+    """Write KIND's entries (filtered: from SINCE_MS, by DOWNLOADER, naming ITEM) to the binary
+    stream OUT as JSON lines; how many."""
+    wanted = None if item is None else Wanted([item])
     written = 0
-    for _entry_id, rec in entries(client, k, directory, kind, since_ms):
-        if matches(kind, rec, downloader):
+    for _entry_id, rec in entries(client, k, directory, kind, since_ms, wanted=wanted):
+        if matches(kind, rec, downloader, wanted):
             out.write(encode(rec) + b"\n")
             written += 1
     return written
+
+
+def naming(client, k: keyspace.ProjectKeys, directory: Path, names) -> dict[str, list[dict]]:
+    """Every done entry that names each of NAMES, oldest first: one pass over the whole done
+    log (segment files skipped whole, at C speed, when they cannot name one)."""
+    wanted = Wanted(names)
+    found: dict[str, list[dict]] = {name: [] for name in wanted.names}
+    for _entry_id, rec in entries(client, k, directory, "done", wanted=wanted):
+        for name in wanted.named("done", rec):
+            found[name].append(rec)
+    return found
 
 
 def page(
@@ -402,18 +515,25 @@ def page(
     limit: int = 100,
     max_bytes: int = PAGE_BYTES,
     max_scan: int = PAGE_SCAN,
+    item: str | None = None,
 ) -> dict:
     """One page: {"entries": [...], "cursor": the id to continue after, or None at the end}.
 
     A page ends at LIMIT entries, about MAX_BYTES of JSON, or MAX_SCAN entries looked at (a
-    filter that skips most entries still answers in bounded time, with a cursor to go on).
+    filter that skips most entries still answers in bounded time, with a cursor to go on). With
+    ITEM, entries passed over without decoding count at an ITEM_SCAN_SHARE of one: a whole file
+    that cannot name it costs a decompression and a byte search.
     """
-    found, size, scanned = [], 0, 0
-    for entry_id, rec in entries(client, k, directory, kind, since_ms, cursor):
-        scanned += 1
-        if matches(kind, rec, downloader):
-            found.append(rec)
-            size += len(encode(rec))
+    wanted = None if item is None else Wanted([item])
+    found, size, scanned = [], 0, 0.0
+    for entry_id, rec, looked_at in _scan(client, k, directory, kind, since_ms, cursor, wanted):
+        if rec is None:
+            scanned += looked_at * ITEM_SCAN_SHARE
+        else:
+            scanned += looked_at
+            if matches(kind, rec, downloader, wanted):
+                found.append(rec)
+                size += len(encode(rec))
         if len(found) >= limit or size >= max_bytes or scanned >= max_scan:
             return {"entries": found, "cursor": entry_id}
     return {"entries": found, "cursor": None}

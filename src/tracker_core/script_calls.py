@@ -268,6 +268,8 @@ class ItemStatusReply(NamedTuple):
     detail: str
     owners: int
     segments: int
+    out_score: str  # out: its `out` score ('' otherwise)
+    extra: str  # out: earlier claim rounds (JSON or ''); offloaded: the staged segment's number
 
 
 def item_status(conn, k: keyspace.ProjectKeys, *, item: str, owners: Sequence[str]) -> ItemStatusReply:
@@ -283,6 +285,8 @@ def item_status(conn, k: keyspace.ProjectKeys, *, item: str, owners: Sequence[st
             *_waiting_places(k),
             k.segment_queues,
             k.downloader_queues,
+            k.out,
+            k.reclaim_history,
             *[k.downloader_queue(o) for o in owners],
         ),
         (item, *owners),

@@ -763,6 +763,16 @@ MALFORMED = {
         dict(query="limit=0"),
         dict(query="limit=1001"),
         dict(query="downloader=" + "x" * 65),
+        dict(query="item=" + "x" * 4097),
+        dict(query="item=a%00b"),
+        dict(path={"project": "nope"}),
+    ],
+    "item_story": [
+        dict(),  # no name
+        dict(query="name="),
+        dict(query="name=" + "x" * 4097),
+        dict(query="name=a%00b"),
+        dict(query="name=a&name=b"),
         dict(path={"project": "nope"}),
     ],
     "redo_items": [

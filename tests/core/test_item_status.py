@@ -16,7 +16,7 @@ from falcon import testing
 from tracker_api.app import create_app
 from tracker_api.cli import main
 from tracker_core import item_status as item_status_mod
-from tracker_core import offload, scripts
+from tracker_core import item_story, offload, scripts
 from tracker_core.admin import items, limits, projects
 from tracker_core.admin.context import AdminContext
 from tracker_core.engine import Engine
@@ -37,8 +37,11 @@ NOWHERE = {
     "limit": None,
     "claims": None,
     "reason": None,
+    "since": None,
+    "segment": None,
     "maybe": [],
 }
+T0_MS = 1_700_000_000_000  # the clock fixture's start
 
 
 def place(**fields) -> dict:
@@ -68,15 +71,23 @@ def put_everywhere(engine, r, clock, ctx) -> dict:
     clock.advance(61)
     status, again = engine.claim(P, "bob", "10.0.0.2", 1)  # queues empty: a reclaim
     assert status == 200 and again[0] in out
-    expected.update({n: place(status="out", downloader="alice", claims=1) for n in out})
-    expected[again[0]] = place(status="out", downloader="bob", claims=2)
+    expected.update({n: place(status="out", downloader="alice", claims=1, since=T0_MS) for n in out})
+    expected[again[0]] = place(status="out", downloader="bob", claims=2, since=T0_MS + 61_000)
     # Dead: that reclaimed item comes due again, its claims now past max_reclaims.
     clock.advance(121)
     dead = again[0]
     status, _ = engine.claim(P, "carol", "10.0.0.3", len(URLS))  # the others reclaimed
     assert r.hexists(K.dead, dead)
-    expected[dead] = place(status="dead", downloader="bob", claims=2, reason="reclaimed too often")
-    expected.update({n: place(status="out", downloader="carol", claims=2) for n in out if n != dead})
+    expected[dead] = place(
+        status="dead", downloader="bob", claims=2, reason="reclaimed too often", since=T0_MS + 182_000
+    )
+    expected.update(
+        {
+            n: place(status="out", downloader="carol", claims=2, since=T0_MS + 182_000)
+            for n in out
+            if n != dead
+        }
+    )
     # Done.
     items.add(ctx, P, [u + "&done" for u in URLS])
     status, done = engine.claim(P, "alice", "10.0.0.1", len(URLS))
@@ -128,14 +139,14 @@ def test_offloaded_items_and_maybe_offloaded(engine, r, web, tmp_path, lease, ct
         (lease.key, K.backfeed, K.offloading, K.segments, K.segment_queues),
         (lease.holder, 10, "backfeed"),
     )
-    staged = reply[1:]
+    number, staged = reply[0], reply[1:]
     assert len(staged) == 10
     for name in staged:
-        assert over_http(web, name) == place(status="offloaded", queue="backfeed")
+        assert over_http(web, name) == place(status="offloaded", queue="backfeed", segment=number)
     offload.recover(r, K, tmp_path, lease)
     lease.release()
     # In a registered segment file: the files are not opened, so "maybe".
-    projects.set_settings(ctx, P, {"offload_high": "10", "offload_low": "5", "offload_segment_items": "10"})
+    projects.set_settings(ctx, P, {"offload_high": "10", "offload_low": "5", "offload_segment_items": "5"})
     assert offload.maintain_project(r, P, tmp_path)["offloaded"] == 20
     in_files = set(names) - r.smembers(K.backfeed)
     assert len(in_files) == 20
@@ -218,11 +229,13 @@ def test_cli_items_status_json_and_table(engine, r, clock, cli, ctx):
     assert res.exit_code == 0, res.output
     lines = [json.loads(line) for line in res.output.splitlines()]
     assert [line.pop("item") for line in lines] == names
-    assert lines == [expected[n] for n in names]
+    # The public answer's keys as GET answers them, and what only admins see besides.
+    assert [{key: line[key] for key in NOWHERE} for line in lines] == [expected[n] for n in names]
+    assert all(set(line) == set(NOWHERE) | set(item_story.ADMIN_FIELDS) for line in lines)
     res = cli("items", "status", P, URLS[0] + "&todo", URLS[0] + "&held", URLS[0] + "&never")
     assert res.exit_code == 0, res.output
     rows = res.output.splitlines()
-    assert rows[0].split() == ["STATUS", "DETAIL", "DOWNLOADER", "CLAIMS", "ITEM"]
+    assert rows[0].split() == ["STATUS", "DETAIL", "DOWNLOADER", "CLAIMS", "DONE", "ITEM"]
     assert rows[1].split()[:2] == ["todo", "todo"] and rows[1].endswith(URLS[0] + "&todo")
     assert rows[2].split()[:2] == ["todo", "limited:held"]
     assert rows[3].split()[0] == "-" and rows[3].endswith(URLS[0] + "&never")

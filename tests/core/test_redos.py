@@ -56,6 +56,8 @@ NOWHERE = {
     "limit": None,
     "claims": None,
     "reason": None,
+    "since": None,
+    "segment": None,
     "maybe": [],
 }
 

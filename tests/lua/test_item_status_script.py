@@ -13,11 +13,12 @@ def test_item_status_finds_queued_owned_claimed_and_nowhere(conn, project, r, na
     owned = script_calls.item_status(conn, project, item=names[1], owners=["dl-one"])
     assert owned[:3] == (ItemStatus.OK, "todo", "downloader:dl-one")
     nowhere = script_calls.item_status(conn, project, item=names[2], owners=[])
-    assert nowhere == (ItemStatus.OK, "", "", "", 1, 0)  # one owner's queue went unlooked-at
+    assert nowhere == (ItemStatus.OK, "", "", "", 1, 0, "", "")  # one owner's queue went unlooked-at
     r.srem(project.secondary, names[0])
     claimed([names[0]])
     out = script_calls.item_status(conn, project, item=names[0], owners=[])
-    assert (out.status, out.detail) == ("out", f"alice\t10.0.0.1\t1\t{now_ms}")
+    assert (out.status, out.detail, out.extra) == ("out", f"alice\t10.0.0.1\t1\t{now_ms}", "")
+    assert float(out.out_score) > now_ms  # a four-field record's score is its due time
 
 
 def test_item_status_of_an_unknown_project(conn, k):

@@ -5,12 +5,13 @@ from __future__ import annotations
 import os
 import stat
 import sys
+import time
 
 import click
 
 from tracker_api.cli import output
 from tracker_api.cli.progress import Progress
-from tracker_api.cli.root import QUEUE_HELP, context, main
+from tracker_api.cli.root import QUEUE_HELP, context, globals_, main, segments_dir_option
 from tracker_core.admin import items as items_verbs
 
 NAMES_FILE = click.File("r", encoding="utf-8", errors="surrogateescape", lazy=False)
@@ -114,23 +115,38 @@ def _status_detail(place: dict) -> str:
     if place["status"] == "dead":
         return place["reason"]
     if place["status"] == "offloaded":
-        return f"segment (from {place['queue']})"
+        where = "staged" if place["segment"] is None else f"segment {place['segment']}"
+        return f"{where} (returns to {place['queue']})" if place["queue"] != "done" else f"{where} (done)"
     return ", ".join(f"maybe {where}" for where in place["maybe"]) or "-"
+
+
+def _last_done(story: dict) -> str:
+    """The newest done of the item: who, when (UTC), bytes of its entry; "-" when none."""
+    if not story["done"]:
+        return "-"
+    last = story["done"][-1]
+    when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(last["at"] / 1000)) if last["at"] else "?"
+    more = f" (+{len(story['done']) - 1})" if len(story["done"]) > 1 else ""
+    return f"{last['downloader']},{when},{last['bytes']}B{more}"
 
 
 @items.command("status")
 @click.argument("slug")
 @click.argument("names", nargs=-1, required=True)
+@segments_dir_option()
 @output.json_option
-def items_status(slug, names):
-    """Where each item is: todo (queue, limit), out (holder, claims), done, dead, offloaded.
+def items_status(slug, names, segments_dir):
+    """Where each item is and what happened to it: todo (queue, limit), out (holder, claims,
+    IP), done (who, when, bytes: every done in the done log, archived files included), dead
+    (its rounds), offloaded (the segment file that holds it: every segment file is searched).
 
-    The same answer as GET /P/items/ITEM.json (--json: one such object a line, with the item's
-    name). A name found nowhere prints "-", with "maybe offloaded" when the project has segment
-    files (they are not opened)."""
-    places = items_verbs.status(context(), slug, list(names))
+    --json: one object a line, the public answer of GET /P/items/ITEM.json with what only
+    admins see (ip, rounds, limit_rule, done, seen, unread) and the item's name. At most 100
+    names; they share one pass over the segment files and the done log."""
+    directory = globals_().segments_dir(segments_dir)
+    stories = items_verbs.story(context(), slug, directory, list(names))
     if output.wants_json():
-        output.emit_rows(places)
+        output.emit_rows(stories)
         return
     rows = [
         {
@@ -138,8 +154,11 @@ def items_status(slug, names):
             "detail": _status_detail(p),
             "downloader": p["downloader"] or "-",
             "claims": "-" if p["claims"] is None else str(p["claims"]),
+            "done": _last_done(p),
             "item": p["item"],
         }
-        for p in places
+        for p in stories
     ]
     click.echo(output.columns(rows))
+    for line in stories[0]["unread"]:  # the same for every name: said once, on stderr
+        click.echo(f"not read here: {line}", err=True)

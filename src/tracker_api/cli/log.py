@@ -30,15 +30,22 @@ def log_group():
     "--since", default=None, help="Entries from this time on: Unix seconds or ISO 8601 (UTC unless given)."
 )
 @click.option("--downloader", default=None, help="Only this downloader's (uploader's) entries.")
+@click.option(
+    "--item",
+    default=None,
+    help="Only the entries that name this item (a segment file that cannot name it is skipped "
+    "after a byte search, not decoded).",
+)
 @segments_dir_option()
 @output.json_option
-def log_export(slug, kind, since, downloader, segments_dir):
+def log_export(slug, kind, since, downloader, item, segments_dir):
     """Write SLUG's log to stdout as JSON lines (with or without --json: it is an export), oldest
     first: the segment files, then Redis. Each done entry: entry (stream id), at (ms),
     downloader, ip, items, bytes, domains, version, id."""
     out = sys.stdout.buffer
+    directory = globals_().segments_dir(segments_dir)
     try:
-        log.export(context(), slug, globals_().segments_dir(segments_dir), out, kind, since, downloader)
+        log.export(context(), slug, directory, out, kind, since, downloader, item)
         out.flush()
     except BrokenPipeError:  # `| head`: the reader has what it wanted
         sys.stderr.close()

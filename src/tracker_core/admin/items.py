@@ -9,8 +9,9 @@ page at a time (SSCAN, one script per page): a call returns a cursor to continue
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from pathlib import Path
 
-from tracker_core import bloom, giveback, intake, item_status, script_calls
+from tracker_core import bloom, giveback, intake, item_status, item_story, script_calls
 from tracker_core import keys as keyspace
 from tracker_core.admin import checks, paging
 from tracker_core.admin.context import AdminContext
@@ -37,6 +38,7 @@ REDO_FIELDS = (
 REDO_SKIP_FIELDS = ("out", "queued", "dead", "offloaded", "not_seen", "maybe_offloaded", "not_utf8")
 REDO_AGAIN = (RedoItems.STALE_AGE, RedoItems.OWNERS_CHANGED)
 PAGE_ALL = 5000  # SSCAN page of the *_all verbs
+MAX_STORY_NAMES = 100  # names per story call: each may add a segment search to the shared pass
 
 
 # -- new items -----------------------------------------------------------------------------------
@@ -105,6 +107,18 @@ def status(ctx: AdminContext, project: str, names) -> list[dict]:
             raise NotFound(f"unknown project {project!r}")
         places.append({"item": name, **place})
     return places
+
+
+def story(ctx: AdminContext, project: str, directory: Path, names) -> list[dict]:
+    """Each of NAMES's whole story (tracker_core.item_story: where it is, segment files searched,
+    every done of it in the done log, IPs and earlier rounds), with its name; at most
+    MAX_STORY_NAMES (they share one pass over the segment files and the done log)."""
+    k = ctx.keys(project)
+    checks.some_items(names, MAX_STORY_NAMES)
+    try:
+        return item_story.stories(ctx.conn, k, Path(directory), names)
+    except item_story.UnknownProject:
+        raise NotFound(f"unknown project {project!r}") from None
 
 
 # -- changing queues -----------------------------------------------------------------------------

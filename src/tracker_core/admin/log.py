@@ -47,19 +47,23 @@ def done_page(
     downloader: str | None = None,
     cursor: str | None = None,
     limit: int = 100,
+    item: str | None = None,
 ) -> dict:
     """A page of the done log (segments, then the stream), or of the uploads or bad_dones
-    streams, oldest first; "cursor" in the answer continues it (None: the end)."""
+    streams, oldest first, filtered by time, downloader and the ITEM an entry names; "cursor"
+    in the answer continues it (None: the end)."""
     k = ctx.keys(project)
     if downloader is not None:
         checks.text(downloader, "downloader", MAX_DOWNLOADER_CHARS)
+    if item is not None:
+        checks.item(item, 1)
     if type(limit) is not int or not 1 <= limit <= log_archive.PAGE_MAX:
         raise BadInput(f"'limit' must be an integer from 1 to {log_archive.PAGE_MAX}")
     try:
         if cursor is not None:
             log_archive.parse_id(cursor)
         return log_archive.page(
-            ctx.conn, k, Path(directory), kind, _since_ms(since), downloader, cursor, limit
+            ctx.conn, k, Path(directory), kind, _since_ms(since), downloader, cursor, limit, item=item
         )
     except log_archive.LogError as exc:
         raise BadInput(str(exc)) from None
@@ -73,11 +77,15 @@ def export(
     kind: str = "done",
     since=None,
     downloader: str | None = None,
+    item: str | None = None,
 ) -> None:
-    """Write the log to the binary stream OUT as JSON lines, oldest first."""
+    """Write the log to the binary stream OUT as JSON lines, oldest first (the entries that
+    name ITEM, when given)."""
     k = ctx.keys(project)
+    if item is not None:
+        checks.item(item, 1)
     try:
-        log_archive.export(ctx.conn, k, Path(directory), out, kind, _since_ms(since), downloader)
+        log_archive.export(ctx.conn, k, Path(directory), out, kind, _since_ms(since), downloader, item)
     except log_archive.LogError as exc:
         raise BadInput(str(exc)) from None
 
