@@ -1,0 +1,88 @@
+"""The admin's item story at its edges: a segment refilled while its files are searched, own
+queues past the public answer's cap, and a log page filtered by item that stays bounded."""
+
+from pathlib import Path
+
+import pytest
+
+from tracker_core import item_status, item_story, log_archive, offload
+from tracker_core.admin import items, projects
+from tracker_core.keys import ProjectKeys
+
+P = "edge"
+K = ProjectKeys(P)
+URL = "https://example.org/a b/?q=%2F&r=1+1#x"
+
+
+@pytest.fixture
+def project(admin):
+    projects.create(admin, P, {"log_maxlen": "0"})
+    return P
+
+
+def test_a_segment_refilled_while_the_files_are_searched_is_answered_from_its_queue(
+    project, admin, r, tmp_path, monkeypatch
+):
+    names = [f"{URL}&n={i}" for i in range(20)]
+    items.add(admin, P, names, queue="backfeed")
+    projects.set_settings(admin, P, {"offload_high": "10", "offload_low": "5", "offload_segment_items": "5"})
+    assert offload.maintain_project(r, P, tmp_path)["offloaded"] == 10
+    on_disk = sorted(set(names) - r.smembers(K.backfeed))
+    reads = []
+    real_read = item_story.read_names
+    lease = offload.Lease(r, K, "node-b")
+
+    def refill_first(path: Path) -> bytes:
+        if not reads:  # a maintainer refills every segment just as the search begins
+            assert lease.take()
+            while offload.refill_one(r, K, tmp_path, lease, queue="backfeed") >= 0:
+                pass
+        reads.append(path)
+        return real_read(path)
+
+    monkeypatch.setattr(item_story, "read_names", refill_first)
+    (told,) = items.story(admin, P, tmp_path, [on_disk[0]])
+    assert (told["status"], told["queue"], told["segment"]) == ("todo", "backfeed", None)
+    assert reads  # the search did start, and saw the registry change under it
+
+
+def test_admins_look_in_every_own_queue_past_the_public_cap(project, admin, r, tmp_path, monkeypatch):
+    monkeypatch.setattr(item_status, "OWN_QUEUES_CHECKED", 3)
+    for i in range(6):
+        items.add(admin, P, [f"{URL}&own={i}"], queue=f"downloader:owner{i}")
+    public = items.status(admin, P, [f"{URL}&own={i}" for i in range(6)])  # 3 queues looked in
+    unseen = [i for i, answer in enumerate(public) if answer["status"] is None]
+    assert len(unseen) == 3 and all(public[i]["maybe"] == ["downloader_queue"] for i in unseen)
+    told = items.story(admin, P, tmp_path, [f"{URL}&own={i}" for i in unseen] + ["never"])
+    assert [(t["status"], t["queue"], t["maybe"]) for t in told[:3]] == [
+        ("todo", f"downloader:owner{i}", []) for i in unseen
+    ]
+    assert (told[3]["status"], told[3]["maybe"], told[3]["seen"]) == (None, [], False)
+
+
+def test_an_item_filtered_log_page_is_bounded_and_goes_on_from_its_cursor(
+    project, admin, engine, r, tmp_path
+):
+    lease = offload.Lease(r, K, "node-a")
+    assert lease.take()
+    for n in range(30):  # three archived files of ten one-item entries, then the item in the stream
+        items.add(admin, P, [f"{URL}&n={n}"])
+        _, claimed = engine.claim(P, "alice", "10.0.0.1", 1)
+        engine.done(P, "alice", "1", claimed, ["example.org", 10], "id")
+        if n % 10 == 9:
+            assert log_archive.archive(r, K, tmp_path, lease, keep=0) == 10
+    items.add(admin, P, [URL])
+    _, claimed = engine.claim(P, "bob", "10.0.0.2", 1)
+    engine.done(P, "bob", "1", claimed, ["example.org", 10], "id")
+    # Each file passed over counts a tenth of its ten entries: a budget of one entry per page.
+    pages, cursor, found = 0, None, []
+    while True:
+        page = log_archive.page(r, K, tmp_path, item=URL, cursor=cursor, max_scan=1)
+        pages += 1
+        found += page["entries"]
+        cursor = page["cursor"]
+        if cursor is None:
+            break
+    assert [e["downloader"] for e in found] == ["bob"] and found[0]["items"] == [URL]
+    assert pages == 5  # three files one by one, the stream's entry, then an empty last page
+    assert log_archive.page(r, K, tmp_path, item=URL)["entries"] == found
