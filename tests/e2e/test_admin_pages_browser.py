@@ -16,6 +16,7 @@ import time
 
 import pytest
 
+from support import browser as support_browser
 from support.browser import PHONE_WIDTH, Browser, needs_chromium
 from support.paths import ARTIFACTS, ROOT
 from support.processes import start_live_server, stop_live_server
@@ -24,7 +25,7 @@ from tracker_core.admin import hq, items, limits, projects
 from tracker_core.keys import ProjectKeys
 
 P = "demo"
-VIEWS = ("", "/settings", "/queues", "/claims", "/dead", "/backfeed", "/segments", "/audit", "/log")
+VIEWS = ("", "/settings", "/queues", "/claims", "/dead", "/backfeed", "/segments", "/audit", "/log", "/item")
 GLOBAL_VIEWS = (
     "/admin",
     "/admin/-/tokens",
@@ -86,13 +87,7 @@ def shoot_around(browser: Browser, selector: str, name: str, margin: int = 10) -
 
 
 def log_in(browser: Browser, base: str, token: str) -> None:
-    browser.navigate(f"{base}/admin")
-    browser.run(
-        "document.querySelector('input[name=token]').value = arguments[0];"
-        "document.querySelector('form.login').submit();",
-        token,
-    )
-    browser.wait_for(f"!!document.querySelector('a[href=\"/admin/{P}\"]')")
+    support_browser.log_in(browser, base, token, P)
 
 
 @pytest.fixture

@@ -135,6 +135,17 @@ class Browser:
             shutil.rmtree(self.profile, ignore_errors=True)
 
 
+def log_in(browser: Browser, base: str, token: str, project: str) -> None:
+    """Log in at BASE/admin through its form with TOKEN; wait for PROJECT's link on the index."""
+    browser.navigate(f"{base}/admin")
+    browser.run(
+        "document.querySelector('input[name=token]').value = arguments[0];"
+        "document.querySelector('form.login').submit();",
+        token,
+    )
+    browser.wait_for(f"!!document.querySelector('a[href=\"/admin/{project}\"]')")
+
+
 @pytest.fixture
 def browser():
     """A desktop-width headless Chromium, closed after the test."""

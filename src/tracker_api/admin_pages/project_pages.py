@@ -42,7 +42,18 @@ QUEUES = ("todo", "backfeed", "secondary", "redo")  # the shared queues; downloa
 class ProjectPages:
     """A project's pages (GET /admin/P/VIEW) and the actions of their forms (POST /admin/P/ACTION)."""
 
-    VIEWS = ("overview", "settings", "queues", "claims", "dead", "backfeed", "segments", "audit", "log")
+    VIEWS = (
+        "overview",
+        "settings",
+        "queues",
+        "claims",
+        "dead",
+        "backfeed",
+        "segments",
+        "audit",
+        "log",
+        "item",
+    )
     # action -> the view its form is on (where it goes back to, and where a refusal is shown).
     ACTIONS = {
         "add-items": "overview",
@@ -197,6 +208,13 @@ class ProjectPages:
             limit=LISTED,
         )
         return {"log": page, "query": query, "kinds": tuple(log_archive.KINDS)}
+
+    def _item(self, req, project):
+        """An item's story (tracker_core.item_story), looked up by the name typed."""
+        name = req.get_param("name") or ""  # "lookup" in the page: render() takes "name" itself
+        if not name:
+            return {"lookup": "", "story": None}
+        return {"lookup": name, "story": items.story(self.admin, project, self.pages.segments_dir, [name])[0]}
 
     # POST
 
