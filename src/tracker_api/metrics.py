@@ -5,7 +5,8 @@ Names follow Prometheus's conventions: a ``tracker_`` prefix, base units (second
 result, items, bytes, RTT histogram), so rates come from Prometheus's rate(); gauges are where
 items are (queues, offloaded tails, out, dead, done), all from the one census
 (tracker_core.census through Engine.counts, as stats.json, the pages and `tracker status` count
-them), unique visitors, whether a maintainer holds the project's lease, and the warriors online
+them), unique visitors, whether a maintainer holds the project's lease, whether its stored
+offload settings could strand items (settings.offload_rules), and the warriors online
 (last heartbeat within hq.ONLINE_WITHIN_MS, all projects). Two pipelined round trips per
 project; no per-item or per-downloader series, so a scrape stays small however big a project
 grows. Redis itself: reachable (``tracker_redis_up``, from a PING on every scrape, whose round
@@ -39,6 +40,7 @@ from tracker_api.auth import ANY, Authenticator
 from tracker_api.errors import Refused
 from tracker_core import bloom, census, classify, hq, protocol, redis_clock
 from tracker_core import keys as keyspace
+from tracker_core import settings as settings_mod
 from tracker_core import stats as stats_mod
 from tracker_core.engine import Engine
 from tracker_core.rawredis import RedisError
@@ -232,6 +234,12 @@ class TrackerCollector:
             "1 while a `tracker maintain` holds the project's lease, else 0.",
             labels=["project"],
         )
+        unsafe = GaugeMetricFamily(
+            "tracker_offload_settings_unsafe",
+            "1 while the project's stored offload settings could strand offloaded items "
+            "(maintain refills with safe stand-ins; `tracker project show` says why), else 0.",
+            labels=["project"],
+        )
         warriors = GaugeMetricFamily(
             "tracker_warriors_online",
             f"Warriors whose last heartbeat is at most {hq.ONLINE_WITHIN_MS // 60_000} min old.",
@@ -287,6 +295,11 @@ class TrackerCollector:
             # done_mode=discard: items only counted (never negative, whatever a restore left).
             done_items.add_metric([project, "counted"], max(0, counts["done"] - kept - done_offloaded))
             lease.add_metric([project], places["lease_held"])
+            settings = self.engine.settings(project)
+            if settings is not None:  # None: deleted during this scrape
+                unsafe.add_metric(
+                    [project], int(settings_mod.offload_rules(settings.values).problem is not None)
+                )
             histogram = stats_mod.rtt_histogram(c)
             cumulative, buckets = 0, []
             for bound, count in histogram:
@@ -300,7 +313,7 @@ class TrackerCollector:
         yield from (requests, done_reports)
         yield from counters.values()
         warriors.add_metric([], hq.online_count(self.engine.conn))
-        yield from (queue, todo_items, out, backlog, dead, offloaded, done_items, lease)
+        yield from (queue, todo_items, out, backlog, dead, offloaded, done_items, lease, unsafe)
         yield from (uniques, rtt, project_refused, warriors)
         if self.private:
             yield refused

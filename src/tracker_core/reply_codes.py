@@ -191,6 +191,7 @@ class SetLimit(IntEnum):
 class SetSettings(IntEnum):
     UNKNOWN_PROJECT = -1
     DAMAGED = -2  # ARGV is not whole pairs, or the stored age is not an integer
+    CHANGED = -3  # a field is no longer what the caller checked: read again and check again
 
 
 class TopHistory(IntEnum):

@@ -313,11 +313,15 @@ def pad_hashes(conn, k: keyspace.ProjectKeys) -> int:
     return run(conn, "pad_hashes", (k.settings, k.stats), ())
 
 
-def set_settings(conn, k: keyspace.ProjectKeys, *, channel: str, values: dict) -> int:
-    """Store VALUES ('' deletes a field) and bump the age (set_settings-1.lua): the new age, or
-    a reply_codes.SetSettings code."""
-    flat = [x for pair in values.items() for x in pair]
-    return run(conn, "set_settings", (k.settings,), (k.project, channel, *flat))
+def set_settings(
+    conn, k: keyspace.ProjectKeys, *, channel: str, values: dict, expected: dict | None = None
+) -> int:
+    """Store VALUES ('' deletes a field) and bump the age (set_settings-1.lua), provided the
+    stored fields still hold EXPECTED ('' for absent): the new age, or a reply_codes.SetSettings
+    code."""
+    expected = expected or {}
+    flat = [x for pair in (*expected.items(), *values.items()) for x in pair]
+    return run(conn, "set_settings", (k.settings,), (k.project, channel, len(expected), *flat))
 
 
 def set_limit(

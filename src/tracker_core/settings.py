@@ -25,6 +25,9 @@ from tracker_core.script_constants import (  # re-exported: the scripts fall bac
 )
 
 UPLOAD_TARGET_RE = re.compile(r"(rsync://.+/|https?://.+/)\Z")
+# The settings whose combination decides whether offloaded queue items come back (offload_rules).
+OFFLOAD_FIELDS = ("offload_high", "offload_low", "offload_segment_items")
+OFFLOAD_SEGMENT_DEFAULT = 50_000
 
 
 def _non_negative_int(value: str) -> str:
@@ -124,6 +127,13 @@ def _extra_parameters(value: str) -> str:
     return text
 
 
+def _positive_int(value: str) -> str:
+    number = int(value)
+    if number < 1:
+        raise ValueError("must be 1 or more")
+    return str(number)
+
+
 def _bytes_per_item(value: str) -> str:
     number = int(_non_negative_int(value))
     if number >= protocol.MAX_DONE_BYTES:
@@ -158,9 +168,14 @@ SETTINGS = {
     "offload_low": (
         _non_negative_int,
         "0",
-        "items of a queue below which its offloaded segments come back into it",
+        "items of a queue below which its offloaded segments come back into it; with "
+        "offload_high set, at least 1 and below it (set both in one change)",
     ),
-    "offload_segment_items": (_non_negative_int, "50000", "items per offloaded segment file"),
+    "offload_segment_items": (
+        _positive_int,
+        str(OFFLOAD_SEGMENT_DEFAULT),
+        "items per offloaded segment file; at most offload_high - offload_low",
+    ),
     "backfeed_max_items": (
         _non_negative_int,
         "5000000",
@@ -253,6 +268,88 @@ def with_stored(stored: dict) -> dict[str, str]:
     merged.update(stored)
     merged.pop(SETTINGS_PAD_FIELD, None)
     return merged
+
+
+@dataclass(frozen=True)
+class OffloadWatermarks:
+    """Queue offloading as `tracker maintain` applies it: a shared queue past HIGH goes to disk
+    (0: off, and every queue segment comes back), one below LOW gets its segments back,
+    PER_SEGMENT items a file. PROBLEM says why the settings as stored could leave items on disk
+    or send refilled ones straight back (the numbers are then safe stand-ins); None if sound."""
+
+    high: int
+    low: int
+    per_segment: int
+    problem: str | None = None
+
+
+def _offload_count(values: dict, name: str) -> tuple[int, str | None]:
+    """Setting NAME of VALUES as a count (absent: its default), and why it is unusable if so.
+
+    Validation only ever stored whole numbers; anything else was written past it, and stands
+    for the default (it must not stop a maintenance pass)."""
+    default = SETTINGS[name][1]
+    text = values.get(name) or default
+    if not (text.isascii() and text.isdigit()):
+        return int(default), f"{name}={text[:40]!r} is not a whole number"
+    number = int(text)
+    if name == "offload_segment_items" and number == 0:  # 0 always meant the default
+        return OFFLOAD_SEGMENT_DEFAULT, None
+    return number, None
+
+
+def _offload_problem(high: int, low: int, per_segment: int) -> str | None:
+    """Why these watermarks could strand offloaded queue items (or refill them only for the next
+    pass to offload them again): refills happen while a queue is below LOW, a whole segment at a
+    time, and whatever lies past HIGH goes back to disk."""
+    if high == 0:
+        return None  # offloading off: every queue segment comes back
+    if high == 1:
+        return "offload_high=1 leaves no room for offload_low below it: use 0 (off) or at least 2"
+    if low == 0:
+        return (
+            f"offload_high={high} without offload_low: offloaded items would never come back; "
+            f"set offload_low (1 to {high - 1}) in the same change"
+        )
+    if low >= high:
+        return (
+            f"offload_low={low} is not below offload_high={high}: refilled items would go "
+            "straight back to disk; set offload_low below offload_high"
+        )
+    if per_segment > high - low:
+        return (
+            f"offload_segment_items={per_segment} is more than offload_high - offload_low "
+            f"= {high - low}: a refilled segment would take the queue past offload_high and "
+            f"back to disk; set offload_segment_items at most {high - low} in the same change"
+        )
+    return None
+
+
+def offload_rules(values: dict) -> OffloadWatermarks:
+    """The queue-offloading watermarks of VALUES (a settings hash as stored, or the defaults
+    with a change applied), checked: every offloaded item must be able to come back.
+
+    A change is refused with ``problem``; a project stored with such settings by an older
+    tracker is refilled with the stand-ins returned here, which keep offload_high (the memory
+    bound) and, up to half of it, the segment size, and put offload_low where a refilled
+    segment fits below offload_high.
+    """
+    (high, bad_high), (low, bad_low), (per_segment, bad_segment) = (
+        _offload_count(values, name) for name in OFFLOAD_FIELDS
+    )
+    problem = bad_high or bad_low or bad_segment or _offload_problem(high, low, per_segment)
+    if problem is None or high == 0:
+        return OffloadWatermarks(high, low, per_segment, problem)
+    high = max(high, 2)
+    per_segment = min(per_segment, high // 2)
+    if not 1 <= low <= high - per_segment:
+        low = high - per_segment
+    return OffloadWatermarks(high, low, per_segment, problem)
+
+
+def read_offload(client, settings_key: str) -> dict:
+    """The offload fields of a stored settings hash (None for absent), for offload_rules."""
+    return dict(zip(OFFLOAD_FIELDS, client.hmget(settings_key, OFFLOAD_FIELDS)))
 
 
 def valid_upload_target(url: str) -> bool:

@@ -27,7 +27,7 @@ def test_every_item_is_counted_once_wherever_it_is(ctx, r, engine, tmp_path):
     items.add(ctx, P, NAMES[40:45], queue="downloader:alice")
     items.add(ctx, P, NAMES[45:], queue="secondary")
     engine.claim(P, "bob", "10.0.0.1", 3)
-    projects.set_settings(ctx, P, {"offload_high": "10", "offload_low": "5", "offload_segment_items": "10"})
+    projects.set_settings(ctx, P, {"offload_high": "10", "offload_low": "5", "offload_segment_items": "5"})
     offload.maintain_project(r, P, tmp_path)
 
     status = census_verb.status(ctx, P)

@@ -74,7 +74,9 @@ def test_recover_unfinished_with_nothing_staged_reports_nothing(project, r, tmp_
 def test_remove_stale_files_deletes_old_unregistered_files_on_a_cleanup_pass_only(
     project, admin, r, tmp_path, lease
 ):
-    projects.set_settings(admin, P, {"offload_high": "300"})
+    projects.set_settings(
+        admin, P, {"offload_high": "300", "offload_low": "100", "offload_segment_items": "100"}
+    )
     assert offload.offload_one(r, K, tmp_path, 100, lease) == 100  # segment 1: registered
     stray = tmp_path / P / "7.zst"
     offload.write_segment(stray, ["https://example.com/left over?by=a crash#x"])
@@ -95,13 +97,15 @@ def test_remove_stale_files_deletes_old_unregistered_files_on_a_cleanup_pass_onl
 
 def test_balance_queues_offloads_each_queue_down_to_the_high_watermark(project, admin, r, tmp_path, lease):
     item_verbs.add(admin, P, [url(n) for n in range(1000, 1250)], queue="backfeed")
-    projects.set_settings(admin, P, {"offload_high": "100", "offload_segment_items": "200"})
+    projects.set_settings(
+        admin, P, {"offload_high": "100", "offload_low": "50", "offload_segment_items": "50"}
+    )
     p = project_pass(r, tmp_path, lease)
     maintenance.balance_queues(p)
     assert p.report["offloaded"] == 300 + 150
     assert p.report["by_queue"] == {"todo": {"offloaded": 300}, "backfeed": {"offloaded": 150}}
     assert r.scard(K.todo) == 100 and r.scard(K.backfeed) == 100
-    assert sorted(offload.segment_sources(r, K).values()) == ["backfeed", "todo", "todo"]
+    assert sorted(offload.segment_sources(r, K).values()) == ["backfeed"] * 3 + ["todo"] * 6
     on_disk = {
         i for n in offload.registry(r, K) for i in offload.read_segment(offload.segment_path(tmp_path, P, n))
     }
@@ -114,21 +118,25 @@ def test_balance_queues_offloads_each_queue_down_to_the_high_watermark(project, 
 def test_balance_queues_refills_below_the_low_watermark_and_skips_an_unreadable_file(
     project, admin, r, tmp_path, lease
 ):
-    projects.set_settings(admin, P, {"offload_high": "100", "offload_segment_items": "100"})
+    projects.set_settings(
+        admin, P, {"offload_high": "150", "offload_low": "50", "offload_segment_items": "100"}
+    )
     maintenance.balance_queues(project_pass(r, tmp_path, lease))
-    assert sorted(offload.registry(r, K)) == [1, 2, 3]
+    assert offload.registry(r, K) == {1: 100, 2: 100, 3: 50}
     offload.segment_path(tmp_path, P, 1).write_bytes(b"not zstd")
     r.delete(K.todo)  # claimed away
     projects.set_settings(admin, P, {"offload_high": "300", "offload_low": "150"})
     p = project_pass(r, tmp_path, lease)
     maintenance.balance_queues(p)
     # Segment 1 cannot be read: left registered (still counted) and reported; 2 and 3 came back.
-    assert p.report == {"offloaded": 0, "refilled": 200, "unreadable_segments": [1]}
-    assert r.scard(K.todo) == 200 and sorted(offload.registry(r, K)) == [1]
+    assert p.report == {"offloaded": 0, "refilled": 150, "unreadable_segments": [1]}
+    assert r.scard(K.todo) == 150 and sorted(offload.registry(r, K)) == [1]
 
 
 def test_balance_queues_with_offloading_off_refills_every_queue_segment(project, admin, r, tmp_path, lease):
-    projects.set_settings(admin, P, {"offload_high": "50", "offload_segment_items": "100"})
+    projects.set_settings(
+        admin, P, {"offload_high": "50", "offload_low": "25", "offload_segment_items": "25"}
+    )
     maintenance.balance_queues(project_pass(r, tmp_path, lease))
     projects.set_settings(admin, P, {"offload_high": "0"})
     p = project_pass(r, tmp_path, lease)
@@ -284,7 +292,9 @@ class LosesLeaseAfterOneSegment(offload.Lease):
 def test_what_moved_before_a_lost_lease_still_counts(project, admin, r, tmp_path):
     r.delete(K.todo)  # claimed away: only the secondary queue is long
     item_verbs.add(admin, P, [url(n) for n in range(1000, 1300)], queue="secondary")
-    projects.set_settings(admin, P, {"offload_high": "100", "offload_segment_items": "100"})
+    projects.set_settings(
+        admin, P, {"offload_high": "150", "offload_low": "50", "offload_segment_items": "100"}
+    )
     lease = LosesLeaseAfterOneSegment(r, K, "node-a")
     assert lease.take()
     report = maintenance.run_steps(project_pass(r, tmp_path, lease), offload.OFFLOAD_STEPS)

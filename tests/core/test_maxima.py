@@ -387,7 +387,9 @@ def test_backfeed_bound_counts_held_items_and_is_off_while_offloading(project, e
     assert post(engine, secret, [url(4)]).status_code == 503
     assert post(engine, secret, ["https://free.example.org/3"]).status_code == 503
     # With offloading on, `tracker maintain` bounds the queue instead.
-    projects.set_settings(ctx, P, {"offload_high": "1000"})
+    projects.set_settings(
+        ctx, P, {"offload_high": "1000", "offload_low": "500", "offload_segment_items": "500"}
+    )
     engine._settings.clear()
     assert post(engine, secret, [url(4), "https://free.example.org/3"]).status_code == 200
     assert_each_once(r, first + [url(4), "https://free.example.org/3"])

@@ -87,7 +87,9 @@ def test_below_low_segments_come_back_oldest_first(project, admin, engine, r, tm
 
 
 def test_turning_offloading_off_refills_everything(project, admin, r, tmp_path):
-    projects.set_settings(admin, P, {"offload_high": "100", "offload_segment_items": "500"})
+    projects.set_settings(
+        admin, P, {"offload_high": "100", "offload_low": "50", "offload_segment_items": "50"}
+    )
     offload.maintain_project(r, P, tmp_path)
     projects.set_settings(admin, P, {"offload_high": "0"})
     assert offload.maintain_project(r, P, tmp_path)["refilled"] == 900
@@ -164,8 +166,7 @@ def test_commit_refuses_when_the_staged_set_differs(project, r, lease):
 
 
 def test_crash_after_refill_leaves_only_a_stale_file(project, admin, r, tmp_path, lease):
-    projects.set_settings(admin, P, {"offload_high": "500", "offload_segment_items": "500"})
-    offload.maintain_project(r, P, tmp_path, lease=lease)
+    assert offload.offload_one(r, K, tmp_path, 500, lease) == 500
     path = offload.segment_path(tmp_path, P, 1)
     items = offload.read_segment(path)
     assert refill(r, lease.holder, 1, "todo", items[:-1]) == Refill.BAD_COUNT == -6
@@ -182,7 +183,9 @@ def test_crash_after_refill_leaves_only_a_stale_file(project, admin, r, tmp_path
 
 
 def test_one_maintainer_holds_the_lease(project, admin, r, tmp_path):
-    projects.set_settings(admin, P, {"offload_high": "500"})
+    projects.set_settings(
+        admin, P, {"offload_high": "500", "offload_low": "250", "offload_segment_items": "250"}
+    )
     assert offload.maintain_once(r, "node-a", tmp_path) == {P: {"offloaded": 500, "refilled": 0}}
     assert offload.maintain_once(r, "node-b", tmp_path) == {P: {"lease": "held elsewhere"}}
     assert offload.maintain_once(r, "node-a", tmp_path) == {P: {"offloaded": 0, "refilled": 0}}
@@ -200,7 +203,9 @@ def test_cli_maintain_list_export_import(project, admin, r, tmp_path, redis_url)
     def cli(*args):
         return runner.invoke(main, ["--redis-url", redis_url, *args])
 
-    projects.set_settings(admin, P, {"offload_high": "600", "offload_segment_items": "400"})
+    projects.set_settings(
+        admin, P, {"offload_high": "600", "offload_low": "200", "offload_segment_items": "400"}
+    )
     res = cli("maintain", "--once", "--segments-dir", seg_dir, "--json")
     assert res.exit_code == 0 and '"offloaded": 400' in res.output
     assert (
@@ -280,7 +285,9 @@ class LosesLeaseMidPass(offload.Lease):
 
 
 def test_lease_lost_mid_pass_changes_nothing_and_leaves_the_file_unregistered(project, admin, r, tmp_path):
-    projects.set_settings(admin, P, {"offload_high": "300", "offload_segment_items": "400"})
+    projects.set_settings(
+        admin, P, {"offload_high": "300", "offload_low": "100", "offload_segment_items": "200"}
+    )
     b_reports = []
 
     def node_b_pass():
@@ -289,9 +296,9 @@ def test_lease_lost_mid_pass_changes_nothing_and_leaves_the_file_unregistered(pr
     a = LosesLeaseMidPass(r, K, "node-a", other_pass=node_b_pass)
     report = offload.maintain_project(r, P, tmp_path, lease=a)
     assert report["lease_lost"] is True and report["offloaded"] == 0
-    # node-b put node-a's staged items back, then offloaded 700 itself (400 + 300).
-    assert b_reports[0]["recovered"] == 400 and b_reports[0]["offloaded"] == 700
-    assert sorted(offload.registry(r, K).values()) == [300, 400]
+    # node-b put node-a's staged items back, then offloaded 700 itself (200 + 200 + 200 + 100).
+    assert b_reports[0]["recovered"] == 200 and b_reports[0]["offloaded"] == 700
+    assert sorted(offload.registry(r, K).values()) == [100, 200, 200, 200]
     assert r.scard(K.todo) == 300 and not r.exists(K.offloading)
     assert_each_item_once(r, tmp_path)  # one copy of each item: none lost, none twice
     assert int(r.hget(K.stats, "items_offloaded")) == 700
@@ -355,7 +362,9 @@ def admin_counts(r):
 
 
 def test_crash_during_refill_file_is_cleaned_on_startup(project, admin, r, tmp_path):
-    projects.set_settings(admin, P, {"offload_high": "500", "offload_segment_items": "500"})
+    projects.set_settings(
+        admin, P, {"offload_high": "500", "offload_low": "250", "offload_segment_items": "250"}
+    )
     offload.maintain_project(r, P, tmp_path)
     path = offload.segment_path(tmp_path, P, 1)
     lease = offload.Lease(r, K, "node-a")
@@ -377,13 +386,15 @@ def test_crash_during_refill_file_is_cleaned_on_startup(project, admin, r, tmp_p
 
 
 def test_a_missing_segment_file_does_not_stop_the_others(project, admin, r, tmp_path):
-    projects.set_settings(admin, P, {"offload_high": "300", "offload_segment_items": "300"})
+    projects.set_settings(
+        admin, P, {"offload_high": "350", "offload_low": "50", "offload_segment_items": "300"}
+    )
     offload.maintain_project(r, P, tmp_path)
     offload.segment_path(tmp_path, P, 1).unlink()
     offload.segment_path(tmp_path, P, 2).write_bytes(b"not zstd")
     projects.set_settings(admin, P, {"offload_high": "0"})
     report = offload.maintain_project(r, P, tmp_path)
-    assert report["refilled"] == 100 and report["unreadable_segments"] == [1, 2]
+    assert report["refilled"] == 50 and report["unreadable_segments"] == [1, 2]
     assert sorted(offload.registry(r, K)) == [1, 2]  # still counted, for an admin to look at
 
 
@@ -398,7 +409,7 @@ def test_backfeed_secondary_and_redo_are_offloaded_and_refilled_into_their_own_q
     for queue, items in names.items():
         item_verbs.add(admin, P, items, queue=queue)
     projects.set_settings(
-        admin, P, {"offload_high": "200", "offload_low": "100", "offload_segment_items": "150"}
+        admin, P, {"offload_high": "200", "offload_low": "100", "offload_segment_items": "100"}
     )
     report = offload.maintain_project(r, P, tmp_path)
     assert report["offloaded"] == 4 * 300
@@ -416,7 +427,7 @@ def test_backfeed_secondary_and_redo_are_offloaded_and_refilled_into_their_own_q
     for _ in range(500):
         offload.maintain_project(r, P, tmp_path)
         for q in names:
-            assert r.scard(K.queue(q)) <= 200 + 150
+            assert r.scard(K.queue(q)) <= 200 + 100
             for item in r.smembers(K.queue(q)):
                 assert item.startswith(q + "-")
         status_code, items = engine.claim(P, "alice", "10.0.0.1", 60)
@@ -473,7 +484,9 @@ def test_done_mode_offload_is_a_valid_setting(admin):
 
 
 def test_importing_the_same_segment_twice_does_not_duplicate(project, admin, r, tmp_path):
-    projects.set_settings(admin, P, {"offload_high": "600", "offload_segment_items": "400"})
+    projects.set_settings(
+        admin, P, {"offload_high": "600", "offload_low": "200", "offload_segment_items": "400"}
+    )
     offload.maintain_project(r, P, tmp_path)
     out = tmp_path / "out.zst"
     assert offload.export_segment(r, K, tmp_path, 1, out) == 400
@@ -504,7 +517,9 @@ def test_a_foreign_segment_is_deduplicated_through_the_bloom_filter(project, adm
 
 
 def test_deleting_a_project_removes_its_segment_files(project, admin, r, tmp_path):
-    projects.set_settings(admin, P, {"offload_high": "500"})
+    projects.set_settings(
+        admin, P, {"offload_high": "500", "offload_low": "250", "offload_segment_items": "250"}
+    )
     offload.maintain_project(r, P, tmp_path)
     assert (tmp_path / P).is_dir()
     projects.delete(admin, P)
@@ -517,9 +532,9 @@ def test_a_project_created_again_keeps_its_new_segments(project, admin, r, tmp_p
     projects.delete(admin, P)
     projects.create(admin, P)
     item_verbs.add(admin, P, ["again-1", "again-2", "again-3"])
-    projects.set_settings(admin, P, {"offload_high": "1"})
+    projects.set_settings(admin, P, {"offload_high": "2", "offload_low": "1", "offload_segment_items": "1"})
     offload.Maintainer(r, tmp_path, "node-a", stats_upkeep=False).pass_once()
-    assert sum(offload.registry(r, K).values()) == 2
+    assert sum(offload.registry(r, K).values()) == 1
     assert all(offload.segment_path(tmp_path, P, n).exists() for n in offload.registry(r, K))
 
 
@@ -533,7 +548,7 @@ def test_the_loop_survives_a_bad_directory_and_a_redis_outage(tmp_path):
     stop = threading.Event()
     try:
         admin = AdminContext.from_url(server.url)
-        projects.create(admin, P, {"offload_high": "100", "offload_segment_items": "100"})
+        projects.create(admin, P, {"offload_high": "100", "offload_low": "50", "offload_segment_items": "50"})
         item_verbs.add(admin, P, ITEMS[:300])
         blocked = tmp_path / "segs"
         blocked.write_text("a file where the segment directory should be")

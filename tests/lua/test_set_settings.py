@@ -1,6 +1,6 @@
 """set_settings-1.lua: settings change and the age moves in one step; '' deletes a field."""
 
-from tracker_core import script_calls
+from tracker_core import script_calls, scripts
 from tracker_core.keys import SETTINGS_CHANNEL, ProjectKeys
 from tracker_core.reply_codes import SetSettings
 
@@ -22,3 +22,33 @@ def test_set_settings_refusals_change_nothing(conn, project, r, k):
         SetSettings.DAMAGED
     )
     assert r.hget(project.settings, "title") == ""
+
+
+def test_set_settings_writes_only_while_the_expected_fields_hold(conn, project, r):
+    """The caller checked offload settings as a whole against what it read: a field changed since
+    (or removed) refuses the write, nothing changed and the age kept; unchanged ones let it."""
+    r.hset(project.settings, mapping={"offload_low": "1000"})
+    before = r.hgetall(project.settings)
+    for expected in ({"offload_low": "999"}, {"offload_low": ""}, {"offload_high": "5"}):
+        reply = script_calls.set_settings(
+            conn, project, channel=SETTINGS_CHANNEL, values={"offload_high": "2000"}, expected=expected
+        )
+        assert reply == SetSettings.CHANGED
+        assert r.hgetall(project.settings) == before
+    age = script_calls.set_settings(
+        conn,
+        project,
+        channel=SETTINGS_CHANNEL,
+        values={"offload_high": "2000"},
+        expected={"offload_low": "1000", "no_such_field": ""},
+    )
+    assert age == 2 and r.hget(project.settings, "offload_high") == "2000"
+
+
+def test_set_settings_refuses_a_count_of_expected_pairs_that_does_not_fit(project, r):
+    before = r.hgetall(project.settings)
+    for argv in (("x",), ("-1",), ("1.5",), ("2", "a", "b"), ("1", "a"), ("0", "title")):
+        assert scripts.run(r, "set_settings", (project.settings,), (project.project, "ch", *argv)) == (
+            SetSettings.DAMAGED
+        )
+    assert r.hgetall(project.settings) == before

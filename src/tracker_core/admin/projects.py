@@ -11,6 +11,9 @@ from tracker_core.admin.context import AdminContext
 from tracker_core.admin.errors import BadInput, Conflict, NotFound
 
 DELETE_CHUNK = 500  # keys per UNLINK
+# Reads and checks of the offload settings before giving up on a change another admin keeps
+# racing: each try fails only if that other change landed between this one's read and write.
+OFFLOAD_CHECK_TRIES = 5
 UPLOAD_TARGET_STATES = ("active", "inactive", "remove")
 
 
@@ -26,6 +29,26 @@ def _validated(values: dict) -> dict[str, str]:
     return out
 
 
+def _refuse_stranding(values: dict[str, str]) -> None:
+    """BadInput when VALUES, a project's whole settings, could leave offloaded items on disk."""
+    problem = settings_mod.offload_rules(values).problem
+    if problem is not None:
+        raise BadInput(problem)
+
+
+def _offload_checked(ctx: AdminContext, k: keyspace.ProjectKeys, values: dict[str, str]) -> dict:
+    """Check the offload settings as they would be after VALUES (BadInput if they could strand
+    items); the stored fields the check read, for set_settings to expect ({}: VALUES changes
+    none of them, and no check is due: a project an older tracker left with bad ones may
+    still change its other settings)."""
+    if not set(values) & set(settings_mod.OFFLOAD_FIELDS):
+        return {}
+    stored = settings_mod.read_offload(ctx.conn, k.settings)
+    after = {name: value for name, value in stored.items() if value is not None} | values
+    _refuse_stranding({name: value for name, value in after.items() if value != ""})
+    return {name: value or "" for name, value in stored.items()}
+
+
 def list_projects(ctx: AdminContext) -> list[str]:
     return sorted(ctx.conn.smembers(keyspace.PROJECTS))
 
@@ -35,6 +58,7 @@ def create(ctx: AdminContext, project: str, settings: dict | None = None) -> dic
     values = dict(settings or {})
     k = ctx.keys(project, must_exist=False)
     initial = settings_mod.defaults() | _validated(values)
+    _refuse_stranding(initial)  # before the write: nothing stored to race with
     created = script_calls.create_project(ctx.conn, k, now_ms=redis_clock.now_ms(ctx.conn), settings=initial)
     ctx.conn.sadd(keyspace.PROJECTS, project)
     if created != reply_codes.CreateProject.CREATED:
@@ -52,6 +76,9 @@ def show(ctx: AdminContext, project: str) -> dict:
     return {
         "project": project,
         "settings": values,
+        # Settings an older tracker let through that could strand offloaded items (maintain
+        # refills with safe stand-ins meanwhile): why, or None.
+        "offload_warning": settings_mod.offload_rules(values).problem,
         "upload_targets": ctx.conn.hgetall(k.upload_targets),
         "blocked": sorted(ctx.conn.smembers(k.blocked)),
         "blocked_global": sorted(ctx.conn.smembers(k.blocked_global)),
@@ -61,9 +88,20 @@ def show(ctx: AdminContext, project: str) -> dict:
 def store_settings(ctx: AdminContext, k: keyspace.ProjectKeys, values: dict[str, str]) -> int:
     """Validate and store VALUES in one script (none: only bump the age); the new age.
 
+    A change to the offload settings is checked with the stored ones as a whole, and the script
+    writes only if those are still what the check read (else: read, check and try again).
     Every node's settings cache notices the new age (published) and reloads.
     """
-    age = script_calls.set_settings(ctx.conn, k, channel=keyspace.SETTINGS_CHANNEL, values=_validated(values))
+    values = _validated(values)
+    for _ in range(OFFLOAD_CHECK_TRIES):
+        expected = _offload_checked(ctx, k, values)
+        age = script_calls.set_settings(
+            ctx.conn, k, channel=keyspace.SETTINGS_CHANNEL, values=values, expected=expected
+        )
+        if age != reply_codes.SetSettings.CHANGED:
+            break
+    else:
+        raise Conflict(f"the offload settings of {k.project!r} kept changing while being checked: try again")
     if age == reply_codes.SetSettings.UNKNOWN_PROJECT:
         raise NotFound(f"unknown project {k.project!r}")
     if age < 0:

@@ -30,43 +30,40 @@ import zstandard
 from tracker_core import keys as keyspace
 from tracker_core import limits as limits_mod
 from tracker_core import log_archive, redis_clock, scripts, stats
+from tracker_core import settings as settings_mod
 from tracker_core.offload.lease import LEASE_MS, Lease, LeaseLost, default_holder
 from tracker_core.offload.segment_registry import DONE, QUEUES, STAGED_FIELD, OffloadError, source_key
 from tracker_core.offload.staging import STALE_FILE_S, cleanup_files, offload_one, recover, refill_one
 
 CLEANUP_EVERY_S = STALE_FILE_S
 STATS_EVERY_S = 60  # statistics upkeep (roll-ups, backlog samples) per project
-SEGMENT_ITEMS_DEFAULT = 50_000
 DONE_HIGH_DEFAULT = 100_000
 
 
 @dataclass(frozen=True)
 class Watermarks:
-    """A project's offload settings, read once per pass."""
+    """A project's offload settings, read once per pass: the queue watermarks as
+    settings.offload_rules gives them (safe stand-ins for stored ones that could strand items,
+    which PROBLEM then names)."""
 
     high: int  # 0: queue offloading off (every queue segment is refilled)
     low: int
     per_segment: int
     done_mode: str
     done_high: int
+    problem: str | None = None
 
     @classmethod
     def read(cls, client, k: keyspace.ProjectKeys) -> Watermarks:
-        values = client.hmget(
-            k.settings,
-            "offload_high",
-            "offload_low",
-            "offload_segment_items",
-            "done_mode",
-            "done_offload_high",
-        )
-        high, low, per_segment = (int(v or 0) for v in values[:3])
+        values = client.hmget(k.settings, *settings_mod.OFFLOAD_FIELDS, "done_mode", "done_offload_high")
+        queues = settings_mod.offload_rules(dict(zip(settings_mod.OFFLOAD_FIELDS, values[:3])))
         return cls(
-            high=high,
-            low=min(low, high),
-            per_segment=per_segment or SEGMENT_ITEMS_DEFAULT,
+            high=queues.high,
+            low=queues.low,
+            per_segment=queues.per_segment,
             done_mode=values[3] or "keep",
             done_high=int(values[4]) if values[4] is not None else DONE_HIGH_DEFAULT,
+            problem=queues.problem,
         )
 
 
@@ -123,8 +120,15 @@ def balance_queues(p: ProjectPass) -> None:
 
     With offloading off (high 0) every queue segment comes back. A segment whose file cannot be
     read is skipped (left registered) and reported under "unreadable_segments"; "by_queue"
-    breaks the figures down when a queue other than todo moved.
+    breaks the figures down when a queue other than todo moved. Settings that could strand
+    items are reported under "offload_warning", with the stand-ins used instead.
     """
+    w = p.watermarks
+    if w.problem is not None:
+        p.report["offload_warning"] = {
+            "problem": w.problem,
+            "used": {"offload_high": w.high, "offload_low": w.low, "offload_segment_items": w.per_segment},
+        }
     skip: set = set()
     try:
         for queue in QUEUES:
@@ -272,6 +276,7 @@ class Maintainer:
         self.stats_at: dict[str, float] = {}
         self.leases: dict[str, Lease] = {}
         self.unreadable: dict[str, list] = {}  # logged once, not every pass
+        self.warned: dict[str, dict | None] = {}  # offload warnings, logged once too
 
     def _lease(self, project: str) -> Lease:
         if project not in self.leases:
@@ -372,7 +377,7 @@ class Maintainer:
             self.release()
 
     def log_report(self, report: dict) -> None:
-        """Log a pass's errors, and unreadable segments once (not every pass)."""
+        """Log a pass's errors, and unreadable segments and unsafe settings once (not every pass)."""
         for project, result in report.items():
             if "error" in result:
                 self.log(f"{project}: {result['error']}")
@@ -380,6 +385,14 @@ class Maintainer:
             if unreadable and unreadable != self.unreadable.get(project):
                 self.log(f"{project}: segments {unreadable} have no readable file (left registered)")
             self.unreadable[project] = unreadable
+            warning = result.get("offload_warning")
+            if warning and warning != self.warned.get(project):
+                used = " ".join(f"{name}={n}" for name, n in warning["used"].items())
+                self.log(f"{project}: {warning['problem']}; refilling meanwhile with {used}")
+            # Forgotten only by a whole pass that found the settings sound (a skipped or cut
+            # pass may not have read them): fixed and broken again, it is logged again.
+            if warning or not {"lease", "error", "lease_lost"} & set(result):
+                self.warned[project] = warning
 
     def release(self) -> None:
         """Give up every lease this maintainer holds (best effort: they expire anyway)."""
