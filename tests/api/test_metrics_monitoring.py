@@ -118,3 +118,13 @@ def test_every_dashboard_query_reads_exported_metrics(exported):
         assert shown in titles, shown
     text = " ".join(exprs)
     assert "histogram_quantile(0.99" in text and "histogram_quantile(0.5" in text
+
+
+def test_every_exported_metric_is_in_the_operations_table(exported):
+    """docs/operations.md's table names every family a scrape exports (its first column)."""
+    operations = (ROOT / "docs" / "operations.md").read_text()
+    section = operations.split("## Metrics", 1)[1].split("\n## ", 1)[0]
+    documented = {name for row in re.findall(r"^\| ([^|]+)\|", section, re.M) for name in METRIC.findall(row)}
+    for sample in exported:
+        base = re.sub(r"_(bucket|sum|count|created)$", "", sample)
+        assert {base, base + "_total"} & documented, f"{sample} is not in docs/operations.md's table"
