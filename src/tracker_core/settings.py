@@ -200,8 +200,8 @@ SETTINGS = {
         _done_mode,
         "keep",
         "keep: done items stay in `done`; discard: only counted; offload: `done` beyond "
-        "done_offload_high goes to segment files (counted; item status no longer finds "
-        "them, as with discard)",
+        "done_offload_high goes to segment files (counted; the public item status says "
+        "maybe offloaded, an admin's lookup finds them)",
     ),
     "done_offload_high": (
         _non_negative_int,
