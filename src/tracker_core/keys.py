@@ -15,6 +15,9 @@ PROJECTS = "tracker:projects"
 GLOBAL_BLOCKED = "tracker:blocked"
 GLOBAL_STATS = "tracker:stats"
 SETTINGS_CHANNEL = "tracker:settings"
+# Pub/sub: a claim that finds a queue under its refill target while segments of it wait on
+# disk publishes the project's settings key here (claim-21.lua); `tracker maintain` refills.
+REFILL_CHANNEL = "tracker:refill"
 # Admin API: tokens (id -> record with the secret's hash), the audit log (capped stream), the
 # warrior HQ document's global fields and the warrior registry (records and last-seen times,
 # one hash tag so the registry's script stays in one Cluster slot).
@@ -37,6 +40,15 @@ RESERVED_PROJECT_NAMES = frozenset({"api", "admin", "backfeed", "healthz", "metr
 
 def valid_project_name(name: str) -> bool:
     return bool(PROJECT_NAME_RE.match(name)) and name not in RESERVED_PROJECT_NAMES
+
+
+def project_of_settings(key: str) -> str | None:
+    """The project whose settings key KEY is, or None for any other text: what the claim
+    publishes on REFILL_CHANNEL is its settings key, as a script knows no project names."""
+    if not key.startswith("{") or "}" not in key:
+        return None
+    project = key[1 : key.index("}")]
+    return project if valid_project_name(project) and key == ProjectKeys(project).settings else None
 
 
 def warrior_registrations(address_key: str) -> str:

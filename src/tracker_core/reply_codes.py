@@ -133,6 +133,13 @@ class Refill(IntEnum):
     BAD_COUNT = -6  # the file holds another number of items than the segment registered
 
 
+class RefillWatch(IntEnum):
+    SET = 1  # the field holds the value sent (or is cleared)
+    UNKNOWN_PROJECT = -1
+    BAD_VALUE = -3  # not BELOW x 16 + queue bits, as claim-21.lua reads it
+    NOT_HOLDER = -4
+
+
 class RegisterWarrior(IntEnum):
     REGISTERED = 1
     THROTTLED = -1
@@ -230,6 +237,7 @@ BY_SCRIPT: dict[str, type[IntEnum]] = {
     "offload_stage": OffloadStage,
     "redo_items": RedoItems,
     "refill": Refill,
+    "refill_watch": RefillWatch,
     "register_warrior": RegisterWarrior,
     "release": Release,
     "requeue_dead": RequeueDead,

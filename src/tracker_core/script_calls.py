@@ -632,6 +632,12 @@ def refill(
     )
 
 
+def refill_watch(conn, k: keyspace.ProjectKeys, *, holder: str, value: str) -> int:
+    """Set K's REFILL_WATCH_FIELD to VALUE (BELOW x 16 + queue bits, offload.demand; '' clears
+    it), the lease holder only (refill_watch-2.lua); reply_codes.RefillWatch."""
+    return run(conn, "refill_watch", (k.maintain_lease, k.settings), (holder, value))
+
+
 def segment_export(conn, k: keyspace.ProjectKeys, *, number: int, digest: str) -> int:
     """Unregister segment NUMBER, leaving an import ticket for DIGEST (segment_export-4.lua):
     the items it held, or reply_codes.SegmentExport.NOT_REGISTERED."""

@@ -9,6 +9,8 @@ tuples of them as Lua tables (``{1, 5, 15}``).
 
 from __future__ import annotations
 
+from tracker_core import keys
+
 # Per-minute counter hashes live two days (lua/includes/counters.lua gives them their expiry
 # at their first increment; the statistics read them).
 MINUTE_TTL_S = 172_800
@@ -45,6 +47,14 @@ BAD_ITEMS_BYTES = 1024
 MAX_LOG_MAXLEN = 10**9
 LOG_SAFETY_FACTOR = 10
 LOG_SAFETY_MIN = 100_000
+
+# Refill on demand (tracker_core.offload.demand): while segments of shared queues wait on disk,
+# `tracker maintain` keeps this settings field at BELOW x 16 + QUEUES (a queue size, and a bit
+# per shared queue whose segments wait: 1 todo, 2 backfeed, 4 secondary, 8 redo); a claim that
+# finds one of them under BELOW takes the field away and publishes the settings key on
+# REFILL_CHANNEL.
+REFILL_WATCH_FIELD = "refill_watch"
+REFILL_CHANNEL = keys.REFILL_CHANNEL
 
 # A settings hash holds about 35 fields, and Redis keeps a hash that small as a listpack, which
 # HMGET searches field by field. One field whose value is longer than hash-max-listpack-value

@@ -1,6 +1,7 @@
 --[[ claim: hand up to N items to one downloader, atomically.
 
-KEYS[1]  settings           hash  project settings (its absence means: unknown project)
+KEYS[1]  settings           hash  project settings (its absence means: unknown project), and
+                                 REFILL_WATCH_FIELD while segments of a queue wait on disk
 KEYS[2]  blocked_index      zset  score 0: blocked names and merged address ranges, for the project
                                  alone ("p...") and with the global blocks ("a..."); see blocks.py
 KEYS[3]  todo:d:DOWNLOADER  set   the downloader's own queue
@@ -45,6 +46,10 @@ Returns {code, settings_age, item...}:
   -1  unknown project
 Unique downloaders and IPs are counted per day in HyperLogLogs (12 KB at most each, kept 62 days);
 a month's count is PFCOUNT over its days, so each is counted once per period with bounded memory.
+Refill on demand: while REFILL_WATCH_FIELD is set (BELOW x 16 + a bit per queue of KEYS[4..7]
+whose segments wait on disk, written by `tracker maintain`), a claim that finds one of those
+queues under BELOW deletes the field and publishes KEYS[1] on REFILL_CHANNEL (Redis pub/sub, no
+key): the maintainer refills them at once and writes the field again. Nothing else changes.
 Serve order: when `out` holds claims_limit items, reclaims first, and the room that reclaims
 sent to `dead` made is then served like any request; otherwise held items of limits whose
 bucket has a token, then the queues KEYS[3..7] (random within each, SPOP), then reclaims.
@@ -74,6 +79,7 @@ Reply codes by name: reply_codes.Claim (Python callers compare against those nam
 ]]
 --@include counters
 --@constants UNIQUES_TTL_S MAX_MULTI_CEILING DEFAULT_RECLAIM_TTL_S UNPACK_CHUNK RECLAIM_HISTORY_ROUNDS
+--@constants REFILL_WATCH_FIELD REFILL_CHANNEL
 -- The script makes every function anew on each run, called or not: ~1,500-2,500 instructions
 -- each, hundreds more for each local of the body it captures (docs/data-model.md, "What a claim
 -- and a done cost in Redis"). So the common path is written out, and the helpers of the rarer
@@ -262,7 +268,7 @@ wanted = math.max(1, math.min(MAX_MULTI_CEILING, math.floor(wanted)))
 local settings = redis.call('HMGET', settings_key, 'settings_age', 'paused', 'rate_limit',
                             'rate_burst', 'max_claims_per_downloader', 'reclaim_ttl_s',
                             'claims_limit', 'max_reclaims', 'ignore_global_blocked', 'created_ms',
-                            'blocked_index_size')
+                            'blocked_index_size', REFILL_WATCH_FIELD)
 local age = settings[1]
 if not age then return {-1, 0} end
 local downloader, ip = ARGV[2], ARGV[3]
@@ -347,6 +353,33 @@ if claims_limit > 0 and not limit_reached and claims_limit - out_size < wanted t
 end
 -- Counts go to SPOP and LIMIT, which take integers only (a stored cap of 2.5 must not fail here).
 wanted = math.floor(wanted)
+-- Refill on demand: while segments of shared queues wait on disk, `tracker maintain` keeps
+-- REFILL_WATCH_FIELD at BELOW x 16 + QUEUES (QUEUES: a bit per queue whose segments wait, 1 for
+-- KEYS[4] to 8 for KEYS[7]). A claim that finds one of them under BELOW (empty included) takes
+-- the field away, so that it asks once, and publishes its settings key: the maintainer refills
+-- within milliseconds and writes the field again. Absent (most projects, and every claim once
+-- refilled) it costs nothing but its HMGET field; present, its tonumber (about 2,000
+-- instructions) and a SCARD per watched queue (about 4,000): one number, as "BELOW QUEUES" text
+-- cost 1,400 more to parse (docs/data-model.md). Read before anything moves, so a queue of the
+-- wrong type fails here, before any item moved; a value this script cannot read asks too (the
+-- maintainer writes it anew).
+local watch = settings[12]
+if watch then
+  local n = tonumber(watch)
+  local ask = not n
+  if n then
+    local queues = n % 16
+    local below, q = (n - queues) / 16, FIRST_QUEUE + 1
+    while queues > 0 do
+      if queues % 2 == 1 and redis.call('SCARD', KEYS[q]) < below then ask = true break end
+      queues, q = (queues - queues % 2) / 2, q + 1
+    end
+  end
+  if ask then
+    redis.call('HDEL', settings_key, REFILL_WATCH_FIELD)
+    redis.call('PUBLISH', REFILL_CHANNEL, settings_key)
+  end
+end
 -- Not at the claims limit: fresh items until WANTED, then reclaims for what they left wanting.
 -- At it: reclaims first, then fresh items for the room that reclaims sent to `dead` made.
 local upto, room = wanted, 0

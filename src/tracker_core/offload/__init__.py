@@ -14,6 +14,7 @@ The package, one concern per module:
 - `lease`: one maintainer at a time per project (`Lease`, `LeaseLost`);
 - `staging`: offload_one, refill_one, recover and cleanup_files (the crash-safety below);
 - `transfer`: export and import of segment files;
+- `demand`: refill on demand (claims ask, the maintainer's refiller thread refills at once);
 - `maintenance`: the `Maintainer` loop and the named steps of a project's pass.
 
 A lease per project (`{P}:maintain_lease`, in the project's slot) lets one maintainer at a time
@@ -32,7 +33,9 @@ Crash safety, item by item (every item is always in exactly one counted place):
   offloaded): the next holder puts them back into their queue, a bounded chunk per script, and
   deletes the unregistered file.
 - refill: the file is read, one script puts its items into their queue and unregisters the
-  segment; only then is the file deleted. A crash in between leaves an unregistered file.
+  segment; only then is the file deleted. A crash in between leaves an unregistered file. A
+  queue is refilled by each pass while below its target (offload_low, or more while claims
+  drain it fast), and between passes as soon as a claim asks (`demand`).
 - Unregistered files (left by a crash, a lost lease, or a failed unlink) are deleted when a
   maintainer starts and every STALE_FILE_S after, once older than STALE_FILE_S (younger ones
   may be an import between writing its file and registering it). Files of deleted projects go
@@ -72,6 +75,7 @@ _HOMES = {
     "lease": ("LEASE_MS", "NOT_HOLDER", "Lease", "LeaseLost", "default_holder"),
     "staging": ("ABORT_CHUNK", "STALE_FILE_S", "cleanup_files", "offload_one", "recover", "refill_one"),
     "transfer": ("export_segment", "import_segment"),
+    "demand": ("READ_AHEAD_S", "DrainMeter", "RefillDemand", "Refiller", "write_watch"),
     "maintenance": (
         "CLEANUP_EVERY_S",
         "OFFLOAD_STEPS",

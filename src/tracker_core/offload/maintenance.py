@@ -22,6 +22,7 @@ import shutil
 import threading
 import time
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,11 +32,15 @@ from tracker_core import keys as keyspace
 from tracker_core import limits as limits_mod
 from tracker_core import log_archive, redis_clock, scripts, stats
 from tracker_core import settings as settings_mod
+from tracker_core.offload.demand import RefillDemand, Refiller, write_watch
 from tracker_core.offload.lease import LEASE_MS, Lease, LeaseLost, default_holder
 from tracker_core.offload.segment_registry import DONE, QUEUES, STAGED_FIELD, OffloadError, source_key
 from tracker_core.offload.staging import STALE_FILE_S, cleanup_files, offload_one, recover, refill_one
 
 CLEANUP_EVERY_S = STALE_FILE_S
+# A project's own trouble (a full disk, a corrupt file, a refused script): reported for it, and
+# the maintainer goes on with the next; trouble with Redis itself propagates.
+PROJECT_ERRORS = (OSError, zstandard.ZstdError, scripts.ScriptError, OffloadError)
 STATS_EVERY_S = 60  # statistics upkeep (roll-ups, backlog samples) per project
 DONE_HIGH_DEFAULT = 100_000
 
@@ -86,6 +91,19 @@ class ProjectPass:
     now: float = field(default_factory=time.monotonic)
     report: dict = field(default_factory=lambda: {"offloaded": 0, "refilled": 0})
     by_queue: dict = field(default_factory=dict)  # queue -> {"offloaded"|"refilled": n}
+    demand: RefillDemand | None = None  # refill on demand (offload.demand); None: at low only
+
+    def refill_target(self, queue: str, size: int) -> int:
+        """The size QUEUE (now SIZE) is refilled up to: the low watermark, or with refill on
+        demand more while claims drain it fast (RefillDemand.target)."""
+        w = self.watermarks
+        if self.demand is None:
+            return w.low
+        return self.demand.target(self.k.project, queue, size, w.high, w.low, w.per_segment)
+
+    def queue_lock(self):
+        """Held around each segment refill: the refiller thread refills this project too."""
+        return nullcontext() if self.demand is None else self.demand.lock(self.k.project)
 
     def add(self, what: str, n: int) -> None:
         if n:
@@ -98,6 +116,8 @@ class ProjectPass:
             self.by_queue.setdefault(queue, {}).setdefault(what, 0)
             self.by_queue[queue][what] += n
             self.report[what] += n
+            if self.demand is not None:  # its drain meter must not count our own moves
+                self.demand.moved(self.k.project, queue, n if what == "refilled" else -n)
 
 
 Step = Callable[[ProjectPass], None]
@@ -137,6 +157,7 @@ def balance_queues(p: ProjectPass) -> None:
                 _offload_excess(p, queue, excess)
             else:
                 _refill_below_low(p, queue, skip)
+        _write_watch(p, skip)
         if skip:
             p.report["unreadable_segments"] = sorted(skip)
     finally:  # what moved before a lost lease still counts
@@ -155,13 +176,41 @@ def _offload_excess(p: ProjectPass, queue: str, excess: int) -> None:
 
 
 def _refill_below_low(p: ProjectPass, queue: str, skip: set) -> None:
-    """Refill QUEUE from its own segments while below the low watermark (all, with high 0)."""
+    """Refill QUEUE from its own segments while below its target (all, with high 0): the low
+    watermark, or more while claims drain it fast (ProjectPass.refill_target). The check and
+    the refill of each segment hold the queue lock, so the pass and the refiller thread never
+    both refill a queue past its target (or one delete the file the other reads)."""
     key = source_key(p.k, queue)
-    while p.watermarks.high == 0 or p.client.scard(key) < p.watermarks.low:
-        n = refill_one(p.client, p.k, p.directory, p.lease, queue, skip)
-        if n < 0:
-            break
-        p.moved(queue, "refilled", n)
+    while True:
+        with p.queue_lock():
+            if p.watermarks.high > 0:
+                size = p.client.scard(key)
+                if size >= p.refill_target(queue, size):
+                    break
+            n = refill_one(p.client, p.k, p.directory, p.lease, queue, skip)
+            if n < 0:
+                break
+            p.moved(queue, "refilled", n)
+
+
+def _write_watch(p: ProjectPass, skip: set) -> None:
+    """With refill on demand, tell claims at which queue sizes to ask for the next refill (the
+    queues whose readable segments wait, at their least target; offload.demand)."""
+    if p.demand is not None:
+        with p.queue_lock():
+            w = p.watermarks
+            write_watch(p.client, p.k, p.lease, p.demand.watch(p.client, p.k, w.high, w.low, skip))
+
+
+def refill_queues(p: ProjectPass, skip: set) -> None:
+    """Refill each shared queue to its target, then write the watch again: what the refiller
+    runs when a project's claims ask (offloading, which a pass does, may fsync for long). SKIP:
+    segments known unreadable, and those found so now."""
+    for queue in QUEUES:
+        _refill_below_low(p, queue, skip)
+    _write_watch(p, skip)
+    if skip:
+        p.report["unreadable_segments"] = sorted(skip)
 
 
 def offload_done(p: ProjectPass) -> None:
@@ -277,6 +326,7 @@ class Maintainer:
         self.leases: dict[str, Lease] = {}
         self.unreadable: dict[str, list] = {}  # logged once, not every pass
         self.warned: dict[str, dict | None] = {}  # offload warnings, logged once too
+        self.demand = RefillDemand()  # refill on demand: drain meters, targets, queue locks
 
     def _lease(self, project: str) -> Lease:
         if project not in self.leases:
@@ -304,6 +354,7 @@ class Maintainer:
             finally:
                 lease.release()
                 self.leases.pop(project, None)
+                self.demand.forget(project)
         return removed
 
     def pass_once(self) -> dict:
@@ -317,7 +368,7 @@ class Maintainer:
         for project in sorted(self.client.smembers(keyspace.PROJECTS)):
             try:
                 report[project] = self._project(project)
-            except (OSError, zstandard.ZstdError, scripts.ScriptError, OffloadError) as exc:
+            except PROJECT_ERRORS as exc:
                 report[project] = {"error": f"{type(exc).__name__}: {exc}".splitlines()[0]}
         return report
 
@@ -338,11 +389,32 @@ class Maintainer:
             classified_ages=self.classified_ages if self.reclassify else None,
             stats_at=self.stats_at if self.stats_upkeep else None,
             now=now,
+            demand=self.demand,
         )
         report = run_steps(p, STEPS)
         if cleanup:
             self.cleaned_at[project] = now
         return report
+
+    def refill_now(self, project: str) -> dict | None:
+        """What the refiller runs when PROJECT's claims ask (offload.demand): its queues refilled
+        to their targets and the watch written again, under its lease. None when another
+        maintainer holds the lease (the message reached it too); a project's own trouble is
+        logged and reported under "error", as a pass reports it."""
+        lease = self._lease(project)
+        if not lease.take():
+            return None
+        k = keyspace.ProjectKeys(project)
+        watermarks = Watermarks.read(self.client, k)
+        p = ProjectPass(self.client, k, self.directory, lease, watermarks, demand=self.demand)
+        try:
+            refill_queues(p, set(self.unreadable.get(project, ())))
+        except LeaseLost:
+            p.report["lease_lost"] = True
+        except PROJECT_ERRORS as exc:
+            p.report["error"] = f"{type(exc).__name__}: {exc}".splitlines()[0]
+            self.log(f"{project}: refill on demand: {p.report['error']}")
+        return p.report
 
     def run(
         self,
@@ -358,6 +430,10 @@ class Maintainer:
         """
         stop = stop or threading.Event()
         failures = made = 0
+        # Claims ask for refills between passes (offload.demand): a thread of its own waits
+        # on them, so a pass busy writing files delays no refill.
+        refiller_stop = threading.Event()
+        refiller = Refiller(self.client, self.refill_now, refiller_stop).start()
         try:
             while not stop.is_set():
                 try:
@@ -374,6 +450,8 @@ class Maintainer:
                     break
                 stop.wait(delay)
         finally:
+            refiller_stop.set()  # before the leases go: it may be refilling under one
+            refiller.thread.join(timeout=10)
             self.release()
 
     def log_report(self, report: dict) -> None:
