@@ -12,8 +12,10 @@ its files:
 - an older one is served too, once the renderer has been asked for a new one (one datagram on a
   Unix socket) and given FRESH_WAIT_S to write it: small aggregates come back fresh, big ones
   (hundreds of projects) a render old;
-- with none (the first ask of that key, or only a file past STALE_S), the worker asks and waits
-  up to COLD_WAIT_S, then answers 503 with ``Retry-After: 1`` ("being prepared"). The renderer
+- with none (the first ask of that key, or only a file past STALE_S), the worker asks; a
+  stats.json it answers itself, INLINE_PER_S a second at most (one project's figures: their cost
+  does not grow with the number of projects); otherwise it waits up to COLD_WAIT_S, then answers
+  503 with ``Retry-After: 1`` ("being prepared"). The renderer
   renders the front page, projects.json and /metrics when it starts, and the workers wait for
   those before they take their first connection, so those are never cold.
 
@@ -68,6 +70,11 @@ FRESH_WAIT_S = 0.01  # for a new render of a file past max_age_s (it is served i
 COLD_WAIT_S = 0.05  # for a first render, with nothing to serve meanwhile
 COLD_BUDGET_S = 0.05  # all such waits of one worker in one second
 COLD_POLL_S = 0.001
+# A first ask of a stats.json (one project's figures: its cost follows that project, not the
+# number of projects) is answered by the worker itself this often; past it, it waits for the
+# renderer. A flood of new parameters (downloader=) costs a worker at most this many a second.
+INLINE_PER_S = 2.0
+INLINE_BURST = 4.0
 BYTES_PER_S = 32 << 20  # of rendered answers one worker sends a second; past it 429
 WARM_WAIT_S = 10.0  # what a starting worker gives the renderer's first renders
 MAX_KEY_CHARS = 1024
@@ -287,7 +294,8 @@ class ColdBudget:
 
 
 class ByteBudget:
-    """Bytes one worker may send of rendered answers: RATE a second, up to BURST saved."""
+    """A token bucket: RATE a second, up to BURST saved (bytes of rendered answers one worker
+    may send; renders it may make itself)."""
 
     def __init__(self, rate: float = BYTES_PER_S, burst: float = BYTES_PER_S, clock=time.monotonic):
         self.rate, self.burst, self.clock = rate, burst, clock
@@ -316,6 +324,7 @@ class PublicCache:
         self.public_url = public_url
         self.budget = ColdBudget()
         self.bytes = ByteBudget()
+        self.inline = ByteBudget(INLINE_PER_S, INLINE_BURST)  # a token bucket of renders
 
     def answer(self, environ, start_response) -> list | None:
         """Answer ENVIRON from a rendered file, or None: the app answers it."""
@@ -330,8 +339,11 @@ class PublicCache:
         if len(key) > MAX_KEY_CHARS:
             entry = _refusal("414 URI Too Long", "query too long for a statistics request")
         else:
+            entry = self.lookup(key, inline_allowed=template == STATS_TEMPLATE)
+            if entry is INLINE:
+                return None  # the app answers it, counted by its own middleware
             entry = (
-                self.lookup(key)
+                entry
                 or self._stand_in(key)
                 or _refusal("503 Service Unavailable", "being prepared, retry in a second", retry_after=True)
             )
@@ -352,18 +364,23 @@ class PublicCache:
             return None
         return self.store.read(fallback)
 
-    def lookup(self, key: str) -> Entry | None:
+    def lookup(self, key: str, inline_allowed: bool = False) -> Entry | None:
         """KEY's answer: fresh; else a render is asked for and waited for a moment (FRESH_WAIT_S,
         or COLD_WAIT_S with nothing to show), within the worker's budget; else what there is
-        (a file older than STALE_S still beats a 503); None with nothing."""
+        (a file older than STALE_S still beats a 503); None with nothing. With nothing to show
+        and INLINE_ALLOWED (a route whose cost does not grow with the number of projects), INLINE
+        while the worker's allowance lasts: it answers this one itself."""
         entry = self.store.read(key)
         if entry is not None:
             age = time.monotonic() - entry.rendered_at
             if age <= self.max_age_s:
                 return entry
-        if not self.store.ask(key):
-            return entry
+        asked = self.store.ask(key)
         usable = entry is not None and age <= STALE_S
+        if not usable and inline_allowed and self.inline.take(1):
+            return INLINE
+        if not asked:
+            return entry
         wait_s = min(FRESH_WAIT_S if usable else COLD_WAIT_S, self.budget.left())
         started = time.monotonic()
         deadline = started + wait_s
@@ -376,6 +393,9 @@ class PublicCache:
         finally:
             self.budget.spend(time.monotonic() - started)
         return entry
+
+
+INLINE = Entry("", [], b"", 0.0, ())  # lookup's answer: the worker answers this one itself
 
 
 def _refusal(status: str, reason: str, retry_after: bool = False) -> Entry:

@@ -135,7 +135,6 @@ def _renderer(sockets, redis_url: str, config: AppConfig) -> None:
     """The process that renders anonymous aggregates for the workers (tracker_api.public_cache)."""
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    processes.name_process(public_cache.PROCESS_NAME)
     for sock in set(sockets):  # it serves no connection: the listening sockets are the workers'
         sock.close()
     engine = make_engine(redis_url, config)
@@ -194,7 +193,9 @@ def serve(
         supervisor.add(
             "renderer",
             request_metrics.marking_dead(
-                lambda: processes.fork(lambda: _renderer(sockets, redis_url, config))
+                lambda: processes.fork(
+                    lambda: _renderer(sockets, redis_url, config), name=public_cache.PROCESS_NAME
+                )
             ),
             processes.Backoff(**WORKER_BACKOFF),
         )

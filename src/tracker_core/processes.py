@@ -327,13 +327,25 @@ def _running(pid: int) -> bool:
     return alive(pid)
 
 
-def fork(target: Callable[[], object], die_with_parent_sig: int = signal.SIGKILL) -> int:
+def fork(
+    target: Callable[[], object], die_with_parent_sig: int = signal.SIGKILL, name: str | None = None
+) -> int:
     """Run TARGET in a forked child that exits when TARGET returns or its parent dies; its pid.
 
     The child never returns into the caller's code (os._exit, no atexit or finally of the parent's).
+    NAME (at most 15 bytes) is the child's /proc/PID/comm from its first instant: the parent takes
+    it for the fork and takes its own back, so nobody listing the children sees the child unnamed
+    (a child not yet scheduled runs nothing of its own for milliseconds on a busy machine).
     """
     parent = os.getpid()
-    pid = os.fork()
+    own_name = process_name(parent) if name else ""
+    if name:
+        name_process(name)
+    try:
+        pid = os.fork()
+    finally:
+        if name and os.getpid() == parent:
+            name_process(own_name)
     if pid:
         return pid
     code = 0

@@ -160,6 +160,7 @@ def test_the_renderer_answers_asks_and_renders_each_key_once_per_max_age(engine,
     renderer = Renderer(store, app, max_age_s=60)
     renderer.bind()
     cache = PublicCache(store, engine, Seen(), max_age_s=60)
+    cache.inline = public_cache.ByteBudget(0, 0)  # every first ask waits for the renderer
     stop = threading.Event()
 
     def serve():
@@ -185,6 +186,7 @@ def test_the_renderer_answers_asks_and_renders_each_key_once_per_max_age(engine,
 
 def test_a_key_past_its_bound_is_refused_with_414(engine, listed, store):
     cache = PublicCache(store, engine, Seen())
+    cache.inline = public_cache.ByteBudget(0, 0)
     got = []
     cache.answer(environ("/alpha/stats.json", "downloader=" + "x" * 2000), lambda s, h: got.append(s))
     assert got == ["414 URI Too Long"]
@@ -256,3 +258,18 @@ def test_projects_json_for_a_host_not_rendered_yet_is_the_one_for_no_host_not_a_
     body = cache.answer(environ("/projects.json", Host="new.example"), lambda s, h: got.append(s))
     assert got == ["200 OK"] and body == [store.read(public_cache.projects_key(None, "")).body]
     assert b"new.example" not in body[0]
+
+
+def test_a_first_stats_json_is_answered_by_the_worker_so_often_and_then_waits(engine, listed, store):
+    cache = PublicCache(store, engine, Seen())
+    statuses = []
+    for n in range(int(public_cache.INLINE_BURST) + 1):
+        got = cache.answer(environ("/alpha/stats.json", f"downloader=d{n}"), lambda s, h: statuses.append(s))
+        statuses.append("app" if got is None else "cache")
+    # The burst answered by the app itself (None: the caller hands it on), then a 503 to retry.
+    assert statuses[: int(public_cache.INLINE_BURST)] == ["app"] * int(public_cache.INLINE_BURST)
+    assert statuses[-2:] == ["503 Service Unavailable", "cache"]
+    # Whole-tracker aggregates are never answered by the worker: they wait for the renderer.
+    got = []
+    cache.answer(environ("/metrics"), lambda s, h: got.append(s))
+    assert got[0].startswith("503")

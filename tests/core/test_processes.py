@@ -274,3 +274,15 @@ def test_supervisor_run_stops_on_request_from_a_signal_handler():
         signal.signal(signal.SIGALRM, previous)
     assert time.monotonic() - started < 5
     assert not processes.alive(child)
+
+
+def test_a_named_fork_is_named_from_its_first_instant_and_the_parent_keeps_its_name():
+    own = processes.process_name(os.getpid())
+    pid = processes.fork(lambda: time.sleep(5), name="tracker-test")
+    try:
+        # Read at once: the child may not have run a single instruction of its own yet.
+        assert processes.process_name(pid) == "tracker-test"
+        assert processes.process_name(os.getpid()) == own
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)

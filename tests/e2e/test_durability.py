@@ -8,7 +8,7 @@ import time
 import orjson
 import pytest
 
-from support.processes import start_live_server, stop_live_server
+from support.processes import start_live_server, stop_live_server, worker_pids
 from tracker_core.admin import census, projects
 from tracker_core.admin import items as item_verbs
 from tracker_core.admin.context import AdminContext
@@ -56,10 +56,8 @@ def test_killed_worker_is_replaced_and_loses_nothing(admin, redis_url, r):
         status, body = post("/dur/multi=10//request", {"downloader": "alice", "api_version": "2"})
         names = orjson.loads(body)["item_name"]
         assert post("/dur/done", {"downloader": "alice", "item": names}) == (200, b"OK")
-        children_file = f"/proc/{server.process.pid}/task/{server.process.pid}/children"
-
         def workers():
-            return {int(p) for p in open(children_file).read().split()}
+            return set(worker_pids(server.process.pid))
 
         killed = next(iter(workers()))
         os.kill(killed, signal.SIGKILL)
