@@ -282,3 +282,30 @@ def test_the_pass_and_the_refiller_never_overfill_nor_lose_an_item(project, admi
     assert max(sizes) <= 200, "two refills of one queue at once would pass offload_high"
     assert "unreadable_segments" not in maintainer.pass_once()[P]
     maintainer.release()
+
+
+def test_a_registry_read_before_a_refill_elsewhere_still_refills_each_segment_once(
+    project, admin, r, tmp_path
+):
+    # The refiller reads the registry once and hands it to refill_one for each segment: one
+    # that went meanwhile (refilled by another caller, exported) is neither refilled twice nor
+    # taken for unreadable because its file is gone.
+    projects.set_settings(admin, P, SMALL)
+    lease = offload.Lease(r, K, "node-a")
+    assert lease.take()
+    offload.maintain_project(r, P, tmp_path, lease=lease)
+    sources = offload.segment_sources(r, K)
+    oldest, second = sorted(sources)[:2]
+    assert offload.refill_one(r, K, tmp_path, lease) == 100  # the oldest, behind the reader's back
+    skip: set = set()
+    assert offload.refill_one(r, K, tmp_path, lease, skip=skip, sources=sources) == 100
+    assert oldest not in sources and second not in sources and skip == set()
+    assert sources == offload.segment_sources(r, K)
+    each_once(r, tmp_path)
+    # Unregistered with its file still there (as an export leaves it): the refill script says
+    # so, and the registry is read again.
+    third, fourth = sorted(sources)[:2]
+    r.hdel(K.segments, third)
+    assert offload.refill_one(r, K, tmp_path, lease, skip=skip, sources=sources) == 100
+    assert third not in sources and fourth not in sources and skip == set()
+    assert sources == offload.segment_sources(r, K)

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 
 from tracker_core import keys as keyspace
 from tracker_core import reply_codes, script_calls
-from tracker_core.offload.segment_registry import QUEUES, segment_sources
+from tracker_core.offload.segment_registry import QUEUES
 from tracker_core.script_constants import REFILL_WATCH_FIELD
 
 READ_AHEAD_S = 2.0  # seconds of the measured drain a queue is refilled ahead (up to its ceiling)
@@ -135,13 +135,16 @@ class RefillDemand:
         if meter is not None:
             meter.moved(n)
 
-    def watch(self, client, k: keyspace.ProjectKeys, high: int, low: int, skip: set) -> Watch:
-        """What claims of K should ask at: the queues with segments waiting (SKIP: segments
-        whose file cannot be read, which no refill brings back), and their least target. None
-        while offloading is off (high 0): every pass refills every segment then."""
+    def watch(
+        self, k: keyspace.ProjectKeys, sources: dict[int, str], high: int, low: int, skip: set
+    ) -> Watch:
+        """What claims of K should ask at: the queues with segments waiting (SOURCES, the
+        registry, less SKIP: segments whose file cannot be read, which no refill brings back),
+        and their least target. None while offloading is off (high 0): every pass refills
+        every segment then."""
         if high == 0:
             return Watch(0, ())
-        waiting = {q for n, q in segment_sources(client, k).items() if q in QUEUE_BITS and n not in skip}
+        waiting = {q for n, q in sources.items() if q in QUEUE_BITS and n not in skip}
         queues = tuple(q for q in QUEUES if q in waiting)
         below = min((self.targets.get((k.project, q), low) for q in queues), default=0)
         return Watch(below, queues)

@@ -34,7 +34,14 @@ from tracker_core import log_archive, redis_clock, scripts, stats
 from tracker_core import settings as settings_mod
 from tracker_core.offload.demand import RefillDemand, Refiller, write_watch
 from tracker_core.offload.lease import LEASE_MS, Lease, LeaseLost, default_holder
-from tracker_core.offload.segment_registry import DONE, QUEUES, STAGED_FIELD, OffloadError, source_key
+from tracker_core.offload.segment_registry import (
+    DONE,
+    QUEUES,
+    STAGED_FIELD,
+    OffloadError,
+    segment_sources,
+    source_key,
+)
 from tracker_core.offload.staging import STALE_FILE_S, cleanup_files, offload_one, recover, refill_one
 
 CLEANUP_EVERY_S = STALE_FILE_S
@@ -175,11 +182,12 @@ def _offload_excess(p: ProjectPass, queue: str, excess: int) -> None:
         excess -= n
 
 
-def _refill_below_low(p: ProjectPass, queue: str, skip: set) -> None:
+def _refill_below_low(p: ProjectPass, queue: str, skip: set, sources: dict | None = None) -> None:
     """Refill QUEUE from its own segments while below its target (all, with high 0): the low
     watermark, or more while claims drain it fast (ProjectPass.refill_target). The check and
     the refill of each segment hold the queue lock, so the pass and the refiller thread never
-    both refill a queue past its target (or one delete the file the other reads)."""
+    both refill a queue past its target (or one delete the file the other reads). SOURCES:
+    the registry as read by the caller (see staging.refill_one), else read for each segment."""
     key = source_key(p.k, queue)
     while True:
         with p.queue_lock():
@@ -187,28 +195,34 @@ def _refill_below_low(p: ProjectPass, queue: str, skip: set) -> None:
                 size = p.client.scard(key)
                 if size >= p.refill_target(queue, size):
                     break
-            n = refill_one(p.client, p.k, p.directory, p.lease, queue, skip)
+            n = refill_one(p.client, p.k, p.directory, p.lease, queue, skip, sources)
             if n < 0:
                 break
             p.moved(queue, "refilled", n)
 
 
-def _write_watch(p: ProjectPass, skip: set) -> None:
+def _write_watch(p: ProjectPass, skip: set, sources: dict | None = None) -> None:
     """With refill on demand, tell claims at which queue sizes to ask for the next refill (the
-    queues whose readable segments wait, at their least target; offload.demand)."""
+    queues whose readable segments wait, at their least target; offload.demand). SOURCES: the
+    registry as the caller keeps it, else read here."""
     if p.demand is not None:
         with p.queue_lock():
             w = p.watermarks
-            write_watch(p.client, p.k, p.lease, p.demand.watch(p.client, p.k, w.high, w.low, skip))
+            sources = segment_sources(p.client, p.k) if sources is None else sources
+            write_watch(p.client, p.k, p.lease, p.demand.watch(p.k, sources, w.high, w.low, skip))
 
 
 def refill_queues(p: ProjectPass, skip: set) -> None:
     """Refill each shared queue to its target, then write the watch again: what the refiller
     runs when a project's claims ask (offloading, which a pass does, may fsync for long). SKIP:
-    segments known unreadable, and those found so now."""
+    segments known unreadable, and those found so now. The registry is read once and only the
+    queues with segments waiting are looked at: under load each call to Redis on the way delays
+    the refill a claim waits for by milliseconds."""
+    sources = segment_sources(p.client, p.k)
     for queue in QUEUES:
-        _refill_below_low(p, queue, skip)
-    _write_watch(p, skip)
+        if queue in sources.values():
+            _refill_below_low(p, queue, skip, sources)
+    _write_watch(p, skip, sources)
     if skip:
         p.report["unreadable_segments"] = sorted(skip)
 
@@ -327,6 +341,7 @@ class Maintainer:
         self.unreadable: dict[str, list] = {}  # logged once, not every pass
         self.warned: dict[str, dict | None] = {}  # offload warnings, logged once too
         self.demand = RefillDemand()  # refill on demand: drain meters, targets, queue locks
+        self.watermarks: dict[str, Watermarks] = {}  # as the last pass read them
 
     def _lease(self, project: str) -> Lease:
         if project not in self.leases:
@@ -354,6 +369,7 @@ class Maintainer:
             finally:
                 lease.release()
                 self.leases.pop(project, None)
+                self.watermarks.pop(project, None)
                 self.demand.forget(project)
         return removed
 
@@ -379,12 +395,13 @@ class Maintainer:
         if not lease.take():
             return {"lease": "held elsewhere"}
         k = keyspace.ProjectKeys(project)
+        self.watermarks[project] = Watermarks.read(self.client, k)
         p = ProjectPass(
             self.client,
             k,
             self.directory,
             lease,
-            Watermarks.read(self.client, k),
+            self.watermarks[project],
             cleanup=cleanup,
             classified_ages=self.classified_ages if self.reclassify else None,
             stats_at=self.stats_at if self.stats_upkeep else None,
@@ -402,10 +419,14 @@ class Maintainer:
         maintainer holds the lease (the message reached it too); a project's own trouble is
         logged and reported under "error", as a pass reports it."""
         lease = self._lease(project)
-        if not lease.take():
+        try:  # renewed only once a third of it has passed: a call fewer before the refill
+            lease.keep()
+        except LeaseLost:
             return None
         k = keyspace.ProjectKeys(project)
-        watermarks = Watermarks.read(self.client, k)
+        # The last pass's reading (at most an interval old; a refill stays under offload_high),
+        # again a call fewer before the refill.
+        watermarks = self.watermarks.get(project) or Watermarks.read(self.client, k)
         p = ProjectPass(self.client, k, self.directory, lease, watermarks, demand=self.demand)
         try:
             refill_queues(p, set(self.unreadable.get(project, ())))

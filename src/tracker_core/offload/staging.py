@@ -147,21 +147,22 @@ def refill_one(
     lease: Lease | None = None,
     queue: str = "todo",
     skip: set | None = None,
+    sources: dict[int, str] | None = None,
 ) -> int:
     """Put QUEUE's oldest readable segment back into QUEUE; return its items (-1: none left).
 
     Segments whose file is missing or unreadable are added to SKIP (and left registered, still
     counted, for an admin to look at), so one bad file does not stop the refill of the others.
+    SOURCES: the registry as the caller last read it (segment_sources), kept right here (the
+    refilled segment leaves it), so a caller refilling several saves reading it for each; a
+    segment registered since is then found by the caller's next read.
     """
     lease = held_or_taken(client, k, lease)
     skip = set() if skip is None else skip
+    known = segment_sources(client, k) if sources is None else sources
     passed: set = set()
     while True:
-        numbers = sorted(
-            n
-            for n, q in segment_sources(client, k).items()
-            if q == queue and n not in skip and n not in passed
-        )
+        numbers = sorted(n for n, q in known.items() if q == queue and n not in skip and n not in passed)
         if not numbers:
             return -1
         number = numbers[0]
@@ -169,7 +170,10 @@ def refill_one(
         try:
             items = read_segment(path)
         except UNREADABLE:
-            skip.add(number)
+            if client.hexists(k.segments, number):
+                skip.add(number)
+            else:  # refilled or exported since SOURCES was read: gone, not unreadable
+                known.pop(number, None)
             continue
         lease.keep()
         refilled = lease.checked(
@@ -185,9 +189,13 @@ def refill_one(
         )
         if refilled >= 0:
             path.unlink(missing_ok=True)
+            known.pop(number, None)
             return refilled
         if refilled == Refill.BAD_COUNT:
             skip.add(number)
         elif refilled == Refill.WRONG_SOURCE:  # not this queue's after all: leave it to its own
             passed.add(number)
-        # NOT_REGISTERED: exported or refilled meanwhile, so no longer listed; look again
+        else:  # NOT_REGISTERED: exported or refilled meanwhile; read the registry again
+            fresh = segment_sources(client, k)
+            known.clear()
+            known.update(fresh)
