@@ -125,7 +125,8 @@ def _last_done(story: dict) -> str:
     if not story["done"]:
         return "-"
     last = story["done"][-1]
-    when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(last["at"] / 1000)) if last["at"] else "?"
+    at = last["at"]  # an int as the done script writes it; anything else (hand-made) is not shown
+    when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at / 1000)) if type(at) is int else "?"
     more = f" (+{len(story['done']) - 1})" if len(story["done"]) > 1 else ""
     return f"{last['downloader']},{when},{last['bytes']}B{more}"
 
