@@ -42,6 +42,7 @@ from tracker_core.admin import (
 from tracker_core.admin import claims as claim_verbs
 from tracker_core.admin.context import AdminContext
 from tracker_core.admin.errors import AdminError, BadInput
+from tracker_core.item_story import STORY_BUDGET_S
 from tracker_core.tokens import MAX_NOTE
 
 MAX_JSON_BYTES = 1 << 20
@@ -452,7 +453,7 @@ def item_story(c: Call):
     name = c.str_param("name", None, checks.MAX_ITEM_CHARS)
     if name is None:
         raise BadInput("give the item's name: ?name=NAME, percent-encoded")
-    return items.story(c.ctx, c.project, c.api.segments_dir, [name])[0]
+    return items.story(c.ctx, c.project, c.api.segments_dir, [name], STORY_BUDGET_S)[0]
 
 
 def redo_items(c: Call):

@@ -19,7 +19,8 @@ project's size. An admin's answer adds what costs more or is private:
 - ``seen``: whether the project's Bloom filter has seen the name (found nowhere and not seen:
   never queued here, or queued by a backfeed dedup key other than its whole name);
 - ``unread``: one line per place that could not be read here (a segment file missing or
-  corrupt, a done-log file this node does not see), so a partial answer says so.
+  corrupt, a done-log file this node does not see) or in the time allowed (the admin API and
+  pages stop after STORY_BUDGET_S), so a partial answer says so.
 
 Several names share one pass over the segment files and one over the done log (``stories``).
 Reading is not one atomic step: a segment refilled or exported during the search is noticed
@@ -28,6 +29,7 @@ Reading is not one atomic step: a segment refilled or exported during the search
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import orjson
@@ -38,25 +40,38 @@ from tracker_core import keys as keyspace
 
 ADMIN_FIELDS = ("ip", "rounds", "limit_rule", "done", "seen", "unread")
 OWNERS_BATCH = 1000  # own queues looked in per pipeline, past the public answer's cap
+# What the admin API and pages spend on one lookup at most (reading, not counting Redis's own
+# queues): a story of a project of 50 million names on disk takes about 9 s in all.
+STORY_BUDGET_S = 3.0
+EVERYTHING = "tracker items status reads everything"
 
 
 class UnknownProject(LookupError):
     pass
 
 
-def stories(conn, k: keyspace.ProjectKeys, directory: Path, names: list[str]) -> list[dict]:
-    """The admin answer for each of NAMES (in order, each with its "item"); UnknownProject."""
+def stories(
+    conn, k: keyspace.ProjectKeys, directory: Path, names: list[str], budget_s: float | None = None
+) -> list[dict]:
+    """The admin answer for each of NAMES (in order, each with its "item"); UnknownProject.
+
+    With BUDGET_S (the admin API and pages: a worker that serves warriors waits meanwhile), the
+    done log and then the segment files are read for about that long at most, and what was left
+    unread is said in "unread"; without it (the CLI) everything is read."""
+    deadline = None if budget_s is None else time.monotonic() + budget_s
     owners = item_status.Owners()
     found = _read_all(conn, k, names, owners)
     answers = {name: _answer(conn, k, name, f) for name, f in found.items()}
     unread: list[str] = []
     _own_queues(conn, k, answers, found)
-    _segments(conn, k, Path(directory), answers, found, owners, unread)
     try:
-        done = log_archive.naming(conn, k, Path(directory), list(answers))
+        done, stopped = log_archive.naming(conn, k, Path(directory), list(answers), deadline)
     except log_archive.LogUnreadable as exc:
         unread.append(str(exc))
-        done = {}
+        done, stopped = {}, None
+    if stopped is not None:
+        unread.append(f"the done log after entry {stopped} ({budget_s:g} s spent; {EVERYTHING})")
+    _segments(conn, k, Path(directory), answers, found, owners, unread, deadline)
     discard = conn.hget(k.settings, "done_mode") == "discard"
     nowhere = [name for name, answer in answers.items() if answer["status"] is None]
     seen = dict(zip(nowhere, bloom.seen_by(conn, k, [script_calls.wire(n) for n in nowhere])))
@@ -139,17 +154,20 @@ def read_names(path: Path) -> bytes:
         return b"\0" + zstandard.ZstdDecompressor().stream_reader(f).read() + b"\0"
 
 
-def _segments(conn, k, directory: Path, answers: dict, found: dict, owners, unread: list) -> None:
-    """Find the names found nowhere in Redis in the project's segment files."""
+def _segments(conn, k, directory: Path, answers, found, owners, unread: list, deadline=None) -> None:
+    """Find the names found nowhere in Redis in the project's segment files (until DEADLINE)."""
     wanted = {n: f for n, f in found.items() if answers[n]["status"] is None and f.segments}
     if not wanted:
         return
     for _attempt in range(3):
         sources = offload.segment_sources(conn, k)
         left = {n: b"\0" + n.encode("utf-8", "surrogateescape") + b"\0" for n in wanted}
-        hits, missing = {}, []
-        for number in sorted(sources):
+        hits, missing, skipped = {}, [], 0
+        for at, number in enumerate(sorted(sources)):
             if not left:
+                break
+            if deadline is not None and time.monotonic() > deadline:
+                skipped = len(sources) - at
                 break
             try:
                 data = read_names(offload.segment_path(directory, k.project, number))
@@ -160,7 +178,7 @@ def _segments(conn, k, directory: Path, answers: dict, found: dict, owners, unre
                 if needle in data:
                     hits[name] = number
                     del left[name]
-        if offload.segment_sources(conn, k) == sources:
+        if skipped or offload.segment_sources(conn, k) == sources:
             break
         # A segment came back (refill) or left (export) meanwhile: its names may be in Redis
         # now; read them again there and search once more for those still found nowhere.
@@ -175,7 +193,9 @@ def _segments(conn, k, directory: Path, answers: dict, found: dict, owners, unre
         answers[name].update(status="offloaded", queue=sources[number], segment=number, maybe=[])
     for number, exc in missing:
         unread.append(f"segment {number}: {exc}".splitlines()[0])
-    if not missing:  # every file was searched: a name found in none is in none
+    if skipped and left:
+        unread.append(f"{skipped} of {len(sources)} segment files not searched (time spent; {EVERYTHING})")
+    if not missing and not (skipped and left):  # every file was searched: a name in none is in none
         for name in left:
             answers[name]["maybe"] = [m for m in answers[name]["maybe"] if m != "offloaded"]
 

@@ -493,15 +493,21 @@ def export(
     return written
 
 
-def naming(client, k: keyspace.ProjectKeys, directory: Path, names) -> dict[str, list[dict]]:
+def naming(
+    client, k: keyspace.ProjectKeys, directory: Path, names, deadline: float | None = None
+) -> tuple[dict[str, list[dict]], str | None]:
     """Every done entry that names each of NAMES, oldest first: one pass over the whole done
-    log (segment files skipped whole, at C speed, when they cannot name one)."""
+    log (segment files skipped whole, at C speed, when they cannot name one). Past DEADLINE
+    (time.monotonic()) the pass stops: the second value is then the last entry id read."""
     wanted = Wanted(names)
     found: dict[str, list[dict]] = {name: [] for name in wanted.names}
-    for _entry_id, rec in entries(client, k, directory, "done", wanted=wanted):
-        for name in wanted.named("done", rec):
-            found[name].append(rec)
-    return found
+    for entry_id, rec, _looked_at in _scan(client, k, directory, "done", None, None, wanted):
+        if rec is not None:
+            for name in wanted.named("done", rec):
+                found[name].append(rec)
+        if deadline is not None and time.monotonic() > deadline:
+            return found, entry_id
+    return found, None
 
 
 def page(

@@ -86,3 +86,25 @@ def test_an_item_filtered_log_page_is_bounded_and_goes_on_from_its_cursor(
     assert [e["downloader"] for e in found] == ["bob"] and found[0]["items"] == [URL]
     assert pages == 5  # three files one by one, the stream's entry, then an empty last page
     assert log_archive.page(r, K, tmp_path, item=URL)["entries"] == found
+
+
+def test_a_story_with_a_budget_says_what_it_left_unread(project, admin, engine, r, tmp_path):
+    """The admin API and pages read for STORY_BUDGET_S at most (a worker serving warriors waits
+    meanwhile): what was left is named in "unread", and "maybe" stays; the CLI reads it all."""
+    names = [f"{URL}&n={i}" for i in range(20)]
+    items.add(admin, P, names, queue="backfeed")
+    projects.set_settings(admin, P, {"offload_high": "10", "offload_low": "5", "offload_segment_items": "5"})
+    assert offload.maintain_project(r, P, tmp_path)["offloaded"] == 10
+    for n in range(3):  # done-log entries in Redis
+        items.add(admin, P, [f"{URL}&done={n}"])
+        _, claimed = engine.claim(P, "alice", "10.0.0.1", 1)
+        engine.done(P, "alice", "1", claimed, ["example.org", 10], "id")
+    on_disk = sorted(set(names) - r.smembers(K.backfeed))[-1]
+    (hurried,) = items.story(admin, P, tmp_path, [on_disk], budget_s=0)
+    assert (hurried["status"], hurried["maybe"]) == (None, ["offloaded"])
+    assert [line.split(" (")[0] for line in hurried["unread"]] == [
+        f"the done log after entry {r.xrange(K.log, count=1)[0][0]}",
+        "2 of 2 segment files not searched",
+    ]
+    (told,) = items.story(admin, P, tmp_path, [on_disk])
+    assert (told["status"], told["queue"], told["maybe"], told["unread"]) == ("offloaded", "backfeed", [], [])

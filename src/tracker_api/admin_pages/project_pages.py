@@ -19,7 +19,7 @@ from tracker_api.admin_pages.settings_form import (
 )
 from tracker_api.auth import GLOBAL, PROJECT
 from tracker_api.errors import Refused, admin_refusal
-from tracker_core import log_archive
+from tracker_core import item_story, log_archive
 from tracker_core import settings as settings_mod
 from tracker_core.admin import (
     backfeed,
@@ -214,7 +214,8 @@ class ProjectPages:
         name = req.get_param("name") or ""  # "lookup" in the page: render() takes "name" itself
         if not name:
             return {"lookup": "", "story": None}
-        return {"lookup": name, "story": items.story(self.admin, project, self.pages.segments_dir, [name])[0]}
+        told = items.story(self.admin, project, self.pages.segments_dir, [name], item_story.STORY_BUDGET_S)
+        return {"lookup": name, "story": told[0]}
 
     # POST
 

@@ -109,14 +109,15 @@ def status(ctx: AdminContext, project: str, names) -> list[dict]:
     return places
 
 
-def story(ctx: AdminContext, project: str, directory: Path, names) -> list[dict]:
+def story(ctx: AdminContext, project: str, directory: Path, names, budget_s: float | None = None) -> list[dict]:
     """Each of NAMES's whole story (tracker_core.item_story: where it is, segment files searched,
     every done of it in the done log, IPs and earlier rounds), with its name; at most
-    MAX_STORY_NAMES (they share one pass over the segment files and the done log)."""
+    MAX_STORY_NAMES (they share one pass over the segment files and the done log). BUDGET_S:
+    read for about that long at most, and say what was left."""
     k = ctx.keys(project)
     checks.some_items(names, MAX_STORY_NAMES)
     try:
-        return item_story.stories(ctx.conn, k, Path(directory), names)
+        return item_story.stories(ctx.conn, k, Path(directory), names, budget_s)
     except item_story.UnknownProject:
         raise NotFound(f"unknown project {project!r}") from None
 
