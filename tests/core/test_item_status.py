@@ -239,6 +239,12 @@ def test_cli_items_status_json_and_table(engine, r, clock, cli, ctx):
     assert rows[1].split()[:2] == ["todo", "todo"] and rows[1].endswith(URLS[0] + "&todo")
     assert rows[2].split()[:2] == ["todo", "limited:held"]
     assert rows[3].split()[0] == "-" and rows[3].endswith(URLS[0] + "&never")
+    # --public: exactly what GET /P/items/ITEM.json answers.
+    res = cli("items", "status", P, *names, "--json", "--public")
+    assert res.exit_code == 0, res.output
+    assert [json.loads(line) for line in res.output.splitlines()] == [
+        {"item": n, **expected[n]} for n in names
+    ]
 
 
 def test_cli_items_status_refuses_an_unknown_project_and_bad_names(cli, ctx):

@@ -134,9 +134,15 @@ def _last_done(story: dict) -> str:
 @items.command("status")
 @click.argument("slug")
 @click.argument("names", nargs=-1, required=True)
+@click.option(
+    "--public",
+    is_flag=True,
+    help="Only the public answer of GET /P/items/ITEM.json: Redis alone, no file read, no IP "
+    "(any number of names, at once).",
+)
 @segments_dir_option()
 @output.json_option
-def items_status(slug, names, segments_dir):
+def items_status(slug, names, public, segments_dir):
     """Where each item is and what happened to it: todo (queue, limit), out (holder, claims,
     IP), done (who, when, bytes: every done in the done log, archived files included), dead
     (its rounds), offloaded (the segment file that holds it: every segment file is searched).
@@ -144,10 +150,12 @@ def items_status(slug, names, segments_dir):
     --json: one object a line, the public answer of GET /P/items/ITEM.json with what only
     admins see (ip, rounds, limit_rule, done, seen, unread) and the item's name. At most 100
     names; they share one pass over the segment files and the done log."""
-    directory = globals_().segments_dir(segments_dir)
-    stories = items_verbs.story(context(), slug, directory, list(names))
+    if public:
+        places = items_verbs.status(context(), slug, list(names))
+    else:
+        places = items_verbs.story(context(), slug, globals_().segments_dir(segments_dir), list(names))
     if output.wants_json():
-        output.emit_rows(stories)
+        output.emit_rows(places)
         return
     rows = [
         {
@@ -155,11 +163,11 @@ def items_status(slug, names, segments_dir):
             "detail": _status_detail(p),
             "downloader": p["downloader"] or "-",
             "claims": "-" if p["claims"] is None else str(p["claims"]),
-            "done": _last_done(p),
+            **({} if public else {"done": _last_done(p)}),
             "item": p["item"],
         }
-        for p in stories
+        for p in places
     ]
     click.echo(output.columns(rows))
-    for line in stories[0]["unread"]:  # the same for every name: said once, on stderr
+    for line in [] if public else places[0]["unread"]:  # the same for every name: said once
         click.echo(f"not read here: {line}", err=True)
