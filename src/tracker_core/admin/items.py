@@ -109,7 +109,9 @@ def status(ctx: AdminContext, project: str, names) -> list[dict]:
     return places
 
 
-def story(ctx: AdminContext, project: str, directory: Path, names, budget_s: float | None = None) -> list[dict]:
+def story(
+    ctx: AdminContext, project: str, directory: Path, names, budget_s: float | None = None
+) -> list[dict]:
     """Each of NAMES's whole story (tracker_core.item_story: where it is, segment files searched,
     every done of it in the done log, IPs and earlier rounds), with its name; at most
     MAX_STORY_NAMES (they share one pass over the segment files and the done log). BUDGET_S:
