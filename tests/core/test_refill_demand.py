@@ -12,6 +12,9 @@ from tracker_core import keys as keyspace
 from tracker_core import offload, scripts
 from tracker_core.admin import items as item_verbs
 from tracker_core.admin import projects
+from tracker_core.admin.context import AdminContext
+from tracker_core.embedded import EmbeddedRedis, free_port
+from tracker_core.engine import Engine
 from tracker_core.keys import ProjectKeys
 from tracker_core.offload import demand
 from tracker_core.script_constants import REFILL_WATCH_FIELD
@@ -309,3 +312,59 @@ def test_a_registry_read_before_a_refill_elsewhere_still_refills_each_segment_on
     assert offload.refill_one(r, K, tmp_path, lease, skip=skip, sources=sources) == 100
     assert third not in sources and fourth not in sources and skip == set()
     assert sources == offload.segment_sources(r, K)
+
+
+def test_the_refiller_subscribes_again_after_a_redis_restart(tmp_path, caplog):
+    # Passes an hour apart: only a refiller that subscribed again, and took the lease again
+    # (the restarted Redis no longer has it), can answer the asks after it.
+    server = EmbeddedRedis(tmp_path / "redis", port=free_port())
+    server.start()
+    stop = threading.Event()
+    runner = None
+    try:
+        admin = AdminContext.from_url(server.url)
+        r = admin.conn
+        projects.create(admin, P, SMALL)
+        item_verbs.add(admin, P, ITEMS)
+        maintainer = offload.Maintainer(r, tmp_path / "segments", "node-a")
+        runner = threading.Thread(target=maintainer.run, args=(3600.0, stop), daemon=True)
+        runner.start()
+        assert offload_settled(r)
+        server.stop()
+        deadline = time.monotonic() + 10
+        while "refill channel:" not in caplog.text:
+            assert time.monotonic() < deadline, "the lost subscription is logged"
+            time.sleep(0.05)
+        server.start()
+        engine = Engine(server.url)
+        handed_out: list = []
+        deadline = time.monotonic() + 30
+        while len(handed_out) < len(ITEMS) and time.monotonic() < deadline:
+            status, items = engine.claim(P, "alice", "10.0.0.1", 20)
+            handed_out += items
+            if status == 404:
+                time.sleep(0.01)
+        assert sorted(handed_out) == ITEMS
+        assert runner.is_alive()
+    finally:
+        stop.set()
+        if runner is not None:
+            runner.join(15)
+        server.stop()
+
+
+def test_refill_now_takes_a_lease_gone_since_its_last_renewal(project, admin, r, engine, tmp_path):
+    # Renewed a second ago, then gone (a Redis restarted without it): nobody else holds it.
+    projects.set_settings(admin, P, SMALL)
+    maintainer = offload.Maintainer(r, tmp_path, "node-a")
+    maintainer.pass_once()
+    handed_out = drained_to(engine, r, 50)
+    r.delete(K.maintain_lease)
+    assert maintainer.refill_now(P)["refilled"] == 100
+    assert r.get(K.maintain_lease) == "node-a" and r.scard(K.todo) == 150
+    # Held by another maintainer meanwhile: nothing moves.
+    r.set(K.maintain_lease, "node-b")
+    handed_out += drained_to(engine, r, 50)
+    assert maintainer.refill_now(P) == {"offloaded": 0, "refilled": 0, "lease_lost": True}
+    assert r.scard(K.todo) == 50
+    each_once(r, tmp_path, handed_out=handed_out)

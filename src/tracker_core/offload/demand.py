@@ -171,14 +171,23 @@ class Refiller:
     project whose claims asked, within milliseconds of the ask.
 
     Asks that arrive while it serves are taken together afterwards, each project once. A
-    failure (Redis away) is logged in one line and the subscription made again after a back-off;
-    what was asked meanwhile the next pass refills.
+    failure (Redis away) is logged in one line and the subscription made again after a back-off.
+    An ask published while no subscription was up is lost, and the claim that made it took the
+    watch away, so no claim asks again: once subscribed, it serves every project of KNOWN()
+    (those the maintainer passed over) as if each had asked.
     """
 
-    def __init__(self, client, serve: Callable[[str], object], stop: threading.Event) -> None:
+    def __init__(
+        self,
+        client,
+        serve: Callable[[str], object],
+        stop: threading.Event,
+        known: Callable[[], list[str]] = list,
+    ) -> None:
         self.client = client
         self.serve = serve
         self.stop = stop
+        self.known = known
         self.thread = threading.Thread(target=self.run, name="tracker-refiller", daemon=True)
 
     def start(self) -> Refiller:
@@ -203,14 +212,16 @@ class Refiller:
                 failures = 0
 
     def _listen(self) -> None:
-        pubsub = self.client.pubsub(ignore_subscribe_messages=True)
+        pubsub = self.client.pubsub()
         try:
             pubsub.subscribe(keyspace.REFILL_CHANNEL)
             while not self.stop.is_set():
                 message = pubsub.get_message(timeout=LISTEN_TIMEOUT_S)
                 asked = set()
                 while message is not None:
-                    if message.get("type") == "message":
+                    if message.get("type") == "subscribe":  # Redis has the subscription now
+                        asked.update(self.known())
+                    elif message.get("type") == "message":
                         asked.add(keyspace.project_of_settings(str(message["data"])))
                     message = pubsub.get_message(timeout=0)
                 for project in sorted(asked - {None}):

@@ -428,8 +428,16 @@ class Maintainer:
         # again a call fewer before the refill.
         watermarks = self.watermarks.get(project) or Watermarks.read(self.client, k)
         p = ProjectPass(self.client, k, self.directory, lease, watermarks, demand=self.demand)
+        skip = set(self.unreadable.get(project, ()))
         try:
-            refill_queues(p, set(self.unreadable.get(project, ())))
+            try:
+                refill_queues(p, skip)
+            except LeaseLost:
+                # Renewed less than a third of it ago, and gone since (Redis restarted without
+                # it): taken again unless another maintainer has it, as a pass would.
+                if not lease.take():
+                    raise
+                refill_queues(p, skip)
         except LeaseLost:
             p.report["lease_lost"] = True
         except PROJECT_ERRORS as exc:
@@ -454,7 +462,8 @@ class Maintainer:
         # Claims ask for refills between passes (offload.demand): a thread of its own waits
         # on them, so a pass busy writing files delays no refill.
         refiller_stop = threading.Event()
-        refiller = Refiller(self.client, self.refill_now, refiller_stop).start()
+        refiller = Refiller(self.client, self.refill_now, refiller_stop, known=lambda: list(self.watermarks))
+        refiller.start()
         try:
             while not stop.is_set():
                 try:
