@@ -35,7 +35,9 @@ SHARED_QUEUES = ("todo", "backfeed", "secondary", "redo")
 PROJECT_NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}\Z")
 # The names warriors may use (docs/protocol.md), anchored to the whole string as the request path does.
 DOWNLOADER_RE = re.compile(r"[-_a-zA-Z0-9]{3,30}\Z")
-RESERVED_PROJECT_NAMES = frozenset({"api", "admin", "backfeed", "healthz", "metrics", "static", "projects.json"})
+RESERVED_PROJECT_NAMES = frozenset(
+    {"api", "admin", "backfeed", "healthz", "metrics", "static", "projects.json"}
+)
 
 
 def valid_project_name(name: str) -> bool:

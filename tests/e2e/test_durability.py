@@ -56,6 +56,7 @@ def test_killed_worker_is_replaced_and_loses_nothing(admin, redis_url, r):
         status, body = post("/dur/multi=10//request", {"downloader": "alice", "api_version": "2"})
         names = orjson.loads(body)["item_name"]
         assert post("/dur/done", {"downloader": "alice", "item": names}) == (200, b"OK")
+
         def workers():
             return set(worker_pids(server.process.pid))
 
