@@ -31,6 +31,8 @@ from tracker_core import blocks, script_calls, scripts
 from tracker_core.admin import projects
 from tracker_core.admin.context import AdminContext
 from tracker_core.engine import Engine
+from tracker_core.offload.demand import QUEUE_BITS
+from tracker_core.script_constants import REFILL_WATCH_FIELD
 
 RESULTS = Path(__file__).with_name("results") / "claim_cost_instructions.json"
 KEEP_PROFILE = None  # a path: the last callgrind profile is copied there (callgrind_annotate)
@@ -71,6 +73,12 @@ def instructions(chosen: scripts.Script, runs: int, dones: bool, loop: bool, sha
     return count_instructions("evalCommand", work, KEEP_PROFILE)
 
 
+def watching_todo(admin: AdminContext, project: str) -> None:
+    """PROJECT as while segments of todo wait on disk: claims read its refill watch and count
+    todo (offload.demand); BELOW 0, so no claim of the loop asks (a claim that asks writes)."""
+    admin.conn.hset(admin.keys(project).settings, REFILL_WATCH_FIELD, str(0 * 16 + QUEUE_BITS["todo"]))
+
+
 def per_run(chosen: scripts.Script, runs: int, dones: bool, shape=None) -> int:
     """Instructions one run of CHOSEN's body costs: RUNS of them in one loop, less the same
     setting-up with none, over RUNS (see the module docstring)."""
@@ -90,6 +98,11 @@ def main() -> None:
         nargs="*",
         default=[],
         help="'now' or git revisions: the claim script of each against copies with one part cut out",
+    )
+    parser.add_argument(
+        "--refill-watch",
+        action="store_true",
+        help="also the claim with a refill watch set (segments of todo wait on disk; it never asks)",
     )
     parser.add_argument(
         "--done-floors",
@@ -124,6 +137,9 @@ def main() -> None:
         for label, chosen in variants.items():
             counts[label] = per_run(chosen, args.runs, dones)
             print(name, label, counts[label], flush=True)
+        if name == "claim" and args.refill_watch:
+            counts["now, refill_watch set"] = per_run(variants["now"], args.runs, dones, shape=watching_todo)
+            print(name, "now, refill_watch set", counts["now, refill_watch set"], flush=True)
         result[name] = counts
     data = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     data["what"] = (

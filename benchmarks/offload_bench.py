@@ -28,6 +28,17 @@ million items take about an hour on such a machine. --probe-only takes about 2 m
 
     .venv/bin/python benchmarks/offload_bench.py --items 35000000     # what the results hold
     .venv/bin/python benchmarks/offload_bench.py --probe-only          # adds load_probes
+
+--refill-drain (issue 27) drains offloaded items through real HTTP instead: a real `tracker serve`
+(default workers) and `tracker maintain` (default interval), --clients processes each claiming
+multi=100 and reporting every claim done over a keep-alive connection as fast as they can; an
+empty answer is counted while items still wait (on disk or in the queue), then the client pauses
+EMPTY_PAUSE_S and asks again. Per watermark case (REFILL_CASES): empty answers, the time clients
+spent after them, items/s, Redis memory, every item handed out exactly once. Written to
+results/offload_refill.json and .md under --label (a run at an older commit keeps its own label).
+
+    .venv/bin/python benchmarks/offload_bench.py --refill-drain --label after    # 1M items a case
+    .venv/bin/python benchmarks/offload_bench.py --refill-drain --quick          # QUICK_ITEMS
 """
 
 from __future__ import annotations
@@ -158,6 +169,27 @@ def load_probes(url: str, n: int = 100_000) -> dict:
     return out
 
 
+def used_memory(r) -> int:
+    return int(r.info("memory")["used_memory"])
+
+
+def sample_peaks(stop: threading.Event, every_s: float, **read) -> dict[str, int]:
+    """The highest value each of READ (name -> callable) gave, sampled every EVERY_S by a thread
+    until STOP."""
+    peaks = dict.fromkeys(read, 0)
+
+    def sample():
+        while not stop.wait(every_s):
+            for name, value in read.items():
+                try:
+                    peaks[name] = max(peaks[name], value())
+                except Exception:  # noqa: BLE001 - the sampler must not end the run
+                    pass
+
+    threading.Thread(target=sample, daemon=True).start()
+    return peaks
+
+
 def script_time_us(r) -> dict:
     """Redis-side time of the scripts so far, per call (INFO commandstats)."""
     stats = r.info("commandstats")
@@ -169,7 +201,269 @@ def script_time_us(r) -> dict:
     return out
 
 
-def main() -> None:
+# --- The refill drain (issue 27): offloaded items drained through real HTTP -----------------------
+
+REFILL_RESULTS = RESULTS.with_name("offload_refill")
+REFILL_CASES = {
+    # offload_segment_items at its default (50,000) and the least room between the watermarks a
+    # segment of that size leaves (high - low >= one segment).
+    "default": {"offload_high": "100000", "offload_low": "50000", "offload_segment_items": "50000"},
+    # The watermarks issue 27 measured with (492 empty answers in a 30,000-item drain).
+    "small": {"offload_high": "2000", "offload_low": "1000", "offload_segment_items": "1000"},
+}
+# --quick: the issue's 30,000 items at the small watermarks; at the default ones, enough that
+# two segments wait on disk.
+QUICK_ITEMS = {"default": 200_000, "small": 30_000}
+EMPTY_PAUSE_S = 0.02  # a client's pause after an empty answer (a real warrior's is 60 s)
+DRAIN_MULTI = 100
+
+
+def items_waiting(r, k: ProjectKeys) -> int:
+    """Queue items in Redis or on disk (staged included): what a drain has still to hand out."""
+    return sum(r.scard(q) for q in k.shared_queues()) + offload.offloaded_count(r, k)
+
+
+def _drain_client(port, redis_url, project, multi, pause_s, go, report) -> None:
+    """One client of http_drain (a process of its own): claim MULTI, report them done, again,
+    until a 404 finds nothing waiting; REPORT gets its names and counts."""
+    import http.client
+
+    import redis as redis_py
+
+    r = redis_py.Redis.from_url(redis_url, decode_responses=True)
+    k = ProjectKeys(project)
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    ask = json.dumps({"downloader": "drainer", "api_version": "2", "version": "1"}).encode()
+    headers = {"Content-Type": "application/json"}
+    names: list[str] = []
+    empty = 0
+    empty_at: list[float] = []
+    starved_s = 0.0
+    go.wait()
+    t0 = time.perf_counter()
+    while True:
+        conn.request("POST", f"/{project}/multi={multi}/request", ask, headers)
+        res = conn.getresponse()
+        body = res.read()
+        if res.status == 404:
+            if items_waiting(r, k) == 0:
+                break
+            # Nothing handed out while items wait: on disk (or just refilled into the queue
+            # after this claim ran, which it also waited for).
+            empty += 1
+            empty_at.append(round(time.perf_counter() - t0, 3))
+            time.sleep(pause_s)
+            starved_s += pause_s
+            continue
+        if res.status != 200:
+            raise RuntimeError(f"claim answered {res.status}: {body[:200]!r}")
+        got = json.loads(body)["item_name"].split("\0")
+        names += got
+        done = {
+            "downloader": "drainer",
+            "version": "1",
+            "item": "\0".join(got),
+            "bytes": {"data": 1},
+            "id": {},
+        }
+        conn.request("POST", f"/{project}/done", json.dumps(done).encode(), headers)
+        res = conn.getresponse()
+        if (res.status, res.read()) != (200, b"OK"):
+            raise RuntimeError(f"done answered {res.status}")
+    report.put({"names": names, "empty": empty, "empty_at": empty_at, "starved_s": starved_s})
+
+
+def http_drain(
+    port: int,
+    redis_url: str,
+    project: str,
+    clients: int,
+    multi: int = DRAIN_MULTI,
+    pause_s: float = EMPTY_PAUSE_S,
+) -> dict:
+    """Drain PROJECT through the server on PORT with CLIENTS processes (see _drain_client): every
+    name handed out (a list, in no order), empty answers while items waited, seconds it took."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    go, report = ctx.Event(), ctx.Queue()
+    procs = [
+        ctx.Process(target=_drain_client, args=(port, redis_url, project, multi, pause_s, go, report))
+        for _ in range(clients)
+    ]
+    for proc in procs:
+        proc.start()
+    t0 = time.perf_counter()
+    go.set()
+    parts = []
+    for _ in procs:
+        while True:
+            try:
+                parts.append(report.get(timeout=1))
+                break
+            except Exception:  # noqa: BLE001 - queue.Empty: is every client still alive?
+                if any(p.exitcode not in (None, 0) for p in procs):
+                    raise RuntimeError("a drain client failed") from None
+    seconds = time.perf_counter() - t0
+    for proc in procs:
+        proc.join()
+    return {
+        "names": [n for part in parts for n in part["names"]],
+        "empty": sum(part["empty"] for part in parts),
+        "empty_at_s": sorted(t for part in parts for t in part["empty_at"]),
+        "starved_s": round(sum(part["starved_s"] for part in parts), 2),
+        "seconds": seconds,
+    }
+
+
+def refill_drain_case(name: str, settings: dict, n_items: int, clients: int, tmp: Path) -> dict:
+    """Load N_ITEMS into a project with SETTINGS, let `tracker maintain` offload them, then drain
+    them all through `tracker serve` (see http_drain); the figures of the case."""
+    from tracker_core import processes
+
+    tracker = str(Path(sys.executable).with_name("tracker"))
+    k = ProjectKeys(P)
+    server = EmbeddedRedis(tmp / f"redis-{name}", port=free_port())
+    server.start()
+    serve = maintain = None
+    sampling = threading.Event()
+    try:
+        admin = AdminContext.from_url(server.url)
+        r = admin.conn
+        r.config_set("appendonly", "no")  # as the load and drain above: memory and throughput
+        r.config_set("save", "")
+        projects.create(admin, P, {**settings, "done_mode": "offload", "log_maxlen": "1000"})
+        bloom.configure(r, k, bloom.Geometry(capacity=max(n_items, 100_000)), replace=True)
+        env = dict(os.environ, TRACKER_REDIS_URL=server.url)
+        segments = tmp / f"segments-{name}"
+        maintain = processes.start(
+            [tracker, "--data-dir", str(tmp), "maintain", "--segments-dir", str(segments)],
+            env=env,
+            output=tmp / f"maintain-{name}.log",
+        )
+        loaded = load(server.url, k, n_items, 2)
+        high = int(settings["offload_high"])
+        processes.wait_for(lambda: r.scard(k.todo) <= high and not r.exists(k.offloading), 600, 0.1)
+        offloaded = offload.offloaded_count(r, k)
+        port = free_port()
+        serve = processes.start(
+            [tracker, "serve", "--port", str(port)], env=env, output=tmp / f"serve-{name}.log"
+        )
+        processes.wait_for_port(port, serve)
+        base_memory = int(r.info("memory")["used_memory"])
+        # Redis memory, and what makes it: the queue (which refills keep under offload_high) and
+        # the done set (which grows with the drain until the maintainer offloads it).
+        peak = sample_peaks(
+            sampling,
+            0.05,
+            memory=lambda: used_memory(r),
+            todo=lambda: r.scard(k.todo),
+            done=lambda: r.scard(k.done),
+        )
+        drained = http_drain(port, server.url, P, clients)
+        sampling.set()
+        seen = bytearray(n_items)
+        twice = 0
+        for item in drained["names"]:
+            i = int(item, 16)
+            twice += seen[i]
+            seen[i] = 1
+        stats = r.hgetall(k.stats)
+    finally:
+        sampling.set()
+        processes.stop(serve)
+        processes.stop(maintain)
+        server.stop()
+    return {
+        "settings": settings,
+        "items": n_items,
+        "offloaded_at_start": offloaded,
+        "clients": clients,
+        "multi": DRAIN_MULTI,
+        "empty_answers": drained["empty"],
+        "empty_answers_at_s": drained["empty_at_s"][:50],
+        "seconds_after_empty_answers": drained["starved_s"],
+        "drain_s": round(drained["seconds"], 2),
+        "items_per_s": round(len(drained["names"]) / drained["seconds"]),
+        "handed_out": len(drained["names"]),
+        "handed_out_twice": twice,
+        # The Bloom filter (1e-6 false positives) may drop a new name as already seen at load.
+        "dropped_as_duplicate_at_load": loaded["seen"],
+        "never_handed_out": loaded["new"] - sum(seen),
+        "items_refilled": int(stats.get("items_refilled", 0)),
+        "redis_used_memory_before_drain_mb": round(base_memory / 2**20, 1),
+        "redis_used_memory_peak_in_drain_mb": round(peak["memory"] / 2**20, 1),
+        "largest_todo_in_drain": peak["todo"],
+        "largest_done_set_in_drain": peak["done"],
+    }
+
+
+def _count(n: int | None) -> str:
+    return "-" if n is None else f"{n:,}"  # runs made before the figure was kept have none
+
+
+def refill_report(results: dict) -> str:
+    lines = [
+        "# Offloaded items drained through HTTP (issue 27)",
+        "",
+        "Written by `benchmarks/offload_bench.py --refill-drain` (its docstring says what runs): a",
+        "real `tracker serve` (default workers) and `tracker maintain` (default interval), clients",
+        f"claiming multi={DRAIN_MULTI} and reporting each claim done as fast as they can; an empty",
+        "answer is a 404 while items still waited, after which the client paused "
+        f"{EMPTY_PAUSE_S * 1000:.0f} ms.",
+        "",
+        "| run | case | watermarks (high/low/segment) | items | clients | empty answers | s after them | items/s | Redis MB before / peak | largest todo / done set | once each |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for label, run in results["runs"].items():
+        for case, c in run["cases"].items():
+            s = c["settings"]
+            marks = (
+                f"{int(s['offload_high']):,}/{int(s['offload_low']):,}/{int(s['offload_segment_items']):,}"
+            )
+            once = c["handed_out_twice"] == 0 and c["never_handed_out"] == 0
+            lines.append(
+                f"| {label} ({run['commit']}) | {case} | {marks} | {c['items']:,} | {c['clients']} | "
+                f"{c['empty_answers']:,} | {c['seconds_after_empty_answers']} | {c['items_per_s']:,} | "
+                f"{c['redis_used_memory_before_drain_mb']} / {c['redis_used_memory_peak_in_drain_mb']} | "
+                f"{_count(c.get('largest_todo_in_drain'))} / {_count(c.get('largest_done_set_in_drain'))} | "
+                f"{'yes' if once else 'NO'} |"
+            )
+    lines += ["", "Commands:", ""]
+    for label, run in results["runs"].items():
+        lines.append(f"- {label}: `{run['command']}`" + (f" ({run['note']})" if run.get("note") else ""))
+    return "\n".join(lines) + "\n"
+
+
+def refill_drain_main(args) -> dict:
+    from server_bench.results_file import run_header
+
+    cases = args.cases or list(REFILL_CASES)
+    with tempfile.TemporaryDirectory() as tmp:
+        figures = {}
+        for case in cases:
+            n_items = QUICK_ITEMS[case] if args.quick else args.items
+            figures[case] = refill_drain_case(case, REFILL_CASES[case], n_items, args.clients, Path(tmp))
+            print(
+                case,
+                json.dumps({k: v for k, v in figures[case].items() if k != "empty_answers_at_s"}),
+                flush=True,
+            )
+    run = {**run_header("benchmarks/offload_bench.py", None, os.getloadavg()), "cases": figures}
+    if args.source_commit:  # the tracker ran from an older tree (PYTHONPATH): say which
+        run["commit"] = args.source_commit
+    if args.note:
+        run["note"] = args.note
+    path = args.results_dir / f"{REFILL_RESULTS.name}.json"
+    results = json.loads(path.read_text()) if path.exists() else {"runs": {}}
+    results["runs"][args.label] = run
+    args.results_dir.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(results, indent=2) + "\n")
+    (args.results_dir / f"{REFILL_RESULTS.name}.md").write_text(refill_report(results))
+    return run
+
+
+def main(argv: list[str] | None = None) -> dict | None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--items", type=int, default=50_000_000)
     parser.add_argument(
@@ -189,7 +483,22 @@ def main() -> None:
         action="store_true",
         help="Only time the load paths (load_probes) and add them to --results.",
     )
-    args = parser.parse_args()
+    parser.add_argument("--refill-drain", action="store_true", help="drain through HTTP (issue 27)")
+    parser.add_argument("--quick", action="store_true", help="with --refill-drain: 30,000 items a case")
+    parser.add_argument("--cases", nargs="*", choices=sorted(REFILL_CASES), help="with --refill-drain")
+    parser.add_argument("--clients", type=int, default=4, help="with --refill-drain: client processes")
+    parser.add_argument("--label", default="now", help="with --refill-drain: the run's name in the results")
+    parser.add_argument("--results-dir", type=Path, default=RESULTS.parent)
+    parser.add_argument(
+        "--source-commit",
+        help="with --refill-drain: the commit of the src/ that ran, when not this checkout's",
+    )
+    parser.add_argument("--note", help="with --refill-drain: how the run was made, in the report")
+    args = parser.parse_args(argv)
+    if args.refill_drain:
+        if "--items" not in (argv if argv is not None else sys.argv):
+            args.items = 1_000_000
+        return refill_drain_main(args)
     if args.probe_only:
         with tempfile.TemporaryDirectory() as tmp:
             server = EmbeddedRedis(Path(tmp) / "redis", port=free_port())
@@ -214,7 +523,6 @@ def main() -> None:
         segments = Path(tmp) / "segments"
         maintain = None
         sampling = threading.Event()
-        peak_sampled = [0]
         try:
             admin, engine = AdminContext.from_url(server.url), Engine(server.url)
             r = admin.conn
@@ -241,14 +549,7 @@ def main() -> None:
             bloom_bytes = geometry.bits_total() // 8
             budget = bloom_bytes + args.queue_budget_mb * 2**20
 
-            def sample():
-                while not sampling.wait(0.25):
-                    try:
-                        peak_sampled[0] = max(peak_sampled[0], int(r.info("memory")["used_memory"]))
-                    except Exception:  # noqa: BLE001 - the sampler must not end the run
-                        pass
-
-            threading.Thread(target=sample, daemon=True).start()
+            peak_sampled = sample_peaks(sampling, 0.25, memory=lambda: used_memory(r))
             log = open(Path(tmp) / "maintain.log", "w")
             maintain = subprocess.Popen(
                 [
@@ -355,7 +656,7 @@ def main() -> None:
         "budget_is": "Bloom filter + queue budget (--queue-budget-mb)",
         "redis_used_memory_before_mb": round(base_mb, 1),
         "used_memory_peak_mb": round(peak / 2**20, 1),
-        "used_memory_peak_sampled_mb": round(peak_sampled[0] / 2**20, 1),
+        "used_memory_peak_sampled_mb": round(peak_sampled["memory"] / 2**20, 1),
         "used_memory_peak_beyond_bloom_mb": round((peak - bloom_bytes) / 2**20, 1),
         "under_budget": peak < budget,
         "after_load": {

@@ -242,8 +242,9 @@ def serve(**options):
 @output.json_option
 def maintain(segments_dir, interval, once, supervise, log_level):
     """Offload each queue (and done, with done_mode=offload) beyond the project's high watermark
-    to disk, refill below the low one, hold queued items that a changed limit now matches, and
-    keep the statistics rolled up. Safe on several nodes at once (a lease per project)."""
+    to disk, refill below the low one (at once when a claim finds the queue low: a thread waits
+    for those asks), hold queued items that a changed limit now matches, and keep the statistics
+    rolled up. Safe on several nodes at once (a lease per project)."""
     import signal
     import threading
 
