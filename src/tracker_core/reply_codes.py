@@ -131,6 +131,7 @@ class Refill(IntEnum):
     NOT_HOLDER = -4
     WRONG_SOURCE = -5
     BAD_COUNT = -6  # the file holds another number of items than the segment registered
+    ENOUGH = -7  # the queue already holds as many items as the caller refills it to
 
 
 class RefillWatch(IntEnum):

@@ -620,15 +620,24 @@ def offload_abort(
 
 
 def refill(
-    conn, k: keyspace.ProjectKeys, *, holder: str, number: int, queue: str, queue_key: str, items: Sequence
+    conn,
+    k: keyspace.ProjectKeys,
+    *,
+    holder: str,
+    number: int,
+    queue: str,
+    queue_key: str,
+    items: Sequence,
+    below: int | None = None,
 ) -> int:
-    """Put segment NUMBER's ITEMS back into QUEUE (its key QUEUE_KEY) and unregister it
-    (refill-5.lua): how many, or a reply_codes.Refill code."""
+    """Put segment NUMBER's ITEMS back into QUEUE (its key QUEUE_KEY) and unregister it, while the
+    queue holds fewer than BELOW items if given (refill-5.lua): how many, or a reply_codes.Refill
+    code."""
     return run(
         conn,
         "refill",
         (k.maintain_lease, k.segments, k.segment_queues, queue_key, k.stats),
-        (holder, number, queue, *map(wire, items)),
+        (holder, number, queue, "" if below is None else below, *map(wire, items)),
     )
 
 

@@ -325,7 +325,7 @@ def test_refill_into_a_broken_queue_keeps_the_segment_registered(project, r):
             r,
             "refill",
             (K.maintain_lease, K.segments, K.segment_queues, K.todo, K.stats),
-            ("me", 1, "todo", url(1), url(2)),
+            ("me", 1, "todo", "", url(1), url(2)),
         )
     assert r.hget(K.segments, "1") == "2" and r.hget(K.segment_queues, "1") == "todo"
 

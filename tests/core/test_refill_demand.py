@@ -314,7 +314,7 @@ def test_a_registry_read_before_a_refill_elsewhere_still_refills_each_segment_on
     assert sources == offload.segment_sources(r, K)
 
 
-def test_the_refiller_subscribes_again_after_a_redis_restart(tmp_path, caplog):
+def test_the_refiller_subscribes_again_after_a_redis_restart(tmp_path):
     # Passes an hour apart: only a refiller that subscribed again, and took the lease again
     # (the restarted Redis no longer has it), can answer the asks after it.
     server = EmbeddedRedis(tmp_path / "redis", port=free_port())
@@ -326,13 +326,14 @@ def test_the_refiller_subscribes_again_after_a_redis_restart(tmp_path, caplog):
         r = admin.conn
         projects.create(admin, P, SMALL)
         item_verbs.add(admin, P, ITEMS)
-        maintainer = offload.Maintainer(r, tmp_path / "segments", "node-a")
+        lines: list[str] = []
+        maintainer = offload.Maintainer(r, tmp_path / "segments", "node-a", log=lines.append)
         runner = threading.Thread(target=maintainer.run, args=(3600.0, stop), daemon=True)
         runner.start()
         assert offload_settled(r)
         server.stop()
         deadline = time.monotonic() + 10
-        while "refill channel:" not in caplog.text:
+        while not any(line.startswith("refill channel:") for line in lines):
             assert time.monotonic() < deadline, "the lost subscription is logged"
             time.sleep(0.05)
         server.start()
@@ -368,3 +369,23 @@ def test_refill_now_takes_a_lease_gone_since_its_last_renewal(project, admin, r,
     assert maintainer.refill_now(P) == {"offloaded": 0, "refilled": 0, "lease_lost": True}
     assert r.scard(K.todo) == 50
     each_once(r, tmp_path, handed_out=handed_out)
+
+
+def test_refill_one_reads_a_registry_without_segments_again_and_refills_below_a_size_only(
+    project, admin, r, tmp_path
+):
+    projects.set_settings(admin, P, SMALL)
+    lease = offload.Lease(r, K, "node-a")
+    assert lease.take()
+    offload.maintain_project(r, P, tmp_path, lease=lease)
+    oldest = min(offload.registry(r, K))
+    # The caller's registry was read before these segments were written: read again.
+    sources: dict = {}
+    assert offload.refill_one(r, K, tmp_path, lease, sources=sources) == 100
+    assert oldest not in sources and sources == offload.segment_sources(r, K)
+    # The queue holds 300 now: a refill up to 300 moves nothing, and reads no registry again.
+    before = dict(sources)
+    assert offload.refill_one(r, K, tmp_path, lease, sources=sources, below=300) == offload.staging.ENOUGH
+    assert sources == before and r.scard(K.todo) == 300
+    assert offload.refill_one(r, K, tmp_path, lease, sources=sources, below=301) == 100
+    each_once(r, tmp_path)

@@ -152,7 +152,9 @@ def _sample(name: str, annotation: str, parameters) -> object:
         return special[name]
     if annotation.startswith("Sequence"):
         return ["https://example.com/a b?q=%20#x"]
-    return {"int": 1, "str": "x", "bool": False, "dict": {"f": "v"}, "dict | None": None}[annotation]
+    return {"int": 1, "str": "x", "bool": False, "dict": {"f": "v"}, "dict | None": None, "int | None": None}[
+        annotation
+    ]
 
 
 def _sent(function) -> tuple:

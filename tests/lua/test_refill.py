@@ -41,3 +41,16 @@ def test_a_segment_larger_than_one_unpack_chunk_moves_whole(conn, project, r):
     refill = dict(holder="m1", number=number, queue="todo", queue_key=project.todo)
     assert script_calls.refill(conn, project, items=items, **refill) == len(names)
     assert r.smembers(project.todo) == set(names)
+
+
+def test_refill_below_a_size_only(conn, project, r, names):
+    # The maintainer's pass and its refiller thread may both refill a queue: the script refills
+    # only while the queue is under the size the caller refills it to, in the same step.
+    number, items = offloaded(conn, project, r, names)
+    r.sadd(project.todo, "a", "b", "c")
+    call = dict(holder="m1", number=number, queue="todo", queue_key=project.todo, items=items)
+    assert script_calls.refill(conn, project, below=3, **call) == Refill.ENOUGH
+    assert r.scard(project.todo) == 3 and r.hexists(project.segments, str(number))
+    assert not r.hexists(project.stats, "items_refilled")
+    assert script_calls.refill(conn, project, below=4, **call) == len(names)
+    assert r.scard(project.todo) == 3 + len(names) and not r.hexists(project.segments, str(number))

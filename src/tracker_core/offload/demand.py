@@ -64,8 +64,6 @@ def _queue_bits() -> dict[str, int]:
 
 QUEUE_BITS = _queue_bits()
 
-log = logging.getLogger("tracker.maintain")
-
 
 class DrainMeter:
     """How fast claims take items out of one queue, from the sizes the maintainer sees.
@@ -113,6 +111,9 @@ class RefillDemand:
         self.clock = clock
         self.meters: dict[tuple[str, str], DrainMeter] = {}
         self.targets: dict[tuple[str, str], int] = {}
+        # project -> its segment registry as the last pass read it, kept right by every refill
+        # since: the refiller starts from it (a call fewer before a claim's items are back).
+        self.sources: dict[str, dict[int, str]] = {}
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
 
@@ -120,11 +121,14 @@ class RefillDemand:
         with self._guard:
             return self._locks.setdefault(project, threading.Lock())
 
-    def target(self, project: str, queue: str, size: int, high: int, low: int, per_segment: int) -> int:
-        """The size QUEUE of PROJECT (now SIZE) is refilled up to: LOW, or READ_AHEAD_S of its
-        measured drain, but at most where one more segment still fits under HIGH."""
+    def target(
+        self, project: str, queue: str, size: int | None, high: int, low: int, per_segment: int
+    ) -> int:
+        """The size QUEUE of PROJECT (now SIZE; None: not counted, the rate as last measured)
+        is refilled up to: LOW, or READ_AHEAD_S of its measured drain, but at most where one
+        more segment still fits under HIGH."""
         meter = self.meters.setdefault((project, queue), DrainMeter())
-        rate = meter.observe(self.clock(), size)
+        rate = meter.rate if size is None else meter.observe(self.clock(), size)
         ceiling = max(low, high - per_segment)
         wanted = max(low, min(ceiling, math.ceil(rate * READ_AHEAD_S)))
         self.targets[(project, queue)] = wanted
@@ -154,6 +158,7 @@ class RefillDemand:
         for key in [key for key in self.meters if key[0] == project]:
             self.meters.pop(key, None)
             self.targets.pop(key, None)
+        self.sources.pop(project, None)
 
 
 def write_watch(client, k: keyspace.ProjectKeys, lease, watch: Watch) -> bool:
@@ -183,11 +188,13 @@ class Refiller:
         serve: Callable[[str], object],
         stop: threading.Event,
         known: Callable[[], list[str]] = list,
+        log: Callable[[str], object] | None = None,
     ) -> None:
         self.client = client
         self.serve = serve
         self.stop = stop
         self.known = known
+        self.log = log or logging.getLogger("tracker.maintain").warning
         self.thread = threading.Thread(target=self.run, name="tracker-refiller", daemon=True)
 
     def start(self) -> Refiller:
@@ -202,11 +209,8 @@ class Refiller:
             except Exception as exc:  # noqa: BLE001 - the thread must outlive Redis restarts
                 failures += 1
                 delay = min(RETRY_MAX_S, 0.1 * 2**failures)
-                log.warning(
-                    "refill channel: %s; again in %.1fs",
-                    f"{type(exc).__name__}: {exc}".splitlines()[0],
-                    delay,
-                )
+                line = f"{type(exc).__name__}: {exc}".splitlines()[0]
+                self.log(f"refill channel: {line}; again in {delay:.1f}s")
                 self.stop.wait(delay)
             else:
                 failures = 0

@@ -100,9 +100,9 @@ class ProjectPass:
     by_queue: dict = field(default_factory=dict)  # queue -> {"offloaded"|"refilled": n}
     demand: RefillDemand | None = None  # refill on demand (offload.demand); None: at low only
 
-    def refill_target(self, queue: str, size: int) -> int:
-        """The size QUEUE (now SIZE) is refilled up to: the low watermark, or with refill on
-        demand more while claims drain it fast (RefillDemand.target)."""
+    def refill_target(self, queue: str, size: int | None) -> int:
+        """The size QUEUE (now SIZE, None: not counted) is refilled up to: the low watermark,
+        or with refill on demand more while claims drain it fast (RefillDemand.target)."""
         w = self.watermarks
         if self.demand is None:
             return w.low
@@ -182,23 +182,33 @@ def _offload_excess(p: ProjectPass, queue: str, excess: int) -> None:
         excess -= n
 
 
-def _refill_below_low(p: ProjectPass, queue: str, skip: set, sources: dict | None = None) -> None:
+def _refill_below_low(
+    p: ProjectPass, queue: str, skip: set, sources: dict | None = None, count_first: bool = True
+) -> None:
     """Refill QUEUE from its own segments while below its target (all, with high 0): the low
-    watermark, or more while claims drain it fast (ProjectPass.refill_target). The check and
-    the refill of each segment hold the queue lock, so the pass and the refiller thread never
-    both refill a queue past its target (or one delete the file the other reads). SOURCES:
-    the registry as read by the caller (see staging.refill_one), else read for each segment."""
+    watermark, or more while claims drain it fast (ProjectPass.refill_target). The refill
+    script refills only while the queue is below the target, so the pass and the refiller
+    thread never take it past it; each segment's refill holds the queue lock besides, so
+    neither reads a file the other is deleting. The queue is counted before a file is read
+    (a file read for nothing costs a 50,000-item segment's decompression), except before the
+    first with COUNT_FIRST false: a claim that asked found it low, and a call fewer comes
+    first. SOURCES: the registry as read by the caller (see staging.refill_one), else read
+    for each segment."""
     key = source_key(p.k, queue)
+    count = count_first
     while True:
         with p.queue_lock():
+            below = None
             if p.watermarks.high > 0:
-                size = p.client.scard(key)
-                if size >= p.refill_target(queue, size):
+                size = p.client.scard(key) if count else None
+                below = p.refill_target(queue, size)
+                if size is not None and size >= below:
                     break
-            n = refill_one(p.client, p.k, p.directory, p.lease, queue, skip, sources)
-            if n < 0:
+            n = refill_one(p.client, p.k, p.directory, p.lease, queue, skip, sources, below)
+            if n < 0:  # none left, or the queue holds its target already
                 break
             p.moved(queue, "refilled", n)
+        count = True
 
 
 def _write_watch(p: ProjectPass, skip: set, sources: dict | None = None) -> None:
@@ -208,20 +218,25 @@ def _write_watch(p: ProjectPass, skip: set, sources: dict | None = None) -> None
     if p.demand is not None:
         with p.queue_lock():
             w = p.watermarks
-            sources = segment_sources(p.client, p.k) if sources is None else sources
+            if sources is None:  # a pass: what the refiller starts from next
+                sources = p.demand.sources[p.k.project] = segment_sources(p.client, p.k)
             write_watch(p.client, p.k, p.lease, p.demand.watch(p.k, sources, w.high, w.low, skip))
 
 
 def refill_queues(p: ProjectPass, skip: set) -> None:
     """Refill each shared queue to its target, then write the watch again: what the refiller
     runs when a project's claims ask (offloading, which a pass does, may fsync for long). SKIP:
-    segments known unreadable, and those found so now. The registry is read once and only the
-    queues with segments waiting are looked at: under load each call to Redis on the way delays
-    the refill a claim waits for by milliseconds."""
-    sources = segment_sources(p.client, p.k)
+    segments known unreadable, and those found so now. Under load each call to Redis before the
+    refill script delays the items a claim waits for by milliseconds, so none is made: the
+    registry is the one the last pass read, kept right by every refill since (staging.refill_one
+    reads it again when it finds a segment gone, or none left), and the queue is not counted
+    first (the script refills only below the target)."""
+    sources = p.demand.sources.get(p.k.project)
+    if sources is None:
+        sources = p.demand.sources[p.k.project] = segment_sources(p.client, p.k)
     for queue in QUEUES:
         if queue in sources.values():
-            _refill_below_low(p, queue, skip, sources)
+            _refill_below_low(p, queue, skip, sources, count_first=False)
     _write_watch(p, skip, sources)
     if skip:
         p.report["unreadable_segments"] = sorted(skip)
@@ -462,7 +477,9 @@ class Maintainer:
         # Claims ask for refills between passes (offload.demand): a thread of its own waits
         # on them, so a pass busy writing files delays no refill.
         refiller_stop = threading.Event()
-        refiller = Refiller(self.client, self.refill_now, refiller_stop, known=lambda: list(self.watermarks))
+        refiller = Refiller(
+            self.client, self.refill_now, refiller_stop, known=lambda: list(self.watermarks), log=self.log
+        )
         refiller.start()
         try:
             while not stop.is_set():

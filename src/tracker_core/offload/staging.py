@@ -25,6 +25,7 @@ from tracker_core.reply_codes import OffloadAbort, OffloadCommit, OffloadStage, 
 
 STALE_FILE_S = 600  # unregistered files younger than this may be an import in progress
 ABORT_CHUNK = 10_000  # items put back per script: Redis stays responsive during a recovery
+ENOUGH = -2  # refill_one: the queue held what the caller refills it to; nothing moved
 
 
 def remove_number(directory: Path, project: str, number: int) -> None:
@@ -148,21 +149,30 @@ def refill_one(
     queue: str = "todo",
     skip: set | None = None,
     sources: dict[int, str] | None = None,
+    below: int | None = None,
 ) -> int:
-    """Put QUEUE's oldest readable segment back into QUEUE; return its items (-1: none left).
+    """Put QUEUE's oldest readable segment back into QUEUE; return its items (-1: none left;
+    ENOUGH: the queue held BELOW items or more, nothing moved).
 
     Segments whose file is missing or unreadable are added to SKIP (and left registered, still
     counted, for an admin to look at), so one bad file does not stop the refill of the others.
-    SOURCES: the registry as the caller last read it (segment_sources), kept right here (the
-    refilled segment leaves it), so a caller refilling several saves reading it for each; a
-    segment registered since is then found by the caller's next read.
+    SOURCES: the registry as the caller read it (segment_sources), kept right here (a refilled
+    segment leaves it; read again when a segment went meanwhile, or none is left in it), so a
+    caller refilling several, or again later, need not read it for each. BELOW: checked by the
+    refill script in the step that refills, so the queue is never refilled past it whoever else
+    refills at once.
     """
     lease = held_or_taken(client, k, lease)
     skip = set() if skip is None else skip
-    known = segment_sources(client, k) if sources is None else sources
+    fresh = sources is None
+    known = segment_sources(client, k) if fresh else sources
     passed: set = set()
     while True:
         numbers = sorted(n for n, q in known.items() if q == queue and n not in skip and n not in passed)
+        if not numbers and not fresh:  # registered since the caller read it, perhaps
+            _read_again(client, k, known)
+            fresh = True
+            continue
         if not numbers:
             return -1
         number = numbers[0]
@@ -185,17 +195,26 @@ def refill_one(
                 queue=queue,
                 queue_key=source_key(k, queue),
                 items=[script_calls.wire(i) for i in items],
+                below=below,
             )
         )
         if refilled >= 0:
             path.unlink(missing_ok=True)
             known.pop(number, None)
             return refilled
+        if refilled == Refill.ENOUGH:
+            return ENOUGH
         if refilled == Refill.BAD_COUNT:
             skip.add(number)
         elif refilled == Refill.WRONG_SOURCE:  # not this queue's after all: leave it to its own
             passed.add(number)
         else:  # NOT_REGISTERED: exported or refilled meanwhile; read the registry again
-            fresh = segment_sources(client, k)
-            known.clear()
-            known.update(fresh)
+            _read_again(client, k, known)
+            fresh = True
+
+
+def _read_again(client, k: keyspace.ProjectKeys, known: dict) -> None:
+    """KNOWN (a caller's copy of the registry) as the registry is now."""
+    now = segment_sources(client, k)
+    known.clear()
+    known.update(now)
