@@ -287,16 +287,21 @@ def test_the_pass_and_the_refiller_never_overfill_nor_lose_an_item(project, admi
     maintainer.release()
 
 
-def test_a_registry_read_before_a_refill_elsewhere_still_refills_each_segment_once(
-    project, admin, r, tmp_path
-):
-    # The refiller reads the registry once and hands it to refill_one for each segment: one
-    # that went meanwhile (refilled by another caller, exported) is neither refilled twice nor
-    # taken for unreadable because its file is gone.
+@pytest.fixture
+def offloaded(project, admin, r, tmp_path):
+    """P at SMALL, offloaded by a maintainer holding the lease returned: 200 in todo, 8 segments."""
     projects.set_settings(admin, P, SMALL)
     lease = offload.Lease(r, K, "node-a")
     assert lease.take()
     offload.maintain_project(r, P, tmp_path, lease=lease)
+    return lease
+
+
+def test_a_registry_read_before_a_refill_elsewhere_still_refills_each_segment_once(offloaded, r, tmp_path):
+    # The refiller reads the registry once and hands it to refill_one for each segment: one
+    # that went meanwhile (refilled by another caller, exported) is neither refilled twice nor
+    # taken for unreadable because its file is gone.
+    lease = offloaded
     sources = offload.segment_sources(r, K)
     oldest, second = sorted(sources)[:2]
     assert offload.refill_one(r, K, tmp_path, lease) == 100  # the oldest, behind the reader's back
@@ -372,12 +377,9 @@ def test_refill_now_takes_a_lease_gone_since_its_last_renewal(project, admin, r,
 
 
 def test_refill_one_reads_a_registry_without_segments_again_and_refills_below_a_size_only(
-    project, admin, r, tmp_path
+    offloaded, r, tmp_path
 ):
-    projects.set_settings(admin, P, SMALL)
-    lease = offload.Lease(r, K, "node-a")
-    assert lease.take()
-    offload.maintain_project(r, P, tmp_path, lease=lease)
+    lease = offloaded
     oldest = min(offload.registry(r, K))
     # The caller's registry was read before these segments were written: read again.
     sources: dict = {}
