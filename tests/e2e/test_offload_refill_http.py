@@ -1,8 +1,9 @@
 """Refill on demand through real HTTP (issue 27): a real `tracker serve` (its default workers) and a
 real `tracker maintain` (its default interval, 1 s) while clients drain offloaded items as fast as
 they can, claiming multi=100 and reporting each claim done. An empty answer while items still wait
-(on disk, or refilled just after the claim) is counted; before refills came on demand a 30,000-item
-drain at the small watermarks got 3,235 of them with four clients (benchmarks/results/offload_refill.md).
+(on disk, or refilled just after the claim) is counted; before refills came on demand a 1M-item
+drain at the small watermarks got 30,846 of them with one client, and one at the default segment
+size 1,599 with four (benchmarks/results/offload_refill.md).
 """
 
 from __future__ import annotations

@@ -12,10 +12,11 @@ seesaw warrior that gets a 404 sleeps a minute). So claims ask, and the lease ho
   the field is set that costs a claim one SCARD per watched queue; otherwise one HMGET field.
 - The maintainer's refiller thread (`Refiller`), subscribed to the channel, refills that
   project's queues at once, then writes the field again. Its refills are the pass's own
-  (`maintenance.balance_queues`' refill loop, `staging.refill_one`), under the same lease, and
-  each segment's check-and-refill holds the project's lock (`RefillDemand.lock`), so the pass
-  and the refiller never refill the same queue at once (one could delete the file the other is
-  reading, or both push the queue past offload_high).
+  (`maintenance.balance_queues`' refill loop, `staging.refill_one`), under the same lease; the
+  refill script refills only below the target it is given, so the two never take a queue past
+  it between them, and each segment's refill holds the project's lock (`RefillDemand.lock`), so
+  neither reads a file the other is deleting. One call to Redis comes before a claim's items
+  are back: the refill script (`RefillDemand.sources` keeps the registry the last pass read).
 - BELOW is each queue's refill target (`RefillDemand.target`): offload_low, or more while claims
   drain the queue fast, READ_AHEAD_S seconds of the drain rate the maintainer measures from the
   sizes it sees (`DrainMeter`); never so much that one more segment would take the queue past
