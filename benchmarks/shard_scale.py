@@ -1,0 +1,582 @@
+"""One project over 1 to 4 Redis Cluster shards, Redis the bottleneck (issue 28).
+
+Starts a Redis Cluster of 4 primaries (no replicas, AOF off as cpu.md) on 127.0.0.1 and moves
+each redis-server into a cgroup of its own, /sys/fs/cgroup/cpu/tracker-bench-PORT, whose
+cpu.cfs_quota_us caps it at --cap of a core (a busy production primary: its one core is what
+caps a project; on this 2-core machine the tracker's workers and wrk must be able to push well
+past what one capped shard takes). Then `tracker serve` on the cluster, driven over HTTP by wrk
+(benchmarks/wrk/shard_load.lua), for a project of 1, 2, 3 and 4 shards:
+
+- claims/s at multi=1 and multi=10 (claimed items stay out), and items/s claimed and done
+  (each claim's items reported done by the thread's next request);
+- Redis CPU per claim on each shard's node (used_cpu_sys+used_cpu_user from INFO cpu, divided
+  by the items that left that node's todo sets), and how often its cgroup was throttled;
+- the end of a project: the 4-shard project with all but one shard's todo emptied (claims that
+  fall through the empty shards), and with every shard empty (404s that visit all of them);
+- uncapped, side by side in the same run: a one-project standalone Redis (today's layout) and
+  a one-shard project on the cluster, for CPU per claim and per claimed-and-done item.
+
+Until `tracker project create --shards` exists (tracker_core.admin.projects.create without a
+`shards` argument), an N-shard project is stood in for by N one-shard projects, one on each
+primary, claimed in turn: it validates the caps and the linearity, not the fall-through.
+
+Writes shard_scale.json and shard_scale.md (benchmarks/results/). Needs root (cgroup v1 cpu
+controller), wrk, redis-server, redis-cli. Every cgroup it made is removed on the way out, on
+failure too, and leftovers of a killed run are removed at the start.
+
+    .venv/bin/python benchmarks/shard_scale.py            # about 8 minutes
+    .venv/bin/python benchmarks/shard_scale.py --quick    # under a minute
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+BENCHMARKS = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCHMARKS))
+sys.path.insert(0, str(BENCHMARKS.parent / "tests"))
+
+import redis  # noqa: E402
+from redis.crc import key_slot  # noqa: E402
+
+from server_bench.results_file import run_header, write_results  # noqa: E402
+from server_bench.run import machine, versions  # noqa: E402
+from server_bench.servers import start_tracker  # noqa: E402
+from support.redis_topologies import Cluster  # noqa: E402
+from tracker_api.server import worker_pids  # noqa: E402
+from tracker_core.admin import items, projects  # noqa: E402
+from tracker_core.admin.context import AdminContext  # noqa: E402
+from tracker_core.embedded import EmbeddedRedis  # noqa: E402
+from tracker_core.engine import Engine  # noqa: E402
+from tracker_core.keys import ProjectKeys  # noqa: E402
+from tracker_core.processes import free_port, stop  # noqa: E402
+
+RESULTS = BENCHMARKS / "results"
+WRK_SCRIPT = BENCHMARKS / "wrk" / "shard_load.lua"
+CGROUP_ROOT = Path("/sys/fs/cgroup/cpu")
+CGROUP_PREFIX = "tracker-bench-"
+# A short CFS period: a capped Redis runs a slice of each period and waits out the rest, so with
+# the default 100 ms a request could wait 90 ms; 10 ms keeps the wait near what a queue on a
+# busy core costs, and the share of a core is the same.
+CFS_PERIOD_US = 10_000
+PRIMARIES = 4
+MULTI = 10
+AIM_SHARE = 0.8  # of N times one shard's rate
+
+
+@dataclass(frozen=True)
+class Plan:
+    shard_counts: tuple[int, ...]
+    seconds: int  # each measured wrk run
+    rounds: int  # every case once per round, in alternating order
+    items_per_shard: int  # each shard holds at least this many before each run
+    connections: int  # wrk keep-alive connections
+    workers: int  # tracker serve's bjoern workers
+    cap: float  # share of a core each capped redis-server gets
+
+
+FULL = Plan(
+    shard_counts=(1, 2, 3, 4),
+    seconds=8,
+    rounds=2,
+    items_per_shard=80_000,
+    connections=128,
+    workers=24,
+    cap=0.12,
+)
+QUICK = Plan(
+    shard_counts=(1, 2, 4), seconds=2, rounds=1, items_per_shard=25_000, connections=64, workers=16, cap=0.12
+)
+
+
+# --- cgroups ------------------------------------------------------------------------------------
+
+
+class CpuCaps:
+    """One cgroup v1 cpu group per redis-server, capped by cfs_quota_us; removed by remove_all."""
+
+    def __init__(self, period_us: int = CFS_PERIOD_US):
+        self.period_us = period_us
+        self.groups: dict[int, Path] = {}
+
+    @staticmethod
+    def remove_stale() -> list[str]:
+        """Remove groups a killed run left behind (their processes moved back to the root)."""
+        removed = []
+        for group in CGROUP_ROOT.glob(CGROUP_PREFIX + "*"):
+            _empty_group(group)
+            group.rmdir()
+            removed.append(group.name)
+        return removed
+
+    def add(self, port: int, pid: int) -> None:
+        group = CGROUP_ROOT / f"{CGROUP_PREFIX}{port}"
+        group.mkdir()
+        self.groups[port] = group
+        (group / "cpu.cfs_period_us").write_text(str(self.period_us))
+        (group / "cgroup.procs").write_text(str(pid))  # every thread of the process
+
+    def set(self, share: float | None) -> None:
+        """Cap every group at SHARE of a core (None: uncapped)."""
+        for group in self.groups.values():
+            quota = -1 if share is None else max(1000, int(share * self.period_us))
+            (group / "cpu.cfs_quota_us").write_text(str(quota))
+
+    def throttling(self) -> dict[int, tuple[int, int]]:
+        """Port -> (periods, periods throttled) so far."""
+        found = {}
+        for port, group in self.groups.items():
+            stat = dict(line.split() for line in (group / "cpu.stat").read_text().splitlines())
+            found[port] = (int(stat["nr_periods"]), int(stat["nr_throttled"]))
+        return found
+
+    def remove_all(self) -> None:
+        for group in self.groups.values():
+            if group.exists():
+                _empty_group(group)
+                group.rmdir()
+        self.groups.clear()
+
+
+def _empty_group(group: Path) -> None:
+    for pid in (group / "cgroup.procs").read_text().split():
+        try:
+            (CGROUP_ROOT / "cgroup.procs").write_text(pid)
+        except OSError:
+            pass  # gone meanwhile
+
+
+# --- Redis's accounting -------------------------------------------------------------------------
+
+
+def node_snapshot(client: redis.Redis) -> dict:
+    """One node's CPU, commands and items waiting in its todo sets (every project on it)."""
+    cpu = client.info("cpu")
+    stats = client.info("commandstats")
+    todo = sum(client.scard(key) for key in client.scan_iter(match="*}:todo", count=1000))
+    return {
+        "cpu_s": float(cpu["used_cpu_sys"]) + float(cpu["used_cpu_user"]),
+        "commands": sum(int(s["calls"]) for s in stats.values()),
+        "scripts": sum(
+            int(s["calls"]) for name, s in stats.items() if name in ("cmdstat_evalsha", "cmdstat_fcall")
+        ),
+        "todo": todo,
+    }
+
+
+def machine_busy() -> tuple[int, int]:
+    """(busy, total) jiffies of all cores so far, from /proc/stat."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]
+    return sum(fields) - idle, sum(fields)
+
+
+# --- the setup ----------------------------------------------------------------------------------
+
+
+def sharded_projects_exist() -> bool:
+    return "shards" in inspect.signature(projects.create).parameters
+
+
+def slot_owners(client: redis.Redis) -> list[tuple[int, int, int]]:
+    return [(start, end, int(node[1])) for start, end, node, *_ in client.execute_command("CLUSTER", "SLOTS")]
+
+
+def owner(tag: str, owners: list[tuple[int, int, int]]) -> int:
+    slot = key_slot(tag.encode())
+    return next(port for start, end, port in owners if start <= slot <= end)
+
+
+def name_on(port: int, stem: str, owners: list[tuple[int, int, int]]) -> str:
+    """A project name from STEM whose hash tag lands on the primary at PORT."""
+    for n in range(10_000):
+        name = f"{stem}-{n}"
+        if owner("{" + name + "}", owners) == port:
+            return name
+    raise LookupError(port)
+
+
+@dataclass
+class Case:
+    """One project as the load sees it: the projects wrk claims from in turn (one, or the
+    stand-ins), each shard's hash tag with its project, and the node each shard is on."""
+
+    label: str
+    shards: int
+    projects: list[str]
+    tags: dict[str, str]  # "{tag}" -> project
+    ports: list[int]  # of each shard, in the tags' order
+
+
+def seed(admin: AdminContext, project: str, count: int, first: int = 0) -> None:
+    names = (f"https://{project}.example.com/page/{n:09d}?ref=bench" for n in range(first, first + count))
+    items.add(admin, project, names, batch=10_000)
+
+
+def shard_tags(admin: AdminContext, project: str) -> list[str]:
+    """PROJECT's shards' hash tags, as its settings record them (one shard: {PROJECT})."""
+    text = admin.conn.hget(ProjectKeys(project).settings, "shard_tags") or ""
+    return text.split() or ["{" + project + "}"]
+
+
+def make_case(admin: AdminContext, stem: str, shards: int, real: bool, owners) -> Case:
+    """A project of SHARDS shards named from STEM (or SHARDS one-shard projects, one on each
+    primary: the stand-in before sharded projects)."""
+    ports = sorted({port for *_, port in owners})
+    if real:
+        name = f"{stem}{shards}"
+        projects.create(admin, name, {"max_multi": MULTI}, shards=shards)
+        tags = {tag: name for tag in shard_tags(admin, name)}
+        return Case(f"{shards} shard(s)", shards, [name], tags, [owner(t, owners) for t in tags])
+    names = [name_on(ports[i], f"{stem}{shards}", owners) for i in range(shards)]
+    for name in names:
+        projects.create(admin, name, {"max_multi": MULTI})
+    return Case(
+        f"{shards} one-shard project(s)", shards, names, {"{" + n + "}": n for n in names}, ports[:shards]
+    )
+
+
+class Supply:
+    """The items of one Redis (or cluster): claims taken back after a run, todo kept full."""
+
+    def __init__(self, url: str):
+        self.admin = AdminContext.from_url(url)
+        self.engine = Engine(url)
+        self.next_number: dict[str, int] = {}
+        self.seeded = 0
+        self.seconds = 0.0
+
+    def todo(self, case: Case) -> list[int]:
+        return [self.admin.conn.scard(tag + ":todo") for tag in case.tags]
+
+    def recycle(self, case: Case) -> None:
+        """Give every claim of CASE back to todo (Engine.release, as an admin would)."""
+        started = time.perf_counter()
+        for tag, project in case.tags.items():
+            while names := self.admin.conn.zrange(tag + ":out", 0, 9_999):
+                self.engine.release(project, "", names)
+        self.seconds += time.perf_counter() - started
+
+    def top_up(self, case: Case, per_shard: int) -> None:
+        """Seed until every shard of CASE holds PER_SHARD items (names spread over shards by
+        their hash, so a sharded project gets a little more than it needs)."""
+        started = time.perf_counter()
+        while (missing := per_shard - min(self.todo(case))) > 0:
+            for project in case.projects:
+                count = missing * (case.shards if len(case.projects) == 1 else 1)
+                count += count // 20 if len(case.projects) == 1 and case.shards > 1 else 0
+                first = self.next_number.get(project, 0)
+                seed(self.admin, project, count, first)
+                self.next_number[project] = first + count
+                self.seeded += count
+        self.seconds += time.perf_counter() - started
+
+
+def tracker_cpu_s(server_pid: int) -> float:
+    """CPU seconds (user + system) of `tracker serve`'s workers so far."""
+    total = 0
+    for pid in worker_pids(server_pid):
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+# --- one measured run ---------------------------------------------------------------------------
+
+
+def run_wrk(port: int, mode: str, multi: int, names: list[str], plan: Plan) -> dict:
+    command = [
+        *("wrk", "-t2", "-c", str(plan.connections), "-d", f"{plan.seconds}s", "--timeout", "5s"),
+        *("-s", str(WRK_SCRIPT), f"http://127.0.0.1:{port}/", "--", mode, str(multi), ",".join(names)),
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=plan.seconds + 60)
+    found = {}
+    for line in done.stdout.splitlines():
+        for tag in ("BENCH_JSON ", "BENCH_COUNTS "):
+            if line.startswith(tag):
+                found[tag.strip()] = json.loads(line[len(tag) :])
+    if done.returncode != 0 or len(found) != 2:
+        raise RuntimeError(f"wrk failed ({done.returncode}): {done.stderr.strip() or done.stdout}")
+    figures = found["BENCH_JSON"]
+    return {
+        "seconds": figures["duration_us"] / 1e6,
+        "requests": figures["requests"],
+        "p99_ms": figures["latency_us"]["p99"] / 1000,
+        "socket_errors": sum(v for k, v in figures["errors"].items() if k != "status"),
+        **found["BENCH_COUNTS"],
+    }
+
+
+@dataclass
+class Target:
+    """What a run drives and reads: the tracker's port and pid, the Redis nodes, their caps."""
+
+    port: int
+    pid: int
+    clients: dict[int, redis.Redis]
+    caps: CpuCaps | None
+    supply: Supply
+
+
+def measure(
+    target: Target, case: Case, mode: str, multi: int, plan: Plan, per_shard: int | None = None
+) -> dict:
+    """One wrk run over CASE's projects (recycled and topped up to PER_SHARD items a shard
+    first); its rates, and per node Redis's CPU and the items that left its todo sets."""
+    if per_shard is not None:
+        if target.caps:
+            target.caps.set(None)
+        target.supply.recycle(case)
+        target.supply.top_up(case, per_shard)
+        if target.caps:
+            target.caps.set(plan.cap)
+    clients, caps = target.clients, target.caps
+    before = {port: node_snapshot(c) for port, c in clients.items()}
+    throttled_before = caps.throttling() if caps else {}
+    busy_before = machine_busy()
+    children_before = os.times()
+    tracker_before = tracker_cpu_s(target.pid)
+    load = run_wrk(target.port, mode, multi, case.projects, plan)
+    tracker_after = tracker_cpu_s(target.pid)
+    children_after = os.times()
+    busy_after = machine_busy()
+    throttled_after = caps.throttling() if caps else {}
+    after = {port: node_snapshot(c) for port, c in clients.items()}
+    seconds = load["seconds"]
+    nodes = []
+    for port in clients:
+        cpu_us = (after[port]["cpu_s"] - before[port]["cpu_s"]) * 1e6
+        claimed = before[port]["todo"] - after[port]["todo"]
+        if port not in case.ports and claimed == 0:
+            continue  # a node this case left alone
+        calls = after[port]["scripts"] - before[port]["scripts"]
+        entry = {
+            "port": port,
+            "cpu_share": round(cpu_us / seconds / 1e6, 3),
+            "items_claimed": claimed,
+            "cpu_us_per_item": round(cpu_us / claimed, 1) if claimed else None,
+            "cpu_us_per_script_call": round(cpu_us / calls, 1) if calls else None,
+            "script_calls_per_s": round(calls / seconds),
+            "todo_left": after[port]["todo"],
+        }
+        if port in throttled_after:
+            periods = throttled_after[port][0] - throttled_before[port][0]
+            throttled = throttled_after[port][1] - throttled_before[port][1]
+            entry["throttled_share"] = round(throttled / periods, 3) if periods else None
+        nodes.append(entry)
+    total_cpu_us = sum((after[p]["cpu_s"] - before[p]["cpu_s"]) * 1e6 for p in clients)
+    requests = load["claims_ok"] + load["empty"] + load["dones_ok"] + load["other"]
+    busy = (busy_after[0] - busy_before[0]) / max(1, busy_after[1] - busy_before[1])
+    wrk_cpu = (children_after.children_user + children_after.children_system) - (
+        children_before.children_user + children_before.children_system
+    )
+    claims = load["claims_ok"] + load["empty"]
+    return {
+        "case": case.label,
+        "shards": case.shards,
+        "mode": mode,
+        "multi": multi,
+        "seconds": round(seconds, 2),
+        "claims_per_s": round(load["claims_ok"] / seconds, 1),
+        "items_per_s": round(load["items"] / seconds, 1),
+        "dones_per_s": round(load["dones_ok"] / seconds, 1),
+        "empty_per_s": round(load["empty"] / seconds, 1),
+        "other_statuses": load["other"],
+        "socket_errors": load["socket_errors"],
+        "p99_ms": load["p99_ms"],
+        "redis_cpu_us_per_claim_request": round(total_cpu_us / claims, 1) if claims else None,
+        "redis_cpu_us_per_item": round(total_cpu_us / load["items"], 1) if load["items"] else None,
+        "redis_cpu_share": round(total_cpu_us / seconds / 1e6, 3),
+        "worker_cpu_us_per_request": round((tracker_after - tracker_before) * 1e6 / requests, 1)
+        if requests
+        else None,
+        "worker_cpu_share": round((tracker_after - tracker_before) / seconds, 3),
+        "wrk_cpu_share": round(wrk_cpu / seconds, 3),
+        "machine_busy_share": round(busy, 3),
+        "nodes": nodes,
+    }
+
+
+# --- the whole run ------------------------------------------------------------------------------
+
+
+def run(plan: Plan, scratch: Path) -> dict:
+    real = sharded_projects_exist()
+    caps = CpuCaps()
+    stale = CpuCaps.remove_stale()
+    cluster = Cluster(scratch / "cluster", primaries=PRIMARIES)
+    for node in cluster.nodes:
+        node.extra += ["--appendonly", "no"]
+    solo = EmbeddedRedis(scratch / "solo", port=free_port(), extra=["--appendonly", "no"])
+    servers = []
+    started = time.time()
+    try:
+        cluster.start()
+        solo.start()
+        for node in cluster.nodes:
+            caps.add(node.port, node.process.pid)
+        caps.set(None)
+        supply, solo_supply = Supply(cluster.url), Supply(solo.url)
+        found_versions = versions(supply.admin)
+        owners = slot_owners(redis.Redis(port=cluster.nodes[0].port))
+        cases = {n: make_case(supply.admin, "scale", n, real, owners) for n in plan.shard_counts}
+        # The end of a project: the biggest case again, emptied shard by shard.
+        end_case = make_case(supply.admin, "end", max(plan.shard_counts), real, owners) if real else None
+        uncapped_case = make_case(supply.admin, "uncapped", 1, real, owners)
+        projects.create(solo_supply.admin, "solo", {"max_multi": MULTI})
+        solo_case = Case("standalone Redis", 1, ["solo"], {"{solo}": "solo"}, [solo.port])
+        for case in [*cases.values(), uncapped_case]:
+            supply.top_up(case, plan.items_per_shard)
+        solo_supply.top_up(solo_case, plan.items_per_shard)
+
+        tracker, port = start_tracker(cluster.url, scratch / "tracker.log", plan.workers)
+        servers.append(tracker)
+        solo_tracker, solo_port = start_tracker(solo.url, scratch / "solo.log", plan.workers)
+        servers.append(solo_tracker)
+        clients = {node.port: redis.Redis(port=node.port, decode_responses=True) for node in cluster.nodes}
+        capped = Target(port, tracker.pid, clients, caps, supply)
+        uncapped = Target(port, tracker.pid, clients, None, supply)
+        solo_target = Target(
+            solo_port,
+            solo_tracker.pid,
+            {solo.port: redis.Redis(port=solo.port, decode_responses=True)},
+            None,
+            solo_supply,
+        )
+
+        runs = []
+        for round_number in range(plan.rounds):
+            order = list(plan.shard_counts)
+            if round_number % 2:
+                order.reverse()
+            for shards in order:
+                for mode, multi in (("claim", 1), ("claim", MULTI), ("cycle", 1)):
+                    entry = measure(capped, cases[shards], mode, multi, plan, plan.items_per_shard)
+                    entry["round"] = round_number
+                    runs.append(entry)
+                    print(_line(entry), flush=True)
+            caps.set(None)
+            for label, target, case in (
+                ("standalone Redis, one project", solo_target, solo_case),
+                ("cluster, one-shard project", uncapped, uncapped_case),
+            ):
+                for mode in ("claim", "cycle"):
+                    entry = measure(target, case, mode, 1, plan, plan.items_per_shard)
+                    entry.update(round=round_number, uncapped=label)
+                    runs.append(entry)
+                    print(_line(entry), flush=True)
+
+        end = []
+        if end_case is not None:
+            supply.top_up(end_case, plan.items_per_shard // 4)
+            caps.set(plan.cap)
+            end = end_of_project(capped, end_case, plan)
+            caps.set(None)
+        return {
+            "plan": plan.__dict__,
+            "sharded_projects": real,
+            "cfs_period_us": caps.period_us,
+            "cgroups_left_by_an_earlier_run": stale,
+            "versions": found_versions,
+            "items_seeded": supply.seeded + solo_supply.seeded,
+            "seconds_seeding_and_recycling": round(supply.seconds + solo_supply.seconds, 1),
+            "runs": runs,
+            "end_of_project": end,
+            "seconds_total": round(time.time() - started, 1),
+        }
+    finally:
+        for process in servers:
+            stop(process)
+        cluster.stop()
+        solo.stop()
+        caps.remove_all()
+
+
+def end_of_project(target: Target, case: Case, plan: Plan) -> list[dict]:
+    """CASE with its shards' todo sets emptied one by one, down to none: what falling through
+    the empty shards costs each claim (Redis CPU over every node) and does to the rate."""
+    found = []
+    steps = range(case.shards + 1) if plan.rounds > 1 else (0, case.shards - 1, case.shards)
+    emptied = 0
+    for step in steps:
+        while emptied < step:
+            tag = list(case.tags)[case.shards - 1 - emptied]  # the first shard (no salt) stays longest
+            target.supply.admin.conn.delete(tag + ":todo")
+            emptied += 1
+        entry = measure(target, case, "claim", 1, plan)
+        entry["shards_with_items"] = case.shards - emptied
+        found.append(entry)
+        print(_line(entry), flush=True)
+    return found
+
+
+def _line(entry: dict) -> str:
+    nodes = " ".join(
+        f"[{n['cpu_share']:.2f} core {n['cpu_us_per_item']} us/item thr {n.get('throttled_share')}]"
+        for n in entry["nodes"]
+    )
+    return (
+        f"{entry['case'][:22]:<22} {entry['mode']:<5} m={entry['multi']:<2} claims/s {entry['claims_per_s']:>7.0f} "
+        f"items/s {entry['items_per_s']:>7.0f} dones/s {entry['dones_per_s']:>6.0f} 404/s {entry['empty_per_s']:>6.0f} "
+        f"redis {entry['redis_cpu_share']:.2f} workers {entry['worker_cpu_share']:.2f} "
+        f"({entry['worker_cpu_us_per_request']} us/req) wrk {entry['wrk_cpu_share']:.2f} "
+        f"busy {entry['machine_busy_share']:.2f} {nodes}"
+    )
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="1, 2 and 4 shards, 2 s runs, one round")
+    parser.add_argument(
+        "--cap", type=float, default=None, help="share of a core for each capped redis-server"
+    )
+    parser.add_argument("--seconds", type=int, default=None, help="each measured run")
+    parser.add_argument("--workers", type=int, default=None, help="tracker serve's workers")
+    parser.add_argument("--connections", type=int, default=None, help="wrk connections")
+    parser.add_argument("--rounds", type=int, default=None, help="rounds over the cases")
+    parser.add_argument("--shard-counts", type=lambda t: tuple(int(x) for x in t.split(",")), default=None)
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    for tool in ("wrk", "redis-server", "redis-cli"):
+        if shutil.which(tool) is None:
+            raise SystemExit(f"{tool} is not installed")
+    if not os.access(CGROUP_ROOT / "cgroup.procs", os.W_OK):
+        raise SystemExit(f"needs root and the cgroup v1 cpu controller at {CGROUP_ROOT}")
+    plan = QUICK if args.quick else FULL
+    chosen = {
+        "cap": args.cap,
+        "seconds": args.seconds,
+        "workers": args.workers,
+        "connections": args.connections,
+        "rounds": args.rounds,
+        "shard_counts": args.shard_counts,
+    }
+    overrides = {k: v for k, v in chosen.items() if v is not None}
+    plan = Plan(**(plan.__dict__ | overrides))
+    load_start = os.getloadavg()
+    with tempfile.TemporaryDirectory(prefix="shard-scale-") as scratch:
+        figures = run(plan, Path(scratch))
+    result = {
+        **run_header("benchmarks/shard_scale.py", argv, (load_start, os.getloadavg())),
+        "machine_detail": machine(),
+        **figures,
+    }
+    write_results(args.out, "shard_scale", result, None)
+    return result
+
+
+if __name__ == "__main__":
+    main()
