@@ -12,14 +12,20 @@ The hot path keeps its raw hiredis connection (``RawRedis``) in all three:
   A primary with no replica attached (after a failover, before the old primary returns) keeps
   serving on its AOF alone: refusing every write then would stop the whole project.
   ``wait_replicas=0`` never waits.
-- ``redis+cluster://[:PASSWORD@]HOST:PORT[,HOST:PORT...]``: routes each command to the node that
-  owns its key's hash slot (every project key carries the hash tag ``{PROJECT}``, so a project's
-  scripts run on one node) and follows MOVED and ASK redirections.
+- ``redis+cluster://[:PASSWORD@]HOST:PORT[,HOST:PORT...][?wait_replicas=N]``: routes each command
+  to the node that owns its key's hash slot (every project key carries the hash tag ``{PROJECT}``,
+  so a project's scripts run on one node) and follows MOVED and ASK redirections. When a primary
+  fails (connection refused, an answer lost, CLUSTERDOWN, MOVED) it reads the slot map again from
+  another node, the failed one last, and goes on with whichever node owns the slot by then: its
+  replica once the cluster has promoted it. Each primary is checked for attached replicas as under
+  Sentinel, and a script sent to a primary that has one is followed by ``WAIT N`` in the same
+  round trip, so a failover loses no acknowledged done either.
 
 Commands are sent again (to a new primary, or to the slot's new owner) only when none of them
-can have reached Redis (``ConnectionLost``); once they were sent, a broken connection or a
-timeout raises ``OutcomeUnknown`` (answered 503) and nothing is resent: a claim must not run
-twice.
+can have reached Redis (``ConnectionLost``, or a redirection: Redis checks the slot before it
+runs anything); once they were sent, a broken connection or a timeout raises ``OutcomeUnknown``
+(answered 503) and nothing is resent: a claim must not run twice. A call waits at most
+``FAILOVER_WAIT_S`` for a new primary, then raises ``ConnectionLost`` (503 too).
 
 Admin paths get the matching redis-py client from ``admin_client``.
 """
@@ -51,6 +57,11 @@ FAILOVER_WAIT_S = 12.0
 # How often a Sentinel connection re-reads how many replicas its primary has (ROLE, piggybacked
 # on a request's round trip).
 REPLICA_CHECK_S = 1.0
+# How long a node asked for the slot map or the primary (Sentinel) may take: a hung node is
+# passed over after this, not after a call's 10 s.
+PROBE_TIMEOUT_S = 2.0
+RETRY_PAUSE_S = 0.2  # between attempts on a node that could not be reached
+REDIRECT_PAUSE_S = 0.05  # before a command TRYAGAIN or CLUSTERDOWN refused is sent again
 _MAX_REDIRECTS = 5
 
 
@@ -82,22 +93,30 @@ def parse_topology_url(url: str) -> dict:
         path = [p for p in parts.path.split("/") if p]
         if not path or len(path) > 2 or (len(path) == 2 and not path[1].isdigit()):
             raise ValueError("a Sentinel URL names the service: redis+sentinel://HOSTS/SERVICE[/DB]")
-        query = parse_qs(parts.query)
         return {
             "kind": "sentinel",
             "password": password,
             "sentinels": hosts,
             "service": path[0],
             "db": int(path[1]) if len(path) == 2 else 0,
-            "wait_replicas": int(query.get("wait_replicas", ["1"])[0]),
-            "wait_timeout_ms": int(query.get("wait_timeout_ms", ["2000"])[0]),
+            **_wait_options(parts.query),
         }
     if parts.scheme == CLUSTER_SCHEME:
         password, hosts = _split_hosts(parts.netloc)
         if parts.path.strip("/") not in ("", "0"):
             raise ValueError("a Redis Cluster has only database 0")
-        return {"kind": "cluster", "password": password, "nodes": hosts}
+        return {"kind": "cluster", "password": password, "nodes": hosts, **_wait_options(parts.query)}
     return {"kind": "single", "url": url}
+
+
+def _wait_options(query: str) -> dict:
+    """?wait_replicas=N (1: a replica acknowledges each change; 0: never wait) and
+    ?wait_timeout_ms=T (2000: how long, else 503)."""
+    values = parse_qs(query)
+    return {
+        "wait_replicas": int(values.get("wait_replicas", ["1"])[0]),
+        "wait_timeout_ms": int(values.get("wait_timeout_ms", ["2000"])[0]),
+    }
 
 
 def connect(url: str):
@@ -158,6 +177,55 @@ def _is_script(command) -> bool:
     return str(command[0]).upper() in ("EVALSHA", "EVAL")
 
 
+class ReplicaAcks:
+    """Whether one primary has replicas attached, and the ``WAIT`` that follows its scripts.
+
+    ``ROLE`` (which lists the replicas attached) rides in front of a call's commands at most every
+    REPLICA_CHECK_S. While the primary has a replica, a call with a script gets ``WAIT N T`` after
+    it in the same round trip, and a script that fewer than N replicas acknowledged within T ms
+    raises NotAcknowledged (503: the client retries; done is idempotent). A primary with no
+    replica attached is not waited for (it serves on its AOF alone); N = 0 never waits. Used by
+    SentinelRedis for its one primary and by ClusterRedis for each primary it sends to.
+    """
+
+    def __init__(self, spec: dict, replicas: int = 0):
+        self.wanted = spec["wait_replicas"]
+        self.timeout_ms = spec["wait_timeout_ms"]
+        self.replicas = replicas  # a first guess until ROLE says
+        self.checked_at = 0.0
+
+    def frame(self, commands) -> tuple[list, bool, bool]:
+        """COMMANDS with a ROLE before them when due and a WAIT after them when they hold a script;
+        and whether each was added."""
+        framed = list(commands)
+        if self.wanted <= 0:
+            return framed, False, False
+        role = time.monotonic() >= self.checked_at + REPLICA_CHECK_S
+        if role:
+            framed.insert(0, ("ROLE",))
+        wait = self.replicas > 0 and any(_is_script(c) for c in commands)
+        if wait:
+            framed.append(("WAIT", self.wanted, self.timeout_ms))
+        return framed, role, wait
+
+    def unframe(self, replies: list, role: bool, wait: bool) -> tuple[list, int | None]:
+        """The replies to the caller's commands, and how many replicas WAIT counted (None: none sent)."""
+        if role:
+            self.note_role(replies.pop(0))
+        return replies, replies.pop() if wait else None
+
+    def check(self, acknowledged) -> None:
+        """Raise NotAcknowledged when WAIT counted fewer replicas than wanted (None: no WAIT)."""
+        if acknowledged is not None and (not isinstance(acknowledged, int) or acknowledged < self.wanted):
+            self.checked_at = 0.0  # look again before the next write
+            raise NotAcknowledged("the change was not acknowledged by a replica in time")
+
+    def note_role(self, reply) -> None:
+        if isinstance(reply, list) and reply and reply[0] == "master":
+            self.replicas = len(reply[2])
+            self.checked_at = time.monotonic()
+
+
 class SentinelRedis(HashReads):
     """A RawRedis to the current primary of a Sentinel service, found again after a failover."""
 
@@ -165,13 +233,12 @@ class SentinelRedis(HashReads):
         self.url = url
         self.spec = spec
         self._primary: RawRedis | None = None
-        self._replicas = 0
-        self._replicas_checked_at = 0.0
+        self._acks = ReplicaAcks(spec)
 
     def _discover(self) -> RawRedis:
         errors = []
         for host, port in self.spec["sentinels"]:
-            sentinel = RawRedis(_node_url(host, port, None), timeout_s=2.0)
+            sentinel = RawRedis(_node_url(host, port, None), timeout_s=PROBE_TIMEOUT_S)
             try:
                 addr = sentinel.execute_command("SENTINEL", "get-master-addr-by-name", self.spec["service"])
             except RedisError as exc:
@@ -190,26 +257,13 @@ class SentinelRedis(HashReads):
                 primary.close()
                 continue
             if role and role[0] == "master":
-                self._note_role(role)
+                self._acks.note_role(role)
                 return primary
             primary.close()
             errors.append(f"{addr[0]}:{addr[1]} is not a primary yet")
         raise ConnectionLost(
             f"no primary for Sentinel service {self.spec['service']!r}: " + "; ".join(errors)
         )
-
-    def _framed(self, commands) -> tuple[list, bool, bool]:
-        """COMMANDS with a ROLE check before them when due and a WAIT after a script."""
-        framed, role = list(commands), False
-        if self.spec["wait_replicas"] <= 0:
-            return framed, False, False
-        if time.monotonic() >= self._replicas_checked_at + REPLICA_CHECK_S:
-            framed.insert(0, ("ROLE",))
-            role = True
-        wait = self._replicas > 0 and any(_is_script(c) for c in commands)
-        if wait:
-            framed.append(("WAIT", self.spec["wait_replicas"], self.spec["wait_timeout_ms"]))
-        return framed, role, wait
 
     def pipeline(self, commands) -> list:
         """Run COMMANDS on the primary; on a failover find the new primary and run them there."""
@@ -219,7 +273,7 @@ class SentinelRedis(HashReads):
                 # Discovery first: it reads the new primary's replicas, which decides the WAIT.
                 if self._primary is None:
                     self._primary = self._discover()
-                framed, role, wait = self._framed(commands)
+                framed, role, wait = self._acks.frame(commands)
                 replies = self._primary.pipeline(framed)
                 if not any((_error_text(r) or "").startswith("READONLY") for r in replies):
                     break
@@ -236,20 +290,10 @@ class SentinelRedis(HashReads):
                 raise ConnectionLost(
                     f"no writable primary for {self.spec['service']!r} after {FAILOVER_WAIT_S:.0f} s"
                 )
-            time.sleep(0.2)
-        if role:
-            self._note_role(replies.pop(0))
-        if wait:
-            acknowledged = replies.pop()
-            if not isinstance(acknowledged, int) or acknowledged < self.spec["wait_replicas"]:
-                self._replicas_checked_at = 0.0  # look again before the next write
-                raise NotAcknowledged("the change was not acknowledged by a replica in time")
+            time.sleep(RETRY_PAUSE_S)
+        replies, acknowledged = self._acks.unframe(replies, role, wait)
+        self._acks.check(acknowledged)
         return replies
-
-    def _note_role(self, reply) -> None:
-        if isinstance(reply, list) and reply and reply[0] == "master":
-            self._replicas = len(reply[2])
-            self._replicas_checked_at = time.monotonic()
 
     def execute_command(self, *args):
         reply = self.pipeline((args,))[0]
@@ -261,18 +305,29 @@ class SentinelRedis(HashReads):
         if self._primary is not None:
             self._primary.close()
             self._primary = None
-        self._replicas_checked_at = 0.0
+        self._acks.checked_at = 0.0
+
+
+# Replies after which a command was not run (Redis checks the slot before it runs anything).
+_REDIRECTIONS = ("MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN")
 
 
 class ClusterRedis(HashReads):
-    """RawRedis connections to every primary of a Redis Cluster, each command sent by hash slot."""
+    """RawRedis connections to the primaries of a Redis Cluster, each command sent by hash slot."""
 
     def __init__(self, url: str, spec: dict):
         self.url = url
         self.spec = spec
         self._nodes: dict[tuple[str, int], RawRedis] = {}
+        self._acks: dict[tuple[str, int], ReplicaAcks] = {}
+        # Every node heard of (the URL's, then the primaries and replicas CLUSTER SLOTS named):
+        # where the slot map is asked for when the nodes in use fail.
+        self._known: dict[tuple[str, int], None] = dict.fromkeys(spec["nodes"])
         self._slots: list[tuple[str, int] | None] = [None] * 16384
+        self._replicas_of: dict[tuple[str, int], int] = {}  # per primary, as CLUSTER SLOTS says
         self._slot_cache: dict[str, int] = {}
+        self._stale = True  # read the slot map before the next command
+        self._suspect: tuple[str, int] | None = None  # asked last when the map is read again
 
     # -- topology --------------------------------------------------------------------------------
 
@@ -280,26 +335,51 @@ class ClusterRedis(HashReads):
         conn = self._nodes.get(addr)
         if conn is None:
             conn = self._nodes[addr] = RawRedis(_node_url(addr[0], addr[1], self.spec["password"]))
+            self._acks[addr] = ReplicaAcks(self.spec, self._replicas_of.get(addr, 0))
         return conn
 
-    def refresh_slots(self) -> None:
-        """Load the slot map from the first node that answers CLUSTER SLOTS."""
+    def refresh_slots(self, suspect: tuple[str, int] | None = None) -> None:
+        """Load the slot map from the first node that answers CLUSTER SLOTS.
+
+        The nodes in use are asked first, then every other node heard of, SUSPECT last (a node
+        that just failed a call: it may hang, or still think it owns its slots). Each is asked on
+        a connection of its own with a short timeout: a hung node costs PROBE_TIMEOUT_S here,
+        not a call's timeout.
+        """
+        candidates = [a for a in dict.fromkeys([*self._nodes, *self._known]) if a != suspect]
+        if suspect is not None:
+            candidates.append(suspect)
         errors = []
-        candidates = list(dict.fromkeys([*self._nodes, *self.spec["nodes"]]))
         for addr in candidates:
+            probe = RawRedis(_node_url(addr[0], addr[1], self.spec["password"]), timeout_s=PROBE_TIMEOUT_S)
             try:
-                ranges = self._node(addr).execute_command("CLUSTER", "SLOTS")
+                ranges = probe.execute_command("CLUSTER", "SLOTS")
             except RedisError as exc:
                 errors.append(f"{addr[0]}:{addr[1]}: {exc}")
                 continue
-            slots: list[tuple[str, int] | None] = [None] * 16384
-            for start, end, primary, *_replicas in ranges:
-                owner = (primary[0] or addr[0], int(primary[1]))
-                for slot in range(int(start), int(end) + 1):
-                    slots[slot] = owner
-            self._slots = slots
+            finally:
+                probe.close()
+            self._load_slots(ranges, addr[0])
             return
         raise ConnectionLost("no cluster node answered CLUSTER SLOTS: " + "; ".join(errors))
+
+    def _load_slots(self, ranges, host: str) -> None:
+        slots: list[tuple[str, int] | None] = [None] * 16384
+        replicas: dict[tuple[str, int], int] = {}
+        for start, end, primary, *copies in ranges:
+            owner = (primary[0] or host, int(primary[1]))
+            replicas[owner] = len(copies)
+            self._known.update(dict.fromkeys([owner, *((c[0] or host, int(c[1])) for c in copies)]))
+            slots[int(start) : int(end) + 1] = [owner] * (int(end) - int(start) + 1)
+        self._slots, self._replicas_of = slots, replicas
+        self._stale, self._suspect = False, None
+
+    def refresh_slots_quietly(self, suspect: tuple[str, int] | None = None) -> None:
+        """refresh_slots, keeping the map it has when no node answers (the call then fails by itself)."""
+        try:
+            self.refresh_slots(suspect)
+        except ConnectionLost:
+            pass
 
     def _slot(self, key: str) -> int:
         slot = self._slot_cache.get(key)
@@ -311,16 +391,15 @@ class ClusterRedis(HashReads):
         return slot
 
     def _owner(self, slot: int | None) -> tuple[str, int]:
+        """The primary to send to: SLOT's owner, or for a command of no key a primary in use."""
+        if self._stale:
+            self.refresh_slots(self._suspect)
         if slot is None:
-            if not self._nodes:
-                self.refresh_slots()
-            return next(iter(self._nodes)) if self._nodes else self.spec["nodes"][0]
-        owner = self._slots[slot]
-        if owner is None:
-            self.refresh_slots()
+            owner = next(iter(self._nodes), None) or next((a for a in self._slots if a is not None), None)
+        else:
             owner = self._slots[slot]
-            if owner is None:
-                raise RedisError(f"hash slot {slot} is not served by any node")
+        if owner is None:
+            raise ConnectionLost(f"hash slot {slot} is not served by any node")
         return owner
 
     # -- commands --------------------------------------------------------------------------------
@@ -329,82 +408,97 @@ class ClusterRedis(HashReads):
         """Send COMMANDS (all for one hash slot, as the engine's are) to the slot's owner.
 
         Each command that comes back redirected was not run, and only those are sent again: a
-        MOVED reply updates the map and resends them to the new owner; ASK sends them to the node
+        MOVED reply reloads the map and resends them to the new owner; ASK sends them to the node
         that is importing the slot, each preceded by its own ASKING (ASKING covers one command
-        only). Mid-migration some of a pipeline's keys may still be on the old owner and some on
-        the new: every reply comes from the node that ran its command. Commands of one pipeline
-        must share a slot: the engine only pipelines commands of one project.
+        only); TRYAGAIN and CLUSTERDOWN (a slot mid-migration, a cluster re-forming) wait a
+        moment and start again from the slot's owner. Mid-migration some of a pipeline's keys
+        may still be on the old owner and some on the new: every reply comes from the node that
+        ran its command. Commands of one pipeline must share a slot: the engine only pipelines
+        commands of one project.
 
-        A node that cannot be reached (nothing sent) is dropped and the slot map reloaded; a
-        connection that broke after the commands left raises OutcomeUnknown, never resends.
+        A node that cannot be reached (nothing sent) is dropped, the slot map read again from
+        the others, and the commands sent to the slot's owner by then, for at most
+        FAILOVER_WAIT_S (then ConnectionLost). A connection that broke or timed out after the
+        commands left raises OutcomeUnknown and nothing is resent; the next call reads the map
+        first (the node may hang, and its slots be failed over meanwhile). Scripts that ran on a
+        primary with a replica attached are acknowledged by ``WAIT`` (ReplicaAcks).
         """
         commands = list(commands)
         key = next((k for k in map(_command_key, commands) if k is not None), None)
         slot = self._slot(key) if key is not None else None
-        addr = self._owner(slot)
+        addr, asking = None, False
         replies: list = [None] * len(commands)
         pending = list(range(len(commands)))
-        asking = False
         deadline = time.monotonic() + FAILOVER_WAIT_S
         redirects = 0
         while True:
-            conn = self._node(addr)
             batch = [commands[i] for i in pending]
             try:
-                if asking:
-                    got = conn.pipeline([c for command in batch for c in (("ASKING",), command)])[1::2]
-                else:
-                    got = conn.pipeline(batch)
-            except ConnectionLost:
-                self._forget(addr)
+                addr = addr or self._owner(slot)
+                got, acknowledged = self._send(addr, batch, asking)
+            except ConnectionLost as exc:
+                if addr is not None:
+                    self._forget(addr)
                 if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)
-                self.refresh_slots_quietly()
-                addr, asking = self._owner(slot), False
+                    raise ConnectionLost(
+                        f"no node served hash slot {slot} within {FAILOVER_WAIT_S:.0f} s: {exc}"
+                    ) from exc
+                time.sleep(RETRY_PAUSE_S)
+                self.refresh_slots_quietly(suspect=addr)
+                addr, asking = None, False
                 continue
             except OutcomeUnknown:
                 self._forget(addr)
+                self._stale, self._suspect = True, addr
                 raise
-            redirected, redirect = [], None
-            for index, reply in zip(pending, got):
+            redirected, redirect, ran_script = [], None, False
+            for index, command, reply in zip(pending, batch, got):
                 text = _error_text(reply)
-                if text and text.split(" ", 1)[0] in ("MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN"):
+                if text and text.split(" ", 1)[0] in _REDIRECTIONS:
                     redirected.append(index)
                     redirect = redirect or text
                 else:
                     replies[index] = reply
+                    ran_script = ran_script or _is_script(command)
+            if ran_script:
+                self._acks[addr].check(acknowledged)
             if redirect is None:
                 return replies
             pending = redirected
             redirects += 1
-            if redirects > _MAX_REDIRECTS and time.monotonic() > deadline:
-                raise RedisError(f"cluster keeps redirecting: {redirect}")
             kind, *rest = redirect.split(" ")
+            if redirects > _MAX_REDIRECTS or kind not in ("MOVED", "ASK"):
+                if time.monotonic() > deadline:
+                    raise ConnectionLost(
+                        f"hash slot {slot} not served within {FAILOVER_WAIT_S:.0f} s: {redirect}"
+                    )
+                time.sleep(REDIRECT_PAUSE_S)
             if kind in ("MOVED", "ASK"):
                 host, _, port = rest[1].rpartition(":")
                 target = (host or addr[0], int(port))
                 if kind == "MOVED":
+                    # The slot has a new owner (a reshard, a failover): so may its neighbours.
+                    self.refresh_slots_quietly()
                     self._slots[int(rest[0])] = target
-                    asking = False
-                else:
-                    asking = True
-                addr = target
+                addr, asking = target, kind == "ASK"
             else:
-                # TRYAGAIN: a multi-key script met a slot in mid-migration (some keys moved,
-                # some not); CLUSTERDOWN: the cluster is re-forming. Both pass within moments:
-                # wait a little and start again from the slot's owner.
-                time.sleep(0.05)
-                addr, asking = self._owner(slot), False
+                if kind == "CLUSTERDOWN":  # a primary failed and is not replaced yet
+                    self.refresh_slots_quietly()
+                addr, asking = None, False
 
-    def refresh_slots_quietly(self) -> None:
-        try:
-            self.refresh_slots()
-        except ConnectionLost:
-            pass
+    def _send(self, addr: tuple[str, int], batch: list, asking: bool) -> tuple[list, int | None]:
+        """BATCH's replies from ADDR (each command after its own ASKING when ASKING), framed by
+        the node's ReplicaAcks; and how many replicas its WAIT counted (None: no WAIT)."""
+        conn = self._node(addr)
+        acks = self._acks[addr]
+        body = [c for command in batch for c in (("ASKING",), command)] if asking else batch
+        framed, role, wait = acks.frame(body)
+        replies, acknowledged = acks.unframe(conn.pipeline(framed), role, wait)
+        return (replies[1::2] if asking else replies), acknowledged
 
     def _forget(self, addr) -> None:
         conn = self._nodes.pop(addr, None)
+        self._acks.pop(addr, None)
         if conn is not None:
             conn.close()
 
@@ -418,3 +512,4 @@ class ClusterRedis(HashReads):
         for conn in self._nodes.values():
             conn.close()
         self._nodes.clear()
+        self._acks.clear()

@@ -30,31 +30,47 @@ def cluster_free_port() -> int:
 
 
 class Cluster:
-    """A Redis Cluster of N primaries and no replicas, formed with ``redis-cli --cluster create``."""
+    """A Redis Cluster of N primaries, each with REPLICAS replicas (0 or more), on loopback.
 
-    def __init__(self, base_dir: Path, primaries: int = 3):
-        self.nodes = [
-            EmbeddedRedis(
-                base_dir / f"node{i}",
-                port=cluster_free_port(),
-                extra=[
-                    "--cluster-enabled",
-                    "yes",
-                    "--cluster-config-file",
-                    "nodes.conf",
-                    "--cluster-node-timeout",
-                    "2000",
-                ],
-            )
-            for i in range(primaries)
+    The primaries are formed with ``redis-cli --cluster create`` (slots split evenly); then each
+    replica meets them and follows its primary (``CLUSTER REPLICATE``), so which node follows
+    which is known: replica ``replicas[i]`` follows ``nodes[i % primaries]``. ``nodes`` are the
+    primaries as started, ``servers`` every redis-server. A failover swaps roles: ``owner_port``
+    and ``primary_ports`` ask the cluster.
+    """
+
+    NODE_TIMEOUT_MS = 2000  # a primary that stops answering is failed over 2-4 s later
+
+    def __init__(self, base_dir: Path, primaries: int = 3, replicas: int = 0):
+        self.nodes = [self._server(base_dir / f"node{i}") for i in range(primaries)]
+        self.replicas = [
+            self._server(base_dir / f"node{i}r{j}") for j in range(replicas) for i in range(primaries)
         ]
+        self.servers = self.nodes + self.replicas
+
+    def _server(self, data_dir: Path) -> EmbeddedRedis:
+        return EmbeddedRedis(
+            data_dir,
+            port=cluster_free_port(),
+            extra=[
+                "--cluster-enabled",
+                "yes",
+                "--cluster-config-file",
+                "nodes.conf",
+                "--cluster-node-timeout",
+                str(self.NODE_TIMEOUT_MS),
+                # A replica's first sync starts at once, not after Redis's 5 s wait for others.
+                "--repl-diskless-sync-delay",
+                "0",
+            ],
+        )
 
     @property
     def url(self) -> str:
-        return "redis+cluster://" + ",".join(f"127.0.0.1:{n.port}" for n in self.nodes)
+        return "redis+cluster://" + ",".join(f"127.0.0.1:{n.port}" for n in self.servers)
 
     def start(self) -> Cluster:
-        for node in self.nodes:
+        for node in self.servers:
             node.start()
         subprocess.run(
             [
@@ -70,22 +86,101 @@ class Cluster:
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
         )
-        clients = [redis.Redis(port=n.port) for n in self.nodes]
-        _wait(lambda: all(c.cluster("info")["cluster_state"] == "ok" for c in clients), "the cluster to form")
+        for index, replica in enumerate(self.replicas):
+            primary = self.nodes[index % len(self.nodes)]
+            primary_id = redis.Redis(port=primary.port).cluster("myid")
+            client = redis.Redis(port=replica.port)
+            client.execute_command("CLUSTER", "MEET", "127.0.0.1", primary.port)
+            _wait(
+                lambda c=client, p=primary_id: p in c.execute_command("CLUSTER", "NODES"),
+                "a replica to meet its primary",
+            )
+            client.execute_command("CLUSTER", "REPLICATE", primary_id)
+        for replica in self.replicas:
+            self._wait_replica(replica.port)
+        _wait(self._formed, "the cluster to form")
         return self
 
+    def _formed(self) -> bool:
+        """Every live node says ok, and sees every replica as one."""
+        try:
+            for node in self.live():
+                nodes = redis.Redis(port=node.port, decode_responses=True).cluster("nodes")
+                if sum("slave" in n["flags"] for n in nodes.values()) != len(self.replicas):
+                    return False
+        except redis.RedisError:
+            return False
+        return self.state_ok()
+
+    def _wait_replica(self, port: int, timeout_s: float = 30.0) -> None:
+        def synced() -> bool:
+            info = redis.Redis(port=port).info("replication")
+            return info.get("role") == "slave" and info.get("master_link_status") == "up"
+
+        _wait(synced, f"the replica on {port} to sync", timeout_s)
+
+    def live(self) -> list[EmbeddedRedis]:
+        return [n for n in self.servers if n.process is not None and n.process.poll() is None]
+
+    def state_ok(self) -> bool:
+        """Whether every live node says cluster_state:ok."""
+        try:
+            return all(redis.Redis(port=n.port).cluster("info")["cluster_state"] == "ok" for n in self.live())
+        except redis.RedisError:
+            return False
+
+    def slot_owners(self) -> dict[int, int]:
+        """The first slot of each range -> the port of its primary, as the first live node says."""
+        client = redis.Redis(port=self.live()[0].port)
+        return {int(r[0]): int(r[2][1]) for r in client.execute_command("CLUSTER", "SLOTS")}
+
+    def primary_ports(self) -> set[int]:
+        return set(self.slot_owners().values())
+
     def owner_port(self, key: str) -> int:
-        """Port of the primary that owns KEY's hash slot."""
-        slot = redis.Redis(port=self.nodes[0].port).cluster("keyslot", key)
-        for start, end, primary, *_ in redis.Redis(port=self.nodes[0].port).execute_command(
-            "CLUSTER", "SLOTS"
-        ):
+        """Port of the primary that owns KEY's hash slot (as the first live node says)."""
+        client = redis.Redis(port=self.live()[0].port)
+        slot = client.cluster("keyslot", key)
+        for start, end, primary, *_ in client.execute_command("CLUSTER", "SLOTS"):
             if start <= slot <= end:
                 return int(primary[1])
         raise LookupError(key)
 
+    def server(self, port: int) -> EmbeddedRedis:
+        return next(n for n in self.servers if n.port == port)
+
+    def crash_primary(self, port: int, timeout_s: float = 30.0) -> int:
+        """``kill -9`` the primary on PORT (no chance to save, as when a machine dies) and wait
+        until a replica of it owns its slots and every live node says cluster_state:ok; return
+        the new primary's port. The old node stays down until ``restart(port)``."""
+        ranges = [start for start, owner in self.slot_owners().items() if owner == port]
+        if not ranges:
+            raise ValueError(f"{port} is not a primary")
+        node = self.server(port)
+        node.process.kill()
+        node.process.wait()
+
+        def taken_over() -> bool:
+            try:
+                owners = self.slot_owners()
+            except redis.RedisError:
+                return False
+            return all(owners.get(s, port) != port for s in ranges) and self.state_ok()
+
+        _wait(taken_over, f"a replica to take over from {port}", timeout_s)
+        return self.slot_owners()[ranges[0]]
+
+    fail_over = crash_primary
+
+    def restart(self, port: int, timeout_s: float = 30.0) -> None:
+        """Start the node on PORT again (its data directory and nodes.conf kept): a primary that
+        was failed over comes back as a replica of the node that took its slots."""
+        self.server(port).start()
+        self._wait_replica(port, timeout_s)
+        _wait(self._formed, "the cluster to take the node back", timeout_s)
+
     def stop(self) -> None:
-        for node in self.nodes:
+        for node in self.servers:
             node.stop()
 
 
