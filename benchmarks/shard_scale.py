@@ -49,7 +49,7 @@ sys.path.insert(0, str(BENCHMARKS.parent / "tests"))
 import redis  # noqa: E402
 from redis.crc import key_slot  # noqa: E402
 
-from server_bench.results_file import run_header, write_results  # noqa: E402
+from server_bench.results_file import git_commit, run_header, write_results  # noqa: E402
 from server_bench.run import machine, versions  # noqa: E402
 from server_bench.servers import start_tracker  # noqa: E402
 from support.redis_topologies import Cluster  # noqa: E402
@@ -65,10 +65,6 @@ RESULTS = BENCHMARKS / "results"
 WRK_SCRIPT = BENCHMARKS / "wrk" / "shard_load.lua"
 CGROUP_ROOT = Path("/sys/fs/cgroup/cpu")
 CGROUP_PREFIX = "tracker-bench-"
-# A short CFS period: a capped Redis runs a slice of each period and waits out the rest, so with
-# the default 100 ms a request could wait 90 ms; 10 ms keeps the wait near what a queue on a
-# busy core costs, and the share of a core is the same.
-CFS_PERIOD_US = 10_000
 PRIMARIES = 4
 MULTI = 10
 AIM_SHARE = 0.8  # of N times one shard's rate
@@ -83,6 +79,11 @@ class Plan:
     connections: int  # wrk keep-alive connections
     workers: int  # tracker serve's bjoern workers
     cap: float  # share of a core each capped redis-server gets
+    # A capped Redis runs for cap x period and then waits out the rest of the period, with every
+    # worker that sent to it: with the default 100 ms a request waits up to 90 ms and a
+    # synchronous worker with it, starving the other shards. The kernel's smallest quota is
+    # 1 ms, so 10 ms is the shortest period that caps at 10% of a core.
+    cfs_period_us: int = 10_000
 
 
 FULL = Plan(
@@ -91,11 +92,11 @@ FULL = Plan(
     rounds=2,
     items_per_shard=80_000,
     connections=128,
-    workers=24,
-    cap=0.12,
+    workers=32,
+    cap=0.10,
 )
 QUICK = Plan(
-    shard_counts=(1, 2, 4), seconds=2, rounds=1, items_per_shard=25_000, connections=64, workers=16, cap=0.12
+    shard_counts=(1, 2, 4), seconds=2, rounds=1, items_per_shard=25_000, connections=96, workers=24, cap=0.10
 )
 
 
@@ -105,7 +106,7 @@ QUICK = Plan(
 class CpuCaps:
     """One cgroup v1 cpu group per redis-server, capped by cfs_quota_us; removed by remove_all."""
 
-    def __init__(self, period_us: int = CFS_PERIOD_US):
+    def __init__(self, period_us: int):
         self.period_us = period_us
         self.groups: dict[int, Path] = {}
 
@@ -129,7 +130,9 @@ class CpuCaps:
     def set(self, share: float | None) -> None:
         """Cap every group at SHARE of a core (None: uncapped)."""
         for group in self.groups.values():
-            quota = -1 if share is None else max(1000, int(share * self.period_us))
+            quota = -1 if share is None else int(share * self.period_us)
+            if quota != -1 and quota < 1000:
+                raise ValueError(f"a quota of {quota} µs is under the kernel's 1 ms: a longer period")
             (group / "cpu.cfs_quota_us").write_text(str(quota))
 
     def throttling(self) -> dict[int, tuple[int, int]]:
@@ -179,6 +182,26 @@ def machine_busy() -> tuple[int, int]:
     fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
     idle = fields[3] + fields[4]
     return sum(fields) - idle, sum(fields)
+
+
+def tracker_source() -> dict:
+    """Which tracker ran: this checkout's src (its commit, and whether src/ had changes not
+    committed), or a copy elsewhere on PYTHONPATH (its commit from a COMMIT file beside src/, as
+    `git archive COMMIT src` copies leave it), for when others are changing src/ meanwhile."""
+    import tracker_core
+
+    root = Path(tracker_core.__file__).resolve().parents[2]
+    if root == BENCHMARKS.parent:
+        status = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--", "src"], capture_output=True, text=True
+        )
+        return {"path": "src/", "commit": git_commit(), "src_changed": bool(status.stdout.strip())}
+    stamp = root / "COMMIT"
+    return {
+        "path": str(root),
+        "commit": stamp.read_text().strip() if stamp.exists() else "unknown",
+        "src_changed": False,
+    }
 
 
 # --- the setup ----------------------------------------------------------------------------------
@@ -415,7 +438,7 @@ def measure(
 
 def run(plan: Plan, scratch: Path) -> dict:
     real = sharded_projects_exist()
-    caps = CpuCaps()
+    caps = CpuCaps(plan.cfs_period_us)
     stale = CpuCaps.remove_stale()
     cluster = Cluster(scratch / "cluster", primaries=PRIMARIES)
     for node in cluster.nodes:
@@ -457,6 +480,10 @@ def run(plan: Plan, scratch: Path) -> dict:
             solo_supply,
         )
 
+        # Unmeasured: every worker connects to every node and warms up.
+        warm = Plan(**(plan.__dict__ | {"seconds": 1}))
+        run_wrk(port, "claim", 1, cases[max(plan.shard_counts)].projects, warm)
+        run_wrk(solo_port, "claim", 1, ["solo"], warm)
         runs = []
         for round_number in range(plan.rounds):
             order = list(plan.shard_counts)
@@ -537,6 +564,179 @@ def _line(entry: dict) -> str:
     )
 
 
+# --- the report ---------------------------------------------------------------------------------
+
+
+def _rounds(values: list) -> str:
+    """One figure per round, as "a / b"."""
+    shown = [f"{v:,.0f}" if isinstance(v, (int, float)) and abs(v) >= 100 else f"{v}" for v in values]
+    return " / ".join(shown) if shown else ""
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(v for v in values if v is not None)
+    if not ordered:
+        return 0.0
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def scaling_rows(results: dict) -> list[dict]:
+    """Per shard count: each figure over the rounds, and its median's ratio to 0.8 x N x one shard's."""
+    capped = [r for r in results["runs"] if "uncapped" not in r]
+    counts = results["plan"]["shard_counts"]
+    rows = []
+    for shards in counts:
+        mine = [r for r in capped if r["shards"] == shards]
+        pick = {
+            "claims_1": [r["claims_per_s"] for r in mine if r["mode"] == "claim" and r["multi"] == 1],
+            "claims_10": [r["claims_per_s"] for r in mine if r["mode"] == "claim" and r["multi"] == MULTI],
+            "items_10": [r["items_per_s"] for r in mine if r["mode"] == "claim" and r["multi"] == MULTI],
+            "cycle": [r["dones_per_s"] for r in mine if r["mode"] == "cycle"],
+        }
+        claim_runs = [r for r in mine if r["mode"] == "claim" and r["multi"] == 1]
+        per_node = [[n["cpu_us_per_item"] for n in r["nodes"]] for r in claim_runs]
+        rows.append(
+            {
+                "shards": shards,
+                **pick,
+                "node_us": per_node,
+                "throttled": [min((n.get("throttled_share") or 0) for n in r["nodes"]) for r in claim_runs],
+                "workers": [r["worker_cpu_share"] for r in claim_runs],
+                "busy": [r["machine_busy_share"] for r in claim_runs],
+            }
+        )
+    one = rows[0] if rows and rows[0]["shards"] == 1 else None
+    for row in rows:
+        row["ratio"] = {
+            key: round(_median(row[key]) / (AIM_SHARE * row["shards"] * _median(one[key])), 2)
+            if one and _median(one[key])
+            else None
+            for key in ("claims_1", "claims_10", "cycle")
+        }
+    return rows
+
+
+def report(results: dict) -> str:
+    plan = results["plan"]
+    load = results["load_average"]
+    real = results["sharded_projects"]
+    source = results["tracker_source"]
+    lines = [
+        "# One project over Redis Cluster shards, each primary capped (issue 28)",
+        "",
+        f"`{results['command']}` on {results['date']} (tracker at commit {source['commit']}"
+        + (" with src/ changes not committed" if source["src_changed"] else "")
+        + f", benchmark at {results['commit']}; load average "
+        f"{load[0][0]:.2f} / {load[0][1]:.2f} / {load[0][2]:.2f} at the start, {load[1][0]:.2f} at the end; "
+        f"{results['machine_detail']['cpu_model']}, {results['machine']['cpus']} cores shared with other "
+        f"work; Redis {results['versions']['redis']}), {results['seconds_total']:.0f} s.",
+        "",
+        (
+            "A project of N shards (`tracker project create P --shards N`)."
+            if real
+            else "**Stand-in**: sharded projects did not exist at this commit, so an N-shard project is N "
+            "one-shard projects, one on each primary, claimed in turn: it checks the caps and the "
+            "linearity, not the fall-through (no end-of-project rows)."
+        ),
+        f"A Redis Cluster of {PRIMARIES} primaries (AOF off, as cpu.md), each redis-server in a cgroup of its own "
+        f"capped at {plan['cap']:.0%} of a core (cpu.cfs_quota_us {int(plan['cap'] * plan['cfs_period_us'])} "
+        f"of {plan['cfs_period_us']} µs), so that Redis is the bottleneck as on a busy production primary; "
+        f"`tracker serve --workers {plan['workers']}` driven over HTTP by wrk (2 threads, {plan['connections']} "
+        f"keep-alive connections, benchmarks/wrk/shard_load.lua), {plan['seconds']} s a run, "
+        f"{plan['rounds']} round(s) in alternating order (figures are per round, `a / b`; ratios from the "
+        "median). Every shard holds at least "
+        f"{plan['items_per_shard']:,} URL-like names before each run (claims of the run before given back): "
+        "no shard runs dry outside the end-of-project rows.",
+        "",
+        "## Scaling",
+        "",
+        "| shards | claims/s multi=1 | claims/s multi=10 (items/s) | items/s claimed and done | "
+        "Redis CPU µs per claim, each shard (multi=1) | ratio to 0.8 x N x one shard (m=1, m=10, done) | "
+        "least throttled share of periods (m=1) | workers' CPU, cores (m=1) | machine busy (m=1) |",
+        "| ---: | ---: | ---: | ---: | --- | --- | --- | --- | --- |",
+    ]
+    for row in scaling_rows(results):
+        ratio = row["ratio"]
+        lines.append(
+            f"| {row['shards']} | {_rounds(row['claims_1'])} | {_rounds(row['claims_10'])} "
+            f"({_rounds(row['items_10'])}) | {_rounds(row['cycle'])} | "
+            + " / ".join(", ".join(f"{v:.0f}" for v in node if v) for node in row["node_us"])
+            + f" | {ratio['claims_1']}, {ratio['claims_10']}, {ratio['cycle']} | {_rounds(row['throttled'])} | "
+            f"{_rounds(row['workers'])} | {_rounds(row['busy'])} |"
+        )
+    lines += [
+        "",
+        "Redis CPU per claim is each shard's node's used_cpu_sys+used_cpu_user (INFO cpu) over the run "
+        "divided by the items that left its todo sets. A throttled share near 1 says the capped Redis "
+        "used its whole quota in nearly every period (Redis was the bottleneck); lower, the load did "
+        "not reach it (workers stuck on another shard, or the machine's 2 cores busy: see the last "
+        "columns, `machine busy` counting other users' work too).",
+    ]
+    if results["end_of_project"]:
+        end = results["end_of_project"]
+        base = end[0]
+        lines += [
+            "",
+            "## The end of a project: claims that fall through empty shards",
+            "",
+            f"The {base['shards']}-shard project (capped as above), its shards' todo sets emptied one by one "
+            "(the first shard last); multi=1 claims. Redis CPU per claim counts every node (the empty shards' "
+            "script calls included); a 404 is a claim that found every shard empty.",
+            "",
+            "| shards with items | claims/s | 404/s | Redis CPU µs per request (all nodes) | more than all full | "
+            "script calls per request | workers' CPU µs per request | p99 ms |",
+            "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        ]
+        for entry in end:
+            requests = entry["claims_per_s"] + entry["empty_per_s"]
+            calls = sum(n["script_calls_per_s"] for n in entry["nodes"])
+            extra = (
+                f"{entry['redis_cpu_us_per_claim_request'] - base['redis_cpu_us_per_claim_request']:+.1f}"
+                if entry["redis_cpu_us_per_claim_request"] is not None
+                else ""
+            )
+            lines.append(
+                f"| {entry['shards_with_items']} | {entry['claims_per_s']:,.0f} | {entry['empty_per_s']:,.0f} | "
+                f"{entry['redis_cpu_us_per_claim_request']} | {extra} | "
+                f"{calls / requests if requests else 0:.2f} | {entry['worker_cpu_us_per_request']} | "
+                f"{entry['p99_ms']:.1f} |"
+            )
+    uncapped = [r for r in results["runs"] if "uncapped" in r]
+    if uncapped:
+        lines += [
+            "",
+            "## Uncapped, side by side (same run)",
+            "",
+            "One project of one shard, no cgroup cap, the same workers and wrk: on a standalone Redis "
+            "(`redis://`, today's layout) and on the cluster. The cores are shared by Redis, the workers "
+            "and wrk here, so the rates are the machine's, not Redis's; the CPU per request is the figure "
+            "to compare (cpu.md, full load: 27.0 µs per `/request`, 46.7 per `/done`).",
+            "",
+            "| where | claims/s | Redis CPU µs per claim | workers' CPU µs per request | "
+            "items/s claimed and done | Redis CPU µs per item claimed and done |",
+            "| --- | ---: | ---: | ---: | ---: | ---: |",
+        ]
+        for label in dict.fromkeys(r["uncapped"] for r in uncapped):
+            claims = [r for r in uncapped if r["uncapped"] == label and r["mode"] == "claim"]
+            cycles = [r for r in uncapped if r["uncapped"] == label and r["mode"] == "cycle"]
+            lines.append(
+                f"| {label} | {_rounds([r['claims_per_s'] for r in claims])} | "
+                f"{_rounds([r['redis_cpu_us_per_item'] for r in claims])} | "
+                f"{_rounds([r['worker_cpu_us_per_request'] for r in claims])} | "
+                f"{_rounds([r['dones_per_s'] for r in cycles])} | "
+                f"{_rounds([r['redis_cpu_us_per_item'] for r in cycles])} |"
+            )
+    lines += [
+        "",
+        f"Items seeded: {results['items_seeded']:,}; seeding and giving claims back took "
+        f"{results['seconds_seeding_and_recycling']} s. Figures of every run (per node: CPU, items, "
+        "script calls, throttling; workers' and wrk's CPU) are in shard_scale.json.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="1, 2 and 4 shards, 2 s runs, one round")
@@ -546,6 +746,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--seconds", type=int, default=None, help="each measured run")
     parser.add_argument("--workers", type=int, default=None, help="tracker serve's workers")
     parser.add_argument("--connections", type=int, default=None, help="wrk connections")
+    parser.add_argument("--period", type=int, default=None, help="cgroup cpu.cfs_period_us (µs)")
     parser.add_argument("--rounds", type=int, default=None, help="rounds over the cases")
     parser.add_argument("--shard-counts", type=lambda t: tuple(int(x) for x in t.split(",")), default=None)
     parser.add_argument("--out", type=Path, default=RESULTS)
@@ -563,6 +764,7 @@ def main(argv: list[str] | None = None) -> dict:
         "connections": args.connections,
         "rounds": args.rounds,
         "shard_counts": args.shard_counts,
+        "cfs_period_us": args.period,
     }
     overrides = {k: v for k, v in chosen.items() if v is not None}
     plan = Plan(**(plan.__dict__ | overrides))
@@ -572,9 +774,10 @@ def main(argv: list[str] | None = None) -> dict:
     result = {
         **run_header("benchmarks/shard_scale.py", argv, (load_start, os.getloadavg())),
         "machine_detail": machine(),
+        "tracker_source": tracker_source(),
         **figures,
     }
-    write_results(args.out, "shard_scale", result, None)
+    write_results(args.out, "shard_scale", result, report(result))
     return result
 
 
