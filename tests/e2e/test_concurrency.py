@@ -1,6 +1,5 @@
 """Many warriors at once through the real server: no item lost, none counted twice."""
 
-import http.client
 import random
 import threading
 from collections import Counter
@@ -9,6 +8,7 @@ import orjson
 import pytest
 
 from support.counters import totals
+from support.http_warrior import post_once as call
 from tracker_core.admin import items, projects
 from tracker_core.keys import ProjectKeys
 
@@ -16,18 +16,6 @@ P = "conc"
 K = ProjectKeys(P)
 ITEMS = 3000
 WARRIORS = 12
-
-
-def call(port, path, body):
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
-    try:
-        conn.request(
-            "POST", path, orjson.dumps(body), {"Content-Type": "application/json", "Connection": "close"}
-        )
-        res = conn.getresponse()
-        return res.status, res.read()
-    finally:
-        conn.close()
 
 
 def warrior(port, name, rng, sent, errors):

@@ -7,8 +7,6 @@ answered only once a replica holds it, so a crash of the primary loses no acknow
 
 from __future__ import annotations
 
-import http.client
-import json
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -18,6 +16,7 @@ import redis
 from falcon import testing
 from loadtest.runner import run_headless
 
+from support.http_warrior import RetryingWarriors
 from support.processes import start_live_server, stop_live_server
 from support.redis_topologies import Cluster, SentinelGroup
 from support.seesaw_runner import finish_warrior, start_warrior
@@ -415,21 +414,6 @@ def test_the_first_script_after_discovery_waits_for_a_replica(sentinel_group):
     assert waits() == 3
 
 
-def _post(port: int, path: str, body: dict) -> tuple[int, bytes]:
-    """POST as a warrior does; a connection that breaks without an answer is status 0."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    try:
-        conn.request(
-            "POST", path, json.dumps(body), {"Content-Type": "application/json", "Connection": "close"}
-        )
-        response = conn.getresponse()
-        return response.status, response.read()
-    except (OSError, http.client.HTTPException):
-        return 0, b""
-    finally:
-        conn.close()
-
-
 def test_a_primary_crash_during_load_loses_no_acknowledged_done(sentinel_group):
     url = sentinel_group.url()
     project, total = "failover", 600
@@ -437,55 +421,19 @@ def test_a_primary_crash_during_load_loses_no_acknowledged_done(sentinel_group):
     project_verbs.create(admin, project)
     item_verbs.add(admin, project, [f"f{i:04d}" for i in range(total)])
     server = start_live_server(url, workers=2)
-    acknowledged: set[str] = set()
-    errors: list[int] = []
-    lock = threading.Lock()
-    stop = threading.Event()
-
-    def warrior(name: str) -> None:
-        while not stop.is_set():
-            status, body = _post(
-                server.port, f"/{project}/multi=5/request", {"downloader": name, "api_version": "2"}
-            )
-            if status == 404:
-                return
-            if status != 200:
-                with lock:
-                    errors.append(status)
-                time.sleep(0.1)
-                continue
-            names = json.loads(body)["item_name"].split("\0")
-            while not stop.is_set():  # as seesaw does: retry the done until it is OK
-                status, body = _post(
-                    server.port,
-                    f"/{project}/done",
-                    {"downloader": name, "item": "\0".join(names), "bytes": {"data": 1}},
-                )
-                if status == 200 and body == b"OK":
-                    with lock:
-                        acknowledged.update(names)
-                    break
-                with lock:
-                    errors.append(status)
-                time.sleep(0.1)
-
-    threads = [threading.Thread(target=warrior, args=(f"warrior{i}",)) for i in range(4)]
+    warriors = RetryingWarriors(server.port, project, threads=4, multi=5)
     try:
-        for thread in threads:
-            thread.start()
-        deadline = time.monotonic() + 20
-        while len(acknowledged) < total // 4:
-            assert time.monotonic() < deadline, "no progress before the crash"
-            time.sleep(0.02)
+        warriors.start().wait_acknowledged(total // 4)
         old_primary = sentinel_group.primary.port
         sentinel_group.crash_primary()
-        at_crash = set(acknowledged)
-        for thread in threads:
-            thread.join(timeout=90)
-        assert not any(thread.is_alive() for thread in threads)
+        with warriors.lock:
+            at_crash = set(warriors.acknowledged)
+        assert warriors.join(timeout_s=90)
     finally:
-        stop.set()
+        warriors.stop()
         stop_live_server(server)
+    acknowledged, threads = warriors.acknowledged, warriors.threads
+    errors = [status for _, status in warriors.errors]
 
     assert sentinel_group.current_primary_port() == sentinel_group.replica.port != old_primary
     survivor = redis.Redis(port=sentinel_group.replica.port, decode_responses=True)

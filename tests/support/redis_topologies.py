@@ -6,7 +6,10 @@ temporary directory, each process on its own free port.
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import redis
@@ -122,16 +125,20 @@ class Cluster:
     def live(self) -> list[EmbeddedRedis]:
         return [n for n in self.servers if n.process is not None and n.process.poll() is None]
 
-    def state_ok(self) -> bool:
-        """Whether every live node says cluster_state:ok."""
+    def state_ok(self, nodes=None) -> bool:
+        """Whether every live node (or each of NODES) says cluster_state:ok."""
         try:
-            return all(redis.Redis(port=n.port).cluster("info")["cluster_state"] == "ok" for n in self.live())
+            return all(
+                redis.Redis(port=n.port).cluster("info")["cluster_state"] == "ok"
+                for n in (self.live() if nodes is None else nodes)
+            )
         except redis.RedisError:
             return False
 
-    def slot_owners(self) -> dict[int, int]:
-        """The first slot of each range -> the port of its primary, as the first live node says."""
-        client = redis.Redis(port=self.live()[0].port)
+    def slot_owners(self, port: int | None = None) -> dict[int, int]:
+        """The first slot of each range -> the port of its primary, as the node on PORT (the
+        first live node) says."""
+        client = redis.Redis(port=port or self.live()[0].port, socket_timeout=5)
         return {int(r[0]): int(r[2][1]) for r in client.execute_command("CLUSTER", "SLOTS")}
 
     def primary_ports(self) -> set[int]:
@@ -149,28 +156,55 @@ class Cluster:
     def server(self, port: int) -> EmbeddedRedis:
         return next(n for n in self.servers if n.port == port)
 
+    def replicas_of(self, port: int) -> list[int]:
+        """Ports of the replicas attached to the primary on PORT (its ROLE)."""
+        return [int(r[1]) for r in redis.Redis(port=port).execute_command("ROLE")[2]]
+
     def crash_primary(self, port: int, timeout_s: float = 30.0) -> int:
         """``kill -9`` the primary on PORT (no chance to save, as when a machine dies) and wait
         until a replica of it owns its slots and every live node says cluster_state:ok; return
-        the new primary's port. The old node stays down until ``restart(port)``."""
-        ranges = [start for start, owner in self.slot_owners().items() if owner == port]
-        if not ranges:
-            raise ValueError(f"{port} is not a primary")
+        the new primary's port; ``killed_at`` is when the process was gone (monotonic). The old
+        node stays down until ``restart(port)``."""
+        ranges = self._ranges_of(port)
         node = self.server(port)
         node.process.kill()
         node.process.wait()
+        self.killed_at = time.monotonic()
+        return self._wait_taken_over(port, ranges, timeout_s)
+
+    fail_over = crash_primary
+
+    def hang_primary(self, port: int, timeout_s: float = 30.0) -> int:
+        """``SIGSTOP`` the primary on PORT (a machine that stops answering but keeps its
+        connections open) and wait until a replica owns its slots; the new primary's port. The
+        old node stays stopped until ``resume(port)``."""
+        ranges = self._ranges_of(port)
+        os.kill(self.server(port).process.pid, signal.SIGSTOP)
+        return self._wait_taken_over(port, ranges, timeout_s, [port])
+
+    def resume(self, port: int, timeout_s: float = 30.0) -> None:
+        """``SIGCONT`` a node hang_primary stopped and wait until it follows the new primary."""
+        os.kill(self.server(port).process.pid, signal.SIGCONT)
+        self._wait_replica(port, timeout_s)
+
+    def _ranges_of(self, port: int) -> list[int]:
+        ranges = [start for start, owner in self.slot_owners().items() if owner == port]
+        if not ranges:
+            raise ValueError(f"{port} is not a primary")
+        return ranges
+
+    def _wait_taken_over(self, port: int, ranges: list[int], timeout_s: float, hung=()) -> int:
+        asked = [n for n in self.live() if n.port not in hung]
 
         def taken_over() -> bool:
             try:
-                owners = self.slot_owners()
+                owners = self.slot_owners(asked[0].port)
+                return all(owners.get(s, port) != port for s in ranges) and self.state_ok(asked)
             except redis.RedisError:
                 return False
-            return all(owners.get(s, port) != port for s in ranges) and self.state_ok()
 
         _wait(taken_over, f"a replica to take over from {port}", timeout_s)
-        return self.slot_owners()[ranges[0]]
-
-    fail_over = crash_primary
+        return self.slot_owners(asked[0].port)[ranges[0]]
 
     def restart(self, port: int, timeout_s: float = 30.0) -> None:
         """Start the node on PORT again (its data directory and nodes.conf kept): a primary that
