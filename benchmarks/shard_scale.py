@@ -436,56 +436,78 @@ def measure(
 # --- the whole run ------------------------------------------------------------------------------
 
 
-def run(plan: Plan, scratch: Path) -> dict:
+def start_standalone(scratch: Path, label: str, plan: Plan, before: Path | None = None):
+    """A standalone Redis (today's layout) with project "solo" and its own `tracker serve`
+    (BEFORE: the tracker's src/ of an earlier commit instead of this one); (redis, tracker, target, case)."""
+    name = "before" if before else "solo"
+    server = EmbeddedRedis(scratch / name, port=free_port(), extra=["--appendonly", "no"]).start()
+    supply = Supply(server.url)
+    projects.create(supply.admin, "solo", {"max_multi": MULTI})
+    case = Case(label, 1, ["solo"], {"{solo}": "solo"}, [server.port])
+    supply.top_up(case, plan.items_per_shard)
+    saved = os.environ.get("PYTHONPATH")
+    if before:
+        os.environ["PYTHONPATH"] = str(before)
+    try:
+        tracker, port = start_tracker(server.url, scratch / f"{name}.log", plan.workers)
+    finally:
+        if before:
+            os.environ.pop("PYTHONPATH") if saved is None else os.environ.update(PYTHONPATH=saved)
+    client = {server.port: redis.Redis(port=server.port, decode_responses=True)}
+    return server, tracker, Target(port, tracker.pid, client, None, supply), case
+
+
+def run(plan: Plan, scratch: Path, before: Path | None = None) -> dict:
     real = sharded_projects_exist()
     caps = CpuCaps(plan.cfs_period_us)
     stale = CpuCaps.remove_stale()
     cluster = Cluster(scratch / "cluster", primaries=PRIMARIES)
     for node in cluster.nodes:
         node.extra += ["--appendonly", "no"]
-    solo = EmbeddedRedis(scratch / "solo", port=free_port(), extra=["--appendonly", "no"])
-    servers = []
+    servers, redises = [], [cluster]
     started = time.time()
     try:
         cluster.start()
-        solo.start()
         for node in cluster.nodes:
             caps.add(node.port, node.process.pid)
         caps.set(None)
-        supply, solo_supply = Supply(cluster.url), Supply(solo.url)
+        supply = Supply(cluster.url)
         found_versions = versions(supply.admin)
         owners = slot_owners(redis.Redis(port=cluster.nodes[0].port))
         cases = {n: make_case(supply.admin, "scale", n, real, owners) for n in plan.shard_counts}
         # The end of a project: the biggest case again, emptied shard by shard.
         end_case = make_case(supply.admin, "end", max(plan.shard_counts), real, owners) if real else None
         uncapped_case = make_case(supply.admin, "uncapped", 1, real, owners)
-        projects.create(solo_supply.admin, "solo", {"max_multi": MULTI})
-        solo_case = Case("standalone Redis", 1, ["solo"], {"{solo}": "solo"}, [solo.port])
         for case in [*cases.values(), uncapped_case]:
             supply.top_up(case, plan.items_per_shard)
-        solo_supply.top_up(solo_case, plan.items_per_shard)
-
         tracker, port = start_tracker(cluster.url, scratch / "tracker.log", plan.workers)
         servers.append(tracker)
-        solo_tracker, solo_port = start_tracker(solo.url, scratch / "solo.log", plan.workers)
-        servers.append(solo_tracker)
         clients = {node.port: redis.Redis(port=node.port, decode_responses=True) for node in cluster.nodes}
         capped = Target(port, tracker.pid, clients, caps, supply)
-        uncapped = Target(port, tracker.pid, clients, None, supply)
-        solo_target = Target(
-            solo_port,
-            solo_tracker.pid,
-            {solo.port: redis.Redis(port=solo.port, decode_responses=True)},
-            None,
-            solo_supply,
-        )
+        # Uncapped, side by side: one-shard projects on a standalone Redis (with this tracker,
+        # and with the one BEFORE sharding when given) and on the cluster.
+        side = []
+        for label, src in (
+            (f"standalone Redis, tracker before sharding ({_stamp(before)})", before),
+            ("standalone Redis, this tracker", None),
+        ):
+            if label.endswith("(None)"):
+                continue
+            server, process, target, case = start_standalone(scratch, label, plan, src)
+            redises.append(server)
+            servers.append(process)
+            side.append((target, case))
+        side.append((Target(port, tracker.pid, clients, None, supply), uncapped_case))
+        uncapped_case.label = "cluster, this tracker"
+        seeded_s = round(time.time() - started, 1)
 
         # Unmeasured: every worker connects to every node and warms up.
         warm = Plan(**(plan.__dict__ | {"seconds": 1}))
-        run_wrk(port, "claim", 1, cases[max(plan.shard_counts)].projects, warm)
-        run_wrk(solo_port, "claim", 1, ["solo"], warm)
+        for target, case in [(capped, cases[max(plan.shard_counts)]), *side[:-1]]:
+            run_wrk(target.port, "claim", 1, case.projects, warm)
         runs = []
         for round_number in range(plan.rounds):
+            caps.set(plan.cap)
             order = list(plan.shard_counts)
             if round_number % 2:
                 order.reverse()
@@ -496,13 +518,10 @@ def run(plan: Plan, scratch: Path) -> dict:
                     runs.append(entry)
                     print(_line(entry), flush=True)
             caps.set(None)
-            for label, target, case in (
-                ("standalone Redis, one project", solo_target, solo_case),
-                ("cluster, one-shard project", uncapped, uncapped_case),
-            ):
+            for target, case in side if round_number % 2 == 0 else side[::-1]:
                 for mode in ("claim", "cycle"):
                     entry = measure(target, case, mode, 1, plan, plan.items_per_shard)
-                    entry.update(round=round_number, uncapped=label)
+                    entry.update(round=round_number, uncapped=case.label)
                     runs.append(entry)
                     print(_line(entry), flush=True)
 
@@ -515,11 +534,14 @@ def run(plan: Plan, scratch: Path) -> dict:
         return {
             "plan": plan.__dict__,
             "sharded_projects": real,
-            "cfs_period_us": caps.period_us,
+            "before_sharding": _stamp(before),
             "cgroups_left_by_an_earlier_run": stale,
             "versions": found_versions,
-            "items_seeded": supply.seeded + solo_supply.seeded,
-            "seconds_seeding_and_recycling": round(supply.seconds + solo_supply.seconds, 1),
+            "items_seeded": supply.seeded + sum(t.supply.seeded for t, _ in side[:-1]),
+            "seconds_setting_up": seeded_s,
+            "seconds_seeding_and_recycling": round(
+                supply.seconds + sum(t.supply.seconds for t, _ in side[:-1]), 1
+            ),
             "runs": runs,
             "end_of_project": end,
             "seconds_total": round(time.time() - started, 1),
@@ -527,9 +549,17 @@ def run(plan: Plan, scratch: Path) -> dict:
     finally:
         for process in servers:
             stop(process)
-        cluster.stop()
-        solo.stop()
+        for server in redises:
+            server.stop()
         caps.remove_all()
+
+
+def _stamp(src: Path | None) -> str | None:
+    """The commit a copy of src/ came from (its COMMIT file beside it), or its path."""
+    if src is None:
+        return None
+    stamp = Path(src).resolve().parent / "COMMIT"
+    return stamp.read_text().strip() if stamp.exists() else str(src)
 
 
 def end_of_project(target: Target, case: Case, plan: Plan) -> list[dict]:
@@ -709,9 +739,10 @@ def report(results: dict) -> str:
             "## Uncapped, side by side (same run)",
             "",
             "One project of one shard, no cgroup cap, the same workers and wrk: on a standalone Redis "
-            "(`redis://`, today's layout) and on the cluster. The cores are shared by Redis, the workers "
-            "and wrk here, so the rates are the machine's, not Redis's; the CPU per request is the figure "
-            "to compare (cpu.md, full load: 27.0 µs per `/request`, 46.7 per `/done`).",
+            "(`redis://`, today's layout), by the tracker before sharding where given (`--before`) and by "
+            "this one, and on the cluster. The cores are shared by Redis, the workers and wrk here, so the "
+            "rates are the machine's, not Redis's; the CPU per request is the figure to compare (cpu.md, "
+            "full load: 27.0 µs per `/request`, 46.7 per `/done`).",
             "",
             "| where | claims/s | Redis CPU µs per claim | workers' CPU µs per request | "
             "items/s claimed and done | Redis CPU µs per item claimed and done |",
@@ -749,6 +780,13 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--period", type=int, default=None, help="cgroup cpu.cfs_period_us (µs)")
     parser.add_argument("--rounds", type=int, default=None, help="rounds over the cases")
     parser.add_argument("--shard-counts", type=lambda t: tuple(int(x) for x in t.split(",")), default=None)
+    parser.add_argument(
+        "--before",
+        type=Path,
+        default=None,
+        help="src/ of the tracker before sharding (`git archive COMMIT src`, with a COMMIT file beside "
+        "src/): its one-shard CPU per request measured side by side",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     for tool in ("wrk", "redis-server", "redis-cli"):
@@ -770,7 +808,7 @@ def main(argv: list[str] | None = None) -> dict:
     plan = Plan(**(plan.__dict__ | overrides))
     load_start = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="shard-scale-") as scratch:
-        figures = run(plan, Path(scratch))
+        figures = run(plan, Path(scratch), args.before)
     result = {
         **run_header("benchmarks/shard_scale.py", argv, (load_start, os.getloadavg())),
         "machine_detail": machine(),
