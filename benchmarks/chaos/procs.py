@@ -1,4 +1,5 @@
-"""The processes under test: a redis-server and `tracker serve`, with the faults applied to them."""
+"""The processes under test: a redis-server (or a Redis Cluster) and `tracker serve`, with the
+faults applied to them."""
 
 from __future__ import annotations
 
@@ -22,10 +23,16 @@ from tracker_core.processes import (
     wait_for,
 )
 
+try:
+    from support.redis_topologies import Cluster
+except ImportError:  # `make chaos` runs with benchmarks/ on the path: the tests' helpers are beside it
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
+    from support.redis_topologies import Cluster
+
 TRACKER_BIN = Path(sys.executable).with_name("tracker")
 LIBFAKETIME = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
 
-__all__ = ["ChaosRedis", "ChaosServer", "skewed_env", "wait_for"]
+__all__ = ["ChaosCluster", "ChaosRedis", "ChaosServer", "skewed_env", "wait_for"]
 
 
 def skewed_env(offset: str, base: dict | None = None) -> dict:
@@ -37,6 +44,13 @@ def skewed_env(offset: str, base: dict | None = None) -> dict:
     env = dict(os.environ if base is None else base)
     env.update(LD_PRELOAD=str(LIBFAKETIME), FAKETIME=offset, FAKETIME_NO_CACHE="1")
     return env
+
+
+def client_of(url: str) -> redis.Redis:
+    """A redis-py client of one node that reads item names as the census wants them."""
+    return redis.Redis.from_url(
+        url, decode_responses=True, encoding_errors="surrogateescape", socket_timeout=30
+    )
 
 
 class ChaosRedis:
@@ -84,9 +98,7 @@ class ChaosRedis:
         os.kill(self.pid, signal.SIGCONT)
 
     def client(self) -> redis.Redis:
-        return redis.Redis.from_url(
-            self.url, decode_responses=True, encoding_errors="surrogateescape", socket_timeout=30
-        )
+        return client_of(self.url)
 
     def stop(self) -> None:
         try:
@@ -94,6 +106,51 @@ class ChaosRedis:
         except ProcessLookupError:
             pass
         self.server.stop()
+
+
+class ChaosCluster:
+    """A Redis Cluster of PRIMARIES primaries, each with a replica (tests/support/redis_topologies,
+    node timeout 2 s), AOF on with APPENDFSYNC; the primary that owns KEY (the project's hash
+    tag) is the one the faults hit and the one ``client()`` reads."""
+
+    def __init__(self, data_dir: Path, appendfsync: str, key: str, primaries: int = 3):
+        self.cluster = Cluster(data_dir, primaries=primaries, replicas=1)
+        for node in self.cluster.servers:
+            node.extra += ["--appendfsync", appendfsync]
+        self.key = key
+        self.restarts = 0  # old primaries started again, as replicas
+
+    @property
+    def url(self) -> str:
+        return self.cluster.url
+
+    def start(self) -> None:
+        self.cluster.start()
+
+    def fail_over(self) -> dict:
+        """kill -9 KEY's primary; wait until its replica owns the slot and the cluster is ok;
+        start the old one again from its AOF and wait until it follows the new one (so a later
+        failover has a replica to promote). Times from the kill (monotonic ``killed_at``)."""
+        old = self.cluster.owner_port(self.key)
+        new = self.cluster.crash_primary(old)
+        killed_at = self.cluster.killed_at
+        failover_s = time.monotonic() - killed_at
+        self.cluster.restart(old)
+        self.restarts += 1
+        return {
+            "old_primary": old,
+            "new_primary": new,
+            "killed_at": killed_at,
+            "failover_s": round(failover_s, 3),
+            "rejoined_as_replica_s": round(time.monotonic() - killed_at, 3),
+        }
+
+    def client(self) -> redis.Redis:
+        """A client of the node that owns KEY now."""
+        return client_of(f"redis://127.0.0.1:{self.cluster.owner_port(self.key)}/0")
+
+    def stop(self) -> None:
+        self.cluster.stop()
 
 
 class ChaosServer:

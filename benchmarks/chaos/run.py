@@ -9,14 +9,14 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import redis
 
 from chaos import census
 from chaos.ledger import LOSS_WINDOW_S, Ledger
-from chaos.procs import ChaosRedis, ChaosServer, skewed_env, wait_for
+from chaos.procs import ChaosCluster, ChaosRedis, ChaosServer, skewed_env, wait_for
 from chaos.warriors import Backfeeder, Prober, Warrior
 from tracker_core import backfeed_secrets
 from tracker_core.admin import census as census_verb
@@ -28,6 +28,10 @@ from tracker_core.keys import ProjectKeys
 PROJECT = "chaos"
 LIMITED_PREFIX = "https://limited.example/"
 FAULTS = ("worker_kill", "parent_kill", "redis_kill", "redis_stall", "redis_full", "clock_skew")
+# On a Redis Cluster (--cluster): the single Redis's kill, stall and fill become one fault, the
+# project's primary killed and its replica taking over.
+CLUSTER_FAULTS = ("worker_kill", "parent_kill", "primary_failover", "clock_skew")
+SINGLE_ONLY = {"redis_kill", "redis_stall", "redis_full"}
 SKEW_OFFSETS = ("+7h", "-7h")
 SAMPLE = 20  # items named per violation in the report
 
@@ -56,6 +60,9 @@ class Config:
     appendfsync: str = "everysec"
     drain_timeout_s: float = 120.0
     keep_dir: bool = False
+    # A Redis Cluster of 3 primaries, each with a replica, instead of one redis-server; the
+    # faults then default to CLUSTER_FAULTS.
+    cluster: bool = False
     extra: dict = field(default_factory=dict)
 
 
@@ -82,7 +89,10 @@ class Run:
         self.cfg = cfg
         self.rng = random.Random(cfg.seed)
         self.dir = Path(tempfile.mkdtemp(prefix="chaos-"))
-        self.redis = ChaosRedis(self.dir / "redis", free_port(), 0, cfg.appendfsync)
+        if cfg.cluster:
+            self.redis = ChaosCluster(self.dir / "cluster", cfg.appendfsync, ProjectKeys(PROJECT).tag)
+        else:
+            self.redis = ChaosRedis(self.dir / "redis", free_port(), 0, cfg.appendfsync)
         # Only everysec lets Redis answer before it writes (chaos.ledger, on the loss window).
         window = LOSS_WINDOW_S if cfg.appendfsync == "everysec" else 0.0
         self.t0 = time.monotonic()
@@ -95,22 +105,29 @@ class Run:
 
     # -- setup ------------------------------------------------------------------------------------
 
+    def create_project(self, admin) -> None:
+        """The one place the project is made (a sharded run will pass its shards here)."""
+        cfg = self.cfg
+        projects.create(
+            admin, PROJECT, {"reclaim_ttl_s": str(cfg.reclaim_ttl_s), "max_multi": str(cfg.max_multi)}
+        )
+
     def setup(self) -> None:
         cfg = self.cfg
         self.redis.start()
         admin = AdminContext.from_url(self.redis.url)
-        projects.create(
-            admin, PROJECT, {"reclaim_ttl_s": str(cfg.reclaim_ttl_s), "max_multi": str(cfg.max_multi)}
-        )
+        self.create_project(admin)
         limits.add(admin, PROJECT, "limited", f"prefix:{LIMITED_PREFIX}", cfg.limit_rate)
         self.secret = backfeed_secrets.create(admin.conn, ProjectKeys(PROJECT))[1]
         names = [item_name(self.rng, n) for n in range(cfg.items)]
         items.add(admin, PROJECT, names)
         self.ledger.loaded.update(names)
-        used = int(admin.conn.info("memory")["used_memory"])
-        self.maxmemory = used + cfg.headroom_mb * 2**20
-        admin.conn.config_set("maxmemory", self.maxmemory)
-        self.redis.extra[3] = str(self.maxmemory)  # kept across restarts
+        self.maxmemory = None
+        if not cfg.cluster:  # only redis_full needs it (a single Redis's fault)
+            used = int(admin.conn.info("memory")["used_memory"])
+            self.maxmemory = used + cfg.headroom_mb * 2**20
+            admin.conn.config_set("maxmemory", self.maxmemory)
+            self.redis.extra[3] = str(self.maxmemory)  # kept across restarts
         admin.conn.close()
         self.server = ChaosServer(self.redis.url, free_port(), cfg.workers, self.dir / "serve.log")
         self.server.start()
@@ -168,6 +185,17 @@ class Run:
             r.delete(*[f"chaos:fill:{i}" for i in range(start, min(n, start + 100))])
         r.close()
         return {"filled_mb": n, "held_s": self.cfg.fill_hold_s}
+
+    def primary_failover(self) -> dict:
+        """kill -9 of the project's primary (Cluster only): its replica takes over after the
+        node timeout (2 s) and an election, the tracker follows it; then the old primary is
+        started again from its AOF and rejoins as the new one's replica. With a replica attached
+        every change is acknowledged by WAIT, so nothing acknowledged may be lost: the ledger
+        excuses nothing here (unlike a single Redis's kill, chaos.ledger)."""
+        detail = self.redis.fail_over()
+        killed_at = detail.pop("killed_at")
+        served = self.prober.recovered_after(killed_at)
+        return {**detail, "served_again_s": None if served is None else round(served, 3)}
 
     def clock_skew(self) -> dict:
         """A second `tracker serve` whose clock runs 7 h fast or slow (libfaketime), with no
@@ -316,6 +344,7 @@ class Run:
             "command": "make chaos",
             "config": asdict(cfg),
             "redis": {
+                "topology": "cluster: 3 primaries, each with a replica" if cfg.cluster else "single",
                 "appendfsync": cfg.appendfsync,
                 "maxmemory_bytes": self.maxmemory,
                 "restarts": self.redis.restarts,
@@ -360,8 +389,21 @@ class Run:
             shutil.rmtree(self.dir, ignore_errors=True)
 
 
+def checked(cfg: Config) -> Config:
+    """CFG with the faults its topology takes: CLUSTER_FAULTS by default on a Cluster; a fault
+    of the other topology is refused."""
+    if cfg.cluster and tuple(cfg.faults) == FAULTS:
+        cfg = replace(cfg, faults=CLUSTER_FAULTS)
+    wrong = set(cfg.faults) & SINGLE_ONLY if cfg.cluster else set(cfg.faults) - set(FAULTS)
+    if wrong:
+        where = "a Redis Cluster" if cfg.cluster else "a single Redis (add --cluster)"
+        raise ValueError(f"not faults of {where}: {', '.join(sorted(wrong))}")
+    return cfg
+
+
 def run(cfg: Config) -> dict:
     """One whole fault run; the report says what held (``passed``) and every violation."""
+    cfg = checked(cfg)
     chaos = Run(cfg)
     try:
         chaos.setup()

@@ -482,8 +482,11 @@ class ClusterRedis(HashReads):
                     self._slots[int(rest[0])] = target
                 addr, asking = target, kind == "ASK"
             else:
-                if kind == "CLUSTERDOWN":  # a primary failed and is not replaced yet
-                    self.refresh_slots_quietly()
+                # CLUSTERDOWN: a primary failed and is not replaced yet, or this node was one
+                # that just came back (it refuses writes until the cluster had time to tell it
+                # who owns its old slots now, and meanwhile its own map is stale: asked last).
+                if kind == "CLUSTERDOWN":
+                    self.refresh_slots_quietly(suspect=addr)
                 addr, asking = None, False
 
     def _send(self, addr: tuple[str, int], batch: list, asking: bool) -> tuple[list, int | None]:

@@ -15,7 +15,9 @@ import time
 import pytest
 import redis
 
+from chaos import Config as ChaosConfig
 from chaos import census
+from chaos import run as run_chaos
 from support.http_warrior import RetryingWarriors
 from support.processes import start_live_server, stop_live_server
 from support.redis_topologies import Cluster
@@ -198,3 +200,29 @@ def test_a_hung_primary_is_passed_over_once_its_replica_took_over(cluster):
     found = places(replica, project)
     assert everywhere(found) == set(names)
     assert set(first + second) <= found["done"]
+
+
+def test_the_fault_suite_over_a_cluster_loses_nothing_in_a_failover():
+    """`make chaos CHAOS_ARGS=--cluster`, short: warriors, a backfeeder and a prober through the
+    real server while the project's primary is killed and its replica takes over; the census
+    and the ledger then find every item once, every acknowledged done, nothing handed out twice."""
+    cfg = ChaosConfig(
+        cluster=True,
+        seed=5,
+        items=1000,
+        warriors=4,
+        rounds=1,
+        faults=("primary_failover",),
+        backfeed_batch=2000,
+        backfeed_posts=1,
+        warmup_s=1.0,
+        settle_s=2.0,
+        drain_timeout_s=60,
+    )
+    report = run_chaos(cfg)
+    assert report["passed"], {k: v for k, v in report["violations"].items() if v}
+    [fault] = report["faults"]
+    assert fault["new_primary"] != fault["old_primary"] and fault["recovery_s"] is not None
+    assert report["redis"]["restarts"] == 1  # the old primary, back as a replica
+    assert report["dones_acknowledged"] > 0 and report["places"]["done"] == report["items_expected"]
+    print(f"\n{fault}")
