@@ -60,12 +60,13 @@ from pathlib import Path
 import redis
 
 from callgrind_redis import CALL_TIMEOUT_S, redis_under_callgrind, total_instructions
-from tracker_core import bloom, script_calls, scripts
+from tracker_core import bloom, scripts
 from tracker_core.admin import projects
 from tracker_core.admin.context import AdminContext
 from tracker_core.embedded import EmbeddedRedis, free_port
 from tracker_core.keys import ProjectKeys
 from tracker_core.rawredis import RawRedis
+from tracker_core.scripts import binding as script_binding
 
 RESULTS = Path(__file__).resolve().parent / "results"
 REPO = Path(__file__).resolve().parent.parent
@@ -101,7 +102,7 @@ def script_in_use(script: scripts.Script | None, kinds: bool = False):
     if script is None:
         yield
         return
-    today_run = script_calls.run
+    today_run = script_binding.run  # what every binding sends through
 
     def before_run(conn, name, keys, args):
         if name != "bloom_add":
@@ -110,11 +111,11 @@ def script_in_use(script: scripts.Script | None, kinds: bool = False):
             args = (*args[:9], *args[10:])
         return conn.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
 
-    script_calls.run = before_run
+    script_binding.run = before_run
     try:
         yield
     finally:
-        script_calls.run = today_run
+        script_binding.run = today_run
 
 
 def _names(items: int, tag: str) -> list:

@@ -31,11 +31,12 @@ import time
 from pathlib import Path
 
 from claim_cost_breakdown import script_at
-from tracker_core import script_calls, scripts
+from tracker_core import scripts
 from tracker_core.admin import items, limits, projects
 from tracker_core.admin.context import AdminContext
 from tracker_core.embedded import EmbeddedRedis, free_port
 from tracker_core.engine import Engine
+from tracker_core.scripts.sending import run as run_script
 
 CLAIMS_PER_ROUND = 5_000
 ROUNDS = 7
@@ -60,9 +61,9 @@ def old_claim(engine: Engine, project: str, downloader: str, ip: str) -> int:
     k = engine.keys(project)
     now_ms = engine._now_ms()
     # The old script took the same keys but for KEYS[2], the set of exact block entries.
-    keys = list(script_calls.claim_keys(k, downloader, now_ms))
+    keys = list(scripts.claim.keys(k, downloader=downloader, now_ms=now_ms))
     keys[1] = k.blocked
-    return scripts.run(engine.conn, "claim_before", keys, (now_ms, downloader, ip, 1))[0]
+    return run_script(engine.conn, "claim_before", keys, (now_ms, downloader, ip, 1))[0]
 
 
 def usec_per_claim(engine: Engine, admin: AdminContext, project: str, before: bool, round_no: int) -> float:

@@ -28,11 +28,12 @@ import time
 from pathlib import Path
 
 from server_bench.results_file import git_commit
-from tracker_core import blocks, script_calls, scripts
+from tracker_core import scripts
 from tracker_core.admin import projects
 from tracker_core.admin.context import AdminContext
 from tracker_core.embedded import EmbeddedRedis, free_port
 from tracker_core.engine import Engine
+from tracker_core.scripts import loading
 
 DOWNLOADERS = 1000
 RESULTS = Path(__file__).with_name("results")
@@ -147,8 +148,8 @@ def script_at(revision: str, name: str = "claim") -> scripts.Script:
     """Script NAME as it was at REVISION, with its includes as they were (constants: today's)."""
     path = next(p for p in scripts.LUA_DIR.glob(f"{name}-*.lua"))
     text = _git_show(revision, path.name)
-    text = scripts._INCLUDE_RE.sub(lambda m: _git_show(revision, f"includes/{m[1]}.lua"), text)
-    source = scripts._inline(text)
+    text = loading._INCLUDE_RE.sub(lambda m: _git_show(revision, f"includes/{m[1]}.lua"), text)
+    source = loading.inline(text)
     real = scripts.SCRIPTS[name]
     return scripts.Script(name, real.num_keys, source, hashlib.sha1(source.encode()).hexdigest())
 
@@ -185,7 +186,7 @@ def one_round(
     if dones:
         given = [(engine.claim("bench", *client(n), 1)[1][0], n) for n in range(claims)]
     # Loaded before the count: a NOSCRIPT is two EVALSHAs (the engine's packed one, then
-    # script_calls') and an EVAL.
+    # the binding's) and an EVAL.
     admin.conn.script_load(scripts.SCRIPTS["done" if dones else "claim"].source)
     admin.conn.config_resetstat()
     cpu0 = _cpu_s(admin.conn)
@@ -240,20 +241,30 @@ def loop_usec(
     if dones:
         for i in range(n):
             assert engine.claim("bench", *client(i), 1)[0] == 200
-        keys = script_calls.done_keys(k, "dl1", now_ms)
-        argv = (now_ms + 5000, "dl1", "1.2", "{}", "10.0.0.1", 1, "example.com", 123_456, "x", n)
+        keys, argv = loop_call(engine, k, now_ms, dones=True)
         source = LOOP % (chosen.source, f"redis.call('ZRANGE', KEYS[2], 0, {n - 1})", "reply[3] ~= 1")
     else:
-        keys = script_calls.claim_keys(k, "dl1", now_ms)
-        created = engine.settings("bench").values["created_ms"]
-        argv = (now_ms, "dl1", "10.0.0.1", 1, blocks.ip_key("10.0.0.1"), created, "1", "1", n)
+        keys, argv = loop_call(engine, k, now_ms, dones=False)
         source = LOOP % (chosen.source, "nil", "false")
     start = time.perf_counter()
-    reply = admin.conn.eval(source, len(keys), *keys, *argv)
+    reply = admin.conn.eval(source, len(keys), *keys, *argv, n)  # the loop's count after ARGV
     elapsed = time.perf_counter() - start
     assert reply == n, reply
     admin.conn.delete(k.out, k.claims, k.reclaim_at, k.downloader_claims, k.done, k.log)
     return elapsed * 1e6 / n
+
+
+def loop_call(engine: Engine, k, now_ms: int, dones: bool) -> tuple[tuple, tuple]:
+    """(KEYS, ARGV) of the done (DONES) or claim the LOOP repeats: dl1 from 10.0.0.1, a done of
+    one item "x" with its bytes; the claim's client counted in the uniques, as a warm one is."""
+    if dones:
+        call = {"now_ms": now_ms + 5000, "downloader": "dl1", "version": "1.2", "item_id": "{}"}
+        call |= {"ip": "10.0.0.1", "domain_bytes": ["example.com", 123_456], "items": ["x"]}
+        return scripts.done.keys(k, **call), scripts.done.argv(k, **call)
+    created = engine.settings("bench").values["created_ms"]
+    call = {"now_ms": now_ms, "downloader": "dl1", "ip": "10.0.0.1", "wanted": 1}
+    call |= {"counted_under": created, "downloader_counted": True, "ip_counted": True}
+    return scripts.claim.keys(k, **call), scripts.claim.argv(k, **call)
 
 
 def median(values: list[float]) -> float:
@@ -287,7 +298,7 @@ def main() -> None:
             admin = AdminContext.from_url(server.url)
             projects.create(admin, "bench")
             # One engine per variant: the engine keeps each script call packed with the script's
-            # SHA (tracker_core.packed_calls), so an engine shared across variants would run the
+            # SHA (tracker_core.scripts.packed), so an engine shared across variants would run the
             # variant it packed first.
             engines = {name: Engine(server.url) for name in chosen}
             for round_no in range(args.rounds):

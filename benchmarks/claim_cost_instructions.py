@@ -25,9 +25,9 @@ import redis
 
 # Run as a script, this file's directory is on sys.path: the loop is claim_cost_breakdown's.
 from callgrind_redis import CALL_TIMEOUT_S, count_instructions
-from claim_cost_breakdown import DONE_FLOORS, LOOP, VARIANTS, client, script_at, variant
+from claim_cost_breakdown import DONE_FLOORS, LOOP, VARIANTS, client, loop_call, script_at, variant
 from server_bench.results_file import git_commit
-from tracker_core import blocks, script_calls, scripts
+from tracker_core import scripts
 from tracker_core.admin import projects
 from tracker_core.admin.context import AdminContext
 from tracker_core.engine import Engine
@@ -56,15 +56,12 @@ def instructions(chosen: scripts.Script, runs: int, dones: bool, loop: bool, sha
         if dones:
             for i in range(runs):
                 assert engine.claim("bench", *client(i), 1)[0] == 200
-            keys = script_calls.done_keys(k, "dl1", now_ms)
-            argv = (now_ms + 5000, "dl1", "1.2", "{}", "10.0.0.1", 1, "example.com", 123_456, "x")
+            keys, argv = loop_call(engine, k, now_ms, dones=True)
             items = f"redis.call('ZRANGE', KEYS[2], 0, {runs - 1})"
             source = LOOP % (chosen.source, items, "reply[3] ~= 1")
         else:
             # A warm-up claim: the uniques the engine then knows are known in the loop too.
-            created = engine.settings("bench").values["created_ms"]
-            keys = script_calls.claim_keys(k, "dl1", now_ms)
-            argv = (now_ms, "dl1", "10.0.0.1", 1, blocks.ip_key("10.0.0.1"), created, "1", "1")
+            keys, argv = loop_call(engine, k, now_ms, dones=False)
             source = LOOP % (chosen.source, "nil", "false")
         n = runs if loop else 0
         assert conn.eval(source, len(keys), *keys, *argv, n) == n  # no socket timeout

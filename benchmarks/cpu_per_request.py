@@ -3,7 +3,7 @@
 Starts its own Redis (AOF off, loopback TCP), then measures with wrk keep-alive against ONE
 bjoern worker: the hello-world Falcon app (the framework's floor), `/request` (multi=1),
 `/done` of claimed items, backfeed of new items (Bloom filter at 1e-6); and the claim script
-called directly (EVALSHA through script_calls.claim) for its own cost. Writes cpu.json (figures,
+called directly (EVALSHA through scripts.claim) for its own cost. Writes cpu.json (figures,
 machine, versions, command, date, and the history of earlier runs' figures) and cpu.md.
 
     .venv/bin/python benchmarks/cpu_per_request.py [--quick] [--seconds N] [--out DIR]
@@ -83,7 +83,7 @@ def measure(plan: cases.Plan, scratch: Path) -> tuple[dict, dict]:
         server, port = start_hello(log, WORKERS)
         results["hello"] = cases.hello(bench, server.pid, port)
         stop(server)
-        print("claim script alone (EVALSHA via script_calls.claim)", flush=True)
+        print("claim script alone (EVALSHA via scripts.claim)", flush=True)
         results["claim_script"] = cases.claim_script(bench)
         server, port = start_tracker(redis_server.url, log, WORKERS)
         for name in ("request", "done", "backfeed", "backfeed_fingerprint"):

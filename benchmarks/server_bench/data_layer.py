@@ -18,7 +18,7 @@ class RecordingConnection:
     """Stands in for the engine's connection to capture the exact EVALSHA it would send.
 
     The engine sends claims and dones as ready RESP bytes (RawRedis.execute_packed, see
-    tracker_core.packed_calls) and anything else as arguments (execute_command): both are
+    tracker_core.scripts.packed) and anything else as arguments (execute_command): both are
     recorded as the argument tuple, the packed bytes read back with hiredis's own parser."""
 
     def __init__(self):

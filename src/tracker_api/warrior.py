@@ -11,9 +11,8 @@ import orjson
 
 from tracker_api.client_ip import client_ip
 from tracker_api.errors import Refused
-from tracker_core import protocol
+from tracker_core import protocol, scripts
 from tracker_core.engine import Engine
-from tracker_core.reply_codes import Claim
 from tracker_core.settings import MAX_MULTI_CEILING
 
 MAX_BODY_BYTES = 1 << 20
@@ -172,7 +171,7 @@ class ProtocolResource:
         wanted = 1 if legacy else max(1, min(multi, settings.max_multi))
         ip = self.client_ip(req, project) if ip is None else ip
         status, items = self.engine.claim(project, downloader, ip, wanted)
-        if status == Claim.OK:
+        if status == scripts.claim.codes.OK:
             answer = answer_body(items, legacy, settings.extra_parameters)
             if answer is None:
                 # The claim is made: take back what the client cannot receive, answer the rest.
@@ -186,8 +185,8 @@ class ProtocolResource:
                 resp.content_type = falcon.MEDIA_TEXT if legacy else falcon.MEDIA_JSON
                 resp.data = answer
                 return
-            status = 404  # every name given was taken back (Claim.NOTHING, as an HTTP status)
-        if status == Claim.UNKNOWN_PROJECT:
+            status = 404  # every name given was taken back (scripts.claim.codes.NOTHING, as an HTTP status)
+        if status == scripts.claim.codes.UNKNOWN_PROJECT:
             raise Refused(404, f"unknown project {project!r}", "bad_unknown_project")
         # 404 (nothing available), 429 (rate limited), 403 (blocked): empty body, as clients expect.
         # The claim script counted them already.

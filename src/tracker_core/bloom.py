@@ -45,8 +45,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tracker_core import keys as keyspace
-from tracker_core import reply_codes as codes
-from tracker_core import script_calls, twins
+from tracker_core import scripts, twins
 from tracker_core.connection import ENCODING, ENCODING_ERRORS
 
 _impl, COMPILED = twins.load("bloom")
@@ -77,14 +76,14 @@ MIN_LAYER_RATE = 1e-300
 SALT_RE = re.compile(r"(?:[0-9a-f]{32})?\Z")  # 16 bytes as hex; '' in filters made before salts
 MAX_CHUNK_BITS = 2**30  # 128 MiB per Redis string, far under the 512 MB limit
 BATCH = 400
-FIXED_KEYS = script_calls.BLOOM_FIXED_KEYS  # keys of bloom_add before the bitmaps
+FIXED_KEYS = len(scripts.bloom_add.key_slots)  # keys of bloom_add before the bitmaps
 
-# The outcomes of BloomFilter.add (its callers' names for reply_codes.BloomAdd).
+# The outcomes of BloomFilter.add (its callers' names for scripts.bloom_add.codes).
 OK, UNKNOWN_PROJECT, WRONG_SECRET, FULL = (
-    codes.BloomAdd.OK,
-    codes.BloomAdd.UNKNOWN_PROJECT,
-    codes.BloomAdd.WRONG_SECRET,
-    codes.BloomAdd.FULL,
+    scripts.bloom_add.codes.OK,
+    scripts.bloom_add.codes.UNKNOWN_PROJECT,
+    scripts.bloom_add.codes.WRONG_SECRET,
+    scripts.bloom_add.codes.FULL,
 )
 
 
@@ -301,7 +300,7 @@ def configure(
     A new salt goes with every call (GEOMETRY's when it has one: the tests' fixed ones); the script stores it only when it stores a geometry (a new
     filter, or an empty one replaced: nothing hashed with the old salt is left to find)."""
     g = geometry or Geometry()
-    fields = script_calls.bloom_configure(
+    fields = scripts.bloom_configure(
         conn,
         keys,
         capacity=g.capacity,
@@ -380,7 +379,7 @@ class BloomFilter:
         while parts:
             part, part_keys = parts.pop()
             reply = self._add_once(part, part_keys, **call)
-            if reply.code == codes.BloomAdd.SPLIT:
+            if reply.code == scripts.bloom_add.codes.SPLIT:
                 # The first CUT items fill the last layer, which then grows; the rest follows.
                 cut = reply.new
                 parts += [(part[cut:], part_keys[cut:]), (part[:cut], part_keys[:cut])]
@@ -396,10 +395,10 @@ class BloomFilter:
         for _attempt in range(8):
             plan = self.plan()
             if plan is None:
-                return script_calls.BloomAddReply(UNKNOWN_PROJECT, 0, 0)
+                return scripts.bloom_add.Reply(UNKNOWN_PROJECT, 0, 0)
             args = plan.args(entries, dedup_keys)
             last = plan.layers[-1]
-            reply = script_calls.bloom_add(
+            reply = scripts.bloom_add(
                 self.conn,
                 k,
                 chunk_keys=plan.chunk_keys,
@@ -418,7 +417,7 @@ class BloomFilter:
                 ks=plan.ks,
                 hashed=args,
             )
-            if reply.code != codes.BloomAdd.LAYERS_CHANGED:
+            if reply.code != scripts.bloom_add.codes.LAYERS_CHANGED:
                 return reply
             self.plan(reload=True)
         raise RuntimeError("the Bloom filter's geometry kept changing under this call")

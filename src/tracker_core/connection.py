@@ -11,8 +11,8 @@ Replies have one shape whichever it is: text is ``str`` (UTF-8; bytes that are n
 back as lone surrogates through ``surrogateescape``), numbers are ``int``, absent values
 ``None``, arrays ``list``; a script's reply is its Lua table as such a list. ``hgetall`` answers
 a ``dict`` on both. A core module never needs to ask whether a reply is ``bytes`` or a ``dict``.
-A name read back is sent again as ``script_calls.wire(name)`` (the same bytes): both clients'
-packers refuse a ``str`` holding lone surrogates; script_calls does it for every item list.
+A name read back is sent again as ``scripts.wire(name)`` (the same bytes): both clients'
+packers refuse a ``str`` holding lone surrogates; the bindings of tracker_core.scripts do it for every item list.
 """
 
 from __future__ import annotations

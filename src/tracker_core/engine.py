@@ -10,11 +10,10 @@ import os
 import random
 import time
 
-from tracker_core import giveback, packed_calls, redis_clock, script_calls, topology
+from tracker_core import giveback, redis_clock, scripts, topology
 from tracker_core import item_status as item_status_mod
 from tracker_core import keys as keyspace
 from tracker_core import limits as limits_mod
-from tracker_core import reply_codes as codes
 from tracker_core.derived_counters import with_derived
 from tracker_core.rawredis import RawRedis
 from tracker_core.settings import ProjectSettings
@@ -65,12 +64,12 @@ class Engine:
         self._memory_full = False
         self._owners = item_status_mod.Owners()  # downloaders with own queues, for item_status
         self._uniques = UniquesSeen()  # what this process's claims counted in the daily uniques
-        # claim and done sent as ready RESP bytes (tracker_core.packed_calls): RawRedis only.
+        # claim and done sent as ready RESP bytes (tracker_core.scripts.packed): RawRedis only.
         # They go through RawRedis.execute_packed, not execute_command: a wrapper that counts
         # or traces commands wraps both.
         packed = type(self.conn) is RawRedis
-        self._claims = packed_calls.ClaimCommands(packed)
-        self._dones = packed_calls.DoneCommands(packed)
+        self._claims = scripts.packed_claim(packed)
+        self._dones = scripts.packed_done(packed)
 
     # -- settings cache -------------------------------------------------------------------------
 
@@ -127,7 +126,7 @@ class Engine:
     # -- the warrior protocol -------------------------------------------------------------------
 
     def claim(self, project: str, downloader: str, ip: str, wanted: int) -> tuple[int, list[str]]:
-        """Claim up to WANTED items; return (status, names), status a reply_codes.Claim."""
+        """Claim up to WANTED items; return (status, names), status a scripts.claim.codes."""
         now_ms = self._now_ms()
         # The cached settings say which life of the project the remembered uniques belong to;
         # the script checks it against the stored one, so a stale cache only costs the PFADDs.
@@ -158,8 +157,8 @@ class Engine:
         the answer found one, so the request path pays nothing otherwise.
         """
         # Back to the bytes Redis holds: the names came decoded with surrogateescape.
-        flat = [x for name, why in reasons.items() for x in (script_calls.wire(name), why)]
-        reply = script_calls.bury_unservable(
+        flat = [x for name, why in reasons.items() for x in (scripts.wire(name), why)]
+        reply = scripts.bury_unservable(
             self.conn, self.keys(project), now_ms=self._now_ms(), downloader=downloader, reasons=flat
         )
         return reply.buried
@@ -173,7 +172,7 @@ class Engine:
         domain_bytes: list,
         item_id: str,
         ip: str = "",
-    ) -> script_calls.DoneReply | None:
+    ) -> scripts.done.Reply | None:
         """Mark ITEMS done (idempotent), by the rules of done-20.lua; None for an unknown project.
 
         IP (the sender's) goes into the done log with the rest of the call. The reply's refused
@@ -191,7 +190,7 @@ class Engine:
             domain_bytes,
             items,
         )
-        if reply.code == codes.Done.UNKNOWN_PROJECT:
+        if reply.code == scripts.done.codes.UNKNOWN_PROJECT:
             return None
         self._note_age(project, reply.settings_age)
         return reply
@@ -225,7 +224,7 @@ class Engine:
         reply = giveback.release(
             self.conn, k, downloader, items, now_ms=self._now_ms(), classify=classify, on_stale=forget
         )
-        return None if reply.code == codes.Release.UNKNOWN_PROJECT else reply.released
+        return None if reply.code == scripts.release.codes.UNKNOWN_PROJECT else reply.released
 
     def _claimed_by(self, k: keyspace.ProjectKeys, downloader: str, items: list[str]) -> list[str]:
         """The ITEMS that are out, held by DOWNLOADER ('' = by anyone), in order."""
@@ -237,10 +236,10 @@ class Engine:
         ]
 
     def uploaded(self, project: str, uploader: str, item: str, server: str) -> bool:
-        reply = script_calls.uploaded(
+        reply = scripts.uploaded(
             self.conn, self.keys(project), now_ms=self._now_ms(), uploader=uploader, item=item, server=server
         )
-        return reply.code != codes.Uploaded.UNKNOWN_PROJECT
+        return reply.code != scripts.uploaded.codes.UNKNOWN_PROJECT
 
     def item_status(self, project: str, item: str) -> tuple[str | None, str | None]:
         """(status, downloader) of ITEM, the old tracker's two answer keys (see item_place)."""

@@ -16,8 +16,7 @@ from collections.abc import Callable, Sequence
 
 from tracker_core import keys as keyspace
 from tracker_core import limits as limits_mod
-from tracker_core import script_calls
-from tracker_core.reply_codes import Release
+from tracker_core import scripts
 
 ATTEMPTS = 3
 STALE_AGE = limits_mod.STALE_AGE  # a script's code when the caller classified at another age
@@ -92,7 +91,7 @@ def release(
     now_ms: int,
     classify: Callable[[], tuple[str, limits_mod.CompiledLimits | None]] | None = None,
     on_stale: Callable[[object], None] | None = None,
-) -> script_calls.ReleaseReply:
+) -> scripts.release.Reply:
     """Give back the claims of NAMES held by HOLDER ('' = whoever holds them): to todo, or held
     when a limit matches them. The warriors' /release (Engine.release, with its cached limits
     as CLASSIFY) and the admins' claims.release both come here."""
@@ -100,10 +99,10 @@ def release(
         conn,
         k,
         names,
-        lambda age, held: script_calls.release(
+        lambda age, held: scripts.release(
             conn, k, now_ms=now_ms, downloader=holder, age=age, items=names, held=held
         ),
         classify=classify,
         on_stale=on_stale,
-        held_filed=lambda reply, held: reply.code == Release.OK and reply.held > 0,
+        held_filed=lambda reply, held: reply.code == scripts.release.codes.OK and reply.held > 0,
     )

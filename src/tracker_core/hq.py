@@ -31,7 +31,7 @@ import uuid
 from dataclasses import dataclass
 
 from tracker_core import keys as keyspace
-from tracker_core import protocol, redis_clock, reply_codes, safe_html, script_calls
+from tracker_core import protocol, redis_clock, safe_html, scripts
 from tracker_core import settings as settings_mod
 from tracker_core.errors import BadInput
 
@@ -120,11 +120,11 @@ class NotRegistered(Exception):
 
 
 REFUSALS = {
-    reply_codes.RegisterWarrior.THROTTLED: (
+    scripts.register_warrior.codes.THROTTLED: (
         "register_throttled",
         "too many registrations from this address this hour",
     ),
-    reply_codes.RegisterWarrior.REGISTRY_FULL: ("register_registry_full", "the warrior registry is full"),
+    scripts.register_warrior.codes.REGISTRY_FULL: ("register_registry_full", "the warrior registry is full"),
 }
 
 
@@ -166,7 +166,7 @@ def register(
         raise ValueError("warrior record too large")
     # Indexed as last heard from just before the online window: listed and forgotten on the
     # same schedule as the others, online only once it sends a heartbeat.
-    outcome = script_calls.register_warrior(
+    outcome = scripts.register_warrior(
         r,
         now_ms=now,
         warrior_id=warrior_id,
@@ -178,7 +178,7 @@ def register(
         window_ms=REGISTRATION_WINDOW_MS,
         seen_ms=now - ONLINE_WITHIN_MS - 1,
     )
-    if outcome != reply_codes.RegisterWarrior.REGISTERED:
+    if outcome != scripts.register_warrior.codes.REGISTERED:
         raise NotRegistered(*REFUSALS[outcome])
     return warrior_id
 
@@ -264,7 +264,7 @@ def heartbeat(r, warrior_id: str, fields: dict | None = None, ip: str | None = N
     beat = dict(fields or {}, seen_ms=now)
     if ip is not None:
         beat["ip"] = ip[:64]
-    outcome = script_calls.warrior_seen(
+    outcome = scripts.warrior_seen(
         r,
         now_ms=now,
         warrior_id=warrior_id,
@@ -272,7 +272,7 @@ def heartbeat(r, warrior_id: str, fields: dict | None = None, ip: str | None = N
         beat=json.dumps(beat),
         max_record=MAX_RECORD,
     )
-    return outcome == reply_codes.WarriorSeen.SEEN
+    return outcome == scripts.warrior_seen.codes.SEEN
 
 
 def online_count(conn) -> int:

@@ -31,7 +31,7 @@ import json
 import time
 from typing import NamedTuple
 
-from tracker_core import claim_records, reply_codes, script_calls
+from tracker_core import claim_records, scripts
 from tracker_core import keys as keyspace
 
 OWN_QUEUES_CHECKED = 1000  # downloaders' own queues looked in per call (the same cap as counts)
@@ -74,8 +74,8 @@ def read(conn, k: keyspace.ProjectKeys, item: str, owners: Owners) -> Found | No
     """What the script finds of ITEM in the project of K; None: no such project."""
     for attempt in range(3):
         passed = owners.get(conn, k, fresh=attempt > 0)
-        reply = script_calls.item_status(conn, k, item=item, owners=passed)
-        if reply.code != reply_codes.ItemStatus.OK:
+        reply = scripts.item_status(conn, k, item=item, owners=passed)
+        if reply.code != scripts.item_status.codes.OK:
             return None
         status = reply.status or None
         total = int(reply.owners)

@@ -35,7 +35,7 @@ from pathlib import Path
 import orjson
 import zstandard
 
-from tracker_core import bloom, claim_records, item_status, log_archive, offload, script_calls
+from tracker_core import bloom, claim_records, item_status, log_archive, offload, scripts
 from tracker_core import keys as keyspace
 
 ADMIN_FIELDS = ("ip", "rounds", "limit_rule", "done", "seen", "unread")
@@ -74,7 +74,7 @@ def stories(
     _segments(conn, k, Path(directory), answers, found, owners, unread, deadline)
     discard = conn.hget(k.settings, "done_mode") == "discard"
     nowhere = [name for name, answer in answers.items() if answer["status"] is None]
-    seen = dict(zip(nowhere, bloom.seen_by(conn, k, [script_calls.wire(n) for n in nowhere])))
+    seen = dict(zip(nowhere, bloom.seen_by(conn, k, [scripts.wire(n) for n in nowhere])))
     for name, answer in answers.items():
         answer["done"] = [_done_entry(rec) for rec in done.get(name, ())]
         answer["seen"] = seen.get(name)  # asked only of names found nowhere

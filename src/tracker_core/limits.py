@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 
 from tracker_core import keys as keyspace
-from tracker_core import reply_codes, script_calls
+from tracker_core import scripts
 from tracker_core.classify import Classifier, PatternError, parse_pattern
 
 log = logging.getLogger(__name__)
@@ -23,17 +23,17 @@ RATE_RE = re.compile(r"(?P<count>[0-9]+(?:\.[0-9]+)?)(?:/(?P<unit>s|m))?\Z")
 MAX_RATE_PER_S = 1_000_000.0
 MAX_LIMITS = 5000
 SET_LIMIT_ERRORS = {
-    reply_codes.SetLimit.UNKNOWN_PROJECT: "unknown project {project!r}",
-    reply_codes.SetLimit.UNKNOWN_LIMIT: "unknown limit {name!r}",
-    reply_codes.SetLimit.TOO_MANY: f"too many limits (at most {MAX_LIMITS})",
+    scripts.set_limit.codes.UNKNOWN_PROJECT: "unknown project {project!r}",
+    scripts.set_limit.codes.UNKNOWN_LIMIT: "unknown limit {name!r}",
+    scripts.set_limit.codes.TOO_MANY: f"too many limits (at most {MAX_LIMITS})",
 }
 
 
 class LimitError(ValueError):
     """A bad limit request; the message is one line for the admin. CODE is the set-limit
-    script's refusal (reply_codes.SetLimit), None for a request refused before any call."""
+    script's refusal (scripts.set_limit.codes), None for a request refused before any call."""
 
-    def __init__(self, message: str, code: reply_codes.SetLimit | None = None):
+    def __init__(self, message: str, code: scripts.set_limit.codes | None = None):
         super().__init__(message)
         self.code = code
 
@@ -102,11 +102,11 @@ def _refusal(pattern: str) -> str:
 
 
 def _run(client, k: keyspace.ProjectKeys, op: str, name: str, record: str = "") -> int:
-    age = script_calls.set_limit(
+    age = scripts.set_limit(
         client, k, channel=keyspace.SETTINGS_CHANNEL, op=op, name=name, record=record, max_limits=MAX_LIMITS
     )
     if age < 0:
-        code = reply_codes.SetLimit(age)
+        code = scripts.set_limit.codes(age)
         raise LimitError(SET_LIMIT_ERRORS[code].format(project=k.project, name=name), code)
     return age
 
@@ -126,7 +126,7 @@ def remove(client, k: keyspace.ProjectKeys, name: str) -> int:
     try:
         check_name(name)
     except LimitError:
-        code = reply_codes.SetLimit.UNKNOWN_LIMIT
+        code = scripts.set_limit.codes.UNKNOWN_LIMIT
         raise LimitError(SET_LIMIT_ERRORS[code].format(project=k.project, name=name), code) from None
     return _run(client, k, "remove", name)
 
@@ -175,7 +175,7 @@ class CompiledLimits:
         return [None if i < 0 else self.limits[i].name for i in self.classifier.classify_many(items)]
 
 
-wire = script_calls.wire  # callers that classify names also send them
+wire = scripts.wire  # callers that classify names also send them
 
 
 def held_entry(limit: str, entry):
@@ -234,14 +234,14 @@ def current(client, k: keyspace.ProjectKeys) -> tuple[str, CompiledLimits]:
 
 
 HOLD_BATCH = 5000
-STALE_AGE = reply_codes.Release.STALE_AGE  # classified at another settings age (release, redo)
+STALE_AGE = scripts.release.codes.STALE_AGE  # classified at another settings age (release, redo)
 
 
 def hold_new(client, k: keyspace.ProjectKeys) -> int:
     """Move held items from their way-in set into the held zset; return how many moved."""
     moved = 0
     while True:
-        n = script_calls.hold_limited(client, k, most=HOLD_BATCH)
+        n = scripts.hold_limited(client, k, most=HOLD_BATCH)
         moved += n
         if n < HOLD_BATCH:
             return moved
@@ -263,7 +263,7 @@ def reclassify(client, k: keyspace.ProjectKeys, batch: int = 1000) -> int:
             cursor, names = client.sscan(queue, cursor, count=batch)
             matched = [(n, limit) for n, limit in zip(names, compiled.names_of(names)) if limit is not None]
             if matched:
-                moved += script_calls.hold_queued(
+                moved += scripts.hold_queued(
                     client,
                     k,
                     queue=queue,

@@ -39,7 +39,7 @@ from pathlib import Path
 import orjson
 import zstandard
 
-from tracker_core import durable, reply_codes, script_calls
+from tracker_core import durable, scripts
 from tracker_core import keys as keyspace
 from tracker_core import settings as settings_mod
 
@@ -275,10 +275,10 @@ def archive(
         if _after_write is not None:
             _after_write(path)
         lease.keep()
-        code, _trimmed = script_calls.log_archive(
+        code, _trimmed = scripts.log_archive(
             client, k, holder=lease.holder, number=number, first_id=first, last_id=last, entries=len(lines)
         )
-        if code != reply_codes.LogArchive.REGISTERED:
+        if code != scripts.log_archive.codes.REGISTERED:
             raise LogLeaseLost(f"the log archive of {k.project} was refused ({code})")
         archived_total += len(lines)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 
-from tracker_core import census, hq, reply_codes, script_calls
+from tracker_core import census, hq, scripts
 from tracker_core import keys as keyspace
 from tracker_core import stats_ranges as ranges
 from tracker_core.derived_counters import RTT_BUCKET_PREFIX, with_derived
@@ -193,7 +193,7 @@ def record_top_history(conn, project: str, now_ms: int) -> int:
     interval. Returns how many streams got a point.
     """
     k = keyspace.ProjectKeys(project)
-    return script_calls.top_history(conn, k, now_ms=now_ms, top=TOP_HISTORY_N, tiers=TOP_HISTORY_TIERS)
+    return scripts.top_history(conn, k, now_ms=now_ms, top=TOP_HISTORY_N, tiers=TOP_HISTORY_TIERS)
 
 
 def _stream_points(entries) -> list[tuple[int, dict[str, int]]]:
@@ -263,13 +263,13 @@ def sample_and_roll_up(
     HOURS, when given, holds the hour hashes already read: hours found there are skipped, and
     hours rolled up now are added to it.
     """
-    script_calls.sample_backlog(conn, k, minute=now_ms // MINUTE_MS, backlog=backlog, ttl_s=MINUTE_TTL_S)
+    scripts.sample_backlog(conn, k, minute=now_ms // MINUTE_MS, backlog=backlog, ttl_s=MINUTE_TTL_S)
     newest = (now_ms - ROLLUP_DELAY_MIN * MINUTE_MS) // HOUR_MS - 1
     for hour in range(newest - ROLLUP_LOOKBACK_H + 1, newest + 1):
         if hours is not None and hours.get(hour, {}) != {}:
             continue
         written = (
-            script_calls.rollup_hour(conn, k, hour=hour, ttl_s=HOUR_TTL_S) == reply_codes.RollupHour.WRITTEN
+            scripts.rollup_hour(conn, k, hour=hour, ttl_s=HOUR_TTL_S) == scripts.rollup_hour.codes.WRITTEN
         )
         if written and hours is not None:
             hours[hour] = _flat_to_counts(conn.execute_command("HGETALL", k.hour(hour)))

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 
 from tracker_core import keys as keyspace
-from tracker_core import reply_codes, script_calls
+from tracker_core import scripts
 
 MINUTE_S = 60
 HOUR_S = 3600
@@ -57,7 +57,7 @@ def roll_up_days(conn, k: keyspace.ProjectKeys, now_ms: int) -> int:
     found = conn.execute_command("HMGET", k.days, *days)
     written = 0
     for day, value in zip(days, found, strict=True):
-        if value is None and script_calls.rollup_day(conn, k, day=day) == reply_codes.RollupDay.WRITTEN:
+        if value is None and scripts.rollup_day(conn, k, day=day) == scripts.rollup_day.codes.WRITTEN:
             written += 1
     return written
 

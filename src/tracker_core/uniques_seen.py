@@ -15,13 +15,15 @@ time), so memory stays bounded however many clients come.
 
 from __future__ import annotations
 
-from tracker_core import reply_codes as codes
+from tracker_core import scripts
 
 MAX_MEMBERS = 50_000
 DAY_MS = 86_400_000
 # Only these replies come from a claim that ran (or rightly skipped) the PFADDs: 403 stops
 # before them (blocked clients are not counted) and -1 means no project.
-_COUNTED_CODES = frozenset((codes.Claim.OK, codes.Claim.NOTHING, codes.Claim.RATE_LIMITED))
+_COUNTED_CODES = frozenset(
+    (scripts.claim.codes.OK, scripts.claim.codes.NOTHING, scripts.claim.codes.RATE_LIMITED)
+)
 
 
 class UniquesSeen:

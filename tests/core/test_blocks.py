@@ -224,9 +224,8 @@ def test_thousands_of_blocks_are_matched_exactly(project, admin, engine, r):
     own = set(entries)
     # Written in one step, as the admin verbs do one at a time.
     assert (
-        scripts.run(
+        scripts.set_blocks.send(
             r,
-            "set_blocks",
             (K.settings, K.blocked, K.blocked_global, K.blocked_index),
             (0, 0, len(own), 0, *own, *blocks.index_members(own, ())),
         )
@@ -249,14 +248,13 @@ def test_set_blocks_changes_nothing_when_the_blocks_moved_since_the_read(project
     keys = (K.settings, K.blocked, K.blocked_global, K.blocked_index)
     stale = ("name:trudy",)  # not what the set holds
     new = ("name:trudy", "name:eve")
-    assert scripts.run(r, "set_blocks", keys, (1, 0, 2, 0, *stale, *new, *blocks.index_members(new, ()))) == 0
-    assert scripts.run(r, "set_blocks", keys, (0, 0, 2, 0, *new, *blocks.index_members(new, ()))) == 0
+    assert scripts.set_blocks.send(r, keys, (1, 0, 2, 0, *stale, *new, *blocks.index_members(new, ()))) == 0
+    assert scripts.set_blocks.send(r, keys, (0, 0, 2, 0, *new, *blocks.index_members(new, ()))) == 0
     assert (r.smembers(K.blocked), r.zrange(K.blocked_index, 0, -1)) == before
     ghost = ProjectKeys("ghost")
     assert (
-        scripts.run(
+        scripts.set_blocks.send(
             r,
-            "set_blocks",
             (ghost.settings, ghost.blocked, ghost.blocked_global, ghost.blocked_index),
             (0, 0, 1, 0, "name:eve", "pn:eve"),
         )
@@ -264,9 +262,9 @@ def test_set_blocks_changes_nothing_when_the_blocks_moved_since_the_read(project
     )
     assert not r.exists(ghost.blocked, ghost.blocked_index)
     with pytest.raises(scripts.ScriptError, match="counts"):
-        scripts.run(r, "set_blocks", keys, ("x", 0, 0, 0))
+        scripts.set_blocks.send(r, keys, ("x", 0, 0, 0))
     with pytest.raises(scripts.ScriptError, match="fewer entries"):
-        scripts.run(r, "set_blocks", keys, (1, 0, 0, 0))
+        scripts.set_blocks.send(r, keys, (1, 0, 0, 0))
     assert (r.smembers(K.blocked), r.zrange(K.blocked_index, 0, -1)) == before
 
 

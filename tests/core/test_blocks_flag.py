@@ -4,9 +4,9 @@ whose settings lack it (made before it) is still checked, so no block can go une
 
 import pytest
 
+from tracker_core import scripts
 from tracker_core.admin import items, limits, projects
 from tracker_core.keys import ProjectKeys
-from tracker_core.reply_codes import Claim
 
 P, OTHER = "flagged", "flagged2"
 K = ProjectKeys(P)
@@ -55,21 +55,25 @@ def test_the_size_follows_every_way_blocks_change(project, r, admin, entry, who,
 @pytest.mark.parametrize("entry,who,ip", BLOCKED)
 def test_blocks_are_enforced_with_the_size_and_without_it(project, engine, r, admin, entry, who, ip):
     limits.block(admin, entry, P)
-    assert code(engine, who, ip) == Claim.BLOCKED
+    assert code(engine, who, ip) == scripts.claim.codes.BLOCKED
     # Settings from before the size: absent means the index is read.
     r.hdel(K.settings, "blocked_index_size")
-    assert code(engine, who, ip) == Claim.BLOCKED
+    assert code(engine, who, ip) == scripts.claim.codes.BLOCKED
     assert r.hget(K.stats, "requests_blocked") == "2" and r.scard(K.todo) == len(ITEMS)
     limits.block(admin, entry, P, remove=True)  # lifting the last block lets the claim skip
     assert r.hget(K.settings, "blocked_index_size") == "0"
-    assert code(engine, who, ip) == Claim.OK
+    assert code(engine, who, ip) == scripts.claim.codes.OK
 
 
 def test_the_claim_skips_the_index_only_on_an_explicit_zero(project, engine, r, admin):
     limits.block(admin, "name:mallory", P)
     # A state no writer makes (the index and its size change in one script): it shows that the
     # claim trusts '0', and that any other value reads the index.
-    for stored, expected in (("0", Claim.OK), ("", Claim.BLOCKED), ("x", Claim.BLOCKED)):
+    for stored, expected in (
+        ("0", scripts.claim.codes.OK),
+        ("", scripts.claim.codes.BLOCKED),
+        ("x", scripts.claim.codes.BLOCKED),
+    ):
         r.hset(K.settings, "blocked_index_size", stored)
         assert code(engine, "mallory", "192.0.2.1") == expected
 
@@ -82,4 +86,7 @@ def test_maintain_records_the_size_of_projects_made_before_it(project, engine, r
     assert limits.reindex_blocks_if_missing(admin) == {"projects": 0}  # no index was missing
     assert size_agrees(r) and r.hget(K.settings, "blocked_index_size") != "0"
     assert r.hget(ProjectKeys(OTHER).settings, "blocked_index_size") == "0"
-    assert r.smembers(K.blocked) == {"name:mallory"} and code(engine, "mallory", "192.0.2.1") == Claim.BLOCKED
+    assert (
+        r.smembers(K.blocked) == {"name:mallory"}
+        and code(engine, "mallory", "192.0.2.1") == scripts.claim.codes.BLOCKED
+    )

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from support import twins
-from tracker_core import bloom, intake, script_calls
+from tracker_core import bloom, intake, scripts
 from tracker_core import keys as keyspace
 from tracker_core.admin import backfeed, items, projects
 from tracker_core.keys import ProjectKeys
@@ -73,7 +73,7 @@ def test_a_geometry_stored_without_a_salt_keeps_its_positions(admin, redis_url, 
     projects.create(admin, P)
     k = ProjectKeys(P)
     conn = RawRedis(redis_url)
-    old = script_calls.bloom_configure(
+    old = scripts.bloom_configure(
         conn, k, capacity=100, fp_rate="1e-06", growth=2, tightening="0.1", chunk_bits=4096, replace=False
     )
     assert "salt" not in old and "salt" not in r.hgetall(k.bloom)

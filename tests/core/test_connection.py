@@ -5,7 +5,7 @@ import redis
 
 from tracker_core import topology
 from tracker_core.rawredis import RawRedis
-from tracker_core.script_calls import wire
+from tracker_core.scripts import wire
 
 NAME = "https://example.com/a b?q=%20#x"
 NOT_UTF8 = b"https://example.com/\xff\xfe?old=data"
@@ -21,7 +21,7 @@ def test_both_clients_answer_text_and_hashes_as_dicts(redis_url):
         assert hot.hgetall("missing") == admin.hgetall("missing") == {}
         (name,) = hot.execute_command("SMEMBERS", "s")
         assert [name] == list(admin.smembers("s")) and isinstance(name, str)
-        # Sent back as read (as bytes: script_calls.wire), through either client, it is the same
+        # Sent back as read (as bytes: scripts.wire), through either client, it is the same
         # bytes in Redis.
         assert admin.sismember("s", wire(name)) and hot.execute_command("SISMEMBER", "s", wire(name)) == 1
         script = ("EVAL", "return {1, ARGV[1]}", 0, NAME)

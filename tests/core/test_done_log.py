@@ -20,11 +20,10 @@ from falcon import testing
 from tracker_api.app import create_app
 from tracker_api.cli import main
 from tracker_api.config import AppConfig
-from tracker_core import log_archive, offload, script_calls, scripts, tokens
+from tracker_core import log_archive, offload, scripts, tokens
 from tracker_core.admin import items as item_verbs
 from tracker_core.admin import projects
 from tracker_core.keys import ProjectKeys
-from tracker_core.reply_codes import LogArchive
 
 P = "dl"
 K = ProjectKeys(P)
@@ -194,16 +193,19 @@ def test_the_archive_script_refuses_a_file_that_does_not_continue_the_archive(
     r.hset(K.log_segments, "#next", 3)
 
     def archive(number, first, last, n, holder=held.holder):
-        return script_calls.log_archive(
+        return scripts.log_archive(
             r, K, holder=holder, number=number, first_id=first, last_id=last, entries=n
         )
 
     before = state(r)
     assert archive(1, ids[1], ids[2], 2) == (0, 0)  # skips ids[0]
-    assert archive(1, ids[0], ids[1], 2, "node-b") == (LogArchive.NOT_HOLDER, 0)  # not the lease holder
+    assert archive(1, ids[0], ids[1], 2, "node-b") == (
+        scripts.log_archive.codes.NOT_HOLDER,
+        0,
+    )  # not the lease holder
     assert archive(4, ids[0], ids[1], 2) == (0, 0)  # a number never handed out
     assert state(r) == before
-    assert archive(1, ids[0], ids[1], 2) == (LogArchive.REGISTERED, 2)
+    assert archive(1, ids[0], ids[1], 2) == (scripts.log_archive.codes.REGISTERED, 2)
     assert r.hget(K.log_segments, "#archived") == ids[1]
     assert [i for i, _ in r.xrange(K.log)] == ids[2:]
     assert archive(1, ids[2], ids[2], 1) == (0, 0)  # already registered

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from support.counters import totals
-from tracker_core import script_calls, scripts
+from tracker_core import scripts
 from tracker_core.admin import items as item_verbs
 from tracker_core.admin import projects
 from tracker_core.derived_counters import with_derived
@@ -256,8 +256,8 @@ def test_bad_dones_are_capped_by_count(project, engine, r):
 
 
 def run_done(engine, argv):
-    """The done script with raw ARGV (what script_calls.done would never send)."""
-    return scripts.run(engine.conn, "done", script_calls.done_keys(K, "alice", 0), argv)
+    """The done script with raw ARGV (what scripts.done would never send)."""
+    return scripts.done.send(engine.conn, scripts.done.keys(K, downloader="alice", now_ms=0), argv)
 
 
 @pytest.mark.parametrize(

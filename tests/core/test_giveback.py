@@ -3,7 +3,7 @@ classify at the settings age, retry when the limits changed meanwhile, and hold.
 
 import pytest
 
-from tracker_core import giveback, script_calls
+from tracker_core import giveback, scripts
 from tracker_core import limits as limits_mod
 from tracker_core.admin import claims, items, limits, projects
 from tracker_core.admin.context import AdminContext
@@ -23,9 +23,7 @@ def ctx(redis_url):
 
 
 def release_call(r, names):
-    return lambda age, held: script_calls.release(
-        r, K, now_ms=1, downloader="", age=age, items=names, held=held
-    )
+    return lambda age, held: scripts.release(r, K, now_ms=1, downloader="", age=age, items=names, held=held)
 
 
 def test_a_limit_added_between_classifying_and_the_script_is_applied_on_the_retry(ctx, r, engine):

@@ -133,9 +133,8 @@ def test_offloaded_items_and_maybe_offloaded(engine, r, web, tmp_path, lease, ct
     items.add(ctx, P, names, queue="backfeed")
     assert over_http(web, URLS[0] + "&never") == NOWHERE  # no segment files: not maybe
     # On its way to a segment file (staged by a maintainer): offloaded, from its queue.
-    reply = scripts.run(
+    reply = scripts.offload_stage.send(
         r,
-        "offload_stage",
         (lease.key, K.backfeed, K.offloading, K.segments, K.segment_queues),
         (lease.holder, 10, "backfeed"),
     )

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tracker_core import offload, script_calls, stats
+from tracker_core import offload, scripts, stats
 from tracker_core.admin import census, limits, projects
 from tracker_core.admin import items as item_verbs
 from tracker_core.keys import ProjectKeys
@@ -50,7 +50,7 @@ def project_pass(r, directory, lease, **kw):
 
 
 def test_recover_unfinished_puts_a_dead_maintainers_staged_items_back(project, r, tmp_path, lease):
-    number, staged = script_calls.offload_stage(
+    number, staged = scripts.offload_stage(
         r, K, holder=lease.holder, source="todo", source_key=K.todo, count=150
     )
     offload.write_segment(offload.segment_path(tmp_path, P, number), staged)  # written, never registered

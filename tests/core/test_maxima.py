@@ -264,7 +264,7 @@ def test_hold_limited_that_fails_changes_nothing(project, r):
 def run(r, name, keys, args):
     from tracker_core import scripts
 
-    return scripts.run(r, name, keys, args)
+    return scripts.BINDINGS[name].send(r, keys, args)
 
 
 def test_hold_queued_with_a_broken_way_in_set_leaves_the_item_queued(project, r):

@@ -15,13 +15,12 @@ from click.testing import CliRunner
 
 from support.paths import TRACKER_BIN
 from tracker_api.cli import main
-from tracker_core import offload, reply_codes, script_calls
+from tracker_core import offload, scripts
 from tracker_core.admin import census, limits, projects
 from tracker_core.admin import items as item_verbs
 from tracker_core.admin.context import AdminContext
 from tracker_core.embedded import EmbeddedRedis, free_port
 from tracker_core.keys import ProjectKeys
-from tracker_core.reply_codes import Refill
 
 P = "off"
 K = ProjectKeys(P)
@@ -114,25 +113,23 @@ def test_the_whole_queue_drains_through_claims(project, admin, engine, r, tmp_pa
 def stage(r, lease, count, source="todo"):
     """Stage COUNT items of SOURCE as a maintainer holding LEASE would; return (number, items)."""
     source_key = K.queue(source) if source != "done" else K.done
-    reply = script_calls.offload_stage(
+    reply = scripts.offload_stage(
         r, K, holder=lease.holder, source=source, source_key=source_key, count=count
     )
     return reply.code, reply.items
 
 
 def commit(r, lease, number, n, source="todo"):
-    return script_calls.offload_commit(r, K, holder=lease.holder, number=number, count=n, source=source)
+    return scripts.offload_commit(r, K, holder=lease.holder, number=number, count=n, source=source)
 
 
 def refill(r, holder, number, queue, items):
     queue_key = K.queue(queue) if queue != "done" else K.done
-    return script_calls.refill(
-        r, K, holder=holder, number=number, queue=queue, queue_key=queue_key, items=items
-    )
+    return scripts.refill(r, K, holder=holder, number=number, queue=queue, queue_key=queue_key, items=items)
 
 
 def abort(r, holder, source, most):
-    return script_calls.offload_abort(r, K, holder=holder, source=source, source_key=K.todo, most=most)
+    return scripts.offload_abort(r, K, holder=holder, source=source, source_key=K.todo, most=most)
 
 
 @pytest.fixture
@@ -169,12 +166,12 @@ def test_crash_after_refill_leaves_only_a_stale_file(project, admin, r, tmp_path
     assert offload.offload_one(r, K, tmp_path, 500, lease) == 500
     path = offload.segment_path(tmp_path, P, 1)
     items = offload.read_segment(path)
-    assert refill(r, lease.holder, 1, "todo", items[:-1]) == Refill.BAD_COUNT == -6
+    assert refill(r, lease.holder, 1, "todo", items[:-1]) == scripts.refill.codes.BAD_COUNT == -6
     # The script refuses a queue that is not the segment's source, before any write.
-    assert refill(r, lease.holder, 1, "backfeed", items) == Refill.WRONG_SOURCE == -5
-    assert refill(r, "node-b", 1, "todo", items) == Refill.NOT_HOLDER == -4
+    assert refill(r, lease.holder, 1, "backfeed", items) == scripts.refill.codes.WRONG_SOURCE == -5
+    assert refill(r, "node-b", 1, "todo", items) == scripts.refill.codes.NOT_HOLDER == -4
     assert refill(r, lease.holder, 1, "todo", items) == 500
-    assert refill(r, lease.holder, 1, "todo", items) == Refill.NOT_REGISTERED == -1
+    assert refill(r, lease.holder, 1, "todo", items) == scripts.refill.codes.NOT_REGISTERED == -1
     assert path.exists() and census.status(admin, P)["offloaded"] == 0  # not counted
     assert_each_item_once(r, tmp_path)
     assert offload.cleanup_files(r, K, tmp_path) == 0  # young: may be an import
@@ -309,7 +306,12 @@ def test_lease_lost_mid_pass_changes_nothing_and_leaves_the_file_unregistered(pr
 def test_every_lease_checking_script_refuses_with_the_one_code_lease_checked_knows():
     refusals = {
         c.NOT_HOLDER
-        for c in (reply_codes.OffloadStage, reply_codes.OffloadCommit, reply_codes.OffloadAbort, Refill)
+        for c in (
+            scripts.offload_stage.codes,
+            scripts.offload_commit.codes,
+            scripts.offload_abort.codes,
+            scripts.refill.codes,
+        )
     }
     assert refusals == {offload.NOT_HOLDER}
 

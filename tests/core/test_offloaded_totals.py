@@ -7,7 +7,7 @@ import pytest
 from falcon import testing
 
 from tracker_api.app import create_app
-from tracker_core import census, offload, script_calls, stats
+from tracker_core import census, offload, scripts, stats
 from tracker_core.admin import census as census_verb
 from tracker_core.admin import items, projects
 from tracker_core.admin.context import AdminContext
@@ -85,7 +85,7 @@ def test_a_staged_set_counts_and_done_segments_do_not(project, engine, r, web, t
     # A maintainer that stopped between staging and committing leaves items in `offloading`.
     lease = offload.Lease(r, K, "node-a")
     assert lease.take()
-    reply = script_calls.offload_stage(r, K, holder=lease.holder, source="todo", source_key=K.todo, count=30)
+    reply = scripts.offload_stage(r, K, holder=lease.holder, source="todo", source_key=K.todo, count=30)
     assert reply.code > 0 and len(reply.items) == 30
     status = census_verb.status(ctx, P)
     assert (status["offloaded"], status["done_offloaded"], status["todo_total"]) == (30, 40, 920)

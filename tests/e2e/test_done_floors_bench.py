@@ -5,7 +5,7 @@ skipped part of the move would make the done's counters look dearer than they ar
 import pytest
 
 from claim_cost_breakdown import DONE_FLOORS
-from tracker_core import script_calls
+from tracker_core import scripts
 from tracker_core.admin import projects
 from tracker_core.scripts import SCRIPTS
 
@@ -20,8 +20,17 @@ def place_after_done(r, engine, clock, script_source: str | None) -> dict:
     assert engine.claim("p", "dl7", "10.0.0.7", 1)[1] == [ITEM]
     clock.advance(3)
     now_ms = engine._now_ms()
-    keys = script_calls.done_keys(k, "dl7", now_ms)
-    argv = (now_ms, "dl7", "1.2", "{}", "10.0.0.7", 1, "example.com", 5000, ITEM)
+    keys = scripts.done.keys(k, downloader="dl7", now_ms=now_ms)
+    argv = scripts.done.argv(
+        k,
+        now_ms=now_ms,
+        downloader="dl7",
+        version="1.2",
+        item_id="{}",
+        ip="10.0.0.7",
+        domain_bytes=["example.com", 5000],
+        items=[ITEM],
+    )
     reply = r.eval(script_source or SCRIPTS["done"].source, len(keys), *keys, *argv)
     assert reply[0] == 200 and reply[2] == 1  # one new item
     log = r.xrange(k.log)

@@ -151,9 +151,8 @@ def world(admin, engine, clock, r, server, segdir):
     # On its way to a segment file: staged from secondary by a maintainer (not yet committed).
     lease = offload.Lease(r, K, "node-a")
     assert lease.take()
-    reply = scripts.run(
+    reply = scripts.offload_stage.send(
         r,
-        "offload_stage",
         (lease.key, K.secondary, K.offloading, K.segments, K.segment_queues),
         (lease.holder, 1, "secondary"),
     )

@@ -1,11 +1,12 @@
-"""Fixtures of the per-script tests: each script is called through its script_calls function on
-the hot path's connection (RawRedis) and its effect read back with redis-py (the `r` fixture)."""
+"""Fixtures of the per-script tests: each script is called through its binding
+(tracker_core.scripts) on the hot path's connection (RawRedis) and its effect read back with
+redis-py (the `r` fixture)."""
 
 from __future__ import annotations
 
 import pytest
 
-from tracker_core import blocks, script_calls, topology
+from tracker_core import scripts, topology
 from tracker_core import settings as settings_mod
 from tracker_core.keys import ProjectKeys
 
@@ -32,7 +33,7 @@ def k() -> ProjectKeys:
 @pytest.fixture
 def project(conn, k) -> ProjectKeys:
     """K's project, created by its script with the default settings (settings_age 1)."""
-    script_calls.create_project(conn, k, now_ms=NOW_MS, settings=settings_mod.defaults())
+    scripts.create_project(conn, k, now_ms=NOW_MS, settings=settings_mod.defaults())
     return k
 
 
@@ -52,14 +53,13 @@ def claimed(conn, project, r, now_ms):
 
     def claim_names(names, downloader="alice"):
         r.sadd(project.todo, *names)
-        reply = script_calls.claim(
+        reply = scripts.claim(
             conn,
             project,
             now_ms=now_ms,
             downloader=downloader,
             ip="10.0.0.1",
             wanted=len(names),
-            ip_key=blocks.ip_key("10.0.0.1"),
         )
         return reply.items
 

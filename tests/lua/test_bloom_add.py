@@ -2,17 +2,16 @@
 
 import pytest
 
-from tracker_core import bloom, script_calls
-from tracker_core.reply_codes import BloomAdd
+from tracker_core import bloom, scripts
 
 
 def add(conn, k, entries, secret_digest="", bound=0, last_capacity=None):
-    fields = script_calls.bloom_configure(
+    fields = scripts.bloom_configure(
         conn, k, capacity=1000, fp_rate="0.001", growth=2, tightening="0.5", chunk_bits=4096, replace=False
     )
     plan = bloom.Plan(k, bloom.Geometry.from_redis(fields))
     wired = [e.encode() for e in entries]
-    return script_calls.bloom_add(
+    return scripts.bloom_add(
         conn,
         k,
         chunk_keys=plan.chunk_keys,
@@ -33,17 +32,19 @@ def add(conn, k, entries, secret_digest="", bound=0, last_capacity=None):
 
 
 def test_bloom_add_queues_each_item_once(conn, project, r, names):
-    assert add(conn, project, names[:2]) == (BloomAdd.OK, 2, 0)
+    assert add(conn, project, names[:2]) == (scripts.bloom_add.codes.OK, 2, 0)
     assert r.smembers(project.todo) == set(names[:2])
     r.delete(project.todo)  # claimed and done since: the filter still knows them
-    assert add(conn, project, names) == (BloomAdd.OK, 1, 2)
+    assert add(conn, project, names) == (scripts.bloom_add.codes.OK, 1, 2)
     assert r.smembers(project.todo) == {names[2]}
     assert r.hget(project.stats, "items_added") == "3" and r.hget(project.stats, "items_duplicate") == "2"
 
 
 def test_bloom_add_refusals_queue_nothing(conn, project, r, names):
-    assert add(conn, project, names, secret_digest="no-such-secret").code == BloomAdd.WRONG_SECRET
-    assert add(conn, project, names, bound=1).code == BloomAdd.FULL
+    assert (
+        add(conn, project, names, secret_digest="no-such-secret").code == scripts.bloom_add.codes.WRONG_SECRET
+    )
+    assert add(conn, project, names, bound=1).code == scripts.bloom_add.codes.FULL
     assert not r.exists(project.todo) and r.hget(project.bloom, "items") == "0"
 
 
@@ -68,7 +69,7 @@ def urls(n: int, tag: str = "") -> list[str]:
 
 def call(conn, k, entries, geometry, **overrides):
     """bloom_add over ENTRIES with the filter's geometry in force (GEOMETRY configures it first)."""
-    script_calls.bloom_configure(conn, k, replace=False, **geometry)
+    scripts.bloom_configure(conn, k, replace=False, **geometry)
     plan = bloom.Plan(k, bloom.Geometry.from_redis(conn.hgetall(k.bloom)))
     wired = [e.encode() for e in entries]
     arguments = dict(
@@ -88,7 +89,7 @@ def call(conn, k, entries, geometry, **overrides):
         ks=plan.ks,
         hashed=plan.args(wired, wired),
     )
-    return script_calls.bloom_add(conn, k, **{**arguments, **overrides}), plan
+    return scripts.bloom_add(conn, k, **{**arguments, **overrides}), plan
 
 
 WIDE = dict(capacity=1000, fp_rate="0.000001", growth=2, tightening="0.1", chunk_bits=2**20, kind="wide")
@@ -100,18 +101,18 @@ def test_a_name_repeated_across_one_batchs_bitfield_calls_is_queued_once(conn, p
     batch = urls(399) + ["https://example.com/page/0/item?q=%20x&r=0#frag 0"]
     reply, plan = call(conn, project, batch, WIDE)
     assert plan.ks == [10] and len(batch) * 4 * 10 > 7000
-    assert reply == (BloomAdd.OK, 399, 1)
+    assert reply == (scripts.bloom_add.codes.OK, 399, 1)
     assert r.scard(project.todo) == 399 and r.hget(project.stats, "items_duplicate") == "1"
-    assert call(conn, project, batch[::-1], WIDE)[0] == (BloomAdd.OK, 0, 400)
+    assert call(conn, project, batch[::-1], WIDE)[0] == (scripts.bloom_add.codes.OK, 0, 400)
 
 
 def test_names_in_an_older_layer_are_seen_and_new_ones_set_only_in_the_last(conn, project, r):
     small = dict(WIDE, capacity=50)
-    assert call(conn, project, urls(50, "old/"), small)[0] == (BloomAdd.OK, 50, 0)
+    assert call(conn, project, urls(50, "old/"), small)[0] == (scripts.bloom_add.codes.OK, 50, 0)
     assert r.hget(project.bloom, "layers") == "2"
     last = project.bloom_chunk(1, 0)
     reply, plan = call(conn, project, urls(50, "old/")[::5] + urls(20, "new/"), small)
-    assert len(plan.layers) == 2 and reply == (BloomAdd.OK, 20, 10)
+    assert len(plan.layers) == 2 and reply == (scripts.bloom_add.codes.OK, 20, 10)
     # Only the 20 new names' bits went into the last layer: 10 per name at most.
     assert 0 < r.bitcount(last) <= 20 * plan.ks[1]
     assert r.hget(project.bloom, "n:1") == "20" and r.scard(project.todo) == 70
@@ -158,10 +159,14 @@ BOTH = pytest.mark.parametrize("fingerprints", [FINGERPRINTS, BLOCKED], ids=["pa
 def test_a_fingerprint_filter_queues_each_url_once(conn, project, r, fingerprints):
     batch = urls(300) + urls(300)[::-1][:40]
     reply, plan = call(conn, project, batch, fingerprints)
-    assert plan.ks == [3] and reply == (BloomAdd.OK, 300, 40)
+    assert plan.ks == [3] and reply == (scripts.bloom_add.codes.OK, 300, 40)
     assert plan.blocked == ("block" in fingerprints)
     assert r.smembers(project.todo) == set(urls(300))
-    assert call(conn, project, urls(300)[::7] + urls(30, "more/"), fingerprints)[0] == (BloomAdd.OK, 30, 43)
+    assert call(conn, project, urls(300)[::7] + urls(30, "more/"), fingerprints)[0] == (
+        scripts.bloom_add.codes.OK,
+        30,
+        43,
+    )
     # 330 fingerprints of 3 bytes in the one chunk's buckets (its string no longer than they are),
     # nothing stashed.
     assert 0 < r.strlen(plan.chunk_keys[0]) <= plan.layers[0].buckets * 3 * bloom.BUCKET_SLOTS
@@ -193,15 +198,15 @@ def test_items_whose_buckets_are_full_go_to_the_stash_and_are_found_there(
     _, plan = call(conn, project, [], shape)
     crowd = 20 if plan.blocked else 12
     first = crowded(plan, 0, crowd, "a")
-    assert call(conn, project, first, shape)[0] == (BloomAdd.OK, crowd, 0)
+    assert call(conn, project, first, shape)[0] == (scripts.bloom_add.codes.OK, crowd, 0)
     assert r.scard(project.bloom_stash(0)) == 4 and plan.chunk_keys[-1] == project.bloom_stash(0)
     fill = 60 - crowd
-    assert call(conn, project, urls(fill, "fill/"), shape)[0] == (BloomAdd.OK, fill, 0)
+    assert call(conn, project, urls(fill, "fill/"), shape)[0] == (scripts.bloom_add.codes.OK, fill, 0)
     _, plan = call(conn, project, [], shape)
     assert len(plan.layers) == 2
     second = crowded(plan, 1, crowd, "b")
     again, plan = call(conn, project, first[::-1] + second, shape)
-    assert again == (BloomAdd.OK, crowd, crowd) and r.scard(project.bloom_stash(1)) == 4
+    assert again == (scripts.bloom_add.codes.OK, crowd, crowd) and r.scard(project.bloom_stash(1)) == 4
     from tracker_core.rawredis import RawRedis
 
     filt = bloom.BloomFilter(RawRedis(redis_url), project)
@@ -212,11 +217,11 @@ def test_items_whose_buckets_are_full_go_to_the_stash_and_are_found_there(
 @pytest.mark.parametrize("shape", [WIDE, FINGERPRINTS, BLOCKED], ids=["wide", "pairs", "blocked"])
 def test_a_batch_that_would_pass_the_layers_capacity_is_sent_back_cut_where_it_fills(conn, project, r, shape):
     small = dict(shape, capacity=60)
-    assert call(conn, project, urls(50), small)[0] == (BloomAdd.OK, 50, 0)
+    assert call(conn, project, urls(50), small)[0] == (scripts.bloom_add.codes.OK, 50, 0)
     # 5 seen names, then new ones: the 10th new name (the batch's 15th) fills the layer.
-    assert call(conn, project, urls(5) + urls(20, "new/"), small)[0] == (BloomAdd.SPLIT, 15, 0)
+    assert call(conn, project, urls(5) + urls(20, "new/"), small)[0] == (scripts.bloom_add.codes.SPLIT, 15, 0)
     assert r.scard(project.todo) == 50 and r.hget(project.bloom, "n:0") == "50"
-    assert call(conn, project, urls(5) + urls(10, "new/"), small)[0] == (BloomAdd.OK, 10, 5)
+    assert call(conn, project, urls(5) + urls(10, "new/"), small)[0] == (scripts.bloom_add.codes.OK, 10, 5)
     assert r.hget(project.bloom, "layers") == "2"
 
 
@@ -240,7 +245,10 @@ def test_a_fingerprint_chunk_or_stash_of_the_wrong_type_fails_before_any_write(
 
 def test_a_call_planned_for_another_kind_is_sent_back_to_replan(conn, project, r):
     _, plan = call(conn, project, [], FINGERPRINTS)
-    assert call(conn, project, urls(5), FINGERPRINTS, kind="layered")[0].code == BloomAdd.LAYERS_CHANGED
+    assert (
+        call(conn, project, urls(5), FINGERPRINTS, kind="layered")[0].code
+        == scripts.bloom_add.codes.LAYERS_CHANGED
+    )
     assert not r.exists(project.todo) and not r.exists(plan.chunk_keys[0])
 
 
@@ -250,13 +258,17 @@ def test_a_call_planned_for_the_other_fingerprint_layout_is_sent_back_to_replan(
     _, plan = call(conn, project, [], BLOCKED)
     assert r.hget(project.bloom, "block") == "16" and plan.geometry.planned_kind == "fingerprint:16"
     for planned in ("fingerprint", "fingerprint:8"):
-        assert call(conn, project, urls(5), BLOCKED, kind=planned)[0].code == BloomAdd.LAYERS_CHANGED
+        assert (
+            call(conn, project, urls(5), BLOCKED, kind=planned)[0].code
+            == scripts.bloom_add.codes.LAYERS_CHANGED
+        )
     assert not r.exists(project.todo) and not r.exists(plan.chunk_keys[0])
     r.delete(project.bloom)
     _, plan = call(conn, project, [], FINGERPRINTS)
     assert not r.hexists(project.bloom, "block") and plan.geometry.planned_kind == "fingerprint"
     assert (
-        call(conn, project, urls(5), FINGERPRINTS, kind="fingerprint:16")[0].code == BloomAdd.LAYERS_CHANGED
+        call(conn, project, urls(5), FINGERPRINTS, kind="fingerprint:16")[0].code
+        == scripts.bloom_add.codes.LAYERS_CHANGED
     )
     assert not r.exists(project.todo)
 
@@ -329,7 +341,11 @@ def test_a_damaged_shard_count_fails_before_any_write(conn, project, r, fingerpr
     with pytest.raises(ScriptError):
         call(conn, project, urls(10), fingerprints, shard="shard-a")
     assert not r.exists(project.todo) and not r.exists(plan.chunk_keys[0])
-    assert call(conn, project, urls(10), fingerprints, shard="shard-b")[0] == (BloomAdd.OK, 10, 0)
+    assert call(conn, project, urls(10), fingerprints, shard="shard-b")[0] == (
+        scripts.bloom_add.codes.OK,
+        10,
+        0,
+    )
     assert r.hget(project.backfeed_shards, "shard-b") == "10"
 
 

@@ -1,22 +1,19 @@
-"""claim-21.lua through script_calls.claim: items leave the queues for `out`, atomically."""
+"""claim-21.lua through scripts.claim: items leave the queues for `out`, atomically."""
 
-from tracker_core import blocks, script_calls
+from tracker_core import scripts
 from tracker_core.derived_counters import with_derived
 from tracker_core.keys import ProjectKeys
-from tracker_core.reply_codes import Claim
 from tracker_core.script_constants import DEFAULT_RECLAIM_TTL_S
 
 
 def claim(conn, k, now_ms, wanted=2, downloader="alice", ip="10.1.2.3"):
-    return script_calls.claim(
-        conn, k, now_ms=now_ms, downloader=downloader, ip=ip, wanted=wanted, ip_key=blocks.ip_key(ip)
-    )
+    return scripts.claim(conn, k, now_ms=now_ms, downloader=downloader, ip=ip, wanted=wanted)
 
 
 def test_claim_moves_items_from_todo_to_out(conn, project, r, names, now_ms):
     r.sadd(project.todo, *names)
     reply = claim(conn, project, now_ms)
-    assert reply.code == Claim.OK and reply.settings_age == 1
+    assert reply.code == scripts.claim.codes.OK and reply.settings_age == 1
     assert len(reply.items) == 2 and set(reply.items) <= set(names)
     # `out` scores each claim by when it may be reclaimed; the record keeps the claim time.
     due = float(now_ms + DEFAULT_RECLAIM_TTL_S * 1000)
@@ -29,11 +26,11 @@ def test_claim_moves_items_from_todo_to_out(conn, project, r, names, now_ms):
 
 
 def test_claim_refusals_change_no_queue(conn, project, r, names, now_ms, k):
-    assert claim(conn, ProjectKeys("nowhere"), now_ms).code == Claim.UNKNOWN_PROJECT
-    assert claim(conn, project, now_ms).code == Claim.NOTHING  # nothing queued
+    assert claim(conn, ProjectKeys("nowhere"), now_ms).code == scripts.claim.codes.UNKNOWN_PROJECT
+    assert claim(conn, project, now_ms).code == scripts.claim.codes.NOTHING  # nothing queued
     r.sadd(project.todo, *names)
     r.hset(project.settings, "paused", "1")
-    assert claim(conn, project, now_ms) == (Claim.NOTHING, 1, [])
+    assert claim(conn, project, now_ms) == (scripts.claim.codes.NOTHING, 1, [])
     assert r.scard(project.todo) == len(names) and r.zcard(project.out) == 0
     assert r.hget(project.stats, "requests_paused") == "1"
 
@@ -44,14 +41,13 @@ def uniques(r, k, now_ms):
 
 
 def counted_claim(conn, k, now_ms, under, downloader_counted, ip_counted):
-    return script_calls.claim(
+    return scripts.claim(
         conn,
         k,
         now_ms=now_ms,
         downloader="https://dl.example/a b?c=%20#d",
         ip="10.1.2.3",
         wanted=1,
-        ip_key=blocks.ip_key("10.1.2.3"),
         counted_under=under,
         downloader_counted=downloader_counted,
         ip_counted=ip_counted,
@@ -64,7 +60,7 @@ def test_claim_skips_the_pfadds_of_members_the_caller_counted_in_this_life(conn,
     # Flags under the stored created_ms: both PFADDs skipped (the members, never added, stay
     # uncounted: proof that nothing ran), the claim itself unchanged.
     reply = counted_claim(conn, project, now_ms, created, True, True)
-    assert reply.code == Claim.OK and len(reply.items) == 1
+    assert reply.code == scripts.claim.codes.OK and len(reply.items) == 1
     assert uniques(r, project, now_ms) == (0, 0)
     # One fresh item: counted as requests_served_one, which the readers add to requests_served
     # and items_claimed (derived_counters), as they derive the total.
@@ -106,7 +102,7 @@ def test_a_one_item_claim_writes_what_a_many_item_claim_writes(conn, project, r,
     r.hset(project.settings, "reclaim_ttl_s", "60")
     one = claim(conn, project, now_ms, wanted=1, downloader="bob", ip="10.0.0.9")
     many = claim(conn, project, now_ms + 1, wanted=2, downloader="carol", ip="10.0.0.8")
-    assert one.code == many.code == Claim.OK and len(one.items) == 1 and len(many.items) == 2
+    assert one.code == many.code == scripts.claim.codes.OK and len(one.items) == 1 and len(many.items) == 2
     for reply, at, who in ((one, now_ms, "bob\t10.0.0.9\t1"), (many, now_ms + 1, "carol\t10.0.0.8\t1")):
         for item in reply.items:
             assert r.zscore(project.out, item) == at + 60_000
@@ -152,18 +148,20 @@ def test_each_refusal_counts_its_field_once_and_moves_nothing(conn, project, r, 
         assert (requests(project.stats), requests(minute)) == (total + 1, total_minute + 1)
         assert (r.scard(project.todo), r.zcard(project.out)) == (todo, out)
 
-    assert claim(conn, project, now_ms, wanted=1).code == Claim.OK  # alice holds her one claim
-    refused(Claim.NOTHING, "requests_capped")
-    assert claim(conn, project, now_ms, wanted=1, downloader="bob").code == Claim.OK  # out is full
-    refused(Claim.NOTHING, "requests_claims_limited", downloader="carol")
+    assert claim(conn, project, now_ms, wanted=1).code == scripts.claim.codes.OK  # alice holds her one claim
+    refused(scripts.claim.codes.NOTHING, "requests_capped")
+    assert (
+        claim(conn, project, now_ms, wanted=1, downloader="bob").code == scripts.claim.codes.OK
+    )  # out is full
+    refused(scripts.claim.codes.NOTHING, "requests_claims_limited", downloader="carol")
     r.hset(project.settings, mapping={"claims_limit": "0", "max_claims_per_downloader": "0"})
     r.delete(project.todo)
-    refused(Claim.NOTHING, "requests_empty", downloader="carol")
+    refused(scripts.claim.codes.NOTHING, "requests_empty", downloader="carol")
     r.sadd(project.todo, "x")
     r.hset(project.settings, mapping={"rate_limit": "60", "rate_burst": "1"})
-    assert claim(conn, project, now_ms, wanted=1, downloader="carol").code == Claim.OK
+    assert claim(conn, project, now_ms, wanted=1, downloader="carol").code == scripts.claim.codes.OK
     r.sadd(project.todo, "y")
-    refused(Claim.RATE_LIMITED, "requests_limited", downloader="carol")
+    refused(scripts.claim.codes.RATE_LIMITED, "requests_limited", downloader="carol")
     stats = r.hgetall(project.stats)
     assert requests(project.stats) == requests(minute) == 7 and stats["requests_served_one"] == "3"
     assert "requests" not in stats

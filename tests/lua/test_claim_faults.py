@@ -12,7 +12,7 @@ import orjson
 import pytest
 import redis
 
-from tracker_core import script_calls, scripts
+from tracker_core import scripts
 from tracker_core.admin import items as item_verbs
 from tracker_core.admin import limits, projects
 from tracker_core.keys import ProjectKeys
@@ -177,8 +177,8 @@ def test_a_tiny_rate_limit_never_fails_after_the_pop(project, admin, engine, r):
 
 def run_claim(engine, now, wanted):
     """The claim script with raw ARGV (a time that is not a number reaches Redis as it is)."""
-    return scripts.run(
-        engine.conn, "claim", script_calls.claim_keys(K, "bob", 0), (now, "bob", "10.0.0.2", wanted)
+    return scripts.claim.send(
+        engine.conn, scripts.claim.keys(K, downloader="bob", now_ms=0), (now, "bob", "10.0.0.2", wanted)
     )
 
 

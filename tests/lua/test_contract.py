@@ -1,27 +1,30 @@
-"""The contract of every Lua script, checked against its file name, its binding and the code table.
+"""The contract of every Lua script, checked against its file name, its header and its binding.
 
 For each lua/NAME-NKEYS.lua (NAME-n.lua: a variable number of keys):
-- its header opens with "NAME:", names its class of reply_codes and lists KEYS[1] ..
+- its header opens with "NAME:", names its codes (scripts.NAME.codes) and defines KEYS[1] ..
   KEYS[NKEYS], none beyond (an -n script names where its open range starts);
 - its body names its keys at the top (``local x_key = KEYS[i]``) and uses no other literal
   KEYS index: a range is walked only through named bounds;
-- script_calls has a function NAME, and that function sends exactly NKEYS keys (at least the
+- tracker_core.scripts has a binding NAME whose KEYS and ARGV slots are, in order, the ones
+  the header defines (each slot's label starts the header's text for it), whose run of extra
+  keys or arguments is the header's, and whose call sends exactly NKEYS keys (at least the
   fixed ones for -n), all in one Redis Cluster hash slot;
-- every code the script returns as a literal is in reply_codes' table for it, and every code
-  in the table is one it returns.
+- every code the script returns as a literal is in its binding's codes, and every code there
+  is one it returns.
 """
 
 from __future__ import annotations
 
-import inspect
 import re
 from pathlib import Path
 
 import pytest
 from redis.crc import key_slot
 
-from tracker_core import reply_codes, script_calls, script_constants, scripts
+from tracker_core import script_constants, scripts
 from tracker_core.keys import ProjectKeys
+from tracker_core.scripts import loading
+from tracker_core.scripts.binding import ProjectKey
 
 FILES = sorted(scripts.LUA_DIR.glob("*.lua"))
 K = ProjectKeys("contract")
@@ -73,12 +76,12 @@ def script_level_codes(body: str) -> set[int]:
     return codes
 
 
-def test_every_script_has_a_file_binding_code_table_and_test():
+def test_every_script_has_a_file_binding_and_test():
     names = {_parts(path)[0] for path in FILES}
-    assert names == set(scripts.SCRIPTS) == set(reply_codes.BY_SCRIPT)
+    assert names == set(scripts.SCRIPTS) == set(scripts.BINDINGS)
     here = Path(__file__).parent
     for name in names:
-        assert callable(getattr(script_calls, name)), name
+        assert getattr(scripts, name) is scripts.BINDINGS[name]
         # test_NAME.py; test_NAME_script.py where tests/core has a test_NAME.py of the module
         assert (here / f"test_{name}.py").exists() or (here / f"test_{name}_script.py").exists(), name
 
@@ -87,7 +90,7 @@ def test_every_script_has_a_file_binding_code_table_and_test():
 def test_header_names_the_script_and_its_keys(path):
     name, num_keys, header, _body = _parts(path)
     assert header.startswith(f"--[[ {name}: ")
-    assert f"reply_codes.{reply_codes.BY_SCRIPT[name].__name__} " in header, "the header names its code table"
+    assert f"scripts.{name}.codes " in header, "the header names its codes"
     numbers = [int(n) for n in re.findall(r"KEYS\[(\d+)", header)]
     ends = [int(n) for n in re.findall(r"KEYS\[\d+\s*\.\.\s*(\d+)\]", header)]
     if num_keys is None:
@@ -117,81 +120,133 @@ def test_body_names_its_keys_at_the_top(path):
     assert "redis.call" not in code[first_use:last_declaration], "declared before any call"
 
 
-class _Recorded(Exception):
-    pass
+# A definition in a header: KEYS[i] or ARGV[i] at a line's start or after two spaces (prose that
+# mentions one, "when ARGV[3] is not", has one space), or a run: KEYS[10...], ARGV[2 .. 1+D].
+_DEFINITION = re.compile(r"(?:^|(?<=  ))(KEYS|ARGV)\[(\d+)(\s*\.\.[^\]]*)?\]", re.M)
 
 
-class _Recorder:
-    def __init__(self):
-        self.command = None
+def definitions(header: str) -> dict[tuple[str, int], tuple[bool, str]]:
+    """(KEYS or ARGV, i) -> (whether a run starts there, the header's text up to the next
+    definition, spaces folded), from each slot's first definition."""
+    found: dict[tuple[str, int], tuple[bool, str]] = {}
+    matches = list(_DEFINITION.finditer(header))
+    for match, following in zip(matches, [*matches[1:], None], strict=True):
+        text = header[match.end() : following.start() if following else len(header)]
+        found.setdefault((match[1], int(match[2])), (match[3] is not None, " ".join(text.split())))
+    return found
 
-    def execute_command(self, *args):
-        self.command = args
-        raise _Recorded
+
+def _label(slot) -> str:
+    """The words the header starts SLOT's text with: a ProjectKeys attribute's key name after
+    the project's tag unless the binding says otherwise."""
+    if isinstance(slot, ProjectKey) and slot.label is None:
+        return slot.build(K, {})[len(K.tag) + 1 :]
+    return slot.label
 
 
-def _sample(name: str, annotation: str, parameters) -> object:
-    """An argument for script_calls parameter NAME: a key of K where a key is expected (a
-    queue named by its key; move_items' source is a key, the offload scripts' a queue name)."""
-    if name.endswith("_key") or name in ("queue", "target", "counted"):
-        return K.todo
-    if name == "source" and "source_key" not in parameters:
-        return K.backfeed
-    special = {
-        "tiers": ((600, 288, 172_800),),
-        "chunk_keys": [K.bloom_chunk(0, 0)],
-        "ks": [1],
-        "hashed": [],
-        "reasons": [],
-        "domain_bytes": [],
-        "seen": [True],
-        "settings": {"title": "t"},
-        "values": {"title": "t"},
+def _starts(text: str, label: str) -> bool:
+    return re.match(re.escape(label) + r"(?!\w|:\S)", text) is not None
+
+
+def _check_slots(kind: str, slots, more, defined: dict, header: str) -> None:
+    for i, slot in enumerate(slots, 1):
+        assert (kind, i) in defined, f"{kind}[{i}] is not in the header"
+        run, text = defined[kind, i]
+        assert not run, f"{kind}[{i}] starts a run in the header, a single slot in the binding"
+        assert _starts(text, _label(slot)), f"{kind}[{i}]: {_label(slot)!r} does not start {text[:60]!r}"
+    beyond = [i for (k, i) in defined if k == kind and i > len(slots) + 1]
+    assert not beyond, f"the header defines {kind}{beyond}, the binding {len(slots)} and a run"
+    after = defined.get((kind, len(slots) + 1))
+    if more is None:
+        assert after is None, f"the header defines {kind}[{len(slots) + 1}], the binding none"
+    elif after is not None:
+        assert _starts(after[1], more.label), f"{kind} run: {more.label!r} does not start {after[1][:60]!r}"
+    else:  # a run the header names in prose ("then D pairs ...")
+        assert more.label in " ".join(header.split()), f"{kind} run: {more.label!r} is not in the header"
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_binding_declares_the_keys_and_arguments_of_the_header_in_order(path):
+    name, _num_keys, header, _body = _parts(path)
+    binding = scripts.BINDINGS[name]
+    defined = definitions(header)
+    _check_slots("KEYS", binding.key_slots, binding.more_keys, defined, header)
+    _check_slots("ARGV", binding.arg_slots, binding.more_args, defined, header)
+
+
+def test_the_header_parse_tells_definitions_from_prose():
+    header = "KEYS[1] settings  KEYS[2] todo (set)\nKEYS[3..] streams\nARGV[1] now (ms)  ARGV[2...] pairs\n"
+    header += "Returns -1 when ARGV[1] is not a number; KEYS[2] is left alone.\n"
+    assert definitions(header) == {
+        ("KEYS", 1): (False, "settings"),
+        ("KEYS", 2): (False, "todo (set)"),
+        ("KEYS", 3): (True, "streams"),
+        ("ARGV", 1): (False, "now (ms)"),
+        ("ARGV", 2): (True, "pairs Returns -1 when ARGV[1] is not a number; KEYS[2] is left alone."),
     }
-    if name in special:
-        return special[name]
-    if annotation.startswith("Sequence"):
-        return ["https://example.com/a b?q=%20#x"]
-    return {"int": 1, "str": "x", "bool": False, "dict": {"f": "v"}, "dict | None": None, "int | None": None}[
-        annotation
-    ]
+    assert _starts("todo (set)", "todo") and not _starts("todo:backfeed set", "todo")
 
 
-def _sent(function) -> tuple:
-    recorder = _Recorder()
-    parameters = inspect.signature(function).parameters
-    kwargs = {
-        p.name: _sample(p.name, str(p.annotation), parameters)
-        for p in parameters.values()
-        if p.kind is p.KEYWORD_ONLY
-    }
-    positional = [recorder] + ([K] if "k" in parameters else [])
-    with pytest.raises(_Recorded):
-        function(*positional, **kwargs)
-    assert recorder.command[0] == "EVALSHA"
-    return recorder.command
+# A value for each binding keyword whose sample is not plain text: the keys the caller picks
+# (a queue named by its key), lists, numbers the binding computes with.
+SAMPLES = {
+    "now_ms": 1_700_000_000_000,
+    "queue": K.todo,
+    "target": K.todo,
+    "counted": K.limited_in,
+    "source_key": K.todo,
+    "queue_key": K.todo,
+    "source": K.backfeed,
+    "owners": ["o1", "o2"],
+    "items": ["https://example.com/a b?q=%20#x", "two"],
+    "held": ["", "limit\\0two"],
+    "seen": [True, False],
+    "chunk_keys": [K.bloom_chunk(0, 0)],
+    "ks": [1],
+    "hashed": [],
+    "reasons": [],
+    "domain_bytes": ["example.com", 5],
+    "tiers": ((600, 288, 172_800),),
+    "settings": {"title": "t"},
+    "values": {"title": "t"},
+    "expected": {"title": ""},
+    "blocked": [],
+    "own_read": [],
+    "copy_read": [],
+    "own": ["ip:10.0.0.1"],
+    "copy": [],
+    "index": ["p410000001"],
+    "minute": 28_333_333,
+    "hour": 472_222,
+    "day": 19_675,
+    "below": None,
+    "release": False,
+}
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
 def test_binding_sends_the_keys_of_the_contract_in_one_slot(path):
-    name, num_keys, header, _body = _parts(path)
-    command = _sent(getattr(script_calls, name))
-    assert command[1] == scripts.SCRIPTS[name].sha
-    sent = command[2]
-    keys = command[3 : 3 + sent]
+    name, num_keys, _header, _body = _parts(path)
+    binding = scripts.BINDINGS[name]
+    keys = binding.keys(K, **{param: SAMPLES.get(param, "x") for param in binding.params})
     if num_keys is None:
-        fixed = int(re.search(r"KEYS\[(\d+)\s*\.\.", header)[1]) - 1
-        assert sent >= fixed
+        assert len(keys) >= len(binding.key_slots)
     else:
-        assert sent == num_keys
+        assert len(keys) == num_keys
     assert len({key_slot(key.encode()) for key in keys}) == 1, keys
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
-def test_every_code_returned_is_in_the_table_and_back(path):
+def test_every_code_returned_is_in_the_codes_and_back(path):
     name, _num_keys, _header, body = _parts(path)
-    table = {int(code) for code in reply_codes.BY_SCRIPT[name]}
-    assert script_level_codes(body) == table
+    assert script_level_codes(body) == {int(code) for code in scripts.BINDINGS[name].codes}
+
+
+def test_a_binding_refuses_a_keyword_it_does_not_know_or_misses():
+    with pytest.raises(TypeError, match="wanted"):
+        scripts.claim.argv(K, now_ms=0, downloader="d", ip="")
+    with pytest.raises(TypeError, match="wantd"):
+        scripts.claim.argv(K, now_ms=0, downloader="d", ip="", wanted=1, wantd=1)
 
 
 def test_the_scan_finds_codes_only_at_script_level():
@@ -232,8 +287,8 @@ def test_shared_constants_come_from_python_only():
 
 def test_a_script_asking_for_an_unknown_constant_fails_to_load():
     with pytest.raises(ValueError, match="NO_SUCH_NUMBER"):
-        scripts._inline("--@constants UNPACK_CHUNK NO_SUCH_NUMBER\nreturn 1\n")
+        loading.inline("--@constants UNPACK_CHUNK NO_SUCH_NUMBER\nreturn 1\n")
     assert (
-        scripts._inline("--@constants UNPACK_CHUNK\n")
+        loading.inline("--@constants UNPACK_CHUNK\n")
         == f"local UNPACK_CHUNK = {script_constants.UNPACK_CHUNK}\n"
     )

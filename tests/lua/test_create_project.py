@@ -2,16 +2,13 @@
 
 import pytest
 
-from tracker_core import script_calls
-from tracker_core.reply_codes import CreateProject
+from tracker_core import scripts
 from tracker_core.script_constants import SETTINGS_PAD, SETTINGS_PAD_FIELD, STATS_PAD_FIELD
 
 
 def test_create_project_once_with_its_blocks(conn, k, r, now_ms):
-    created = script_calls.create_project(
-        conn, k, now_ms=now_ms, settings={"title": "T"}, blocked=["name:bad"]
-    )
-    assert created == CreateProject.CREATED
+    created = scripts.create_project(conn, k, now_ms=now_ms, settings={"title": "T"}, blocked=["name:bad"])
+    assert created == scripts.create_project.codes.CREATED
     assert r.hgetall(k.settings) == {
         "settings_age": "1",
         "created_ms": str(now_ms),
@@ -21,13 +18,13 @@ def test_create_project_once_with_its_blocks(conn, k, r, now_ms):
     assert r.object("encoding", k.settings) == "hashtable"
     assert r.hgetall(k.stats) == {STATS_PAD_FIELD: "0"} and r.object("encoding", k.stats) == "hashtable"
     assert r.smembers(k.blocked) == {"name:bad"}
-    again = script_calls.create_project(conn, k, now_ms=now_ms + 1, settings={"title": "U"})
-    assert again == CreateProject.EXISTS and r.hget(k.settings, "title") == "T"
+    again = scripts.create_project(conn, k, now_ms=now_ms + 1, settings={"title": "U"})
+    assert again == scripts.create_project.codes.EXISTS and r.hget(k.settings, "title") == "T"
 
 
 @pytest.mark.parametrize("broken", ["stats", "blocked"])
 def test_a_key_of_the_wrong_type_fails_the_creation_before_any_write(conn, k, r, now_ms, broken):
     r.set(getattr(k, broken), "not the right type")
     with pytest.raises(Exception, match="WRONGTYPE"):
-        script_calls.create_project(conn, k, now_ms=now_ms, settings={"title": "T"}, blocked=["name:bad"])
+        scripts.create_project(conn, k, now_ms=now_ms, settings={"title": "T"}, blocked=["name:bad"])
     assert not r.exists(k.settings)  # no half-made project: the settings make it exist

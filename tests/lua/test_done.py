@@ -1,10 +1,9 @@
-"""done-20.lua through script_calls.done: a claimed item becomes done once; a repeat counts."""
+"""done-20.lua through scripts.done: a claimed item becomes done once; a repeat counts."""
 
 from support.counters import totals
-from tracker_core import script_calls
+from tracker_core import scripts
 from tracker_core.derived_counters import DONE_ONE_PREFIX, with_derived
 from tracker_core.keys import ProjectKeys
-from tracker_core.reply_codes import Done
 
 
 def test_done_completes_a_claimed_item_once(conn, project, r, names, now_ms, claimed):
@@ -18,8 +17,8 @@ def test_done_completes_a_claimed_item_once(conn, project, r, names, now_ms, cla
         domain_bytes=["data", 300],
         items=[names[0]],
     )
-    first = script_calls.done(conn, project, **call)
-    assert first == (Done.OK, 1, 1, 0, 0, 0, 0)
+    first = scripts.done(conn, project, **call)
+    assert first == (scripts.done.codes.OK, 1, 1, 0, 0, 0, 0)
     assert r.sismember(project.done, names[0]) and r.zcard(project.out) == 0 and r.hlen(project.claims) == 0
     assert (
         r.hget(project.downloader_count, "alice") == "1"
@@ -30,7 +29,7 @@ def test_done_completes_a_claimed_item_once(conn, project, r, names, now_ms, cla
     assert not r.hexists(project.stats, "items_done") and not r.hexists(project.stats, "done_requests")
     counted = totals(r, project.stats)
     assert (counted["items_done"], counted["done_requests"], counted["rtt_le_5"]) == (1, 1, 1)
-    again = script_calls.done(conn, project, **call)
+    again = scripts.done(conn, project, **call)
     assert (again.new, again.repeated) == (0, 1)
     assert r.hget(project.downloader_count, "alice") == "1"
 
@@ -39,8 +38,8 @@ def test_done_for_an_unknown_project_or_a_name_found_nowhere(conn, project, r, n
     call = dict(
         now_ms=now_ms, downloader="bob", version="", item_id="", ip="", domain_bytes=[], items=names[:1]
     )
-    assert script_calls.done(conn, ProjectKeys("nowhere"), **call).code == Done.UNKNOWN_PROJECT
-    reply = script_calls.done(conn, project, **call)
+    assert scripts.done(conn, ProjectKeys("nowhere"), **call).code == scripts.done.codes.UNKNOWN_PROJECT
+    reply = scripts.done(conn, project, **call)
     assert (reply.new, reply.unknown) == (0, 1)
     assert r.scard(project.done) == 0 and r.xlen(project.bad_dones) == 1
 
@@ -51,7 +50,7 @@ def test_done_counters_are_exact_and_the_minute_expires(conn, project, r, names,
     # Past 2^53 a Lua number is not exact: the increments go to Redis as integers.
     r.hset(project.stats, mapping={"items_done": str(2**60), "done_requests": "41"})
     call = dict(now_ms=now_ms + 2000, downloader="alice", version="1", item_id="{}", ip="10.0.0.1")
-    reply = script_calls.done(conn, project, domain_bytes=["data", 300], items=names[:2], **call)
+    reply = scripts.done(conn, project, domain_bytes=["data", 300], items=names[:2], **call)
     assert reply.new == 2
     assert r.hget(project.stats, "items_done") == str(2**60 + 2)
     assert r.hget(project.stats, "done_requests") == "42"
@@ -63,7 +62,7 @@ def test_done_counters_are_exact_and_the_minute_expires(conn, project, r, names,
     assert 0 < r.ttl(minute) <= 172_800  # a minute hash the done created gets its expiry
     # A call with nothing new counts only itself; the expiry stays as set.
     r.expire(minute, 100)
-    again = script_calls.done(conn, project, domain_bytes=["data", 300], items=names[:2], **call)
+    again = scripts.done(conn, project, domain_bytes=["data", 300], items=names[:2], **call)
     assert (again.new, again.repeated) == (0, 2)
     assert r.hget(minute, "items_done") == "2" and not r.hexists(minute, "done_requests")
     assert 0 < r.ttl(minute) <= 100
@@ -75,10 +74,10 @@ def test_done_numbers_are_the_same_with_one_domain_or_several(conn, project, r, 
     # domains: the total is their sum. The log entry, the leaderboard and the counters agree.
     claimed(names[:3])
     call = dict(now_ms=now_ms + 2000, version="1", item_id="{}", ip="10.0.0.1")
-    one = script_calls.done(
+    one = scripts.done(
         conn, project, downloader="alice", domain_bytes=["a.example", 300], items=names[:1], **call
     )
-    two = script_calls.done(
+    two = scripts.done(
         conn,
         project,
         downloader="bob",
@@ -108,14 +107,14 @@ def test_one_field_counts_a_call_of_one_item_with_an_rtt_and_only_that(
     call = dict(now_ms=now_ms + 2000, downloader="alice", version="1", item_id="{}", ip="10.0.0.1")
     minute = project.minute((now_ms + 2000) // 60_000)
     # One new item beside a repeat: still one item done with an RTT, so done_one_le_5.
-    assert script_calls.done(conn, project, domain_bytes=[], items=names[:1], **call).new == 1
-    reply = script_calls.done(conn, project, domain_bytes=[], items=[names[1], names[0]], **call)
+    assert scripts.done(conn, project, domain_bytes=[], items=names[:1], **call).new == 1
+    reply = scripts.done(conn, project, domain_bytes=[], items=[names[1], names[0]], **call)
     assert (reply.new, reply.repeated) == (1, 1)
     assert r.hget(project.stats, "done_one_le_5") == "2" and r.hget(minute, "done_one_le_5") == "2"
     # A claimed item whose record is gone has no RTT: counted field by field.
     claimed([names[2]], downloader="bob")
     r.hdel(project.claims, names[2])
-    assert script_calls.done(conn, project, domain_bytes=[], items=names[2:], **call).new == 1
+    assert scripts.done(conn, project, domain_bytes=[], items=names[2:], **call).new == 1
     stored = r.hgetall(project.stats)
     assert (stored["items_done"], stored["done_requests"], stored["dones_repeated"]) == ("1", "1", "1")
     counted = totals(r, project.stats)

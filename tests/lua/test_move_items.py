@@ -1,13 +1,12 @@
 """move_items-5.lua: named items move between queues if still there; held ones to the way-in set."""
 
-from tracker_core import script_calls
+from tracker_core import scripts
 from tracker_core.keys import ProjectKeys
-from tracker_core.reply_codes import MoveItems
 
 
 def test_move_items_moves_what_is_still_there(conn, project, r, names):
     r.sadd(project.todo, *names[:2])
-    moved = script_calls.move_items(
+    moved = scripts.move_items(
         conn,
         project,
         source=project.todo,
@@ -27,7 +26,7 @@ def test_move_into_a_downloaders_queue_registers_it(conn, project, r, names):
     r.sadd(project.todo, names[0])
     target = project.downloader_queue("dl-one")
     assert (
-        script_calls.move_items(
+        scripts.move_items(
             conn, project, source=project.todo, target=target, owner="dl-one", items=names[:1], held=[""]
         )
         == 1
@@ -39,7 +38,7 @@ def test_move_in_an_unknown_project(conn, r, names):
     k = ProjectKeys("nowhere")
     r.sadd(k.todo, names[0])
     assert (
-        script_calls.move_items(conn, k, source=k.todo, target=k.redo, owner="", items=names[:1], held=[""])
-        == MoveItems.UNKNOWN_PROJECT
+        scripts.move_items(conn, k, source=k.todo, target=k.redo, owner="", items=names[:1], held=[""])
+        == scripts.move_items.codes.UNKNOWN_PROJECT
     )
     assert r.scard(k.todo) == 1

@@ -1,11 +1,10 @@
 """redo_items-n.lua: done items are re-queued on purpose; a stale age or owner list refuses."""
 
-from tracker_core import script_calls
-from tracker_core.reply_codes import RedoItems
+from tracker_core import scripts
 
 
 def redo(conn, k, names, age="1", owners=()):
-    return script_calls.redo_items(
+    return scripts.redo_items(
         conn,
         k,
         age=age,
@@ -24,7 +23,7 @@ def test_redo_requeues_done_items(conn, project, r, names):
     r.sadd(project.secondary, names[1])
     r.hset(project.stats, "items_done", 5)
     reply = redo(conn, project, names[:2])
-    assert (reply.code, reply.from_done, reply.queued) == (RedoItems.OK, 1, 1)
+    assert (reply.code, reply.from_done, reply.queued) == (scripts.redo_items.codes.OK, 1, 1)
     assert reply.counts()["from_done"] == 1
     assert r.smembers(project.todo) == {names[0]} and not r.exists(project.done)
     assert r.hget(project.stats, "items_done") == "4"
@@ -32,6 +31,8 @@ def test_redo_requeues_done_items(conn, project, r, names):
 
 def test_redo_refusals_change_nothing(conn, project, r, names):
     r.sadd(project.done, names[0])
-    assert redo(conn, project, names[:1], age="9").code == RedoItems.STALE_AGE
-    assert redo(conn, project, names[:1], owners=["dl-unknown"]).code == RedoItems.OWNERS_CHANGED
+    assert redo(conn, project, names[:1], age="9").code == scripts.redo_items.codes.STALE_AGE
+    assert (
+        redo(conn, project, names[:1], owners=["dl-unknown"]).code == scripts.redo_items.codes.OWNERS_CHANGED
+    )
     assert r.smembers(project.done) == {names[0]} and not r.exists(project.todo)

@@ -1,28 +1,30 @@
 """refill-5.lua: a segment's items go back into their queue and the segment is unregistered."""
 
-from tracker_core import script_calls
-from tracker_core.reply_codes import Refill
+from tracker_core import scripts
 
 
 def offloaded(conn, project, r, names):
-    script_calls.maintain_lease(conn, project, holder="m1", lease_ms=60_000)
+    scripts.maintain_lease(conn, project, holder="m1", lease_ms=60_000)
     r.sadd(project.todo, *names)
-    number, items = script_calls.offload_stage(
+    number, items = scripts.offload_stage(
         conn, project, holder="m1", source="todo", source_key=project.todo, count=10
     )
-    script_calls.offload_commit(conn, project, holder="m1", number=number, count=len(items), source="todo")
+    scripts.offload_commit(conn, project, holder="m1", number=number, count=len(items), source="todo")
     return number, items
 
 
 def test_refill_brings_a_segment_back(conn, project, r, names):
     number, items = offloaded(conn, project, r, names)
     call = dict(holder="m1", number=number, queue="todo", queue_key=project.todo)
-    assert script_calls.refill(conn, project, items=items[:-1], **call) == Refill.BAD_COUNT
-    assert script_calls.refill(conn, project, items=items, **dict(call, queue="redo")) == Refill.WRONG_SOURCE
+    assert scripts.refill(conn, project, items=items[:-1], **call) == scripts.refill.codes.BAD_COUNT
+    assert (
+        scripts.refill(conn, project, items=items, **dict(call, queue="redo"))
+        == scripts.refill.codes.WRONG_SOURCE
+    )
     assert not r.exists(project.todo)
-    assert script_calls.refill(conn, project, items=items, **call) == len(names)
+    assert scripts.refill(conn, project, items=items, **call) == len(names)
     assert r.smembers(project.todo) == set(names) and not r.hexists(project.segments, str(number))
-    assert script_calls.refill(conn, project, items=items, **call) == Refill.NOT_REGISTERED
+    assert scripts.refill(conn, project, items=items, **call) == scripts.refill.codes.NOT_REGISTERED
 
 
 def test_a_segment_larger_than_one_unpack_chunk_moves_whole(conn, project, r):
@@ -30,16 +32,16 @@ def test_a_segment_larger_than_one_unpack_chunk_moves_whole(conn, project, r):
     # each, script_constants): none may be lost at a chunk's edge.
     names = [f"https://example.com/{n}?page=%20{n}#x" for n in range(4501)]
     r.sadd(project.todo, *names)
-    script_calls.maintain_lease(conn, project, holder="m1", lease_ms=60_000)
+    scripts.maintain_lease(conn, project, holder="m1", lease_ms=60_000)
     call = dict(holder="m1", source="todo", source_key=project.todo)
-    number, items = script_calls.offload_stage(conn, project, count=len(names), **call)
+    number, items = scripts.offload_stage(conn, project, count=len(names), **call)
     assert r.scard(project.offloading) == len(names) and sorted(items) == sorted(names)
-    assert script_calls.offload_abort(conn, project, most=len(names), **call) == (len(names), 0)
+    assert scripts.offload_abort(conn, project, most=len(names), **call) == (len(names), 0)
     assert r.scard(project.todo) == len(names)
-    number, items = script_calls.offload_stage(conn, project, count=len(names), **call)
-    script_calls.offload_commit(conn, project, holder="m1", number=number, count=len(items), source="todo")
+    number, items = scripts.offload_stage(conn, project, count=len(names), **call)
+    scripts.offload_commit(conn, project, holder="m1", number=number, count=len(items), source="todo")
     refill = dict(holder="m1", number=number, queue="todo", queue_key=project.todo)
-    assert script_calls.refill(conn, project, items=items, **refill) == len(names)
+    assert scripts.refill(conn, project, items=items, **refill) == len(names)
     assert r.smembers(project.todo) == set(names)
 
 
@@ -49,8 +51,8 @@ def test_refill_below_a_size_only(conn, project, r, names):
     number, items = offloaded(conn, project, r, names)
     r.sadd(project.todo, "a", "b", "c")
     call = dict(holder="m1", number=number, queue="todo", queue_key=project.todo, items=items)
-    assert script_calls.refill(conn, project, below=3, **call) == Refill.ENOUGH
+    assert scripts.refill(conn, project, below=3, **call) == scripts.refill.codes.ENOUGH
     assert r.scard(project.todo) == 3 and r.hexists(project.segments, str(number))
     assert not r.hexists(project.stats, "items_refilled")
-    assert script_calls.refill(conn, project, below=4, **call) == len(names)
+    assert scripts.refill(conn, project, below=4, **call) == len(names)
     assert r.scard(project.todo) == 3 + len(names) and not r.hexists(project.segments, str(number))

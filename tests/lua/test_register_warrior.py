@@ -2,12 +2,11 @@
 
 import json
 
-from tracker_core import keys, script_calls
-from tracker_core.reply_codes import RegisterWarrior
+from tracker_core import keys, scripts
 
 
 def register(conn, warrior_id, now_ms, most=10, per_address=10):
-    return script_calls.register_warrior(
+    return scripts.register_warrior(
         conn,
         now_ms=now_ms,
         warrior_id=warrior_id,
@@ -22,9 +21,9 @@ def register(conn, warrior_id, now_ms, most=10, per_address=10):
 
 
 def test_register_within_bounds(conn, r, now_ms):
-    assert register(conn, "a" * 32, now_ms) == RegisterWarrior.REGISTERED
+    assert register(conn, "a" * 32, now_ms) == scripts.register_warrior.codes.REGISTERED
     assert json.loads(r.hget(keys.WARRIORS, "a" * 32)) == {"ip": "192.0.2.1"}
     assert r.zscore(keys.WARRIORS_SEEN, "a" * 32) == now_ms - 1
-    assert register(conn, "b" * 32, now_ms, per_address=1) == RegisterWarrior.THROTTLED
-    assert register(conn, "c" * 32, now_ms, most=1) == RegisterWarrior.REGISTRY_FULL
+    assert register(conn, "b" * 32, now_ms, per_address=1) == scripts.register_warrior.codes.THROTTLED
+    assert register(conn, "c" * 32, now_ms, most=1) == scripts.register_warrior.codes.REGISTRY_FULL
     assert r.hkeys(keys.WARRIORS) == ["a" * 32]

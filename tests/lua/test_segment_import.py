@@ -1,21 +1,23 @@
 """segment_import-5.lua: an exported segment comes back once, as a segment of its queue."""
 
-from tracker_core import script_calls
-from tracker_core.reply_codes import SegmentImport
+from tracker_core import scripts
 
 
 def test_import_uses_the_ticket_once(conn, project, r):
     r.hset(project.segment_exports, "d1", "7 backfeed")
     assert (
-        script_calls.segment_import(conn, project, number=4, count=6, digest="d1") == SegmentImport.NO_TICKET
+        scripts.segment_import(conn, project, number=4, count=6, digest="d1")
+        == scripts.segment_import.codes.NO_TICKET
     )
     assert (
-        script_calls.segment_import(conn, project, number=4, count=7, digest="d1") == SegmentImport.IMPORTED
+        scripts.segment_import(conn, project, number=4, count=7, digest="d1")
+        == scripts.segment_import.codes.IMPORTED
     )
     assert r.hget(project.segments, "4") == "7" and r.hget(project.segment_queues, "4") == "backfeed"
     assert not r.exists(project.segment_exports) and r.hget(project.stats, "items_imported") == "7"
     assert (
-        script_calls.segment_import(conn, project, number=5, count=7, digest="d1") == SegmentImport.NO_TICKET
+        scripts.segment_import(conn, project, number=5, count=7, digest="d1")
+        == scripts.segment_import.codes.NO_TICKET
     )
 
 
@@ -23,7 +25,7 @@ def test_import_into_a_taken_number_changes_nothing(conn, project, r):
     r.hset(project.segment_exports, "d1", "7 todo")
     r.hset(project.segments, "4", 2)
     assert (
-        script_calls.segment_import(conn, project, number=4, count=7, digest="d1")
-        == SegmentImport.NUMBER_TAKEN
+        scripts.segment_import(conn, project, number=4, count=7, digest="d1")
+        == scripts.segment_import.codes.NUMBER_TAKEN
     )
     assert r.hget(project.segments, "4") == "2" and r.hexists(project.segment_exports, "d1")

@@ -2,15 +2,14 @@
 
 import json
 
-from tracker_core import script_calls
+from tracker_core import scripts
 from tracker_core.keys import SETTINGS_CHANNEL
-from tracker_core.reply_codes import SetLimit
 
 RECORD = json.dumps({"pattern": "domain:example.com", "rate": "10/s", "rate_per_s": 10.0})
 
 
 def set_limit(conn, k, op, name, record="", max_limits=5):
-    return script_calls.set_limit(
+    return scripts.set_limit(
         conn, k, channel=SETTINGS_CHANNEL, op=op, name=name, record=record, max_limits=max_limits
     )
 
@@ -23,7 +22,7 @@ def test_set_and_remove_a_limit(conn, project, r):
 
 
 def test_set_limit_refusals(conn, project, r):
-    assert set_limit(conn, project, "remove", "none") == SetLimit.UNKNOWN_LIMIT
+    assert set_limit(conn, project, "remove", "none") == scripts.set_limit.codes.UNKNOWN_LIMIT
     assert set_limit(conn, project, "set", "one", RECORD, max_limits=1) == 2
-    assert set_limit(conn, project, "set", "two", RECORD, max_limits=1) == SetLimit.TOO_MANY
+    assert set_limit(conn, project, "set", "two", RECORD, max_limits=1) == scripts.set_limit.codes.TOO_MANY
     assert r.hkeys(project.limits) == ["one"] and r.hget(project.settings, "settings_age") == "2"

@@ -1,12 +1,11 @@
 """set_settings-1.lua: settings change and the age moves in one step; '' deletes a field."""
 
-from tracker_core import script_calls, scripts
+from tracker_core import scripts
 from tracker_core.keys import SETTINGS_CHANNEL, ProjectKeys
-from tracker_core.reply_codes import SetSettings
 
 
 def test_set_settings_bumps_the_age(conn, project, r):
-    age = script_calls.set_settings(
+    age = scripts.set_settings(
         conn, project, channel=SETTINGS_CHANNEL, values={"title": "New", "description": ""}
     )
     assert age == 2
@@ -15,11 +14,11 @@ def test_set_settings_bumps_the_age(conn, project, r):
 
 
 def test_set_settings_refusals_change_nothing(conn, project, r, k):
-    unknown = script_calls.set_settings(conn, ProjectKeys("nowhere"), channel=SETTINGS_CHANNEL, values={})
-    assert unknown == SetSettings.UNKNOWN_PROJECT
+    unknown = scripts.set_settings(conn, ProjectKeys("nowhere"), channel=SETTINGS_CHANNEL, values={})
+    assert unknown == scripts.set_settings.codes.UNKNOWN_PROJECT
     r.hset(project.settings, "settings_age", "x")
-    assert script_calls.set_settings(conn, project, channel=SETTINGS_CHANNEL, values={"title": "T"}) == (
-        SetSettings.DAMAGED
+    assert scripts.set_settings(conn, project, channel=SETTINGS_CHANNEL, values={"title": "T"}) == (
+        scripts.set_settings.codes.DAMAGED
     )
     assert r.hget(project.settings, "title") == ""
 
@@ -30,12 +29,12 @@ def test_set_settings_writes_only_while_the_expected_fields_hold(conn, project, 
     r.hset(project.settings, mapping={"offload_low": "1000"})
     before = r.hgetall(project.settings)
     for expected in ({"offload_low": "999"}, {"offload_low": ""}, {"offload_high": "5"}):
-        reply = script_calls.set_settings(
+        reply = scripts.set_settings(
             conn, project, channel=SETTINGS_CHANNEL, values={"offload_high": "2000"}, expected=expected
         )
-        assert reply == SetSettings.CHANGED
+        assert reply == scripts.set_settings.codes.CHANGED
         assert r.hgetall(project.settings) == before
-    age = script_calls.set_settings(
+    age = scripts.set_settings(
         conn,
         project,
         channel=SETTINGS_CHANNEL,
@@ -48,7 +47,7 @@ def test_set_settings_writes_only_while_the_expected_fields_hold(conn, project, 
 def test_set_settings_refuses_a_count_of_expected_pairs_that_does_not_fit(project, r):
     before = r.hgetall(project.settings)
     for argv in (("x",), ("-1",), ("1.5",), ("2", "a", "b"), ("1", "a"), ("0", "title")):
-        assert scripts.run(r, "set_settings", (project.settings,), (project.project, "ch", *argv)) == (
-            SetSettings.DAMAGED
+        assert scripts.set_settings.send(r, (project.settings,), (project.project, "ch", *argv)) == (
+            scripts.set_settings.codes.DAMAGED
         )
     assert r.hgetall(project.settings) == before

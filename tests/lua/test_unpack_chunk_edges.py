@@ -2,20 +2,18 @@
 
 import pytest
 
-from tracker_core import script_calls
+from tracker_core import scripts
 from tracker_core.script_constants import UNPACK_CHUNK
 
 
 @pytest.mark.parametrize("count", [UNPACK_CHUNK, UNPACK_CHUNK + 1])
 def test_stage_and_abort_move_a_chunk_and_one_more(conn, project, r, count):
     names = [f"item-{n}" for n in range(count)]
-    script_calls.maintain_lease(conn, project, holder="m1", lease_ms=60_000)
+    scripts.maintain_lease(conn, project, holder="m1", lease_ms=60_000)
     r.sadd(project.todo, *names)
-    script_calls.offload_stage(
-        conn, project, holder="m1", source="todo", source_key=project.todo, count=count
-    )
+    scripts.offload_stage(conn, project, holder="m1", source="todo", source_key=project.todo, count=count)
     assert r.scard(project.offloading) == count and not r.exists(project.todo)
-    moved = script_calls.offload_abort(
+    moved = scripts.offload_abort(
         conn, project, holder="m1", source="todo", source_key=project.todo, most=count
     )
     assert moved == (count, 0)

@@ -2,21 +2,22 @@
 
 import json
 
-from tracker_core import keys, script_calls
-from tracker_core.reply_codes import WarriorSeen
+from tracker_core import keys, scripts
 
 
 def test_heartbeat_of_a_known_and_an_unknown_warrior(conn, r, now_ms):
     r.hset(keys.WARRIORS, "a" * 32, json.dumps({"ip": "192.0.2.1", "registered_ms": 1}))
     beat = json.dumps({"downloader": "alice", "seen_ms": now_ms})
     call = dict(now_ms=now_ms, forget_before_ms=now_ms - 86_400_000, beat=beat, max_record=4096)
-    assert script_calls.warrior_seen(conn, warrior_id="a" * 32, **call) == WarriorSeen.SEEN
+    assert scripts.warrior_seen(conn, warrior_id="a" * 32, **call) == scripts.warrior_seen.codes.SEEN
     record = json.loads(r.hget(keys.WARRIORS, "a" * 32))
     assert (record["ip"], record["downloader"], record["registered_ms"]) == ("192.0.2.1", "alice", 1)
     assert r.zscore(keys.WARRIORS_SEEN, "a" * 32) == now_ms
-    assert script_calls.warrior_seen(conn, warrior_id="b" * 32, **call) == WarriorSeen.UNKNOWN_WARRIOR
+    assert (
+        scripts.warrior_seen(conn, warrior_id="b" * 32, **call) == scripts.warrior_seen.codes.UNKNOWN_WARRIOR
+    )
     assert not r.hexists(keys.WARRIORS, "b" * 32)
     assert (
-        script_calls.warrior_seen(conn, warrior_id="a" * 32, **dict(call, max_record=10))
-        == WarriorSeen.TOO_LARGE
+        scripts.warrior_seen(conn, warrior_id="a" * 32, **dict(call, max_record=10))
+        == scripts.warrior_seen.codes.TOO_LARGE
     )

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import re
 
-from tracker_core import backfeed_secrets, bloom
+from tracker_core import backfeed_secrets, bloom, scripts
 from tracker_core.admin import checks
 from tracker_core.admin.context import AdminContext
 from tracker_core.admin.errors import BadInput, Conflict, NotFound
-from tracker_core.reply_codes import BloomConfigure
 
 SHARD_RE = re.compile(r"[A-Za-z0-9_.:-]{1,64}\Z")  # the backfeed's ?shard= (tracker_api.backfeed)
 
@@ -98,11 +97,11 @@ def bloom_filter(
             kind=kind or bloom.DEFAULT_KIND,
         )
     geometry = bloom.configure(ctx.conn, k, wanted, replace=wanted is not None)
-    if geometry == BloomConfigure.NOT_EMPTY:
+    if geometry == scripts.bloom_configure.codes.NOT_EMPTY:
         raise Conflict(f"{project}'s filter already holds items; its geometry can't change")
-    if geometry == BloomConfigure.UNKNOWN_PROJECT:
+    if geometry == scripts.bloom_configure.codes.UNKNOWN_PROJECT:
         raise NotFound(f"unknown project {project!r}")
-    if geometry == BloomConfigure.NOT_A_NUMBER:
+    if geometry == scripts.bloom_configure.codes.NOT_A_NUMBER:
         raise Conflict(f"{project}'s filter settings are damaged (not a number)")
     counts = ctx.conn.hgetall(k.bloom)
     layers = geometry.all_layers()

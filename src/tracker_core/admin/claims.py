@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from tracker_core import claim_records, giveback, redis_clock
+from tracker_core import claim_records, giveback, redis_clock, scripts
 from tracker_core import keys as keyspace
 from tracker_core.admin import checks, paging
 from tracker_core.admin.context import AdminContext
 from tracker_core.admin.errors import BadInput, NotFound
-from tracker_core.reply_codes import Release
 
 PAGE_ALL = 5000  # page of release_all
 
@@ -42,7 +41,7 @@ def release_names(ctx: AdminContext, k: keyspace.ProjectKeys, holder: str, names
         return 0
 
     reply = giveback.release(ctx.conn, k, holder, names, now_ms=redis_clock.now_ms(ctx.conn))
-    if reply.code == Release.UNKNOWN_PROJECT:
+    if reply.code == scripts.release.codes.UNKNOWN_PROJECT:
         raise NotFound(f"unknown project {k.project!r}")
     return reply.released
 

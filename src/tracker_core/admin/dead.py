@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from tracker_core import giveback, script_calls
+from tracker_core import giveback, scripts
 from tracker_core import keys as keyspace
 from tracker_core.admin import checks, paging
 from tracker_core.admin.context import AdminContext
@@ -42,7 +42,7 @@ def requeue_names(ctx: AdminContext, k: keyspace.ProjectKeys, names: list[str], 
         part = names[start : start + REQUEUE_BATCH]
 
         def call(_age: str, held: list[str], part=part) -> int:
-            return script_calls.requeue_dead(ctx.conn, k, target=target, owner=owner, items=part, held=held)
+            return scripts.requeue_dead(ctx.conn, k, target=target, owner=owner, items=part, held=held)
 
         n = giveback.give_back(ctx.conn, k, part, call, owner=owner)
         if n < 0:

@@ -11,12 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from tracker_core import bloom, giveback, intake, item_status, item_story, script_calls
+from tracker_core import bloom, giveback, intake, item_status, item_story, scripts
 from tracker_core import keys as keyspace
 from tracker_core.admin import checks, paging
 from tracker_core.admin.context import AdminContext
 from tracker_core.admin.errors import AdminError, BadInput, Conflict, NotFound
-from tracker_core.reply_codes import ClearQueue, MoveItems, RedoItems
 
 # Redo (re-queue done or seen items on purpose): the queue it fills unless told otherwise
 # (served after todo, backfeed and secondary), names per script call (one call blocks Redis
@@ -36,7 +35,7 @@ REDO_FIELDS = (
     "maybe_offloaded",
 )
 REDO_SKIP_FIELDS = ("out", "queued", "dead", "offloaded", "not_seen", "maybe_offloaded", "not_utf8")
-REDO_AGAIN = (RedoItems.STALE_AGE, RedoItems.OWNERS_CHANGED)
+REDO_AGAIN = (scripts.redo_items.codes.STALE_AGE, scripts.redo_items.codes.OWNERS_CHANGED)
 PAGE_ALL = 5000  # SSCAN page of the *_all verbs
 MAX_STORY_NAMES = 100  # names per story call: each may add a segment search to the shared pass
 
@@ -130,8 +129,8 @@ def story(
 def clear(ctx: AdminContext, project: str, queue: str) -> dict:
     k = ctx.keys(project)
     key = checks.queue_and_owner(k, queue)[0]
-    dropped = script_calls.clear_queue(ctx.conn, k, queue=key)
-    if dropped == ClearQueue.UNKNOWN_PROJECT:
+    dropped = scripts.clear_queue(ctx.conn, k, queue=key)
+    if dropped == scripts.clear_queue.codes.UNKNOWN_PROJECT:
         raise NotFound(f"unknown project {project!r}")
     ctx.audit("queue.clear", project, queue=queue, dropped=dropped)
     return {"dropped": dropped}
@@ -150,13 +149,13 @@ def _move_page(ctx: AdminContext, project: str, source: str, target: str, patter
         return {"moved": 0, "cursor": int(next_cursor)}
 
     def call(_age: str, held: list[str]) -> int:
-        return script_calls.move_items(
+        return scripts.move_items(
             ctx.conn, k, source=source_key, target=target_key, owner=owner, items=names, held=held
         )
 
     # Into a shared queue, items a limit matches are held, like added ones.
     moved = giveback.give_back(ctx.conn, k, names, call, owner=owner)
-    if moved == MoveItems.UNKNOWN_PROJECT:
+    if moved == scripts.move_items.codes.UNKNOWN_PROJECT:
         raise NotFound(f"unknown project {project!r}")
     if moved < 0:
         raise BadInput("move_items: bad arguments (nothing changed)")
@@ -197,17 +196,17 @@ def move_all(ctx: AdminContext, project: str, source: str, target: str, pattern:
 def seen_by_filter(conn, k: keyspace.ProjectKeys, names: list[str]) -> list[bool]:
     """Whether the project's Bloom filter has (probably) seen each name; reads only, for every
     filter kind (bloom.seen_by). A project whose filter was never configured has seen nothing."""
-    return bloom.seen_by(conn, k, [script_calls.wire(n) for n in names])
+    return bloom.seen_by(conn, k, [scripts.wire(n) for n in names])
 
 
 def _redo_batch(
     ctx: AdminContext, k, target: str, owner: str, names: list[str], seen: dict, anyway: bool
-) -> script_calls.RedoReply:
+) -> scripts.redo_items.Reply:
     """One redo_items script call through the give-back path (retried when the limits or the
     downloader queues moved; the last attempt does not check the age)."""
 
-    def call(age: str, held: list[str]) -> script_calls.RedoReply:
-        return script_calls.redo_items(
+    def call(age: str, held: list[str]) -> scripts.redo_items.Reply:
+        return scripts.redo_items(
             ctx.conn,
             k,
             age=age,
@@ -228,13 +227,13 @@ def _redo_batch(
         owner=owner,
         attempts=REDO_ATTEMPTS,
         again=lambda reply: reply.code in REDO_AGAIN,
-        held_filed=lambda reply, held: reply.code == RedoItems.OK and reply.held > 0,
+        held_filed=lambda reply, held: reply.code == scripts.redo_items.codes.OK and reply.held > 0,
     )
-    if reply.code == RedoItems.UNKNOWN_PROJECT:
+    if reply.code == scripts.redo_items.codes.UNKNOWN_PROJECT:
         raise NotFound(f"unknown project {k.project!r}")
-    if reply.code == RedoItems.NOT_TRIPLES:
+    if reply.code == scripts.redo_items.codes.NOT_TRIPLES:
         raise BadInput("redo_items: bad arguments (nothing changed)")
-    if reply.code != RedoItems.OK:
+    if reply.code != scripts.redo_items.codes.OK:
         raise Conflict("the project's limits or downloader queues kept changing; try again")
     return reply
 
@@ -252,7 +251,7 @@ def redo_names(
     totals["not_utf8"] = len(names) - len(good)
     for start in range(0, len(good), REDO_BATCH):
         part = good[start : start + REDO_BATCH]
-        in_done = ctx.conn.smismember(k.done, [script_calls.wire(n) for n in part])
+        in_done = ctx.conn.smismember(k.done, [scripts.wire(n) for n in part])
         maybe = [n for n, done in zip(part, in_done) if not done]
         # A done name came in through the filter; ask it only about the others. (Should a done
         # name leave `done` for a segment before the script runs, it is then a seen name found

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from tracker_core import blocks as blocks_mod
 from tracker_core import keys as keyspace
 from tracker_core import limits as limits_mod
-from tracker_core import reply_codes, script_calls
+from tracker_core import scripts
 from tracker_core.admin import checks
 from tracker_core.admin.context import AdminContext
 from tracker_core.admin.errors import BadInput, Conflict, NotFound
@@ -21,7 +21,7 @@ MAX_LIMIT_NAME_CHARS = 64
 MAX_RATE_CHARS = 40
 BLOCK_WRITE_ATTEMPTS = 50
 # The set-limit script's refusals that name something missing; its others are bad input.
-NOT_FOUND = {reply_codes.SetLimit.UNKNOWN_PROJECT, reply_codes.SetLimit.UNKNOWN_LIMIT}
+NOT_FOUND = {scripts.set_limit.codes.UNKNOWN_PROJECT, scripts.set_limit.codes.UNKNOWN_LIMIT}
 
 
 def _typed(exc: limits_mod.LimitError) -> BadInput | NotFound:
@@ -89,7 +89,7 @@ def write_blocks(ctx: AdminContext, k: keyspace.ProjectKeys, change: Callable) -
         )
         new_own, new_copy = change(own, copy)
         index = blocks_mod.index_members(new_own, new_copy)
-        done = script_calls.set_blocks(
+        done = scripts.set_blocks(
             r,
             k,
             own_read=list(own),
@@ -98,8 +98,8 @@ def write_blocks(ctx: AdminContext, k: keyspace.ProjectKeys, change: Callable) -
             copy=list(new_copy),
             index=index,
         )
-        if done != reply_codes.SetBlocks.CHANGED:
-            return done == reply_codes.SetBlocks.REPLACED
+        if done != scripts.set_blocks.codes.CHANGED:
+            return done == scripts.set_blocks.codes.REPLACED
     raise Conflict(f"the blocks of {k.project!r} kept changing: try again")
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tracker_core import bloom, offload, redis_clock, reply_codes, script_calls
+from tracker_core import bloom, offload, redis_clock, scripts
 from tracker_core import keys as keyspace
 from tracker_core import settings as settings_mod
 from tracker_core import stats as stats_mod
@@ -59,9 +59,9 @@ def create(ctx: AdminContext, project: str, settings: dict | None = None) -> dic
     k = ctx.keys(project, must_exist=False)
     initial = settings_mod.defaults() | _validated(values)
     _refuse_stranding(initial)  # before the write: nothing stored to race with
-    created = script_calls.create_project(ctx.conn, k, now_ms=redis_clock.now_ms(ctx.conn), settings=initial)
+    created = scripts.create_project(ctx.conn, k, now_ms=redis_clock.now_ms(ctx.conn), settings=initial)
     ctx.conn.sadd(keyspace.PROJECTS, project)
-    if created != reply_codes.CreateProject.CREATED:
+    if created != scripts.create_project.codes.CREATED:
         raise Conflict(f"project {project!r} already exists")
     # After joining PROJECTS: a global block made meanwhile either is read here or finds this
     # project in its loop over PROJECTS.
@@ -95,14 +95,14 @@ def store_settings(ctx: AdminContext, k: keyspace.ProjectKeys, values: dict[str,
     values = _validated(values)
     for _ in range(OFFLOAD_CHECK_TRIES):
         expected = _offload_checked(ctx, k, values)
-        age = script_calls.set_settings(
+        age = scripts.set_settings(
             ctx.conn, k, channel=keyspace.SETTINGS_CHANNEL, values=values, expected=expected
         )
-        if age != reply_codes.SetSettings.CHANGED:
+        if age != scripts.set_settings.codes.CHANGED:
             break
     else:
         raise Conflict(f"the offload settings of {k.project!r} kept changing while being checked: try again")
-    if age == reply_codes.SetSettings.UNKNOWN_PROJECT:
+    if age == scripts.set_settings.codes.UNKNOWN_PROJECT:
         raise NotFound(f"unknown project {k.project!r}")
     if age < 0:
         raise Conflict(f"the settings of {k.project!r} are damaged (settings_age is not a number)")

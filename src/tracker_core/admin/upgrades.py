@@ -15,7 +15,7 @@ without them.
 from __future__ import annotations
 
 from tracker_core import keys as keyspace
-from tracker_core import reply_codes, script_calls
+from tracker_core import scripts
 from tracker_core.admin.context import AdminContext
 
 
@@ -36,6 +36,6 @@ def pad_hashes(ctx: AdminContext) -> dict:
         encodings = {ctx.conn.object("encoding", key) for key in (k.settings, k.stats)}
         if "listpack" not in encodings and None not in encodings:
             continue
-        if script_calls.pad_hashes(ctx.conn, k) == reply_codes.PadHashes.PADDED:
+        if scripts.pad_hashes(ctx.conn, k) == scripts.pad_hashes.codes.PADDED:
             padded += 1
     return {"padded": padded}

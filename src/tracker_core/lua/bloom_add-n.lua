@@ -43,7 +43,7 @@ its stash member is "<lower's first offset> <higher's last offset> <fingerprint>
 Everything that can fail comes before the first bit is set (the places written are read first,
 so a wrong type fails there): Redis keeps a failed script's writes, and an item marked seen but
 not queued could never come back through the filter.
-Reply codes by name: reply_codes.BloomAdd (Python callers compare against those names).
+Reply codes by name: scripts.bloom_add.codes (Python callers compare against those names).
 ]]
 --@include counters
 --@constants MAX_SHARDS

@@ -16,7 +16,7 @@ Returns the geometry in force as a flat field/value list; {-1} unknown project, 
 already holds items (its bit positions depend on the geometry, so it can no longer change);
 {-3} (nothing changed) when an argument is not a number, the kind is not one of those or the
 salt is not 32 hex digits, or the block is not 0 or 2 to 256 or is given to another kind.
-Reply codes by name: reply_codes.BloomConfigure (Python callers compare against those names).
+Reply codes by name: scripts.bloom_configure.codes (Python callers compare against those names).
 ]]
 local settings_key = KEYS[1]
 local bloom_key    = KEYS[2]

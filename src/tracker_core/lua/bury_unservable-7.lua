@@ -21,7 +21,7 @@ ARGV[1] now (ms)  ARGV[2] downloader  ARGV[3...] pairs (item, reason)
 Only claims DOWNLOADER holds are taken (the claim it was just given); others are left alone.
 Returns {code, buried}: code 200, or -1 for an unknown project. Counts items_dead and
 items_unservable per item buried. Every check comes before the first write.
-Reply codes by name: reply_codes.BuryUnservable (Python callers compare against those names).
+Reply codes by name: scripts.bury_unservable.codes (Python callers compare against those names).
 ]]
 --@include claim_record
 local settings_key          = KEYS[1]

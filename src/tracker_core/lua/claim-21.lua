@@ -75,7 +75,7 @@ Names are not checked here (a byte scan in Lua costs ~7-26 ns a byte, 28 us for 
 the API finds a name no client can receive (not UTF-8, or holding NUL) while it builds the
 answer, at no cost, and bury_unservable-7.lua sends it to `dead`. The default reclaim TTL applies
 when the setting is absent (DEFAULT_RECLAIM_TTL_S of script_constants.py).
-Reply codes by name: reply_codes.Claim (Python callers compare against those names).
+Reply codes by name: scripts.claim.codes (Python callers compare against those names).
 ]]
 --@include counters
 --@constants UNIQUES_TTL_S MAX_MULTI_CEILING DEFAULT_RECLAIM_TTL_S UNPACK_CHUNK RECLAIM_HISTORY_ROUNDS

@@ -3,7 +3,7 @@
 KEYS[1] settings  KEYS[2] the queue (set)
 Returns the number of items dropped; -1 for an unknown project. UNLINK frees the memory in the
 background, so clearing millions of items does not stall Redis.
-Reply codes by name: reply_codes.ClearQueue (Python callers compare against those names).
+Reply codes by name: scripts.clear_queue.codes (Python callers compare against those names).
 ]]
 local settings_key = KEYS[1]
 local queue_key    = KEYS[2]

@@ -6,7 +6,7 @@ the literal '--blocked' and the globally blocked entries to copy (global blocks 
 project's own set so the claim script never reads a key outside the project's slot).
 Returns 1 if created, 0 if it already existed. The settings get SETTINGS_PAD_FIELD and the stats
 STATS_PAD_FIELD (0) too, which keep both hashes hashtables (script_constants.py says why).
-Reply codes by name: reply_codes.CreateProject (Python callers compare against those names).
+Reply codes by name: scripts.create_project.codes (Python callers compare against those names).
 ]]
 --@constants SETTINGS_PAD_FIELD SETTINGS_PAD STATS_PAD_FIELD
 local settings_key = KEYS[1]

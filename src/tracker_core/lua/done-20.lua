@@ -68,7 +68,7 @@ of them) counts one field, done_one_le_B, where it counted items_done, rtt_le_B 
 done_requests: the readers add it to those three (derived_counters; rollup_day-25.lua to the
 day's items).
 Dead items have no current claim and add no RTT.
-Reply codes by name: reply_codes.Done (Python callers compare against those names).
+Reply codes by name: scripts.done.codes (Python callers compare against those names).
 ]]
 --@include counters
 --@include claim_record

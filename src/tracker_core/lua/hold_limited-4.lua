@@ -11,7 +11,7 @@ one place. A limit that gets held items is made ready at the time its bucket has
 Redis keeps the writes of a script that fails half-way, so everything that can fail is read and
 checked first (the types of all four keys, the stored times) and the writes come last, in chunks
 that stay far under Lua's unpack limit (about 8,000 values).
-Reply codes by name: reply_codes.HoldLimited (Python callers compare against those names).
+Reply codes by name: scripts.hold_limited.codes (Python callers compare against those names).
 ]]
 local limited_in_key   = KEYS[1]
 local limited_key      = KEYS[2]

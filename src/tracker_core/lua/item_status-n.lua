@@ -37,7 +37,7 @@ number of limits and of downloader queues passed (exact lookups), never by the n
 items are only under limits in limits_ready (hold_limited adds a limit with its first item,
 claim removes it with its last, a removed limit stays until emptied); an item on its way in
 may be under any current limit too, looked up only while the way-in set is not empty.
-Reply codes by name: reply_codes.ItemStatus (Python callers compare against those names).
+Reply codes by name: scripts.item_status.codes (Python callers compare against those names).
 ]]
 local settings_key       = KEYS[1]
 local claims_key         = KEYS[2]

@@ -13,7 +13,7 @@ handed out, or an entry newer than '#archived' and older than ARGV[3] is in the 
 the file would skip); {-4, 0} when ARGV[1] does not hold the lease. On 0 and -4 nothing changes:
 the caller leaves its file unregistered (removed later) and stops its pass.
 The file is written and fsynced before this runs, so an entry leaves Redis only once on disk.
-Reply codes by name: reply_codes.LogArchive (Python callers compare against those names).
+Reply codes by name: scripts.log_archive.codes (Python callers compare against those names).
 ]]
 --@include counters
 local lease_key        = KEYS[1]

@@ -5,7 +5,7 @@ ARGV[1] holder id   ARGV[2] lease length (ms)   ARGV[3] 'release' to give it up 
 Returns 1 when ARGV[1] holds the lease (taken or renewed), 0 when another holder has it.
 With 'release': 1 when ARGV[1] held it and it is now free, 0 otherwise (nothing changes).
 Every script that moves the project's segments checks the holder in the same step.
-Reply codes by name: reply_codes.MaintainLease (Python callers compare against those names).
+Reply codes by name: scripts.maintain_lease.codes (Python callers compare against those names).
 ]]
 local lease_key = KEYS[1]
 local holder = redis.call('GET', lease_key)

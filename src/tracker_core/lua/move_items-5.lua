@@ -13,7 +13,7 @@ source any more: it is skipped, so an item is never in two places. An item moved
 queue that a limit matches (the caller classifies; never for a downloader's own queue) goes to
 the way-in set instead of the target, and the caller runs hold_limited to file it, so a move
 cannot bypass a limit.
-Reply codes by name: reply_codes.MoveItems (Python callers compare against those names).
+Reply codes by name: scripts.move_items.codes (Python callers compare against those names).
 ]]
 --@include enqueue
 local settings_key   = KEYS[1]

@@ -8,7 +8,7 @@ last item); {-4, 0} when ARGV[1] does not hold the lease; {-5, 0} when the stage
 another source than ARGV[2]. Nothing changes on -4 and -5. Each call costs O(ARGV[3]), never the
 size of the source queue. The file written for them, if any, is not registered: the caller
 deletes it.
-Reply codes by name: reply_codes.OffloadAbort (Python callers compare against those names).
+Reply codes by name: scripts.offload_abort.codes (Python callers compare against those names).
 ]]
 --@constants UNPACK_CHUNK
 local lease_key          = KEYS[1]

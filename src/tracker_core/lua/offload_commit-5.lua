@@ -7,7 +7,7 @@ Returns 1; 0 when the staged set is not the one the caller wrote to the file ('#
 another number or source, or the set holds another number of items); -4 when ARGV[1] does not
 hold the lease. On 0 and -4 nothing changes: the caller leaves its file unregistered (a stale
 file, removed later) and stops its pass.
-Reply codes by name: reply_codes.OffloadCommit (Python callers compare against those names).
+Reply codes by name: scripts.offload_commit.codes (Python callers compare against those names).
 ]]
 --@include counters
 local lease_key          = KEYS[1]

@@ -11,7 +11,7 @@ not finished (abort it first); {-4} when ARGV[1] does not hold the lease; {-3} f
 ARGV[2] or a '#next' that is not a number. Only {number, ...}
 changes anything. The items stay counted (offloading is counted as offloaded) until
 offload_commit registers the file, which the caller does once the file is durably on disk.
-Reply codes by name: reply_codes.OffloadStage (Python callers compare against those names).
+Reply codes by name: scripts.offload_stage.codes (Python callers compare against those names).
 ]]
 --@constants UNPACK_CHUNK
 local lease_key          = KEYS[1]

@@ -10,7 +10,7 @@ runs this once for each project an older tracker created (admin/upgrades.py). Id
 settings age is not bumped (no setting changes).
 Returns 1 when both fields are there, -1 for an unknown project (nothing written: a project
 deleted meanwhile gets no stray hash).
-Reply codes by name: reply_codes.PadHashes (Python callers compare against those names).
+Reply codes by name: scripts.pad_hashes.codes (Python callers compare against those names).
 ]]
 --@constants SETTINGS_PAD_FIELD SETTINGS_PAD STATS_PAD_FIELD
 local settings_key = KEYS[1]

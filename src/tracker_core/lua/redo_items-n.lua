@@ -35,7 +35,7 @@ Held entries of a name are looked up under every limit that can hold items (as i
 does), so the work per name found nowhere is bounded by the number of limits.
 Everything that can fail is read before the first write: the types of every key the loop reads
 or writes. Writes are per item (no unpack).
-Reply codes by name: reply_codes.RedoItems (Python callers compare against those names).
+Reply codes by name: scripts.redo_items.codes (Python callers compare against those names).
 ]]
 --@include counters
 --@include enqueue

@@ -13,7 +13,7 @@ more (the maintainer and its refiller thread both refill: the one that looks sec
 queue full enough here, in the same step, and no queue is refilled past offload_high; the
 refiller asked by a claim sends it without counting the queue first, a call fewer before the
 items are back). Only a count >= 0 changes anything; the caller deletes the file only after that.
-Reply codes by name: reply_codes.Refill (Python callers compare against those names).
+Reply codes by name: scripts.refill.codes (Python callers compare against those names).
 ]]
 --@constants UNPACK_CHUNK
 --@include counters

@@ -10,7 +10,7 @@ settings hash is never created here: that would make a deleted project exist aga
 ARGV[1] does not hold the lease (only the maintainer that refills may ask claims to wake it);
 -3 for a value claim-21.lua could not read. Only 1 changes anything, and no setting changes
 (the settings age stays: no process reloads for it).
-Reply codes by name: reply_codes.RefillWatch (Python callers compare against those names).
+Reply codes by name: scripts.refill_watch.codes (Python callers compare against those names).
 ]]
 --@constants REFILL_WATCH_FIELD
 local lease_key    = KEYS[1]

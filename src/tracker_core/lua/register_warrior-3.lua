@@ -18,7 +18,7 @@ Returns 1 (registered), -1 (throttled: the address registered ARGV[6] times this
 warriors, which is what every call does first: at most 100 per call, so the registry stays
 bounded without a sweep that could stall Redis, and a full registry makes room as warriors fall
 silent.
-Reply codes by name: reply_codes.RegisterWarrior (Python callers compare against those names).
+Reply codes by name: scripts.register_warrior.codes (Python callers compare against those names).
 ]]
 local warriors_key      = KEYS[1]
 local seen_key          = KEYS[2]

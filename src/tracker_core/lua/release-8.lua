@@ -13,7 +13,7 @@ caller classified, so it reloads them and calls again. A claim held by another d
 ARGV[2] is left alone (ignored), as is a name that is not claimed. A released item that a limit
 matches goes to the way-in set (counted as queued, like todo), never to todo: the caller then
 runs hold_limited, which files it in the limit's sub-queue, so a release cannot bypass a limit.
-Reply codes by name: reply_codes.Release (Python callers compare against those names).
+Reply codes by name: scripts.release.codes (Python callers compare against those names).
 ]]
 --@include counters
 --@include enqueue

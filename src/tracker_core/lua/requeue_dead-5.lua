@@ -10,7 +10,7 @@ Returns the number requeued; names that are not dead are ignored (so a repeat ch
 An item requeued into a shared queue that a limit matches (the caller classifies; never for a
 downloader's own queue) goes to the way-in set instead, and the caller runs hold_limited to file
 it, so a requeue cannot bypass a limit. A downloader's queue is registered in todo:d.
-Reply codes by name: reply_codes.RequeueDead (Python callers compare against those names).
+Reply codes by name: scripts.requeue_dead.codes (Python callers compare against those names).
 ]]
 --@include counters
 --@include enqueue

@@ -13,7 +13,7 @@ hour is not rolled up yet (try again later: nothing written).
 Hour hashes live 60 days; the days hash keeps a few dozen bytes a day for the whole life of the
 project, so the leaderboard's "all" range is one HGETALL. backlog is the last sample of the day
 ("-" when none was taken), the other fields are sums.
-Reply codes by name: reply_codes.RollupDay (Python callers compare against those names).
+Reply codes by name: scripts.rollup_day.codes (Python callers compare against those names).
 ]]
 --@constants RTT_BOUNDS_S
 local days_key = KEYS[1]

@@ -10,7 +10,7 @@ Minute hashes live two days, hour hashes much longer, so charts reach back weeks
 hashes a day. Callers roll up only hours that ended a few minutes ago (late writers on a slow
 clock are done by then). The field `minutes` counts the minutes that had data, so an hour with
 no activity still gets a (tiny) hash and is not summed again.
-Reply codes by name: reply_codes.RollupHour (Python callers compare against those names).
+Reply codes by name: scripts.rollup_hour.codes (Python callers compare against those names).
 ]]
 --@constants UNPACK_CHUNK
 local hour_key = KEYS[1]

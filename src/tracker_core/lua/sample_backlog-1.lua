@@ -8,7 +8,7 @@ Returns 1 when this call stored the minute's sample, 0 when the minute already h
 Any reader of the statistics samples (stats.json, /metrics, the live feed); the first of each
 minute wins, so many readers cost one field. Comparing samples with the items done in between
 tells whether the backlog grows faster than it drains.
-Reply codes by name: reply_codes.SampleBacklog (Python callers compare against those names).
+Reply codes by name: scripts.sample_backlog.codes (Python callers compare against those names).
 ]]
 local minute_key = KEYS[1]
 if redis.call('HSETNX', minute_key, 'backlog', ARGV[1]) == 0 then return 0 end

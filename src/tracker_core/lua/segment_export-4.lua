@@ -5,7 +5,7 @@ ARGV[1] segment number   ARGV[2] digest of the segment's items (what segment_imp
 Returns the items it held (now counted as exported); -1 when it is not registered.
 The export leaves a ticket (digest -> "ITEMS QUEUE") so that exactly one import of the same items
 brings them back as a segment of the queue they came from.
-Reply codes by name: reply_codes.SegmentExport (Python callers compare against those names).
+Reply codes by name: scripts.segment_export.codes (Python callers compare against those names).
 ]]
 --@include counters
 local segments_key        = KEYS[1]

@@ -8,7 +8,7 @@ Returns 1; -1 for an unknown project; -2 when no export of these items is waitin
 (imported already, or never exported from here: the caller passes the items through the Bloom
 filter instead, which drops those the project has seen); 0 when the number is taken.
 Nothing changes unless it returns 1; the ticket is used up, so a second import cannot duplicate.
-Reply codes by name: reply_codes.SegmentImport (Python callers compare against those names).
+Reply codes by name: scripts.segment_import.codes (Python callers compare against those names).
 ]]
 --@include counters
 local settings_key        = KEYS[1]

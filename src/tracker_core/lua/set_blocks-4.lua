@@ -18,7 +18,7 @@ blocked_index_size lets claim-21.lua skip its two block lookups when it reads '0
 have no blocks); written here in the same step as the index, the only writer of the index, it
 cannot say 0 while a block is indexed. A project whose settings lack it (made before it) is
 checked as before, until its blocks are next written.
-Reply codes by name: reply_codes.SetBlocks (Python callers compare against those names).
+Reply codes by name: scripts.set_blocks.codes (Python callers compare against those names).
 ]]
 --@constants UNPACK_CHUNK
 local settings_key       = KEYS[1]

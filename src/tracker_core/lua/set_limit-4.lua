@@ -10,7 +10,7 @@ Returns the new settings age; -1 unknown project, -2 unknown limit (remove), -3 
 A replaced limit keeps its seq, so its place in the classification order does not move; the
 age bump makes every node reload its compiled pattern set. A removed limit's held items are due
 at once (the claim script hands them out unthrottled) and its bucket is forgotten.
-Reply codes by name: reply_codes.SetLimit (Python callers compare against those names).
+Reply codes by name: scripts.set_limit.codes (Python callers compare against those names).
 ]]
 local settings_key     = KEYS[1]
 local limits_key       = KEYS[2]

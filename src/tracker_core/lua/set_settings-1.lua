@@ -17,7 +17,7 @@ at once.
 Every call also writes SETTINGS_PAD_FIELD, which keeps the hash a hashtable (script_constants.py
 says why): a project created by an older tracker gets it at its next change, or when `tracker
 maintain` starts (admin/upgrades.py).
-Reply codes by name: reply_codes.SetSettings (Python callers compare against those names).
+Reply codes by name: scripts.set_settings.codes (Python callers compare against those names).
 ]]
 --@constants SETTINGS_PAD_FIELD SETTINGS_PAD
 local settings_key = KEYS[1]

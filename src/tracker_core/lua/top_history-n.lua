@@ -8,7 +8,7 @@ ARGV[1] now (ms)   ARGV[2] N   then for each stream: interval (ms), entries kept
 
 Returns how many streams got a point (0 when all had one for this interval or nobody did
 anything yet).
-Reply codes by name: reply_codes.TopHistory (Python callers compare against those names).
+Reply codes by name: scripts.top_history.codes (Python callers compare against those names).
 ]]
 local downloader_bytes_key = KEYS[1]
 local downloader_count_key = KEYS[2]

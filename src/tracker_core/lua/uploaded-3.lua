@@ -3,7 +3,7 @@
 KEYS[1] settings  KEYS[2] uploads (stream, capped)  KEYS[3] stats
 ARGV[1] now (ms)  ARGV[2] uploader  ARGV[3] item  ARGV[4] server
 Returns {code, settings_age}; -1 for an unknown project.
-Reply codes by name: reply_codes.Uploaded (Python callers compare against those names).
+Reply codes by name: scripts.uploaded.codes (Python callers compare against those names).
 ]]
 --@include counters
 local settings_key = KEYS[1]

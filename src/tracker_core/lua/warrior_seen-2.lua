@@ -19,7 +19,7 @@ register_warrior adds warriors, within the registry's bounds; -1 when the merged
 pass ARGV[5] (nothing written: the caller validates every field, so this is a guard).
 At most 100 stale warriors are forgotten per call, so the registry stays bounded without a
 sweep that could stall Redis.
-Reply codes by name: reply_codes.WarriorSeen (Python callers compare against those names).
+Reply codes by name: scripts.warrior_seen.codes (Python callers compare against those names).
 ]]
 local warriors_key = KEYS[1]
 local seen_key     = KEYS[2]

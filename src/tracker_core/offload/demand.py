@@ -45,7 +45,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from tracker_core import keys as keyspace
-from tracker_core import reply_codes, script_calls
+from tracker_core import scripts
 from tracker_core.offload.segment_registry import QUEUES
 from tracker_core.script_constants import REFILL_WATCH_FIELD
 
@@ -59,7 +59,7 @@ def _queue_bits() -> dict[str, int]:
     """Each shared queue's bit in REFILL_WATCH_FIELD: claim-21.lua reads bit 1 as its KEYS[4],
     2 as KEYS[5] and so on to KEYS[7]."""
     k = keyspace.ProjectKeys("p")
-    keys = script_calls.claim_keys(k, "d", 0)
+    keys = scripts.claim.keys(k, downloader="d", now_ms=0)
     return {q: 1 << (keys.index(k.queue(q)) + 1 - 4) for q in QUEUES}
 
 
@@ -168,8 +168,8 @@ def write_watch(client, k: keyspace.ProjectKeys, lease, watch: Watch) -> bool:
     value = watch.value()
     if (client.hget(k.settings, REFILL_WATCH_FIELD) or "") == value:
         return False
-    reply = lease.checked(script_calls.refill_watch(client, k, holder=lease.holder, value=value))
-    return reply == reply_codes.RefillWatch.SET
+    reply = lease.checked(scripts.refill_watch(client, k, holder=lease.holder, value=value))
+    return reply == scripts.refill_watch.codes.SET
 
 
 class Refiller:

@@ -15,13 +15,13 @@ import time
 import uuid
 
 from tracker_core import keys as keyspace
-from tracker_core import reply_codes, script_calls
+from tracker_core import scripts
 from tracker_core.offload.segment_registry import OffloadError
 
 LEASE_MS = 30_000
 # Every script that checks the lease (offload_stage, offload_commit, offload_abort, refill)
 # refuses a maintainer without it with this one code; tests/core/test_offload.py checks it.
-NOT_HOLDER = reply_codes.OffloadStage.NOT_HOLDER
+NOT_HOLDER = scripts.offload_stage.codes.NOT_HOLDER
 
 
 class LeaseLost(RuntimeError):
@@ -45,8 +45,8 @@ class Lease:
 
     def take(self) -> bool:
         """Take or renew the lease; False when another maintainer holds it."""
-        reply = script_calls.maintain_lease(self.client, self.k, holder=self.holder, lease_ms=self.lease_ms)
-        if reply != reply_codes.MaintainLease.HELD:
+        reply = scripts.maintain_lease(self.client, self.k, holder=self.holder, lease_ms=self.lease_ms)
+        if reply != scripts.maintain_lease.codes.HELD:
             return False
         self.renewed_at = time.monotonic()
         return True
@@ -57,9 +57,7 @@ class Lease:
             raise LeaseLost(f"another maintainer holds {self.key}")
 
     def release(self) -> None:
-        script_calls.maintain_lease(
-            self.client, self.k, holder=self.holder, lease_ms=self.lease_ms, release=True
-        )
+        scripts.maintain_lease(self.client, self.k, holder=self.holder, lease_ms=self.lease_ms, release=True)
         self.renewed_at = -float("inf")
 
     def checked(self, reply):

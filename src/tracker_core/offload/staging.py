@@ -17,11 +17,10 @@ import time
 from pathlib import Path
 
 from tracker_core import keys as keyspace
-from tracker_core import script_calls
+from tracker_core import scripts
 from tracker_core.offload.lease import Lease, LeaseLost, held_or_taken
 from tracker_core.offload.segment_file import UNREADABLE, read_segment, segment_path, write_segment
 from tracker_core.offload.segment_registry import OffloadError, registry, segment_sources, source_key, staged
-from tracker_core.reply_codes import OffloadAbort, OffloadCommit, OffloadStage, Refill
 
 STALE_FILE_S = 600  # unregistered files younger than this may be an import in progress
 ABORT_CHUNK = 10_000  # items put back per script: Redis stays responsive during a recovery
@@ -49,7 +48,7 @@ def recover(client, k: keyspace.ProjectKeys, directory: Path, lease: Lease | Non
     while True:
         lease.keep()
         moved, left = lease.checked(
-            script_calls.offload_abort(
+            scripts.offload_abort(
                 client,
                 k,
                 holder=lease.holder,
@@ -58,7 +57,9 @@ def recover(client, k: keyspace.ProjectKeys, directory: Path, lease: Lease | Non
                 most=ABORT_CHUNK,
             )
         )
-        if moved == OffloadAbort.WRONG_SOURCE:  # restaged in between (not under our lease): look again
+        if (
+            moved == scripts.offload_abort.codes.WRONG_SOURCE
+        ):  # restaged in between (not under our lease): look again
             number, source = staged(client, k)
             continue
         restored += moved
@@ -111,13 +112,13 @@ def offload_one(
     lease = held_or_taken(client, k, lease)
     lease.keep()
     reply = lease.checked(
-        script_calls.offload_stage(
+        scripts.offload_stage(
             client, k, holder=lease.holder, source=source, source_key=source_key(k, source), count=count
         )
     )
-    if reply.code == OffloadStage.PENDING:
+    if reply.code == scripts.offload_stage.codes.PENDING:
         raise OffloadError(f"an earlier offload of {k.project} is unfinished (recover it first)")
-    if reply.code == OffloadStage.EMPTY:
+    if reply.code == scripts.offload_stage.codes.EMPTY:
         return 0
     if reply.code < 0:  # a bad count or '#next': refused before anything moved
         raise OffloadError(f"offload of {k.project} refused by Redis ({reply.code})")
@@ -132,11 +133,11 @@ def offload_one(
         raise
     lease.keep()
     done = lease.checked(
-        script_calls.offload_commit(
-            client, k, holder=lease.holder, number=number, count=len(items), source=source
-        )
+        scripts.offload_commit(client, k, holder=lease.holder, number=number, count=len(items), source=source)
     )
-    if done != OffloadCommit.COMMITTED:  # someone else aborted our staging: our file stays unregistered
+    if (
+        done != scripts.offload_commit.codes.COMMITTED
+    ):  # someone else aborted our staging: our file stays unregistered
         raise LeaseLost(f"the staged set of {k.project} changed under this maintainer")
     return len(items)
 
@@ -187,14 +188,14 @@ def refill_one(
             continue
         lease.keep()
         refilled = lease.checked(
-            script_calls.refill(
+            scripts.refill(
                 client,
                 k,
                 holder=lease.holder,
                 number=number,
                 queue=queue,
                 queue_key=source_key(k, queue),
-                items=[script_calls.wire(i) for i in items],
+                items=[scripts.wire(i) for i in items],
                 below=below,
             )
         )
@@ -202,11 +203,11 @@ def refill_one(
             path.unlink(missing_ok=True)
             known.pop(number, None)
             return refilled
-        if refilled == Refill.ENOUGH:
+        if refilled == scripts.refill.codes.ENOUGH:
             return ENOUGH
-        if refilled == Refill.BAD_COUNT:
+        if refilled == scripts.refill.codes.BAD_COUNT:
             skip.add(number)
-        elif refilled == Refill.WRONG_SOURCE:  # not this queue's after all: leave it to its own
+        elif refilled == scripts.refill.codes.WRONG_SOURCE:  # not this queue's after all: leave it to its own
             passed.add(number)
         else:  # NOT_REGISTERED: exported or refilled meanwhile; read the registry again
             _read_again(client, k, known)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tracker_core import intake, script_calls
+from tracker_core import intake, scripts
 from tracker_core import keys as keyspace
 from tracker_core.offload.segment_file import (
     UNREADABLE,
@@ -19,7 +19,6 @@ from tracker_core.offload.segment_file import (
     write_segment,
 )
 from tracker_core.offload.segment_registry import NEXT_FIELD, QUEUES, OffloadError, registry
-from tracker_core.reply_codes import SegmentImport
 
 
 def export_segment(client, k: keyspace.ProjectKeys, directory: Path, number: int, destination: Path) -> int:
@@ -37,7 +36,7 @@ def export_segment(client, k: keyspace.ProjectKeys, directory: Path, number: int
         raise OffloadError(f"cannot read segment {number}: {exc}".splitlines()[0]) from None
     destination = Path(destination)
     write_segment(destination, items)
-    n = script_calls.segment_export(client, k, number=number, digest=items_digest(items))
+    n = scripts.segment_export(client, k, number=number, digest=items_digest(items))
     if n < 0:  # refilled or exported meanwhile: the items are elsewhere, so no copy stays out
         destination.unlink(missing_ok=True)
         raise OffloadError(f"no segment {number} in {k.project}")
@@ -72,11 +71,11 @@ def import_segment(
         number = client.hincrby(k.segments, NEXT_FIELD, 1)
         path = segment_path(directory, k.project, number)
         write_segment(path, items)
-        reply = script_calls.segment_import(client, k, number=number, count=len(items), digest=digest)
-        if reply == SegmentImport.IMPORTED:
+        reply = scripts.segment_import(client, k, number=number, count=len(items), digest=digest)
+        if reply == scripts.segment_import.codes.IMPORTED:
             return {"segment": number, "items": len(items), "duplicates": 0}
         path.unlink(missing_ok=True)
-        if reply == SegmentImport.UNKNOWN_PROJECT:
+        if reply == scripts.segment_import.codes.UNKNOWN_PROJECT:
             raise OffloadError(f"unknown project {k.project!r}")
         # NO_TICKET (imported meanwhile) or NUMBER_TAKEN: through the filter, which drops
         # whatever the project already has.

@@ -1,6 +1,6 @@
-"""claim and done sent as ready RESP bytes (tracker_core.packed_calls): the very bytes
-script_calls' command packs to, the same replies and errors, and script_calls whenever the
-command has another shape or Redis lost the script."""
+"""claim and done sent as ready RESP bytes (tracker_core.scripts.packed): the very bytes the
+binding's own command packs to, the same replies and errors, and the binding whenever Redis
+lost the script."""
 
 import hashlib
 
@@ -9,55 +9,24 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracker_core import packed_calls, script_calls, scripts
+from tracker_core import scripts
 from tracker_core.admin import items, projects
 from tracker_core.engine import Engine
 from tracker_core.keys import ProjectKeys
 from tracker_core.rawredis import RawRedis
-from tracker_core.scripts import ScriptError
+from tracker_core.scripts import sending
+from tracker_core.scripts.packed import PackedCall
+from tracker_core.scripts.sending import ScriptError
 
 P = "proj"
 K = ProjectKeys(P)
 NOW_MS = 1_795_000_000_000
 
 
-class Recorder:
-    def execute_command(self, *args):
-        self.command = args
-        return [0, "0"]
-
-
-def claim_command(k, now_ms, downloader, ip, wanted, counted_under, d_counted, ip_counted):
-    recorder = Recorder()
-    script_calls.claim(
-        recorder,
-        k,
-        now_ms=now_ms,
-        downloader=downloader,
-        ip=ip,
-        wanted=wanted,
-        ip_key=packed_calls.blocks.ip_key(ip),
-        counted_under=counted_under,
-        downloader_counted=d_counted,
-        ip_counted=ip_counted,
-    )
-    return hiredis.pack_command(recorder.command)
-
-
-def done_command(k, now_ms, downloader, version, item_id, ip, domain_bytes, names):
-    recorder = Recorder()
-    script_calls.done(
-        recorder,
-        k,
-        now_ms=now_ms,
-        downloader=downloader,
-        version=version,
-        item_id=item_id,
-        ip=ip,
-        domain_bytes=domain_bytes,
-        items=names,
-    )
-    return hiredis.pack_command(recorder.command)
+def plain_command(binding, k, **call) -> bytes:
+    """What BINDING sends unpacked for CALL, packed by hiredis."""
+    keys, argv = binding.keys(k, **call), binding.argv(k, **call)
+    return hiredis.pack_command(("EVALSHA", binding.script.sha, len(keys), *keys, *argv))
 
 
 texts = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
@@ -72,17 +41,16 @@ ips = st.one_of(st.ip_addresses().map(str), texts)
     ip=ips,
     wanted=st.integers(1, 1000),
     counted_under=texts,
-    d_counted=st.booleans(),
+    downloader_counted=st.booleans(),
     ip_counted=st.booleans(),
 )
-def test_a_packed_claim_is_the_command_script_calls_packs(
-    project, offset_ms, downloader, ip, wanted, counted_under, d_counted, ip_counted
-):
+def test_a_packed_claim_is_the_command_the_binding_packs(project, offset_ms, **call):
     k = ProjectKeys(project)
-    args = (NOW_MS + offset_ms, downloader, ip, wanted, counted_under, d_counted, ip_counted)
-    commands = packed_calls.ClaimCommands()
-    assert commands.payload(k, *args) == claim_command(k, *args)
-    assert commands.payload(k, *args) == claim_command(k, *args)  # from the cached parts
+    call["now_ms"] = NOW_MS + offset_ms
+    packed = scripts.packed_claim()
+    expected = plain_command(scripts.claim, k, **call)
+    assert packed.payload(k, scripts.claim.call(dict(call))) == expected
+    assert packed.payload(k, scripts.claim.call(dict(call))) == expected  # from the cached parts
 
 
 @settings(max_examples=300, deadline=None)
@@ -93,37 +61,59 @@ def test_a_packed_claim_is_the_command_script_calls_packs(
     item_id=texts,
     ip=ips,
     domain_bytes=st.lists(st.tuples(texts, st.integers(0, 10**13)), max_size=4),
-    names=st.lists(texts, min_size=1, max_size=5),
+    items=st.lists(texts, min_size=1, max_size=5),
 )
-def test_a_packed_done_is_the_command_script_calls_packs(
-    offset_ms, downloader, version, item_id, ip, domain_bytes, names
-):
-    flat = [x for pair in domain_bytes for x in pair]
-    args = (NOW_MS + offset_ms, downloader, version, item_id, ip, flat, names)
-    commands = packed_calls.DoneCommands()
-    assert commands.payload(K, *args) == done_command(K, *args)
-    assert commands.payload(K, *args) == done_command(K, *args)
+def test_a_packed_done_is_the_command_the_binding_packs(offset_ms, domain_bytes, **call):
+    call.update(now_ms=NOW_MS + offset_ms, domain_bytes=[x for pair in domain_bytes for x in pair])
+    packed = scripts.packed_done()
+    expected = plain_command(scripts.done, K, **call)
+    assert packed.payload(K, scripts.done.call(dict(call))) == expected
+    assert packed.payload(K, scripts.done.call(dict(call))) == expected
 
 
 def test_each_minute_gets_its_own_keys():
-    commands = packed_calls.ClaimCommands()
+    packed = scripts.packed_claim()
     for now_ms in (NOW_MS, NOW_MS + 59_999, NOW_MS + 60_000, NOW_MS + 86_400_000):
-        args = (now_ms, "alice", "10.0.0.1", 1, "1", True, False)
-        assert commands.payload(K, *args) == claim_command(K, *args)
+        call = {"now_ms": now_ms, "downloader": "alice", "ip": "10.0.0.1", "wanted": 1}
+        call |= {"counted_under": "1", "downloader_counted": True, "ip_counted": False}
+        assert packed.payload(K, scripts.claim.call(dict(call))) == plain_command(scripts.claim, K, **call)
 
 
-def test_a_command_of_another_shape_is_left_to_script_calls(monkeypatch):
-    real = script_calls.claim
+def test_a_shard_s_keys_are_packed_apart_from_the_project_s():
+    # The shard router calls with per-shard ProjectKeys of one project: templates and cached
+    # parts are kept per keyspace, not per project name.
+    class ShardKeys(ProjectKeys):  # a shard's keys under its own hash tag, TAG
+        def __init__(self, project, tag):
+            super().__init__(project)
+            default = self.tag
+            for name in self.__slots__:
+                value = getattr(self, name)
+                if isinstance(value, str) and value.startswith(default):
+                    setattr(self, name, tag + value[len(default) :])
 
-    def swapped(conn, k, **kw):  # a claim whose ARGV would no longer match the template
-        kw["ip"], kw["ip_key"] = kw["ip_key"], kw["ip"]
-        return real(conn, k, **kw)
+        def downloader_queue(self, downloader):
+            return f"{self.tag}:todo:d:{downloader}"
 
-    monkeypatch.setattr(script_calls, "claim", swapped)
-    assert packed_calls.ClaimCommands().payload(K, NOW_MS, "alice", "10.0.0.1", 1, "", False, False) is None
+        def minute(self, minute):
+            return f"{self.tag}:minute:{minute}"
 
-    monkeypatch.setattr(script_calls, "done_keys", lambda k, d, now: (k.settings,) * 20)
-    assert packed_calls.DoneCommands().payload(K, NOW_MS, "alice", "", "null", "", [], ["x"]) is None
+        def uniques(self, kind, day):
+            return f"{self.tag}:uniq:{kind}:{day}"
+
+    packed = scripts.packed_claim()
+    call = {"now_ms": NOW_MS, "downloader": "alice", "ip": "10.0.0.1", "wanted": 1}
+    call = scripts.claim.call(call)
+    for k in (K, ShardKeys(P, "{proj.1}"), ShardKeys(P, "{proj.2}")):
+        payload = packed.payload(k, dict(call))
+        assert payload == plain_command(scripts.claim, k, **call)
+        assert payload.count(k.tag.encode()) == 21
+
+
+def test_only_a_binding_of_claim_s_or_done_s_shape_is_packed():
+    with pytest.raises(ValueError, match="item_status"):
+        PackedCall(scripts.item_status)  # a run of keys
+    with pytest.raises(ValueError, match="release"):
+        PackedCall(scripts.release, cache_args=True)  # a run of arguments kept packed
 
 
 @pytest.fixture
@@ -134,13 +124,13 @@ def project(admin):
 
 
 def twin_engines(redis_url, clock):
-    """An engine on the packed path and one that always goes through script_calls."""
+    """An engine on the packed path and one that always goes through the binding."""
     packed, plain = Engine(redis_url, clock=clock), Engine(redis_url, clock=clock)
     plain._claims.packed = plain._dones.packed = False
     return packed, plain
 
 
-def test_the_packed_path_answers_as_script_calls_does(project, redis_url, clock, r, monkeypatch):
+def test_the_packed_path_answers_as_the_binding_does(project, redis_url, clock, r, monkeypatch):
     packed, plain = twin_engines(redis_url, clock)
     sent = []
     original = RawRedis.execute_packed
@@ -157,7 +147,7 @@ def test_the_packed_path_answers_as_script_calls_does(project, redis_url, clock,
     assert packed.claim("nope", "alice", "10.0.0.1", 1) == plain.claim("nope", "alice", "10.0.0.1", 1)
     done_a = packed.done(P, "alice", "v1", [*a[1], "unknown"], ["d.example", 5], '{"x": 1}', "10.0.0.1")
     done_b = plain.done(P, "bob", "v1", [*b[1], "unknown"], ["d.example", 5], '{"x": 1}', "10.0.0.2")
-    assert done_a == done_b and type(done_a) is script_calls.DoneReply
+    assert done_a == done_b and type(done_a) is scripts.done.Reply
     assert done_a.new == 3 and done_a.unknown == 1
     assert packed.done("nope", "alice", "", ["x"], [], "null") is None
     assert plain.done("nope", "alice", "", ["x"], [], "null") is None
@@ -174,7 +164,7 @@ def test_a_script_redis_lost_is_loaded_again(project, engine, r):
     assert engine.done(P, "alice", "", first + second, [], "null").new == 2
 
 
-def test_a_script_error_is_raised_as_script_calls_raises_it(project, redis_url, clock, r):
+def test_a_script_error_is_raised_as_the_binding_raises_it(project, redis_url, clock, r):
     packed, plain = twin_engines(redis_url, clock)
     r.delete(K.todo)
     r.set(K.todo, "not a set")
@@ -210,21 +200,21 @@ def test_a_wrapper_of_the_connection_sees_the_packed_claim_and_done(project, eng
 
 
 def test_a_script_whose_reply_is_nil_runs_once(redis_url, r, monkeypatch):
-    # scripts.run tells "Redis has not loaded it" (NOT_LOADED) from a nil reply: a nil must not
+    # sending.run tells "Redis has not loaded it" (NOT_LOADED) from a nil reply: a nil must not
     # send the script's source again, which would run its writes twice.
     source = "redis.call('INCR', ARGV[1]) return nil"
     script = scripts.Script("nil_reply", 0, source, hashlib.sha1(source.encode()).hexdigest())
     monkeypatch.setitem(scripts.SCRIPTS, "nil_reply", script)
     conn = RawRedis(redis_url)
-    assert scripts.run(conn, "nil_reply", (), ("runs",)) is None  # NOSCRIPT, then its source
-    assert scripts.run(conn, "nil_reply", (), ("runs",)) is None  # EVALSHA answers nil
+    assert sending.run(conn, "nil_reply", (), ("runs",)) is None  # NOSCRIPT, then its source
+    assert sending.run(conn, "nil_reply", (), ("runs",)) is None  # EVALSHA answers nil
     assert r.get("runs") == "2"
     assert (
-        scripts.run_packed(conn, "nil_reply", hiredis.pack_command(("EVALSHA", script.sha, 0, "runs")))
+        sending.run_packed(conn, "nil_reply", hiredis.pack_command(("EVALSHA", script.sha, 0, "runs")))
         is None
     )
     assert r.get("runs") == "3"
     r.script_flush()
     packed = hiredis.pack_command(("EVALSHA", script.sha, 0, "runs"))
-    assert scripts.run_packed(conn, "nil_reply", packed) is scripts.NOT_LOADED
+    assert sending.run_packed(conn, "nil_reply", packed) is sending.NOT_LOADED
     assert r.get("runs") == "3"

@@ -1,0 +1,77 @@
+"""The scripts of the statistics: sample_backlog, rollup_hour, rollup_day and top_history."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+from tracker_core.scripts.binding import Binding, CallerKey, Many
+
+
+class SampleBacklogCodes(IntEnum):
+    ALREADY = 0
+    STORED = 1
+
+
+# Store MINUTE's backlog sample unless it has one.
+sample_backlog = Binding(
+    "sample_backlog",
+    keys=(CallerKey("minute:M", lambda k, call: k.minute(call["minute"]), "minute"),),
+    args={"backlog": "backlog", "ttl_s": "expiry of the minute hash"},
+    codes=SampleBacklogCodes,
+)
+
+
+class RollupHourCodes(IntEnum):
+    ALREADY = 0
+    WRITTEN = 1
+
+
+# Sum HOUR's 60 minute hashes into its hour hash, once.
+rollup_hour = Binding(
+    "rollup_hour",
+    keys=(CallerKey("hour:H", lambda k, call: k.hour(call["hour"]), "hour"),),
+    more_keys=Many("minute:M", lambda k, call: [k.minute(call["hour"] * 60 + i) for i in range(60)], "hour"),
+    args={"ttl_s": "expiry of the hour hash"},
+    codes=RollupHourCodes,
+)
+
+
+class RollupDayCodes(IntEnum):
+    HOURS_PENDING = -1
+    ALREADY = 0
+    WRITTEN = 1
+
+
+# Sum DAY's 24 hour hashes into the project's days hash, once.
+rollup_day = Binding(
+    "rollup_day",
+    keys=("days",),
+    more_keys=Many("hour:H", lambda k, call: [k.hour(call["day"] * 24 + i) for i in range(24)], "day"),
+    args={"day": "the day"},
+    codes=RollupDayCodes,
+)
+
+
+class TopHistoryCodes(IntEnum):
+    NOTHING_DUE = 0
+
+
+def _tiers(k, call) -> list:
+    args = []
+    for interval_s, kept, expiry_s in call["tiers"]:
+        args += [interval_s * 1000, kept, expiry_s * 1000]
+    return args
+
+
+# Add a point of the TOP downloaders' item counts to each stream due; TIERS: (interval_s, entries
+# kept, expiry_s) per stream. Returns how many streams got one.
+top_history = Binding(
+    "top_history",
+    keys=("downloader_bytes", "downloader_count"),
+    more_keys=Many(
+        "top_history:S", lambda k, call: [k.top_history(tier[0]) for tier in call["tiers"]], "tiers"
+    ),
+    args={"now_ms": "now (ms)", "top": "N"},
+    more_args=Many("then for each stream", _tiers, "tiers"),
+    codes=TopHistoryCodes,
+)

@@ -1,0 +1,71 @@
+"""The scripts of the warrior HQ's registry (global keys, no project): register_warrior and
+warrior_seen."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+from tracker_core import keys as keyspace
+from tracker_core.scripts.binding import Binding, CallerKey
+
+
+def _global(label: str, name: str) -> CallerKey:
+    """The global key NAME, which the header calls LABEL."""
+    return CallerKey(label, lambda k, call: name)
+
+
+WARRIORS = _global("warriors", keyspace.WARRIORS)
+WARRIORS_SEEN = _global("warriors:seen", keyspace.WARRIORS_SEEN)
+
+
+class RegisterWarriorCodes(IntEnum):
+    REGISTERED = 1
+    THROTTLED = -1
+    REGISTRY_FULL = -2
+
+
+# Add a warrior to the registry within its bounds.
+register_warrior = Binding(
+    "register_warrior",
+    keys=(
+        WARRIORS,
+        WARRIORS_SEEN,
+        CallerKey(
+            "registrations:ADDRESS",
+            lambda k, call: keyspace.warrior_registrations(call["address_key"]),
+            "address_key",
+        ),
+    ),
+    args={
+        "now_ms": "now (ms)",
+        "warrior_id": "warrior id",
+        "record": "JSON record",
+        "forget_before_ms": "forget warriors silent since before this time",
+        "max_warriors": "most warriors the registry holds",
+        "max_registrations": "most registrations per address per window",
+        "window_ms": "the throttle's window",
+        "seen_ms": "where a new warrior goes in warriors:seen",
+    },
+    codes=RegisterWarriorCodes,
+)
+
+
+class WarriorSeenCodes(IntEnum):
+    SEEN = 1
+    UNKNOWN_WARRIOR = 0
+    TOO_LARGE = -1  # the merged record would pass its bound: nothing written
+
+
+# Note a registered warrior's heartbeat BEAT (JSON).
+warrior_seen = Binding(
+    "warrior_seen",
+    keys=(WARRIORS, WARRIORS_SEEN),
+    args={
+        "now_ms": "now (ms)",
+        "warrior_id": "warrior id",
+        "forget_before_ms": "forget warriors silent since before this time",
+        "beat": "the heartbeat",
+        "max_record": "most bytes a record may take",
+    },
+    codes=WarriorSeenCodes,
+)
