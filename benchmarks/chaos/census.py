@@ -19,9 +19,12 @@ def _held_name(entry: str) -> str:
     return entry.split("\0", 1)[1]  # "LIMIT\0ITEM"
 
 
-def places(r, project: str, segments_dir: Path | None = None) -> dict[str, Counter]:
-    """Place name -> Counter of the items found there (an item twice in one place counts 2)."""
-    k = ProjectKeys(project)
+def places(
+    r, project: str, segments_dir: Path | None = None, k: ProjectKeys | None = None
+) -> dict[str, Counter]:
+    """Place name -> Counter of the items found there (an item twice in one place counts 2).
+    K: the keys of one shard of a sharded project (by default the project's first)."""
+    k = ProjectKeys(project) if k is None else k
     found: dict[str, Counter] = {}
     for name, key in zip(("todo", "backfeed", "secondary", "redo"), k.shared_queues()):
         found[name] = Counter(r.sscan_iter(key, count=5000))

@@ -172,12 +172,12 @@ def list_projects(c: Call):
 
 
 def create_project(c: Call):
-    body = c.body(("project", "settings"))
+    body = c.body(("project", "settings", "shards"))
     name = _str(body, "project", 64)
     values = body.get("settings")
     if values is not None and type(values) is not dict:
         raise BadInput("'settings' must be an object")
-    return projects.create(c.ctx, name, _setting_values(values or {}))
+    return projects.create(c.ctx, name, _setting_values(values or {}), shards=body.get("shards", 1))
 
 
 def show_project(c: Call):

@@ -98,6 +98,12 @@ class BackfeedResource:
         separator = _param_bytes(req, "itemseparator", None, project)
         if separator is not None and separator == delimiter:
             raise _Refusal(400, "itemseparator must differ from delimiter", "backfeed_bad_params", project)
+        if separator is not None and self.engine.layout(project).sharded:
+            # An item's shard is picked from its whole name, so two entries of one dedup key could
+            # land on two shards' filters: refused rather than deduplicated inexactly.
+            raise _Refusal(
+                400, "itemseparator is not supported on a sharded project", "backfeed_bad_params", project
+            )
         shard = req.get_param("shard") or ""
         if shard and not SHARD_RE.match(shard):
             raise _Refusal(400, "shard must match [A-Za-z0-9_.:-]{1,64}", "backfeed_bad_params", project)

@@ -159,14 +159,20 @@ class Backfeed:
         self._filters: dict[str, bloom.BloomFilter] = {}
         self._shard_maps: dict[str, tuple[float, dict]] = {}
 
-    def filter(self, project: str) -> bloom.BloomFilter:
-        f = self._filters.get(project)
+    def filter(self, project: str, k=None) -> bloom.BloomFilter:
+        """The Bloom filter of PROJECT, or of its shard whose keys are K."""
+        k = self.engine.keys(project) if k is None else k
+        f = self._filters.get(k.tag)
         if f is None:
-            f = self._filters[project] = bloom.BloomFilter(self.engine.conn, self.engine.keys(project))
+            if len(self._filters) > 10000:
+                self._filters.clear()
+            f = self._filters[k.tag] = bloom.BloomFilter(self.engine.conn, k)
         return f
 
-    def target_queue(self, project: str, shard: str) -> tuple[str | None, str]:
-        """(queue key, owning downloader or '') for SHARD's new items; (None, '') is todo:backfeed."""
+    def target_queue(self, project: str, shard: str, k=None) -> tuple[str | None, str]:
+        """(queue key, owning downloader or '') for SHARD's new items; (None, '') is todo:backfeed.
+        K: the keys of the project shard the items go to (by default its first). The map
+        (set by admins, on the first shard) names queues, which each project shard has."""
         if not shard:
             return None, ""
         cached = self._shard_maps.get(project)
@@ -176,13 +182,17 @@ class Backfeed:
             mapping = {}
             for name, queue in zip(flat[::2], flat[1::2]):
                 try:
-                    mapping[name] = keys.queue_and_owner(queue)
+                    keys.queue_and_owner(queue)
                 except ValueError:
                     continue  # a mapping to a queue that doesn't parse is ignored, not fatal
+                mapping[name] = queue
             if len(self._shard_maps) > 10000:
                 self._shard_maps.clear()
             cached = self._shard_maps[project] = (time.monotonic() + SHARD_MAP_TTL_S, mapping)
-        return cached[1].get(shard, (None, ""))
+        queue = cached[1].get(shard)
+        if queue is None:
+            return None, ""
+        return (self.engine.keys(project) if k is None else k).queue_and_owner(queue)
 
     def count_refused(self, project: str, refused: dict) -> None:
         """Count entries refused one by one (per reason) in the project's stats."""
@@ -202,21 +212,37 @@ class Backfeed:
         not queued and the outcome is FULL; batches before it stay queued, and a retry of the
         whole post finds them seen.
         """
-        f = self.filter(project)
         digest = backfeed_secrets.digest(secret)
         outcome = Outcome(bloom.OK, len(entries))
         settings = self.engine.settings(project)
         bound = outcome.bound = queue_bound(settings) if settings is not None else 0
-        target, owner = self.target_queue(project, shard)
+        layout = self.engine.layout(project)
+        if not layout.sharded:
+            self._submit_on(
+                project, self.engine.keys(project), digest, entries, dedup_keys, shard, bound, outcome
+            )
+            return outcome
+        # One call per project shard (the dedup key is the name: no itemseparator here, see
+        # tracker_api.backfeed), each queue bounded by its share of the bound.
+        share = -(-bound // layout.count) if bound else 0
+        for index, names in (layout.split(entries) or {0: []}).items():
+            self._submit_on(project, layout.keys[index], digest, names, names, shard, share, outcome)
+            if outcome.status != bloom.OK:
+                break
+        return outcome
+
+    def _submit_on(self, project, k, digest, entries, dedup_keys, shard, bound, outcome) -> None:
+        """submit() on one project shard (keys K), adding to OUTCOME."""
+        f = self.filter(project, k)
+        target, owner = self.target_queue(project, shard, k)
         if not entries:
             # Nothing to queue, but a wrong secret must still be told apart: one empty call.
             result = f.add([], [], secret_digest=digest, shard="", fields=("backfeed_new", "backfeed_seen"))
             outcome.status = result.status
-            return outcome
+            return
         # The engine's compiled limits: reloaded when the settings age moves, which its
         # settings cache notices within a second even in a process that only takes backfeed.
         compiled = None if owner else self.engine.limits(project)
-        k = self.engine.keys(project)
         held = 0
         try:
             for start in range(0, len(entries), self.batch):
@@ -238,8 +264,7 @@ class Backfeed:
                 held += result.held
                 if result.status != bloom.OK:
                     outcome.status = result.status
-                    return outcome
+                    return
         finally:
             if held:
                 limits_mod.hold_new(self.engine.conn, k)
-        return outcome

@@ -28,12 +28,15 @@ def digest(secret: str | bytes) -> str:
     return hashlib.sha256(raw).hexdigest()
 
 
-def create(r, keys) -> tuple[str, str]:
-    """Make a new secret for the project of KEYS; return (id, secret). Only the hash is stored."""
+def create(r, keys, copies=()) -> tuple[str, str]:
+    """Make a new secret for the project of KEYS; return (id, secret). Only the hash is stored,
+    in KEYS and in each of COPIES (the other shards of a sharded project, each of whose scripts
+    checks the secret on its own shard)."""
     secret = secrets.token_hex(SECRET_BYTES)  # hex: never contains the '-' that ends the project
     hashed = digest(secret)
     record = json.dumps({"id": hashed[:ID_CHARS], "created": int(time.time())})
-    r.hset(keys.backfeed_secrets, hashed, record)
+    for shard in (*copies, keys):  # KEYS last: what list_secrets reads shows it only once everywhere
+        r.hset(shard.backfeed_secrets, hashed, record)
     return hashed[:ID_CHARS], secret
 
 
@@ -44,7 +47,7 @@ def list_secrets(r, keys) -> list[dict]:
     )
 
 
-def revoke(r, keys, secret_id: str) -> str | None:
+def revoke(r, keys, secret_id: str, copies=()) -> str | None:
     """Revoke the secret whose id is SECRET_ID; return its id, or None when there is none.
 
     SECRET_ID is the 12-character id `list_secrets` shows, or a prefix of at least 6 of them
@@ -66,6 +69,10 @@ def revoke(r, keys, secret_id: str) -> str | None:
             f"secret id {secret_id!r} is ambiguous: {len(matches)} secrets start "
             "with it; give the full 12-character id"
         )
-    if not matches or not r.hdel(keys.backfeed_secrets, matches[0]):
+    if not matches:
+        return None
+    for shard in copies:  # the other shards first: KEYS is what list_secrets shows
+        r.hdel(shard.backfeed_secrets, matches[0])
+    if not r.hdel(keys.backfeed_secrets, matches[0]):
         return None
     return matches[0][:ID_CHARS]

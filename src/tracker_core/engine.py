@@ -10,13 +10,14 @@ import os
 import random
 import time
 
-from tracker_core import giveback, redis_clock, scripts, topology
+from tracker_core import giveback, redis_clock, scripts, shard_router, topology
 from tracker_core import item_status as item_status_mod
 from tracker_core import keys as keyspace
 from tracker_core import limits as limits_mod
 from tracker_core.derived_counters import with_derived
 from tracker_core.rawredis import RawRedis
 from tracker_core.settings import ProjectSettings
+from tracker_core.shard_layout import SHARD_TAGS_FIELD, ShardLayout, summed
 from tracker_core.uniques_seen import UniquesSeen
 
 _NEGATIVE_CACHE_S = 1.0
@@ -64,6 +65,8 @@ class Engine:
         self._memory_full = False
         self._owners = item_status_mod.Owners()  # downloaders with own queues, for item_status
         self._uniques = UniquesSeen()  # what this process's claims counted in the daily uniques
+        self._layouts: dict[str, tuple[str, ShardLayout]] = {}  # project -> (its shard_tags, layout)
+        self._rotation = shard_router.Rotation()
         # claim and done sent as ready RESP bytes (tracker_core.scripts.packed): RawRedis only.
         # They go through RawRedis.execute_packed, not execute_command: a wrapper that counts
         # or traces commands wraps both.
@@ -78,6 +81,21 @@ class Engine:
         if k is None:
             k = self._keys[project] = keyspace.ProjectKeys(project)
         return k
+
+    def layout(self, project: str) -> ShardLayout:
+        """PROJECT's shards (tracker_core.shard_layout), from its cached settings; one shard for
+        a project that does not exist (its scripts then answer so)."""
+        settings = self.settings(project)
+        tags = settings.values.get(SHARD_TAGS_FIELD, "") if settings is not None else ""
+        cached = self._layouts.get(project)
+        if cached is None or cached[0] != tags:
+            if len(self._layouts) > 10000:
+                self._layouts.clear()
+            layout = ShardLayout.from_settings(project, {SHARD_TAGS_FIELD: tags})
+            if not layout.sharded:  # the engine's cached keys, as one-shard calls use them
+                layout = ShardLayout(project, (self.keys(project).tag,))
+            cached = self._layouts[project] = (tags, layout)
+        return cached[1]
 
     def settings(self, project: str) -> ProjectSettings | None:
         """Cached settings of PROJECT, loaded on first use; None for a project that doesn't exist."""
@@ -128,27 +146,50 @@ class Engine:
     def claim(self, project: str, downloader: str, ip: str, wanted: int) -> tuple[int, list[str]]:
         """Claim up to WANTED items; return (status, names), status a scripts.claim.codes."""
         now_ms = self._now_ms()
+        layout = self.layout(project)
         # The cached settings say which life of the project the remembered uniques belong to;
         # the script checks it against the stored one, so a stale cache only costs the PFADDs.
         cached = self._settings.get(project)
         created_ms = cached[0].values.get("created_ms", "") if cached is not None else ""
         downloader_counted, ip_counted = self._uniques.flags(project, created_ms, now_ms, downloader, ip)
-        code, age, items = self._claims.run(
-            self.conn,
-            self.keys(project),
-            now_ms,
-            downloader,
-            ip,
-            wanted,
-            created_ms,
-            downloader_counted,
-            ip_counted,
-        )
-        if cached is not None and cached[0].age != age:  # _note_age, with the entry read above
+        if layout.sharded:
+            code, age, items = self._claim_shards(
+                layout, now_ms, downloader, ip, wanted, created_ms, downloader_counted, ip_counted
+            )
+        else:
+            code, age, items = self._claims.run(
+                self.conn,
+                layout.keys[0],
+                now_ms,
+                downloader,
+                ip,
+                wanted,
+                created_ms,
+                downloader_counted,
+                ip_counted,
+            )
+        if cached is not None and age is not None and cached[0].age != age:  # _note_age, with the entry above
             del self._settings[project]
         if not (downloader_counted and ip_counted):
             self._uniques.record(project, created_ms, now_ms, downloader, ip, code)
         return code, items
+
+    def _claim_shards(self, layout, now_ms, downloader, ip, wanted, created_ms, d_counted, ip_counted):
+        """A claim over several shards (tracker_core.shard_router). The daily uniques of a sharded
+        project are counted on its first shard alone (its statistics read them there): the
+        shards' scripts are told the client is counted, and a client not yet counted by this
+        process is added to the first shard's uniques here, once the claim ran."""
+
+        def visit(keys, room, mode):
+            return self._claims.run(
+                self.conn, keys, now_ms, downloader, ip, room, created_ms, True, True, mode
+            )
+
+        start = self._rotation.start(layout.project, layout.count)
+        code, items, age = shard_router.claim(layout, start, wanted, visit)
+        if not (d_counted and ip_counted) and code in shard_router.COUNTED and created_ms:
+            shard_router.count_uniques(self.conn, layout.keys[0], now_ms, downloader, ip)
+        return code, age, items
 
     def bury_unservable(self, project: str, downloader: str, reasons: dict[str, str]) -> int:
         """Send the claims DOWNLOADER was just given but cannot receive to `dead`; how many.
@@ -157,11 +198,15 @@ class Engine:
         the answer found one, so the request path pays nothing otherwise.
         """
         # Back to the bytes Redis holds: the names came decoded with surrogateescape.
-        flat = [x for name, why in reasons.items() for x in (scripts.wire(name), why)]
-        reply = scripts.bury_unservable(
-            self.conn, self.keys(project), now_ms=self._now_ms(), downloader=downloader, reasons=flat
-        )
-        return reply.buried
+        layout = self.layout(project)
+        buried = 0
+        for index, names in layout.split(reasons).items():
+            flat = [x for name in names for x in (scripts.wire(name), reasons[name])]
+            reply = scripts.bury_unservable(
+                self.conn, layout.keys[index], now_ms=self._now_ms(), downloader=downloader, reasons=flat
+            )
+            buried += reply.buried
+        return buried
 
     def done(
         self,
@@ -179,20 +224,23 @@ class Engine:
         counts names waiting in a queue (nothing changed: accept_queued_dones off); clamped is 1
         when the bytes were cut to max_bytes_per_item per item.
         """
-        reply = self._dones.run(
-            self.conn,
-            self.keys(project),
-            self._now_ms(),
-            downloader,
-            version,
-            item_id,
-            ip,
-            domain_bytes,
-            items,
-        )
+        now_ms = self._now_ms()
+        layout = self.layout(project)
+
+        def call(keys, names, shared_bytes):
+            return self._dones.run(
+                self.conn, keys, now_ms, downloader, version, item_id, ip, shared_bytes, names
+            )
+
+        if layout.sharded:
+            reply, age = shard_router.done(layout, items, domain_bytes, call)
+        else:
+            reply = call(layout.keys[0], items, domain_bytes)
+            age = reply.settings_age
         if reply.code == scripts.done.codes.UNKNOWN_PROJECT:
             return None
-        self._note_age(project, reply.settings_age)
+        if age is not None:
+            self._note_age(project, age)
         return reply
 
     def release(self, project: str, downloader: str, items: list[str]) -> int | None:
@@ -206,7 +254,19 @@ class Engine:
         classified: one read-only HMGET picks them, and the script re-checks every claim
         atomically. A name that was not out at the read is left alone like any unclaimed name.
         """
-        k = self.keys(project)
+        layout = self.layout(project)
+        if layout.sharded:
+            released = [
+                self._release_on(project, layout.keys[i], downloader, names)
+                for i, names in layout.split(items).items()
+            ]
+            return None if self.settings(project) is None else sum(r or 0 for r in released)
+        return self._release_on(project, layout.keys[0], downloader, items)
+
+    def _release_on(
+        self, project: str, k: keyspace.ProjectKeys, downloader: str, items: list[str]
+    ) -> int | None:
+        """Engine.release on one shard (keys K)."""
         items = self._claimed_by(k, downloader, items)
         if not items:
             return None if self.settings(project) is None else 0
@@ -251,7 +311,7 @@ class Engine:
         unknown project. One script call; the name is never classified (anyone may ask about
         any name): its held entry is looked up under each limit, a bounded number of lookups.
         """
-        return item_status_mod.lookup(self.conn, self.keys(project), item, self._owners)
+        return item_status_mod.lookup(self.conn, self.layout(project).keys_of(item), item, self._owners)
 
     def upload_target(self, project: str, downloader: str) -> str | None:
         """One of the project's active targets at random, ':downloader' filled in; None if none.
@@ -301,9 +361,15 @@ class Engine:
         "queues" is the to-do breakdown of tracker_core.census (offloaded queue tails included),
         so its sum is the to-do total everywhere (census.todo_total).
         """
+
+        parts = [self._counts_on(k) for k in self.layout(project).keys]
+        if len(parts) == 1:
+            return parts[0]
+        return summed(parts)
+
+    def _counts_on(self, k: keyspace.ProjectKeys) -> dict:
         from tracker_core import census
 
-        k = self.keys(project)
         replies = self.conn.pipeline(
             (
                 *census.commands(k),
@@ -327,8 +393,25 @@ class Engine:
         }
 
     def leaderboard(self, project: str, top: int) -> list[dict]:
-        k = self.keys(project)
-        flat = self.conn.execute_command("ZREVRANGE", k.downloader_bytes, 0, top - 1, "WITHSCORES")
+        layout = self.layout(project)
+        if not layout.sharded:
+            return self._leaderboard_on(layout.keys[0], top)
+        # Each shard credits a downloader for the items of its own shard: the whole score is the
+        # sum, so every shard's whole board is read (one entry per downloader; bounded by them).
+        merged: dict[str, dict] = {}
+        for k in layout.keys:
+            for row in self._leaderboard_on(k, -1):
+                into = merged.setdefault(row["downloader"], {**row, "bytes": 0, "items": 0})
+                into["bytes"] += row["bytes"]
+                into["items"] += row["items"]
+                into["version"] = into["version"] or row["version"]
+        rows = sorted(merged.values(), key=lambda row: (-row["bytes"], row["downloader"]))
+        return rows[:top]
+
+    def _leaderboard_on(self, k: keyspace.ProjectKeys, top: int) -> list[dict]:
+        flat = self.conn.execute_command(
+            "ZREVRANGE", k.downloader_bytes, 0, top - 1 if top > 0 else -1, "WITHSCORES"
+        )
         names = flat[::2]
         if not names:
             return []

@@ -19,6 +19,7 @@ from tracker_core import bloom
 from tracker_core import keys as keyspace
 from tracker_core import limits as limits_mod
 from tracker_core.errors import BadInput, NotFound
+from tracker_core.shard_layout import ShardLayout
 
 ADD_BATCH = 5000  # names read per step of add(): one progress report, one count of refusals
 NOT_UTF8 = "not_utf8"  # a name refused on its own; counted in stats as items_refused_not_utf8
@@ -94,36 +95,47 @@ def add(
     queue: str = "todo",
     batch: int = ADD_BATCH,
     refused: dict | None = None,
+    layout: ShardLayout | None = None,
 ) -> Iterator[tuple[int, int]]:
     """Queue NAMES into QUEUE of K's project a batch at a time; yield (added, duplicates) per
-    batch so callers show progress.
+    batch so callers show progress. With LAYOUT (a sharded project: K is its first shard) each
+    name goes to its own shard's queue, through that shard's Bloom filter partition.
 
     Empty names are skipped. A name that was not valid UTF-8 is refused on its own (the rest of
     its batch is added), counted in the project's stats (items_refused_not_utf8) and in
     REFUSED[NOT_UTF8]. CONN is a redis-py client (str replies). BadInput for a queue name that
     does not parse; NotFound when the project is gone.
     """
+    if layout is None or not layout.sharded:
+        layout = ShardLayout(k.project, (k.tag,))
+    shards = layout.keys
     try:
-        target, owner = k.queue_and_owner(queue)
+        targets = [shard.queue_and_owner(queue) for shard in shards]
     except ValueError as exc:
         raise BadInput(str(exc)) from None
-    seen_filter = bloom.BloomFilter(conn, k)
+    owner = targets[0][1]
+    filters = [bloom.BloomFilter(conn, shard) for shard in shards]
     compiled = None if owner else limits_mod.CompiledLimits(limits_mod.load(conn, k))
     refused = {} if refused is None else refused
     bad = 0
 
     def add_chunk(chunk: list[str]) -> tuple[int, int]:
-        added = duplicates = held = 0
+        added = duplicates = 0
+        held_on = set()
         try:
-            for start in range(0, len(chunk), bloom.BATCH):
-                part = chunk[start : start + bloom.BATCH]
-                result = enqueue(seen_filter, k, part, part, target, owner, compiled)
-                added, duplicates, held = added + result.new, duplicates + result.seen, held + result.held
-                if result.status == bloom.UNKNOWN_PROJECT:
-                    raise NotFound(f"unknown project {k.project!r}")
+            for index, names_here in layout.split(chunk).items():
+                shard, (target, _) = shards[index], targets[index]
+                for start in range(0, len(names_here), bloom.BATCH):
+                    part = names_here[start : start + bloom.BATCH]
+                    result = enqueue(filters[index], shard, part, part, target, owner, compiled)
+                    added, duplicates = added + result.new, duplicates + result.seen
+                    if result.held:
+                        held_on.add(index)
+                    if result.status == bloom.UNKNOWN_PROJECT:
+                        raise NotFound(f"unknown project {k.project!r}")
         finally:
-            if held:
-                limits_mod.hold_new(conn, k)
+            for index in held_on:
+                limits_mod.hold_new(conn, shards[index])
         return added, duplicates
 
     def count_refused() -> None:  # once per batch, not once per name

@@ -45,12 +45,17 @@ def valid_project_name(name: str) -> bool:
 
 
 def project_of_settings(key: str) -> str | None:
-    """The project whose settings key KEY is, or None for any other text: what the claim
-    publishes on REFILL_CHANNEL is its settings key, as a script knows no project names."""
+    """The project whose settings key KEY (of any of its shards) is, or None for any other
+    text: what the claim publishes on REFILL_CHANNEL is its settings key, as a script knows no
+    project names. A shard's tag is ``{PROJECT.I}`` or ``{PROJECT.I.SALT}`` (shard_layout)."""
     if not key.startswith("{") or "}" not in key:
         return None
-    project = key[1 : key.index("}")]
-    return project if valid_project_name(project) and key == ProjectKeys(project).settings else None
+    inner = key[1 : key.index("}")]
+    project, _, shard = inner.partition(".")
+    if shard and not all(part.isascii() and part.isdigit() for part in shard.split(".")):
+        return None
+    tag = "{" + inner + "}"
+    return project if valid_project_name(project) and key == ProjectKeys(project, tag).settings else None
 
 
 def warrior_registrations(address_key: str) -> str:
@@ -109,9 +114,11 @@ class ProjectKeys:
         "days",
     )
 
-    def __init__(self, project: str):
+    def __init__(self, project: str, tag: str | None = None):
+        """TAG: the hash tag of one of PROJECT's shards (tracker_core.shard_layout); by default
+        ``{PROJECT}``, the tag of a one-shard project and of every project's first shard."""
         self.project = project
-        tag = self.tag = "{" + project + "}"
+        tag = self.tag = "{" + project + "}" if tag is None else tag
         self.settings = f"{tag}:settings"
         # Blocks (tracker_core.blocks): the project's own entries, its copy of the global ones
         # (apart, so lifting one leaves the other), and the index the claim script reads.

@@ -137,7 +137,7 @@ def test_global_admin_creates_project_project_admin_sees_only_theirs(web, tok, a
         tok["global"],
         {"project": "fresh", "settings": {"title": "Fresh", "rate_limit": "60"}},
     )
-    assert ok(res) == {"created": "fresh"}
+    assert ok(res) == {"created": "fresh", "shards": 1}
     assert project_verbs.show(admin, "fresh")["settings"]["rate_limit"] == "60"
     assert call(web, "POST", "/api/admin/projects", tok["global"], {"project": "fresh"}).status_code == 409
     assert call(web, "POST", "/api/admin/projects", tok["global"], {"project": "Bad Name"}).status_code == 400

@@ -3,18 +3,26 @@
 from tracker_core.keys import GLOBAL_STATS
 
 
-def snapshot(r):
-    """Everything in Redis except the counters, to prove a refused request changed nothing."""
+def contents(r):
+    """Every key's contents (not its DUMP: a read may take a step of a hash's incremental
+    rehash, which reorders its DUMP without changing it)."""
     state = {}
     for key in r.scan_iter():
-        kind = r.type(key)
-        if key.endswith(":stats") or key == GLOBAL_STATS:
-            continue
         state[key] = {
             "set": r.smembers,
             "zset": lambda k: r.zrange(k, 0, -1, withscores=True),
             "hash": r.hgetall,
             "string": r.dump,  # dump: bitmaps are not text
             "stream": lambda k: r.xrange(k),
-        }[kind](key)
+            "list": lambda k: r.lrange(k, 0, -1),
+        }[r.type(key)](key)
     return state
+
+
+def snapshot(r):
+    """Everything in Redis except the counters, to prove a refused request changed nothing."""
+    return {
+        key: value
+        for key, value in contents(r).items()
+        if not (key.endswith(":stats") or key == GLOBAL_STATS)
+    }

@@ -7,6 +7,7 @@ import click
 from tracker_api.cli import output
 from tracker_api.cli.root import context, key_values, main, show
 from tracker_core.admin import census, projects
+from tracker_core.shard_layout import MAX_SHARDS
 
 
 @main.group()
@@ -17,11 +18,18 @@ def project():
 @project.command("create")
 @click.argument("slug")
 @click.option("--title", default="", help="The project's title on its pages.")
+@click.option(
+    "--shards",
+    type=click.IntRange(1, MAX_SHARDS),
+    default=1,
+    show_default=True,
+    help="Spread the project over this many Redis primaries (docs/sharding.md).",
+)
 @output.json_option
-def project_create(slug, title):
+def project_create(slug, title, shards):
     """Create project SLUG with default settings."""
-    result = projects.create(context(), slug, {"title": title} if title else None)
-    output.emit(result, f"created project {slug}")
+    result = projects.create(context(), slug, {"title": title} if title else None, shards=shards)
+    output.emit(result, f"created project {slug}" + (f" over {shards} shards" if shards > 1 else ""))
 
 
 @project.command("set")

@@ -14,7 +14,8 @@ SHARD_RE = re.compile(r"[A-Za-z0-9_.:-]{1,64}\Z")  # the backfeed's ?shard= (tra
 
 def create_secret(ctx: AdminContext, project: str) -> dict:
     """A new secret for PROJECT, returned once with the backfeed path (only its hash is kept)."""
-    secret_id, secret = backfeed_secrets.create(ctx.conn, ctx.keys(project))
+    first, *others = ctx.layout(project).keys
+    secret_id, secret = backfeed_secrets.create(ctx.conn, first, others)
     ctx.audit("backfeed_secret.create", project, id=secret_id)  # never the secret itself
     return {"id": secret_id, "secret": secret, "path": f"/backfeed/legacy/{project}-{secret}"}
 
@@ -25,9 +26,9 @@ def list_secrets(ctx: AdminContext, project: str) -> list[dict]:
 
 def revoke_secret(ctx: AdminContext, project: str, secret_id) -> dict:
     """Revoke the secret with id SECRET_ID (or a prefix of 6 or more only one secret has)."""
-    k = ctx.keys(project)
+    first, *others = ctx.layout(project).keys
     try:
-        revoked = backfeed_secrets.revoke(ctx.conn, k, secret_id)
+        revoked = backfeed_secrets.revoke(ctx.conn, first, secret_id, others)
     except backfeed_secrets.SecretError as exc:
         raise BadInput(str(exc)) from None
     if not revoked:
@@ -96,6 +97,17 @@ def bloom_filter(
             fp_rate=fp_rate or bloom.DEFAULT_FP_RATE,
             kind=kind or bloom.DEFAULT_KIND,
         )
+    shards = ctx.shards(project)
+    if wanted is not None and len(shards) > 1:
+        # Each shard filters its own items: the capacity is shared out, the rate kept.
+        per_shard = -(-wanted.capacity // len(shards))
+        wanted = bloom.Geometry(capacity=per_shard, fp_rate=wanted.fp_rate, kind=wanted.kind)
+        for other in shards[:-1]:
+            if (
+                bloom.configure(ctx.conn, other, wanted, replace=True)
+                == scripts.bloom_configure.codes.NOT_EMPTY
+            ):
+                raise Conflict(f"{project}'s filter already holds items; its geometry can't change")
     geometry = bloom.configure(ctx.conn, k, wanted, replace=wanted is not None)
     if geometry == scripts.bloom_configure.codes.NOT_EMPTY:
         raise Conflict(f"{project}'s filter already holds items; its geometry can't change")

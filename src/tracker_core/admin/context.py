@@ -14,6 +14,7 @@ import redis
 from tracker_core import audit, topology
 from tracker_core import keys as keyspace
 from tracker_core.admin.errors import BadInput, NotFound
+from tracker_core.shard_layout import SHARD_TAGS_FIELD, ShardLayout
 
 
 def connect(url: str) -> redis.Redis:
@@ -45,6 +46,20 @@ class AdminContext:
         if must_exist and not self.conn.exists(k.settings):
             raise NotFound(f"unknown project {project!r}")
         return k
+
+    def layout(self, project: str, must_exist: bool = True) -> ShardLayout:
+        """PROJECT's shards (docs/sharding.md), as its first shard's settings record them."""
+        k = self.keys(project, must_exist)
+        return ShardLayout.from_settings(
+            project, {SHARD_TAGS_FIELD: self.conn.hget(k.settings, SHARD_TAGS_FIELD)}
+        )
+
+    def shards(self, project: str, must_exist: bool = True) -> tuple[keyspace.ProjectKeys, ...]:
+        """The keys of every shard of PROJECT, the first shard LAST: a change written to every
+        shard in this order is visible on the first (whose settings age the nodes follow) only
+        once the others hold it."""
+        keys = self.layout(project, must_exist).keys
+        return keys[1:] + keys[:1]
 
     def audit(self, action: str, project: str | None = None, **detail) -> None:
         """Record one change by this context's actor (DETAIL small: counts, not item lists)."""

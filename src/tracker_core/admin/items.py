@@ -62,7 +62,7 @@ def add(
     added = duplicates = 0
     refused: dict = {}
     try:
-        for new, seen in intake.add(ctx.conn, k, checked, queue, batch, refused):
+        for new, seen in intake.add(ctx.conn, k, checked, queue, batch, refused, ctx.layout(project)):
             added, duplicates = added + new, duplicates + seen
             if progress is not None:
                 progress(added, duplicates)

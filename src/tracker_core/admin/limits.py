@@ -46,13 +46,15 @@ def add(ctx: AdminContext, project: str, name, pattern, rate, reclassify: bool =
         rate = str(rate)
     checks.text(rate, "rate", MAX_RATE_CHARS)
     checks.flag(reclassify, "reclassify")
-    k = ctx.keys(project)
+    shards = ctx.shards(project)
     try:
-        age = limits_mod.add(ctx.conn, k, name, pattern, rate)
+        for k in shards:  # the first shard last: its age is the one the nodes follow
+            age = limits_mod.add(ctx.conn, k, name, pattern, rate)
     except limits_mod.LimitError as exc:
         raise _typed(exc) from None
     if reclassify:
-        limits_mod.reclassify(ctx.conn, k)
+        for k in shards:
+            limits_mod.reclassify(ctx.conn, k)
     ctx.audit("limit.add", project, name=name, pattern=pattern, rate=rate, reclassify=reclassify)
     return {"limit": name, "settings_age": age}
 
@@ -60,7 +62,8 @@ def add(ctx: AdminContext, project: str, name, pattern, rate, reclassify: bool =
 def remove(ctx: AdminContext, project: str, name) -> dict:
     checks.text(name, "name", MAX_LIMIT_NAME_CHARS)
     try:
-        age = limits_mod.remove(ctx.conn, ctx.keys(project), name)
+        for k in ctx.shards(project):
+            age = limits_mod.remove(ctx.conn, k, name)
     except limits_mod.LimitError as exc:  # a bad name, or no such limit (or project)
         raise _typed(exc) from None
     ctx.audit("limit.remove", project, name=name)
@@ -69,7 +72,7 @@ def remove(ctx: AdminContext, project: str, name) -> dict:
 
 def reclassify(ctx: AdminContext, project: str) -> dict:
     """Hold the queued items the current limits match (queued before a limit, or released)."""
-    held = limits_mod.reclassify(ctx.conn, ctx.keys(project))
+    held = sum(limits_mod.reclassify(ctx.conn, k) for k in ctx.shards(project))
     ctx.audit("limit.reclassify", project, held=held)
     return {"held": held}
 
@@ -107,6 +110,12 @@ def _project_names(ctx: AdminContext) -> list[str]:
     return sorted(ctx.conn.smembers(keyspace.PROJECTS))
 
 
+def _shards_of(ctx: AdminContext, name: str) -> tuple[keyspace.ProjectKeys, ...]:
+    """Every shard of project NAME, listed in PROJECTS but perhaps deleted a moment ago: no
+    settings then (one shard, whose writes find no project)."""
+    return ctx.shards(name, must_exist=False)
+
+
 def block(ctx: AdminContext, entry, project: str | None = None, remove: bool = False) -> dict:
     """Block (or with REMOVE lift) ip:ADDRESS, ip:CIDR or name:DOWNLOADER in PROJECT, or in all
     projects; the entry as stored (blocks.normalise: ip:10.0.0.1/32 is ip:10.0.0.1).
@@ -124,12 +133,14 @@ def block(ctx: AdminContext, entry, project: str | None = None, remove: bool = F
         return entries - {entry} if remove else entries | {entry}
 
     if project is not None:
-        if not write_blocks(ctx, ctx.keys(project), lambda own, copy: (change(own), copy)):
-            raise NotFound(f"unknown project {project!r}")
+        for k in ctx.shards(project):
+            if not write_blocks(ctx, k, lambda own, copy: (change(own), copy)):
+                raise NotFound(f"unknown project {project!r}")
     else:
         (ctx.conn.srem if remove else ctx.conn.sadd)(keyspace.GLOBAL_BLOCKED, entry)
         for name in _project_names(ctx):
-            write_blocks(ctx, keyspace.ProjectKeys(name), lambda own, copy: (own, change(copy)))
+            for k in _shards_of(ctx, name):
+                write_blocks(ctx, k, lambda own, copy: (own, change(copy)))
     ctx.audit("block.remove" if remove else "block.add", project, entry=entry)
     return {"entry": entry, "blocked": not remove}
 
@@ -155,7 +166,9 @@ def reindex_blocks(ctx: AdminContext) -> dict:
     done = 0
     for name in _project_names(ctx):
         glob = set(ctx.conn.smembers(keyspace.GLOBAL_BLOCKED))
-        done += write_blocks(ctx, keyspace.ProjectKeys(name), lambda own, copy, glob=glob: (own - glob, glob))
+        for k in _shards_of(ctx, name):
+            wrote = write_blocks(ctx, k, lambda own, copy, glob=glob: (own - glob, glob))
+        done += wrote
     ctx.audit("block.reindex", None, projects=done)
     return {"projects": done}
 
@@ -170,12 +183,12 @@ def reindex_blocks_if_missing(ctx: AdminContext) -> dict:
     glob = set(r.smembers(keyspace.GLOBAL_BLOCKED))
     done = 0
     for name in _project_names(ctx):
-        k = keyspace.ProjectKeys(name)
-        has_blocks = glob or r.scard(k.blocked) or r.scard(k.blocked_global)
-        if has_blocks and not r.exists(k.blocked_index):
-            done += write_blocks(ctx, k, lambda own, copy: (own - glob, glob))
-        elif not r.hexists(k.settings, "blocked_index_size"):
-            write_blocks(ctx, k, lambda own, copy: (own, copy))
+        for k in _shards_of(ctx, name):
+            has_blocks = glob or r.scard(k.blocked) or r.scard(k.blocked_global)
+            if has_blocks and not r.exists(k.blocked_index):
+                done += write_blocks(ctx, k, lambda own, copy: (own - glob, glob))
+            elif not r.hexists(k.settings, "blocked_index_size"):
+                write_blocks(ctx, k, lambda own, copy: (own, copy))
     if done:
         ctx.audit("block.reindex", None, projects=done)
     return {"projects": done}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tracker_core import bloom, offload, redis_clock, scripts
+from tracker_core import bloom, offload, redis_clock, scripts, shard_layout
 from tracker_core import keys as keyspace
 from tracker_core import settings as settings_mod
 from tracker_core import stats as stats_mod
@@ -53,29 +53,52 @@ def list_projects(ctx: AdminContext) -> list[str]:
     return sorted(ctx.conn.smembers(keyspace.PROJECTS))
 
 
-def create(ctx: AdminContext, project: str, settings: dict | None = None) -> dict:
-    """Create PROJECT with default settings, overridden by SETTINGS; Conflict if it exists."""
+def create(ctx: AdminContext, project: str, settings: dict | None = None, shards=1) -> dict:
+    """Create PROJECT with default settings, overridden by SETTINGS, over SHARDS shards
+    (docs/sharding.md); Conflict if it exists.
+
+    The shards past the first are written first: the first shard's settings are what makes the
+    project exist for every node, and they name all the shards."""
     values = dict(settings or {})
+    if type(shards) is not int or not 1 <= shards <= shard_layout.MAX_SHARDS:
+        raise BadInput(f"'shards' must be a whole number from 1 to {shard_layout.MAX_SHARDS}")
     k = ctx.keys(project, must_exist=False)
     initial = settings_mod.defaults() | _validated(values)
     _refuse_stranding(initial)  # before the write: nothing stored to race with
-    created = scripts.create_project(ctx.conn, k, now_ms=redis_clock.now_ms(ctx.conn), settings=initial)
+    if ctx.conn.exists(k.settings):
+        raise Conflict(f"project {project!r} already exists")
+    layout = shard_layout.ShardLayout(
+        project, shard_layout.choose_tags(project, shards, shard_layout.slot_owner(ctx.conn))
+    )
+    if layout.sharded:
+        initial[shard_layout.SHARD_TAGS_FIELD] = " ".join(layout.tags)
+        initial[shard_layout.SHARE_FIELD] = repr(1 / shards)
+    now_ms = redis_clock.now_ms(ctx.conn)
+    for shard in layout.keys[1:] + layout.keys[:1]:
+        created = scripts.create_project(ctx.conn, shard, now_ms=now_ms, settings=initial)
     ctx.conn.sadd(keyspace.PROJECTS, project)
     if created != scripts.create_project.codes.CREATED:
         raise Conflict(f"project {project!r} already exists")
     # After joining PROJECTS: a global block made meanwhile either is read here or finds this
     # project in its loop over PROJECTS.
-    limits.write_blocks(ctx, k, lambda own, copy: (own, set(ctx.conn.smembers(keyspace.GLOBAL_BLOCKED))))
-    ctx.audit("project.create", project, settings=values)
-    return {"created": project}
+    glob = set(ctx.conn.smembers(keyspace.GLOBAL_BLOCKED))
+    for shard in ctx.shards(project):
+        limits.write_blocks(ctx, shard, lambda own, copy: (own, glob))
+    ctx.audit("project.create", project, settings=values, **({"shards": shards} if shards > 1 else {}))
+    return {"created": project, "shards": shards}
 
 
 def show(ctx: AdminContext, project: str) -> dict:
     k = ctx.keys(project)
     values = settings_mod.with_stored(ctx.conn.hgetall(k.settings))
+    layout = shard_layout.ShardLayout.from_settings(project, values)
+    for internal in (shard_layout.SHARD_TAGS_FIELD, shard_layout.SHARE_FIELD):
+        values.pop(internal, None)
     return {
         "project": project,
         "settings": values,
+        # Where each shard lives: its hash tag, slot and (on a Cluster) primary.
+        "shards": layout.describe(shard_layout.slot_owner(ctx.conn)),
         # Settings an older tracker let through that could strand offloaded items (maintain
         # refills with safe stand-ins meanwhile): why, or None.
         "offload_warning": settings_mod.offload_rules(values).problem,
@@ -109,18 +132,28 @@ def store_settings(ctx: AdminContext, k: keyspace.ProjectKeys, values: dict[str,
     return age
 
 
+def store_everywhere(ctx: AdminContext, project: str, values: dict[str, str]) -> int:
+    """store_settings on every shard of PROJECT, its first shard last; the first shard's new age.
+
+    Each shard's change is atomic on its own; between two of them a claim on a shard not yet
+    written sees the settings of a moment ago (docs/sharding.md, "Project-wide rules")."""
+    values = _validated(values)  # refused before any read: a refusal touches nothing
+    for k in ctx.shards(project):
+        age = store_settings(ctx, k, values)
+    return age
+
+
 def set_settings(ctx: AdminContext, project: str, values: dict) -> dict:
     """Change settings (name -> text); the new settings age."""
-    k = ctx.keys(project)
     if not isinstance(values, dict) or not values:
         raise BadInput("no settings given")
-    age = store_settings(ctx, k, values)
+    age = store_everywhere(ctx, project, values)
     ctx.audit("project.settings", project, settings=dict(values))
     return {"settings_age": age}
 
 
 def _pause(ctx: AdminContext, project: str, paused: bool) -> dict:
-    age = store_settings(ctx, ctx.keys(project), {"paused": "1" if paused else "0"})
+    age = store_everywhere(ctx, project, {"paused": "1" if paused else "0"})
     ctx.audit("project.pause" if paused else "project.resume", project)
     return {"settings_age": age, "paused": paused}
 
@@ -152,24 +185,31 @@ def set_upload_target(ctx: AdminContext, project: str, url: str, state: str = "a
 
 
 def delete(ctx: AdminContext, project: str) -> dict:
-    """Delete PROJECT and its keys, without KEYS and without blocking Redis.
+    """Delete PROJECT and its keys on every shard, without KEYS and without blocking Redis.
 
-    The settings go first, so the hot path sees an unknown project at once; then every known key
-    is UNLINKed (freed in the background), downloader queues found through their index, and the
-    time-bucketed counters over the spans they can live (they would expire anyway).
+    The first shard's settings go first, so the hot path sees an unknown project at once; then
+    every known key is UNLINKed (freed in the background), downloader queues found through their
+    index, and the time-bucketed counters over the spans they can live (they would expire anyway).
     """
-    k = ctx.keys(project)
+    shards = ctx.shards(project)
     r = ctx.conn
-    r.unlink(k.settings)
+    r.unlink(shards[-1].settings)
     r.srem(keyspace.PROJECTS, project)
     offload.forget_project(r, project)  # a maintainer removes its segment files
+    now_ms = redis_clock.now_ms(r)
+    for k in shards:
+        _unlink_shard(r, k, now_ms)
+    ctx.audit("project.delete", project)
+    return {"deleted": project}
+
+
+def _unlink_shard(r, k: keyspace.ProjectKeys, now_ms: int) -> None:
     fixed = [
         getattr(k, name)
         for name in keyspace.ProjectKeys.__slots__
-        if name not in ("project", "tag", "settings", "downloader_queues")
+        if name not in ("project", "tag", "downloader_queues")
     ]
     owners = [k.downloader_queue(o) for o in r.sscan_iter(k.downloader_queues)]
-    now_ms = redis_clock.now_ms(r)
     minutes = [k.minute(m) for m in range(now_ms // 60000 - 2 * 1440, now_ms // 60000 + 2)]
     hours = [k.hour(h) for h in range(now_ms // 3_600_000 - 61 * 24, now_ms // 3_600_000 + 2)]
     days = range(now_ms // 86_400_000 - 63, now_ms // 86_400_000 + 2)
@@ -187,5 +227,3 @@ def delete(ctx: AdminContext, project: str) -> dict:
     )
     for i in range(0, len(every), DELETE_CHUNK):
         r.unlink(*every[i : i + DELETE_CHUNK])
-    ctx.audit("project.delete", project)
-    return {"deleted": project}

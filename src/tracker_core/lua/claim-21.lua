@@ -1,7 +1,11 @@
 --[[ claim: hand up to N items to one downloader, atomically.
 
 KEYS[1]  settings           hash  project settings (its absence means: unknown project), and
-                                 REFILL_WATCH_FIELD while segments of a queue wait on disk
+                                 REFILL_WATCH_FIELD while segments of a queue wait on disk; on
+                                 one shard of a sharded project (docs/sharding.md), shard_share:
+                                 the shard's share of rate_limit, rate_burst, the pattern
+                                 limits' rates, claims_limit and max_claims_per_downloader
+                                 (the last two rounded up), 1 when absent
 KEYS[2]  blocked_index      zset  score 0: blocked names and merged address ranges, for the project
                                  alone ("p...") and with the global blocks ("a..."); see blocks.py
 KEYS[3]  todo:d:DOWNLOADER  set   the downloader's own queue
@@ -38,6 +42,10 @@ ARGV[8] '1': the caller already counted this IP in KEYS[15]
         has new, empty uniques), read in the settings HMGET at no extra call. The caller
         (engine.UniquesSeen) records a member after a reply other than 403 and -1, the only
         replies whose claim ran the PFADDs, per project, created_ms and day (the keys' day).
+ARGV[9] one visit of a claim that goes from shard to shard (docs/sharding.md; optional): ''
+        or absent: the whole request, its outcome counted; 'more': other shards may follow and
+        nothing was served yet, so only a served or blocked outcome is counted; 'after': an
+        earlier shard served the request, so only the items are counted (items_claimed).
 
 Returns {code, settings_age, item...}:
   200 items given (at least one)     404 nothing to give: queues empty, project paused, the
@@ -91,6 +99,9 @@ local MAX_PX_MS = 366 * 86400000       -- a rate limiter state longer than a yea
 -- redis.call is printed with %.17g (about 2,000 instructions, 12% of a claim when every count
 -- and time went so). Anything else (a fraction) goes as it is.
 local floor, format = math.floor, string.format
+-- This shard's share of the project-wide limits (settings field shard_share, docs/sharding.md):
+-- 1 for a project of one shard; set from the settings below, before any limit is applied.
+local shard_share = 1
 -- The helpers of reclaims, limits and many-item claims, made when a claim needs them.
 local function rare_helpers()
   local function int_arg(n)
@@ -211,7 +222,7 @@ local function rare_helpers()
       if record then
         local ok, limit = pcall(cjson.decode, record)
         per_s = ok and type(limit) == 'table' and num(limit['rate_per_s'])
-        if not per_s or per_s <= 0 then record = nil end   -- unreadable: served as if removed
+        if not per_s or per_s <= 0 then record = nil else per_s = per_s * shard_share end   -- unreadable: served as if removed
       end
       if record then
         interval = 1000 / per_s
@@ -268,10 +279,20 @@ wanted = math.max(1, math.min(MAX_MULTI_CEILING, math.floor(wanted)))
 local settings = redis.call('HMGET', settings_key, 'settings_age', 'paused', 'rate_limit',
                             'rate_burst', 'max_claims_per_downloader', 'reclaim_ttl_s',
                             'claims_limit', 'max_reclaims', 'ignore_global_blocked', 'created_ms',
-                            'blocked_index_size', REFILL_WATCH_FIELD)
+                            'blocked_index_size', REFILL_WATCH_FIELD, 'shard_share')
 local age = settings[1]
 if not age then return {-1, 0} end
+shard_share = tonumber(settings[13]) or 1
+if not (shard_share > 0 and shard_share <= 1) then shard_share = 1 end   -- NaN or out of range
 local downloader, ip = ARGV[2], ARGV[3]
+-- A claim of a sharded project visits shard after shard (ARGV[9]) but is one request: it
+-- counts its one outcome where it is served, or on its last visit.
+local visit = ARGV[9] or ''
+local function outcome(field)
+  if visit == '' or (visit == 'more' and field == 'requests_blocked') then
+    bump(stats_key, minute_key, field, 1)
+  end
+end
 -- From here every return counts exactly one outcome (requests_served, _served_one, _empty,
 -- _claims_limited, _blocked, _paused, _capped, _limited) in KEYS[12] and KEYS[13]: their sum is the project's
 -- requests (tracker_core.derived_counters), so no separate counter is written.
@@ -283,14 +304,14 @@ local downloader, ip = ARGV[2], ARGV[3]
 if settings[11] ~= '0' then
   local view = settings[9] == '1' and 'p' or 'a'
   if redis.call('ZSCORE', blocked_index_key, view .. 'n:' .. downloader) then
-    bump(stats_key, minute_key, 'requests_blocked', 1) return {403, age}
+    outcome('requests_blocked') return {403, age}
   end
   local ip_key = ARGV[5] or ''
   if ip_key ~= '' then
     local near = redis.call('ZREVRANGEBYLEX', blocked_index_key, '[' .. view .. ip_key .. '~',
                             '[' .. view .. string.sub(ip_key, 1, 1), 'LIMIT', '0', '1')[1]
     if near and string.sub(near, #view + #ip_key + 2) >= string.sub(ip_key, 2) then
-      bump(stats_key, minute_key, 'requests_blocked', 1) return {403, age}
+      outcome('requests_blocked') return {403, age}
     end
   end
 end
@@ -306,30 +327,33 @@ for u = 1, 2 do
     end
   end
 end
-if settings[2] == '1' then bump(stats_key, minute_key, 'requests_paused', 1) return {404, age} end
+if settings[2] == '1' then outcome('requests_paused') return {404, age} end
 
 -- Settings as numbers: 0 (or the default) when absent or not a number (NaN included: it would
 -- reach a ZADD score after the first write).
 local cap = tonumber(settings[5]) or 0
 if cap ~= cap then cap = 0 end
 if cap > 0 then
+  if shard_share < 1 then cap = math.ceil(cap * shard_share) end
   local room = cap - (tonumber(redis.call('HGET', downloader_claims_key, downloader)) or 0)
-  if room <= 0 then bump(stats_key, minute_key, 'requests_capped', 1) return {404, age} end
+  if room <= 0 then outcome('requests_capped') return {404, age} end
   if room < wanted then wanted = room end
 end
 
 local rate = tonumber(settings[3]) or 0
 if rate ~= rate then rate = 0 end
+rate = rate * shard_share
 local interval, tat
 if rate > 0 then
   interval = 60000 / rate
   local burst = tonumber(settings[4]) or 0
   if burst ~= burst then burst = 0 end
+  burst = burst * shard_share
   if burst < 1 then burst = math.max(1, rate / 60) end
   tat = tonumber(redis.call('GET', ratelimit_key)) or now
   if tat < now then tat = now end
   local allowed = math.floor((now + burst * interval - tat) / interval)
-  if allowed < 1 then bump(stats_key, minute_key, 'requests_limited', 1) return {429, age} end
+  if allowed < 1 then outcome('requests_limited') return {429, age} end
   if allowed < wanted then wanted = allowed end
 end
 
@@ -338,6 +362,7 @@ if ttl_ms ~= ttl_ms then ttl_ms = DEFAULT_RECLAIM_TTL_S end
 ttl_ms = ttl_ms * 1000
 local claims_limit = tonumber(settings[7]) or 0
 if claims_limit ~= claims_limit then claims_limit = 0 end
+if claims_limit > 0 and shard_share < 1 then claims_limit = math.ceil(claims_limit * shard_share) end
 local max_reclaims = tonumber(settings[8]) or 0
 if max_reclaims ~= max_reclaims then max_reclaims = 0 end
 local reply = {200, age}
@@ -431,8 +456,7 @@ if not limit_reached and #reply - 2 < wanted then
                                             downloader, ip, reply)
 end
 if #reply == 2 then
-  local field = (limit_reached and room <= 0) and 'requests_claims_limited' or 'requests_empty'
-  bump(stats_key, minute_key, field, 1)
+  outcome((limit_reached and room <= 0) and 'requests_claims_limited' or 'requests_empty')
   return {404, age}
 end
 
@@ -480,10 +504,11 @@ end
 -- a served request and a fresh item claimed (the readers add it to both:
 -- tracker_core.derived_counters), so it costs two HINCRBYs where the general case costs three.
 if count == 1 and reclaimed == 0 then
+  if visit == 'after' then bump(stats_key, nil, 'items_claimed', 1) return reply end
   bump(stats_key, minute_key, 'requests_served_one', 1)
   return reply
 end
-bump(stats_key, minute_key, 'requests_served', 1)
+if visit ~= 'after' then bump(stats_key, minute_key, 'requests_served', 1) end
 -- In the project's totals only: no chart or rate reads these per minute (the minute hash holds
 -- what the statistics read: the outcomes here, done's items, bytes and RTTs), and a minute's
 -- copy was one more HINCRBY on every claim.

@@ -93,8 +93,10 @@ claim = Binding(
         "counted_under": "the project's created_ms",
         "downloader_counted": Flag("'1': the caller already counted this downloader"),
         "ip_counted": Flag("'1': the caller already counted this IP"),
+        # A sharded project's claim visits shard after shard (tracker_core.shard_router).
+        "visit": "one visit of a claim that goes from shard to shard",
     },
-    defaults={"counted_under": "", "downloader_counted": False, "ip_counted": False},
+    defaults={"counted_under": "", "downloader_counted": False, "ip_counted": False, "visit": ""},
     reply=claim_reply,
     shape=ClaimReply,
     codes=ClaimCodes,

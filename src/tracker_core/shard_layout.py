@@ -1,0 +1,158 @@
+"""Where a project's items live: its shards' hash tags, and the one shard each item belongs to.
+
+A project has N shards (docs/sharding.md). With N = 1, the default, it is today's layout: one
+hash tag ``{PROJECT}``, one Redis Cluster slot, one primary. With N > 1, shard 0 keeps that tag
+and shard I its own, ``{PROJECT.I}`` or ``{PROJECT.I.SALT}``: the salt is picked at creation
+so that on a Cluster consecutive shards land on different primaries (a dot is in no project name,
+so no tag of one project is another project's). Every shard holds a whole project's key layout
+(tracker_core.keys.ProjectKeys with the shard's tag): its own copy of the settings and blocks,
+its queues, claims, done set, Bloom filter partition, counters and log, so that every script
+stays atomic on one shard and unchanged.
+
+An item belongs to shard ``crc32(name) mod N``: its place in a queue, its claim, done, release,
+status and its Bloom filter entry are all on that shard. The layout is fixed when the project is
+created (the settings field SHARD_TAGS_FIELD, the same in every shard's copy).
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable, Iterable
+
+from redis.crc import key_slot
+
+from tracker_core.keys import ProjectKeys
+
+MAX_SHARDS = 16  # shards one project may have (at most one per primary is useful; 16 leaves room)
+SHARD_TAGS_FIELD = "shard_tags"  # settings field: every shard's tag, in shard order, space-separated
+SHARE_FIELD = "shard_share"  # settings field of one shard's copy: its share of project-wide limits
+_MAX_SALT = 100_000  # tags tried per shard before giving up on a primary (a slot owner is found
+# within a few tries when the primaries own comparable slot ranges)
+
+
+def _tag(project: str, index: int, salt: int = 0) -> str:
+    if index == 0:
+        return "{" + project + "}"
+    return "{" + f"{project}.{index}" + (f".{salt}" if salt else "") + "}"
+
+
+def slot_of_tag(tag: str) -> int:
+    """The Cluster hash slot of every key under TAG."""
+    return key_slot(tag.encode())
+
+
+def choose_tags(project: str, count: int, owner_of_slot: Callable[[int], str] | None = None) -> list[str]:
+    """The tags of PROJECT's COUNT shards. OWNER_OF_SLOT (Cluster only) names the primary that
+    serves a slot: shard I then goes to the primary I places after shard 0's in the primaries'
+    sorted order (round robin), so N shards on N primaries use them all. Without it (one Redis
+    or Sentinel) the tags carry no salt."""
+    if not 1 <= count <= MAX_SHARDS:
+        raise ValueError(f"shards must be between 1 and {MAX_SHARDS}")
+    tags = [_tag(project, 0)]
+    if owner_of_slot is None:
+        return tags + [_tag(project, i) for i in range(1, count)]
+    primaries = sorted({owner_of_slot(slot) for slot in range(0, 16384, 64)})
+    first = primaries.index(owner_of_slot(slot_of_tag(tags[0])))
+    for index in range(1, count):
+        wanted = primaries[(first + index) % len(primaries)]
+        for salt in range(_MAX_SALT):
+            tag = _tag(project, index, salt)
+            if owner_of_slot(slot_of_tag(tag)) == wanted:
+                break
+        else:  # a primary with almost no slots: any place will do
+            tag = _tag(project, index)
+        tags.append(tag)
+    return tags
+
+
+def wire(name) -> bytes:
+    """NAME as the bytes Redis holds (names read back with surrogateescape keep their bytes)."""
+    return name.encode("utf-8", "surrogateescape") if isinstance(name, str) else name
+
+
+class ShardLayout:
+    """The shards of one project: their keys in shard order, and the shard of an item."""
+
+    __slots__ = ("project", "tags", "keys", "count")
+
+    def __init__(self, project: str, tags: Iterable[str]):
+        self.project = project
+        self.tags = tuple(tags)
+        self.keys = tuple(ProjectKeys(project, tag) for tag in self.tags)
+        self.count = len(self.keys)
+
+    @classmethod
+    def single(cls, project: str) -> ShardLayout:
+        return cls(project, (_tag(project, 0),))
+
+    @classmethod
+    def from_settings(cls, project: str, values: dict) -> ShardLayout:
+        """The layout a shard's settings record (none recorded: one shard)."""
+        text = values.get(SHARD_TAGS_FIELD) or ""
+        tags = text.split()
+        return cls(project, tags) if len(tags) > 1 else cls.single(project)
+
+    @property
+    def sharded(self) -> bool:
+        return self.count > 1
+
+    def shard_of(self, name) -> int:
+        """The index of the shard ITEM NAME belongs to."""
+        if self.count == 1:
+            return 0
+        return zlib.crc32(wire(name)) % self.count
+
+    def keys_of(self, name) -> ProjectKeys:
+        return self.keys[self.shard_of(name)]
+
+    def split(self, names: Iterable) -> dict[int, list]:
+        """NAMES grouped by shard index, each group in the order given (no empty groups)."""
+        if self.count == 1:
+            names = list(names)
+            return {0: names} if names else {}
+        groups: dict[int, list] = {}
+        count = self.count
+        crc32 = zlib.crc32
+        for name in names:
+            groups.setdefault(crc32(wire(name)) % count, []).append(name)
+        return groups
+
+    def describe(self, owner_of_slot: Callable[[int], str] | None = None) -> list[dict]:
+        """One line per shard for `tracker project show`: its index, tag, slot and node."""
+        return [
+            {
+                "shard": index,
+                "tag": tag,
+                "slot": slot_of_tag(tag),
+                "node": owner_of_slot(slot_of_tag(tag)) if owner_of_slot else "",
+            }
+            for index, tag in enumerate(self.tags)
+        ]
+
+
+def slot_owner(conn) -> Callable[[int], str] | None:
+    """For a redis-py Cluster client CONN: slot -> "host:port" of the primary serving it, from
+    the client's slot map; None for any other client (one Redis or Sentinel: no placement)."""
+    manager = getattr(conn, "nodes_manager", None)
+    if manager is None:
+        return None
+    return lambda slot: manager.get_node_from_slot(slot).name
+
+
+def summed(parts: list[dict]) -> dict:
+    """The figures of several shards as one project's: numbers added key by key (nested dicts
+    too), anything else (a name, a flag) taken from the first shard's."""
+
+    def add(a, b):
+        if isinstance(a, dict) and isinstance(b, dict):
+            return {
+                key: add(a[key], b[key]) if key in a and key in b else a.get(key, b.get(key)) for key in a | b
+            }
+        if type(a) in (int, float) and type(b) in (int, float):
+            return a + b
+        return a
+
+    total = parts[0]
+    for part in parts[1:]:
+        total = add(total, part)
+    return total

@@ -1,0 +1,134 @@
+"""One sharded project's warrior calls, spread over its shards (docs/sharding.md).
+
+The engine (tracker_core.engine) sends a project of one shard straight to its scripts; a
+project of several comes here. Each function makes one script call per shard it needs, each
+atomic on its shard, with the very scripts and bindings a one-shard project uses:
+
+- claim: starts at the next shard in this process's rotation (so the load spreads evenly over
+  shards, nodes and workers) and falls through to the others in the same request before it
+  answers 404; multi=K gathers from several shards when one runs short.
+- done and release: the names split by shard, one call per shard; a done's reported bytes are
+  shared out over the shards in proportion to their names, so the totals are exact.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+
+from tracker_core import scripts
+from tracker_core.script_constants import UNIQUES_TTL_S
+from tracker_core.shard_layout import ShardLayout
+
+DAY_MS = 86_400_000
+
+# Replies after which the other shards are not asked: the same blocks and the same project are
+# on every shard (a block is written to all of them), so the answer would not change.
+_FINAL = frozenset((scripts.claim.codes.BLOCKED, scripts.claim.codes.UNKNOWN_PROJECT))
+
+
+# Claim replies after which the client counts in the daily uniques (as uniques_seen records them).
+COUNTED = frozenset((scripts.claim.codes.OK, scripts.claim.codes.NOTHING, scripts.claim.codes.RATE_LIMITED))
+
+
+def count_uniques(conn, first, now_ms: int, downloader: str, ip: str) -> None:
+    """Count DOWNLOADER and IP in the daily uniques on the first shard (keys FIRST), as the
+    claim script counts them for a one-shard project: the statistics read them there."""
+    day = now_ms // DAY_MS
+    commands = []
+    for kind, member in (("downloaders", downloader), ("ips", ip)):
+        key = first.uniques(kind, day)
+        commands += [("PFADD", key, member), ("EXPIRE", key, UNIQUES_TTL_S)]
+    conn.pipeline(commands)
+
+
+class Rotation:
+    """Which shard a process's next claim of a project starts at: round robin from a random
+    start, so that many workers spread over the shards from their first request."""
+
+    __slots__ = ("_next",)
+
+    def __init__(self):
+        self._next: dict[str, int] = {}
+
+    def start(self, project: str, count: int) -> int:
+        current = self._next.get(project)
+        if current is None:
+            current = random.randrange(count)
+        self._next[project] = (current + 1) % count
+        return current % count
+
+
+def claim(
+    layout: ShardLayout, start: int, wanted: int, visit: Callable[[int, object, int], tuple]
+) -> tuple[int, list, int | None]:
+    """(code, items, first shard's settings age or None) of a claim of WANTED items over
+    LAYOUT's shards from START. VISIT(keys, wanted, mode) runs the claim script on one shard
+    and returns its (code, settings age, items); MODE says how the visit counts the request."""
+    items: list = []
+    limited = False
+    age0 = None
+    count = layout.count
+    for step in range(count):
+        index = (start + step) % count
+        # How this visit counts the request's one outcome (claim-21.lua, ARGV[9]).
+        mode = "after" if items else ("more" if step < count - 1 else "")
+        code, age, got = visit(layout.keys[index], wanted - len(items), mode)
+        if index == 0:
+            age0 = age
+        if code == scripts.claim.codes.OK:
+            items.extend(got)
+            if len(items) >= wanted:
+                break
+        elif code == scripts.claim.codes.RATE_LIMITED:
+            limited = True
+        elif code in _FINAL:
+            if not items:
+                return code, items, age0
+            break
+    if items:
+        return scripts.claim.codes.OK, items, age0
+    return (scripts.claim.codes.RATE_LIMITED if limited else scripts.claim.codes.NOTHING), items, age0
+
+
+def share_bytes(domain_bytes: list, part: int, before: int, total: int) -> list:
+    """DOMAIN_BYTES (domain, bytes, ... flat) as the share of names BEFORE..BEFORE+PART of
+    TOTAL: each domain's bytes cut at whole-number marks, so the shares add up exactly."""
+    shared = []
+    for i in range(0, len(domain_bytes), 2):
+        reported = int(domain_bytes[i + 1])
+        cut = reported * (before + part) // total - reported * before // total
+        shared += (domain_bytes[i], cut)
+    return shared
+
+
+def done(
+    layout: ShardLayout, items: list, domain_bytes: list, call: Callable[[object, list, list], object]
+) -> tuple[scripts.done.Reply, int | None]:
+    """(reply, the first shard's settings age or None) of the done of ITEMS split by shard:
+    CALL(keys, names, domain bytes) per shard, the counts of the replies summed."""
+    groups = layout.split(items)
+    total = len(items)
+    replies = {}
+    before = 0
+    for index in sorted(groups):
+        names = groups[index]
+        replies[index] = call(layout.keys[index], names, share_bytes(domain_bytes, len(names), before, total))
+        before += len(names)
+    if not replies:
+        replies[0] = call(layout.keys[0], [], domain_bytes)
+    age0 = replies[0].settings_age if 0 in replies else None
+    first = next(iter(replies.values()))
+    unknown = [r for r in replies.values() if r.code == scripts.done.codes.UNKNOWN_PROJECT]
+    if unknown:
+        return unknown[0], age0
+    merged = scripts.done.Reply(
+        first.code,
+        first.settings_age,
+        *(
+            sum(getattr(r, field) for r in replies.values())
+            for field in ("new", "repeated", "unknown", "refused")
+        ),
+        max(r.clamped for r in replies.values()),
+    )
+    return merged, age0
