@@ -70,12 +70,16 @@ class RawRedis(HashReads):
     """One blocking connection; reconnects on demand. Not thread-safe: one per process.
 
     Replies are decoded by hiredis in C, in the one shape of tracker_core.connection.
+    CONNECT_TIMEOUT_S (TIMEOUT_S when None) bounds a TCP connect apart: a host that died answers
+    no SYN, and a failover's callers (tracker_core.topology) want to move on well before a
+    call's own timeout.
     """
 
-    def __init__(self, url: str, timeout_s: float = 10.0):
+    def __init__(self, url: str, timeout_s: float = 10.0, connect_timeout_s: float | None = None):
         self.url = url
         self.options = parse_redis_url(url)
         self.timeout_s = timeout_s
+        self.connect_timeout_s = connect_timeout_s
         self._sock: socket.socket | None = None
         self._reader: hiredis.Reader | None = None
         self._poll: select.poll | None = None
@@ -91,7 +95,9 @@ class RawRedis(HashReads):
                 sock.close()
                 raise
         else:
-            sock = socket.create_connection((opts["host"], opts["port"]), timeout=self.timeout_s)
+            sock = socket.create_connection(
+                (opts["host"], opts["port"]), timeout=self.connect_timeout_s or self.timeout_s
+            )
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         blocking_with_timeouts(sock, self.timeout_s)
         self._sock = sock

@@ -57,8 +57,9 @@ FAILOVER_WAIT_S = 12.0
 # How often a Sentinel connection re-reads how many replicas its primary has (ROLE, piggybacked
 # on a request's round trip).
 REPLICA_CHECK_S = 1.0
-# How long a node asked for the slot map or the primary (Sentinel) may take: a hung node is
-# passed over after this, not after a call's 10 s.
+# How long a node asked for the slot map or the primary (Sentinel) may take, and a connect to a
+# primary: a hung node, or a host that died and answers no SYN, is passed over after this (twice
+# for a connect: RawRedis tries again), not after a call's 10 s.
 PROBE_TIMEOUT_S = 2.0
 RETRY_PAUSE_S = 0.2  # between attempts on a node that could not be reached
 REDIRECT_PAUSE_S = 0.05  # before a command TRYAGAIN or CLUSTERDOWN refused is sent again
@@ -249,7 +250,10 @@ class SentinelRedis(HashReads):
             if not addr:
                 errors.append(f"{host}:{port}: does not know {self.spec['service']!r}")
                 continue
-            primary = RawRedis(_node_url(addr[0], int(addr[1]), self.spec["password"], self.spec["db"]))
+            primary = RawRedis(
+                _node_url(addr[0], int(addr[1]), self.spec["password"], self.spec["db"]),
+                connect_timeout_s=PROBE_TIMEOUT_S,
+            )
             try:
                 role = primary.execute_command("ROLE")
             except RedisError as exc:
@@ -334,7 +338,9 @@ class ClusterRedis(HashReads):
     def _node(self, addr: tuple[str, int]) -> RawRedis:
         conn = self._nodes.get(addr)
         if conn is None:
-            conn = self._nodes[addr] = RawRedis(_node_url(addr[0], addr[1], self.spec["password"]))
+            conn = self._nodes[addr] = RawRedis(
+                _node_url(addr[0], addr[1], self.spec["password"]), connect_timeout_s=PROBE_TIMEOUT_S
+            )
             self._acks[addr] = ReplicaAcks(self.spec, self._replicas_of.get(addr, 0))
         return conn
 

@@ -10,10 +10,13 @@ item in exactly one place (benchmarks/chaos/census.py reads every place).
 
 from __future__ import annotations
 
+import contextlib
+import socket
 import time
 
 import pytest
 import redis
+from redis.crc import key_slot
 
 from chaos import Config as ChaosConfig
 from chaos import census
@@ -200,6 +203,46 @@ def test_a_hung_primary_is_passed_over_once_its_replica_took_over(cluster):
     found = places(replica, project)
     assert everywhere(found) == set(names)
     assert set(first + second) <= found["done"]
+
+
+@contextlib.contextmanager
+def unanswered_port():
+    """A loopback port whose SYNs go unanswered, as a host's that died: a listening socket with a
+    full accept queue (the kernel then drops further SYNs)."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)
+    port = listener.getsockname()[1]
+    fillers = [socket.socket() for _ in range(3)]
+    try:
+        for filler in fillers:
+            filler.setblocking(False)
+            filler.connect_ex(("127.0.0.1", port))
+        time.sleep(0.1)
+        yield port
+    finally:
+        for sock in (*fillers, listener):
+            sock.close()
+
+
+def test_a_primary_whose_host_is_gone_is_given_up_after_seconds_not_a_call_timeout(cluster):
+    project = "gone"
+    loaded(cluster, project, 10)
+    engine = Engine(cluster.url)
+    assert engine.claim(project, "alice", "127.0.0.1", 1)[0] == 200
+    slot = key_slot(ProjectKeys(project).tag.encode())
+    with unanswered_port() as port:
+        # The map names a primary whose host no longer answers (as before a failover).
+        engine.conn._slots[slot] = ("127.0.0.1", port)
+        started = time.monotonic()
+        status, items = engine.claim(project, "alice", "127.0.0.1", 1)
+        took = time.monotonic() - started
+    # Two connects of PROBE_TIMEOUT_S each (nothing sent: safe to send elsewhere), then the
+    # map read again and the claim run on the slot's owner; a call's 10 s timeout for each
+    # connect would be 20 s, past FAILOVER_WAIT_S, and a 503.
+    assert status == 200 and len(items) == 1
+    assert 2 * topology.PROBE_TIMEOUT_S <= took < 2 * topology.PROBE_TIMEOUT_S + 1.5
+    assert engine.conn._slots[slot] == ("127.0.0.1", cluster.owner_port(ProjectKeys(project).tag))
 
 
 def test_the_fault_suite_over_a_cluster_loses_nothing_in_a_failover():
