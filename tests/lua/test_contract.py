@@ -140,7 +140,7 @@ def _label(slot) -> str:
     """The words the header starts SLOT's text with: a ProjectKeys attribute's key name after
     the project's tag unless the binding says otherwise."""
     if isinstance(slot, ProjectKey) and slot.label is None:
-        return slot.build(K, {})[len(K.tag) + 1 :]
+        return slot.value(K, {})[len(K.tag) + 1 :]
     return slot.label
 
 

@@ -40,7 +40,7 @@ bloom_add = Binding(
         "limited",
         given("counted", "the other set the bound counts"),
     ),
-    more_keys=Many("bitmaps of every layer's chunks", lambda k, call: call["chunk_keys"], "chunk_keys"),
+    more_keys=Many("bitmaps of every layer's chunks", lambda chunk_keys: chunk_keys),
     args={
         "layers": "layers the caller planned for",
         "last_capacity": "capacity of the last layer",
@@ -53,7 +53,7 @@ bloom_add = Binding(
         "bound": "bound: most items",
         "kind": "the filter's kind",
     },
-    more_args=Many("per layer: k", lambda k, call: (*call["ks"], *call["hashed"]), "ks", "hashed"),
+    more_args=Many("per layer: k", lambda ks, hashed: (*ks, *hashed)),
     defaults={"kind": "layered"},
     reply=lambda reply: BloomAddReply(int(reply[0]), int(reply[1]), int(reply[2])),
     shape=BloomAddReply,

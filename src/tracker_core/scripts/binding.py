@@ -8,6 +8,9 @@ A Binding names its script (``lua/NAME-NKEYS.lua``) and lists, in the script's o
 - its ARGV: ``name=label`` for a caller keyword sent as it is, Flag for one sent as '1' or '0',
   Derived for a value computed from the keywords or the keys, and at most one run of further
   values;
+- a computed slot's function names the keywords it reads by its parameters (``lambda k,
+  owners: ...``; ``k``, first, for the project's keys): the binding's keywords are all those
+  read, in the order ARGV and then KEYS first read them (Binding.params).
 - its reply: SHAPE (a NamedTuple) and the function REPLY that makes it from the raw reply,
   or the number itself; and its CODES (an IntEnum of the numbers the script returns).
 
@@ -19,6 +22,7 @@ argument fails there and not in production. Callers pass keywords only, never po
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 
 from tracker_core.scripts.loading import SCRIPTS
@@ -35,9 +39,34 @@ def wire(name):
     return name.encode("utf-8", "surrogateescape") if isinstance(name, str) else name
 
 
-def pairs(names: Sequence, held: Sequence) -> list:
-    """NAMES and their held entries ("LIMIT\\0NAME" or '') interleaved, as the bytes Redis holds."""
-    return [wire(x) for pair in zip(names, held, strict=True) for x in pair]
+def pairs(items: Sequence, held: Sequence) -> list:
+    """ITEMS and their held entries ("LIMIT\\0NAME" or '') interleaved, as the bytes Redis holds
+    (a Many of the keywords ITEMS and HELD)."""
+    return [wire(x) for pair in zip(items, held, strict=True) for x in pair]
+
+
+def _reads(function: Callable) -> tuple[bool, tuple[str, ...]]:
+    """(whether FUNCTION takes the project's keys first, as ``k``; the caller keywords it
+    reads, by the names of its other parameters)."""
+    names = tuple(inspect.signature(function).parameters)
+    return (True, names[1:]) if names[:1] == ("k",) else (False, names)
+
+
+class _Computed:
+    """A slot whose value FUNCTION computes from the keywords it names (and K if it asks)."""
+
+    __slots__ = ("label", "function", "takes_k", "uses", "name")
+
+    def __init__(self, label: str, function: Callable):
+        self.label, self.function, self.name = label, function, ""
+        self.takes_k, self.uses = _reads(function)
+
+    def value(self, k, call: dict):
+        return self.function(*((k,) if self.takes_k else ()), *(call[u] for u in self.uses))
+
+    def source(self, scope: dict, at: str) -> str:
+        scope[at] = self.function
+        return f"{at}({', '.join((('k',) if self.takes_k else ()) + self.uses)})"
 
 
 class ProjectKey:
@@ -49,47 +78,56 @@ class ProjectKey:
     def __init__(self, attr: str, label: str | None = None):
         self.attr, self.label, self.uses = attr, label, ()
 
-    def build(self, k, call):
+    def value(self, k, call: dict):
         return getattr(k, self.attr)
+
+    def source(self, scope: dict, at: str) -> str:
+        return f"k.{self.attr}"
 
 
 class ClockKey:
-    """A key of the project that changes with the minute of the call's now_ms (BUILD(k, minute));
-    the packed calls keep it packed for that minute."""
+    """A key of the project that changes with the minute of the call's now_ms,
+    OF_MINUTE(k, minute): the packed calls keep it packed for that minute."""
 
     __slots__ = ("label", "of_minute", "uses")
 
     def __init__(self, label: str, of_minute: Callable):
         self.label, self.of_minute, self.uses = label, of_minute, ("now_ms",)
 
-    def build(self, k, call):
+    def value(self, k, call: dict):
         return self.of_minute(k, call["now_ms"] // MINUTE_MS)
 
-
-class CallerKey:
-    """A key picked by the caller's keywords USES (BUILD(k, call))."""
-
-    __slots__ = ("label", "build", "uses")
-
-    def __init__(self, label: str, build: Callable, *uses: str):
-        self.label, self.build, self.uses = label, build, uses
+    def source(self, scope: dict, at: str) -> str:
+        scope[at] = self.of_minute
+        return f"{at}(k, now_ms // {MINUTE_MS})"
 
 
-def given(name: str, label: str) -> CallerKey:
-    """The caller's keyword NAME is the key itself (a queue it chose, as ProjectKeys named it)."""
-    return CallerKey(label, lambda k, call: call[name], name)
+class CallerKey(_Computed):
+    """A key picked by the caller's keywords: FUNCTION([k,] keyword...) names it."""
 
 
-class Arg:
-    """ARGV slot sent as the caller's keyword NAME, as it is."""
+class Given:
+    """A key the caller passes as it is, as keyword NAME (a queue it chose, as ProjectKeys
+    named it)."""
 
     __slots__ = ("name", "label", "uses")
 
     def __init__(self, name: str, label: str):
         self.name, self.label, self.uses = name, label, (name,)
 
-    def build(self, k, call):
+    def value(self, k, call: dict):
         return call[self.name]
+
+    def source(self, scope: dict, at: str) -> str:
+        return self.name
+
+
+def given(name: str, label: str) -> Given:
+    return Given(name, label)
+
+
+class Arg(Given):
+    """ARGV slot sent as the caller's keyword NAME, as it is."""
 
 
 class Flag:
@@ -100,53 +138,40 @@ class Flag:
     def __init__(self, label: str):
         self.name, self.label, self.uses = "", label, ()
 
-    def build(self, k, call):
+    def value(self, k, call: dict):
         return "1" if call[self.name] else "0"
 
-
-class Derived:
-    """ARGV slot computed from the caller's keywords USES (and K): BUILD(k, call)."""
-
-    __slots__ = ("name", "label", "build", "uses")
-
-    def __init__(self, label: str, build: Callable, *uses: str):
-        self.name, self.label, self.build, self.uses = "", label, build, uses
+    def source(self, scope: dict, at: str) -> str:
+        return f"('1' if {self.name} else '0')"
 
 
-class Many:
-    """The run of KEYS or ARGV after the declared ones (BUILD(k, call) -> iterable); LABEL is how
-    the header names the run (at its ``KEYS[n ..]``/``ARGV[n...]``, or in its prose)."""
+class Derived(_Computed):
+    """ARGV slot computed by FUNCTION([k,] keyword...) from the caller's keywords."""
 
-    __slots__ = ("label", "build", "uses")
 
-    def __init__(self, label: str, build: Callable, *uses: str):
-        self.label, self.build, self.uses = label, build, uses
+class Many(_Computed):
+    """The run of KEYS or ARGV after the declared ones, FUNCTION([k,] keyword...) -> iterable;
+    LABEL is how the header names the run (at its ``KEYS[n ..]``/``ARGV[n...]``, or in its
+    prose)."""
+
+    def source(self, scope: dict, at: str) -> str:
+        return "*" + super().source(scope, at)
 
 
 def _same(raw):
     return raw
 
 
-def _compiled(slots: Sequence, more: Many | None) -> Callable:
-    """A function (k, call) -> the list SLOTS (then MORE's run) build, compiled once from the
-    declaration into one list display, as namedtuple compiles its class: a loop calling each
-    slot's build costs the request hot path (claim, done) about twice as much."""
+def _compiled(slots: Sequence, more: Many | None, params: tuple[str, ...]) -> Callable:
+    """A function (k, *PARAMS) -> the tuple SLOTS (then MORE's run) build, compiled once from the
+    declaration into one tuple display, as namedtuple compiles its class: a loop calling each
+    slot costs the request hot path (claim, done) about twice as much, and positional
+    arguments spare it a dict."""
     scope: dict = {}
-    items = []
-    for i, slot in enumerate(slots):
-        if type(slot) is ProjectKey:
-            items.append(f"k.{slot.attr}")
-        elif type(slot) is Arg:
-            items.append(f"call[{slot.name!r}]")
-        elif type(slot) is Flag:
-            items.append(f"('1' if call[{slot.name!r}] else '0')")
-        else:
-            scope[f"slot_{i}"] = slot.build
-            items.append(f"slot_{i}(k, call)")
-    if more is not None:
-        scope["more"] = more.build
-        items.append("*more(k, call)")
-    exec(f"def build(k, call):\n    return [{', '.join(items)}]\n", scope)  # noqa: S102
+    items = [slot.source(scope, f"slot_{i}") for i, slot in enumerate((*slots, *([more] if more else [])))]
+    # A tuple: hiredis packs nothing else (a list would be copied into one on every call).
+    display = "".join(f"{item}, " for item in items)
+    exec(f"def build(k, {', '.join(params)}):\n    return ({display})\n", scope)  # noqa: S102
     return scope["build"]
 
 
@@ -189,9 +214,9 @@ class Binding:
                 order.update(dict.fromkeys(slot.uses))
         self.params = tuple(order)
         self._params = frozenset(order)
-        # _keys(k, call) and _argv(k, call): the lists sent, built as declared.
-        self._keys = _compiled(self.key_slots, more_keys)
-        self._argv = _compiled(self.arg_slots, more_args)
+        # _keys(k, *params) and _argv(k, *params) (or by keyword): the lists sent, as declared.
+        self._keys = _compiled(self.key_slots, more_keys, self.params)
+        self._argv = _compiled(self.arg_slots, more_args, self.params)
 
     @property
     def script(self):
@@ -207,16 +232,16 @@ class Binding:
 
     def keys(self, k=None, /, **keywords) -> tuple:
         """The KEYS a call with KEYWORDS sends (only the keywords the keys use are needed)."""
-        return tuple(self._keys(k, {**self.defaults, **keywords}))
+        return self._keys(k, **{**dict.fromkeys(self.params), **self.defaults, **keywords})
 
     def argv(self, k=None, /, **keywords) -> tuple:
         """The ARGV a call with KEYWORDS sends."""
-        return tuple(self._argv(k, self.call(keywords)))
+        return self._argv(k, **self.call(keywords))
 
     def __call__(self, conn, k=None, /, **keywords):
         """Run the script on CONN for K's project (none for the global scripts): its reply."""
         call = self.call(keywords)
-        return self.reply(run(conn, self.name, self._keys(k, call), self._argv(k, call)))
+        return self.reply(run(conn, self.name, self._keys(k, **call), self._argv(k, **call)))
 
     def send(self, conn, keys: Sequence, argv: Sequence):
         """The raw reply to KEYS and ARGV as given: for tests that send what no caller would."""

@@ -24,9 +24,7 @@ maintain_lease = Binding(
     "maintain_lease",
     keys=(ProjectKey("maintain_lease", "the lease"),),
     args={"holder": "holder id", "lease_ms": "lease length (ms)"},
-    more_args=Many(
-        "'release' to give it up", lambda k, call: ("release",) if call["release"] else (), "release"
-    ),
+    more_args=Many("'release' to give it up", lambda release: ("release",) if release else ()),
     defaults={"release": False},
     codes=MaintainLeaseCodes,
 )
@@ -124,11 +122,9 @@ refill = Binding(
         "holder": "lease holder",
         "number": "segment number",
         "queue": "target queue's name",
-        "below": Derived(
-            "refill only while", lambda k, call: "" if call["below"] is None else call["below"], "below"
-        ),
+        "below": Derived("refill only while", lambda below: "" if below is None else below),
     },
-    more_args=Many("the segment's items", lambda k, call: map(wire, call["items"]), "items"),
+    more_args=Many("the segment's items", lambda items: map(wire, items)),
     defaults={"below": None},
     codes=RefillCodes,
 )

@@ -19,7 +19,7 @@ from operator import itemgetter
 
 import hiredis
 
-from tracker_core.scripts.binding import MINUTE_MS, Binding, CallerKey
+from tracker_core.scripts.binding import MINUTE_MS, Binding, CallerKey, Given
 from tracker_core.scripts.sending import NOT_LOADED, run_packed
 
 MAX_CACHED = 4096  # packed per-caller parts kept per PackedCall (started over past it)
@@ -27,7 +27,7 @@ MAX_CACHED = 4096  # packed per-caller parts kept per PackedCall (started over p
 
 def packed(args) -> bytes:
     """ARGS as RESP bulk strings, without the array header (a piece of a command)."""
-    command = hiredis.pack_command(tuple(args))
+    command = hiredis.pack_command(args if type(args) is tuple else tuple(args))
     return command[command.index(b"\n") + 1 :]
 
 
@@ -39,13 +39,19 @@ def _time(now_ms: int) -> bytes:
 class PackedCall:
     """BINDING's EVALSHA packed from per-project templates (see the module's docstring).
 
-    ``run(conn, k, **keywords)`` takes the binding's keywords (or all of them by position, in
-    binding.params' order, as the engine passes them). The binding's shape: exactly one
-    CallerKey (the caller's own queue), no run of extra KEYS, and ``now_ms`` first in ARGV."""
+    ``run(conn, k, **keywords)`` takes the binding's keywords, or all of them by position in
+    binding.params' order, as the engine passes them (the quicker: no dict is made). The
+    binding's shape: one key of the caller (CallerKey or Given: its own queue), no run of
+    extra KEYS, and ``now_ms`` first in its keywords and in ARGV."""
 
     def __init__(self, binding: Binding, packed: bool = True, *, cache_args: bool = False):
-        callers = [i for i, slot in enumerate(binding.key_slots) if type(slot) is CallerKey]
-        if len(callers) != 1 or binding.more_keys is not None or binding.arg_slots[0].name != "now_ms":
+        callers = [i for i, slot in enumerate(binding.key_slots) if isinstance(slot, (CallerKey, Given))]
+        if (
+            len(callers) != 1
+            or binding.more_keys is not None
+            or binding.arg_slots[0].name != "now_ms"
+            or binding.params[0] != "now_ms"
+        ):
             raise ValueError(f"{binding.name}: no packed form for this shape")
         if cache_args and binding.more_args is not None:
             raise ValueError(f"{binding.name}: a run of ARGV is not kept packed")
@@ -53,12 +59,13 @@ class PackedCall:
         self.packed = packed  # False: always through the binding (not a RawRedis connection)
         self.cache_args = cache_args
         self._own = callers[0]
-        own = binding.key_slots[self._own]
-        # What a cached entry is looked up by (with the keyspace): the own key's keywords, or
-        # with CACHE_ARGS every keyword but the time. itemgetter: one C call per lookup.
-        uses = [p for p in binding.params if p != "now_ms"] if cache_args else list(own.uses)
-        self._entry_of = itemgetter(*uses) if len(uses) > 1 else (lambda call: (call[uses[0]],))
-        self._rest = binding.arg_slots[1:]
+        # A cached entry is looked up by the keyspace and the positional arguments it depends
+        # on: the own key's, or with CACHE_ARGS all but the time.
+        if cache_args:
+            self._entry_of = itemgetter(slice(1, None))
+        else:
+            at = [binding.params.index(name) for name in binding.key_slots[self._own].uses]
+            self._entry_of = itemgetter(*at) if len(at) > 1 else itemgetter(slice(at[0], at[0] + 1))
         self._templates: dict[str, tuple] = {}
         self._entries: dict[tuple, tuple] = {}
 
@@ -66,20 +73,19 @@ class PackedCall:
         """The script's reply: packed when it can be, through the binding otherwise (Redis has
         not loaded the script: the binding sends its source)."""
         binding = self.binding
-        if len(positional) == len(binding.params) and not keywords:
-            call = dict(zip(binding.params, positional))  # every keyword: nothing to check
-        else:
+        if keywords or len(positional) != len(binding.params):
             keywords.update(zip(binding.params, positional))
             call = binding.call(keywords)
+            positional = tuple(call[name] for name in binding.params)
         if self.packed:
-            raw = run_packed(conn, binding.name, self.payload(k, call))
+            raw = run_packed(conn, binding.name, self.payload(k, positional))
             if raw is not NOT_LOADED:
                 return binding.reply(raw)
-        return binding(conn, k, **call)
+        return binding(conn, k, **dict(zip(binding.params, positional)))
 
-    def payload(self, k, call: dict) -> bytes:
-        """The packed command for CALL (all the binding's keywords)."""
-        now_ms = call["now_ms"]
+    def payload(self, k, positional: tuple) -> bytes:
+        """The packed command for the binding's keywords POSITIONAL (all of them, in order)."""
+        now_ms = positional[0]
         minute = now_ms // MINUTE_MS
         settings_key = k.settings  # names the keyspace: a project, or one shard of it
         template = self._templates.get(settings_key)
@@ -88,13 +94,13 @@ class PackedCall:
                 self._templates.clear()
             template = self._templates[settings_key] = self._template(k, minute)
         _minute, head, tail, fixed = template
-        key = (settings_key, self._entry_of(call))
+        key = (settings_key, self._entry_of(positional))
         entry = self._entries.get(key)
         if entry is None:
-            entry = self._entry(k, call, key)
+            entry = self._entry(k, positional, key)
         if self.cache_args:
             return b"".join((head, entry[0], tail, _time(now_ms), entry[1]))
-        argv = self.binding._argv(k, call)
+        argv = self.binding._argv(k, *positional)
         return b"".join((b"*%d\r\n" % (fixed + len(argv)), head, entry[0], tail, packed(argv)))
 
     def _template(self, k, minute: int) -> tuple:
@@ -102,20 +108,21 @@ class PackedCall:
         FIXED: the arguments before ARGV) for K's keyspace in that minute."""
         binding = self.binding
         at_minute = {"now_ms": minute * MINUTE_MS}  # all a ProjectKey or ClockKey reads
-        keys = [slot.build(k, at_minute) for slot in binding.key_slots[: self._own]]
-        after = [slot.build(k, at_minute) for slot in binding.key_slots[self._own + 1 :]]
+        keys = [slot.value(k, at_minute) for slot in binding.key_slots[: self._own]]
+        after = [slot.value(k, at_minute) for slot in binding.key_slots[self._own + 1 :]]
         fixed = 3 + len(binding.key_slots)
         head = packed(("EVALSHA", binding.script.sha, len(binding.key_slots), *keys))
         if self.cache_args:  # every call has as many arguments: the array's header goes first
             head = b"*%d\r\n" % (fixed + len(binding.arg_slots)) + head
         return minute, head, packed(after), fixed
 
-    def _entry(self, k, call: dict, key: tuple) -> tuple:
+    def _entry(self, k, positional: tuple, key: tuple) -> tuple:
         """(the caller's own key packed, with CACHE_ARGS its ARGV but the time packed)."""
         if len(self._entries) >= MAX_CACHED:
             self._entries.clear()
-        own = packed((self.binding.key_slots[self._own].build(k, call),))
-        rest = packed(slot.build(k, call) for slot in self._rest) if self.cache_args else b""
+        call = dict(zip(self.binding.params, positional))
+        own = packed((self.binding.key_slots[self._own].value(k, call),))
+        rest = packed(slot.value(k, call) for slot in self.binding.arg_slots[1:]) if self.cache_args else b""
         entry = self._entries[key] = (own, rest)
         return entry
 

@@ -24,9 +24,7 @@ create_project = Binding(
     args={"now_ms": "now (ms)"},
     more_args=Many(
         "field, value pairs of the initial settings",
-        lambda k, call: (*_flat(call["settings"]), "--blocked", *call["blocked"]),
-        "settings",
-        "blocked",
+        lambda settings, blocked: (*_flat(settings), "--blocked", *blocked),
     ),
     defaults={"blocked": ()},
     codes=CreateProjectCodes,
@@ -54,15 +52,13 @@ set_settings = Binding(
     "set_settings",
     keys=("settings",),
     args={
-        "project": Derived("project name", lambda k, call: k.project),
+        "project": Derived("project name", lambda k: k.project),
         "channel": "channel to publish on",
-        "checked": Derived("N", lambda k, call: len(call["expected"] or {}), "expected"),
+        "checked": Derived("N", lambda expected: len(expected or {})),
     },
     more_args=Many(
         "then N field, value pairs the stored settings must still hold",
-        lambda k, call: (*_flat(call["expected"] or {}), *_flat(call["values"])),
-        "expected",
-        "values",
+        lambda expected, values: (*_flat(expected or {}), *_flat(values)),
     ),
     defaults={"expected": None},
     codes=SetSettingsCodes,
@@ -81,7 +77,7 @@ set_limit = Binding(
     "set_limit",
     keys=("settings", "limits", "limits_ready", "limit_tat"),
     args={
-        "project": Derived("project name", lambda k, call: k.project),
+        "project": Derived("project name", lambda k: k.project),
         "channel": "channel to publish on",
         "op": "'set' or 'remove'",
         "name": "limit name",
@@ -98,27 +94,20 @@ class SetBlocksCodes(IntEnum):
     UNKNOWN_PROJECT = -1
 
 
-def _length(name: str) -> Derived:
-    """set_blocks' count of list NAME (its header calls them n1 to n4, in this order)."""
-    return Derived(f"n{_LISTS.index(name) + 1}", lambda k, call: len(call[name]), name)
-
-
-_LISTS = ("own_read", "copy_read", "own", "copy")
-
 # Replace K's blocks (own entries, copy of the global ones) and their INDEX, unless they changed
 # since the caller read OWN_READ and COPY_READ.
 set_blocks = Binding(
     "set_blocks",
     keys=("settings", "blocked", "blocked_global", "blocked_index"),
-    args={f"{name}_count": _length(name) for name in _LISTS},
+    args={
+        "own_read_count": Derived("n1", lambda own_read: len(own_read)),
+        "copy_read_count": Derived("n2", lambda copy_read: len(copy_read)),
+        "own_count": Derived("n3", lambda own: len(own)),
+        "copy_count": Derived("n4", lambda copy: len(copy)),
+    },
     more_args=Many(
         "then n1 entries",
-        lambda k, call: (*call["own_read"], *call["copy_read"], *call["own"], *call["copy"], *call["index"]),
-        "own_read",
-        "copy_read",
-        "own",
-        "copy",
-        "index",
+        lambda own_read, copy_read, own, copy, index: (*own_read, *copy_read, *own, *copy, *index),
     ),
     codes=SetBlocksCodes,
 )

@@ -29,8 +29,8 @@ WAITING_PLACES = (
 )
 
 
-def _owner_queues(k, call) -> list:
-    return [k.downloader_queue(owner) for owner in call["owners"]]
+def _owner_queues(k, owners) -> list:
+    return [k.downloader_queue(owner) for owner in owners]
 
 
 class ItemStatusCodes(IntEnum):
@@ -63,9 +63,9 @@ item_status = Binding(
         "out",
         "reclaim_history",
     ),
-    more_keys=Many("downloaders' own queues", _owner_queues, "owners"),
+    more_keys=Many("downloaders' own queues", _owner_queues),
     args={"item": "item name"},
-    more_args=Many("the downloaders whose queues are", lambda k, call: call["owners"], "owners"),
+    more_args=Many("the downloaders whose queues are", lambda owners: owners),
     reply=lambda reply: ItemStatusReply(*reply),
     shape=ItemStatusReply,
     codes=ItemStatusCodes,
@@ -97,7 +97,7 @@ move_items = Binding(
         "limited_in",
     ),
     args={"owner": "downloader owning the target queue"},
-    more_args=Many("pairs: item name", lambda k, call: pairs(call["items"], call["held"]), "items", "held"),
+    more_args=Many("pairs: item name", pairs),
     codes=MoveItemsCodes,
 )
 
@@ -111,7 +111,7 @@ requeue_dead = Binding(
     "requeue_dead",
     keys=("dead", given("target", "target queue"), "stats", "limited_in", "downloader_queues"),
     args={"owner": "downloader owning the target queue"},
-    more_args=Many("pairs: item name", lambda k, call: pairs(call["items"], call["held"]), "items", "held"),
+    more_args=Many("pairs: item name", pairs),
     codes=RequeueDeadCodes,
 )
 
@@ -142,9 +142,9 @@ class RedoReply(NamedTuple):
         return {field: int(getattr(self, field)) for field in self._fields[2:]}
 
 
-def _owners_and_triples(k, call) -> list:
-    args = list(call["owners"])
-    for name, entry, was_seen in zip(call["items"], call["held"], call["seen"], strict=True):
+def _owners_and_triples(owners, items, held, seen) -> list:
+    args = list(owners)
+    for name, entry, was_seen in zip(items, held, seen, strict=True):
         args += [wire(name), wire(entry), "1" if was_seen else "0"]
     return args
 
@@ -165,16 +165,14 @@ redo_items = Binding(
         given("target", "target queue"),
         "downloader_queues",
     ),
-    more_keys=Many("every downloader's own queue", _owner_queues, "owners"),
+    more_keys=Many("every downloader's own queue", _owner_queues),
     args={
         "age": "the settings age",
         "owner": "downloader owning the target queue",
         "even_if_offloaded": Flag("'1': re-queue a seen name found nowhere"),
-        "downloaders": Derived("D", lambda k, call: len(call["owners"]), "owners"),
+        "downloaders": Derived("D", lambda owners: len(owners)),
     },
-    more_args=Many(
-        "the downloaders whose queues are", _owners_and_triples, "owners", "items", "held", "seen"
-    ),
+    more_args=Many("the downloaders whose queues are", _owners_and_triples),
     reply=lambda reply: RedoReply(reply[0], int(reply[1]), *reply[2:]),
     shape=RedoReply,
     codes=RedoItemsCodes,
@@ -203,6 +201,6 @@ class HoldQueuedCodes(IntEnum):
 hold_queued = Binding(
     "hold_queued",
     keys=(given("queue", "a shared queue"), "limited_in"),
-    more_args=Many("pairs: item name", lambda k, call: pairs(call["items"], call["held"]), "items", "held"),
+    more_args=Many("pairs: item name", pairs),
     codes=HoldQueuedCodes,
 )

@@ -25,16 +25,14 @@ from tracker_core.scripts.binding import (
 _make = tuple.__new__
 
 # The caller's own queue: the one key that changes from call to call within a minute.
-OWN_QUEUE = CallerKey(
-    "todo:d:DOWNLOADER", lambda k, call: k.downloader_queue(call["downloader"]), "downloader"
-)
+OWN_QUEUE = CallerKey("todo:d:DOWNLOADER", lambda k, downloader: k.downloader_queue(downloader))
 THIS_MINUTE = ClockKey("minute:M", lambda k, minute: k.minute(minute))
 
 
-def _blocks_ip_key(k, call) -> str:
+def _blocks_ip_key(ip: str) -> str:
     from tracker_core import blocks  # blocks imports these bindings (set_blocks)
 
-    return blocks.ip_key(call["ip"])
+    return blocks.ip_key(ip)
 
 
 class ClaimCodes(IntEnum):
@@ -89,7 +87,7 @@ claim = Binding(
         "ip": "ip",
         "wanted": "items wanted",
         # Lua parses no addresses: the IP as the blocks index compares it (blocks.ip_key).
-        "ip_key": Derived("the IP as the index compares it", _blocks_ip_key, "ip"),
+        "ip_key": Derived("the IP as the index compares it", _blocks_ip_key),
         "counted_under": "the project's created_ms",
         "downloader_counted": Flag("'1': the caller already counted this downloader"),
         "ip_counted": Flag("'1': the caller already counted this IP"),
@@ -145,7 +143,7 @@ done = Binding(
         "backfeed",
         "secondary",
         "redo",
-        CallerKey("todo:d:SENDER", OWN_QUEUE.build, "downloader"),
+        CallerKey("todo:d:SENDER", OWN_QUEUE.function),
         "bad_dones",
         "reclaim_history",
         "dead",
@@ -156,15 +154,11 @@ done = Binding(
         "version": "version",
         "item_id": "id (JSON text)",
         "ip": "the sender's IP",
-        "domains": Derived(
-            "number of domains D", lambda k, call: len(call["domain_bytes"]) // 2, "domain_bytes"
-        ),
+        "domains": Derived("number of domains D", lambda domain_bytes: len(domain_bytes) // 2),
     },
     more_args=Many(
         "then D pairs (domain, bytes), then the item names",
-        lambda k, call: (*call["domain_bytes"], *call["items"]),
-        "domain_bytes",
-        "items",
+        lambda domain_bytes, items: (*domain_bytes, *items),
     ),
     reply=done_reply,
     shape=DoneReply,
@@ -187,7 +181,7 @@ bury_unservable = Binding(
     "bury_unservable",
     keys=("settings", "out", "claims", "downloader_claims", "reclaim_history", "dead", "stats"),
     args={"now_ms": "now (ms)", "downloader": "downloader"},
-    more_args=Many("pairs (item, reason)", lambda k, call: call["reasons"], "reasons"),
+    more_args=Many("pairs (item, reason)", lambda reasons: reasons),
     reply=lambda reply: BuryReply(*reply),
     shape=BuryReply,
     codes=BuryCodes,
@@ -220,7 +214,7 @@ release = Binding(
     "release",
     keys=("settings", "out", "claims", "todo", "downloader_claims", "stats", "limited_in", "reclaim_history"),
     args={"now_ms": "now (ms)", "downloader": "downloader", "age": "the settings age"},
-    more_args=Many("pairs: item name", lambda k, call: pairs(call["items"], call["held"]), "items", "held"),
+    more_args=Many("pairs: item name", pairs),
     reply=_release_reply,
     shape=ReleaseReply,
     codes=ReleaseCodes,

@@ -15,7 +15,7 @@ class SampleBacklogCodes(IntEnum):
 # Store MINUTE's backlog sample unless it has one.
 sample_backlog = Binding(
     "sample_backlog",
-    keys=(CallerKey("minute:M", lambda k, call: k.minute(call["minute"]), "minute"),),
+    keys=(CallerKey("minute:M", lambda k, minute: k.minute(minute)),),
     args={"backlog": "backlog", "ttl_s": "expiry of the minute hash"},
     codes=SampleBacklogCodes,
 )
@@ -29,8 +29,8 @@ class RollupHourCodes(IntEnum):
 # Sum HOUR's 60 minute hashes into its hour hash, once.
 rollup_hour = Binding(
     "rollup_hour",
-    keys=(CallerKey("hour:H", lambda k, call: k.hour(call["hour"]), "hour"),),
-    more_keys=Many("minute:M", lambda k, call: [k.minute(call["hour"] * 60 + i) for i in range(60)], "hour"),
+    keys=(CallerKey("hour:H", lambda k, hour: k.hour(hour)),),
+    more_keys=Many("minute:M", lambda k, hour: [k.minute(hour * 60 + i) for i in range(60)]),
     args={"ttl_s": "expiry of the hour hash"},
     codes=RollupHourCodes,
 )
@@ -46,7 +46,7 @@ class RollupDayCodes(IntEnum):
 rollup_day = Binding(
     "rollup_day",
     keys=("days",),
-    more_keys=Many("hour:H", lambda k, call: [k.hour(call["day"] * 24 + i) for i in range(24)], "day"),
+    more_keys=Many("hour:H", lambda k, day: [k.hour(day * 24 + i) for i in range(24)]),
     args={"day": "the day"},
     codes=RollupDayCodes,
 )
@@ -56,9 +56,9 @@ class TopHistoryCodes(IntEnum):
     NOTHING_DUE = 0
 
 
-def _tiers(k, call) -> list:
+def _tiers(tiers) -> list:
     args = []
-    for interval_s, kept, expiry_s in call["tiers"]:
+    for interval_s, kept, expiry_s in tiers:
         args += [interval_s * 1000, kept, expiry_s * 1000]
     return args
 
@@ -68,10 +68,8 @@ def _tiers(k, call) -> list:
 top_history = Binding(
     "top_history",
     keys=("downloader_bytes", "downloader_count"),
-    more_keys=Many(
-        "top_history:S", lambda k, call: [k.top_history(tier[0]) for tier in call["tiers"]], "tiers"
-    ),
+    more_keys=Many("top_history:S", lambda k, tiers: [k.top_history(tier[0]) for tier in tiers]),
     args={"now_ms": "now (ms)", "top": "N"},
-    more_args=Many("then for each stream", _tiers, "tiers"),
+    more_args=Many("then for each stream", _tiers),
     codes=TopHistoryCodes,
 )

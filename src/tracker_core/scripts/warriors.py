@@ -11,7 +11,7 @@ from tracker_core.scripts.binding import Binding, CallerKey
 
 def _global(label: str, name: str) -> CallerKey:
     """The global key NAME, which the header calls LABEL."""
-    return CallerKey(label, lambda k, call: name)
+    return CallerKey(label, lambda: name)
 
 
 WARRIORS = _global("warriors", keyspace.WARRIORS)
@@ -32,8 +32,7 @@ register_warrior = Binding(
         WARRIORS_SEEN,
         CallerKey(
             "registrations:ADDRESS",
-            lambda k, call: keyspace.warrior_registrations(call["address_key"]),
-            "address_key",
+            lambda address_key: keyspace.warrior_registrations(address_key),
         ),
     ),
     args={
