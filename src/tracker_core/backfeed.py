@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from tracker_core import backfeed_secrets, bloom, intake, protocol
+from tracker_core import backfeed_secrets, bloom, intake, protocol, shard_router
 from tracker_core import limits as limits_mod
 
 SHARD_MAP_TTL_S = 1.0  # an admin's new shard mapping reaches every process within a second
@@ -225,6 +225,10 @@ class Backfeed:
         # One call per project shard (the dedup key is the name: no itemseparator here, see
         # tracker_api.backfeed), each queue bounded by its share of the bound.
         share = -(-bound // layout.count) if bound else 0
+        earlier = shard_router.seen_on_earlier_shards(self.engine.conn, layout, entries)
+        if earlier:  # a project that gained shards: seen where these names were added before
+            entries = [name for name in entries if name not in earlier]
+            outcome.seen += len(earlier)
         for index, names in (layout.split(entries) or {0: []}).items():
             self._submit_on(project, layout.keys[index], digest, names, names, shard, share, outcome)
             if outcome.status != bloom.OK:

@@ -17,7 +17,7 @@ from tracker_core import limits as limits_mod
 from tracker_core.derived_counters import with_derived
 from tracker_core.rawredis import RawRedis
 from tracker_core.settings import ProjectSettings
-from tracker_core.shard_layout import SHARD_TAGS_FIELD, ShardLayout, summed
+from tracker_core.shard_layout import GENERATIONS_FIELD, SHARD_TAGS_FIELD, ShardLayout, summed
 from tracker_core.uniques_seen import UniquesSeen
 
 _NEGATIVE_CACHE_S = 1.0
@@ -65,7 +65,7 @@ class Engine:
         self._memory_full = False
         self._owners = item_status_mod.Owners()  # downloaders with own queues, for item_status
         self._uniques = UniquesSeen()  # what this process's claims counted in the daily uniques
-        self._layouts: dict[str, tuple[str, ShardLayout]] = {}  # project -> (its shard_tags, layout)
+        self._layouts: dict[str, tuple[tuple, ShardLayout]] = {}  # project -> (layout fields, layout)
         self._rotation = shard_router.Rotation()
         # claim and done sent as ready RESP bytes (tracker_core.scripts.packed): RawRedis only.
         # They go through RawRedis.execute_packed, not execute_command: a wrapper that counts
@@ -86,12 +86,13 @@ class Engine:
         """PROJECT's shards (tracker_core.shard_layout), from its cached settings; one shard for
         a project that does not exist (its scripts then answer so)."""
         settings = self.settings(project)
-        tags = settings.values.get(SHARD_TAGS_FIELD, "") if settings is not None else ""
+        values = settings.values if settings is not None else {}
+        tags = (values.get(SHARD_TAGS_FIELD, ""), values.get(GENERATIONS_FIELD, ""))
         cached = self._layouts.get(project)
         if cached is None or cached[0] != tags:
             if len(self._layouts) > 10000:
                 self._layouts.clear()
-            layout = ShardLayout.from_settings(project, {SHARD_TAGS_FIELD: tags})
+            layout = ShardLayout.from_settings(project, values)
             if not layout.sharded:  # the engine's cached keys, as one-shard calls use them
                 layout = ShardLayout(project, (self.keys(project).tag,))
             cached = self._layouts[project] = (tags, layout)
@@ -200,7 +201,7 @@ class Engine:
         # Back to the bytes Redis holds: the names came decoded with surrogateescape.
         layout = self.layout(project)
         buried = 0
-        for index, names in layout.split(reasons).items():
+        for index, names in shard_router.locate(self.conn, layout, reasons).items():
             flat = [x for name in names for x in (scripts.wire(name), reasons[name])]
             reply = scripts.bury_unservable(
                 self.conn, layout.keys[index], now_ms=self._now_ms(), downloader=downloader, reasons=flat
@@ -233,7 +234,8 @@ class Engine:
             )
 
         if layout.sharded:
-            reply, age = shard_router.done(layout, items, domain_bytes, call)
+            groups = shard_router.locate(self.conn, layout, items)
+            reply, age = shard_router.done(layout, items, domain_bytes, call, groups)
         else:
             reply = call(layout.keys[0], items, domain_bytes)
             age = reply.settings_age
@@ -258,7 +260,7 @@ class Engine:
         if layout.sharded:
             released = [
                 self._release_on(project, layout.keys[i], downloader, names)
-                for i, names in layout.split(items).items()
+                for i, names in shard_router.locate(self.conn, layout, items).items()
             ]
             return None if self.settings(project) is None else sum(r or 0 for r in released)
         return self._release_on(project, layout.keys[0], downloader, items)
@@ -311,7 +313,15 @@ class Engine:
         unknown project. One script call; the name is never classified (anyone may ask about
         any name): its held entry is looked up under each limit, a bounded number of lookups.
         """
-        return item_status_mod.lookup(self.conn, self.layout(project).keys_of(item), item, self._owners)
+        layout = self.layout(project)
+        if not layout.grown:
+            return item_status_mod.lookup(self.conn, layout.keys_of(item), item, self._owners)
+        # A project that gained shards: where it would be added today, then where it was.
+        for index in layout.candidates(item):
+            place = item_status_mod.lookup(self.conn, layout.keys[index], item, self._owners)
+            if place is None or place["status"] is not None:
+                return place
+        return place
 
     def upload_target(self, project: str, downloader: str) -> str | None:
         """One of the project's active targets at random, ':downloader' filled in; None if none.

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
-from tracker_core import bloom
+from tracker_core import bloom, shard_router
 from tracker_core import keys as keyspace
 from tracker_core import limits as limits_mod
 from tracker_core.errors import BadInput, NotFound
@@ -122,6 +122,10 @@ def add(
     def add_chunk(chunk: list[str]) -> tuple[int, int]:
         added = duplicates = 0
         held_on = set()
+        earlier = shard_router.seen_on_earlier_shards(conn, layout, chunk)
+        if earlier:  # a project that gained shards: seen where these names were added before
+            chunk = [name for name in chunk if name not in earlier]
+            duplicates += len(earlier)
         try:
             for index, names_here in layout.split(chunk).items():
                 shard, (target, _) = shards[index], targets[index]

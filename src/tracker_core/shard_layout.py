@@ -26,6 +26,10 @@ from tracker_core.keys import ProjectKeys
 MAX_SHARDS = 16  # shards one project may have (at most one per primary is useful; 16 leaves room)
 SHARD_TAGS_FIELD = "shard_tags"  # settings field: every shard's tag, in shard order, space-separated
 SHARE_FIELD = "shard_share"  # settings field of one shard's copy: its share of project-wide limits
+# settings field: the shard counts the project has had, oldest first ("3 5": created with 3,
+# grown to 5); absent for a project never grown. Items added while it had G shards live on
+# shard crc32(name) mod G.
+GENERATIONS_FIELD = "shard_generations"
 _MAX_SALT = 100_000  # tags tried per shard before giving up on a primary (a slot owner is found
 # within a few tries when the primaries own comparable slot ranges)
 
@@ -48,12 +52,18 @@ def choose_tags(project: str, count: int, owner_of_slot: Callable[[int], str] | 
     or Sentinel) the tags carry no salt."""
     if not 1 <= count <= MAX_SHARDS:
         raise ValueError(f"shards must be between 1 and {MAX_SHARDS}")
-    tags = [_tag(project, 0)]
+    return more_tags(project, [_tag(project, 0)], count, owner_of_slot)
+
+
+def more_tags(project: str, tags: list[str], count: int, owner_of_slot=None) -> list[str]:
+    """TAGS (a project's shards, the first one's included) followed by tags for shards
+    len(TAGS)..COUNT-1, placed as choose_tags places them."""
+    tags = list(tags)
     if owner_of_slot is None:
-        return tags + [_tag(project, i) for i in range(1, count)]
+        return tags + [_tag(project, i) for i in range(len(tags), count)]
     primaries = sorted({owner_of_slot(slot) for slot in range(0, 16384, 64)})
     first = primaries.index(owner_of_slot(slot_of_tag(tags[0])))
-    for index in range(1, count):
+    for index in range(len(tags), count):
         wanted = primaries[(first + index) % len(primaries)]
         for salt in range(_MAX_SALT):
             tag = _tag(project, index, salt)
@@ -73,13 +83,15 @@ def wire(name) -> bytes:
 class ShardLayout:
     """The shards of one project: their keys in shard order, and the shard of an item."""
 
-    __slots__ = ("project", "tags", "keys", "count")
+    __slots__ = ("project", "tags", "keys", "count", "generations")
 
-    def __init__(self, project: str, tags: Iterable[str]):
+    def __init__(self, project: str, tags: Iterable[str], generations: Iterable[int] = ()):
         self.project = project
         self.tags = tuple(tags)
         self.keys = tuple(ProjectKeys(project, tag) for tag in self.tags)
         self.count = len(self.keys)
+        # The shard counts the project had before this one (shard_generations), oldest first.
+        self.generations = tuple(g for g in generations if 1 <= g < self.count)
 
     @classmethod
     def single(cls, project: str) -> ShardLayout:
@@ -90,11 +102,29 @@ class ShardLayout:
         """The layout a shard's settings record (none recorded: one shard)."""
         text = values.get(SHARD_TAGS_FIELD) or ""
         tags = text.split()
-        return cls(project, tags) if len(tags) > 1 else cls.single(project)
+        if len(tags) <= 1:
+            return cls.single(project)
+        counts = (values.get(GENERATIONS_FIELD) or "").split()
+        return cls(project, tags, (int(c) for c in counts if c.isdigit()))
 
     @property
     def sharded(self) -> bool:
         return self.count > 1
+
+    @property
+    def grown(self) -> bool:
+        """Whether shards were added since creation: older items may live elsewhere."""
+        return bool(self.generations)
+
+    def candidates(self, name) -> list[int]:
+        """The shards NAME may live on, where it would be added today first: one for a
+        project never grown, one per earlier shard count past that (docs/sharding.md)."""
+        crc = zlib.crc32(wire(name))
+        found = [crc % self.count]
+        for count in reversed(self.generations):
+            if crc % count not in found:
+                found.append(crc % count)
+        return found
 
     def shard_of(self, name) -> int:
         """The index of the shard ITEM NAME belongs to."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-from tracker_core import scripts
+from tracker_core import bloom, scripts
 from tracker_core.script_constants import UNIQUES_TTL_S
 from tracker_core.shard_layout import ShardLayout
 
@@ -103,11 +103,16 @@ def share_bytes(domain_bytes: list, part: int, before: int, total: int) -> list:
 
 
 def done(
-    layout: ShardLayout, items: list, domain_bytes: list, call: Callable[[object, list, list], object]
+    layout: ShardLayout,
+    items: list,
+    domain_bytes: list,
+    call: Callable[[object, list, list], object],
+    groups: dict[int, list] | None = None,
 ) -> tuple[scripts.done.Reply, int | None]:
     """(reply, the first shard's settings age or None) of the done of ITEMS split by shard:
-    CALL(keys, names, domain bytes) per shard, the counts of the replies summed."""
-    groups = layout.split(items)
+    CALL(keys, names, domain bytes) per shard (GROUPS: the names by shard, when located), the
+    counts of the replies summed."""
+    groups = layout.split(items) if groups is None else groups
     total = len(items)
     replies = {}
     before = 0
@@ -132,3 +137,60 @@ def done(
         max(r.clamped for r in replies.values()),
     )
     return merged, age0
+
+
+def _pipeline(conn, commands: list) -> list:
+    """COMMANDS' replies in one round trip on the hot path's connection (a list pipeline) or an
+    admin's redis-py client."""
+    if type(conn).__module__.startswith("redis"):
+        pipe = conn.pipeline(transaction=False)
+        for command in commands:
+            pipe.execute_command(*command)
+        return pipe.execute()
+    return conn.pipeline(commands)
+
+
+def locate(conn, layout: ShardLayout, names) -> dict[int, list]:
+    """NAMES grouped by the shard each is claimed on: for a project that gained shards since
+    some were added (docs/sharding.md, "Adding shards"), a name whose claim record is on an
+    earlier shard goes there (one HMGET of the claims per earlier shard, in one round trip),
+    every other name to the shard it is added to today."""
+    if not layout.grown:
+        return layout.split(names)
+    groups: dict[int, list] = {}
+    asked: dict[int, list] = {}
+    for name in names:
+        candidates = layout.candidates(name)
+        for older in candidates[1:]:
+            asked.setdefault(older, []).append(name)
+    claimed: dict = {}
+    if asked:
+        order = sorted(asked)
+        replies = _pipeline(conn, [("HMGET", layout.keys[i].claims, *asked[i]) for i in order])
+        for index, reply in zip(order, replies):
+            for name, record in zip(asked[index], reply):
+                if record is not None:
+                    claimed.setdefault(name, index)
+    for name in names:
+        groups.setdefault(claimed.get(name, layout.shard_of(name)), []).append(name)
+    return groups
+
+
+def seen_on_earlier_shards(conn, layout: ShardLayout, names: list) -> set:
+    """Those of NAMES the Bloom filter of an earlier shard of theirs has seen: a project that
+    gained shards deduplicates a name against where it was added before too (read only)."""
+    if not layout.grown:
+        return set()
+    asked: dict[int, list] = {}
+    for name in names:
+        for older in layout.candidates(name)[1:]:
+            asked.setdefault(older, []).append(name)
+    seen = set()
+    for index, group in asked.items():
+        k = layout.keys[index]
+        fields = conn.hgetall(k.bloom)
+        if not fields:
+            continue
+        commands, answer = bloom.membership(bloom.Plan(k, bloom.Geometry.from_redis(fields)), group)
+        seen.update(name for name, found in zip(group, answer(_pipeline(conn, commands))) if found)
+    return seen

@@ -192,6 +192,7 @@ def _json_cases(tmp_path):
     segment = tmp_path / "nothing.seg"
     return [
         ("project", "create", "conv-other"),
+        ("project", "grow", "conv-other", "--shards", "2"),
         ("project", "set", P, "rate_limit=60"),
         ("project", "show", P),
         ("project", "list"),

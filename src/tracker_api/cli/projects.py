@@ -32,6 +32,21 @@ def project_create(slug, title, shards):
     output.emit(result, f"created project {slug}" + (f" over {shards} shards" if shards > 1 else ""))
 
 
+@project.command("grow")
+@click.argument("slug")
+@click.option(
+    "--shards",
+    type=click.IntRange(2, MAX_SHARDS),
+    required=True,
+    help="The shards the project has in all once grown (docs/sharding.md, Adding shards).",
+)
+@output.json_option
+def project_grow(slug, shards):
+    """Add shards to project SLUG: its items stay where they are, new ones spread over all."""
+    result = projects.grow(context(), slug, shards)
+    output.emit(result, f"project {slug} now has {shards} shards (had {result['before']})")
+
+
 @project.command("set")
 @click.argument("slug")
 @click.argument("assignments", nargs=-1, required=True)

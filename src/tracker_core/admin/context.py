@@ -14,7 +14,7 @@ import redis
 from tracker_core import audit, topology
 from tracker_core import keys as keyspace
 from tracker_core.admin.errors import BadInput, NotFound
-from tracker_core.shard_layout import SHARD_TAGS_FIELD, ShardLayout
+from tracker_core.shard_layout import GENERATIONS_FIELD, SHARD_TAGS_FIELD, ShardLayout
 
 
 def connect(url: str) -> redis.Redis:
@@ -50,9 +50,8 @@ class AdminContext:
     def layout(self, project: str, must_exist: bool = True) -> ShardLayout:
         """PROJECT's shards (docs/sharding.md), as its first shard's settings record them."""
         k = self.keys(project, must_exist)
-        return ShardLayout.from_settings(
-            project, {SHARD_TAGS_FIELD: self.conn.hget(k.settings, SHARD_TAGS_FIELD)}
-        )
+        tags, generations = self.conn.hmget(k.settings, SHARD_TAGS_FIELD, GENERATIONS_FIELD)
+        return ShardLayout.from_settings(project, {SHARD_TAGS_FIELD: tags, GENERATIONS_FIELD: generations})
 
     def shards(self, project: str, must_exist: bool = True) -> tuple[keyspace.ProjectKeys, ...]:
         """The keys of every shard of PROJECT, the first shard LAST: a change written to every

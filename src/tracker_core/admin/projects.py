@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from tracker_core import bloom, offload, redis_clock, scripts, shard_layout
 from tracker_core import keys as keyspace
+from tracker_core import limits as limits_core
 from tracker_core import settings as settings_mod
 from tracker_core import stats as stats_mod
 from tracker_core.admin import limits
 from tracker_core.admin.context import AdminContext
 from tracker_core.admin.errors import BadInput, Conflict, NotFound
+from tracker_core.script_constants import REFILL_WATCH_FIELD, SETTINGS_PAD_FIELD
 
 DELETE_CHUNK = 500  # keys per UNLINK
 # Reads and checks of the offload settings before giving up on a change another admin keeps
@@ -227,3 +229,64 @@ def _unlink_shard(r, k: keyspace.ProjectKeys, now_ms: int) -> None:
     )
     for i in range(0, len(every), DELETE_CHUNK):
         r.unlink(*every[i : i + DELETE_CHUNK])
+
+
+# Settings fields a new shard does not copy from the first: the script writes its own age, the
+# pad and the refill watch belong to each shard's own hash, and the layout fields are new.
+_NOT_COPIED = (
+    "settings_age",
+    SETTINGS_PAD_FIELD,
+    REFILL_WATCH_FIELD,
+    shard_layout.SHARD_TAGS_FIELD,
+    shard_layout.SHARE_FIELD,
+    shard_layout.GENERATIONS_FIELD,
+)
+
+
+def grow(ctx: AdminContext, project: str, shards) -> dict:
+    """Give PROJECT SHARDS shards in all, adding to the ones it has (docs/sharding.md, "Adding
+    shards"): items stay where they are; new items spread over every shard from then on.
+
+    Each new shard is made whole first (settings, blocks, limits and backfeed secrets copied
+    from the first shard); then every shard's layout fields are changed, the first shard last,
+    which is when the nodes (following its settings age) start using the new shards."""
+    layout = ctx.layout(project)
+    if type(shards) is not int or not 1 <= shards <= shard_layout.MAX_SHARDS:
+        raise BadInput(f"'shards' must be a whole number from 1 to {shard_layout.MAX_SHARDS}")
+    if shards <= layout.count:
+        raise BadInput(
+            f"{project!r} has {layout.count} shard(s): shards can only be added (its items "
+            "stay where they are), never taken away or moved"
+        )
+    r = ctx.conn
+    first = layout.keys[0]
+    stored = r.hgetall(first.settings)
+    tags = shard_layout.more_tags(project, list(layout.tags), shards, shard_layout.slot_owner(r))
+    generations = [*layout.generations, layout.count]
+    fields = {
+        shard_layout.SHARD_TAGS_FIELD: " ".join(tags),
+        shard_layout.GENERATIONS_FIELD: " ".join(map(str, generations)),
+        shard_layout.SHARE_FIELD: repr(1 / shards),
+    }
+    copied = {name: value for name, value in stored.items() if name not in _NOT_COPIED} | fields
+    own, copy = (set(r.smembers(first.blocked)), set(r.smembers(first.blocked_global)))
+    rules = limits_core.load(r, first)
+    secret_records = r.hgetall(first.backfeed_secrets)
+    now_ms = redis_clock.now_ms(r)
+    for tag in tags[layout.count :]:
+        k = keyspace.ProjectKeys(project, tag)
+        if (
+            scripts.create_project(r, k, now_ms=now_ms, settings=copied)
+            != scripts.create_project.codes.CREATED
+        ):
+            # Left by a grow that stopped half-way (the first shard never named it): made whole again.
+            scripts.set_settings(r, k, channel=keyspace.SETTINGS_CHANNEL, values=copied)
+        limits.write_blocks(ctx, k, lambda _own, _copy: (own, copy))
+        for rule in rules:
+            limits_core.add(r, k, rule.name, rule.pattern, rule.rate)
+        if secret_records:
+            r.hset(k.backfeed_secrets, mapping=secret_records)
+    for k in layout.keys[1:] + layout.keys[:1]:
+        scripts.set_settings(r, k, channel=keyspace.SETTINGS_CHANNEL, values=fields)
+    ctx.audit("project.grow", project, shards=shards, before=layout.count)
+    return {"project": project, "shards": shards, "before": layout.count}
