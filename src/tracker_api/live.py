@@ -67,7 +67,7 @@ class ProjectWatcher:
         self.failed = False
         self.dirty = False
         self.engine = Engine(feed.redis_url)
-        self.reader = StatsReader(self.engine.conn)
+        self.reader = StatsReader(self.engine.conn, self.engine.layout)
         self.log_key = keyspace.ProjectKeys(project).log
         self.last_id = "0-0"
         self.snapshot_at = 0.0

@@ -44,6 +44,7 @@ from tracker_core import settings as settings_mod
 from tracker_core import stats as stats_mod
 from tracker_core.engine import Engine
 from tracker_core.rawredis import RedisError
+from tracker_core.shard_layout import summed
 
 # Item request outcomes: fields of a project's stats hash -> the outcome label of one counter.
 REQUEST_OUTCOMES = {
@@ -320,35 +321,47 @@ class TrackerCollector:
 
     def _places(self, project: str, now_ms: int) -> dict:
         """What Engine.counts does not read: unique visitors, dead and offloaded items (by the
-        census' own reading of the segment registry) and the lease, in one round trip."""
-        k = self.engine.keys(project)
+        census' own reading of the segment registry) and the lease, in one round trip per shard
+        (the uniques and the lease: the first shard's; dead and offloaded: every shard's)."""
+        places = [
+            self._shard_places(k, now_ms, first=i == 0)
+            for i, k in enumerate(self.engine.layout(project).keys)
+        ]
+        return places[0] if len(places) == 1 else summed(places)
+
+    def _shard_places(self, k, now_ms: int, first: bool) -> dict:
         day = now_ms // stats_mod.DAY_MS
         days = stats_mod.month_days(now_ms)
-        (downloaders_day, ips_day, downloaders_month, ips_month, dead, segments, sources, staged, lease) = (
-            self.engine.conn.pipeline(
-                (
-                    ("PFCOUNT", k.uniques("downloaders", day)),
-                    ("PFCOUNT", k.uniques("ips", day)),
-                    ("PFCOUNT", *(k.uniques("downloaders", d) for d in days)),
-                    ("PFCOUNT", *(k.uniques("ips", d) for d in days)),
-                    ("HLEN", k.dead),
-                    ("HGETALL", k.segments),
-                    ("HGETALL", k.segment_queues),
-                    ("SCARD", k.offloading),
-                    ("EXISTS", k.maintain_lease),
-                )
+        uniques = (
+            [
+                ("PFCOUNT", k.uniques("downloaders", day)),
+                ("PFCOUNT", k.uniques("ips", day)),
+                ("PFCOUNT", *(k.uniques("downloaders", d) for d in days)),
+                ("PFCOUNT", *(k.uniques("ips", d) for d in days)),
+            ]
+            if first
+            else []
+        )
+        replies = self.engine.conn.pipeline(
+            (
+                *uniques,
+                ("HLEN", k.dead),
+                ("HGETALL", k.segments),
+                ("HGETALL", k.segment_queues),
+                ("SCARD", k.offloading),
+                ("EXISTS", k.maintain_lease),
             )
         )
+        dead, segments, sources, staged, lease = replies[len(uniques) :]
         return {
-            "downloaders_day": downloaders_day,
-            "ips_day": ips_day,
-            "downloaders_month": downloaders_month,
-            "ips_month": ips_month,
+            **dict(
+                zip(("downloaders_day", "ips_day", "downloaders_month", "ips_month"), replies[: len(uniques)])
+            ),
             "dead": int(dead),
             "offloaded": census.offloaded_by_source(
                 census._hash(segments), census._hash(sources), int(staged)
             ),
-            "lease_held": int(lease),
+            "lease_held": int(lease) if first else 0,
         }
 
 

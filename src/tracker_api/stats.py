@@ -79,7 +79,7 @@ class StatsResource:
 
     def __init__(self, engine: Engine):
         self.engine = engine
-        self.reader = StatsReader(engine.conn)
+        self.reader = StatsReader(engine.conn, engine.layout)
         self.cache: dict[tuple, tuple[int, bytes]] = {}
 
     def on_get(self, req, resp, project: str):

@@ -14,11 +14,28 @@ from __future__ import annotations
 import datetime as dt
 import math
 
-from tracker_core import census, hq, scripts
+from tracker_core import census, hq, scripts, stats_shards
 from tracker_core import keys as keyspace
 from tracker_core import stats_ranges as ranges
-from tracker_core.derived_counters import RTT_BUCKET_PREFIX, with_derived
-from tracker_core.script_constants import MINUTE_TTL_S, RTT_BOUNDS_S  # the scripts' own
+from tracker_core.derived_counters import with_derived
+from tracker_core.script_constants import MINUTE_TTL_S, RTT_BOUNDS_S  # noqa: F401 - the scripts' own
+from tracker_core.shard_layout import SHARD_TAGS_FIELD, ShardLayout
+from tracker_core.stats_rtt import (  # noqa: F401 - the round trip times, as stats named them
+    PERCENTILES,
+    RTT_FIELD_PREFIX,
+    percentile,
+    rtt_histogram,
+    rtt_summary,
+)
+from tracker_core.stats_top import (  # noqa: F401 - the top downloaders' history, as stats named it
+    TOP_CHART_HOURS,
+    TOP_HISTORY_N,
+    TOP_HISTORY_TIERS,
+    merged_points,
+    top_chart,
+)
+from tracker_core.stats_top import stream_points as _stream_points
+from tracker_core.stats_top import top_due as _top_due
 
 MINUTE_MS = 60_000
 HOUR_MS = 3_600_000
@@ -31,25 +48,11 @@ HOUR_POINTS = 168  # hour chart: the last week
 ROLLUP_DELAY_MIN = 3  # roll an hour up only once writers on a slow clock are past it
 ROLLUP_LOOKBACK_H = 46  # minute hashes live 48 h: older hours can no longer be summed
 MIN_GROWTH_WINDOW_MIN = 5  # backlog growth needs samples at least this far apart
-PERCENTILES = (50, 90, 99)
 
 # Reclaims are counted by the claim script under these names: items reclaimed at least once
 # (counted at their first reclaim) and reclaims handed out (every one).
 RECLAIMED_ITEMS_FIELD = "items_reclaimed"
 RECLAIMS_SERVED_FIELD = "reclaims_served"
-
-# The top downloaders' progress: the cumulative item counts of the TOP_HISTORY_N downloaders
-# with the most bytes, one point per interval in a capped stream per resolution:
-# (interval in seconds, points kept, expiry in seconds) - ten minutes for two days, an hour for
-# sixty days. The chart serves the ten-minute points and the hourly ones of the week before.
-TOP_HISTORY_N = 10
-TOP_HISTORY_TIERS = ((600, 288, 2 * 86_400), (3600, 1440, 60 * 86_400))
-TOP_CHART_HOURS = HOUR_POINTS
-
-# Written by lua/top_history-n.lua, so two writers (maintain passes, snapshots in several
-# processes) never add two points for one interval: the check and the XADD are atomic.
-
-RTT_FIELD_PREFIX = RTT_BUCKET_PREFIX  # done-20.lua's histogram fields
 
 
 def _to_int(value) -> int:
@@ -63,6 +66,19 @@ def _flat_to_pairs(flat) -> dict[str, str]:
     if not isinstance(flat, (list, tuple)):
         return {}  # an error reply (a key of another type): no data rather than no page
     return dict(zip(flat[::2], flat[1::2]))
+
+
+def record_top_history(conn, project: str, now_ms: int, k: keyspace.ProjectKeys | None = None) -> int:
+    """Add the top downloaders' item counts to each history stream whose point is due.
+
+    One script reads the TOP_HISTORY_N downloaders with the most bytes (ZREVRANGE 0 N-1 and one
+    HMGET of those names, never the whole hash or zset) and appends a point to every stream
+    whose newest point lies in an earlier interval, so any number of writers add one point per
+    interval. K: the keys of one shard of PROJECT (its first by default). Returns how many
+    streams got a point.
+    """
+    k = keyspace.ProjectKeys(project) if k is None else k
+    return scripts.top_history(conn, k, now_ms=now_ms, top=TOP_HISTORY_N, tiers=TOP_HISTORY_TIERS)
 
 
 def _hour_rows(hours: dict, minutes: dict) -> list[tuple[int, dict]]:
@@ -82,49 +98,6 @@ def _flat_to_counts(flat) -> dict[str, int]:
 
 def ratio(part: int, whole: int) -> float | None:
     return part / whole if whole else None
-
-
-def rtt_histogram(counters: dict[str, int]) -> list[tuple[float, int]]:
-    """(upper bound in seconds, count) for every bucket of the rtt_le_* fields, by bound."""
-    buckets = {float(b): 0 for b in RTT_BOUNDS_S}
-    buckets[math.inf] = 0
-    for field, count in counters.items():
-        if field.startswith(RTT_FIELD_PREFIX):
-            bound = field[len(RTT_FIELD_PREFIX) :]
-            buckets[math.inf if bound == "inf" else float(bound)] = count
-    return sorted(buckets.items())
-
-
-def percentile(histogram: list[tuple[float, int]], q: float) -> float | None:
-    """Estimate the Q-th percentile (0-100) in seconds, linear within a bucket.
-
-    The open top bucket has no upper edge, so a percentile that lands there is reported as its
-    lower edge: a floor, never an invented number.
-    """
-    total = sum(count for _, count in histogram)
-    if not total:
-        return None
-    rank = q / 100 * total
-    seen, lower = 0, 0.0
-    for bound, count in histogram:
-        if count and seen + count >= rank:
-            if math.isinf(bound):
-                return lower
-            return lower + (bound - lower) * max(0.0, rank - seen) / count
-        seen += count
-        lower = bound if not math.isinf(bound) else lower
-    return lower
-
-
-def rtt_summary(counters: dict[str, int]) -> dict:
-    histogram = rtt_histogram(counters)
-    n = counters.get("rtt_count", 0)
-    return {
-        "mean_s": (counters.get("rtt_sum_ms", 0) / n / 1000) if n else None,
-        "count": n,
-        **{f"p{q}_s": percentile(histogram, q) for q in PERCENTILES},
-        "histogram": [["inf" if math.isinf(b) else b, c] for b, c in histogram if c],
-    }
 
 
 def _sum_counts(hashes) -> dict[str, int]:
@@ -184,65 +157,28 @@ def log_line(entry_id: str, flat: list) -> dict:
     }
 
 
-def record_top_history(conn, project: str, now_ms: int) -> int:
-    """Add the top downloaders' item counts to each history stream whose point is due.
-
-    One script reads the TOP_HISTORY_N downloaders with the most bytes (ZREVRANGE 0 N-1 and one
-    HMGET of those names, never the whole hash or zset) and appends a point to every stream
-    whose newest point lies in an earlier interval, so any number of writers add one point per
-    interval. Returns how many streams got a point.
-    """
-    k = keyspace.ProjectKeys(project)
-    return scripts.top_history(conn, k, now_ms=now_ms, top=TOP_HISTORY_N, tiers=TOP_HISTORY_TIERS)
+def layout_of(conn, project: str) -> ShardLayout:
+    """PROJECT's shards as its first shard's settings record them (one HGET)."""
+    tags = conn.execute_command("HGET", keyspace.ProjectKeys(project).settings, SHARD_TAGS_FIELD)
+    return ShardLayout.from_settings(project, {SHARD_TAGS_FIELD: tags or ""})
 
 
-def _stream_points(entries) -> list[tuple[int, dict[str, int]]]:
-    """(time in ms, {downloader: items}) of top-history stream entries, in the order given."""
-    if not isinstance(entries, (list, tuple)):
-        return []  # an error reply (a key of another type): no history rather than no page
-    points = []
-    for entry_id, fields in entries:
-        points.append(
-            (int(entry_id.split("-")[0]), {f: _to_int(v) for f, v in zip(fields[::2], fields[1::2])})
-        )
-    return points
-
-
-def _top_due(points: list, interval_s: int, now_ms: int) -> bool:
-    interval_ms = interval_s * 1000
-    return not points or points[-1][0] // interval_ms < now_ms // interval_ms
-
-
-def top_chart(recent: list, hourly: list) -> dict:
-    """The top downloaders' chart: hourly points (oldest first) before the recent ones.
-
-    Series are the TOP_HISTORY_N downloaders with the highest last recorded count; a downloader
-    outside the top at some point has null there (uPlot spans the gap).
-    """
-    cutoff = recent[0][0] if recent else math.inf
-    points = [p for p in hourly if p[0] < cutoff] + list(recent)
-    latest: dict[str, int] = {}
-    for _, counts in points:
-        latest.update(counts)
-    names = sorted(latest, key=lambda n: (-latest[n], n))[:TOP_HISTORY_N]
-    return {
-        "t": [ms / 1000 for ms, _ in points],
-        "series": {n: [counts.get(n) for _, counts in points] for n in names},
-    }
-
-
-def upkeep(conn, project: str, now_ms: int) -> None:
+def upkeep(conn, project: str, now_ms: int, layout: ShardLayout | None = None) -> None:
     """Sample PROJECT's backlog and roll completed hours up, as a snapshot does, with no viewer.
 
     `tracker maintain` calls this for every project once a minute, so minute counters are rolled
     into hours before they expire (two days) even when nobody looks at the pages. CONN is any
     client with ``execute_command`` (redis-py or RawRedis); the scripts are idempotent (an hour
     already rolled up costs one EXISTS, a top-downloaders point already taken two XREVRANGE).
+    LAYOUT: PROJECT's shards (read when not given); every shard rolls its own counters up, and
+    the whole project's backlog is sampled on the first (tracker_core.stats_shards).
     """
-    k = keyspace.ProjectKeys(project)
-    sample_and_roll_up(conn, k, now_ms, backlog_items(conn, k))
-    ranges.roll_up_days(conn, k, now_ms)  # after the hours: a day waits for its last hour
-    record_top_history(conn, project, now_ms)
+    layout = layout_of(conn, project) if layout is None else layout
+    backlog = sum(backlog_items(conn, k) for k in layout.keys)
+    for index, k in enumerate(layout.keys):
+        sample_and_roll_up(conn, k, now_ms, backlog if index == 0 else None)
+        ranges.roll_up_days(conn, k, now_ms)  # after the hours: a day waits for its last hour
+        record_top_history(conn, project, now_ms, k)
 
 
 def backlog_items(conn, k: keyspace.ProjectKeys) -> int:
@@ -256,14 +192,16 @@ def backlog_items(conn, k: keyspace.ProjectKeys) -> int:
 
 
 def sample_and_roll_up(
-    conn, k: keyspace.ProjectKeys, now_ms: int, backlog: int, hours: dict | None = None
+    conn, k: keyspace.ProjectKeys, now_ms: int, backlog: int | None, hours: dict | None = None
 ) -> None:
     """Sample the backlog for this minute and roll completed hours up (both scripts idempotent).
 
     HOURS, when given, holds the hour hashes already read: hours found there are skipped, and
-    hours rolled up now are added to it.
+    hours rolled up now are added to it. BACKLOG None (a sharded project's further shards):
+    no sample.
     """
-    scripts.sample_backlog(conn, k, minute=now_ms // MINUTE_MS, backlog=backlog, ttl_s=MINUTE_TTL_S)
+    if backlog is not None:
+        scripts.sample_backlog(conn, k, minute=now_ms // MINUTE_MS, backlog=backlog, ttl_s=MINUTE_TTL_S)
     newest = (now_ms - ROLLUP_DELAY_MIN * MINUTE_MS) // HOUR_MS - 1
     for hour in range(newest - ROLLUP_LOOKBACK_H + 1, newest + 1):
         if hours is not None and hours.get(hour, {}) != {}:
@@ -278,19 +216,31 @@ def sample_and_roll_up(
 class StatsReader:
     """Snapshots of projects' statistics over one connection (RawRedis or a topology client)."""
 
-    def __init__(self, conn):
+    def __init__(self, conn, layout=None):
+        """LAYOUT: project -> its ShardLayout (Engine.layout, cached); else read each time."""
         self.conn = conn
+        self.layout = layout or (lambda project: layout_of(conn, project))
 
     def recent_log(self, project: str, count: int) -> list[dict]:
-        """The COUNT newest lines of the log of completed items, newest first."""
-        entries = self.conn.execute_command(
-            "XREVRANGE", keyspace.ProjectKeys(project).log, "+", "-", "COUNT", count
-        )
-        return [log_line(entry_id, flat) for entry_id, flat in entries]
+        """The COUNT newest lines of the log of completed items, newest first (every shard's
+        log read, merged by the done's time)."""
+        shards = [
+            [log_line(entry_id, flat) for entry_id, flat in self.log_entries(k, count)]
+            for k in self.layout(project).keys
+        ]
+        return shards[0] if len(shards) == 1 else stats_shards.newest_lines(shards, count)
+
+    def log_entries(self, k: keyspace.ProjectKeys, count: int) -> list:
+        """The COUNT newest entries of one shard's done log (XREVRANGE's reply)."""
+        return self.conn.execute_command("XREVRANGE", k.log, "+", "-", "COUNT", count)
 
     def downloader_total(self, project: str) -> int:
-        """How many downloaders ever completed an item (the page's "show all" count)."""
-        return self.conn.execute_command("ZCARD", keyspace.ProjectKeys(project).downloader_bytes)
+        """How many downloaders ever completed an item (the page's "show all" count); over
+        several shards, those of every shard's board, each counted once."""
+        keys = self.layout(project).keys
+        if len(keys) == 1:
+            return self.conn.execute_command("ZCARD", keys[0].downloader_bytes)
+        return len({n for k in keys for n in self.conn.execute_command("ZRANGE", k.downloader_bytes, 0, -1)})
 
     def warriors_online(self) -> int:
         """Warriors (all projects) online: last heartbeat within hq.ONLINE_WITHIN_MS."""
@@ -353,15 +303,31 @@ class StatsReader:
     def _top_points(replies) -> dict:
         return {"recent": _stream_points(replies[0]), "hourly": _stream_points(replies[1])[::-1]}
 
-    def _maintain_top(self, k: keyspace.ProjectKeys, now_ms: int, top: dict) -> dict:
-        """Record a top-downloaders point when one is due, so a tracker without `tracker
-        maintain` still gets history while someone looks; return the history to chart."""
+    def _maintain_top(self, layout: ShardLayout, now_ms: int, top: dict) -> dict:
+        """Record a top-downloaders point when one is due (on every shard), so a tracker without
+        `tracker maintain` still gets history while someone looks; return the history to chart."""
         (recent_s, _, _), (hourly_s, _, _) = TOP_HISTORY_TIERS
         if not (_top_due(top["recent"], recent_s, now_ms) or _top_due(top["hourly"], hourly_s, now_ms)):
             return top
-        if not record_top_history(self.conn, k.project, now_ms):
+        if not sum(record_top_history(self.conn, layout.project, now_ms, k) for k in layout.keys):
             return top
-        return self._top_points(self.conn.pipeline(self._top_commands(k)))
+        parts = [self._top_points(self.conn.pipeline(self._top_commands(k))) for k in layout.keys]
+        if len(parts) == 1:
+            return parts[0]
+        return {
+            "recent": merged_points([p["recent"] for p in parts], recent_s),
+            "hourly": merged_points([p["hourly"] for p in parts], hourly_s),
+        }
+
+    def _read_all(self, layout: ShardLayout, now_ms: int, chart_range: str, backlog: int) -> dict:
+        """_read over every shard of LAYOUT, each shard's hours rolled up (the backlog sampled on
+        the first), merged into one project's (tracker_core.stats_shards)."""
+        parts = []
+        for index, k in enumerate(layout.keys):
+            part = self._read(k, now_ms, chart_range)
+            sample_and_roll_up(self.conn, k, now_ms, backlog if index == 0 else None, part["hours"])
+            parts.append(part)
+        return parts[0] if len(parts) == 1 else stats_shards.merged_read(parts, _sum_counts)
 
     def snapshot(
         self,
@@ -375,17 +341,16 @@ class StatsReader:
 
         CHART_RANGE (stats_ranges.RANGES) picks the span of charts["range"]; CREATED_MS (the
         project's settings) is where the "all" range starts."""
-        k = keyspace.ProjectKeys(project)
+        layout = self.layout(project)
         counters = counts["counters"]
         # The backlog the trend and the ETA follow: every item to do, offloaded ones included
         # (census.todo_total, as stats.json's todo_total and backlog_items count them), and out.
         backlog = census.todo_total(counts) + counts["out"]
-        data = self._read(k, now_ms, chart_range)
+        data = self._read_all(layout, now_ms, chart_range, backlog)
         minutes, hours = data["minutes"], data["hours"]
-        sample_and_roll_up(self.conn, k, now_ms, backlog, hours)
         top = data["top"]
         if counts.get("done"):  # nobody has done anything yet: nothing to record
-            top = self._maintain_top(k, now_ms, top)
+            top = self._maintain_top(layout, now_ms, top)
         minute_now = now_ms // MINUTE_MS
         minutes.setdefault(minute_now, {})["backlog"] = minutes[minute_now].get("backlog", backlog)
 
@@ -466,24 +431,30 @@ class StatsReader:
 
     def downloader_chart(self, project: str, name: str, now_ms: int) -> dict:
         """DOWNLOADER NAME's cumulative items over time (stats_ranges.downloader_history)."""
-        k = keyspace.ProjectKeys(project)
         (recent_s, _, _), (hourly_s, _, _) = TOP_HISTORY_TIERS
-        log, items, nbytes, hourly, recent = self.conn.pipeline(
-            [
-                ("XREVRANGE", k.log, "+", "-", "COUNT", ranges.DOWNLOADER_LOG_LINES),
-                ("HGET", k.downloader_count, name),
-                ("ZSCORE", k.downloader_bytes, name),
-                ("XRANGE", k.top_history(hourly_s), "-", "+"),
-                ("XRANGE", k.top_history(recent_s), "-", "+"),
-            ]
-        )
-        recent_points = _stream_points(recent)
+        parts = [
+            self.conn.pipeline(
+                [
+                    ("XREVRANGE", k.log, "+", "-", "COUNT", ranges.DOWNLOADER_LOG_LINES),
+                    ("HGET", k.downloader_count, name),
+                    ("ZSCORE", k.downloader_bytes, name),
+                    ("XRANGE", k.top_history(hourly_s), "-", "+"),
+                    ("XRANGE", k.top_history(recent_s), "-", "+"),
+                ]
+            )
+            for k in self.layout(project).keys
+        ]
+        logs, items, nbytes, hourly, recent = zip(*parts)
+        if len(parts) == 1:
+            log = logs[0] if isinstance(logs[0], list) else []
+        else:
+            log = stats_shards.newest_entries(list(logs), ranges.DOWNLOADER_LOG_LINES)
+        recent_points = merged_points([_stream_points(x) for x in recent], recent_s)
         cutoff = recent_points[0][0] if recent_points else math.inf
-        top_points = [p for p in _stream_points(hourly) if p[0] < cutoff] + recent_points
-        history = ranges.downloader_history(
-            log if isinstance(log, list) else [], top_points, name, _to_int(items), now_ms
-        )
-        history["bytes"] = _to_int(float(nbytes)) if nbytes is not None else 0
+        hourly_points = merged_points([_stream_points(x) for x in hourly], hourly_s)
+        top_points = [p for p in hourly_points if p[0] < cutoff] + recent_points
+        history = ranges.downloader_history(log, top_points, name, sum(_to_int(x) for x in items), now_ms)
+        history["bytes"] = sum(_to_int(float(x)) for x in nbytes if x is not None)
         return history
 
     @staticmethod

@@ -1,0 +1,91 @@
+"""A sharded project's statistics (docs/sharding.md): every shard's figures read, one project's
+answered.
+
+Each shard keeps its own counters (minute and hour hashes, days, the top downloaders' history,
+the done log, the leaderboard's hashes); they are read shard by shard (one pipeline each: a
+Cluster serves one slot per pipeline) and added up here. What the first shard alone holds is
+taken from it: the daily uniques (counted there by every claim) and the backlog samples (the
+whole project's backlog, sampled on the first shard: a sum of samples taken at different moments
+would be no sample). A one-shard project never comes here: its reads are what they always were.
+"""
+
+from __future__ import annotations
+
+from tracker_core import stats_ranges as ranges
+from tracker_core.shard_layout import summed
+from tracker_core.stats_top import TOP_HISTORY_TIERS, merged_points
+
+
+def _added(dicts: list[dict]) -> dict:
+    return summed([dict(d) for d in dicts]) if dicts else {}
+
+
+def _resolved_hours(hours: dict, minutes: dict, sum_counts) -> dict:
+    """One shard's hours, those not rolled up yet summed from its own minutes (as _hour_rows does
+    for a whole project): the shards' hours then add up whether or not each one rolled up."""
+    return {
+        h: counts or sum_counts(c for m, c in minutes.items() if m // 60 == h) for h, counts in hours.items()
+    }
+
+
+def _day_text(counts: dict) -> str:
+    """COUNTS as a days hash field (stats_ranges.parse_day reads it back); no backlog: "-"."""
+    return " ".join(str(counts[f]) if f in counts else "-" for f in ranges.DAY_FIELDS)
+
+
+def merged_days(days: list[dict]) -> dict:
+    """The shards' days hashes as one: a day rolled up on every shard is their sum; a day some
+    shard has not rolled up yet is left out, so the chart sums it from the hours (added over
+    the shards) instead of showing a part of it."""
+    first, rest = days[0], days[1:]
+    merged = {}
+    for day in first:
+        if all(day in other for other in rest):
+            merged[day] = _day_text(_added([ranges.parse_day(d[day]) for d in days]))
+    return merged
+
+
+def merged_read(parts: list[dict], sum_counts) -> dict:
+    """StatsReader._read's answers of every shard (shard order) as one project's."""
+    minutes = {m: _added([p["minutes"][m] for p in parts]) for m in parts[0]["minutes"]}
+    hours = _added([_resolved_hours(p["hours"], p["minutes"], sum_counts) for p in parts])
+    (recent_s, _, _), (hourly_s, _, _) = TOP_HISTORY_TIERS
+    top = {
+        "recent": merged_points([p["top"]["recent"] for p in parts], recent_s),
+        "hourly": merged_points([p["top"]["hourly"] for p in parts], hourly_s),
+    }
+    all_range = {}
+    if parts[0]["all"]:
+        all_range = {
+            "days": merged_days([p["all"]["days"] for p in parts]),
+            "hourly_top": merged_points([p["all"]["hourly_top"] for p in parts], hourly_s),
+        }
+    return {
+        "all": all_range,
+        "minutes": minutes,
+        "hours": {h: hours.get(h, {}) for h in parts[0]["hours"]},
+        "uniques": parts[0]["uniques"],  # counted on the first shard alone
+        "top": top,
+    }
+
+
+def newest_lines(shards: list[list[dict]], count: int) -> list[dict]:
+    """The COUNT newest of the shards' log lines (each list newest first), newest first, by the
+    done's own time ("at"), then its entry id."""
+
+    lines = [line for shard in shards for line in shard]
+    return sorted(lines, key=lambda line: (line["at"], line["id"]), reverse=True)[:count]
+
+
+def newest_entries(shards: list[list], count: int) -> list:
+    """The COUNT newest done log entries (entry id, flat fields) of the shards' XREVRANGE replies."""
+
+    def at(entry) -> int:
+        fields = dict(zip(entry[1][::2], entry[1][1::2]))
+        try:
+            return int(fields.get("at"))
+        except (TypeError, ValueError):
+            return int(entry[0].split("-")[0])
+
+    entries = [entry for reply in shards if isinstance(reply, list) for entry in reply]
+    return sorted(entries, key=at, reverse=True)[:count]

@@ -1,0 +1,111 @@
+"""A sharded project's figures read whole (docs/sharding.md): charts, uniques, top downloaders,
+recent log and /metrics summed or merged over its shards; the maintainer's passes over every
+shard (statistics upkeep, done log archive, shard shares); the done log exported in time order."""
+
+from __future__ import annotations
+
+import pytest
+from falcon import testing
+from prometheus_client.parser import text_string_to_metric_families
+
+from tracker_api.app import create_app
+from tracker_core import stats as stats_mod
+from tracker_core.admin import items as item_verbs
+from tracker_core.admin import projects
+from tracker_core.stats import StatsReader
+
+P = "bigsite"
+URLS = [f"https://example.org/page/{i}?q=a%20b&x={i}#frag" for i in range(90)]
+PEOPLE = ("alice", "bob", "carol")
+
+
+@pytest.fixture
+def layout(admin):
+    projects.create(admin, P, shards=3)
+    item_verbs.add(admin, P, URLS)
+    return admin.layout(P)
+
+
+def work(engine, clock, rounds=5, per_claim=3) -> dict[str, int]:
+    """Each downloader claims and finishes PER_CLAIM items ROUNDS times; items done by each."""
+    done = dict.fromkeys(PEOPLE, 0)
+    for _ in range(rounds):
+        for n, who in enumerate(PEOPLE):
+            code, names = engine.claim(P, who, f"10.0.0.{n}", per_claim)
+            assert code == 200 and len(names) == per_claim
+            clock.advance(2)
+            assert engine.done(P, who, "1", names, ["example.org", 100 * len(names)], "{}").new == per_claim
+            done[who] += per_claim
+    return done
+
+
+def test_the_statistics_are_the_sum_of_every_shard(engine, clock, layout, r):
+    done = work(engine, clock)
+    total = sum(done.values())
+    # Every shard holds a part of the counts: reading only one would miss the others.
+    assert all(int(r.hget(k.stats, "items_done") or 0) < total for k in layout.keys)
+    reader = StatsReader(engine.conn, engine.layout)
+    now_ms = int(clock.now * 1000)
+    snap = reader.snapshot(P, engine.counts(P), now_ms)
+    assert sum(snap["charts"]["minute"]["items_done"]) == total
+    assert sum(snap["charts"]["minute"]["bytes_done"]) == 100 * total
+    assert sum(snap["charts"]["hour"]["items_done"]) == total
+    assert snap["charts"]["hour"]["done_total"][-1] == total
+    assert snap["charts"]["minute"]["backlog"][-1] == len(URLS) - total == snap["backlog"]
+    assert snap["items_per_s"] > 0 and snap["rtt"]["count"] == total
+    # The uniques are counted on the first shard, once per client.
+    assert snap["uniques"]["downloaders_day"] == 3 and snap["uniques"]["ips_day"] == 3
+    # The top downloaders: each shard's point, added up, is the whole count.
+    top = snap["charts"]["top_downloaders"]["series"]
+    assert {name: series[-1] for name, series in top.items()} == done
+    # The backlog is sampled once, on the first shard, as the whole project's.
+    minute = now_ms // 60_000
+    assert r.hget(layout.keys[0].minute(minute), "backlog") == str(len(URLS) - total)
+    assert not any(r.hexists(k.minute(minute), "backlog") for k in layout.keys[1:])
+    assert reader.downloader_total(P) == 3
+    chart = reader.downloader_chart(P, "alice", now_ms)
+    assert chart["items"] == done["alice"] and chart["bytes"] == 100 * done["alice"]
+    assert chart["items_total"][-1] == done["alice"] and chart["items_total"][0] == 0
+
+
+def test_the_recent_log_merges_every_shard_newest_first(engine, clock, layout):
+    work(engine, clock, rounds=2)
+    lines = StatsReader(engine.conn, engine.layout).recent_log(P, 100)
+    assert sum(len(line["items"]) for line in lines) == 18
+    ats = [line["at"] for line in lines]
+    assert ats == sorted(ats, reverse=True)
+    assert len(StatsReader(engine.conn, engine.layout).recent_log(P, 4)) == 4
+
+
+def test_upkeep_rolls_every_shard_up_and_the_week_and_all_charts_keep_the_sum(engine, clock, layout, r):
+    start_ms = int(clock.now * 1000)
+    for k in layout.keys:  # created on the test's clock (Redis's own is another day)
+        r.hset(k.settings, "created_ms", start_ms)
+    done = work(engine, clock)
+    total = sum(done.values())
+    clock.advance(26 * 3600)  # the hours, then the day of the work, can be rolled up
+    now_ms = int(clock.now * 1000)
+    stats_mod.upkeep(r, P, now_ms)
+    hour = (now_ms - 26 * 3_600_000) // 3_600_000
+    assert all(r.exists(k.hour(hour)) for k in layout.keys)
+    assert all(r.hlen(k.days) >= 1 for k in layout.keys)
+    reader = StatsReader(engine.conn, engine.layout)
+    week = reader.snapshot(P, engine.counts(P), now_ms, "week")["charts"]["range"]
+    assert sum(week["items_done"]) == total
+    everything = reader.snapshot(P, engine.counts(P), now_ms, "all", start_ms)["charts"]["range"]
+    assert sum(everything["items_done"]) == total and everything["done_total"][-1] == total
+
+
+def test_metrics_count_dead_and_uniques_over_the_shards(engine, clock, layout):
+    work(engine, clock, rounds=1)
+    web = testing.TestClient(create_app(engine))
+    text = web.simulate_get("/metrics").text
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    uniques = {
+        (s.labels["kind"], s.labels["period"]): s.value
+        for s in families["tracker_unique_visitors"].samples
+        if s.labels["project"] == P
+    }
+    assert uniques[("downloaders", "day")] == 3
+    backlog = [s.value for s in families["tracker_backlog_items"].samples if s.labels["project"] == P]
+    assert backlog == [len(URLS) - 9]
