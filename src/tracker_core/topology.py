@@ -17,14 +17,16 @@ The hot path keeps its raw hiredis connection (``RawRedis``) in all three:
   so a project's scripts run on one node) and follows MOVED and ASK redirections. When a primary
   fails (connection refused, an answer lost, CLUSTERDOWN, MOVED) it reads the slot map again from
   another node, the failed one last, and goes on with whichever node owns the slot by then: its
-  replica once the cluster has promoted it. Each primary is checked for attached replicas as under
-  Sentinel, and a script sent to a primary that has one is followed by ``WAIT N`` in the same
-  round trip, so a failover loses no acknowledged done either.
+  replica once the cluster has promoted it. Until then a call to that slot gets ConnectionLost at
+  once (503) rather than waiting: a worker serves every project, and a call waiting for one
+  primary would hold up the projects on the others. Each primary is checked for attached replicas
+  as under Sentinel, and a script sent to a primary that has one is followed by ``WAIT N`` in the
+  same round trip, so a failover loses no acknowledged done either.
 
 Commands are sent again (to a new primary, or to the slot's new owner) only when none of them
 can have reached Redis (``ConnectionLost``, or a redirection: Redis checks the slot before it
 runs anything); once they were sent, a broken connection or a timeout raises ``OutcomeUnknown``
-(answered 503) and nothing is resent: a claim must not run twice. A call waits at most
+(answered 503) and nothing is resent: a claim must not run twice. A Sentinel call waits at most
 ``FAILOVER_WAIT_S`` for a new primary, then raises ``ConnectionLost`` (503 too).
 
 Admin paths get the matching redis-py client from ``admin_client``.
@@ -32,6 +34,7 @@ Admin paths get the matching redis-py client from ``admin_client``.
 
 from __future__ import annotations
 
+import itertools
 import time
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
@@ -51,8 +54,9 @@ class NotAcknowledged(RedisError):
 
 SENTINEL_SCHEME = "redis+sentinel"
 CLUSTER_SCHEME = "redis+cluster"
-# How long a call may wait for a new primary or a cluster that is re-forming; the warrior client
-# gives up after 20 s, so we answer 503 well before that.
+# How long a call may wait for a Sentinel's new primary or a cluster slot mid-migration
+# (TRYAGAIN), and how long a cluster node whose host answered no SYN is not tried again while
+# the map names it; the warrior client gives up after 20 s, so we answer 503 well before that.
 FAILOVER_WAIT_S = 12.0
 # How often a Sentinel connection re-reads how many replicas its primary has (ROLE, piggybacked
 # on a request's round trip).
@@ -61,7 +65,8 @@ REPLICA_CHECK_S = 1.0
 # primary: a hung node, or a host that died and answers no SYN, is passed over after this (twice
 # for a connect: RawRedis tries again), not after a call's 10 s.
 PROBE_TIMEOUT_S = 2.0
-RETRY_PAUSE_S = 0.2  # between attempts on a node that could not be reached
+RETRY_PAUSE_S = 0.2  # between attempts on a Sentinel primary that could not be reached
+REREAD_S = 0.05  # a cluster's slot map is read at most this often while a primary is out
 REDIRECT_PAUSE_S = 0.05  # before a command TRYAGAIN or CLUSTERDOWN refused is sent again
 _MAX_REDIRECTS = 5
 
@@ -332,6 +337,10 @@ class ClusterRedis(HashReads):
         self._slot_cache: dict[str, int] = {}
         self._stale = True  # read the slot map before the next command
         self._suspect: tuple[str, int] | None = None  # asked last when the map is read again
+        self._read_at = float("-inf")  # when the slot map was last read (monotonic)
+        # Nodes whose connect timed out (a host that died answers no SYN) -> until when no call
+        # tries them again while the map still names them: each try would cost seconds.
+        self._down: dict[tuple[str, int], float] = {}
 
     # -- topology --------------------------------------------------------------------------------
 
@@ -379,9 +388,13 @@ class ClusterRedis(HashReads):
             slots[int(start) : int(end) + 1] = [owner] * (int(end) - int(start) + 1)
         self._slots, self._replicas_of = slots, replicas
         self._stale, self._suspect = False, None
+        self._read_at = time.monotonic()
 
-    def refresh_slots_quietly(self, suspect: tuple[str, int] | None = None) -> None:
-        """refresh_slots, keeping the map it has when no node answers (the call then fails by itself)."""
+    def refresh_slots_quietly(self, suspect: tuple[str, int] | None = None, fresh_s: float = 0.0) -> None:
+        """refresh_slots unless the map was read in the last FRESH_S seconds; the map it has is
+        kept when no node answers (the call then fails by itself)."""
+        if time.monotonic() - self._read_at < fresh_s:
+            return
         try:
             self.refresh_slots(suspect)
         except ConnectionLost:
@@ -396,16 +409,19 @@ class ClusterRedis(HashReads):
             self._slot_cache[key] = slot
         return slot
 
-    def _owner(self, slot: int | None) -> tuple[str, int]:
-        """The primary to send to: SLOT's owner, or for a command of no key a primary in use."""
+    def _owner(self, slot: int | None, failed=()) -> tuple[str, int]:
+        """The primary to send to: SLOT's owner, or for a command of no key a primary in use
+        (else one of the map's) that is not in FAILED. ConnectionLost when the map names none
+        or one in FAILED (a primary that failed this call: the slot has no reachable owner yet)."""
         if self._stale:
             self.refresh_slots(self._suspect)
         if slot is None:
-            owner = next(iter(self._nodes), None) or next((a for a in self._slots if a is not None), None)
+            candidates = itertools.chain(self._nodes, self._slots)
+            owner = next((a for a in candidates if a is not None and a not in failed), None)
         else:
             owner = self._slots[slot]
-        if owner is None:
-            raise ConnectionLost(f"hash slot {slot} is not served by any node")
+        if owner is None or owner in failed:
+            raise ConnectionLost(f"hash slot {slot} has no reachable primary (yet): {owner or 'none'}")
         return owner
 
     # -- commands --------------------------------------------------------------------------------
@@ -416,18 +432,21 @@ class ClusterRedis(HashReads):
         Each command that comes back redirected was not run, and only those are sent again: a
         MOVED reply reloads the map and resends them to the new owner; ASK sends them to the node
         that is importing the slot, each preceded by its own ASKING (ASKING covers one command
-        only); TRYAGAIN and CLUSTERDOWN (a slot mid-migration, a cluster re-forming) wait a
-        moment and start again from the slot's owner. Mid-migration some of a pipeline's keys
+        only); TRYAGAIN (a slot mid-migration) waits a moment and starts again from the slot's
+        owner, for at most FAILOVER_WAIT_S; CLUSTERDOWN is handled as an unreachable owner. Mid-migration some of a pipeline's keys
         may still be on the old owner and some on the new: every reply comes from the node that
         ran its command. Commands of one pipeline must share a slot: the engine only pipelines
         commands of one project.
 
-        A node that cannot be reached (nothing sent) is dropped, the slot map read again from
-        the others, and the commands sent to the slot's owner by then, for at most
-        FAILOVER_WAIT_S (then ConnectionLost). A connection that broke or timed out after the
-        commands left raises OutcomeUnknown and nothing is resent; the next call reads the map
-        first (the node may hang, and its slots be failed over meanwhile). Scripts that ran on a
-        primary with a replica attached are acknowledged by ``WAIT`` (ReplicaAcks).
+        A node that cannot be reached (nothing sent) is dropped and the slot map read again
+        from the others: when it names a new owner the commands go there, else ConnectionLost
+        at once (503; the client retries). A call does not wait out a failover: the worker
+        serves every project, and one call waiting for one primary's replica would hold up the
+        calls of projects on the healthy ones (benchmarks/cluster_failover.py measured 3.9 s of
+        that). A connection that broke or timed out after the commands left raises
+        OutcomeUnknown and nothing is resent; the next call reads the map first (the node may
+        hang, and its slots be failed over meanwhile). Scripts that ran on a primary with a
+        replica attached are acknowledged by ``WAIT`` (ReplicaAcks).
         """
         commands = list(commands)
         key = next((k for k in map(_command_key, commands) if k is not None), None)
@@ -437,20 +456,21 @@ class ClusterRedis(HashReads):
         pending = list(range(len(commands)))
         deadline = time.monotonic() + FAILOVER_WAIT_S
         redirects = 0
+        failed: set[tuple[str, int]] = set()  # primaries this call could not reach
         while True:
             batch = [commands[i] for i in pending]
             try:
-                addr = addr or self._owner(slot)
+                addr = addr or self._owner(slot, failed)
                 got, acknowledged = self._send(addr, batch, asking)
             except ConnectionLost as exc:
-                if addr is not None:
-                    self._forget(addr)
-                if time.monotonic() > deadline:
-                    raise ConnectionLost(
-                        f"no node served hash slot {slot} within {FAILOVER_WAIT_S:.0f} s: {exc}"
-                    ) from exc
-                time.sleep(RETRY_PAUSE_S)
-                self.refresh_slots_quietly(suspect=addr)
+                if addr is None:
+                    raise  # no owner to try (the map names one that failed, or none)
+                self._forget(addr)
+                failed.add(addr)
+                if isinstance(exc.__cause__, TimeoutError):  # the host answers no SYN
+                    self._down[addr] = time.monotonic() + FAILOVER_WAIT_S
+                # A new owner by now? (Read at most every REREAD_S while a primary is out.)
+                self.refresh_slots_quietly(suspect=addr, fresh_s=REREAD_S)
                 addr, asking = None, False
                 continue
             except OutcomeUnknown:
@@ -488,16 +508,23 @@ class ClusterRedis(HashReads):
                     self._slots[int(rest[0])] = target
                 addr, asking = target, kind == "ASK"
             else:
-                # CLUSTERDOWN: a primary failed and is not replaced yet, or this node was one
-                # that just came back (it refuses writes until the cluster had time to tell it
-                # who owns its old slots now, and meanwhile its own map is stale: asked last).
+                # CLUSTERDOWN: a primary failed and is not replaced yet (every node says so when
+                # the cluster requires full coverage), or this node is one that just came back
+                # (it refuses writes until the cluster had time to tell it who owns its old
+                # slots now, and meanwhile its own map is stale: asked last). Sent elsewhere
+                # only when the map names another owner, else ConnectionLost (nothing ran).
                 if kind == "CLUSTERDOWN":
-                    self.refresh_slots_quietly(suspect=addr)
+                    failed.add(addr)
+                    self.refresh_slots_quietly(suspect=addr, fresh_s=REREAD_S)
                 addr, asking = None, False
 
     def _send(self, addr: tuple[str, int], batch: list, asking: bool) -> tuple[list, int | None]:
         """BATCH's replies from ADDR (each command after its own ASKING when ASKING), framed by
-        the node's ReplicaAcks; and how many replicas its WAIT counted (None: no WAIT)."""
+        the node's ReplicaAcks; and how many replicas its WAIT counted (None: no WAIT). A node
+        whose connect timed out a moment ago is not tried again (ConnectionLost)."""
+        if addr not in self._nodes and self._down.get(addr, 0.0) > time.monotonic():
+            raise ConnectionLost(f"{addr[0]}:{addr[1]} did not answer a connect a moment ago")
+        self._down.pop(addr, None)
         conn = self._node(addr)
         acks = self._acks[addr]
         body = [c for command in batch for c in (("ASKING",), command)] if asking else batch

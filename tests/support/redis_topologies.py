@@ -65,6 +65,9 @@ class Cluster:
                 # A replica's first sync starts at once, not after Redis's 5 s wait for others.
                 "--repl-diskless-sync-delay",
                 "0",
+                # As ansible/ deploys it: the other primaries serve their slots while one fails over.
+                "--cluster-require-full-coverage",
+                "no",
             ],
         )
 
@@ -206,10 +209,11 @@ class Cluster:
         _wait(taken_over, f"a replica to take over from {port}", timeout_s)
         return self.slot_owners(asked[0].port)[ranges[0]]
 
-    def restart(self, port: int, timeout_s: float = 30.0) -> None:
-        """Start the node on PORT again (its data directory and nodes.conf kept): a primary that
-        was failed over comes back as a replica of the node that took its slots."""
-        self.server(port).start()
+    def restart(self, port: int, timeout_s: float = 60.0) -> None:
+        """Start the node on PORT again (its data directory and nodes.conf kept; TIMEOUT_S for
+        loading its AOF, then for its sync): a primary that was failed over comes back as a
+        replica of the node that took its slots."""
+        self.server(port).start(timeout_s=timeout_s)
         self._wait_replica(port, timeout_s)
         _wait(self._formed, "the cluster to take the node back", timeout_s)
 
