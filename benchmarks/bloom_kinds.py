@@ -67,6 +67,7 @@ from tracker_core.embedded import EmbeddedRedis, free_port
 from tracker_core.keys import ProjectKeys
 from tracker_core.rawredis import RawRedis
 from tracker_core.scripts import binding as script_binding
+from tracker_core.scripts import loading as script_loading
 
 RESULTS = Path(__file__).resolve().parent / "results"
 REPO = Path(__file__).resolve().parent.parent
@@ -91,7 +92,7 @@ def old_script(rev: str) -> scripts.Script:
     text = subprocess.run(
         ["git", "show", f"{rev}:{path}"], cwd=REPO, check=True, capture_output=True, text=True
     )
-    source = scripts._inline(text.stdout)
+    source = script_loading.inline(text.stdout)
     return scripts.Script("bloom_add", -1, source, hashlib.sha1(source.encode()).hexdigest())
 
 

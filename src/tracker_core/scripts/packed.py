@@ -8,7 +8,7 @@ within a minute. So a binding's ProjectKey and ClockKey slots are packed once pe
 minute, the caller's keys (its own queue) once per caller, and a call packs only its ARGV; with
 CACHE_ARGS (claim) even those are kept packed per caller, so only the time is formatted per call.
 
-The bytes are those Binding.__call__ would send (tests/core/test_packed_calls.py checks it over
+The bytes are those Binding.__call__ would send (tests/core/test_packed_claim_done.py checks it over
 random arguments); only RawRedis takes packed commands, so PACKED is False on other
 connections and every call goes through the binding.
 """
