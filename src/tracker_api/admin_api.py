@@ -35,6 +35,7 @@ from tracker_core.admin import (
     items,
     limits,
     log,
+    paging,
     projects,
     segments,
     tokens,
@@ -93,6 +94,10 @@ class Call:
             raise BadInput(f"query parameter {name!r} must be an integer from {low} to {high}")
         return int(raw)
 
+    def cursor_param(self) -> int | str:
+        """?cursor=: digits (a one-shard project's cursor) or SHARD:CURSOR (admin.paging)."""
+        return paging.face_cursor(self._param("cursor"))
+
     def str_param(self, name: str, default, max_chars: int):
         raw = self._param(name)
         return default if raw is None else checks.text(raw, name, max_chars)
@@ -134,6 +139,13 @@ def _int(body: dict, name: str, default: int, low: int, high: int) -> int:
     if type(value) is not int or not low <= value <= high:
         raise BadInput(f"{name!r} must be an integer from {low} to {high}")
     return value
+
+
+def _cursor(body: dict) -> int | str:
+    """A body's "cursor": an integer (a one-shard project's cursor), or the "SHARD:CURSOR" text
+    a page of a sharded project returned (checked by the verb, admin.paging)."""
+    value = body.get("cursor")
+    return value if type(value) is str else _int(body, "cursor", 0, 0, checks.MAX_CURSOR)
 
 
 def _bool(body: dict, name: str, default: bool = False) -> bool:
@@ -249,7 +261,7 @@ def move(c: Call):
         c.params["queue"],
         _str(body, "to", 100),
         pattern=_str(body, "pattern", checks.MAX_PATTERN_CHARS, "*"),
-        cursor=_int(body, "cursor", 0, 0, checks.MAX_CURSOR),
+        cursor=_cursor(body),
         limit=_int(body, "limit", 1000, 1, checks.MAX_PAGE),
     )
 
@@ -259,7 +271,7 @@ def claims(c: Call):
     return claim_verbs.list_claims(
         c.ctx,
         c.project,
-        cursor=c.int_param("cursor", 0),
+        cursor=c.cursor_param(),
         count=c.int_param("count", 100, 1, checks.MAX_PAGE),
         pattern=c.str_param("pattern", "*", checks.MAX_PATTERN_CHARS),
     )
@@ -272,7 +284,7 @@ def release(c: Call):
         c.ctx,
         c.project,
         **chosen,
-        cursor=_int(body, "cursor", 0, 0, checks.MAX_CURSOR),
+        cursor=_cursor(body),
         limit=_int(body, "limit", 1000, 1, checks.MAX_PAGE),
     )
 
@@ -398,9 +410,7 @@ def unmap_shard(c: Call):
 
 @query("cursor", "count")
 def list_dead(c: Call):
-    return dead.list_dead(
-        c.ctx, c.project, c.int_param("cursor", 0), c.int_param("count", 100, 1, checks.MAX_PAGE)
-    )
+    return dead.list_dead(c.ctx, c.project, c.cursor_param(), c.int_param("count", 100, 1, checks.MAX_PAGE))
 
 
 def requeue_dead(c: Call):
@@ -413,7 +423,7 @@ def requeue_dead(c: Call):
         return dead.requeue_page(
             c.ctx,
             c.project,
-            _int(body, "cursor", 0, 0, checks.MAX_CURSOR),
+            _cursor(body),
             _int(body, "limit", 1000, 1, checks.MAX_PAGE),
             queue,
         )
@@ -466,7 +476,7 @@ def redo_items(c: Call):
         c.project,
         names=body.get("items"),
         pattern=body.get("pattern"),
-        cursor=_int(body, "cursor", 0, 0, checks.MAX_CURSOR),
+        cursor=_cursor(body),
         limit=_int(body, "limit", 1000, 1, checks.MAX_PAGE),
         queue=_str(body, "queue", 100, items.REDO_QUEUE),
         even_if_offloaded=_bool(body, "even_if_offloaded"),

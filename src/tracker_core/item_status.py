@@ -41,20 +41,21 @@ FIELDS = ("status", "downloader", "queue", "limit", "claims", "reason", "since",
 
 
 class Owners:
-    """The downloaders with a queue of their own, per project, read at most once a second."""
+    """The downloaders with a queue of their own, per project shard (each shard has its own set),
+    read at most once a second."""
 
     def __init__(self):
         self._cache: dict[str, tuple[float, list[str]]] = {}
 
     def get(self, conn, k: keyspace.ProjectKeys, fresh: bool = False) -> list[str]:
-        cached = self._cache.get(k.project)
+        cached = self._cache.get(k.tag)
         if cached is not None and not fresh and cached[0] > time.monotonic():
             return cached[1]
         # SRANDMEMBER with a positive count gives distinct members: all of them up to the cap.
         owners = sorted(conn.execute_command("SRANDMEMBER", k.downloader_queues, OWN_QUEUES_CHECKED) or [])
         if len(self._cache) > 10000:
             self._cache.clear()
-        self._cache[k.project] = (time.monotonic() + OWNERS_CACHE_S, owners)
+        self._cache[k.tag] = (time.monotonic() + OWNERS_CACHE_S, owners)
         return owners
 
 

@@ -7,6 +7,7 @@ import time
 from tracker_api.admin_api import DIGITS_RE
 from tracker_api.admin_pages.forms import Form
 from tracker_core.admin.errors import BadInput
+from tracker_core.admin.paging import face_cursor
 
 # A paged action (release, move, requeue, redo) from the page works through at most this many pages
 # (MAX_PAGE each) or this many seconds, then offers to continue from where it stopped.
@@ -14,7 +15,7 @@ RELEASE_PAGES = 20
 RELEASE_SECONDS = 2.0
 
 
-def paged(step, cursor: int) -> tuple[int, int]:
+def paged(step, cursor: int | str) -> tuple[int, int | str]:
     """Run STEP(cursor) -> (count, next cursor) page after page until the cursor is 0 or the
     budget is spent; (total, cursor to continue from, 0 at the end). Each page is one verb call,
     audited on its own."""
@@ -27,11 +28,9 @@ def paged(step, cursor: int) -> tuple[int, int]:
     return total, cursor
 
 
-def form_cursor(form: Form) -> int:
-    text = form.text("cursor", "0") or "0"
-    if not DIGITS_RE.match(text):  # ASCII digits only: str.isdigit() takes "²", int() does not
-        raise BadInput("cursor must be a number")
-    return int(text)
+def form_cursor(form: Form) -> int | str:
+    """The form's cursor: digits, or SHARD:CURSOR (a sharded project's, admin.paging)."""
+    return face_cursor(form.text("cursor", "0"))
 
 
 def int_param(req, name: str, default: int, high: int) -> int:
@@ -43,7 +42,7 @@ def int_param(req, name: str, default: int, high: int) -> int:
     return int(text)
 
 
-def continued(message: str, cursor: int, action: str, fields: dict) -> tuple[str, dict]:
+def continued(message: str, cursor: int | str, action: str, fields: dict) -> tuple[str, dict]:
     """A paged action's answer: its message, and when it stopped at its budget, the query that
     makes the page offer to continue from CURSOR with the same FIELDS."""
     if not cursor:

@@ -34,6 +34,7 @@ from tracker_core.admin import (
 )
 from tracker_core.admin import claims as claim_verbs
 from tracker_core.admin.errors import AdminError, BadInput
+from tracker_core.admin.paging import SHARD_CURSOR_RE, face_cursor
 
 SAMPLE_DEFAULT = 20
 QUEUES = ("todo", "backfeed", "secondary", "redo")  # the shared queues; downloader:NAME besides
@@ -134,7 +135,7 @@ class ProjectPages:
         cursor = req.get_param("cursor")
         if action not in ProjectPages.PAGED or ProjectPages.ACTIONS[action] != view:
             return None
-        if not cursor or not DIGITS_RE.match(cursor):
+        if not cursor or not (DIGITS_RE.match(cursor) or SHARD_CURSOR_RE.match(cursor)):
             return None
         fields = {n: req.get_param(n) or "" for n in ProjectPages.PAGED[action]}
         return {"action": action, "fields": {**fields, "cursor": cursor}}
@@ -170,12 +171,12 @@ class ProjectPages:
 
     def _claims(self, req, project):
         pattern = req.get_param("pattern") or "*"
-        cursor = int_param(req, "cursor", 0, checks.MAX_CURSOR)
+        cursor = face_cursor(req.get_param("cursor"))
         page = claim_verbs.list_claims(self.admin, project, cursor, LISTED, pattern)
         return {"claims": page, "pattern": pattern}
 
     def _dead(self, req, project):
-        cursor = int_param(req, "cursor", 0, checks.MAX_CURSOR)
+        cursor = face_cursor(req.get_param("cursor"))
         status = census.status(self.admin, project)
         page = dead.list_dead(self.admin, project, cursor, LISTED)
         return {"dead": page, "queue_names": self._queue_names(status), "dead_total": status["dead"]}

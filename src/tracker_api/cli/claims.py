@@ -7,6 +7,7 @@ import click
 from tracker_api.cli import output
 from tracker_api.cli.root import main, show
 from tracker_core.admin import claims as claims_verbs
+from tracker_core.admin.paging import face_cursor
 
 
 @main.group()
@@ -17,7 +18,10 @@ def claims():
 @claims.command("list")
 @click.argument("slug")
 @click.option(
-    "--cursor", default=0, show_default=True, help="Where to continue: the cursor the last page printed."
+    "--cursor",
+    default="0",
+    show_default=True,
+    help="Where to continue: the cursor the last page printed (SHARD:CURSOR on a sharded project).",
 )
 @click.option(
     "--count", default=100, show_default=True, type=click.IntRange(1, 10000), help="Claims per page (about)."
@@ -26,7 +30,7 @@ def claims():
 @output.json_option
 def claims_list(slug, cursor, count, pattern):
     """One page of claims (continue with the printed cursor until it is 0)."""
-    show(claims_verbs.list_claims, slug, cursor, count, pattern)
+    show(claims_verbs.list_claims, slug, face_cursor(cursor), count, pattern)
 
 
 @claims.command("release")

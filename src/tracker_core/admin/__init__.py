@@ -11,6 +11,9 @@ unknown one ("BadInput, NotFound" below means at least those). Queue names are t
 backfeed, secondary, redo or downloader:NAME. Limits of pages and names: checks.py (MAX_PAGE...);
 the ``*_all`` verbs run every page through paging.every_page and record one entry (with
 "stopped" and the total so far when a page is refused after others changed something).
+On a sharded project (docs/sharding.md) every verb over items answers for all its shards, each
+change one script call per shard; a paged verb goes shard after shard, and its cursor is then
+"SHARD:CURSOR" text (paging.shard_page; a one-shard project's stays an int); 0 is the end.
 
 The contract (``module.verb(ctx, args) -> returns; raises``; [audit action]):
 

@@ -23,15 +23,21 @@ def _claim_row(name: str, claim: str | None, claimed_ms: int | None) -> dict:
 
 
 def list_claims(
-    ctx: AdminContext, project: str, cursor: int = 0, count: int = 100, pattern: str = "*"
+    ctx: AdminContext, project: str, cursor: int | str = 0, count: int = 100, pattern: str = "*"
 ) -> dict:
-    """One HSCAN page of claims with their holder, IP and claim time."""
-    k = ctx.keys(project)
+    """One HSCAN page of claims (of one shard: a sharded project's cursor is "SHARD:CURSOR",
+    admin.paging) with their holder, IP and claim time."""
+    layout = ctx.layout(project)
     checks.text(pattern, "pattern", checks.MAX_PATTERN_CHARS)
-    checks.cursor(cursor)
-    next_cursor, page = ctx.conn.hscan(k.claims, cursor, match=pattern, count=checks.page(count))
-    times = claim_records.claim_times(ctx.conn, k.out, page)
-    return {"claims": [_claim_row(n, page[n], times[n]) for n in page], "cursor": int(next_cursor)}
+    paging.shard_cursor(layout, cursor)
+    size = checks.page(count)
+
+    def page(k: keyspace.ProjectKeys, at: int) -> dict:
+        next_cursor, found = ctx.conn.hscan(k.claims, at, match=pattern, count=size)
+        times = claim_records.claim_times(ctx.conn, k.out, found)
+        return {"claims": [_claim_row(n, found[n], times[n]) for n in found], "cursor": int(next_cursor)}
+
+    return paging.shard_page(layout, cursor, page, lambda result: result["claims"])
 
 
 def release_names(ctx: AdminContext, k: keyspace.ProjectKeys, holder: str, names: list[str]) -> int:
@@ -62,9 +68,9 @@ def _release_older(
 
 
 def _release_page(ctx, project, downloader, older_than_s, pattern, cursor, limit) -> dict:
-    k = ctx.keys(project)
+    layout = ctx.layout(project)
     limit = checks.page(limit)
-    checks.cursor(cursor)
+    paging.shard_cursor(layout, cursor)
     if sum(x is not None for x in (downloader, older_than_s, pattern)) != 1:
         raise BadInput("give exactly one of downloader, older_than_s, pattern")
     if downloader is not None:
@@ -75,13 +81,25 @@ def _release_page(ctx, project, downloader, older_than_s, pattern, cursor, limit
         # NaN fails the comparison; bool is not a number of seconds.
         if type(older_than_s) not in (int, float) or not 0 <= older_than_s <= checks.MAX_AGE_S:
             raise BadInput(f"'older_than_s' must be a number of seconds from 0 to {checks.MAX_AGE_S}")
-        return _release_older(ctx, k, redis_clock.now_ms(ctx.conn) - int(older_than_s * 1000), cursor, limit)
-    if downloader is not None:
-        next_cursor, page = ctx.conn.hscan(k.claims, cursor, count=limit)
-        names = [n for n, claim in page.items() if claim.split("\t", 1)[0] == downloader]
-        return {"released": release_names(ctx, k, downloader, names), "cursor": int(next_cursor)}
-    next_cursor, page = ctx.conn.hscan(k.claims, cursor, match=pattern, count=limit)
-    return {"released": release_names(ctx, k, "", list(page)), "cursor": int(next_cursor)}
+        cutoff_ms = redis_clock.now_ms(ctx.conn) - int(older_than_s * 1000)
+
+        def page(k: keyspace.ProjectKeys, at: int) -> dict:
+            return _release_older(ctx, k, cutoff_ms, at, limit)
+
+    elif downloader is not None:
+
+        def page(k: keyspace.ProjectKeys, at: int) -> dict:
+            next_cursor, found = ctx.conn.hscan(k.claims, at, count=limit)
+            names = [n for n, claim in found.items() if claim.split("\t", 1)[0] == downloader]
+            return {"released": release_names(ctx, k, downloader, names), "cursor": int(next_cursor)}
+
+    else:
+
+        def page(k: keyspace.ProjectKeys, at: int) -> dict:
+            next_cursor, found = ctx.conn.hscan(k.claims, at, match=pattern, count=limit)
+            return {"released": release_names(ctx, k, "", list(found)), "cursor": int(next_cursor)}
+
+    return paging.shard_page(layout, cursor, page, lambda result: result["released"])
 
 
 def _filter(downloader, older_than_s, pattern) -> dict:
@@ -98,10 +116,11 @@ def release(
     downloader: str | None = None,
     older_than_s: float | None = None,
     pattern: str | None = None,
-    cursor: int = 0,
+    cursor: int | str = 0,
     limit: int = 1000,
 ) -> dict:
-    """Give claims back, one page: by holder, by age or by name pattern (exactly one).
+    """Give claims back, one page (of one shard: a sharded project's cursor is "SHARD:CURSOR",
+    admin.paging): by holder, by age or by name pattern (exactly one).
 
     By age reads ``out`` a page at a time and gives back the claims whose record (or, for a record
     from before claim times were kept, ``out``) says they are older; the cursor is 0 after the

@@ -1,7 +1,8 @@
 """Dead items (reclaimed more than max_reclaims times): list them, put them back.
 
 Back into a shared queue an item a limit matches is held, as for every give-back
-(tracker_core.giveback); a downloader's own queue takes them all.
+(tracker_core.giveback); a downloader's own queue takes them all. An item dead on a shard goes
+back into the queue on that shard (where its name hashes to).
 """
 
 from __future__ import annotations
@@ -26,12 +27,18 @@ def _dead_row(name: str, history: str) -> dict:
     return {"item": name, **(record if isinstance(record, dict) else {"history": history})}
 
 
-def list_dead(ctx: AdminContext, project: str, cursor: int = 0, count: int = 100) -> dict:
-    """One HSCAN page of dead items with their history."""
-    k = ctx.keys(project)
-    checks.cursor(cursor)
-    next_cursor, page = ctx.conn.hscan(k.dead, cursor, count=checks.page(count))
-    return {"dead": [_dead_row(n, h) for n, h in page.items()], "cursor": int(next_cursor)}
+def list_dead(ctx: AdminContext, project: str, cursor: int | str = 0, count: int = 100) -> dict:
+    """One HSCAN page of dead items (of one shard: a sharded project's cursor is "SHARD:CURSOR",
+    admin.paging) with their history."""
+    layout = ctx.layout(project)
+    paging.shard_cursor(layout, cursor)
+    size = checks.page(count)
+
+    def page(k: keyspace.ProjectKeys, at: int) -> dict:
+        next_cursor, found = ctx.conn.hscan(k.dead, at, count=size)
+        return {"dead": [_dead_row(n, h) for n, h in found.items()], "cursor": int(next_cursor)}
+
+    return paging.shard_page(layout, cursor, page, lambda result: result["dead"])
 
 
 def requeue_names(ctx: AdminContext, k: keyspace.ProjectKeys, names: list[str], queue: str) -> int:
@@ -52,27 +59,34 @@ def requeue_names(ctx: AdminContext, k: keyspace.ProjectKeys, names: list[str], 
 
 
 def requeue(ctx: AdminContext, project: str, names, queue: str = "todo") -> dict:
-    """Put the dead items NAMES (1 to MAX_PAGE) back into QUEUE."""
+    """Put the dead items NAMES (1 to MAX_PAGE) back into QUEUE, each on its own shard."""
     checks.some_items(names)
-    k = ctx.keys(project)
-    moved = requeue_names(ctx, k, names, queue)
+    layout = ctx.layout(project)
+    checks.queue_and_owner(layout.keys[0], queue)
+    moved = sum(requeue_names(ctx, layout.keys[i], part, queue) for i, part in layout.split(names).items())
     ctx.audit("dead.requeue", project, queue=queue, items=len(names), requeued=moved)
     return {"requeued": moved}
 
 
 def _requeue_page(ctx: AdminContext, project: str, cursor, limit, queue) -> dict:
-    k = ctx.keys(project)
-    checks.queue_and_owner(k, queue)
-    checks.cursor(cursor)
-    next_cursor, page = ctx.conn.hscan(k.dead, cursor, count=checks.page(limit))
-    moved = requeue_names(ctx, k, list(page), queue) if page else 0
-    return {"requeued": moved, "cursor": int(next_cursor)}
+    layout = ctx.layout(project)
+    checks.queue_and_owner(layout.keys[0], queue)
+    paging.shard_cursor(layout, cursor)
+    size = checks.page(limit)
+
+    def page(k: keyspace.ProjectKeys, at: int) -> dict:
+        next_cursor, found = ctx.conn.hscan(k.dead, at, count=size)
+        moved = requeue_names(ctx, k, list(found), queue) if found else 0
+        return {"requeued": moved, "cursor": int(next_cursor)}
+
+    return paging.shard_page(layout, cursor, page, lambda result: result["requeued"])
 
 
 def requeue_page(
-    ctx: AdminContext, project: str, cursor: int = 0, limit: int = 1000, queue: str = "todo"
+    ctx: AdminContext, project: str, cursor: int | str = 0, limit: int = 1000, queue: str = "todo"
 ) -> dict:
-    """Requeue one HSCAN page of dead items; continue from the returned cursor until it is 0."""
+    """Requeue one HSCAN page of dead items (of one shard, each back into the queue on its own
+    shard); continue from the returned cursor until it is 0."""
     result = _requeue_page(ctx, project, cursor, limit, queue)
     ctx.audit("dead.requeue", project, queue=queue, all=True, requeued=result["requeued"])
     return result

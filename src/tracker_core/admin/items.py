@@ -8,6 +8,8 @@ page at a time (SSCAN, one script per page): a call returns a cursor to continue
 
 from __future__ import annotations
 
+import random
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -35,6 +37,7 @@ REDO_FIELDS = (
     "maybe_offloaded",
 )
 REDO_SKIP_FIELDS = ("out", "queued", "dead", "offloaded", "not_seen", "maybe_offloaded", "not_utf8")
+REDO_TOTALS = (*REDO_FIELDS, "not_utf8")  # what redo counts: the script's, and the names it never sees
 REDO_AGAIN = (scripts.redo_items.codes.STALE_AGE, scripts.redo_items.codes.OWNERS_CHANGED)
 PAGE_ALL = 5000  # SSCAN page of the *_all verbs
 MAX_STORY_NAMES = 100  # names per story call: each may add a segment search to the shared pass
@@ -82,26 +85,46 @@ def add(
 # -- looking at queues ---------------------------------------------------------------------------
 
 
+def _queue_keys(ctx: AdminContext, project: str, queue: str) -> list[str]:
+    """QUEUE's key on every shard of PROJECT, in shard order."""
+    return [checks.queue_and_owner(k, queue)[0] for k in ctx.layout(project).keys]
+
+
 def count(ctx: AdminContext, project: str, queue: str) -> dict:
-    key = checks.queue_and_owner(ctx.keys(project), queue)[0]
-    return {"queue": queue, "count": ctx.conn.scard(key)}
+    return {"queue": queue, "count": sum(ctx.conn.scard(key) for key in _queue_keys(ctx, project, queue))}
 
 
 def sample(ctx: AdminContext, project: str, queue: str, count: int = 20) -> dict:
-    key = checks.queue_and_owner(ctx.keys(project), queue)[0]
+    keys = _queue_keys(ctx, project, queue)
     if type(count) is not int:
         raise BadInput(f"'count' must be an integer from 1 to {checks.MAX_SAMPLE}")
-    return {"items": ctx.conn.srandmember(key, max(1, min(count, checks.MAX_SAMPLE)))}
+    count = max(1, min(count, checks.MAX_SAMPLE))
+    if len(keys) == 1:
+        return {"items": ctx.conn.srandmember(keys[0], count)}
+    # Over shards: each draw picks a shard in proportion to the items it has left, so the sample
+    # is as even over the whole queue as one SRANDMEMBER's over one set.
+    left = [ctx.conn.scard(key) for key in keys]
+    wanted = [0] * len(keys)
+    for _ in range(min(count, sum(left))):
+        at, index = random.randrange(sum(left)), 0
+        while at >= left[index]:
+            at, index = at - left[index], index + 1
+        left[index] -= 1
+        wanted[index] += 1
+    picked = [name for key, n in zip(keys, wanted) if n for name in ctx.conn.srandmember(key, n)]
+    random.shuffle(picked)
+    return {"items": picked}
 
 
 def status(ctx: AdminContext, project: str, names) -> list[dict]:
-    """Where each of NAMES is (tracker_core.item_status), with its name."""
-    k = ctx.keys(project)
+    """Where each of NAMES is (tracker_core.item_status, asked on the name's own shard), with
+    its name."""
+    layout = ctx.layout(project)
     checks.items(names)
     owners = item_status.Owners()
     places = []
     for name in names:
-        place = item_status.lookup(ctx.conn, k, name, owners)
+        place = item_status.lookup(ctx.conn, layout.keys_of(name), name, owners)
         if place is None:
             raise NotFound(f"unknown project {project!r}")
         places.append({"item": name, **place})
@@ -113,53 +136,68 @@ def story(
 ) -> list[dict]:
     """Each of NAMES's whole story (tracker_core.item_story: where it is, segment files searched,
     every done of it in the done log, IPs and earlier rounds), with its name; at most
-    MAX_STORY_NAMES (they share one pass over the segment files and the done log). BUDGET_S:
-    read for about that long at most, and say what was left."""
-    k = ctx.keys(project)
+    MAX_STORY_NAMES (the names of a shard share one pass over its segment files and done log).
+    BUDGET_S: read for about that long at most, and say what was left."""
+    layout = ctx.layout(project)
     checks.some_items(names, MAX_STORY_NAMES)
+    deadline = None if budget_s is None else time.monotonic() + budget_s
+    told = {}
     try:
-        return item_story.stories(ctx.conn, k, Path(directory), names, budget_s)
+        for index, part in layout.split(names).items():
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            for answer in item_story.stories(ctx.conn, layout.keys[index], Path(directory), part, left):
+                told[answer["item"]] = answer
     except item_story.UnknownProject:
         raise NotFound(f"unknown project {project!r}") from None
+    return [told[name] for name in names]
 
 
 # -- changing queues -----------------------------------------------------------------------------
 
 
 def clear(ctx: AdminContext, project: str, queue: str) -> dict:
-    k = ctx.keys(project)
-    key = checks.queue_and_owner(k, queue)[0]
-    dropped = scripts.clear_queue(ctx.conn, k, queue=key)
-    if dropped == scripts.clear_queue.codes.UNKNOWN_PROJECT:
-        raise NotFound(f"unknown project {project!r}")
+    shards = ctx.layout(project).keys
+    keys = [checks.queue_and_owner(k, queue)[0] for k in shards]
+    dropped = 0
+    for k, key in zip(shards, keys):
+        n = scripts.clear_queue(ctx.conn, k, queue=key)
+        if n == scripts.clear_queue.codes.UNKNOWN_PROJECT:
+            raise NotFound(f"unknown project {project!r}")
+        dropped += n
     ctx.audit("queue.clear", project, queue=queue, dropped=dropped)
     return {"dropped": dropped}
 
 
 def _move_page(ctx: AdminContext, project: str, source: str, target: str, pattern, cursor, limit) -> dict:
-    k = ctx.keys(project)
-    source_key = checks.queue_and_owner(k, source)[0]
-    target_key, owner = checks.queue_and_owner(k, target)
-    if source_key == target_key:
+    layout = ctx.layout(project)
+    first = layout.keys[0]
+    if checks.queue_and_owner(first, source)[0] == checks.queue_and_owner(first, target)[0]:
         raise BadInput("source and target queue are the same")
     checks.text(pattern, "pattern", checks.MAX_PATTERN_CHARS)
-    checks.cursor(cursor)
-    next_cursor, names = ctx.conn.sscan(source_key, cursor, match=pattern, count=checks.page(limit))
-    if not names:
-        return {"moved": 0, "cursor": int(next_cursor)}
+    paging.shard_cursor(layout, cursor)
+    count = checks.page(limit)
 
-    def call(_age: str, held: list[str]) -> int:
-        return scripts.move_items(
-            ctx.conn, k, source=source_key, target=target_key, owner=owner, items=names, held=held
-        )
+    def page(k: keyspace.ProjectKeys, at: int) -> dict:
+        source_key = checks.queue_and_owner(k, source)[0]
+        target_key, owner = checks.queue_and_owner(k, target)
+        next_cursor, names = ctx.conn.sscan(source_key, at, match=pattern, count=count)
+        if not names:
+            return {"moved": 0, "cursor": int(next_cursor)}
 
-    # Into a shared queue, items a limit matches are held, like added ones.
-    moved = giveback.give_back(ctx.conn, k, names, call, owner=owner)
-    if moved == scripts.move_items.codes.UNKNOWN_PROJECT:
-        raise NotFound(f"unknown project {project!r}")
-    if moved < 0:
-        raise BadInput("move_items: bad arguments (nothing changed)")
-    return {"moved": moved, "cursor": int(next_cursor)}
+        def call(_age: str, held: list[str]) -> int:
+            return scripts.move_items(
+                ctx.conn, k, source=source_key, target=target_key, owner=owner, items=names, held=held
+            )
+
+        # Into a shared queue, items a limit matches are held, like added ones.
+        moved = giveback.give_back(ctx.conn, k, names, call, owner=owner)
+        if moved == scripts.move_items.codes.UNKNOWN_PROJECT:
+            raise NotFound(f"unknown project {project!r}")
+        if moved < 0:
+            raise BadInput("move_items: bad arguments (nothing changed)")
+        return {"moved": moved, "cursor": int(next_cursor)}
+
+    return paging.shard_page(layout, cursor, page, lambda result: result["moved"])
 
 
 def move(
@@ -168,10 +206,11 @@ def move(
     source: str,
     target: str,
     pattern: str = "*",
-    cursor: int = 0,
+    cursor: int | str = 0,
     limit: int = 1000,
 ) -> dict:
-    """Move the items of SOURCE matching PATTERN (a Redis glob) to TARGET, one SSCAN page."""
+    """Move the items of SOURCE matching PATTERN (a Redis glob) to TARGET, one SSCAN page (of
+    one shard: a sharded project's cursor is "SHARD:CURSOR", admin.paging)."""
     result = _move_page(ctx, project, source, target, pattern, cursor, limit)
     ctx.audit("queue.move", project, source=source, target=target, pattern=pattern, moved=result["moved"])
     return result
@@ -242,13 +281,23 @@ def redo_names(
     ctx: AdminContext, project: str, names: list[str], queue: str, even_if_offloaded: bool
 ) -> dict:
     """Re-queue NAMES: done items, and items the filter has seen that are nowhere (redo_items-n.lua
-    says what happens to each). Names that are not UTF-8 stay where they are (not_utf8): a
-    warrior could claim one but never report it. Not audited: the verbs audit."""
-    k = ctx.keys(project)
+    says what happens to each), each on its own shard. Names that are not UTF-8 stay where they
+    are (not_utf8): a warrior could claim one but never report it. Not audited: the verbs audit."""
+    layout = ctx.layout(project)
+    checks.queue_and_owner(layout.keys[0], queue)
+    totals = dict.fromkeys(REDO_TOTALS, 0)
+    for index, part in layout.split(names).items():
+        _redo_on(ctx, layout.keys[index], part, queue, even_if_offloaded, totals)
+    return _redo_result(totals)
+
+
+def _redo_on(
+    ctx: AdminContext, k: keyspace.ProjectKeys, names: list[str], queue: str, anyway: bool, totals: dict
+) -> None:
+    """redo_names on one shard (keys K), NAMES all of it; the counts added to TOTALS."""
     target, owner = checks.queue_and_owner(k, queue)
-    totals = dict.fromkeys(REDO_FIELDS, 0)
     good = [n for n in names if intake.valid_utf8(n)]
-    totals["not_utf8"] = len(names) - len(good)
+    totals["not_utf8"] += len(names) - len(good)
     for start in range(0, len(good), REDO_BATCH):
         part = good[start : start + REDO_BATCH]
         in_done = ctx.conn.smismember(k.done, [scripts.wire(n) for n in part])
@@ -258,9 +307,12 @@ def redo_names(
         # nowhere: skipped as maybe_offloaded, never queued twice.)
         seen = dict.fromkeys(part, True)
         seen.update(zip(maybe, seen_by_filter(ctx.conn, k, maybe)))
-        reply = _redo_batch(ctx, k, target, owner, part, seen, even_if_offloaded)
+        reply = _redo_batch(ctx, k, target, owner, part, seen, anyway)
         for field, value in reply.counts().items():
             totals[field] += value
+
+
+def _redo_result(totals: dict) -> dict:
     skipped = {f: totals[f] for f in REDO_SKIP_FIELDS}
     return {
         "requeued": totals["from_done"] + totals["from_seen"],
@@ -281,17 +333,25 @@ def _redo_page(ctx, project, names, pattern, cursor, limit, queue, even_if_offlo
         checks.some_items(names)
         return redo_names(ctx, project, names, queue, even_if_offloaded)
     checks.text(pattern, "pattern", checks.MAX_PATTERN_CHARS)
-    checks.cursor(cursor)
-    k = ctx.keys(project)
-    next_cursor, page = ctx.conn.sscan(k.done, cursor, match=pattern, count=checks.page(limit))
-    # A done name past the length limit (stored before the limit) could be claimed but not
-    # reported: it stays done, counted apart.
-    fit = [n for n in page if len(n) <= checks.MAX_ITEM_CHARS]
-    result = redo_names(ctx, project, fit, queue, even_if_offloaded)
-    result["skipped_by_reason"]["too_long"] = len(page) - len(fit)
-    result["skipped"] += len(page) - len(fit)
-    result["cursor"] = int(next_cursor)
-    return result
+    layout = ctx.layout(project)
+    checks.queue_and_owner(layout.keys[0], queue)
+    paging.shard_cursor(layout, cursor)
+    count = checks.page(limit)
+
+    def page(k: keyspace.ProjectKeys, at: int) -> dict:
+        next_cursor, found = ctx.conn.sscan(k.done, at, match=pattern, count=count)
+        # A done name past the length limit (stored before the limit) could be claimed but not
+        # reported: it stays done, counted apart.
+        fit = [n for n in found if len(n) <= checks.MAX_ITEM_CHARS]
+        totals = dict.fromkeys(REDO_TOTALS, 0)
+        _redo_on(ctx, k, fit, queue, even_if_offloaded, totals)
+        result = _redo_result(totals)
+        result["skipped_by_reason"]["too_long"] = len(found) - len(fit)
+        result["skipped"] += len(found) - len(fit)
+        result["cursor"] = int(next_cursor)
+        return result
+
+    return paging.shard_page(layout, cursor, page, lambda result: result["requeued"] or result["skipped"])
 
 
 def _redo_detail(queue: str, names, pattern, result: dict) -> dict:
@@ -304,13 +364,13 @@ def redo(
     project: str,
     names=None,
     pattern=None,
-    cursor: int = 0,
+    cursor: int | str = 0,
     limit: int = 1000,
     queue: str = REDO_QUEUE,
     even_if_offloaded: bool = False,
 ) -> dict:
     """Re-queue the items NAMES (1 to MAX_PAGE), or one SSCAN page of done items matching
-    PATTERN (continue from the returned cursor until it is 0), into QUEUE: done items leave
+    PATTERN (of one shard; continue from the returned cursor until it is 0), into QUEUE: done items leave
     `done` (items_done drops with them), items seen by the filter but found nowhere are queued
     bypassing it, items out or queued stay where they are (skipped), limited ones are held."""
     result = _redo_page(ctx, project, names, pattern, cursor, limit, queue, even_if_offloaded)
