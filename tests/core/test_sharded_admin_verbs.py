@@ -75,10 +75,10 @@ def all_rows(verb, field: str) -> list:
     return rows
 
 
-def claim_all(engine, who=("alice", "10.0.0.1")) -> list[str]:
+def claim_all(engine, who=("alice", "10.0.0.1"), project=P) -> list[str]:
     got = []
     while True:
-        code, names = engine.claim(P, who[0], who[1], 10)
+        code, names = engine.claim(project, who[0], who[1], 10)
         if code != 200:
             return got
         got += names
@@ -144,6 +144,14 @@ def test_a_move_into_a_shared_queue_holds_what_a_limit_matches_on_each_shard(adm
     assert {layout.shard_of(u) for u in held} == {0, 1, 2}
     for index, k in enumerate(layout.keys):
         assert r.zcard(k.limited) + r.scard(k.limited_in) == len(by_shard(layout, held)[index])
+
+
+def test_reclassify_holds_what_a_new_limit_matches_on_every_shard(admin, layout, queued, r):
+    limits.add(admin, P, "slow", "regex:#frag 3", "1/m", reclassify=False)
+    held = {u for u in URLS if "#frag 3" in u}
+    assert limits.reclassify(admin, P) == {"held": len(held)}
+    assert on_shards(r, layout, lambda k: k.todo) == by_shard(layout, set(URLS) - held)
+    assert [r.zcard(k.limited) for k in layout.keys] == [len(s) for s in by_shard(layout, held)]
 
 
 def test_a_sharded_cursor_past_the_shards_or_malformed_is_refused(admin, layout, queued, r):
@@ -245,15 +253,20 @@ def test_release_by_age_and_by_pattern_on_every_shard(admin, engine, clock, layo
 # -- dead items ---------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def all_dead(admin, engine, clock, layout, queued, r):
-    projects.set_settings(admin, P, {"reclaim_ttl_s": "1", "max_reclaims": "1"})
-    assert sorted(claim_all(engine)) == sorted(URLS)
+def make_dead(admin, engine, clock, project=P) -> None:
+    """Every queued item of PROJECT reclaimed once too often: dead, last held by bob."""
+    projects.set_settings(admin, project, {"reclaim_ttl_s": "1", "max_reclaims": "1"})
+    assert sorted(claim_all(engine, project=project)) == sorted(URLS)
     clock.advance(1.5)
-    assert sorted(claim_all(engine, ("bob", "10.0.0.2"))) == sorted(URLS)
+    assert sorted(claim_all(engine, ("bob", "10.0.0.2"), project)) == sorted(URLS)
     clock.advance(2.5)
     for _ in range(10):  # each claim passes over due reclaims on the shards it visits
-        claim_all(engine, ("carol", "10.0.0.3"))
+        claim_all(engine, ("carol", "10.0.0.3"), project)
+
+
+@pytest.fixture
+def all_dead(admin, engine, clock, layout, queued, r):
+    make_dead(admin, engine, clock)
     assert [set(r.hkeys(k.dead)) for k in layout.keys] == by_shard(layout, URLS)
     return URLS
 
@@ -362,3 +375,44 @@ def test_the_admin_api_and_cli_page_with_shard_cursors(admin, engine, layout, qu
     assert out.exit_code == 0, out.output
     listed = {row["item"] for row in json.loads(out.output)["claims"]}
     assert listed == by_shard(layout, URLS)[2]
+
+
+# -- a project that gained shards: named items found where they were added ----------------------
+
+
+@pytest.fixture
+def grown(admin) -> ShardLayout:
+    """Two shards when URLS were added, three now: each URL lives on crc32 mod 2."""
+    projects.create(admin, "grown", shards=2)
+    items.add(admin, "grown", URLS)
+    projects.grow(admin, "grown", 3)
+    layout = admin.layout("grown")
+    assert any(layout.shard_of(u) != old_shard(u) for u in URLS)
+    return layout
+
+
+def old_shard(name: str) -> int:
+    return ShardLayout("grown", ("{a}", "{b}")).shard_of(name)
+
+
+def added_before(layout: ShardLayout, names) -> list[set[str]]:
+    return [{n for n in names if old_shard(n) == i} for i in range(layout.count)]
+
+
+def test_a_grown_project_s_status_and_story_find_items_where_they_were_added(admin, grown, tmp_path):
+    assert {p["status"] for p in items.status(admin, "grown", URLS)} == {"todo"}
+    assert {s["status"] for s in items.story(admin, "grown", tmp_path, URLS[:20])} == {"todo"}
+    assert items.status(admin, "grown", ["https://never.example/"])[0]["status"] is None
+
+
+def test_a_grown_project_s_redo_and_requeue_by_names_act_where_the_items_are(admin, engine, clock, grown, r):
+    claimed = claim_all(engine, project="grown")
+    assert engine.done("grown", "alice", "v1", claimed, ["example.org", 45], "{}").new == len(URLS)
+    assert items.redo(admin, "grown", names=URLS)["from_done"] == len(URLS)
+    assert on_shards(r, grown, lambda k: k.redo) == added_before(grown, URLS)
+    assert on_shards(r, grown, lambda k: k.done) == [set(), set(), set()]
+    items.move_all(admin, "grown", "redo", "todo")
+    make_dead(admin, engine, clock, "grown")
+    assert dead.requeue(admin, "grown", URLS, "secondary") == {"requeued": len(URLS)}
+    assert on_shards(r, grown, lambda k: k.secondary) == added_before(grown, URLS)
+    assert [r.hlen(k.dead) for k in grown.keys] == [0, 0, 0]

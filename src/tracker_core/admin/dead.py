@@ -11,7 +11,7 @@ import json
 
 from tracker_core import giveback, scripts
 from tracker_core import keys as keyspace
-from tracker_core.admin import checks, paging
+from tracker_core.admin import checks, paging, shard_names
 from tracker_core.admin.context import AdminContext
 from tracker_core.admin.errors import BadInput
 
@@ -63,7 +63,8 @@ def requeue(ctx: AdminContext, project: str, names, queue: str = "todo") -> dict
     checks.some_items(names)
     layout = ctx.layout(project)
     checks.queue_and_owner(layout.keys[0], queue)
-    moved = sum(requeue_names(ctx, layout.keys[i], part, queue) for i, part in layout.split(names).items())
+    dead_on = shard_names.holding(ctx.conn, layout, names, lambda k, name: ("HEXISTS", k.dead, name))
+    moved = sum(requeue_names(ctx, layout.keys[i], part, queue) for i, part in dead_on.items())
     ctx.audit("dead.requeue", project, queue=queue, items=len(names), requeued=moved)
     return {"requeued": moved}
 

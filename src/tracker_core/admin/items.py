@@ -15,7 +15,7 @@ from pathlib import Path
 
 from tracker_core import bloom, giveback, intake, item_status, item_story, scripts
 from tracker_core import keys as keyspace
-from tracker_core.admin import checks, paging
+from tracker_core.admin import checks, paging, shard_names
 from tracker_core.admin.context import AdminContext
 from tracker_core.admin.errors import AdminError, BadInput, Conflict, NotFound
 
@@ -117,14 +117,14 @@ def sample(ctx: AdminContext, project: str, queue: str, count: int = 20) -> dict
 
 
 def status(ctx: AdminContext, project: str, names) -> list[dict]:
-    """Where each of NAMES is (tracker_core.item_status, asked on the name's own shard), with
-    its name."""
+    """Where each of NAMES is (tracker_core.item_status, asked on the name's own shard:
+    admin.shard_names), with its name."""
     layout = ctx.layout(project)
     checks.items(names)
     owners = item_status.Owners()
     places = []
     for name in names:
-        place = item_status.lookup(ctx.conn, layout.keys_of(name), name, owners)
+        place = shard_names.lookup(ctx.conn, layout, name, owners)[1]
         if place is None:
             raise NotFound(f"unknown project {project!r}")
         places.append({"item": name, **place})
@@ -143,7 +143,7 @@ def story(
     deadline = None if budget_s is None else time.monotonic() + budget_s
     told = {}
     try:
-        for index, part in layout.split(names).items():
+        for index, part in shard_names.found_on(ctx.conn, layout, names).items():
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
             for answer in item_story.stories(ctx.conn, layout.keys[index], Path(directory), part, left):
                 told[answer["item"]] = answer
@@ -286,7 +286,8 @@ def redo_names(
     layout = ctx.layout(project)
     checks.queue_and_owner(layout.keys[0], queue)
     totals = dict.fromkeys(REDO_TOTALS, 0)
-    for index, part in layout.split(names).items():
+    in_done = shard_names.holding(ctx.conn, layout, names, lambda k, name: ("SISMEMBER", k.done, name))
+    for index, part in in_done.items():
         _redo_on(ctx, layout.keys[index], part, queue, even_if_offloaded, totals)
     return _redo_result(totals)
 
