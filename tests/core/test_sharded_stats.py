@@ -12,6 +12,10 @@ from tracker_api.app import create_app
 from tracker_core import stats as stats_mod
 from tracker_core.admin import items as item_verbs
 from tracker_core.admin import projects
+from tracker_core.admin.errors import BadInput
+from tracker_core.offload import shards
+from tracker_core.offload.maintenance import Maintainer
+from tracker_core.shard_layout import SHARE_FIELD
 from tracker_core.stats import StatsReader
 
 P = "bigsite"
@@ -109,3 +113,55 @@ def test_metrics_count_dead_and_uniques_over_the_shards(engine, clock, layout):
     assert uniques[("downloaders", "day")] == 3
     backlog = [s.value for s in families["tracker_backlog_items"].samples if s.labels["project"] == P]
     assert backlog == [len(URLS) - 9]
+
+
+# -- the maintainer's passes -------------------------------------------------------------------
+
+
+def served(engine, clock, seconds: int) -> int:
+    """Items one busy client gets in SECONDS (ten tries each tenth of a second)."""
+    got = 0
+    for _ in range(seconds * 10):
+        clock.advance(0.1)
+        for _ in range(10):
+            got += len(engine.claim(P, "alice", "10.0.0.1", 1)[1])
+    return got
+
+
+def test_a_pass_gives_the_rate_of_shards_run_dry_to_those_with_items(admin, engine, clock, r, tmp_path):
+    projects.create(admin, P, {"rate_limit": "600", "rate_burst": "10"}, shards=3)  # 10 items/s
+    layout = admin.layout(P)
+    on_first = [u for u in (f"https://example.org/p/{i}?a=b" for i in range(3000)) if layout.shard_of(u) == 0]
+    item_verbs.add(admin, P, on_first[:400])
+    before = served(engine, clock, 10)
+    assert before < 45  # a third of the rate: the dry shards' shares unused
+    maintainer = Maintainer(r, tmp_path)
+    report = maintainer.pass_once()[P]
+    dry = shards.DRY_SHARE / 3
+    assert report["shard_shares"] == {1: dry, 2: dry, 0: 1.0}
+    assert [float(r.hget(k.settings, SHARE_FIELD)) for k in layout.keys] == [1.0, dry, dry]
+    assert 100 <= served(engine, clock, 10) <= 115  # the whole rate, and its burst once
+    # Shares that stand are not written again (each write bumps a settings age).
+    ages = [r.hget(k.settings, "settings_age") for k in layout.keys]
+    again = maintainer.pass_once()[P]
+    assert "lease" not in again and "shard_shares" not in again
+    assert [r.hget(k.settings, "settings_age") for k in layout.keys] == ages
+    # An item added to a dry shard is still served, and the next pass shares the rate again.
+    late = next(u for u in (f"https://example.org/late/{i}" for i in range(100)) if layout.shard_of(u) == 2)
+    item_verbs.add(admin, P, [late])
+    assert maintainer.pass_once()[P]["shard_shares"] == {2: 0.5, 0: 0.5}
+    got = set()
+    for _ in range(50):
+        clock.advance(0.5)
+        got.update(engine.claim(P, "bob", "10.0.0.2", 1)[1])
+    assert late in got
+
+
+def test_offloading_is_refused_on_a_sharded_project(admin, layout, r):
+    for values in ({"offload_high": "100000", "offload_low": "50000"}, {"done_mode": "offload"}):
+        with pytest.raises(BadInput, match="sharded"):
+            projects.set_settings(admin, P, values)
+    assert all(r.hget(k.settings, "offload_high") in (None, "0") for k in layout.keys)
+    with pytest.raises(BadInput, match="sharded"):
+        projects.create(admin, "other", {"offload_high": "100000", "offload_low": "50000"}, shards=2)
+    assert projects.set_settings(admin, P, {"offload_high": "0", "done_mode": "discard"})

@@ -15,7 +15,9 @@ The package, one concern per module:
 - `staging`: offload_one, refill_one, recover and cleanup_files (the crash-safety below);
 - `transfer`: export and import of segment files;
 - `demand`: refill on demand (claims ask, the maintainer's refiller thread refills at once);
-- `maintenance`: the `Maintainer` loop and the named steps of a project's pass.
+- `steps`: the named steps of a project's pass (`ProjectPass`, `Watermarks`);
+- `shards`: a sharded project's pass (every shard's steps, per-shard folders, shard shares);
+- `maintenance`: the `Maintainer` loop.
 
 A lease per project (`{P}:maintain_lease`, in the project's slot) lets one maintainer at a time
 move a project's segments, and every script that stages, commits, aborts or refills checks the

@@ -1,0 +1,139 @@
+"""The maintainer's pass over a sharded project (docs/sharding.md): every shard's steps, then
+the shards' shares of the project's limits moved to where the items are.
+
+- **Leases.** The first shard's lease gates the project: a maintainer that does not hold it
+  does nothing. Each further shard's steps run under that shard's own lease (the same holder),
+  because every lease-checking script (the log archive's, offloading's, refill's) reads the
+  lease on its own shard, in the same atomic step: on a Cluster it cannot read another slot's.
+- **Files.** Shard 0 keeps the project's folder, DIR/P; shard I (I > 0) has DIR/P.I, which
+  holds the same layout as a one-shard project's folder (DIR/P.I/P/log/N.jsonl.zst ...): a dot
+  is in no project name, so the folder is no other project's (shard_directory).
+- **Statistics.** The upkeep runs once per project, on the first shard's pass, over every shard
+  (tracker_core.stats.upkeep).
+- **Shares.** rebalance_shares: each shard with items waiting gets 1 / (shards with items); a
+  shard with none gets DRY_SHARE of an even share.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tracker_core import census, scripts
+from tracker_core import keys as keyspace
+from tracker_core.offload.lease import Lease
+from tracker_core.offload.steps import STEPS, ProjectPass, Watermarks, run_steps
+from tracker_core.shard_layout import SHARE_FIELD, ShardLayout, summed
+
+# An empty shard's share, as a part of an even one (1 / shards). Not 0: a claim script reads 0
+# as "no share" (the whole rate), and an item added to a dry shard must still be served; it is
+# served at once up to the shard's burst (at least one item) and claims_limit (at least one),
+# then at DRY_SHARE of an even share until the next pass gives the shard its full share. Small
+# enough that, with every dry shard refilled between two passes, the project runs at most 1%
+# over its rate.
+DRY_SHARE = 0.01
+SHARE_TOLERANCE = 0.01  # a share moving by less than this part of itself is not written
+
+
+def shard_directory(directory: Path, project: str, index: int) -> Path:
+    """The segments directory of shard INDEX of PROJECT: DIRECTORY for the first (its paths
+    are a one-shard project's), DIRECTORY/PROJECT.INDEX for the others."""
+    return Path(directory) if index == 0 else Path(directory) / f"{project}.{index}"
+
+
+def shard_folders(directory: Path, project: str) -> list[Path]:
+    """The folders of PROJECT's further shards (PROJECT.I) under DIRECTORY."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return []
+    return [path for path in directory.glob(f"{project}.*") if path.name.split(".", 1)[1].isdigit()]
+
+
+def waiting(client, k: keyspace.ProjectKeys) -> int:
+    """Items waiting on the shard of keys K: every to-do queue (census.read), offloaded tails
+    included."""
+    return sum(census.read(census.redis_py_runner(client), k).values())
+
+
+def shares(counts: list[int]) -> list[float]:
+    """Each shard's share of the project's limits for the items waiting on each (COUNTS)."""
+    full = sum(1 for n in counts if n > 0)
+    if full == 0:  # nothing anywhere: even shares, as at creation
+        return [1 / len(counts)] * len(counts)
+    dry = DRY_SHARE / len(counts)
+    return [1 / full if n > 0 else dry for n in counts]
+
+
+def rebalance_shares(client, layout: ShardLayout) -> dict[int, float]:
+    """Write each shard's share (shares()) where it moved by more than SHARE_TOLERANCE; the
+    shares written, by shard. One set_settings per change (it bumps that shard's settings age;
+    the claim script reads shard_share from its shard's settings at every claim), the first
+    shard last, as every project-wide setting is written. The write checks that the stored
+    share is still the one read (another writer: left to the next pass)."""
+    wanted = shares([waiting(client, k) for k in layout.keys])
+    written = {}
+    for index in [*range(1, layout.count), 0]:
+        k = layout.keys[index]
+        stored = client.hget(k.settings, SHARE_FIELD)
+        try:
+            old = float(stored)
+        except (TypeError, ValueError):
+            old = 0.0
+        if abs(wanted[index] - old) <= SHARE_TOLERANCE * max(old, wanted[index]):
+            continue
+        age = scripts.set_settings(
+            client,
+            k,
+            channel=keyspace.SETTINGS_CHANNEL,
+            values={SHARE_FIELD: repr(wanted[index])},
+            expected={SHARE_FIELD: stored or ""},
+        )
+        if age >= 0:
+            written[index] = wanted[index]
+    return written
+
+
+def merged_reports(reports: list[dict]) -> dict:
+    """The shards' pass reports as one: counts added, the rest the first's."""
+    return summed(reports) if reports else {}
+
+
+def sharded_pass(maintainer, layout: ShardLayout, cleanup: bool, now: float) -> dict:
+    """One pass of MAINTAINER (offload.maintenance.Maintainer, holding the first shard's lease
+    and its watermarks read) over every shard of LAYOUT, then the shares rebalanced; the shards'
+    reports added up, with "shard_shares" when shares moved. No refill on demand: offloading is
+    refused on a sharded project (admin.projects), so no shard has segments to refill."""
+    project = layout.project
+    reports = []
+    for index, k in enumerate(layout.keys):
+        if index == 0:
+            lease, watermarks = maintainer._lease(project), maintainer.watermarks[project]
+        else:
+            lease = maintainer.leases.get(f"{project}.{index}")
+            if lease is None:
+                lease = maintainer.leases[f"{project}.{index}"] = Lease(
+                    maintainer.client, k, maintainer.holder, maintainer.lease_ms
+                )
+            if not lease.take():
+                reports.append({"lease": f"shard {index} held elsewhere"})
+                continue
+            watermarks = Watermarks.read(maintainer.client, k)
+        p = ProjectPass(
+            maintainer.client,
+            k,
+            shard_directory(maintainer.directory, project, index),
+            lease,
+            watermarks,
+            cleanup=cleanup,
+            classified_ages=maintainer.shard_ages.setdefault((project, index), {})
+            if maintainer.reclassify
+            else None,
+            stats_at=maintainer.stats_at if maintainer.stats_upkeep and index == 0 else None,
+            now=now,
+            layout=layout,
+        )
+        reports.append(run_steps(p, STEPS))
+    report = merged_reports(reports)
+    moved = rebalance_shares(maintainer.client, layout)
+    if moved:
+        report["shard_shares"] = moved
+    return report
