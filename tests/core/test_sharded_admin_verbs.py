@@ -5,14 +5,18 @@ lookups routed to the item's shard. Names are URL-shaped (slashes, ?, %, #, spac
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import time
+import urllib.parse
 
 import pytest
 from click.testing import CliRunner
 from falcon import testing
 
+from tracker_api.admin_pages import csrf_for
+from tracker_api.admin_pages import paging as admin_paging
 from tracker_api.app import create_app
 from tracker_api.cli import main
 from tracker_core import tokens
@@ -416,3 +420,31 @@ def test_a_grown_project_s_redo_and_requeue_by_names_act_where_the_items_are(adm
     assert dead.requeue(admin, "grown", URLS, "secondary") == {"requeued": len(URLS)}
     assert on_shards(r, grown, lambda k: k.secondary) == added_before(grown, URLS)
     assert [r.hlen(k.dead) for k in grown.keys] == [0, 0, 0]
+
+
+def test_the_admin_pages_page_with_shard_cursors(admin, engine, layout, queued, r, monkeypatch):
+    web = testing.TestClient(create_app(engine))
+    token = tokens.create(admin.conn, P, "ops")[0]
+    cookie = {"Cookie": f"tracker_admin={token}"}
+    claim_all(engine)
+    listed = web.simulate_get(f"/admin/{P}/claims", headers=cookie, params={"cursor": "2:0"})
+    assert listed.status_code == 200
+    shown = {u for u in URLS if html.escape(u) in listed.text}
+    assert shown == by_shard(layout, URLS)[2]
+    assert web.simulate_get(f"/admin/{P}/claims", headers=cookie, params={"cursor": "7:0"}).status_code == 400
+    # A release stopped at its budget offers to continue from a shard cursor, and does.
+    monkeypatch.setattr(admin_paging, "RELEASE_PAGES", 1)
+    form = {"csrf": csrf_for(token), "downloader": "alice", "older_than_s": "", "pattern": ""}
+    headers = {**cookie, "Content-Type": "application/x-www-form-urlencoded"}
+    res = web.simulate_post(f"/admin/{P}/release", body=urllib.parse.urlencode(form), headers=headers)
+    assert res.status_code == 303
+    query = urllib.parse.parse_qs(urllib.parse.urlsplit(res.headers["location"]).query)
+    assert SHARD_CURSOR.match(query["cursor"][0])
+    again = {**form, "cursor": query["cursor"][0]}
+    monkeypatch.setattr(admin_paging, "RELEASE_PAGES", 20)
+    res = web.simulate_post(f"/admin/{P}/release", body=urllib.parse.urlencode(again), headers=headers)
+    assert res.status_code == 303 and "cursor" not in urllib.parse.parse_qs(
+        urllib.parse.urlsplit(res.headers["location"]).query
+    )
+    assert sum(r.zcard(k.out) for k in layout.keys) == 0
+    assert on_shards(r, layout, lambda k: k.todo) == by_shard(layout, URLS)
