@@ -42,8 +42,10 @@ function request()
   end
   counter = counter + 1
   local project = projects[counter % #projects + 1]
-  -- 500 names per wrk thread: enough that per-downloader keys are spread, as with real warriors.
-  local name = string.format("warrior%d-%d", thread_id or 0, counter % 500)
+  -- 100 names per wrk thread: per-downloader keys spread, and few enough that every worker
+  -- has counted each in the day's uniques during the warm-up (a first claim of a name in a
+  -- worker also writes the project's uniques: a run's cost, not the steady state's).
+  local name = string.format("warrior%d-%d", thread_id or 0, counter % 100)
   return wrk.format(nil, claim_path(project), nil,
     '{"downloader":"' .. name .. '","api_version":"2","version":"20240101.01"}')
 end
