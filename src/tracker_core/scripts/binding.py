@@ -8,16 +8,18 @@ A Binding names its script (``lua/NAME-NKEYS.lua``) and lists, in the script's o
 - its ARGV: ``name=label`` for a caller keyword sent as it is, Flag for one sent as '1' or '0',
   Derived for a value computed from the keywords or the keys, and at most one run of further
   values;
-- a computed slot's function names the keywords it reads by its parameters (``lambda k,
-  owners: ...``; ``k``, first, for the project's keys): the binding's keywords are all those
-  read, in the order ARGV and then KEYS first read them (Binding.params).
 - its reply: SHAPE (a NamedTuple) and the function REPLY that makes it from the raw reply,
   or the number itself; and its CODES (an IntEnum of the numbers the script returns).
+
+A computed slot's function names the keywords it reads by its parameters (``lambda k, owners:
+...``, with ``k`` first for the project's keys). The binding's keywords are all those read, in
+the order ARGV and then KEYS first read them (Binding.params); callers pass them by name (only
+tracker_core.scripts.packed takes them by position, in that order).
 
 Each KEYS and ARGV slot carries the words the script's contract header starts that slot with
 (a ProjectKeys attribute: its key's name after the project's tag): tests/lua/test_contract.py
 reads the headers and checks count, order and names against these declarations, so a reordered
-argument fails there and not in production. Callers pass keywords only, never positions.
+argument fails there and not in production.
 """
 
 from __future__ import annotations
@@ -214,7 +216,9 @@ class Binding:
                 order.update(dict.fromkeys(slot.uses))
         self.params = tuple(order)
         self._params = frozenset(order)
-        # _keys(k, *params) and _argv(k, *params) (or by keyword): the lists sent, as declared.
+        if not all(p.isidentifier() and p != "k" and not p.startswith("slot_") for p in order):
+            raise ValueError(f"{name}: keywords {order} clash with the compiled builders' names")
+        # _keys(k, *params) and _argv(k, *params) (or by keyword): the tuples sent, as declared.
         self._keys = _compiled(self.key_slots, more_keys, self.params)
         self._argv = _compiled(self.arg_slots, more_args, self.params)
 
