@@ -13,7 +13,8 @@ thread pool with one thread per watched project (asyncio's default pool has abou
 small machine, and every watcher blocks in XREAD for up to a second, so a seventh project would
 wait behind the others). One XREAD over all streams would need fewer threads, but in a Redis
 Cluster each project's stream lives in its own slot, so one reader per project is what works in
-every topology. Past MAX_WATCHED_PROJECTS a new project's viewers are closed with 1013 (try
+every topology. A sharded project's watcher reads each shard's log in turn (one XREAD per
+shard: its own slot) and sends their lines merged by time. Past MAX_WATCHED_PROJECTS a new project's viewers are closed with 1013 (try
 again later) and its page polls stats.json instead.
 """
 
@@ -36,6 +37,7 @@ from tracker_core import keys as keyspace
 from tracker_core import topology
 from tracker_core.engine import Engine
 from tracker_core.stats import StatsReader, log_line
+from tracker_core.stats_shards import newest_lines
 
 log = logging.getLogger("tracker.live")
 
@@ -68,8 +70,9 @@ class ProjectWatcher:
         self.dirty = False
         self.engine = Engine(feed.redis_url)
         self.reader = StatsReader(self.engine.conn, self.engine.layout)
-        self.log_key = keyspace.ProjectKeys(project).log
-        self.last_id = "0-0"
+        self.log_keys: list[str] = [keyspace.ProjectKeys(project).log]  # one per shard, in order
+        self.last_ids = ["0-0"]
+        self.turn = 0  # the shard whose log a sharded project's idle read blocks on next
         self.snapshot_at = 0.0
 
     # -- blocking parts, run in a worker thread ----------------------------------------------------
@@ -78,9 +81,12 @@ class ProjectWatcher:
         if self.engine.settings(self.project) is None:
             self.exists = False
             return
-        lines = self.reader.recent_log(self.project, RECENT_LINES)
+        keys = self.engine.layout(self.project).keys
+        shards = [[log_line(i, flat) for i, flat in self.reader.log_entries(k, RECENT_LINES)] for k in keys]
+        self.log_keys = [k.log for k in keys]
+        self.last_ids = [lines[0]["id"] if lines else "0-0" for lines in shards]
+        lines = shards[0] if len(shards) == 1 else newest_lines(shards, RECENT_LINES)
         self.recent.extend(reversed(lines))
-        self.last_id = lines[0]["id"] if lines else "0-0"
         self._snapshot()
 
     def _snapshot(self) -> None:
@@ -89,16 +95,38 @@ class ProjectWatcher:
         )
         self.snapshot_at = time.monotonic()
 
-    def _step(self, block_ms: int) -> tuple[list[dict], bool]:
+    def _read(self, index: int, block_ms: int | None) -> list[dict]:
+        """The new lines of shard INDEX's log; BLOCK_MS: wait that long for one (None: no wait)."""
+        block = () if block_ms is None else ("BLOCK", block_ms)
         reply = self.engine.conn.execute_command(
-            "XREAD", "COUNT", 1000, "BLOCK", block_ms, "STREAMS", self.log_key, self.last_id
+            "XREAD", "COUNT", 1000, *block, "STREAMS", self.log_keys[index], self.last_ids[index]
         )
         lines = []
         for _, entries in reply or ():
             for entry_id, flat in entries:
                 lines.append(log_line(entry_id, flat))
         if lines:
-            self.last_id = lines[-1]["id"]
+            self.last_ids[index] = lines[-1]["id"]
+        return lines
+
+    def _read_shards(self, block_ms: int) -> list[dict]:
+        """New lines of every shard's log, oldest first by the done's time. One XREAD over
+        several streams cannot span a Cluster's slots: each shard is read on its own, without
+        waiting; when none has any, the read waits on one shard (in turn) for a share of
+        BLOCK_MS, then reads the others again."""
+        count = len(self.log_keys)
+        lines = [line for index in range(count) for line in self._read(index, None)]
+        if not lines:
+            self.turn = (self.turn + 1) % count
+            lines = self._read(self.turn, max(1, block_ms // count))
+            if lines:
+                lines += [
+                    line for index in range(count) if index != self.turn for line in self._read(index, None)
+                ]
+        return sorted(lines, key=lambda line: (line["at"], line["id"]))
+
+    def _step(self, block_ms: int) -> tuple[list[dict], bool]:
+        lines = self._read(0, block_ms) if len(self.log_keys) == 1 else self._read_shards(block_ms)
         refresh = bool(lines) or self.dirty or time.monotonic() - self.snapshot_at > SNAPSHOT_IDLE_S
         if refresh:
             if self.dirty:  # settings changed (title...): read them afresh

@@ -29,19 +29,18 @@ from __future__ import annotations
 
 import calendar
 import io
-import json
 import re
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
-import orjson
 import zstandard
 
 from tracker_core import durable, scripts
 from tracker_core import keys as keyspace
 from tracker_core import settings as settings_mod
+from tracker_core.log_records import Wanted, decode, encode, record  # noqa: F401 - as log_archive named them
 
 KINDS = {"done": "log", "uploads": "uploads", "bad_dones": "bad_dones"}  # kind -> key attribute
 ARCHIVED_KINDS = frozenset({"done"})
@@ -108,69 +107,6 @@ def log_dir(directory: Path, project: str) -> Path:
 
 def segment_path(directory: Path, project: str, number: int) -> Path:
     return log_dir(directory, project) / f"{number}.jsonl.zst"
-
-
-# -- entries as records -------------------------------------------------------------------------
-
-
-def _int(value):
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return value
-
-
-def _json_value(text):
-    """The done's id, stored as JSON text: its value, or the text itself when it is not JSON."""
-    try:
-        return orjson.loads(text)
-    except (orjson.JSONDecodeError, TypeError):
-        return text
-
-
-def _names(text: str) -> list[str]:
-    return text.split("\0") if text else []
-
-
-def record(kind: str, entry_id: str, fields: dict) -> dict:
-    """Entry ENTRY_ID of a KIND stream as the record export writes (one JSON object a line)."""
-    fields = dict(fields)
-    out = {"entry": entry_id, "at": _int(fields.pop("at", None))}
-    if kind == "done":
-        pairs = _names(fields.pop("domains", ""))
-        out.update(
-            downloader=fields.pop("downloader", None),
-            ip=fields.pop("ip", None),
-            items=_names(fields.pop("items", "")),
-            bytes=_int(fields.pop("bytes", 0)),
-            domains={d: _int(n) for d, n in zip(pairs[::2], pairs[1::2])},
-            version=fields.pop("version", ""),
-            id=_json_value(fields.pop("id", "null")),
-        )
-    elif kind == "bad_dones":
-        out.update(
-            downloader=fields.pop("downloader", None),
-            reason=fields.pop("reason", None),
-            count=_int(fields.pop("count", 0)),
-            items=_names(fields.pop("items", "")),
-        )
-    out.update(fields)  # what a later version adds, kept as text
-    return out
-
-
-def encode(rec: dict) -> bytes:
-    """REC as one JSON line (no newline); names that are not UTF-8 are kept as \\u escapes."""
-    try:
-        return orjson.dumps(rec)
-    except TypeError:  # lone surrogates (surrogateescape'd bytes) orjson will not write
-        return json.dumps(rec, ensure_ascii=True, separators=(",", ":")).encode()
-
-
-def decode(line: bytes) -> dict:
-    try:
-        return orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return json.loads(line)
 
 
 # -- segment files ------------------------------------------------------------------------------
@@ -316,37 +252,6 @@ def _stream_start(position) -> str:
     if position[1] < 0:  # "from ms on", inclusive
         return f"{position[0]}-0"
     return f"({_id_text(position)}"
-
-
-class Wanted:
-    """The item filter: entries that name one of NAMES. Exact on decoded records; before that,
-    byte and substring tests let a reader skip, at C speed, what cannot name one (a whole
-    segment file, a line, a stream entry) without decoding it."""
-
-    def __init__(self, names):
-        self.names = frozenset(names)
-        needles = set()
-        for name in self.names:
-            # A line is orjson's, or json's ASCII-only fallback when a name in it is not UTF-8
-            # (encode): the name is in the line in one of the two spellings, quotes included.
-            try:
-                needles.add(orjson.dumps(name))
-            except TypeError:
-                pass
-            needles.add(json.dumps(name, ensure_ascii=True).encode())
-        self.needles = tuple(needles)
-
-    def may_name(self, data: bytes) -> bool:
-        return any(needle in data for needle in self.needles)
-
-    def may_name_text(self, text: str) -> bool:
-        return any(name in text for name in self.names)
-
-    def named(self, kind: str, rec: dict) -> list[str]:
-        """The names of the filter REC names."""
-        if kind == "uploads":
-            return [rec["item"]] if rec.get("item") in self.names else []
-        return [name for name in rec.get("items", ()) if name in self.names]
 
 
 def _file_records(path: Path, wanted: Wanted | None) -> Iterator[tuple[dict | None, int]]:
@@ -531,8 +436,17 @@ def page(
     that cannot name it costs a decompression and a byte search.
     """
     wanted = None if item is None else Wanted([item])
-    found, size, scanned = [], 0, 0.0
-    for entry_id, rec, looked_at in _scan(client, k, directory, kind, since_ms, cursor, wanted):
+    scan = _scan(client, k, directory, kind, since_ms, cursor, wanted)
+    return collect_page(scan, kind, downloader, wanted, limit, max_bytes, max_scan)
+
+
+def collect_page(scan, kind, downloader, wanted, limit, max_bytes, max_scan, ties=False) -> dict:
+    """page's answer from SCAN (what _scan yields); with TIES (several shards' entries merged,
+    tracker_core.log_shards) a full page also takes the entries of its last id that follow."""
+    found, size, scanned, full_at = [], 0, 0.0, None
+    for entry_id, rec, looked_at in scan:
+        if full_at is not None and entry_id != full_at:
+            break
         if rec is None:
             scanned += looked_at * ITEM_SCAN_SHARE
         else:
@@ -540,9 +454,11 @@ def page(
             if matches(kind, rec, downloader, wanted):
                 found.append(rec)
                 size += len(encode(rec))
-        if len(found) >= limit or size >= max_bytes or scanned >= max_scan:
-            return {"entries": found, "cursor": entry_id}
-    return {"entries": found, "cursor": None}
+        if full_at is None and (len(found) >= limit or size >= max_bytes or scanned >= max_scan):
+            full_at = entry_id
+            if not ties:
+                break
+    return {"entries": found, "cursor": full_at}
 
 
 def status(client, k: keyspace.ProjectKeys) -> dict:

@@ -4,13 +4,18 @@ shard (statistics upkeep, done log archive, shard shares); the done log exported
 
 from __future__ import annotations
 
+import io
+import json
+
 import pytest
 from falcon import testing
 from prometheus_client.parser import text_string_to_metric_families
 
 from tracker_api.app import create_app
+from tracker_api.live import LiveFeed, ProjectWatcher
 from tracker_core import stats as stats_mod
 from tracker_core.admin import items as item_verbs
+from tracker_core.admin import log as log_verbs
 from tracker_core.admin import projects
 from tracker_core.admin.errors import BadInput
 from tracker_core.offload import shards
@@ -165,3 +170,55 @@ def test_offloading_is_refused_on_a_sharded_project(admin, layout, r):
     with pytest.raises(BadInput, match="sharded"):
         projects.create(admin, "other", {"offload_high": "100000", "offload_low": "50000"}, shards=2)
     assert projects.set_settings(admin, P, {"offload_high": "0", "done_mode": "discard"})
+
+
+# -- the done log --------------------------------------------------------------------------------
+
+
+def exported(admin, directory, **kw) -> list[dict]:
+    out = io.BytesIO()
+    log_verbs.export(admin, P, directory, out, **kw)
+    return [json.loads(line) for line in out.getvalue().splitlines()]
+
+
+def test_each_shard_archives_its_own_log_and_export_merges_them_in_time_order(
+    admin, engine, clock, layout, r, tmp_path
+):
+    projects.set_settings(admin, P, {"log_maxlen": "2"})
+    done = work(engine, clock, rounds=4)  # 12 done entries over the shards
+    report = Maintainer(r, tmp_path).pass_once()[P]
+    assert report["log_archived"] == 12 - 2 * 3  # each shard keeps its newest two
+    assert (tmp_path / P / "log").is_dir()
+    assert all((tmp_path / f"{P}.{i}" / P / "log").is_dir() for i in (1, 2))  # no file shared
+    assert all(r.xlen(k.log) == 2 for k in layout.keys)
+    entries = exported(admin, tmp_path)
+    assert len(entries) == 12 and len({e["entry"] + str(e["at"]) for e in entries}) == 12
+    ids = [tuple(map(int, e["entry"].split("-"))) for e in entries]
+    assert ids == sorted(ids)
+    assert sum(len(e["items"]) for e in entries if e["downloader"] == "bob") == done["bob"]
+    assert len(exported(admin, tmp_path, downloader="carol")) == 4
+    one = entries[5]["items"][0]
+    assert [e["entry"] for e in exported(admin, tmp_path, item=one)] == [entries[5]["entry"]]
+    # Pages of three walk every entry once, in the same order.
+    walked, cursor = [], None
+    while True:
+        page = log_verbs.done_page(admin, P, tmp_path, cursor=cursor, limit=3)
+        walked += page["entries"]
+        if page["cursor"] is None:
+            break
+        cursor = page["cursor"]
+    assert [e["entry"] for e in walked] == [e["entry"] for e in entries]
+    status = log_verbs.status(admin, P)
+    assert (status["archived_entries"], status["stream_entries"], len(status["shards"])) == (6, 6, 3)
+
+
+def test_the_live_feed_follows_every_shard(engine, clock, layout, redis_url):
+    watcher = ProjectWatcher(LiveFeed(redis_url), P)
+    watcher._start()
+    assert len(watcher.log_keys) == 3 and not watcher.recent
+    done = work(engine, clock, rounds=2)
+    lines, refreshed = watcher._step(100)
+    assert refreshed and sum(len(line["items"]) for line in lines) == sum(done.values())
+    assert [line["at"] for line in lines] == sorted(line["at"] for line in lines)
+    assert watcher._step(10)[0] == []  # nothing read twice
+    watcher.engine.conn.close()

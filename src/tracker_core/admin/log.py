@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tracker_core import audit, log_archive
+from tracker_core import audit, log_archive, log_shards
 from tracker_core.admin import checks
 from tracker_core.admin.context import AdminContext
 from tracker_core.admin.errors import BadInput
@@ -51,8 +51,9 @@ def done_page(
 ) -> dict:
     """A page of the done log (segments, then the stream), or of the uploads or bad_dones
     streams, oldest first, filtered by time, downloader and the ITEM an entry names; "cursor"
-    in the answer continues it (None: the end)."""
-    k = ctx.keys(project)
+    in the answer continues it (None: the end). A sharded project's shards are merged in time
+    order (tracker_core.log_shards)."""
+    layout = ctx.layout(project)
     if downloader is not None:
         checks.text(downloader, "downloader", MAX_DOWNLOADER_CHARS)
     if item is not None:
@@ -62,8 +63,13 @@ def done_page(
     try:
         if cursor is not None:
             log_archive.parse_id(cursor)
+        since_ms = _since_ms(since)
+        if layout.sharded:
+            return log_shards.page(
+                ctx.conn, layout, Path(directory), kind, since_ms, downloader, cursor, limit=limit, item=item
+            )
         return log_archive.page(
-            ctx.conn, k, Path(directory), kind, _since_ms(since), downloader, cursor, limit, item=item
+            ctx.conn, layout.keys[0], Path(directory), kind, since_ms, downloader, cursor, limit, item=item
         )
     except log_archive.LogError as exc:
         raise BadInput(str(exc)) from None
@@ -80,16 +86,27 @@ def export(
     item: str | None = None,
 ) -> None:
     """Write the log to the binary stream OUT as JSON lines, oldest first (the entries that
-    name ITEM, when given)."""
-    k = ctx.keys(project)
+    name ITEM, when given); a sharded project's shards merged in time order."""
+    layout = ctx.layout(project)
     if item is not None:
         checks.item(item, 1)
     try:
-        log_archive.export(ctx.conn, k, Path(directory), out, kind, _since_ms(since), downloader, item)
+        if layout.sharded:
+            log_shards.export(
+                ctx.conn, layout, Path(directory), out, kind, _since_ms(since), downloader, item
+            )
+            return
+        log_archive.export(
+            ctx.conn, layout.keys[0], Path(directory), out, kind, _since_ms(since), downloader, item
+        )
     except log_archive.LogError as exc:
         raise BadInput(str(exc)) from None
 
 
 def status(ctx: AdminContext, project: str) -> dict:
-    """What PROJECT's done log holds: segments, entries on disk and in Redis, entries dropped."""
-    return log_archive.status(ctx.conn, ctx.keys(project))
+    """What PROJECT's done log holds: segments, entries on disk and in Redis, entries dropped
+    (a sharded project's shards added up, each one's under "shards")."""
+    layout = ctx.layout(project)
+    if layout.sharded:
+        return log_shards.status(ctx.conn, layout)
+    return log_archive.status(ctx.conn, layout.keys[0])
