@@ -133,12 +133,9 @@ def test_offloaded_items_and_maybe_offloaded(engine, r, web, tmp_path, lease, ct
     items.add(ctx, P, names, queue="backfeed")
     assert over_http(web, URLS[0] + "&never") == NOWHERE  # no segment files: not maybe
     # On its way to a segment file (staged by a maintainer): offloaded, from its queue.
-    reply = scripts.offload_stage.send(
-        r,
-        (lease.key, K.backfeed, K.offloading, K.segments, K.segment_queues),
-        (lease.holder, 10, "backfeed"),
+    number, staged = scripts.offload_stage(
+        r, K, holder=lease.holder, count=10, source="backfeed", source_key=K.backfeed
     )
-    number, staged = reply[0], reply[1:]
     assert len(staged) == 10
     for name in staged:
         assert over_http(web, name) == place(status="offloaded", queue="backfeed", segment=number)

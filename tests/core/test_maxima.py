@@ -19,7 +19,7 @@ from support import census
 from tracker_api.app import create_app
 from tracker_api.cli import main
 from tracker_core import backfeed as backfeed_mod
-from tracker_core import backfeed_secrets, intake, limits
+from tracker_core import backfeed_secrets, intake, limits, scripts
 from tracker_core import keys as keyspace
 from tracker_core.admin import census as census_verb
 from tracker_core.admin import checks, claims, dead, items, projects
@@ -262,8 +262,7 @@ def test_hold_limited_that_fails_changes_nothing(project, r):
 
 
 def run(r, name, keys, args):
-    from tracker_core import scripts
-
+    """Script NAME with KEYS and ARGV as given: what no binding would send."""
     return scripts.BINDINGS[name].send(r, keys, args)
 
 
@@ -271,7 +270,7 @@ def test_hold_queued_with_a_broken_way_in_set_leaves_the_item_queued(project, r)
     r.sadd(K.todo, url(1))
     r.set(K.limited_in, "broken")
     with pytest.raises(Exception, match="WRONGTYPE"):
-        run(r, "hold_queued", (K.todo, K.limited_in), (url(1), limits.held_entry("site", url(1))))
+        scripts.hold_queued(r, K, queue=K.todo, items=[url(1)], held=[limits.held_entry("site", url(1))])
     assert r.smembers(K.todo) == {url(1)}
 
 

@@ -151,12 +151,10 @@ def world(admin, engine, clock, r, server, segdir):
     # On its way to a segment file: staged from secondary by a maintainer (not yet committed).
     lease = offload.Lease(r, K, "node-a")
     assert lease.take()
-    reply = scripts.offload_stage.send(
-        r,
-        (lease.key, K.secondary, K.offloading, K.segments, K.segment_queues),
-        (lease.holder, 1, "secondary"),
+    reply = scripts.offload_stage(
+        r, K, holder=lease.holder, count=1, source="secondary", source_key=K.secondary
     )
-    w["staged_number"], (w["staged"],) = reply[0], reply[1:]
+    w["staged_number"], (w["staged"],) = reply.code, reply.items
     # Done items offloaded to a segment (VAULT), and done items only counted (GONE).
     projects.create(admin, VAULT, {"done_mode": "offload", "done_offload_high": "1"})
     items.add(admin, VAULT, names_for("vault"))
