@@ -192,6 +192,11 @@ def create_project(c: Call):
     return projects.create(c.ctx, name, _setting_values(values or {}), shards=body.get("shards", 1))
 
 
+def grow_project(c: Call):
+    body = c.body(("shards",))
+    return projects.grow(c.ctx, c.project, _need(body, "shards"))
+
+
 def show_project(c: Call):
     return projects.show(c.ctx, c.project)
 
@@ -489,6 +494,7 @@ ADMIN_ROUTES = [
     ("POST", "/api/admin/projects", GLOBAL, create_project),
     ("GET", P, PROJECT, show_project),
     ("DELETE", P, GLOBAL, delete_project),
+    ("POST", P + "/shards", GLOBAL, grow_project),
     ("POST", P + "/settings", PROJECT, set_settings),
     ("POST", P + "/pause", PROJECT, pause),
     ("POST", P + "/resume", PROJECT, resume),

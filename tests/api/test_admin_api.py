@@ -79,6 +79,7 @@ def route_path(path, project=P, **given):
 
 BODIES = {
     "create_project": {"project": "newproj"},
+    "grow_project": {"shards": 2},
     "set_settings": {"title": "x"},
     "move": {"to": "secondary"},
     "release": {"older_than_s": 0},
@@ -579,6 +580,18 @@ MALFORMED = {
         dict(body={"project": "fresh", "settings": {"project": "other"}}),
         dict(body={"project": "fresh", "settings": {"rate_limit": "-1"}}),
         dict(body={"project": P}),
+        dict(body={"project": "fresh", "shards": 0}),
+        dict(body={"project": "fresh", "shards": 17}),
+        dict(body={"project": "fresh", "shards": "3"}),
+        dict(body={"project": "fresh", "shards": True}),
+    ],
+    "grow_project": [
+        dict(body={}),
+        dict(body={"shards": 1}),
+        dict(body={"shards": 17}),
+        dict(body={"shards": 2.0}),
+        dict(body={"shards": 2, "more": 1}),
+        dict(body={"shards": 2}, path={"project": "nope"}),
     ],
     "show_project": [dict(path={"project": "nope"}), dict(path={"project": "BAD"})],
     "delete_project": [dict(path={"project": "nope"}), dict(path={"project": "admin"})],
