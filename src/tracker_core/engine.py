@@ -313,15 +313,7 @@ class Engine:
         unknown project. One script call; the name is never classified (anyone may ask about
         any name): its held entry is looked up under each limit, a bounded number of lookups.
         """
-        layout = self.layout(project)
-        if not layout.grown:
-            return item_status_mod.lookup(self.conn, layout.keys_of(item), item, self._owners)
-        # A project that gained shards: where it would be added today, then where it was.
-        for index in layout.candidates(item):
-            place = item_status_mod.lookup(self.conn, layout.keys[index], item, self._owners)
-            if place is None or place["status"] is not None:
-                return place
-        return place
+        return shard_router.lookup(self.conn, self.layout(project), item, self._owners)[1]
 
     def upload_target(self, project: str, downloader: str) -> str | None:
         """One of the project's active targets at random, ':downloader' filled in; None if none.

@@ -16,7 +16,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-from tracker_core import bloom, scripts
+from tracker_core import bloom, item_status, scripts
 from tracker_core.script_constants import UNIQUES_TTL_S
 from tracker_core.shard_layout import ShardLayout
 
@@ -150,30 +150,40 @@ def _pipeline(conn, commands: list) -> list:
     return conn.pipeline(commands)
 
 
-def locate(conn, layout: ShardLayout, names) -> dict[int, list]:
-    """NAMES grouped by the shard each is claimed on: for a project that gained shards since
-    some were added (docs/sharding.md, "Adding shards"), a name whose claim record is on an
-    earlier shard goes there (one HMGET of the claims per earlier shard, in one round trip),
-    every other name to the shard it is added to today."""
+def holding(conn, layout: ShardLayout, names, probe: Callable[[object, str], tuple]) -> dict[int, list]:
+    """NAMES grouped by the shard that holds each (no empty groups): on a project that gained
+    shards (docs/sharding.md, "Adding shards") the first of a name's candidate shards where
+    PROBE(keys, name), a Redis command answering 1 or 0, finds it (every probe in one round
+    trip), else the shard it is added to today; for any other project, LAYOUT.split (no call)."""
     if not layout.grown:
         return layout.split(names)
+    asked = [(name, index) for name in names for index in layout.candidates(name)]
+    where: dict = {}
+    replies = _pipeline(conn, [probe(layout.keys[index], name) for name, index in asked])
+    for (name, index), found in zip(asked, replies):
+        if found:
+            where.setdefault(name, index)
     groups: dict[int, list] = {}
-    asked: dict[int, list] = {}
     for name in names:
-        candidates = layout.candidates(name)
-        for older in candidates[1:]:
-            asked.setdefault(older, []).append(name)
-    claimed: dict = {}
-    if asked:
-        order = sorted(asked)
-        replies = _pipeline(conn, [("HMGET", layout.keys[i].claims, *asked[i]) for i in order])
-        for index, reply in zip(order, replies):
-            for name, record in zip(asked[index], reply):
-                if record is not None:
-                    claimed.setdefault(name, index)
-    for name in names:
-        groups.setdefault(claimed.get(name, layout.shard_of(name)), []).append(name)
+        groups.setdefault(where.get(name, layout.shard_of(name)), []).append(name)
     return groups
+
+
+def locate(conn, layout: ShardLayout, names) -> dict[int, list]:
+    """NAMES grouped by the shard each is claimed on (dones, releases, burials)."""
+    return holding(conn, layout, names, lambda k, name: ("HEXISTS", k.claims, name))
+
+
+def lookup(conn, layout: ShardLayout, name: str, owners: item_status.Owners) -> tuple[int, dict | None]:
+    """(shard, item_status.lookup's answer) of NAME: the shard it is added to today, or on a
+    project that gained shards the first candidate where it is found (else the first)."""
+    nowhere = None
+    for index in layout.candidates(name) if layout.grown else [layout.shard_of(name)]:
+        place = item_status.lookup(conn, layout.keys[index], name, owners)
+        if place is None or place["status"] is not None:
+            return index, place
+        nowhere = nowhere or (index, place)
+    return nowhere
 
 
 def seen_on_earlier_shards(conn, layout: ShardLayout, names: list) -> set:
