@@ -5,7 +5,8 @@ The done script appends one entry per done call with new items to the project's 
 keeps the newest `log_maxlen` entries (the watermark, default 100,000) in Redis and archives the
 older ones, oldest first, to zstandard segment files of JSON lines, SEGMENTS_DIR/P/log/N.jsonl.zst
 (at most SEGMENT_ENTRIES entries or about SEGMENT_BYTES of JSON each; an entry is never cut, it
-is the record). Crash safety, entry by entry:
+is the record). Each shard of a sharded project has its own log and archive, shard I > 0 in
+SEGMENTS_DIR/P.I/ (tracker_core.log_shards merges them for readers). Crash safety, entry by entry:
 - the entries are read (never removed) and written to a new file: temp name, fsync, rename,
   directory fsync;
 - only then one script (log_archive-4.lua) registers the file in `log_segments`, moves the

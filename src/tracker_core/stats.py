@@ -6,7 +6,8 @@ same whether the project has a hundred items or a hundred million. A snapshot al
 bounded chart data: it samples the backlog once per minute and rolls completed hours of minute
 counters into hour hashes (each one script, written once), and records the top downloaders'
 item counts every ten minutes and every hour when that point is due (one script, once per
-interval), as `tracker maintain` does once a minute for every project.
+interval), as `tracker maintain` does once a minute for every project. A sharded project's
+shards are each read and maintained, and their figures merged (tracker_core.stats_shards).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from tracker_api.live import LiveFeed, ProjectWatcher
 from tracker_core import stats as stats_mod
 from tracker_core.admin import items as item_verbs
 from tracker_core.admin import log as log_verbs
-from tracker_core.admin import projects
+from tracker_core.admin import projects, segments
 from tracker_core.admin.errors import BadInput
 from tracker_core.offload import shards
 from tracker_core.offload.maintenance import Maintainer
@@ -162,7 +162,7 @@ def test_a_pass_gives_the_rate_of_shards_run_dry_to_those_with_items(admin, engi
     assert late in got
 
 
-def test_offloading_is_refused_on_a_sharded_project(admin, layout, r):
+def test_offloading_is_refused_on_a_sharded_project(admin, layout, r, tmp_path):
     for values in ({"offload_high": "100000", "offload_low": "50000"}, {"done_mode": "offload"}):
         with pytest.raises(BadInput, match="sharded"):
             projects.set_settings(admin, P, values)
@@ -170,6 +170,20 @@ def test_offloading_is_refused_on_a_sharded_project(admin, layout, r):
     with pytest.raises(BadInput, match="sharded"):
         projects.create(admin, "other", {"offload_high": "100000", "offload_low": "50000"}, shards=2)
     assert projects.set_settings(admin, P, {"offload_high": "0", "done_mode": "discard"})
+    with pytest.raises(BadInput, match="sharded"):
+        segments.import_file(admin, P, tmp_path, tmp_path / "1.zst")
+
+
+def test_a_deleted_project_s_shard_folders_go_with_it(admin, engine, clock, layout, r, tmp_path):
+    projects.set_settings(admin, P, {"log_maxlen": "0"})
+    work(engine, clock, rounds=1)
+    maintainer = Maintainer(r, tmp_path)
+    maintainer.pass_once()
+    assert (tmp_path / f"{P}.2").is_dir()
+    maintainer.release()
+    projects.delete(admin, P)
+    maintainer.pass_once()
+    assert not any(tmp_path.iterdir())
 
 
 # -- the done log --------------------------------------------------------------------------------

@@ -10,6 +10,17 @@ from tracker_core.admin.context import AdminContext
 from tracker_core.admin.errors import BadInput, NotFound
 
 
+def _one_shard(ctx: AdminContext, project: str):
+    """PROJECT's keys; BadInput for a sharded project (docs/sharding.md: offloading is not
+    available there, and an import would put every item on the first shard)."""
+    layout = ctx.layout(project)
+    if layout.sharded:
+        raise BadInput(
+            f"{project!r} is sharded: segment export and import are not available on a sharded project"
+        )
+    return layout.keys[0]
+
+
 def list_segments(ctx: AdminContext, project: str) -> dict:
     """Registered segments (number -> items and the queue, or done, they came from) and the
     items on their way to one."""
@@ -18,7 +29,7 @@ def list_segments(ctx: AdminContext, project: str) -> dict:
 
 def export_file(ctx: AdminContext, project: str, directory: Path, number: int, destination: Path) -> dict:
     """Move segment NUMBER out of PROJECT into DESTINATION (its items leave the project, counted)."""
-    k = ctx.keys(project)
+    k = _one_shard(ctx, project)
     if type(number) is not int or number < 1:
         raise BadInput("'number' must be a segment number (1 or more)")
     if number not in offload.registry(ctx.conn, k):
@@ -34,7 +45,7 @@ def export_file(ctx: AdminContext, project: str, directory: Path, number: int, d
 def import_file(ctx: AdminContext, project: str, directory: Path, source: Path, queue: str = "todo") -> dict:
     """Bring a segment file into PROJECT: back as a segment when exported from it (once), else
     its items through the project's intake into QUEUE (seen ones dropped as duplicates)."""
-    k = ctx.keys(project)
+    k = _one_shard(ctx, project)
     if queue not in offload.QUEUES:  # the queues offloading serves; never a downloader's own
         raise BadInput(f"import into todo, backfeed, secondary or redo, not {str(queue)[:80]!r}")
     try:
