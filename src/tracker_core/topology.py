@@ -341,6 +341,8 @@ class ClusterRedis(HashReads):
         # Nodes whose connect timed out (a host that died answers no SYN) -> until when no call
         # tries them again while the map still names them: each try would cost seconds.
         self._down: dict[tuple[str, int], float] = {}
+        # Nodes that did not answer CLUSTER SLOTS -> until when they are asked last for it.
+        self._unanswered: dict[tuple[str, int], float] = {}
 
     # -- topology --------------------------------------------------------------------------------
 
@@ -356,12 +358,16 @@ class ClusterRedis(HashReads):
     def refresh_slots(self, suspect: tuple[str, int] | None = None) -> None:
         """Load the slot map from the first node that answers CLUSTER SLOTS.
 
-        The nodes in use are asked first, then every other node heard of, SUSPECT last (a node
-        that just failed a call: it may hang, or still think it owns its slots). Each is asked on
-        a connection of its own with a short timeout: a hung node costs PROBE_TIMEOUT_S here,
-        not a call's timeout.
+        The nodes in use are asked first, then every other node heard of, those that did not
+        answer lately after them, SUSPECT last (a node that just failed a call: it may hang, or
+        still think it owns its slots). Each is asked on a connection of its own with a short
+        timeout: a hung node costs PROBE_TIMEOUT_S here, not a call's timeout.
         """
-        candidates = [a for a in dict.fromkeys([*self._nodes, *self._known]) if a != suspect]
+        now = time.monotonic()
+        candidates = sorted(
+            (a for a in dict.fromkeys([*self._nodes, *self._known]) if a != suspect),
+            key=lambda a: self._unanswered.get(a, 0.0) > now,
+        )
         if suspect is not None:
             candidates.append(suspect)
         errors = []
@@ -371,9 +377,11 @@ class ClusterRedis(HashReads):
                 ranges = probe.execute_command("CLUSTER", "SLOTS")
             except RedisError as exc:
                 errors.append(f"{addr[0]}:{addr[1]}: {exc}")
+                self._unanswered[addr] = time.monotonic() + FAILOVER_WAIT_S
                 continue
             finally:
                 probe.close()
+            self._unanswered.pop(addr, None)
             self._load_slots(ranges, addr[0])
             return
         raise ConnectionLost("no cluster node answered CLUSTER SLOTS: " + "; ".join(errors))
