@@ -8,7 +8,7 @@ import sys
 from dataclasses import fields
 from pathlib import Path
 
-from chaos.run import Config, run
+from chaos.run import Config, checked, run
 
 RESULTS = Path(__file__).resolve().parent.parent / "results"
 
@@ -25,13 +25,20 @@ def main(argv=None) -> int:
         else:
             parser.add_argument(flag, type=kind, default=f.default)
     parser.add_argument(
-        "--faults", default=",".join(Config.faults), help="comma-separated subset of the faults"
+        "--faults",
+        default=",".join(Config.faults),
+        help="comma-separated subset of the faults (with --cluster: worker_kill, parent_kill, "
+        "primary_failover, clock_skew by default)",
     )
     parser.add_argument("--out", type=Path, default=RESULTS / "chaos.json")
     args = vars(parser.parse_args(argv))
     out = args.pop("out")
     args["faults"] = tuple(x for x in args.pop("faults").split(",") if x)
-    report = run(Config(**args))
+    try:
+        cfg = checked(Config(**args))
+    except ValueError as exc:
+        parser.error(str(exc))
+    report = run(cfg)
     report["command"] = "make chaos (" + " ".join(sys.argv[1:]) + ")" if sys.argv[1:] else "make chaos"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
