@@ -162,6 +162,23 @@ def test_a_pass_gives_the_rate_of_shards_run_dry_to_those_with_items(admin, engi
     assert late in got
 
 
+def test_claims_due_to_be_taken_back_keep_their_shard_s_share(admin, engine, clock, r, tmp_path):
+    projects.create(admin, P, {"rate_limit": "600", "reclaim_ttl_s": "60"}, shards=3)
+    layout = admin.layout(P)
+    urls = [f"https://example.org/r/{i}" for i in range(300)]
+    on = {i: [u for u in urls if layout.shard_of(u) == i] for i in range(3)}
+    item_verbs.add(admin, P, on[0][:50] + on[2][:1])
+    claimed = []
+    while on[2][0] not in claimed:  # the shard 2 item goes out; its queue is empty then
+        clock.advance(1)
+        claimed += engine.claim(P, "alice", "10.0.0.1", 1)[1]
+    # Claimed on the engine's clock, long before Redis's own: due to be taken back by now.
+    dry = shards.DRY_SHARE / 3
+    assert Maintainer(r, tmp_path).pass_once()[P]["shard_shares"] == {1: dry, 2: 0.5, 0: 0.5}
+    projects.set_settings(admin, P, {"reclaim_ttl_s": "0"})  # reclaims off: an out claim waits for nobody
+    assert shards.waiting(r, layout.keys[2], int(clock.now * 1000) + 10**12) == 0
+
+
 def test_offloading_is_refused_on_a_sharded_project(admin, layout, r, tmp_path):
     for values in ({"offload_high": "100000", "offload_low": "50000"}, {"done_mode": "offload"}):
         with pytest.raises(BadInput, match="sharded"):

@@ -10,15 +10,15 @@ the shards' shares of the project's limits moved to where the items are.
   is in no project name, so the folder is no other project's (shard_directory).
 - **Statistics.** The upkeep runs once per project, on the first shard's pass, over every shard
   (tracker_core.stats.upkeep).
-- **Shares.** rebalance_shares: each shard with items waiting gets 1 / (shards with items); a
-  shard with none gets DRY_SHARE of an even share.
+- **Shares.** rebalance_shares: each shard with items waiting (queued, or claims due to be
+  taken back) gets 1 / (shards with items); a shard with none gets DRY_SHARE of an even share.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from tracker_core import census, scripts
+from tracker_core import census, redis_clock, scripts
 from tracker_core import keys as keyspace
 from tracker_core.offload.lease import Lease
 from tracker_core.offload.steps import STEPS, ProjectPass, Watermarks, run_steps
@@ -48,10 +48,17 @@ def shard_folders(directory: Path, project: str) -> list[Path]:
     return [path for path in directory.glob(f"{project}.*") if path.name.split(".", 1)[1].isdigit()]
 
 
-def waiting(client, k: keyspace.ProjectKeys) -> int:
+def waiting(client, k: keyspace.ProjectKeys, now_ms: int) -> int:
     """Items waiting on the shard of keys K: every to-do queue (census.read), offloaded tails
-    included."""
-    return sum(census.read(census.redis_py_runner(client), k).values())
+    included, and the claims a claim may take back now (due by NOW_MS, with reclaims on: at a
+    project's end its work is mostly those)."""
+    queued = sum(census.read(census.redis_py_runner(client), k).values())
+    ttl = client.hget(k.settings, "reclaim_ttl_s")
+    try:
+        reclaims_on = ttl is None or float(ttl) > 0  # absent: the claim script's default, on
+    except ValueError:
+        reclaims_on = True
+    return queued + (client.zcount(k.out, "-inf", now_ms) if reclaims_on else 0)
 
 
 def shares(counts: list[int]) -> list[float]:
@@ -69,7 +76,8 @@ def rebalance_shares(client, layout: ShardLayout) -> dict[int, float]:
     the claim script reads shard_share from its shard's settings at every claim), the first
     shard last, as every project-wide setting is written. The write checks that the stored
     share is still the one read (another writer: left to the next pass)."""
-    wanted = shares([waiting(client, k) for k in layout.keys])
+    now_ms = redis_clock.now_ms(client)
+    wanted = shares([waiting(client, k, now_ms) for k in layout.keys])
     written = {}
     for index in [*range(1, layout.count), 0]:
         k = layout.keys[index]
