@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import shutil
 import sys
 import tempfile
 import threading
@@ -96,7 +97,8 @@ def project_on(cluster: Cluster, prefix: str, avoid: set[int]) -> tuple[str, int
 
 
 def failover_trials(trials: int, workers: int, warriors: int, items: int) -> list[dict]:
-    cluster = Cluster(Path(tempfile.mkdtemp(prefix="cluster-failover-")), primaries=3, replicas=1).start()
+    scratch = Path(tempfile.mkdtemp(prefix="cluster-failover-"))
+    cluster = Cluster(scratch, primaries=3, replicas=1).start()
     server = None
     try:
         failing, failing_port = project_on(cluster, "failing", set())
@@ -142,10 +144,12 @@ def failover_trials(trials: int, workers: int, warriors: int, items: int) -> lis
         if server is not None:
             stop_live_server(server)
         cluster.stop()
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def wait_cost(rounds: int, pairs: int) -> dict:
-    cluster = Cluster(Path(tempfile.mkdtemp(prefix="cluster-wait-")), primaries=3, replicas=1).start()
+    scratch = Path(tempfile.mkdtemp(prefix="cluster-wait-"))
+    cluster = Cluster(scratch, primaries=3, replicas=1).start()
     try:
         admin = AdminContext.from_url(cluster.url)
         modes = (("wait_replicas=0", "?wait_replicas=0", "nowait"), ("wait_replicas=1 (default)", "", "wait"))
@@ -177,6 +181,7 @@ def wait_cost(rounds: int, pairs: int) -> dict:
         }
     finally:
         cluster.stop()
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _counts(answers: dict) -> str:
