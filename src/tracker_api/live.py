@@ -125,12 +125,19 @@ class ProjectWatcher:
                 ]
         return sorted(lines, key=lambda line: (line["at"], line["id"]))
 
+    def _follow_new_shards(self) -> None:
+        """Follow the logs of shards added since (tracker project grow), from their start."""
+        for k in self.engine.layout(self.project).keys[len(self.log_keys) :]:
+            self.log_keys.append(k.log)
+            self.last_ids.append("0-0")
+
     def _step(self, block_ms: int) -> tuple[list[dict], bool]:
         lines = self._read(0, block_ms) if len(self.log_keys) == 1 else self._read_shards(block_ms)
         refresh = bool(lines) or self.dirty or time.monotonic() - self.snapshot_at > SNAPSHOT_IDLE_S
         if refresh:
             if self.dirty:  # settings changed (title...): read them afresh
                 self.engine._settings.pop(self.project, None)
+                self._follow_new_shards()
             self.dirty = False
             self._snapshot()
         return lines, refresh

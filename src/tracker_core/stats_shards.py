@@ -34,14 +34,21 @@ def _day_text(counts: dict) -> str:
 
 
 def merged_days(days: list[dict]) -> dict:
-    """The shards' days hashes as one: a day rolled up on every shard is their sum; a day some
-    shard has not rolled up yet is left out, so the chart sums it from the hours (added over
-    the shards) instead of showing a part of it."""
-    first, rest = days[0], days[1:]
+    """The shards' days hashes as one. A day is the sum of the shards' roll-ups of it; a shard
+    whose roll-ups all come later (added by a growth since, or none yet) adds nothing to it. A
+    day a shard has not rolled up yet, though it rolled up an earlier one, is left out: the
+    chart then sums it from the hours (added over the shards) instead of showing a part of it."""
+    firsts = [min((int(d) for d in shard if d.lstrip("-").isdigit()), default=None) for shard in days]
     merged = {}
-    for day in first:
-        if all(day in other for other in rest):
-            merged[day] = _day_text(_added([ranges.parse_day(d[day]) for d in days]))
+    for day in {d for shard in days for d in shard if d.lstrip("-").isdigit()}:
+        parts = []
+        for shard, first in zip(days, firsts, strict=True):
+            if day in shard:
+                parts.append(ranges.parse_day(shard[day]))
+            elif first is not None and first < int(day):
+                break  # not rolled up on this shard yet
+        else:
+            merged[day] = _day_text(_added(parts))
     return merged
 
 

@@ -14,6 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tracker_api.app import create_app
 from tracker_api.live import LiveFeed, ProjectWatcher
 from tracker_core import stats as stats_mod
+from tracker_core import stats_shards
 from tracker_core.admin import items as item_verbs
 from tracker_core.admin import log as log_verbs
 from tracker_core.admin import projects, segments
@@ -103,6 +104,15 @@ def test_upkeep_rolls_every_shard_up_and_the_week_and_all_charts_keep_the_sum(en
     assert sum(week["items_done"]) == total
     everything = reader.snapshot(P, engine.counts(P), now_ms, "all", start_ms)["charts"]["range"]
     assert sum(everything["items_done"]) == total and everything["done_total"][-1] == total
+
+
+def test_days_add_up_over_shards_added_later_and_wait_for_a_shard_behind():
+    first = {"100": "5 50 9 8 40", "101": "1 10 2 2 41", "102": "2 20 3 3 42"}
+    grown = {"102": "4 40 5 5 -"}  # added on day 102
+    behind = {"100": "1 1 1 1 -"}  # has not rolled day 101 up yet
+    merged = stats_shards.merged_days([first, grown, behind])
+    assert merged == {"100": "6 51 10 9 40"}
+    assert stats_shards.merged_days([first, grown]) == {**first, "102": "6 60 8 8 42"}
 
 
 def test_metrics_count_dead_and_uniques_over_the_shards(engine, clock, layout):
@@ -252,4 +262,21 @@ def test_the_live_feed_follows_every_shard(engine, clock, layout, redis_url):
     assert refreshed and sum(len(line["items"]) for line in lines) == sum(done.values())
     assert [line["at"] for line in lines] == sorted(line["at"] for line in lines)
     assert watcher._step(10)[0] == []  # nothing read twice
+    watcher.engine.conn.close()
+
+
+def test_the_live_feed_follows_shards_added_since_it_started(admin, engine, clock, layout, redis_url):
+    watcher = ProjectWatcher(LiveFeed(redis_url), P)
+    watcher._start()
+    projects.grow(admin, P, 4)
+    watcher.dirty = True  # what the settings channel says
+    watcher._step(10)
+    assert len(watcher.log_keys) == 4 and watcher.last_ids[3] == "0-0"
+    engine._settings.clear()
+    items = item_verbs.add(admin, P, [f"https://example.org/new/{i}" for i in range(40)])
+    assert items["added"] == 40
+    done = work(engine, clock, rounds=2)
+    lines = watcher._step(100)[0]
+    assert engine.conn.execute_command("XLEN", admin.layout(P).keys[3].log) > 0
+    assert sum(len(line["items"]) for line in lines) == sum(done.values())
     watcher.engine.conn.close()
