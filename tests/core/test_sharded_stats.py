@@ -115,7 +115,7 @@ def test_days_add_up_over_shards_added_later_and_wait_for_a_shard_behind():
     assert stats_shards.merged_days([first, grown]) == {**first, "102": "6 60 8 8 42"}
 
 
-def test_metrics_count_dead_and_uniques_over_the_shards(engine, clock, layout):
+def test_metrics_and_stats_json_answer_for_every_shard(engine, clock, layout):
     work(engine, clock, rounds=1)
     web = testing.TestClient(create_app(engine))
     text = web.simulate_get("/metrics").text
@@ -128,6 +128,10 @@ def test_metrics_count_dead_and_uniques_over_the_shards(engine, clock, layout):
     assert uniques[("downloaders", "day")] == 3
     backlog = [s.value for s in families["tracker_backlog_items"].samples if s.labels["project"] == P]
     assert backlog == [len(URLS) - 9]
+    body = web.simulate_get(f"/{P}/stats.json").json
+    assert (body["downloaders_total"], body["stats"]["uniques"]["downloaders_day"]) == (3, 3)
+    assert sum(len(line["items"]) for line in body["recent_log"]) == 9
+    assert sum(body["stats"]["charts"]["minute"]["items_done"]) == body["done"] == 9
 
 
 # -- the maintainer's passes -------------------------------------------------------------------
