@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import redis
 from falcon import testing
@@ -9,12 +11,78 @@ from falcon import testing
 from support import twins as twins_support
 from support.processes import start_live_server, stop_live_server
 from tracker_api.app import create_app
-from tracker_core import bloom, limits, protocol, twins
+from tracker_core import twins
 from tracker_core.admin.context import AdminContext
 from tracker_core.embedded import EmbeddedRedis, free_port
 from tracker_core.engine import Engine
 
-PROTOCOL_FUNCTIONS = ("valid_downloader", "version_key", "version_older", "split_items", "flatten_bytes")
+TESTS = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark `twins` the tests of the files listed in support.twins.TWIN_TESTS: `make test` runs
+    them a second time on the pure-Python twins."""
+    listed = twins_support.twin_test_files()
+    for item in items:
+        if item.path.is_relative_to(TESTS) and item.path.relative_to(TESTS).as_posix() in listed:
+            item.add_marker(pytest.mark.twins)
+
+
+class TwinsProbe:
+    """In the twins run (TRACKER_PURE_PYTHON=1, -m twins): which listed files reached which pure
+    twins, so that a file listed for a module that no longer reaches it fails the run."""
+
+    def __init__(self):
+        self.current = None
+        self.reached: dict[str, set[str]] = {}
+        self.ran: set[str] = set()
+        twins_support.install_probe(self.record)
+
+    def record(self, name: str) -> None:
+        if self.current is not None:
+            self.reached.setdefault(self.current, set()).add(name)
+
+    def missing(self) -> list[str]:
+        return [
+            f"{path} never reached the pure {name} twin"
+            for name, paths in twins_support.TWIN_TESTS.items()
+            for path in paths
+            if path in self.ran and name not in self.reached.get(path, ())
+        ]
+
+
+def _relative(path: Path) -> str | None:
+    return path.relative_to(TESTS).as_posix() if path.is_relative_to(TESTS) else None
+
+
+_probe: list[TwinsProbe] = []  # the twins run's, once configured
+
+
+def pytest_configure(config):
+    selected = config.getoption("markexpr", "") or ""
+    if twins.pure_requested() and "twins" in selected and not config.getoption("keyword", ""):
+        _probe.append(TwinsProbe())
+
+
+def pytest_runtest_setup(item):
+    for probe in _probe:
+        probe.current = _relative(item.path)
+
+
+def pytest_runtest_makereport(item, call):
+    for probe in _probe:
+        if call.when == "call" and call.excinfo is None:
+            probe.ran.add(_relative(item.path))
+
+
+def pytest_sessionfinish(session):
+    probe = _probe[0] if _probe else None
+    if probe is not None and probe.missing():
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        reporter.write_sep("=", "twins run: a listed file does not reach its twin", red=True)
+        for line in probe.missing():
+            reporter.write_line(f"twins run: {line} (support/twins.py TWIN_TESTS)", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture(scope="session")
@@ -46,15 +114,13 @@ def admin(redis_url):
 @pytest.fixture(params=["compiled", "pure"])
 def implementation(request, monkeypatch):
     """Run the test once over every compiled hot-path module (protocol, classify, bloom) and once
-    over their pure twins, whichever TRACKER_PURE_PYTHON picked at import."""
+    over their pure twins, whichever TRACKER_PURE_PYTHON picked at import: every name the tracker
+    bound from a twin module (the facade's functions, limits.Classifier...) is swapped."""
     variants = {name: twins.both(name) for name in twins_support.HOT_PATH_MODULES}
     if any(request.param not in found for found in variants.values()):
         pytest.skip("built without extensions (TRACKER_NO_EXTENSIONS=1)")
-    chosen = {name: found[request.param] for name, found in variants.items()}
-    for name in PROTOCOL_FUNCTIONS:
-        monkeypatch.setattr(protocol, name, getattr(chosen["protocol"], name))
-    monkeypatch.setattr(limits, "Classifier", chosen["classify"].Classifier)
-    monkeypatch.setattr(bloom, "script_args", chosen["bloom"].script_args)
+    swapped = twins_support.swap_to(request.param, variants, monkeypatch)
+    assert {name for name, _ in swapped} >= set(variants), swapped  # every module has a name swapped
     return request.param
 
 

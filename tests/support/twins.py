@@ -2,14 +2,66 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
+import inspect
 import os
+import sys
 
 import pytest
 
 from tracker_core import twins
 
 HOT_PATH_MODULES = ("classify", "protocol", "bloom")
+
+# The twins run: `make test` runs these files a second time with TRACKER_PURE_PYTHON=1 (conftest
+# marks their tests `twins`). For each hot-path module, the files whose tests are about it or the
+# code that calls it: the twins' own agreement tests, then classification (limits, ReDoS, the
+# maxima's reclassify), the Bloom filter (its kinds and salt, bloom_add, intake, backfeed) and the
+# protocol's parsing (the warrior API in-process and through the hot path, the HQ, the done body
+# limits). Tests elsewhere reach the twins too (creating a project builds a Classifier and sizes
+# a filter), with inputs these files already cover; the main run covers them compiled.
+# In the twins run each file must reach its modules' twins (conftest checks at the end), and
+# test_twins_suite.py fails when a module with a twin has no tests here.
+TWIN_TESTS = {
+    "classify": (
+        "core/test_classify.py",
+        "core/test_limits.py",
+        "core/test_redos.py",
+        "core/test_maxima.py",
+        "core/test_intake.py",
+        "core/test_intake_utf8.py",
+        "api/test_backfeed.py",
+        "api/test_api.py",
+        "api/test_hot_path.py",
+    ),
+    "bloom": (
+        "core/test_bloom.py",
+        "core/test_bloom_kinds.py",
+        "core/test_bloom_salt.py",
+        "core/test_bloom_admin.py",
+        "core/test_intake.py",
+        "core/test_intake_utf8.py",
+        "core/test_backfeed_entries.py",
+        "lua/test_bloom_add.py",
+        "api/test_backfeed.py",
+        "api/test_api.py",
+        "api/test_hot_path.py",
+    ),
+    "protocol": (
+        "core/test_protocol_twins.py",
+        "api/test_api.py",
+        "api/test_hot_path.py",
+        "api/test_warrior_hq.py",
+        "api/test_hq_bounds.py",
+        "api/test_done_body_limit.py",
+    ),
+}
+
+
+def twin_test_files() -> set[str]:
+    """Every file of the twins run, relative to tests/."""
+    return {path for paths in TWIN_TESTS.values() for path in paths}
 
 
 def pair(name: str):
@@ -33,3 +85,76 @@ def in_use_matches_environment(name: str) -> None:
     else:
         assert facade.COMPILED is True and facade._impl is compiled
         assert compiled.__file__.endswith(".so")
+
+
+def bound_names(name: str) -> dict[str, object]:
+    """What facade NAME (tracker_core.NAME) took from the twin it loaded: {attribute: object}."""
+    facade = importlib.import_module(f"tracker_core.{name}")
+    return {
+        attr: value
+        for attr, value in vars(facade).items()
+        if not attr.startswith("_")
+        and getattr(facade._impl, attr, None) is value
+        and getattr(value, "__module__", None) == facade._impl.__name__
+    }
+
+
+def swap_to(label: str, variants: dict[str, dict], monkeypatch) -> list[tuple[str, str]]:
+    """Point every name the tracker bound from a hot-path module (the facades' functions and
+    classes, and copies such as limits.Classifier) at variant LABEL ("compiled" or "pure") of
+    VARIANTS ({module: twins.both(module)}), for the test's duration. Returns (module, where)
+    for each name swapped."""
+    originals = {}
+    for name in variants:
+        for attr, value in bound_names(name).items():
+            if all(hasattr(variant, attr) for variant in variants[name].values()):
+                originals[id(value)] = (name, attr, value)  # not the helpers only the pure one has
+    swapped = []
+    for module in _tracker_modules():
+        for attr, value in list(vars(module).items()):
+            found = originals.get(id(value))
+            if found is not None and found[2] is value:
+                name, twin_attr, _ = found
+                monkeypatch.setattr(module, attr, getattr(variants[name][label], twin_attr))
+                swapped.append((name, f"{module.__name__}.{attr}"))
+    return swapped
+
+
+def install_probe(record) -> None:
+    """Call RECORD(module) whenever a pure twin's function or method runs: every name bound from a
+    twin (in the twin module itself and wherever the tracker copied it) is wrapped; a class's
+    methods are wrapped in place. For the twins run's check that each listed file reaches them."""
+
+    def wrapped(function, name):
+        @functools.wraps(function)
+        def probe(*args, **kwargs):
+            record(name)
+            return function(*args, **kwargs)
+
+        return probe
+
+    for name in HOT_PATH_MODULES:
+        pure = importlib.import_module(f"tracker_core._{name}_py")
+        for value in list(vars(pure).values()):
+            if getattr(value, "__module__", None) != pure.__name__:
+                continue
+            if inspect.isfunction(value):
+                probe = wrapped(value, name)
+                for module in [pure, *_tracker_modules()]:
+                    for where, held in list(vars(module).items()):
+                        if held is value:
+                            setattr(module, where, probe)
+            elif inspect.isclass(value) and not issubclass(value, BaseException):
+                for method, function in list(vars(value).items()):
+                    if inspect.isfunction(function):
+                        setattr(value, method, wrapped(function, name))
+
+
+def _tracker_modules():
+    return [
+        module
+        for module_name, module in list(sys.modules.items())
+        if module is not None
+        and module_name.startswith(("tracker_core", "tracker_api"))
+        and not module_name.endswith(("_c", "_py"))
+    ]
