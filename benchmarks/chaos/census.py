@@ -53,9 +53,10 @@ def where(found: dict[str, Counter]) -> Counter:
     return total
 
 
-def counter_checks(r, project: str) -> dict[str, list]:
-    """The counters against the sets they count; each failed check -> [expected, found]."""
-    k = ProjectKeys(project)
+def counter_checks(r, project: str, k: ProjectKeys | None = None) -> dict[str, list]:
+    """The counters against the sets they count; each failed check -> [expected, found]. K: the
+    keys of one shard of a sharded project, whose counters count that shard's items."""
+    k = ProjectKeys(project) if k is None else k
     # As every reader sees them: one-item dones count done_one_le_B (derived_counters).
     stats = with_derived({f: int(v) for f, v in r.hgetall(k.stats).items()}, totals=True)
     done_kept = r.scard(k.done)

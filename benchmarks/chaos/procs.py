@@ -97,7 +97,8 @@ class ChaosRedis:
     def continue_process(self) -> None:
         os.kill(self.pid, signal.SIGCONT)
 
-    def client(self) -> redis.Redis:
+    def client(self, key: str | None = None) -> redis.Redis:
+        """A client of the one Redis (KEY: any key, as ChaosCluster.client takes one)."""
         return client_of(self.url)
 
     def stop(self) -> None:
@@ -145,9 +146,9 @@ class ChaosCluster:
             "rejoined_as_replica_s": round(time.monotonic() - killed_at, 3),
         }
 
-    def client(self) -> redis.Redis:
-        """A client of the node that owns KEY now."""
-        return client_of(f"redis://127.0.0.1:{self.cluster.owner_port(self.key)}/0")
+    def client(self, key: str | None = None) -> redis.Redis:
+        """A client of the node that owns KEY (by default the project's first shard's) now."""
+        return client_of(f"redis://127.0.0.1:{self.cluster.owner_port(key or self.key)}/0")
 
     def stop(self) -> None:
         self.cluster.stop()

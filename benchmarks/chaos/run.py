@@ -9,6 +9,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from chaos import census
 from chaos.ledger import LOSS_WINDOW_S, Ledger
 from chaos.procs import ChaosCluster, ChaosRedis, ChaosServer, skewed_env, wait_for
 from chaos.warriors import Backfeeder, Prober, Warrior
-from tracker_core import backfeed_secrets
+from tracker_core.admin import backfeed as backfeed_verbs
 from tracker_core.admin import census as census_verb
 from tracker_core.admin import items, limits, projects
 from tracker_core.admin.context import AdminContext
@@ -60,6 +61,7 @@ class Config:
     appendfsync: str = "everysec"
     drain_timeout_s: float = 120.0
     keep_dir: bool = False
+    shards: int = 1  # the project's shards (docs/sharding.md); with --cluster, one a primary
     # A Redis Cluster of 3 primaries, each with a replica, instead of one redis-server; the
     # faults then default to CLUSTER_FAULTS.
     cluster: bool = False
@@ -106,10 +108,13 @@ class Run:
     # -- setup ------------------------------------------------------------------------------------
 
     def create_project(self, admin) -> None:
-        """The one place the project is made (a sharded run will pass its shards here)."""
+        """The one place the project is made, over cfg.shards shards."""
         cfg = self.cfg
         projects.create(
-            admin, PROJECT, {"reclaim_ttl_s": str(cfg.reclaim_ttl_s), "max_multi": str(cfg.max_multi)}
+            admin,
+            PROJECT,
+            {"reclaim_ttl_s": str(cfg.reclaim_ttl_s), "max_multi": str(cfg.max_multi)},
+            shards=cfg.shards,
         )
 
     def setup(self) -> None:
@@ -118,7 +123,8 @@ class Run:
         admin = AdminContext.from_url(self.redis.url)
         self.create_project(admin)
         limits.add(admin, PROJECT, "limited", f"prefix:{LIMITED_PREFIX}", cfg.limit_rate)
-        self.secret = backfeed_secrets.create(admin.conn, ProjectKeys(PROJECT))[1]
+        self.secret = backfeed_verbs.create_secret(admin, PROJECT)["secret"]  # on every shard
+        self.shards = admin.layout(PROJECT).keys
         names = [item_name(self.rng, n) for n in range(cfg.items)]
         items.add(admin, PROJECT, names)
         self.ledger.loaded.update(names)
@@ -303,8 +309,13 @@ class Run:
 
     def report(self) -> dict:
         cfg, ledger = self.cfg, self.ledger
-        r = self.redis.client()
-        found = census.places(r, PROJECT)
+        # Every shard read on the node that owns it now (after failovers), its places added up:
+        # an item is in one place of all the shards.
+        clients = [self.redis.client(k.tag) for k in self.shards]
+        found: dict = {}
+        for k, r in zip(self.shards, clients):
+            for place, counter in census.places(r, PROJECT, k=k).items():
+                found[place] = found.get(place, Counter()) + counter
         count = census.where(found)
         done = found["done"]
         expected = ledger.loaded
@@ -315,8 +326,13 @@ class Run:
         unknown = sorted(i for i in count if i not in expected and i not in ledger.maybe)
         acked_missing = sorted(i for i in ledger.acked_done if i not in done)
         stranded = sorted(found["out"])
-        counters = census.counter_checks(r, PROJECT)
-        r.close()
+        counters = {
+            f"shard {index}: {check}" if len(self.shards) > 1 else check: pair
+            for index, (k, r) in enumerate(zip(self.shards, clients))
+            for check, pair in census.counter_checks(r, PROJECT, k=k).items()
+        }
+        for r in clients:
+            r.close()
         server_errors = {
             k: v
             for k, v in ledger.statuses.items()
@@ -345,6 +361,7 @@ class Run:
             "config": asdict(cfg),
             "redis": {
                 "topology": "cluster: 3 primaries, each with a replica" if cfg.cluster else "single",
+                "shards": cfg.shards,
                 "appendfsync": cfg.appendfsync,
                 "maxmemory_bytes": self.maxmemory,
                 "restarts": self.redis.restarts,

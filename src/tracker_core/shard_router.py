@@ -6,7 +6,9 @@ atomic on its shard, with the very scripts and bindings a one-shard project uses
 
 - claim: starts at the next shard in this process's rotation (so the load spreads evenly over
   shards, nodes and workers) and falls through to the others in the same request before it
-  answers 404; multi=K gathers from several shards when one runs short.
+  answers 404; multi=K gathers from several shards when one runs short. A shard out of reach
+  (ConnectionLost: nothing was sent) is passed over; the claim answers 503 only if no other
+  shard served it.
 - done and release: the names split by shard, one call per shard; a done's reported bytes are
   shared out over the shards in proportion to their names, so the totals are exact.
 """
@@ -17,6 +19,7 @@ import random
 from collections.abc import Callable
 
 from tracker_core import bloom, item_status, scripts
+from tracker_core.rawredis import ConnectionLost, RedisError
 from tracker_core.script_constants import UNIQUES_TTL_S
 from tracker_core.shard_layout import ShardLayout
 
@@ -68,12 +71,23 @@ def claim(
     items: list = []
     limited = False
     age0 = None
+    unreachable = None  # a shard's ConnectionLost, raised if no other shard serves the claim
     count = layout.count
     for step in range(count):
         index = (start + step) % count
         # How this visit counts the request's one outcome (claim-21.lua, ARGV[9]).
         mode = "after" if items else ("more" if step < count - 1 else "")
-        code, age, got = visit(layout.keys[index], wanted - len(items), mode)
+        try:
+            code, age, got = visit(layout.keys[index], wanted - len(items), mode)
+        except ConnectionLost as exc:  # nothing reached that shard (failing over): the next one
+            unreachable = exc
+            continue
+        except RedisError:
+            # The call may have run (its items then wait for their reclaim): what earlier shards
+            # gave is still handed out, rather than kept out by a 503.
+            if items:
+                break
+            raise
         if index == 0:
             age0 = age
         if code == scripts.claim.codes.OK:
@@ -88,6 +102,8 @@ def claim(
             break
     if items:
         return scripts.claim.codes.OK, items, age0
+    if unreachable is not None:  # not a 404: the shard out of reach may hold items (a 503)
+        raise unreachable
     return (scripts.claim.codes.RATE_LIMITED if limited else scripts.claim.codes.NOTHING), items, age0
 
 

@@ -7,12 +7,13 @@ import zlib
 
 import pytest
 
-from tracker_core import bloom, shard_layout
+from tracker_core import bloom, shard_layout, shard_router
 from tracker_core.admin import backfeed as backfeed_verbs
 from tracker_core.admin import census, items, limits, projects
 from tracker_core.admin.errors import BadInput
 from tracker_core.backfeed import Backfeed
 from tracker_core.keys import ProjectKeys
+from tracker_core.rawredis import ConnectionLost, OutcomeUnknown
 from tracker_core.shard_layout import MAX_SHARDS, ShardLayout
 
 P = "sharded"
@@ -240,3 +241,27 @@ def test_a_claim_that_falls_through_counts_one_request(admin, engine, layout):
     assert counters["requests"] == 6
     assert (counters["requests_served"], counters["requests_empty"]) == (5, 1)
     assert counters["items_claimed"] == 4 + len(names)
+
+
+def test_a_shard_out_of_reach_is_passed_over_and_never_turns_into_a_404(layout):
+    # The router over a visit that plays the shards' answers: shard 1 unreachable (its primary
+    # failing over, nothing sent), shard 2 with one item; the real failover is in
+    # tests/e2e/test_sharded_cluster.py and `make chaos-cluster`.
+    def visit_with(answers):
+        def visit(keys, room, mode):
+            answer = answers[layout.keys.index(keys)]
+            if isinstance(answer, Exception):
+                raise answer
+            return answer
+
+        return visit
+
+    lost, unknown = ConnectionLost("shard 1 down"), OutcomeUnknown("answer lost")
+    served = visit_with([(404, 1, []), lost, (200, 1, ["x"])])
+    assert shard_router.claim(layout, 1, 1, served)[:2] == (200, ["x"])
+    with pytest.raises(ConnectionLost):  # the shard out of reach may hold items: a 503
+        shard_router.claim(layout, 0, 1, visit_with([(404, 1, []), lost, (404, 1, [])]))
+    gathered = visit_with([(200, 1, ["a"]), unknown, (200, 1, ["b"])])
+    assert shard_router.claim(layout, 0, 3, gathered)[:2] == (200, ["a"])
+    with pytest.raises(OutcomeUnknown):
+        shard_router.claim(layout, 1, 3, gathered)

@@ -255,11 +255,13 @@ def test_a_primary_whose_host_is_gone_is_given_up_after_seconds_not_a_call_timeo
 
 
 def test_the_fault_suite_over_a_cluster_loses_nothing_in_a_failover():
-    """`make chaos CHAOS_ARGS=--cluster`, short: warriors, a backfeeder and a prober through the
-    real server while the project's primary is killed and its replica takes over; the census
-    and the ledger then find every item once, every acknowledged done, nothing handed out twice."""
+    """`make chaos-cluster`, short, over a project of three shards (one a primary): warriors, a
+    backfeeder and a prober through the real server while the first shard's primary is killed
+    and its replica takes over; the census of every shard and the ledger then find every item
+    once, every acknowledged done, nothing handed out twice."""
     cfg = ChaosConfig(
         cluster=True,
+        shards=3,
         seed=5,
         items=1000,
         warriors=4,
