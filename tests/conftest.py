@@ -21,10 +21,12 @@ TESTS = Path(__file__).resolve().parent
 
 def pytest_collection_modifyitems(config, items):
     """Mark `twins` the tests of the files listed in support.twins.TWIN_TESTS: `make test` runs
-    them a second time on the pure-Python twins."""
+    them a second time on the pure-Python twins. Not those that run the same whatever
+    TRACKER_PURE_PYTHON says (support.twins.same_in_both_runs): the compiled variant of a test
+    parametrized by variant, and a test that calls both twins itself (the agreement tests)."""
     listed = twins_support.twin_test_files()
     for item in items:
-        if item.path.is_relative_to(TESTS) and item.path.relative_to(TESTS).as_posix() in listed:
+        if _relative(item.path) in listed and not twins_support.same_in_both_runs(item):
             item.add_marker(pytest.mark.twins)
 
 

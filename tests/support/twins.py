@@ -120,6 +120,35 @@ def swap_to(label: str, variants: dict[str, dict], monkeypatch) -> list[tuple[st
     return swapped
 
 
+def same_in_both_runs(item) -> bool:
+    """Whether test ITEM runs the same code with or without TRACKER_PURE_PYTHON=1: it is the
+    compiled variant of a test parametrized by variant (a twin module, or "compiled" for the
+    implementation and hashing fixtures), or its function names both a compiled module and its
+    twin (it compares them itself). The twins run leaves these out: the main run has run them."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    if any(value == "compiled" or _variant(value) == "compiled" for value in params.values()):
+        return True
+    function = getattr(item, "obj", None)
+    function = getattr(getattr(function, "hypothesis", None), "inner_test", function)
+    code = getattr(function, "__code__", None)
+    if code is None:
+        return False
+    named = {_variant(function.__globals__.get(name)) for name in code.co_names}
+    return {"compiled", "pure"} <= named
+
+
+def _variant(value) -> str | None:
+    """ "compiled" or "pure" when VALUE is a hot-path module's compiled module or its twin."""
+    if not isinstance(value, type(sys)):
+        return None
+    for name in HOT_PATH_MODULES:
+        if value.__name__ == f"tracker_core._{name}_c":
+            return "compiled"
+        if value.__name__ == f"tracker_core._{name}_py":
+            return "pure"
+    return None
+
+
 def install_probe(record) -> None:
     """Call RECORD(module) whenever a pure twin's function or method runs: every name bound from a
     twin (in the twin module itself and wherever the tracker copied it) is wrapped; a class's
