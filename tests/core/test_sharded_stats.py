@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import io
 import json
+import threading
+import time
 
 import pytest
 from falcon import testing
@@ -21,6 +23,7 @@ from tracker_core.admin import projects, segments
 from tracker_core.admin.errors import BadInput
 from tracker_core.offload import shards
 from tracker_core.offload.maintenance import Maintainer
+from tracker_core.script_constants import REFILL_WATCH_FIELD
 from tracker_core.shard_layout import SHARE_FIELD
 from tracker_core.stats import StatsReader
 
@@ -193,14 +196,62 @@ def test_claims_due_to_be_taken_back_keep_their_shard_s_share(admin, engine, clo
     assert shards.waiting(r, layout.keys[2], int(clock.now * 1000) + 10**12) == 0
 
 
-def test_offloading_is_refused_on_a_sharded_project(admin, layout, r, tmp_path):
-    for values in ({"offload_high": "100000", "offload_low": "50000"}, {"done_mode": "offload"}):
-        with pytest.raises(BadInput, match="sharded"):
-            projects.set_settings(admin, P, values)
-    assert all(r.hget(k.settings, "offload_high") in (None, "0") for k in layout.keys)
-    with pytest.raises(BadInput, match="sharded"):
-        projects.create(admin, "other", {"offload_high": "100000", "offload_low": "50000"}, shards=2)
-    assert projects.set_settings(admin, P, {"offload_high": "0", "done_mode": "discard"})
+def test_each_shard_offloads_and_refills_its_own_queues_in_its_own_folder(admin, engine, r, tmp_path):
+    offload = {"offload_high": "20", "offload_low": "10", "offload_segment_items": "10"}
+    projects.create(admin, P, offload, shards=3)
+    layout = admin.layout(P)
+    urls = [f"https://example.org/o/{i}?x=1 2" for i in range(150)]
+    item_verbs.add(admin, P, urls)
+    sizes = [sum(1 for u in urls if layout.shard_of(u) == i) for i in range(3)]
+    maintainer = Maintainer(r, tmp_path)
+    report = maintainer.pass_once()[P]
+    assert report["offloaded"] == sum(n - 20 for n in sizes) == engine.counts(P)["queues"]["offloaded"]
+    assert [r.scard(k.todo) for k in layout.keys] == [20, 20, 20]
+    assert all(list((tmp_path / f"{P}.{i}" / P).glob("*.zst")) for i in (1, 2))
+    assert list((tmp_path / P).glob("*.zst"))
+    got = []
+    for _ in range(200):  # claims drain the shards; each refill on demand brings their own back
+        got += engine.claim(P, "alice", "10.0.0.1", 5)[1]
+        maintainer.refill_now(P)
+        if len(got) == len(urls):
+            break
+    assert sorted(got) == sorted(urls)
+    assert engine.counts(P)["queues"]["offloaded"] == 0
+    # done_mode=offload: each shard's done set beyond done_offload_high goes to its own files.
+    assert engine.done(P, "alice", "1", got, ["example.org", 1], "{}").new == len(urls)
+    projects.set_settings(admin, P, {"done_mode": "offload", "done_offload_high": "2"})
+    assert maintainer.pass_once()[P]["done_offloaded"] == len(urls) - 3 * 2
+
+
+def test_the_running_maintainer_refills_a_shard_whose_claims_ask(admin, engine, r, tmp_path):
+    # A pass an hour apart: only the shards' asks can bring their segments back meanwhile.
+    projects.create(
+        admin, P, {"offload_high": "40", "offload_low": "20", "offload_segment_items": "20"}, shards=3
+    )
+    layout = admin.layout(P)
+    urls = [f"https://example.org/d/{i}#x" for i in range(300)]
+    item_verbs.add(admin, P, urls)
+    stop = threading.Event()
+    runner = threading.Thread(target=Maintainer(r, tmp_path, "node-a").run, args=(3600.0, stop))
+    runner.start()
+    try:
+        deadline = time.monotonic() + 10
+        while not all(r.hexists(k.settings, REFILL_WATCH_FIELD) for k in layout.keys):
+            assert time.monotonic() < deadline, "every shard watched after the first pass"
+            time.sleep(0.01)
+        got = []
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 30 and len(got) < len(urls):
+            got += engine.claim(P, "alice", "10.0.0.1", 10)[1]
+            time.sleep(0.001)
+        assert sorted(got) == sorted(urls)
+    finally:
+        stop.set()
+        runner.join(timeout=15)
+    assert not runner.is_alive()
+
+
+def test_segment_import_is_refused_on_a_sharded_project(admin, layout, tmp_path):
     with pytest.raises(BadInput, match="sharded"):
         segments.import_file(admin, P, tmp_path, tmp_path / "1.zst")
 

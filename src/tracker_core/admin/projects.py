@@ -38,21 +38,6 @@ def _refuse_stranding(values: dict[str, str]) -> None:
         raise BadInput(problem)
 
 
-def _refuse_sharded_offload(values: dict[str, str]) -> None:
-    """BadInput when VALUES, settings of a sharded project, turn offloading on (docs/sharding.md:
-    a shard's segments would be offloaded by the maintainer but not refilled on demand, which
-    follows the first shard alone)."""
-    try:
-        high = float(values.get("offload_high") or 0)
-    except ValueError:
-        high = 0
-    if high > 0 or values.get("done_mode") == "offload":
-        raise BadInput(
-            "offloading (offload_high above 0, done_mode=offload) is not available on a sharded "
-            "project yet: keep offload_high 0 and done_mode keep or discard"
-        )
-
-
 def _offload_checked(ctx: AdminContext, k: keyspace.ProjectKeys, values: dict[str, str]) -> dict:
     """Check the offload settings as they would be after VALUES (BadInput if they could strand
     items); the stored fields the check read, for set_settings to expect ({}: VALUES changes
@@ -82,8 +67,6 @@ def create(ctx: AdminContext, project: str, settings: dict | None = None, shards
     k = ctx.keys(project, must_exist=False)
     initial = settings_mod.defaults() | _validated(values)
     _refuse_stranding(initial)  # before the write: nothing stored to race with
-    if shards > 1:
-        _refuse_sharded_offload(initial)
     if ctx.conn.exists(k.settings):
         raise Conflict(f"project {project!r} already exists")
     layout = shard_layout.ShardLayout(
@@ -157,10 +140,7 @@ def store_everywhere(ctx: AdminContext, project: str, values: dict[str, str]) ->
     Each shard's change is atomic on its own; between two of them a claim on a shard not yet
     written sees the settings of a moment ago (docs/sharding.md, "Project-wide rules")."""
     values = _validated(values)  # refused before any read: a refusal touches nothing
-    shards = ctx.shards(project)
-    if len(shards) > 1:
-        _refuse_sharded_offload(values)
-    for k in shards:
+    for k in ctx.shards(project):
         age = store_settings(ctx, k, values)
     return age
 
@@ -281,7 +261,6 @@ def grow(ctx: AdminContext, project: str, shards) -> dict:
     r = ctx.conn
     first = layout.keys[0]
     stored = r.hgetall(first.settings)
-    _refuse_sharded_offload(stored)
     tags = shard_layout.more_tags(project, list(layout.tags), shards, shard_layout.slot_owner(r))
     generations = [*layout.generations, layout.count]
     fields = {

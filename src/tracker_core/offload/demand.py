@@ -151,15 +151,21 @@ class RefillDemand:
             return Watch(0, ())
         waiting = {q for n, q in sources.items() if q in QUEUE_BITS and n not in skip}
         queues = tuple(q for q in QUEUES if q in waiting)
-        below = min((self.targets.get((k.project, q), low) for q in queues), default=0)
+        name = k.tag[1:-1]  # the project's name, or PROJECT.I[.SALT] for a further shard
+        below = min((self.targets.get((name, q), low) for q in queues), default=0)
         return Watch(below, queues)
 
     def forget(self, project: str) -> None:
-        """Drop what is kept of PROJECT (deleted)."""
-        for key in [key for key in self.meters if key[0] == project]:
+        """Drop what is kept of PROJECT (deleted), its further shards' (PROJECT.I...) too."""
+
+        def of(name: str) -> bool:
+            return name == project or name.startswith(project + ".")
+
+        for key in [key for key in self.meters if of(key[0])]:
             self.meters.pop(key, None)
             self.targets.pop(key, None)
-        self.sources.pop(project, None)
+        for name in [name for name in self.sources if of(name)]:
+            self.sources.pop(name, None)
 
 
 def write_watch(client, k: keyspace.ProjectKeys, lease, watch: Watch) -> bool:

@@ -97,6 +97,8 @@ class Maintainer:
         self.demand = RefillDemand()  # refill on demand: drain meters, targets, queue locks
         self.watermarks: dict[str, Watermarks] = {}  # as the last pass read them
         self.shard_ages: dict[tuple, dict] = {}  # (project, shard) -> classified_ages of its passes
+        self.shard_watermarks: dict[tuple, Watermarks] = {}  # (project, shard): as last read
+        self.shard_unreadable: dict[tuple, list] = {}  # (project, shard): its unreadable segments
 
     def _lease(self, project: str) -> Lease:
         if project not in self.leases:
@@ -188,17 +190,26 @@ class Maintainer:
         # The last pass's reading (at most an interval old; a refill stays under offload_high),
         # again a call fewer before the refill.
         watermarks = self.watermarks.get(project) or Watermarks.read(self.client, k)
+        if watermarks.shard_tags:  # a sharded project: each shard refilled under its own lease
+            return shards.refill_shards(
+                self, ShardLayout.from_settings(project, {SHARD_TAGS_FIELD: watermarks.shard_tags})
+            )
         p = ProjectPass(self.client, k, self.directory, lease, watermarks, demand=self.demand)
-        skip = set(self.unreadable.get(project, ()))
+        return self.refill(project, p, set(self.unreadable.get(project, ())))
+
+    def refill(self, project: str, p: ProjectPass, skip: set, count_first: bool = False) -> dict:
+        """refill_queues of P (one project, or one shard of PROJECT) under its lease, taken again
+        once if it went; its report ("lease_lost", "error": logged)."""
+        lease = p.lease
         try:
             try:
-                refill_queues(p, skip)
+                refill_queues(p, skip, count_first)
             except LeaseLost:
                 # Renewed less than a third of it ago, and gone since (Redis restarted without
                 # it): taken again unless another maintainer has it, as a pass would.
                 if not lease.take():
                     raise
-                refill_queues(p, skip)
+                refill_queues(p, skip, count_first)
         except LeaseLost:
             p.report["lease_lost"] = True
         except PROJECT_ERRORS as exc:

@@ -8,6 +8,11 @@ the shards' shares of the project's limits moved to where the items are.
 - **Files.** Shard 0 keeps the project's folder, DIR/P; shard I (I > 0) has DIR/P.I, which
   holds the same layout as a one-shard project's folder (DIR/P.I/P/log/N.jsonl.zst ...): a dot
   is in no project name, so the folder is no other project's (shard_directory).
+- **Offloading.** Each shard offloads and refills its own queues and done set, by its own copy
+  of the watermarks (so each queue holds up to offload_high in Redis per shard), into its own
+  folder; refill on demand keeps each shard's figures under its tag's inside (PROJECT.I...).
+  A claim's ask names the project only: refill_shards serves every shard, counting each queue
+  before reading a file, so the shards that did not ask cost a count each.
 - **Statistics.** The upkeep runs once per project, on the first shard's pass, over every shard
   (tracker_core.stats.upkeep).
 - **Shares.** rebalance_shares: each shard with items waiting (queued, or claims due to be
@@ -20,7 +25,7 @@ from pathlib import Path
 
 from tracker_core import census, redis_clock, scripts
 from tracker_core import keys as keyspace
-from tracker_core.offload.lease import Lease
+from tracker_core.offload.lease import Lease, LeaseLost
 from tracker_core.offload.steps import STEPS, ProjectPass, Watermarks, run_steps
 from tracker_core.shard_layout import SHARE_FIELD, ShardLayout, summed
 
@@ -101,30 +106,77 @@ def rebalance_shares(client, layout: ShardLayout) -> dict[int, float]:
 
 
 def merged_reports(reports: list[dict]) -> dict:
-    """The shards' pass reports as one: counts added, the rest the first's."""
-    return summed(reports) if reports else {}
+    """The shards' pass reports as one: counts added, unreadable segments named "I:N" past the
+    first shard (numbers are per shard), the rest the first's."""
+    if not reports:
+        return {}
+    unreadable = [
+        n if index == 0 else f"{index}:{n}"
+        for index, report in enumerate(reports)
+        for n in report.get("unreadable_segments", ())
+    ]
+    merged = summed(reports)
+    if unreadable:
+        merged["unreadable_segments"] = unreadable
+    return merged
+
+
+def _shard_lease(maintainer, k: keyspace.ProjectKeys, index: int) -> Lease:
+    """MAINTAINER's lease of shard INDEX (keys K) of a project, made on first use."""
+    name = f"{k.project}.{index}"  # a dot is in no project name: no project's own lease
+    if name not in maintainer.leases:
+        maintainer.leases[name] = Lease(maintainer.client, k, maintainer.holder, maintainer.lease_ms)
+    return maintainer.leases[name]
+
+
+def refill_shards(maintainer, layout: ShardLayout) -> dict | None:
+    """Maintainer.refill_now of a sharded project (its claims asked, on any shard): every
+    shard's queues refilled to their targets under that shard's lease, the watch written again;
+    the reports added up. None when another maintainer holds the first shard's lease."""
+    project = layout.project
+    reports = []
+    for index, k in enumerate(layout.keys):
+        lease = maintainer._lease(project) if index == 0 else _shard_lease(maintainer, k, index)
+        try:
+            lease.keep()
+        except LeaseLost:
+            if index == 0:
+                return None
+            continue
+        watermarks = maintainer.shard_watermarks.get((project, index)) or Watermarks.read(
+            maintainer.client, k
+        )
+        p = ProjectPass(
+            maintainer.client,
+            k,
+            shard_directory(maintainer.directory, project, index),
+            lease,
+            watermarks,
+            demand=maintainer.demand,
+        )
+        skip = set(maintainer.shard_unreadable.get((project, index), ()))
+        # Which shard asked is not said (the ask names the project): each queue is counted
+        # before a file is read, so a shard that did not ask costs a count, not a decompression.
+        reports.append(maintainer.refill(project, p, skip, count_first=True))
+    return merged_reports(reports)
 
 
 def sharded_pass(maintainer, layout: ShardLayout, cleanup: bool, now: float) -> dict:
     """One pass of MAINTAINER (offload.maintenance.Maintainer, holding the first shard's lease
     and its watermarks read) over every shard of LAYOUT, then the shares rebalanced; the shards'
-    reports added up, with "shard_shares" when shares moved. No refill on demand: offloading is
-    refused on a sharded project (admin.projects), so no shard has segments to refill."""
+    reports added up, with "shard_shares" when shares moved."""
     project = layout.project
     reports = []
     for index, k in enumerate(layout.keys):
         if index == 0:
             lease, watermarks = maintainer._lease(project), maintainer.watermarks[project]
         else:
-            lease = maintainer.leases.get(f"{project}.{index}")
-            if lease is None:
-                lease = maintainer.leases[f"{project}.{index}"] = Lease(
-                    maintainer.client, k, maintainer.holder, maintainer.lease_ms
-                )
+            lease = _shard_lease(maintainer, k, index)
             if not lease.take():
                 reports.append({"lease": f"shard {index} held elsewhere"})
                 continue
             watermarks = Watermarks.read(maintainer.client, k)
+        maintainer.shard_watermarks[(project, index)] = watermarks
         p = ProjectPass(
             maintainer.client,
             k,
@@ -137,9 +189,11 @@ def sharded_pass(maintainer, layout: ShardLayout, cleanup: bool, now: float) -> 
             else None,
             stats_at=maintainer.stats_at if maintainer.stats_upkeep and index == 0 else None,
             now=now,
+            demand=maintainer.demand,
             layout=layout,
         )
         reports.append(run_steps(p, STEPS))
+        maintainer.shard_unreadable[(project, index)] = reports[-1].get("unreadable_segments", [])
     report = merged_reports(reports)
     moved = rebalance_shares(maintainer.client, layout)
     if moved:

@@ -101,17 +101,23 @@ class ProjectPass:
     demand: RefillDemand | None = None  # refill on demand (offload.demand); None: at low only
     layout: ShardLayout | None = None  # the project's shards, for the statistics upkeep
 
+    @property
+    def name(self) -> str:
+        """What refill on demand keeps this shard's figures under: its tag's inside, the project's
+        name for a one-shard project and a first shard, PROJECT.I[.SALT] for another."""
+        return self.k.tag[1:-1]
+
     def refill_target(self, queue: str, size: int | None) -> int:
         """The size QUEUE (now SIZE, None: not counted) is refilled up to: the low watermark,
         or with refill on demand more while claims drain it fast (RefillDemand.target)."""
         w = self.watermarks
         if self.demand is None:
             return w.low
-        return self.demand.target(self.k.project, queue, size, w.high, w.low, w.per_segment)
+        return self.demand.target(self.name, queue, size, w.high, w.low, w.per_segment)
 
     def queue_lock(self):
         """Held around each segment refill: the refiller thread refills this project too."""
-        return nullcontext() if self.demand is None else self.demand.lock(self.k.project)
+        return nullcontext() if self.demand is None else self.demand.lock(self.name)
 
     def add(self, what: str, n: int) -> None:
         if n:
@@ -125,7 +131,7 @@ class ProjectPass:
             self.by_queue[queue][what] += n
             self.report[what] += n
             if self.demand is not None:  # its drain meter must not count our own moves
-                self.demand.moved(self.k.project, queue, n if what == "refilled" else -n)
+                self.demand.moved(self.name, queue, n if what == "refilled" else -n)
 
 
 Step = Callable[[ProjectPass], None]
@@ -220,24 +226,25 @@ def _write_watch(p: ProjectPass, skip: set, sources: dict | None = None) -> None
         with p.queue_lock():
             w = p.watermarks
             if sources is None:  # a pass: what the refiller starts from next
-                sources = p.demand.sources[p.k.project] = segment_sources(p.client, p.k)
+                sources = p.demand.sources[p.name] = segment_sources(p.client, p.k)
             write_watch(p.client, p.k, p.lease, p.demand.watch(p.k, sources, w.high, w.low, skip))
 
 
-def refill_queues(p: ProjectPass, skip: set) -> None:
+def refill_queues(p: ProjectPass, skip: set, count_first: bool = False) -> None:
     """Refill each shared queue to its target, then write the watch again: what the refiller
     runs when a project's claims ask (offloading, which a pass does, may fsync for long). SKIP:
     segments known unreadable, and those found so now. Under load each call to Redis before the
     refill script delays the items a claim waits for by milliseconds, so none is made: the
     registry is the one the last pass read, kept right by every refill since (staging.refill_one
     reads it again when it finds a segment gone, or none left), and the queue is not counted
-    first (the script refills only below the target)."""
-    sources = p.demand.sources.get(p.k.project)
+    first (the script refills only below the target). COUNT_FIRST: count each queue before its
+    first file is read all the same (the shards of a sharded project that did not ask)."""
+    sources = p.demand.sources.get(p.name)
     if sources is None:
-        sources = p.demand.sources[p.k.project] = segment_sources(p.client, p.k)
+        sources = p.demand.sources[p.name] = segment_sources(p.client, p.k)
     for queue in QUEUES:
         if queue in sources.values():
-            _refill_below_low(p, queue, skip, sources, count_first=False)
+            _refill_below_low(p, queue, skip, sources, count_first=count_first)
     _write_watch(p, skip, sources)
     if skip:
         p.report["unreadable_segments"] = sorted(skip)
