@@ -33,7 +33,8 @@ def cluster(tmp_path_factory):
 
 def test_statistics_logs_and_the_pass_over_three_primaries(cluster, clock, tmp_path):
     admin = AdminContext.from_url(cluster.url)
-    projects.create(admin, P, {"log_maxlen": "1", "rate_limit": "600"}, shards=3)
+    offload = {"offload_high": "8", "offload_low": "4", "offload_segment_items": "4"}
+    projects.create(admin, P, {"log_maxlen": "1", "rate_limit": "6000", **offload}, shards=3)
     layout = admin.layout(P)
     assert len({cluster.owner_port(k.tag) for k in layout.keys}) == 3
     item_verbs.add(admin, P, [f"https://example.org/c/{i}?q=a%20b" for i in range(60)])
@@ -57,8 +58,14 @@ def test_statistics_logs_and_the_pass_over_three_primaries(cluster, clock, tmp_p
     assert web.simulate_get("/metrics").status_code == 200
     assert web.simulate_get(f"/{P}/stats.json").json["downloaders_total"] == 3
     stats_mod.upkeep(admin.conn, P, int(clock.now * 1000))
-    report = Maintainer(admin.conn, tmp_path).pass_once()[P]
-    assert "error" not in report and report["log_archived"] == 9 - 3
+    maintainer = Maintainer(admin.conn, tmp_path)
+    report = maintainer.pass_once()[P]
+    assert "error" not in report and report["log_archived"] == 9 - 3 and report["offloaded"] > 0
+    left = []
+    for _ in range(100):  # the rest, each shard refilled from its own files as it runs low
+        left += engine.claim(P, "dave", "10.0.0.9", 4)[1]
+        maintainer.refill_now(P)
+    assert len(left) == 60 - done and engine.counts(P)["queues"]["offloaded"] == 0
     out = io.BytesIO()
     log_verbs.export(admin, P, tmp_path, out)
     assert len(out.getvalue().splitlines()) == 9
