@@ -19,7 +19,7 @@ from tracker_api.admin_pages import csrf_for
 from tracker_api.admin_pages import paging as admin_paging
 from tracker_api.app import create_app
 from tracker_api.cli import main
-from tracker_core import tokens
+from tracker_core import offload, tokens
 from tracker_core.admin import census, claims, dead, items, limits, projects
 from tracker_core.admin.errors import BadInput
 from tracker_core.shard_layout import ShardLayout
@@ -320,6 +320,20 @@ def test_status_and_story_ask_the_item_s_own_shard(admin, engine, layout, queued
     assert [s["status"] for s in stories] == [places[n]["status"] for n in names]
     assert {s["ip"] for s in stories if s["status"] == "out"} == {"10.0.0.1"}
     assert [len(s["done"]) for s in stories[: len(done)]] == [1] * len(done)  # each shard's done log
+
+
+def test_the_story_reads_each_shard_s_archived_done_log(admin, engine, r, layout, queued, tmp_path):
+    # Each shard archives its own done log under its own folder (DIR/P.I for shard I > 0): the
+    # story of a done item finds its entry in its shard's files.
+    per_shard = [next(u for u in URLS if layout.shard_of(u) == i) for i in range(3)]
+    claim_only(engine, per_shard)
+    assert engine.done(P, "alice", "v1", per_shard, ["example.org", 30], "{}").new == 3
+    projects.set_settings(admin, P, {"log_maxlen": "0"})
+    report = offload.Maintainer(r, tmp_path, "node-a", stats_upkeep=False).pass_once()[P]
+    assert report["log_archived"] == 3, report
+    assert all(r.xlen(k.log) == 0 for k in layout.keys)  # every entry now only on disk
+    stories = items.story(admin, P, tmp_path, per_shard)
+    assert [[d["downloader"] for d in s["done"]] for s in stories] == [["alice"]] * 3
 
 
 def test_item_status_reads_each_shard_s_own_downloader_queues(admin, engine, layout, queued):

@@ -18,6 +18,7 @@ from tracker_core import keys as keyspace
 from tracker_core.admin import checks, paging, shard_names
 from tracker_core.admin.context import AdminContext
 from tracker_core.admin.errors import AdminError, BadInput, Conflict, NotFound
+from tracker_core.offload.shards import shard_directory
 
 # Redo (re-queue done or seen items on purpose): the queue it fills unless told otherwise
 # (served after todo, backfeed and secondary), names per script call (one call blocks Redis
@@ -145,7 +146,9 @@ def story(
     try:
         for index, part in shard_names.found_on(ctx.conn, layout, names).items():
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            for answer in item_story.stories(ctx.conn, layout.keys[index], Path(directory), part, left):
+            # Shard I's done-log archive and segment files are under DIR/P.I (offload.shards).
+            where = shard_directory(Path(directory), project, index)
+            for answer in item_story.stories(ctx.conn, layout.keys[index], where, part, left):
                 told[answer["item"]] = answer
     except item_story.UnknownProject:
         raise NotFound(f"unknown project {project!r}") from None
