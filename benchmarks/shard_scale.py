@@ -677,6 +677,38 @@ def scaling_rows(results: dict) -> list[dict]:
     return rows
 
 
+def verdicts(rows: list[dict]) -> list[str]:
+    """One line per shard count past one: which aims the medians meet, and what held the rest
+    back, read from the throttling (Redis at its cap or not) and the machine's busy share."""
+    names = {"claims_1": "claims multi=1", "claims_10": "claims multi=10", "cycle": "claimed and done"}
+    lines = []
+    for row in rows:
+        if row["shards"] == 1 or not any(row["ratio"].values()):
+            continue
+        met = [names[k] for k, v in row["ratio"].items() if v is not None and v >= 1]
+        missed = [names[k] for k, v in row["ratio"].items() if v is not None and v < 1]
+        throttled, busy = _median(row["throttled"]), _median(row["busy"])
+        if not missed:
+            why = ""
+        elif throttled >= 0.85:
+            why = " Every shard was at its cap: Redis itself costs more per claim than on one shard."
+        elif busy >= 0.95:
+            why = (
+                f" Some shard was at its cap in only {throttled:.0%} of periods while the machine was "
+                f"{busy:.0%} busy: the 2 cores (workers, wrk, other users' work), not Redis, held the rate."
+            )
+        else:
+            why = (
+                f" Some shard was at its cap in only {throttled:.0%} of periods with cores to spare: the "
+                "workers waited on the other shards (each worker claims from them in turn)."
+            )
+        lines.append(
+            f"- {row['shards']} shards: aim (at least 0.8 x N x one shard) met for "
+            f"{', '.join(met) or 'none'}; missed for {', '.join(missed) or 'none'}.{why}"
+        )
+    return lines
+
+
 def report(results: dict) -> str:
     plan = results["plan"]
     load = results["load_average"]
@@ -732,6 +764,8 @@ def report(results: dict) -> str:
         "used its whole quota in nearly every period (Redis was the bottleneck); lower, the load did "
         "not reach it (workers stuck on another shard, or the machine's 2 cores busy: see the last "
         "columns, `machine busy` counting other users' work too).",
+        "",
+        *verdicts(scaling_rows(results)),
     ]
     if results["end_of_project"]:
         end = results["end_of_project"]
