@@ -188,6 +188,8 @@ def node_snapshot(client: redis.Redis) -> dict:
         "scripts": sum(
             int(s["calls"]) for name, s in stats.items() if name in ("cmdstat_evalsha", "cmdstat_fcall")
         ),
+        # The day's uniques: a sharded project counts them on its first shard alone.
+        "pfadd": int(stats.get("cmdstat_pfadd", {}).get("calls", 0)),
         "todo": todo,
     }
 
@@ -408,6 +410,7 @@ def measure(
             "cpu_us_per_item": round(cpu_us / claimed, 1) if claimed else None,
             "cpu_us_per_script_call": round(cpu_us / calls, 1) if calls else None,
             "script_calls_per_s": round(calls / seconds),
+            "pfadd_per_s": round((after[port]["pfadd"] - before[port]["pfadd"]) / seconds),
             "todo_left": after[port]["todo"],
         }
         if port in throttled_after:
@@ -794,7 +797,7 @@ def report(results: dict) -> str:
                 f"| {entry['shards_with_items']} | {entry['claims_per_s']:,.0f} | {entry['empty_per_s']:,.0f} | "
                 f"{entry['redis_cpu_us_per_claim_request']} | {extra} | "
                 f"{calls / requests if requests else 0:.2f} | {entry['worker_cpu_us_per_request']} | "
-                f"{entry['p99_ms']:.1f} |"
+                f"{entry['p99_ms']} |"
             )
     uncapped = [r for r in results["runs"] if "uncapped" in r]
     if uncapped:
