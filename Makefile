@@ -11,7 +11,7 @@ APT_PACKAGES := redis-server libev-dev wrk rsync curl chromium chromium-driver f
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 ARGS ?=
 
-.PHONY: help deps venv build run docker lint format test test-fast bench bench-offload chaos fuzz vendor clean deploy-lint deploy-test
+.PHONY: help deps venv build run docker lint format test test-fast bench bench-offload chaos chaos-cluster fuzz vendor clean deploy-lint deploy-test
 
 help:  ## List the commands.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -83,6 +83,9 @@ CHAOS_ARGS ?=
 chaos: venv  ## Kill workers, the server and Redis under load, stall and fill Redis; check every item (~6 min).
 	PYTHONPATH=benchmarks $(PY) -m chaos $(CHAOS_ARGS)
 	$(MAKE) fuzz
+
+chaos-cluster: venv  ## The fault suite on a Redis Cluster (3 primaries + replicas), a 3-shard project, primaries killed (~3 min).
+	PYTHONPATH=benchmarks $(PY) -m chaos --cluster --shards 3 --out benchmarks/results/chaos_cluster.json $(CHAOS_ARGS)
 
 FUZZ_REQUESTS ?= 10000
 fuzz: venv  ## Send FUZZ_REQUESTS generated requests (API, admin, raw HTTP): no 5xx, hang or change.
