@@ -11,9 +11,11 @@ import time
 
 import orjson
 import pytest
+import redis
 
 from support.processes import ServerProcess, renderer_pid, wait_for, worker_pids
 from tracker_core.admin import items, projects
+from tracker_core.admin.context import AdminContext
 
 pytestmark = pytest.mark.slow
 
@@ -48,11 +50,27 @@ def claim(port: int, downloader: str, n: int) -> list[str]:
         conn.close()
 
 
-@pytest.fixture
-def listed(admin):
+@pytest.fixture(scope="module")
+def listed_keys(redis_server):
+    """The LISTED projects and listed-000's 20,000 items, made once for the module through the
+    admin verbs: every key as (its time to live in ms, 0 for none; its DUMP)."""
+    r = redis.Redis.from_url(redis_server.url)
+    r.flushall()
+    admin = AdminContext.from_url(redis_server.url)
     for n in range(LISTED):
         projects.create(admin, f"listed-{n:03d}")
     items.add(admin, "listed-000", [f"https://example.org/{n}?a=b c#d" for n in range(20_000)])
+    return {key: (max(r.pttl(key), 0), r.dump(key)) for key in r.scan_iter("*")}
+
+
+@pytest.fixture
+def listed(redis_url, listed_keys):
+    """Each test starts from the same made projects, restored into its clean database (each
+    test changes them: claims, renders)."""
+    pipe = redis.Redis.from_url(redis_url).pipeline(transaction=False)
+    for key, (ttl_ms, dumped) in listed_keys.items():
+        pipe.restore(key, ttl_ms, dumped)
+    pipe.execute()
 
 
 def test_a_metrics_flood_is_rendered_once_a_second_off_the_workers(redis_url, listed, r):
