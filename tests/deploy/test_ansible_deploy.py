@@ -48,7 +48,7 @@ from deploy.harness import (
 )
 
 PROJECT, SHARDS = "deployshard", 3
-ITEMS = 200_000  # more than the run can finish: the queue never runs dry
+ITEMS = 600_000  # more than the run can finish (2,500 items/s on a loaded 2-core box): never dry
 WARRIORS, MULTI = 2, 10
 LOCUST_USERS, RUN_S, KILL_AT_S, WINDOW_S = 12, 80, 40, 10
 # The 5xx allowed: none before the kill; after the replica is promoted, none once SETTLE_S passed.
@@ -331,6 +331,7 @@ def test_playbook_deploys_a_sharded_tracker_on_a_redis_cluster_that_survives_a_f
             int(status.get(k, 0) or 0) for k in ("todo_total", "out", "done", "dead", "offloaded")
         )
         assert accounted == ITEMS, status
+        assert status["todo_total"] > 0, "the queue ran dry: no steady state to speak of"
         assert status["done"] >= summary["counts"]["items_done"], (status, summary["counts"])
         entries = [json.loads(line) for line in deployed_python(lab, DONE_LOGS, PROJECT).splitlines()]
         exported = sum(
@@ -424,7 +425,15 @@ def write_last_run(**f) -> None:
     LAST_RUN.write_text(
         "# Last run of the deployment test\n\n"
         f"- date: {datetime.now(UTC):%Y-%m-%d %H:%M UTC}\n"
-        "- command: `make deploy-test`\n"
+        "- command: `make deploy-test`"
+        + (
+            f" with TRACKER_DEPLOY_SOURCE={source}"
+            if (source := os.environ.get("TRACKER_DEPLOY_SOURCE"))
+            else ""
+        )
+        + "\n"
+        f"- host: {os.cpu_count()} cores, load average {os.getloadavg()[1]:.1f} over the last 5 minutes "
+        "(the figures below are this box's, shared with whatever else ran)\n"
         f"- duration: {f['duration']:.0f} s (provisioning {f['provisioned_s']:.0f} s, cluster formed and "
         f"rechecked by the playbook {f['form_s']:.0f} s; base root cached: see /var/cache/tracker-deploy)\n"
         "- servers: redis1-3 (each a primary on 6379 and on 6380 a replica of another host's primary: "
