@@ -49,7 +49,7 @@ sys.path.insert(0, str(BENCHMARKS.parent / "tests"))
 import redis  # noqa: E402
 from redis.crc import key_slot  # noqa: E402
 
-from server_bench.results_file import git_commit, run_header, write_results  # noqa: E402
+from server_bench.results_file import git_commit, run_header, write_with_history  # noqa: E402
 from server_bench.run import machine, versions  # noqa: E402
 from server_bench.servers import start_tracker  # noqa: E402
 from support.redis_topologies import Cluster  # noqa: E402
@@ -712,6 +712,57 @@ def verdicts(rows: list[dict]) -> list[str]:
     return lines
 
 
+def summary(results: dict) -> dict:
+    """What a later run's report keeps of this one: when, which tracker, under what load, and
+    per shard count the medians and their ratios to the aim."""
+    return {
+        "date": results["date"],
+        "tracker_commit": results["tracker_source"]["commit"],
+        "load_average": [results["load_average"][0][0], results["load_average"][1][0]],
+        "rows": [
+            {
+                "shards": row["shards"],
+                **{key: _median(row[key]) for key in ("claims_1", "claims_10", "cycle")},
+                "ratio": row["ratio"],
+                "throttled": _median(row["throttled"]),
+            }
+            for row in scaling_rows(results)
+        ],
+    }
+
+
+def carried_history(previous: dict | None) -> list[dict]:
+    """The summaries of earlier runs, newest first (five at most), for write_with_history."""
+    if previous is None:
+        return []
+    return [summary(previous), *previous.get("history", [])][:5]
+
+
+def history_lines(results: dict) -> list[str]:
+    if not results.get("history"):
+        return []
+    lines = [
+        "",
+        "## Earlier runs",
+        "",
+        "Medians over each run's rounds; ratio to 0.8 x N x one shard in parentheses (m=1, m=10, done).",
+        "",
+        "| run | tracker | load average (start, end) | shards | claims/s m=1 | claims/s m=10 | "
+        "items/s claimed and done | ratios | least throttled share (m=1) |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: | --- | ---: |",
+    ]
+    for run in results["history"]:
+        for row in run["rows"]:
+            ratio = row["ratio"]
+            lines.append(
+                f"| {run['date']} | {run['tracker_commit']} | {run['load_average'][0]:.1f}, "
+                f"{run['load_average'][1]:.1f} | {row['shards']} | {row['claims_1']:,.0f} | "
+                f"{row['claims_10']:,.0f} | {row['cycle']:,.0f} | {ratio['claims_1']}, {ratio['claims_10']}, "
+                f"{ratio['cycle']} | {row['throttled']:.2f} |"
+            )
+    return lines
+
+
 def report(results: dict) -> str:
     plan = results["plan"]
     load = results["load_average"]
@@ -797,7 +848,7 @@ def report(results: dict) -> str:
                 f"| {entry['shards_with_items']} | {entry['claims_per_s']:,.0f} | {entry['empty_per_s']:,.0f} | "
                 f"{entry['redis_cpu_us_per_claim_request']} | {extra} | "
                 f"{calls / requests if requests else 0:.2f} | {entry['worker_cpu_us_per_request']} | "
-                f"{entry['p99_ms']} |"
+                f"{'' if entry['p99_ms'] is None else round(entry['p99_ms'], 1)} |"
             )
     uncapped = [r for r in results["runs"] if "uncapped" in r]
     if uncapped:
@@ -827,9 +878,15 @@ def report(results: dict) -> str:
             )
     lines += [
         "",
+        "A copy of src/ at a commit (for `--before`, or for the tracker under test on PYTHONPATH while "
+        "others change src/): `git archive COMMIT src | tar -x -C DIR; echo COMMIT > DIR/COMMIT; "
+        "cp src/tracker_core/*.so DIR/src/tracker_core/`, then `--before DIR/src` or "
+        "`PYTHONPATH=DIR/src`; the report names the commit from DIR/COMMIT.",
+        "",
         f"Items seeded: {results['items_seeded']:,}; seeding and giving claims back took "
         f"{results['seconds_seeding_and_recycling']} s. Figures of every run (per node: CPU, items, "
-        "script calls, throttling; workers' and wrk's CPU) are in shard_scale.json.",
+        "script calls, PFADDs, throttling; workers' and wrk's CPU) are in shard_scale.json.",
+        *history_lines(results),
         "",
     ]
     return "\n".join(lines)
@@ -884,7 +941,8 @@ def main(argv: list[str] | None = None) -> dict:
         "tracker_source": tracker_source(),
         **figures,
     }
-    write_results(args.out, "shard_scale", result, report(result))
+    write_with_history(result, args.out, "shard_scale", carried_history, report)
+    print(report(result))
     return result
 
 
