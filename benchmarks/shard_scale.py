@@ -35,6 +35,7 @@ import inspect
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -932,6 +933,8 @@ def main(argv: list[str] | None = None) -> dict:
     }
     overrides = {k: v for k, v in chosen.items() if v is not None}
     plan = Plan(**(plan.__dict__ | overrides))
+    # A TERM (a CI timeout) unwinds like Ctrl-C, so the cgroups and servers are removed.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     load_start = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="shard-scale-") as scratch:
         figures = run(plan, Path(scratch), args.before)
