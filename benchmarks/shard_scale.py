@@ -11,10 +11,18 @@ past what one capped shard takes). Then `tracker serve` on the cluster, driven o
   (each claim's items reported done by the thread's next request);
 - Redis CPU per claim on each shard's node (used_cpu_sys+used_cpu_user from INFO cpu, divided
   by the items that left that node's todo sets), and how often its cgroup was throttled;
-- the end of a project: the 4-shard project with all but one shard's todo emptied (claims that
-  fall through the empty shards), and with every shard empty (404s that visit all of them);
-- uncapped, side by side in the same run: a one-project standalone Redis (today's layout) and
-  a one-shard project on the cluster, for CPU per claim and per claimed-and-done item.
+- the end of a project: the 4-shard project with its shards' todo sets emptied one by one
+  (claims that fall through the empty shards), down to none (404s that visit all of them);
+- uncapped, side by side in the same run: one-shard projects on a standalone Redis (today's
+  layout) and on the cluster, served by this tracker and, with `--before SRC`, by the tracker
+  before sharding: CPU per claim and per claimed-and-done item.
+
+The load is HTTP through `tracker serve` (48 workers: a synchronous worker waits out a capped
+shard's throttled part of a period, so it takes many to keep 4 shards fed), from wrk, which
+stays under 0.15 of a core. The workers are what costs: 250-400 µs of CPU a request on this
+shared 2-core machine, so past 2-3 shards the cores, not the capped Redis, can set the rate;
+each run's throttled share and the machine's busy share say which did. (Processes calling the
+Engine directly were tried: in short runs their start-up cost more than the HTTP tier saves.)
 
 Until `tracker project create --shards` exists (tracker_core.admin.projects.create without a
 `shards` argument), an N-shard project is stood in for by N one-shard projects, one on each
@@ -24,8 +32,8 @@ Writes shard_scale.json and shard_scale.md (benchmarks/results/). Needs root (cg
 controller), wrk, redis-server, redis-cli. Every cgroup it made is removed on the way out, on
 failure too, and leftovers of a killed run are removed at the start.
 
-    .venv/bin/python benchmarks/shard_scale.py            # about 8 minutes
-    .venv/bin/python benchmarks/shard_scale.py --quick    # under a minute
+    .venv/bin/python benchmarks/shard_scale.py            # about 9 minutes
+    .venv/bin/python benchmarks/shard_scale.py --quick    # under a minute, printed only
 """
 
 from __future__ import annotations
@@ -914,7 +922,12 @@ def main(argv: list[str] | None = None) -> dict:
         help="src/ of the tracker before sharding (`git archive COMMIT src`, with a COMMIT file beside "
         "src/): its one-shard CPU per request measured side by side",
     )
-    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="where results go (default benchmarks/results; --quick: printed only)",
+    )
     args = parser.parse_args(argv)
     for tool in ("wrk", "redis-server", "redis-cli"):
         if shutil.which(tool) is None:
@@ -944,7 +957,9 @@ def main(argv: list[str] | None = None) -> dict:
         "tracker_source": tracker_source(),
         **figures,
     }
-    write_with_history(result, args.out, "shard_scale", carried_history, report)
+    # A smoke run's figures are too short to keep: printed, not written, unless asked for.
+    if args.out is not None or not args.quick:
+        write_with_history(result, args.out or RESULTS, "shard_scale", carried_history, report)
     print(report(result))
     return result
 
