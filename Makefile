@@ -102,10 +102,10 @@ $(VENV)/.deploy-installed: requirements-deploy.txt $(VENV)/.installed
 deploy-lint: venv $(VENV)/.deploy-installed  ## Lint the Ansible playbooks (ansible/).
 	cd ansible && ../$(VENV)/bin/ansible-lint
 
-# Needs root: debootstraps Debian roots (base cached in /var/cache/tracker-deploy), provisions them
+# Needs root (installs debootstrap, and haproxy for the HAProxy role tests): debootstraps Debian roots (base cached in /var/cache/tracker-deploy), provisions them
 # with ansible/site.yml and drives them through HAProxy in network namespaces. Several minutes.
 deploy-test: deploy-lint  ## Deploy with Ansible to throwaway Debian roots and work a project through it.
-	@dpkg -s debootstrap >/dev/null 2>&1 || $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap
+	@for p in debootstrap haproxy; do dpkg -s $$p >/dev/null 2>&1 || $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$p; done
 	$(SUDO) env TRACKER_DEPLOY_TEST=1 $(PY) -m pytest tests/deploy -m deploy -p no:cacheprovider $(ARGS)
 
 # The leaderboard's front-end library, from its npm package, is shipped in the repository
