@@ -77,6 +77,7 @@ bench: venv  ## Run the benchmarks (~35 min); figures in benchmarks/results/ (of
 	$(PY) benchmarks/round_trip_floor.py
 	$(PY) benchmarks/aof_bytes.py
 	$(PY) benchmarks/hash_encoding.py
+	$(PY) benchmarks/shard_scale.py  # root: each Redis in a cgroup capped at 10% of a core
 
 # The fault suite (docs/faults.md): a seeded run on loopback, figures in benchmarks/results/.
 CHAOS_ARGS ?=
