@@ -2,9 +2,9 @@
 
 Each of ``classify``, ``protocol`` and ``bloom`` has a Cython module (``_NAME_c``) and a twin
 (``_NAME_py``) with the same functions; tests compare them. ``TRACKER_PURE_PYTHON=1`` picks the
-twins everywhere (the second run of ``make test``, the twins' tests, runs that way); otherwise the compiled module
-is used when it was built, and the twin when it was not (an install without a C compiler still
-works, only slower).
+twins everywhere (the second run of ``make test``, the twins' tests, runs that way); otherwise
+the compiled module is used when it was built, and the twin when it was not (an install without
+a C compiler still works, only slower).
 """
 
 from __future__ import annotations
