@@ -332,16 +332,13 @@ class TrackerCollector:
     def _shard_places(self, k, now_ms: int, first: bool) -> dict:
         day = now_ms // stats_mod.DAY_MS
         days = stats_mod.month_days(now_ms)
-        uniques = (
-            [
-                ("PFCOUNT", k.uniques("downloaders", day)),
-                ("PFCOUNT", k.uniques("ips", day)),
-                ("PFCOUNT", *(k.uniques("downloaders", d) for d in days)),
-                ("PFCOUNT", *(k.uniques("ips", d) for d in days)),
-            ]
-            if first
-            else []
-        )
+        # Each shard counts its own downloaders and IPs (disjoint sets): summed over the shards.
+        uniques = [
+            ("PFCOUNT", k.uniques("downloaders", day)),
+            ("PFCOUNT", k.uniques("ips", day)),
+            ("PFCOUNT", *(k.uniques("downloaders", d) for d in days)),
+            ("PFCOUNT", *(k.uniques("ips", d) for d in days)),
+        ]
         replies = self.engine.conn.pipeline(
             (
                 *uniques,

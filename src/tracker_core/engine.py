@@ -177,9 +177,9 @@ class Engine:
 
     def _claim_shards(self, layout, now_ms, downloader, ip, wanted, created_ms, d_counted, ip_counted):
         """A claim over several shards (tracker_core.shard_router). The daily uniques of a sharded
-        project are counted on its first shard alone (its statistics read them there): the
-        shards' scripts are told the client is counted, and a client not yet counted by this
-        process is added to the first shard's uniques here, once the claim ran."""
+        project are counted each on the shard its name picks (the statistics add the shards'
+        counts): the shards' scripts are told the client is counted, and a client not yet
+        counted by this process is added here, once the claim ran."""
 
         def visit(keys, room, mode):
             return self._claims.run(
@@ -189,7 +189,7 @@ class Engine:
         start = self._rotation.start(layout.project, layout.count)
         code, items, age = shard_router.claim(layout, start, wanted, visit)
         if not (d_counted and ip_counted) and code in shard_router.COUNTED and created_ms:
-            shard_router.count_uniques(self.conn, layout.keys[0], now_ms, downloader, ip)
+            shard_router.count_uniques(self.conn, layout, now_ms, downloader, ip)
         return code, age, items
 
     def bury_unservable(self, project: str, downloader: str, reasons: dict[str, str]) -> int:

@@ -132,6 +132,13 @@ class ShardLayout:
             return 0
         return zlib.crc32(wire(name)) % self.count
 
+    def uniques_shard(self, member) -> int:
+        """The shard whose daily uniques count MEMBER (a downloader or an IP): picked over the
+        shards the project was created with, so that a grown project keeps counting each member
+        where it did (the shards' sets stay disjoint and their counts add up)."""
+        count = self.generations[0] if self.generations else self.count
+        return zlib.crc32(wire(member)) % count if count > 1 else 0
+
     def keys_of(self, name) -> ProjectKeys:
         return self.keys[self.shard_of(name)]
 

@@ -34,15 +34,19 @@ _FINAL = frozenset((scripts.claim.codes.BLOCKED, scripts.claim.codes.UNKNOWN_PRO
 COUNTED = frozenset((scripts.claim.codes.OK, scripts.claim.codes.NOTHING, scripts.claim.codes.RATE_LIMITED))
 
 
-def count_uniques(conn, first, now_ms: int, downloader: str, ip: str) -> None:
-    """Count DOWNLOADER and IP in the daily uniques on the first shard (keys FIRST), as the
-    claim script counts them for a one-shard project: the statistics read them there."""
+def count_uniques(conn, layout: ShardLayout, now_ms: int, downloader: str, ip: str) -> None:
+    """Count DOWNLOADER and IP in the daily uniques of a sharded project, each on the shard its
+    own name picks (ShardLayout.uniques_shard): the shards' sets are disjoint, so the day's and
+    the month's counts are the shards' counts added, and no one shard takes every PFADD."""
     day = now_ms // DAY_MS
-    commands = []
+    by_shard: dict[int, list] = {}
     for kind, member in (("downloaders", downloader), ("ips", ip)):
-        key = first.uniques(kind, day)
-        commands += [("PFADD", key, member), ("EXPIRE", key, UNIQUES_TTL_S)]
-    conn.pipeline(commands)
+        key = layout.keys[layout.uniques_shard(member)].uniques(kind, day)
+        by_shard.setdefault(layout.uniques_shard(member), []).extend(
+            (("PFADD", key, member), ("EXPIRE", key, UNIQUES_TTL_S))
+        )
+    for commands in by_shard.values():  # one slot per pipeline (a Cluster serves no other)
+        conn.pipeline(commands)
 
 
 class Rotation:

@@ -4,7 +4,7 @@ answered.
 Each shard keeps its own counters (minute and hour hashes, days, the top downloaders' history,
 the done log, the leaderboard's hashes); they are read shard by shard (one pipeline each: a
 Cluster serves one slot per pipeline) and added up here. What the first shard alone holds is
-taken from it: the daily uniques (counted there by every claim) and the backlog samples (the
+taken from it: the backlog samples (the
 whole project's backlog, sampled on the first shard: a sum of samples taken at different moments
 would be no sample). A one-shard project never comes here: its reads are what they always were.
 """
@@ -71,7 +71,8 @@ def merged_read(parts: list[dict], sum_counts) -> dict:
         "all": all_range,
         "minutes": minutes,
         "hours": {h: hours.get(h, {}) for h in parts[0]["hours"]},
-        "uniques": parts[0]["uniques"],  # counted on the first shard alone
+        # Each downloader and IP counted on one shard (shard_router.count_uniques): added up.
+        "uniques": summed([p["uniques"] for p in parts]),
         "top": top,
     }
 

@@ -66,7 +66,7 @@ def test_the_statistics_are_the_sum_of_every_shard(engine, clock, layout, r):
     assert snap["charts"]["hour"]["done_total"][-1] == total
     assert snap["charts"]["minute"]["backlog"][-1] == len(URLS) - total == snap["backlog"]
     assert snap["items_per_s"] > 0 and snap["rtt"]["count"] == total
-    # The uniques are counted on the first shard, once per client.
+    # Each client counted once, on the shard its own name picks; the shards' counts add up.
     assert snap["uniques"]["downloaders_day"] == 3 and snap["uniques"]["ips_day"] == 3
     # The top downloaders: each shard's point, added up, is the whole count.
     top = snap["charts"]["top_downloaders"]["series"]
@@ -335,3 +335,23 @@ def test_the_live_feed_follows_shards_added_since_it_started(admin, engine, cloc
     assert engine.conn.execute_command("XLEN", admin.layout(P).keys[3].log) > 0
     assert sum(len(line["items"]) for line in lines) == sum(done.values())
     watcher.engine.conn.close()
+
+
+def test_the_daily_uniques_are_spread_over_the_shards_and_add_up(admin, engine, clock, layout, r):
+    # Many clients: no one shard takes every PFADD (the scale benchmark found the first shard
+    # the most throttled when it did), and the project's count is the shards' counts added.
+    item_verbs.add(admin, P, [f"https://many.example.org/{i}?q=%20#{i}" for i in range(200)])
+    clients = [(f"warrior-{n:03d}", f"10.1.{n // 250}.{n % 250}") for n in range(120)]
+    for who, ip in clients:
+        assert engine.claim(P, who, ip, 1)[0] == 200
+    day = int(clock.now * 1000) // stats_mod.DAY_MS
+    per_shard = [r.pfcount(k.uniques("downloaders", day)) for k in layout.keys]
+    assert all(0 < n < len(clients) for n in per_shard), per_shard
+    assert per_shard == [
+        sum(1 for who, _ in clients if layout.uniques_shard(who) == i) for i in range(layout.count)
+    ]
+    snap = stats_mod.StatsReader(engine.conn, engine.layout).snapshot(
+        P, engine.counts(P), int(clock.now * 1000)
+    )
+    assert snap["uniques"]["downloaders_day"] == len(clients) == snap["uniques"]["ips_day"]
+    assert snap["uniques"]["downloaders_month"] == len(clients)
