@@ -186,8 +186,16 @@ class Engine:
                 self.conn, keys, now_ms, downloader, ip, room, created_ms, True, True, mode
             )
 
-        start = self._rotation.start(layout.project, layout.count)
-        code, items, age = shard_router.claim(layout, start, wanted, visit)
+        project = layout.project
+        now = now_ms / 1000
+        order = self._rotation.order(project, layout.count, now)
+        code, items, age = shard_router.claim(
+            layout,
+            order,
+            wanted,
+            visit,
+            lambda index, code: self._rotation.answered(project, index, code, now),
+        )
         if not (d_counted and ip_counted) and code in shard_router.COUNTED and created_ms:
             shard_router.count_uniques(self.conn, layout, now_ms, downloader, ip)
         return code, age, items

@@ -265,3 +265,23 @@ def test_a_shard_out_of_reach_is_passed_over_and_never_turns_into_a_404(layout):
     assert shard_router.claim(layout, 0, 3, gathered)[:2] == (200, ["a"])
     with pytest.raises(OutcomeUnknown):
         shard_router.claim(layout, 1, 3, gathered)
+
+
+def test_shards_that_just_answered_nothing_are_tried_last(admin, engine, layout, r, monkeypatch):
+    # The end of a project: items on one shard of three. A claim that starts at an empty shard
+    # costs a script call per empty shard; a process tries those last for a moment, so after the
+    # first claims each costs one call (still no 404 while any shard has items).
+    on_two = [u for u in (f"{url}&more={n}" for n in range(4) for url in URLS) if layout.shard_of(u) == 2]
+    assert len(on_two) > 13
+    items.add(admin, P, on_two)
+
+    def script_calls() -> int:
+        return r.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0)
+
+    monkeypatch.setattr(shard_router, "EMPTY_MEMORY_S", 60.0)  # a loaded machine stays within it
+    for _ in range(3):  # the first claims find the empty shards, wherever the rotation starts
+        assert engine.claim(P, "alice", "10.0.0.1", 1)[0] == 200
+    before = script_calls()
+    for _ in range(10):
+        assert engine.claim(P, "alice", "10.0.0.1", 1)[0] == 200
+    assert script_calls() - before == 10
