@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable
 from redis.crc import key_slot
 
 from tracker_core.keys import ProjectKeys
+from tracker_core.scripts import wire
 
 MAX_SHARDS = 16  # shards one project may have (at most one per primary is useful; 16 leaves room)
 SHARD_TAGS_FIELD = "shard_tags"  # settings field: every shard's tag, in shard order, space-separated
@@ -75,9 +76,9 @@ def more_tags(project: str, tags: list[str], count: int, owner_of_slot=None) -> 
     return tags
 
 
-def wire(name) -> bytes:
-    """NAME as the bytes Redis holds (names read back with surrogateescape keep their bytes)."""
-    return name.encode("utf-8", "surrogateescape") if isinstance(name, str) else name
+def _crc(name) -> int:
+    """The hash that places a name (item, downloader or IP): CRC-32 of the bytes Redis holds."""
+    return zlib.crc32(wire(name))
 
 
 class ShardLayout:
@@ -119,7 +120,7 @@ class ShardLayout:
     def candidates(self, name) -> list[int]:
         """The shards NAME may live on, where it would be added today first: one for a
         project never grown, one per earlier shard count past that (docs/sharding.md)."""
-        crc = zlib.crc32(wire(name))
+        crc = _crc(name)
         found = [crc % self.count]
         for count in reversed(self.generations):
             if crc % count not in found:
@@ -130,14 +131,14 @@ class ShardLayout:
         """The index of the shard ITEM NAME belongs to."""
         if self.count == 1:
             return 0
-        return zlib.crc32(wire(name)) % self.count
+        return _crc(name) % self.count
 
     def uniques_shard(self, member) -> int:
         """The shard whose daily uniques count MEMBER (a downloader or an IP): picked over the
         shards the project was created with, so that a grown project keeps counting each member
         where it did (the shards' sets stay disjoint and their counts add up)."""
         count = self.generations[0] if self.generations else self.count
-        return zlib.crc32(wire(member)) % count if count > 1 else 0
+        return _crc(member) % count if count > 1 else 0
 
     def keys_of(self, name) -> ProjectKeys:
         return self.keys[self.shard_of(name)]
@@ -149,9 +150,8 @@ class ShardLayout:
             return {0: names} if names else {}
         groups: dict[int, list] = {}
         count = self.count
-        crc32 = zlib.crc32
         for name in names:
-            groups.setdefault(crc32(wire(name)) % count, []).append(name)
+            groups.setdefault(_crc(name) % count, []).append(name)
         return groups
 
     def describe(self, owner_of_slot: Callable[[int], str] | None = None) -> list[dict]:
