@@ -18,7 +18,7 @@ from falcon import testing
 from tracker_api.app import create_app
 from tracker_api.cli import main
 from tracker_api.config import AppConfig
-from tracker_core import hq, tokens
+from tracker_core import hq, redis_clock, tokens
 from tracker_core import keys as keyspace
 from tracker_core.admin import projects as project_verbs
 
@@ -356,7 +356,9 @@ def test_online_means_a_heartbeat_within_the_window(web, r):
     assert listing[registered_only]["last_heartbeat_ms"] is None
     assert listing[registered_only]["last_seen_ms"] == listing[registered_only]["registered_ms"]
     assert listing[beating]["online"] and hq.online_count(r) == 1
-    now = int(time.time() * 1000)
+    # The window is measured on the process's Redis clock (the one online_count reads), not on
+    # this machine's wall clock: the two differ by up to half a sync's round trip.
+    now = redis_clock.now_ms(r)
     r.zadd(keyspace.WARRIORS_SEEN, {beating: now - hq.ONLINE_WITHIN_MS + 5_000})  # just within
     assert hq.online_count(r) == 1
     r.zadd(keyspace.WARRIORS_SEEN, {beating: now - hq.ONLINE_WITHIN_MS - 1})  # just past
