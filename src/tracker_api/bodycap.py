@@ -34,7 +34,7 @@ import types
 
 import orjson
 
-from tracker_api.connguard import _abort
+from tracker_api.worker_sockets import LIBC, reset_connection
 from tracker_core import keys as keyspace
 
 _REAL_IO = io
@@ -232,7 +232,6 @@ _word = ctypes.c_size_t.from_address
 _object_at = getattr(_ctypes, "PyObj_FromPtr", None) or (
     lambda address: ctypes.cast(address, ctypes.py_object).value
 )
-_LIBC = ctypes.CDLL(None, use_errno=True)
 _stack: tuple[int, int] | None = None
 _found_at: list[int] = []  # depths below the stack's top where a Request was found
 _pipe: tuple[int, int] | None = None
@@ -266,8 +265,8 @@ def _refused_early(body: CappedBody) -> bool:
     # The rest of the stream is this body by its own framing, never another request, and it is
     # not read: a TCP connection is reset (queued bytes dropped, later ones refused), a Unix one
     # (which connect cannot reset) shut down; bjoern's next read fails and it closes it.
-    _abort(fd)
-    _LIBC.shutdown(fd, socket.SHUT_RDWR)
+    reset_connection(fd)
+    LIBC.shutdown(fd, socket.SHUT_RDWR)
     return True
 
 
@@ -335,7 +334,7 @@ def _peek(address: int, size: int) -> bytes | None:
     global _pipe
     if _pipe is None:
         _pipe = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
-    if _LIBC.write(_pipe[1], ctypes.c_void_p(address), size) != size:
+    if LIBC.write(_pipe[1], ctypes.c_void_p(address), size) != size:
         return None  # a write below PIPE_BUF bytes to an empty pipe is all or nothing
     return os.read(_pipe[0], size)
 

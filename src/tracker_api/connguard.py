@@ -34,36 +34,38 @@ Per connection, once per scan (every `scan_interval_s`, and out of turn at the f
 Near the limit the guard waits in `poll()` on the listening socket between its scans and wakes
 only for connections that arrive: it scans out of turn to shed before bjoern runs out of
 descriptors. At the limit, with nothing it may shed (every connection busy, or too fresh), it
-pauses bjoern's accepting (see AcceptPause) until a descriptor frees: the waiting connections
+pauses bjoern's accepting (see accept_pause.py) until a descriptor frees: the waiting connections
 stay queued in the kernel instead of bjoern spinning on them.
 
 The connection whose request the app is running right now is never touched: the app wrapper
 marks when a call started, and that connection has been silent for as long as the call.
+
+This module owns the policy (when to close, answer, shed or pause); reading and acting on one
+socket from the kernel's side is worker_sockets.py.
 """
 
 from __future__ import annotations
 
-import ctypes
-import errno
-import fcntl
 import math
 import os
-import platform
 import resource
 import select
 import socket
-import struct
-import termios
 import threading
 import time
 
-TCP_INFO_LEN = 232
-_ESTABLISHED = 1
-# Offsets in struct tcp_info (linux/tcp.h), stable since Linux 4.19.
-_OFF_LAST_DATA_SENT = 44
-_OFF_LAST_DATA_RECV = 52
-_OFF_BYTES_RECEIVED = 128
-_OFF_BYTES_SENT = 200
+from tracker_api.accept_pause import AcceptPause
+from tracker_api.worker_sockets import (
+    TCP_ESTABLISHED,
+    act_on_socket,
+    answer_and_reset,
+    http_answer,
+    listed_fds,
+    open_reserve,
+    reset_connection,
+    socket_inode,
+    tcp_info,
+)
 
 REQUEST_HEAD_SLACK_BYTES = 128 * 1024  # request line and headers on top of the body cap
 SHED_MIN_IDLE_S = 0.05
@@ -81,168 +83,9 @@ ACCEPT_PAUSE_MAX_S = 0.064
 PAUSED_CHECK_S = 0.05  # while bjoern's accepting is paused: how often to look for a free descriptor
 
 
-_LIBC = ctypes.CDLL(None, use_errno=True)
-_UNSPEC_ADDR = ctypes.create_string_buffer(16)  # struct sockaddr, sa_family = AF_UNSPEC
-
-
-def _abort(fd: int) -> None:
-    """Reset the connection under FD without closing the descriptor (bjoern owns it).
-
-    connect() to AF_UNSPEC disconnects a TCP socket: the peer gets RST and bjoern's next read
-    fails, so bjoern closes it. A shutdown() is not enough against a client still sending: the
-    kernel keeps taking its data for bjoern to read and the body goes on to its end.
-    """
-    _LIBC.connect(fd, _UNSPEC_ADDR, 16)
-
-
-_EPOLL_CTL_ADD = 1
-_EPOLL_CTL_DEL = 2
-
-
-class _EpollEvent(ctypes.Structure):
-    _pack_ = 4 if platform.machine() == "x86_64" else 8  # packed on x86-64 only (sys/epoll.h)
-    _fields_ = [("events", ctypes.c_uint32), ("data", ctypes.c_uint64)]
-
-
-class AcceptPause:
-    """Stop bjoern accepting on its listening socket, and let it start again.
-
-    At the descriptor limit bjoern's `accept()` fails (EMFILE) while the socket stays readable,
-    and its loop (libev, epoll) spins. Taking the socket out of the loop's epoll set stops that;
-    the connections wait in the kernel's queue. It goes back as it was registered (events and
-    data): libev keeps a generation count in the data and, seeing another, rebuilds its whole
-    epoll set (harmless with a descriptor free, as on resuming, but not at the limit: abort).
-    The registration is read from /proc/self/fdinfo beforehand, while descriptors are free;
-    when it could not be (a worker started at the limit, its socket's queue full), libev's
-    first registration of the socket is assumed.
-    """
-
-    def __init__(self, listen_fd: int):
-        self.listen_fd = listen_fd
-        self.registration: tuple[int, _EpollEvent] | None = None  # (epoll fd, as registered)
-        self.paused_in: int | None = None  # the epoll set the socket was taken out of
-
-    @property
-    def paused(self) -> bool:
-        return self.paused_in is not None
-
-    def find(self) -> bool:
-        """Read how the loop's epoll set watches the listening socket; False if not (yet)."""
-        for epoll_fd in self._epoll_fds(_listed_fds()):
-            try:
-                with open(f"/proc/self/fdinfo/{epoll_fd}") as info:
-                    lines = info.read().splitlines()
-            except OSError:
-                continue
-            for line in lines:  # "tfd: FD events: HEX data: HEX pos:..."
-                fields = line.split()
-                if fields[:2] == ["tfd:", str(self.listen_fd)] and fields[2:5:2] == ["events:", "data:"]:
-                    self.registration = (epoll_fd, _EpollEvent(int(fields[3], 16), int(fields[5], 16)))
-                    return True
-        return False
-
-    @staticmethod
-    def _epoll_fds(fds) -> list[int]:
-        found = []
-        for fd in fds:
-            try:
-                if os.readlink(f"/proc/self/fd/{fd}") == "anon_inode:[eventpoll]":
-                    found.append(fd)
-            except OSError:
-                pass
-        return found
-
-    def pause(self, list_fds) -> bool:
-        """Take the socket out of the loop; False if that cannot be done (then bjoern spins).
-        LIST_FDS lists the descriptors, for when the registration was never read."""
-        if self.paused:
-            return True
-        known = [self.registration[0]] if self.registration else []
-        for epoll_fd in known or self._epoll_fds(list_fds()):
-            # ENOENT from any other epoll set: only the loop's watches the listening socket.
-            if _LIBC.epoll_ctl(epoll_fd, _EPOLL_CTL_DEL, self.listen_fd, None) == 0:
-                self.paused_in = epoll_fd
-                return True
-        self.registration = None  # the loop has another epoll set: read it again
-        return False
-
-    def resume(self) -> None:
-        if not self.paused:
-            return
-        if self.registration is not None and self.registration[0] == self.paused_in:
-            event = self.registration[1]
-        else:  # libev's first: the descriptor, generation 1 in the upper half
-            event = _EpollEvent(select.EPOLLIN, self.listen_fd | 1 << 32)
-        _LIBC.epoll_ctl(self.paused_in, _EPOLL_CTL_ADD, self.listen_fd, ctypes.byref(event))
-        self.paused_in = None  # EEXIST too: the loop has put it back itself
-
-
-def _listed_fds() -> list[int]:
-    """This process's descriptors, listed (which needs one free: OSError at the limit)."""
-    return [int(name) for name in os.listdir("/proc/self/fd")]
-
-
-def _open_reserve() -> int | None:
-    """A descriptor held only to be given up when the process has none left; None if none."""
-    try:
-        return os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return None
-
-
-def _unread_bytes(fd: int) -> int:
-    """Bytes the kernel holds for this socket that bjoern has not read (SIOCINQ = FIONREAD)."""
-    try:
-        return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
-    except OSError:
-        return 1  # unknown: act as if a request may be waiting (reset, no answer)
-
-
-def _dup_if_same(fd: int, inode: int) -> int | None:
-    """A duplicate of FD if it still is socket INODE, else None (the number was reused).
-
-    Raises OSError(EMFILE) at the descriptor limit, where no duplicate can be made.
-    """
-    try:
-        dup = os.dup(fd)
-    except OSError as error:
-        if error.errno in (errno.EMFILE, errno.ENFILE):
-            raise
-        return None  # EBADF: closed since it was listed
-    try:
-        if os.fstat(dup).st_ino == inode:
-            return dup
-    except OSError:
-        pass
-    os.close(dup)
-    return None
-
-
-def _answer(status: str, extra: str = "") -> bytes:
-    reason = f"{status}\n".encode()
-    return (
-        f"HTTP/1.1 {status}\r\nContent-Type: text/plain\r\nContent-Length: {len(reason)}\r\n"
-        f"Connection: close\r\n{extra}\r\n"
-    ).encode() + reason
-
-
-TIMEOUT_408 = _answer("408 Request Timeout")
-TOO_LARGE_413 = _answer("413 Content Too Large")
-BUSY_503 = _answer("503 Service Unavailable", "Retry-After: 5\r\n")
-
-
-def raise_nofile_limit() -> int:
-    """Raise the soft RLIMIT_NOFILE to the hard one (no privilege needed); return the soft limit."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if hard == resource.RLIM_INFINITY:
-        hard = 1 << 20
-    if soft == resource.RLIM_INFINITY or soft >= hard:
-        return soft if soft != resource.RLIM_INFINITY else hard
-    try:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-        return hard
-    except (ValueError, OSError):
-        return soft
+TIMEOUT_408 = http_answer("408 Request Timeout")
+TOO_LARGE_413 = http_answer("413 Content Too Large")
+BUSY_503 = http_answer("503 Service Unavailable", "Retry-After: 5\r\n")
 
 
 class _Conn:
@@ -293,7 +136,7 @@ class ConnectionGuard:
         self._lookups_left = 10  # for the loop's epoll set (none: libev chose another backend)
 
     def start(self) -> ConnectionGuard:
-        self._reserve = _open_reserve()
+        self._reserve = open_reserve()
         threading.Thread(target=self._run, name="connguard", daemon=True).start()
         return self
 
@@ -391,7 +234,7 @@ class ConnectionGuard:
 
     def _fds(self) -> list[int]:
         try:
-            return _listed_fds()
+            return listed_fds()
         except OSError:
             pass
         if self._reserve is not None:
@@ -399,11 +242,11 @@ class ConnectionGuard:
             # or not at the limit, does not take it meanwhile).
             os.close(self._reserve)
             try:
-                return _listed_fds()
+                return listed_fds()
             except OSError:
                 pass
             finally:
-                self._reserve = _open_reserve()
+                self._reserve = open_reserve()
         # None in reserve: probing by path needs none (a readlink per possible number).
         found = []
         for fd in range(self.nofile):
@@ -428,14 +271,14 @@ class ConnectionGuard:
         for fd in fds:
             if fd == self.listen_fd:
                 continue
-            inode = self._socket_inode(fd)
+            inode = socket_inode(fd)
             if inode is None or inode in self.foreign:
                 continue
             conn = self.conns.get(inode)
             if conn is None and not self._is_ours(fd, inode):
                 self.foreign.add(inode)
                 continue
-            info = self._tcp_info(fd)
+            info = tcp_info(fd)
             if info is None:
                 continue
             state, sent_ago_ms, recv_ago_ms, rx, tx = info
@@ -445,13 +288,13 @@ class ConnectionGuard:
             closed_at = self.closing.get(inode)
             if closed_at is not None:  # reset, yet bjoern still holds it
                 if now - closed_at >= self.scan_interval_s:
-                    self._act(fd, inode, _abort)
+                    act_on_socket(fd, inode, reset_connection)
                 continue
             if tx != conn.tx:  # an answer went out: the request is done
                 conn.tx, conn.rx_base, conn.pending_since = tx, rx, None
             elif rx > conn.rx_base and conn.pending_since is None:
                 conn.pending_since = now
-            if state != _ESTABLISHED:
+            if state != TCP_ESTABLISHED:
                 continue  # closing: bjoern frees it on its own
             idle_s = min(sent_ago_ms, recv_ago_ms) / 1000.0
             if busy_s is not None and abs(idle_s - busy_s) < 1.0:
@@ -488,20 +331,10 @@ class ConnectionGuard:
 
     # -- one socket -----------------------------------------------------------------------
 
-    @staticmethod
-    def _socket_inode(fd: int) -> int | None:
-        try:
-            link = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:
-            return None
-        if not link.startswith("socket:["):
-            return None
-        return int(link[8:-1])
-
     def _is_ours(self, fd: int, inode: int | None = None) -> bool:
         """Accepted on our listening port (the Redis connections have ephemeral local ports)."""
         if inode is not None:
-            return bool(self._act(fd, inode, self._is_ours))
+            return bool(act_on_socket(fd, inode, self._is_ours))
         try:
             sock = socket.socket(fileno=fd)
         except OSError:
@@ -517,61 +350,11 @@ class ConnectionGuard:
         finally:
             sock.detach()
 
-    @staticmethod
-    def _tcp_info(fd: int):
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, 0, fileno=fd)
-        try:
-            raw = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, TCP_INFO_LEN)
-        except OSError:
-            return None
-        finally:
-            sock.detach()
-        if len(raw) < _OFF_BYTES_SENT + 8:
-            return None
-        return (
-            raw[0],
-            struct.unpack_from("I", raw, _OFF_LAST_DATA_SENT)[0],
-            struct.unpack_from("I", raw, _OFF_LAST_DATA_RECV)[0],
-            struct.unpack_from("Q", raw, _OFF_BYTES_RECEIVED)[0],
-            struct.unpack_from("Q", raw, _OFF_BYTES_SENT)[0],
-        )
-
-    def _act(self, fd: int, inode: int, action):
-        """Run ACTION on a duplicate of FD checked to be socket INODE; None if FD was reused.
-
-        At the descriptor limit no duplicate can be made and shedding must still work: then the
-        check is by path and the act on the number, the one place a reuse can still slip in.
-        """
-        try:
-            dup = _dup_if_same(fd, inode)
-        except OSError:
-            return action(fd) if self._socket_inode(fd) == inode else None
-        if dup is None:
-            return None
-        try:
-            return action(dup)
-        finally:
-            os.close(dup)
-
     def _close(self, fd: int, inode: int, answer: bytes | None, why: str) -> None:
         """Reset the connection, answering first only if no request bytes wait unread."""
-
-        def close(target: int) -> bool:
-            unread = _unread_bytes(target)
-            if answer is not None and not unread:
-                sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, 0, fileno=target)
-                try:
-                    sock.send(answer, socket.MSG_DONTWAIT | socket.MSG_NOSIGNAL)
-                except OSError:
-                    pass
-                finally:
-                    sock.detach()
-            _abort(target)
-            return bool(unread)
-
-        result = self._act(fd, inode, close)
-        if result is None:
+        unread = act_on_socket(fd, inode, lambda target: answer_and_reset(target, answer))
+        if unread is None:
             return
-        self.reset_unread += result
+        self.reset_unread += unread
         self.closing[inode] = time.monotonic()
         self.closed_total[why] += 1

@@ -31,7 +31,8 @@ import bjoern
 from tracker_api import bodycap, errors, logs, public_cache, redact, request_metrics
 from tracker_api.app import create_app, create_routes
 from tracker_api.config import AppConfig
-from tracker_api.connguard import ConnectionGuard, raise_nofile_limit
+from tracker_api.connguard import ConnectionGuard
+from tracker_api.worker_sockets import raise_nofile_limit
 from tracker_core import processes
 from tracker_core.engine import Engine
 
