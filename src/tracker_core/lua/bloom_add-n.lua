@@ -92,7 +92,8 @@ local per_item = 1   -- ARGV strings per item: the entry, then each layer's
 for l = 1, layers do
   ks[l] = tonumber(ARGV[10 + l])
   if not ks[l] or ks[l] < 1 or (fingerprints and ks[l] > 8) then
-    return redis.error_reply('bloom_add: ARGV[' .. (10 + l) .. '] must be k, or a fingerprint\'s 1 to 8 bytes')
+    return redis.error_reply('bloom_add: ARGV[' .. (10 + l) ..
+                             '] must be k, or a fingerprint\'s 1 to 8 bytes')
   end
   skips[l] = per_item   -- where layer l's strings start within an item's
   if blocked then
@@ -105,7 +106,8 @@ for l = 1, layers do
 end
 local first = 11 + layers
 if #ARGV ~= first - 1 + n * per_item then
-  return redis.error_reply('bloom_add: ARGV holds ' .. #ARGV .. ' strings, not ' .. (first - 1 + n * per_item))
+  return redis.error_reply('bloom_add: ARGV holds ' .. #ARGV .. ' strings, not ' ..
+                           (first - 1 + n * per_item))
 end
 local function at(item, l) return first + (item - 1) * per_item + skips[l] end
 
@@ -357,7 +359,8 @@ for c = 1, #candidates do
     index = tonumber(ARGV[i])
   end
   if not index or index < 10 or index > last_chunk or index % 1 ~= 0 then
-    return redis.error_reply('bloom_add: item ' .. item .. '\'s chunk is not one of KEYS[10..' .. last_chunk .. ']')
+    return redis.error_reply('bloom_add: item ' .. item .. '\'s chunk is not one of KEYS[10..' ..
+                             last_chunk .. ']')
   end
   chunk_keys[item] = KEYS[index]
 end
@@ -374,9 +377,9 @@ end
 if #to_queue > 0 then redis.call('SADD', target_key, unpack(to_queue)) end
 local seen = n - new
 if new > 0 then
-  local filled = redis.call('HINCRBY', bloom_key, 'n:' .. (layers - 1), new)
+  local layer_filled = redis.call('HINCRBY', bloom_key, 'n:' .. (layers - 1), new)
   redis.call('HINCRBY', bloom_key, 'items', new)
-  if filled >= capacity then redis.call('HSET', bloom_key, 'layers', layers + 1) end
+  if layer_filled >= capacity then redis.call('HSET', bloom_key, 'layers', layers + 1) end
   if ARGV[3] ~= '' then redis.call('SADD', owners_key, ARGV[3]) end
 end
 if shard ~= '' then redis.call('HINCRBY', shards_key, shard, n) end

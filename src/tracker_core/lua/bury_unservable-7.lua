@@ -62,7 +62,9 @@ for i = 3, #ARGV, 2 do
     redis.call('HDEL', claims_key, item)
     redis.call('HDEL', reclaim_history_key, item)
     redis.call('HSET', dead_key, item, record)
-    if redis.call('HINCRBY', downloader_claims_key, downloader, -1) <= 0 then redis.call('HDEL', downloader_claims_key, downloader) end
+    if redis.call('HINCRBY', downloader_claims_key, downloader, -1) <= 0 then
+      redis.call('HDEL', downloader_claims_key, downloader)
+    end
     buried = buried + 1
   end
 end

@@ -31,7 +31,8 @@ KEYS[19] limits             hash  limit -> JSON {pattern, rate, rate_per_s, seq}
 KEYS[20] dead               hash  item -> JSON history of an item reclaimed too often
 KEYS[21] reclaim_history    hash  item -> JSON list of its earlier rounds {downloader, ip, claimed_ms}
 
-ARGV[1] now (ms)   ARGV[2] downloader   ARGV[3] ip   ARGV[4] items wanted (1..MAX_MULTI_CEILING; more is cut to it)
+ARGV[1] now (ms)   ARGV[2] downloader   ARGV[3] ip
+ARGV[4] items wanted (1..MAX_MULTI_CEILING; more is cut to it)
 ARGV[5] the IP as the index compares it: "4" + 8 hex digits, "6" + 32, or "" (not an address:
         no IP block applies); computed by the caller (blocks.ip_key), as Lua parses no addresses
 ARGV[6] the project's created_ms the caller's next two flags were recorded under ('' or absent:
@@ -70,12 +71,14 @@ failing waits longer each round (a decaying priority); after max_reclaims reclai
 `dead` instead. `out` is scored by that due time, so the reclaims due are one range of it and a
 done's ZREM leaves nothing behind; the due time is worked out again from the record when the
 range reaches an item, so a TTL changed since (or a record from before claim times were kept,
-scored by its claim time) moves the entry to its due time instead of reclaiming it early. A limit's bucket holds one second's worth of its rate. Every step costs what it
-serves: due limits come from a zset range, held items from a lex range, reclaims from a score
-range, so the cost does not grow with the share of the queue that is held back. The project rate
-limit is a GCRA: only items actually given consume it (a 404 costs nothing).Counters: items_claimed counts fresh items only (a reclaim changes no other counter), reclaims_served
-every reclaim handed out, items_reclaimed each item at its first reclaim (so reclaim rate =
-items_reclaimed / items_claimed), items_dead each item sent to `dead`.
+scored by its claim time) moves the entry to its due time instead of reclaiming it early. A
+limit's bucket holds one second's worth of its rate. Every step costs what it serves: due limits
+come from a zset range, held items from a lex range, reclaims from a score range, so the cost
+does not grow with the share of the queue that is held back. The project rate limit is a GCRA:
+only items actually given consume it (a 404 costs nothing). Counters: items_claimed counts fresh
+items only (a reclaim changes no other counter), reclaims_served every reclaim handed out,
+items_reclaimed each item at its first reclaim (so reclaim rate = items_reclaimed /
+items_claimed), items_dead each item sent to `dead`.
 Nothing can fail once the first write is made (Redis keeps a failed script's writes): ARGV is
 checked first (a Redis error and no change when it is not numeric), stored JSON is decoded under
 pcall, argument lists are unpacked in chunks, and every number given to Redis stays in range.
@@ -143,7 +146,7 @@ local function rare_helpers()
   -- leaves it (reclaimed, dead, or moved to a later due time), so the loop ends; the budget
   -- bounds it anyway.
   local function take_reclaims(out_key, claims_key, downloader_claims_key, dead_key,
-                               reclaim_history_key, stats_key, minute_key,
+                               reclaim_history_key, stats_key,
                                need, now, ttl_ms, max_reclaims, downloader, ip, reply)
     local reclaimed, first_reclaims = 0, 0
     if ttl_ms <= 0 or need <= 0 then return 0, 0 end
@@ -222,7 +225,8 @@ local function rare_helpers()
       if record then
         local ok, limit = pcall(cjson.decode, record)
         per_s = ok and type(limit) == 'table' and num(limit['rate_per_s'])
-        if not per_s or per_s <= 0 then record = nil else per_s = per_s * shard_share end   -- unreadable: served as if removed
+        -- unreadable: served as if removed
+        if not per_s or per_s <= 0 then record = nil else per_s = per_s * shard_share end
       end
       if record then
         interval = 1000 / per_s
@@ -411,7 +415,7 @@ local upto, room = wanted, 0
 if limit_reached then
   local take_reclaims = rare_helpers()
   reclaimed, first_reclaims = take_reclaims(out_key, claims_key, downloader_claims_key, dead_key,
-                                            reclaim_history_key, stats_key, minute_key,
+                                            reclaim_history_key, stats_key,
                                             wanted, now, ttl_ms, max_reclaims, downloader, ip, reply)
   local given = #reply - 2
   upto = given
@@ -451,7 +455,7 @@ end
 if not limit_reached and #reply - 2 < wanted then
   local take_reclaims = rare_helpers()
   reclaimed, first_reclaims = take_reclaims(out_key, claims_key, downloader_claims_key, dead_key,
-                                            reclaim_history_key, stats_key, minute_key,
+                                            reclaim_history_key, stats_key,
                                             wanted - (#reply - 2), now, ttl_ms, max_reclaims,
                                             downloader, ip, reply)
 end

@@ -132,7 +132,8 @@ local settings = redis.call('HMGET', settings_key, 'settings_age', 'done_mode', 
 local age = settings[1]
 if not age then return {-1, 0} end
 local keep_done = settings[2] ~= 'discard'
-local log_maxlen = math.floor(math.min(math.max(tonumber(settings[3]) or DEFAULT_LOG_MAXLEN, 0), MAX_LOG_MAXLEN))
+local log_maxlen = math.floor(math.min(math.max(tonumber(settings[3]) or DEFAULT_LOG_MAXLEN, 0),
+                                      MAX_LOG_MAXLEN))
 if log_maxlen ~= log_maxlen then log_maxlen = DEFAULT_LOG_MAXLEN end
 local accept_queued = settings[4] == '1'
 local max_per_item = tonumber(settings[5]) or DEFAULT_MAX_BYTES_PER_ITEM
@@ -373,7 +374,7 @@ if #refused_items > 0 or #unknown_items > 0 then
     end
     return table.concat(parts, '\0')
   end
-  local function record_bad(bad_dones_key, downloader, now_arg, names, reason)
+  local function record_bad(now_arg, names, reason)
     redis.call('XADD', bad_dones_key, 'MAXLEN', '~', BAD_DONES_MAXLEN, '*', 'downloader', downloader,
                'reason', reason, 'count', #names, 'items', bounded_join(names, BAD_ITEMS_BYTES),
                'at', now_arg)
@@ -383,11 +384,11 @@ if #refused_items > 0 or #unknown_items > 0 then
   -- bad_dones of the wrong type fails the call before anything is written (several names:
   -- probed above).
   if #refused_items > 0 then
-    record_bad(bad_dones_key, downloader, now_arg, refused_items, 'queued')
+    record_bad(now_arg, refused_items, 'queued')
     bump(stats_key, nil, 'dones_refused', #refused_items)
   end
   if #unknown_items > 0 then
-    record_bad(bad_dones_key, downloader, now_arg, unknown_items, 'unknown')
+    record_bad(now_arg, unknown_items, 'unknown')
     bump(stats_key, nil, 'dones_unknown', #unknown_items)
   end
 end

@@ -2,8 +2,9 @@
 
 KEYS[1] a shared queue (set)  KEYS[2] todo:limited_in (set of "LIMIT\0ITEM")
 ARGV[1...] pairs: item name, "LIMIT\0ITEM"
-Returns the number moved; -1 (nothing changed) when ARGV is not whole pairs. An item claimed since the caller read the queue is not there any more
-and is skipped, so no item ends up in two places; hold_limited then files the moved ones.
+Returns the number moved; -1 (nothing changed) when ARGV is not whole pairs. An item claimed since
+the caller read the queue is not there any more and is skipped, so no item ends up in two places;
+hold_limited then files the moved ones.
 Reply codes by name: scripts.hold_queued.codes (Python callers compare against those names).
 ]]
 local queue_key      = KEYS[1]
