@@ -16,6 +16,7 @@ from tracker_api import (
     hq_api,
     metrics,
     public_cache,
+    rendered_files,
     request_metrics,
     stats,
     stats_page,
@@ -78,7 +79,7 @@ def create_app(engine: Engine, admin: AdminContext | None = None, config: AppCon
     requests_seen = request_metrics.RequestMetrics(request_metrics.multiprocess_directory())
     cache = None
     if config.public_cache_dir is not None:
-        store = public_cache.Store(config.public_cache_dir)
+        store = rendered_files.Store(config.public_cache_dir)
         cache = public_cache.PublicCache(
             store, engine, requests_seen, config.public_cache_max_age_s, config.public_url
         )
@@ -97,7 +98,7 @@ def create_routes(
     cache: public_cache.PublicCache | None = None,
 ) -> falcon.App:
     """The Falcon app with every route: what create_app serves behind the hot path and CACHE,
-    and what the renderer (tracker_api.public_cache) renders through. REQUESTS_SEEN counts the
+    and what the renderer (tracker_api.public_renderer) renders through. REQUESTS_SEEN counts the
     responses (one over the workers' multiprocess directory when None)."""
     if admin is None:
         admin = AdminContext.from_url(engine.redis_url)

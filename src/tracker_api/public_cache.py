@@ -38,34 +38,20 @@ removed.
 
 Without a renderer (an app built by a test, ``create_app`` alone) every route answers inline as it
 always did. docs/operations.md, "Anonymous aggregates", has the figures.
+
+This module is the workers' side: which requests are cached, under what key, and the budgets of
+their waits and bytes. The files are rendered_files.py; the renderer is public_renderer.py.
 """
 
 from __future__ import annotations
 
-import contextlib
-import errno
-import hashlib
-import logging
-import os
-import select
-import shutil
-import socket
-import tempfile
 import time
 import urllib.parse
-from collections import OrderedDict
-from collections.abc import Callable
-from dataclasses import dataclass
-from pathlib import Path
 
-import orjson
-
+from tracker_api.public_renderer import RENDERING_ENV
+from tracker_api.rendered_files import DEFAULT_MAX_AGE_S, MAX_KEY_CHARS, STALE_S, Entry, Store
 from tracker_core import keys as keyspace
 
-log = logging.getLogger("tracker.public_cache")
-
-DEFAULT_MAX_AGE_S = 1.0
-STALE_S = 30.0
 FRESH_WAIT_S = 0.01  # for a new render of a file past max_age_s (it is served if none comes)
 COLD_WAIT_S = 0.05  # for a first render, with nothing to serve meanwhile
 COLD_BUDGET_S = 0.05  # all such waits of one worker in one second
@@ -77,15 +63,6 @@ INLINE_PER_S = 2.0
 INLINE_BURST = 4.0
 BYTES_PER_S = 32 << 20  # of rendered answers one worker sends a second; past it 429
 WARM_WAIT_S = 10.0  # what a starting worker gives the renderer's first renders
-MAX_KEY_CHARS = 1024
-MAX_PENDING = 10_000
-MAX_FILES_BYTES = 256 << 20
-MEMO_BYTES = 64 << 20  # what a worker keeps of the files it read
-RENDERER_NICE = 10
-RENDERING_ENV = "tracker.rendering"  # set on the renderer's own requests
-PROCESS_NAME = "tracker-render"  # its /proc/PID/comm, which tells it from the workers
-SOCKET_NAME = "render.sock"
-_PREFIX = "tracker-public-"
 
 # Anonymous routes of whole-tracker aggregates: path -> (route template, query parameters read,
 # whether the Host header is part of the answer). stats.json is matched by pattern below.
@@ -96,125 +73,6 @@ FIXED_ROUTES = {
 }
 STATS_TEMPLATE = "/{project}/stats.json"
 STATS_PARAMETERS = ("top", "range", "downloader")
-
-
-@dataclass(frozen=True)
-class Entry:
-    status: str
-    headers: list
-    body: bytes
-    rendered_at: float  # the renderer's monotonic time (the same clock for every process here)
-    identity: tuple  # the file's (inode, mtime, size) it was read from
-
-
-def prepare_directory() -> tuple[str, Callable[[], None]]:
-    """Before forking: a directory for the rendered files and the renderer's socket, and what
-    removes it at the end."""
-    made = tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-")
-    return made, lambda: _remove_tree(made)
-
-
-def _remove_tree(path: str) -> None:
-    shutil.rmtree(path, ignore_errors=True)
-
-
-def file_name(key: str) -> str:
-    return hashlib.blake2b(key.encode("utf-8", "surrogateescape"), digest_size=16).hexdigest()
-
-
-def encode(status: str, headers: list, body: bytes, rendered_at: float) -> bytes:
-    head = orjson.dumps({"status": status, "headers": headers, "rendered_at": rendered_at})
-    return head + b"\n" + body
-
-
-def decode(data: bytes, identity: tuple) -> Entry:
-    head, _, body = data.partition(b"\n")
-    meta = orjson.loads(head)
-    return Entry(meta["status"], [tuple(h) for h in meta["headers"]], body, meta["rendered_at"], identity)
-
-
-class Store:
-    """The rendered files of one server run: written by the renderer, read by every worker."""
-
-    def __init__(self, directory: str):
-        self.directory = Path(directory)
-        self.socket_path = str(self.directory / SOCKET_NAME)
-        self._memo: dict[str, Entry] = {}
-        self._memo_bytes = 0
-        self._ask_sock: socket.socket | None = None
-
-    def read(self, key: str) -> Entry | None:
-        """KEY's rendered answer, or None when there is none."""
-        name = file_name(key)
-        path = self.directory / name
-        try:
-            st = os.stat(path)
-        except FileNotFoundError:
-            return None
-        identity = (st.st_ino, st.st_mtime_ns, st.st_size)
-        known = self._memo.get(name)
-        if known is not None and known.identity == identity:
-            return known
-        try:
-            with open(path, "rb") as f:
-                data = f.read()
-        except FileNotFoundError:  # removed between the stat and the open: as if never made
-            return None
-        entry = decode(data, identity)
-        if self._memo_bytes + len(entry.body) > MEMO_BYTES:
-            self._memo.clear()
-            self._memo_bytes = 0
-        if known is not None:
-            self._memo_bytes -= len(known.body)
-        self._memo[name] = entry
-        self._memo_bytes += len(entry.body)
-        return entry
-
-    def write(self, key: str, status: str, headers: list, body: bytes) -> None:
-        """Replace KEY's file whole (a reader sees the old file or the new one, never half)."""
-        final = self.directory / file_name(key)
-        fd, temporary = tempfile.mkstemp(dir=self.directory, prefix=".tmp-")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(encode(status, headers, body, time.monotonic()))
-            os.replace(temporary, final)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(temporary)
-            raise
-
-    def ask(self, key: str) -> bool:
-        """Ask the renderer for KEY; whether the datagram left (dropped when it is behind)."""
-        if self._ask_sock is None:
-            self._ask_sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-            self._ask_sock.setblocking(False)
-        try:
-            self._ask_sock.sendto(key.encode("utf-8", "surrogateescape"), self.socket_path)
-        except OSError:  # no renderer yet, or its queue is full: the next request asks again
-            return False
-        return True
-
-    def trim(self, max_bytes: int = MAX_FILES_BYTES) -> int:
-        """Remove files older than STALE_S, then the oldest until they hold at most MAX_BYTES."""
-        files = []
-        for entry in os.scandir(self.directory):
-            if entry.name == SOCKET_NAME:
-                continue
-            with contextlib.suppress(FileNotFoundError):
-                st = entry.stat()
-                files.append((st.st_mtime, st.st_size, entry.path))
-        files.sort()
-        total = sum(size for _, size, _ in files)
-        removed = 0
-        wall = time.time()
-        for mtime, size, path in files:
-            if wall - mtime <= STALE_S and total <= max_bytes:
-                break
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
-                removed += 1
-            total -= size
-        return removed
 
 
 def cache_key(environ, engine, public_url: str) -> tuple[str, str] | None:
@@ -266,12 +124,6 @@ def wait_warm(store: Store, keys: tuple[str, ...], timeout_s: float = WARM_WAIT_
         if time.monotonic() >= deadline:
             return False
         time.sleep(0.01)
-
-
-def request_of(key: str) -> tuple[str, str, str]:
-    """(path, query string, host) a key stands for."""
-    path, query, host = key.split("\n", 2)
-    return path, query, host
 
 
 class ColdBudget:
@@ -409,115 +261,3 @@ def _refusal(status: str, reason: str, retry_after: bool = False) -> Entry:
     if retry_after:
         headers.append(("retry-after", "1"))
     return Entry(status, headers, body, 0.0, ())
-
-
-class Renderer:
-    """The renderer's loop: render each key asked for whose file is older than MAX_AGE_S."""
-
-    TRIM_EVERY_S = 10.0
-
-    def __init__(self, store: Store, app, max_age_s: float = DEFAULT_MAX_AGE_S):
-        self.store = store
-        self.app = app  # the Falcon app: the routes without the warriors' hot path or this cache
-        self.max_age_s = max_age_s
-        self.pending: OrderedDict[str, None] = OrderedDict()
-        self.sock: socket.socket | None = None
-        self.trimmed_at = time.monotonic()
-        self.renders = 0
-
-    def bind(self) -> None:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.store.socket_path)
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        self.sock.bind(self.store.socket_path)
-        self.sock.setblocking(False)
-
-    def receive(self, timeout_s: float) -> None:
-        """Take the asks waiting (waiting up to TIMEOUT_S for the first)."""
-        if timeout_s > 0 and not select.select([self.sock], [], [], timeout_s)[0]:
-            return
-        while len(self.pending) < MAX_PENDING:
-            try:
-                data = self.sock.recv(MAX_KEY_CHARS * 4 + 16)
-            except OSError as exc:
-                if exc.errno in (errno.EAGAIN, errno.EWOULDBLOCK):
-                    return
-                raise
-            self.pending[data.decode("utf-8", "surrogateescape")] = None
-
-    def step(self) -> bool:
-        """Render the oldest pending key if it is due; whether one was taken."""
-        if not self.pending:
-            return False
-        key, _ = self.pending.popitem(last=False)
-        entry = self.store.read(key)
-        if entry is None or time.monotonic() - entry.rendered_at > self.max_age_s:
-            try:
-                self.render(key)
-            except OSError as exc:  # a full or failing disk: the workers serve what there is
-                log.error("cannot write the rendered answer of %s: %s", key.split("\n", 1)[0], exc)
-        return True
-
-    def render(self, key: str) -> None:
-        path, query, host = request_of(key)
-        environ = {
-            "REQUEST_METHOD": "GET",
-            "SCRIPT_NAME": "",
-            "PATH_INFO": path,
-            "QUERY_STRING": query,
-            "SERVER_NAME": "localhost",
-            "SERVER_PORT": "80",
-            "SERVER_PROTOCOL": "HTTP/1.1",
-            "REMOTE_ADDR": "127.0.0.1",
-            "wsgi.url_scheme": "http",
-            "wsgi.input": _EMPTY,
-            "wsgi.errors": _ERRORS,
-            "wsgi.version": (1, 0),
-            "wsgi.multithread": False,
-            "wsgi.multiprocess": True,
-            "wsgi.run_once": False,
-            RENDERING_ENV: True,
-        }
-        if host:
-            environ["HTTP_HOST"] = host
-        answer: list = []
-
-        def start_response(status, headers, exc_info=None):
-            answer[:] = [status, list(headers)]
-
-        body = b"".join(self.app(environ, start_response))
-        status, headers = answer
-        self.store.write(key, status, headers, body)
-        self.renders += 1
-
-    def run_forever(self, warm: tuple[str, ...] = ()) -> None:
-        """Serve asks until killed, having rendered WARM first (the keys no one should wait for)."""
-        self.bind()
-        with contextlib.suppress(OSError):
-            os.nice(RENDERER_NICE)  # the warriors' workers first
-        for key in warm:
-            self.pending[key] = None
-        while True:
-            self.receive(0 if self.pending else 1.0)
-            self.step()
-            now = time.monotonic()
-            if now - self.trimmed_at >= self.TRIM_EVERY_S:
-                self.store.trim()
-                self.trimmed_at = now
-
-
-class _Empty:
-    def read(self, size=-1):
-        return b""
-
-
-class _Errors:
-    def write(self, text):
-        log.error("%s", text.rstrip())
-
-    def flush(self):
-        pass
-
-
-_EMPTY = _Empty()
-_ERRORS = _Errors()

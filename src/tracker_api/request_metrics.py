@@ -28,7 +28,7 @@ from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, multiprocess, values
 
-from tracker_api.public_cache import RENDERING_ENV
+from tracker_api.public_renderer import RENDERING_ENV
 from tracker_core import processes
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"

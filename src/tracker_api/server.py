@@ -28,7 +28,16 @@ from dataclasses import dataclass, replace
 
 import bjoern
 
-from tracker_api import bodycap, errors, logs, public_cache, redact, request_metrics
+from tracker_api import (
+    bodycap,
+    errors,
+    logs,
+    public_cache,
+    public_renderer,
+    redact,
+    rendered_files,
+    request_metrics,
+)
 from tracker_api.app import create_app, create_routes
 from tracker_api.config import AppConfig
 from tracker_api.connguard import ConnectionGuard
@@ -86,12 +95,12 @@ def worker_pids(server_pid: int) -> list[int]:
 
 
 def renderer_pid(server_pid: int) -> int | None:
-    """The renderer of `tracker serve` SERVER_PID (tracker_api.public_cache), or None."""
+    """The renderer of `tracker serve` SERVER_PID (tracker_api.public_renderer), or None."""
     return next((pid for pid in processes.children_of(server_pid) if _is_renderer(pid)), None)
 
 
 def _is_renderer(pid: int) -> bool:
-    return processes.process_name(pid) == public_cache.PROCESS_NAME
+    return processes.process_name(pid) == public_renderer.PROCESS_NAME
 
 
 def settle_heap() -> None:
@@ -133,7 +142,7 @@ def listening_sockets(host: str, port: int, workers: int) -> list:
 
 
 def _renderer(sockets, redis_url: str, config: AppConfig) -> None:
-    """The process that renders anonymous aggregates for the workers (tracker_api.public_cache)."""
+    """The process that renders anonymous aggregates for the workers (tracker_api.public_renderer)."""
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     for sock in set(sockets):  # it serves no connection: the listening sockets are the workers'
@@ -141,8 +150,8 @@ def _renderer(sockets, redis_url: str, config: AppConfig) -> None:
     engine = make_engine(redis_url, config)
     app = create_routes(engine, config=replace(config, public_cache_dir=None))
     settle_heap()
-    renderer = public_cache.Renderer(
-        public_cache.Store(config.public_cache_dir), app, config.public_cache_max_age_s
+    renderer = public_renderer.Renderer(
+        rendered_files.Store(config.public_cache_dir), app, config.public_cache_max_age_s
     )
     renderer.run_forever(warm=public_cache.warm_keys())
 
@@ -156,7 +165,7 @@ def _worker(sock, others, redis_url: str, config: AppConfig, limits: Limits) -> 
     engine = make_engine(redis_url, config)
     app = make_app(redis_url, config, engine)
     if config.public_cache_dir is not None:
-        store = public_cache.Store(config.public_cache_dir)
+        store = rendered_files.Store(config.public_cache_dir)
         if not public_cache.wait_warm(store, public_cache.warm_keys()):
             log.warning("the renderer has not rendered the front page and /metrics: serving anyway")
     settle_heap()
@@ -186,7 +195,7 @@ def serve(
     # The workers' request metrics: one directory per run, made before they fork.
     _, remove_metrics_directory = request_metrics.prepare_multiprocess_directory()
     # The renderer's files, which every worker reads: also one directory per run.
-    cache_directory, remove_cache_directory = public_cache.prepare_directory()
+    cache_directory, remove_cache_directory = rendered_files.prepare_directory()
     config = replace(config, public_cache_dir=cache_directory)
     supervisor = processes.Supervisor(log=log.warning)
     supervisor.stop_on_signals()
@@ -195,7 +204,7 @@ def serve(
             "renderer",
             request_metrics.marking_dead(
                 lambda: processes.fork(
-                    lambda: _renderer(sockets, redis_url, config), name=public_cache.PROCESS_NAME
+                    lambda: _renderer(sockets, redis_url, config), name=public_renderer.PROCESS_NAME
                 )
             ),
             processes.Backoff(**WORKER_BACKOFF),

@@ -1,4 +1,5 @@
-"""tracker_api.public_cache: keys, files, the budget of waits, and renders equal to the routes."""
+"""tracker_api.public_cache, rendered_files and public_renderer: keys, files, the budget of waits,
+and renders equal to the routes."""
 
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ import pytest
 from falcon import testing
 
 from support.log_records import captured
-from tracker_api import public_cache
+from tracker_api import public_cache, rendered_files
 from tracker_api.app import create_routes
-from tracker_api.public_cache import ColdBudget, PublicCache, Renderer, Store, cache_key
+from tracker_api.public_cache import ColdBudget, PublicCache, cache_key
+from tracker_api.public_renderer import Renderer
+from tracker_api.rendered_files import Store
 from tracker_core.admin import items, projects
 
 
@@ -192,7 +195,7 @@ def test_a_key_past_its_bound_is_refused_with_414(engine, listed, store):
     assert got == ["414 URI Too Long"]
     # At the bound: a key of MAX_KEY_CHARS is asked for (a 503 here: no renderer runs).
     path = "/alpha/stats.json"
-    room = public_cache.MAX_KEY_CHARS - len(f"{path}\ndownloader=\n")
+    room = rendered_files.MAX_KEY_CHARS - len(f"{path}\ndownloader=\n")
     got.clear()
     cache.answer(environ(path, "downloader=" + "y" * room), lambda s, h: got.append(s))
     assert got[0].startswith("503")
@@ -201,8 +204,8 @@ def test_a_key_past_its_bound_is_refused_with_414(engine, listed, store):
 def test_trim_removes_stale_files_and_the_oldest_past_the_byte_bound(store):
     for i in range(5):
         store.write(f"k{i}\n\n", "200 OK", [], b"x" * 1000)
-    old = store.directory / public_cache.file_name("k0\n\n")
-    os.utime(old, (time.time() - public_cache.STALE_S - 5,) * 2)
+    old = store.directory / rendered_files.file_name("k0\n\n")
+    os.utime(old, (time.time() - rendered_files.STALE_S - 5,) * 2)
     assert store.trim() == 1 and store.read("k0\n\n") is None
     removed = store.trim(max_bytes=2500)
     assert removed == 2
