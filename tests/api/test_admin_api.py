@@ -564,7 +564,7 @@ def test_cli_offers_the_same_operations(redis_url, projects, r, engine):
 
 # -- malformed input: every route answers 4xx with a reason, counts it, and changes nothing ----
 
-BIG = 1 << 20  # admin_api.MAX_JSON_BYTES
+BIG = 1 << 20  # admin_request.MAX_JSON_BYTES
 # handler name -> cases: dict(body=..., raw=..., query="a=1", path={param: value}, ctype=...)
 MALFORMED = {
     "list_projects": [],

@@ -112,7 +112,7 @@ def haproxy_check(path: Path) -> subprocess.CompletedProcess:
 def test_haproxy_config_is_valid_and_its_limits_match_the_app_and_the_nodes(tmp_path):
     import inspect
 
-    from tracker_api import admin_api, backfeed, warrior
+    from tracker_api import admin_request, backfeed, warrior
     from tracker_api.admin_pages import forms as admin_pages
     from tracker_core.rawredis import RawRedis
 
@@ -121,10 +121,10 @@ def test_haproxy_config_is_valid_and_its_limits_match_the_app_and_the_nodes(tmp_
     assert checked.returncode == 0, checked.stdout + checked.stderr
     lb, node = role_defaults("loadbalancer"), role_defaults("tracker")
     # Each path's cap is the app's own limit for it: the same bytes pass, one more is refused.
-    assert lb["loadbalancer_max_body_bytes"] == warrior.MAX_BODY_BYTES == admin_api.MAX_JSON_BYTES
+    assert lb["loadbalancer_max_body_bytes"] == warrior.MAX_BODY_BYTES == admin_request.MAX_JSON_BYTES
     assert lb["loadbalancer_max_done_body_bytes"] == warrior.MAX_DONE_BODY_BYTES
     assert lb["loadbalancer_max_backfeed_body_bytes"] == backfeed.MAX_BODY_BYTES
-    assert lb["loadbalancer_max_admin_upload_bytes"] == admin_api.MAX_UPLOAD_BYTES
+    assert lb["loadbalancer_max_admin_upload_bytes"] == admin_request.MAX_UPLOAD_BYTES
     assert lb["loadbalancer_max_admin_form_bytes"] == admin_pages.MAX_FORM_BYTES
     caps = [
         lb[f"loadbalancer_max_{kind}_bytes"]
@@ -354,7 +354,7 @@ def balanced_node(tmp_path, redis_url):
 
 
 def test_haproxy_caps_bodies_at_the_apps_limits_before_reading_them(balanced_node):
-    from tracker_api import admin_api, backfeed, warrior
+    from tracker_api import admin_request, backfeed, warrior
     from tracker_api.admin_pages import forms as admin_pages
 
     probe = balanced_node["probe"]
@@ -388,13 +388,13 @@ def test_haproxy_caps_bodies_at_the_apps_limits_before_reading_them(balanced_nod
     for path, limit, headers in [
         ("/lbproj/done", warrior.MAX_DONE_BODY_BYTES, ()),
         ("/lbproj/d%6Fne", warrior.MAX_DONE_BODY_BYTES, ()),  # the node decodes it
-        ("/api/admin/projects/lbproj/items", admin_api.MAX_UPLOAD_BYTES, bearer),
+        ("/api/admin/projects/lbproj/items", admin_request.MAX_UPLOAD_BYTES, bearer),
         ("/admin/lbproj/items", admin_pages.MAX_FORM_BYTES, ()),
     ]:
         assert probe.head_only(path, limit, headers)["status"] == 100, path
         assert probe.head_only(path, limit + 1, headers)["status"] == 413, path
     # Without a token, an admin body past the JSON limit is refused as the node would (401), unread.
-    anonymous = probe.head_only("/api/admin/projects/lbproj/items", admin_api.MAX_JSON_BYTES + 1)
+    anonymous = probe.head_only("/api/admin/projects/lbproj/items", admin_request.MAX_JSON_BYTES + 1)
     assert (anonymous["status"], anonymous["by"]) == (401, "lb"), anonymous
     # The nodes read a body by its Content-Length only: a chunked one is sent back with a reason.
     chunked = probe.request(

@@ -10,7 +10,7 @@ import urllib.parse
 import falcon
 from falcon.media.multipart import MultipartFormHandler
 
-from tracker_api.admin_api import MAX_UPLOAD_BYTES
+from tracker_api.admin_request import MAX_UPLOAD_BYTES
 from tracker_api.errors import Refused, read_bounded
 
 COOKIE = "tracker_admin"

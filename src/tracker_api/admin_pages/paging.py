@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import time
 
-from tracker_api.admin_api import DIGITS_RE
 from tracker_api.admin_pages.forms import Form
+from tracker_api.admin_request import DIGITS_RE
 from tracker_core.admin.errors import BadInput
 from tracker_core.admin.paging import face_cursor
 

@@ -6,7 +6,6 @@ import urllib.parse
 
 import falcon
 
-from tracker_api.admin_api import DIGITS_RE
 from tracker_api.admin_pages.base import LISTED, Pages
 from tracker_api.admin_pages.forms import FormError
 from tracker_api.admin_pages.paging import continued, form_cursor, int_param, paged
@@ -17,6 +16,7 @@ from tracker_api.admin_pages.settings_form import (
     TEXTAREA_SETTINGS,
     setting_groups,
 )
+from tracker_api.admin_request import DIGITS_RE
 from tracker_api.auth import GLOBAL, PROJECT
 from tracker_api.errors import Refused, admin_refusal
 from tracker_core import item_story, log_archive
