@@ -22,7 +22,7 @@ RUN /opt/tracker/venv/bin/pip install -r requirements.txt \
 COPY pyproject.toml setup.py README.md LICENSE ./
 COPY src ./src
 RUN /opt/tracker/venv/bin/pip install --no-build-isolation --no-deps . \
-    && /opt/tracker/venv/bin/python -c "import tracker_core._protocol_c, tracker_core._bloom_c, tracker_core._classify_c"
+    && /opt/tracker/venv/bin/python -c "import tracker_core.compiled._protocol_c, tracker_core.compiled._bloom_c, tracker_core.compiled._classify_c"
 
 FROM debian:bookworm
 

@@ -18,8 +18,8 @@ def extensions():
 
     modules = [
         Extension(
-            f"tracker_core.{name}",
-            [f"src/tracker_core/{name}.pyx"],
+            f"tracker_core.compiled.{name}",
+            [f"src/tracker_core/compiled/{name}.pyx"],
             extra_compile_args=["-O3"],
         )
         for name in COMPILED_MODULES

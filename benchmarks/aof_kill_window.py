@@ -32,11 +32,11 @@ import time
 from pathlib import Path
 
 import redis
-
 from server_bench.results_file import run_header, write_results
-from tracker_core import processes
-from tracker_core.embedded import EmbeddedRedis
-from tracker_core.processes import free_port
+
+from tracker_core.infra import processes
+from tracker_core.infra.embedded import EmbeddedRedis
+from tracker_core.infra.processes import free_port
 
 RESULTS = Path(__file__).with_name("results")
 WATCH_S = 20.0  # how long a trial waits for a postponed buffer

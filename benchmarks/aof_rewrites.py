@@ -30,14 +30,14 @@ import time
 from pathlib import Path
 
 import redis
+from server_bench.results_file import run_header, write_results
 
 from server_bench.redis_aof import compact_aof, wait_for_aof_written, wait_for_rewrite
-from server_bench.results_file import run_header, write_results
-from tracker_core.admin import items, projects
+from tracker_core.admin import item_verbs, project_verbs
 from tracker_core.admin.context import AdminContext
-from tracker_core.embedded import EmbeddedRedis
-from tracker_core.engine import Engine
-from tracker_core.keys import ProjectKeys
+from tracker_core.infra.embedded import EmbeddedRedis
+from tracker_core.items.engine import Engine
+from tracker_core.keyspace import ProjectKeys
 
 RESULTS = Path(__file__).with_name("results")
 PROJECT = "aof"
@@ -67,10 +67,10 @@ def measure(data: Path, min_mb: int, count: int) -> dict:
     try:
         conn = redis.Redis.from_url(server.url)
         admin = AdminContext.from_url(server.url)
-        projects.create(admin, PROJECT)
+        project_verbs.create(admin, PROJECT)
         names = [f"https://example.com/{min_mb}/{i}?q=%20x#f" for i in range(count)]
         for start in range(0, count, BATCH):
-            items.add(admin, PROJECT, names[start : start + BATCH])
+            item_verbs.add(admin, PROJECT, names[start : start + BATCH])
         compact_aof(conn, REWRITE_TIMEOUT_S)
         base = conn.info("persistence")["aof_current_size"]
         forks, children = conn.info("stats")["total_forks"], children_cpu_s(conn)

@@ -41,13 +41,13 @@ from pathlib import Path
 
 import redis
 
-from tracker_core import bloom
-from tracker_core._bloom_py import MASK64, SEED_A, SEED_B, SEED_C, fmix64, fnv1a64
-from tracker_core.admin import projects
+from tracker_core.admin import project_verbs
 from tracker_core.admin.context import AdminContext
-from tracker_core.embedded import EmbeddedRedis, free_port
-from tracker_core.keys import ProjectKeys
-from tracker_core.rawredis import RawRedis
+from tracker_core.compiled._bloom_py import MASK64, SEED_A, SEED_B, SEED_C, fmix64, fnv1a64
+from tracker_core.infra.embedded import EmbeddedRedis, free_port
+from tracker_core.infra.rawredis import RawRedis
+from tracker_core.items import bloom
+from tracker_core.keyspace import ProjectKeys
 
 RESULTS = Path(__file__).resolve().parent / "results"
 BATCH = 400
@@ -172,7 +172,7 @@ def layered_cost(url: str, items: int, run: int) -> dict:
     """The filter in use today (bloom_add-n.lua, k = 20), same items, same Redis, same minute."""
     admin = AdminContext.from_url(url)
     name = f"layered{run}"
-    projects.create(admin, name)
+    project_verbs.create(admin, name)
     keys = ProjectKeys(name)
     bloom.configure(admin.conn, keys, bloom.Geometry(capacity=max(items, 1_000_000)))
     filt = bloom.BloomFilter(RawRedis(url), keys)

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import redis
 
-from tracker_core.embedded import EmbeddedRedis, free_port
+from tracker_core.infra.embedded import EmbeddedRedis, free_port
 
 RESULTS = Path(__file__).resolve().parent / "results"
 ITEMS, BITS_PER_ITEM, BITMAP_BITS = 400, 20, 28_800_000

@@ -60,14 +60,14 @@ from pathlib import Path
 import redis
 
 from callgrind_redis import CALL_TIMEOUT_S, redis_under_callgrind, total_instructions
-from tracker_core import bloom, scripts
-from tracker_core.admin import projects
+from tracker_core import scripts
+from tracker_core.admin import project_verbs
 from tracker_core.admin.context import AdminContext
-from tracker_core.embedded import EmbeddedRedis, free_port
-from tracker_core.keys import ProjectKeys
-from tracker_core.rawredis import RawRedis
-from tracker_core.scripts import binding as script_binding
-from tracker_core.scripts import loading as script_loading
+from tracker_core.infra.embedded import EmbeddedRedis, free_port
+from tracker_core.infra.rawredis import RawRedis
+from tracker_core.items import bloom
+from tracker_core.keyspace import ProjectKeys
+from tracker_core.scripts import binding, loading
 
 RESULTS = Path(__file__).resolve().parent / "results"
 REPO = Path(__file__).resolve().parent.parent
@@ -92,7 +92,7 @@ def old_script(rev: str) -> scripts.Script:
     text = subprocess.run(
         ["git", "show", f"{rev}:{path}"], cwd=REPO, check=True, capture_output=True, text=True
     )
-    source = script_loading.inline(text.stdout)
+    source = loading.inline(text.stdout)
     return scripts.Script("bloom_add", -1, source, hashlib.sha1(source.encode()).hexdigest())
 
 
@@ -103,7 +103,7 @@ def script_in_use(script: scripts.Script | None, kinds: bool = False):
     if script is None:
         yield
         return
-    today_run = script_binding.run  # what every binding sends through
+    today_run = binding.run  # what every binding sends through
 
     def before_run(conn, name, keys, args):
         if name != "bloom_add":
@@ -112,11 +112,11 @@ def script_in_use(script: scripts.Script | None, kinds: bool = False):
             args = (*args[:9], *args[10:])
         return conn.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
 
-    script_binding.run = before_run
+    binding.run = before_run
     try:
         yield
     finally:
-        script_binding.run = today_run
+        binding.run = today_run
 
 
 def _names(items: int, tag: str) -> list:
@@ -133,7 +133,7 @@ def _geometry(shape: str, capacity: int = bloom.DEFAULT_CAPACITY) -> bloom.Geome
 
 
 def _filter(admin: AdminContext, url: str, name: str, shape: str, capacity: int) -> bloom.BloomFilter:
-    projects.create(admin, name)
+    project_verbs.create(admin, name)
     keys = ProjectKeys(name)
     bloom.configure(admin.conn, keys, _geometry(shape, capacity))
     return bloom.BloomFilter(RawRedis(url), keys)
@@ -207,7 +207,7 @@ def instructions(shape: str, script, batches: int = 3) -> dict:
             admin = AdminContext.from_url(url)
             if script is not None:
                 conn.script_load(script.source)
-            projects.create(admin, "cg")
+            project_verbs.create(admin, "cg")
             keys = ProjectKeys("cg")
             geometry = bloom.Geometry(**{**_geometry(shape).__dict__, "salt": "0123456789abcdef" * 2})
             bloom.configure(admin.conn, keys, geometry)

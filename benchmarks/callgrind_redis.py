@@ -14,7 +14,7 @@ from pathlib import Path
 
 import redis
 
-from tracker_core.embedded import free_port
+from tracker_core.infra.embedded import free_port
 
 CALL_TIMEOUT_S = 900  # a call under callgrind runs some 50x slower
 

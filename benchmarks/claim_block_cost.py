@@ -32,10 +32,10 @@ from pathlib import Path
 
 from claim_cost_breakdown import script_at
 from tracker_core import scripts
-from tracker_core.admin import items, limits, projects
+from tracker_core.admin import item_verbs, limit_verbs, project_verbs
 from tracker_core.admin.context import AdminContext
-from tracker_core.embedded import EmbeddedRedis, free_port
-from tracker_core.engine import Engine
+from tracker_core.infra.embedded import EmbeddedRedis, free_port
+from tracker_core.items.engine import Engine
 from tracker_core.scripts.sending import run as run_script
 
 CLAIMS_PER_ROUND = 5_000
@@ -68,7 +68,7 @@ def old_claim(engine: Engine, project: str, downloader: str, ip: str) -> int:
 
 def usec_per_claim(engine: Engine, admin: AdminContext, project: str, before: bool, round_no: int) -> float:
     # New names each round: the Bloom filter drops names seen before.
-    items.add(admin, project, [f"r{round_no}-{n}" for n in range(CLAIMS_PER_ROUND)])
+    item_verbs.add(admin, project, [f"r{round_no}-{n}" for n in range(CLAIMS_PER_ROUND)])
     admin.conn.config_resetstat()
     for n in range(CLAIMS_PER_ROUND):
         if before:
@@ -96,7 +96,7 @@ def add_blocks(admin: AdminContext, project: str, before: bool) -> dict:
     # limits.block does one entry at a time).
     own = set((names + ips)[1::2] + cidrs)
     copy = set((names + ips)[::2])
-    limits.write_blocks(admin, admin.keys(project), lambda *_: (own, copy))
+    limit_verbs.write_blocks(admin, admin.keys(project), lambda *_: (own, copy))
     return {"names": len(names), "ips": len(ips), "cidrs": len(cidrs)}
 
 
@@ -155,7 +155,7 @@ def main() -> None:
             admin = AdminContext.from_url(server.url)
             blocks = {}
             for (before, blocked), name in cases.items():
-                projects.create(admin, name)
+                project_verbs.create(admin, name)
                 if blocked:
                     blocks[name] = add_blocks(admin, name, before)
             lookups = lookup_ns(admin)

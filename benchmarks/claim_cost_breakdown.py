@@ -28,11 +28,12 @@ import time
 from pathlib import Path
 
 from server_bench.results_file import git_commit
+
 from tracker_core import scripts
-from tracker_core.admin import projects
+from tracker_core.admin import project_verbs
 from tracker_core.admin.context import AdminContext
-from tracker_core.embedded import EmbeddedRedis, free_port
-from tracker_core.engine import Engine
+from tracker_core.infra.embedded import EmbeddedRedis, free_port
+from tracker_core.items.engine import Engine
 from tracker_core.scripts import loading
 
 DOWNLOADERS = 1000
@@ -296,7 +297,7 @@ def main() -> None:
         server = EmbeddedRedis(Path(tmp), port=free_port(), extra=["--appendonly", "no"]).start()
         try:
             admin = AdminContext.from_url(server.url)
-            projects.create(admin, "bench")
+            project_verbs.create(admin, "bench")
             # One engine per variant: the engine keeps each script call packed with the script's
             # SHA (tracker_core.scripts.packed), so an engine shared across variants would run the
             # variant it packed first.

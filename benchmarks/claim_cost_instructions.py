@@ -22,17 +22,17 @@ import time
 from pathlib import Path
 
 import redis
+from server_bench.results_file import git_commit
 
 # Run as a script, this file's directory is on sys.path: the loop is claim_cost_breakdown's.
 from callgrind_redis import CALL_TIMEOUT_S, count_instructions
 from claim_cost_breakdown import DONE_FLOORS, LOOP, VARIANTS, client, loop_call, script_at, variant
-from server_bench.results_file import git_commit
 from tracker_core import scripts
-from tracker_core.admin import projects
+from tracker_core.admin import project_verbs
 from tracker_core.admin.context import AdminContext
-from tracker_core.engine import Engine
+from tracker_core.items.engine import Engine
 from tracker_core.offload.demand import QUEUE_BITS
-from tracker_core.script_constants import REFILL_WATCH_FIELD
+from tracker_core.scripts.constants import REFILL_WATCH_FIELD
 
 RESULTS = Path(__file__).with_name("results") / "claim_cost_instructions.json"
 KEEP_PROFILE = None  # a path: the last callgrind profile is copied there (callgrind_annotate)
@@ -45,7 +45,7 @@ def instructions(chosen: scripts.Script, runs: int, dones: bool, loop: bool, sha
     def work(url: str) -> None:
         conn = redis.Redis.from_url(url, decode_responses=True, socket_timeout=CALL_TIMEOUT_S)
         admin = AdminContext.from_url(url)
-        projects.create(admin, "bench")
+        project_verbs.create(admin, "bench")
         if shape is not None:
             shape(admin, "bench")
         engine = Engine(url)

@@ -39,11 +39,10 @@ import redis  # noqa: E402
 from support.http_warrior import RetryingWarriors, post_once  # noqa: E402
 from support.processes import start_live_server, stop_live_server  # noqa: E402
 from support.redis_topologies import Cluster  # noqa: E402
-from tracker_core.admin import items as item_verbs  # noqa: E402
-from tracker_core.admin import projects as project_verbs  # noqa: E402
+from tracker_core.admin import item_verbs, project_verbs  # noqa: E402
 from tracker_core.admin.context import AdminContext  # noqa: E402
-from tracker_core.engine import Engine  # noqa: E402
-from tracker_core.keys import ProjectKeys  # noqa: E402
+from tracker_core.items.engine import Engine  # noqa: E402
+from tracker_core.keyspace import ProjectKeys  # noqa: E402
 
 RESULTS = BENCHMARKS / "results"
 

@@ -29,10 +29,10 @@ import os
 from pathlib import Path
 
 import redis
+from server_bench.results_file import run_header, write_results
 
 from callgrind_redis import CALL_TIMEOUT_S, count_instructions
-from server_bench.results_file import run_header, write_results
-from tracker_core import script_constants
+from tracker_core.scripts import constants
 
 RESULTS = Path(__file__).with_name("results")
 ITEM = "https://example.com/i/{n}?q=%20x#frag"
@@ -86,7 +86,7 @@ for dl, n in pairs(dl_items) do
 end
 for name, b in pairs(domain) do redis.call('HINCRBY', KEYS[7], name, format('%d', b)) end
 redis.call('SET', KEYS[2], entries[#entries][1])
-return #entries""".replace("BOUNDS_S", ", ".join(str(b) for b in script_constants.RTT_BOUNDS_S))
+return #entries""".replace("BOUNDS_S", ", ".join(str(b) for b in constants.RTT_BOUNDS_S))
 
 KEYS = (
     "{p}:log",

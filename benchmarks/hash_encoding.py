@@ -27,15 +27,16 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from claim_cost_breakdown import client
 from server_bench.results_file import write_results
-from tracker_core.admin import items, projects
+
+from claim_cost_breakdown import client
+from tracker_core.admin import item_verbs, project_verbs
 from tracker_core.admin.context import AdminContext
-from tracker_core.derived_counters import DONE_ONE_PREFIX, REQUEST_OUTCOMES, RTT_BUCKET_PREFIX
-from tracker_core.embedded import EmbeddedRedis, free_port
-from tracker_core.engine import Engine
-from tracker_core.keys import ProjectKeys
-from tracker_core.script_constants import RTT_BOUNDS_S, SETTINGS_PAD_FIELD, STATS_PAD_FIELD
+from tracker_core.infra.embedded import EmbeddedRedis, free_port
+from tracker_core.items.engine import Engine
+from tracker_core.keyspace import ProjectKeys
+from tracker_core.scripts.constants import RTT_BOUNDS_S, SETTINGS_PAD_FIELD, STATS_PAD_FIELD
+from tracker_core.scripts.derived_counters import DONE_ONE_PREFIX, REQUEST_OUTCOMES, RTT_BUCKET_PREFIX
 
 RESULTS = Path(__file__).with_name("results")
 VARIANTS = {"hashtable": "as create_project makes them", "listpack": "as an older tracker left them"}
@@ -56,7 +57,7 @@ OLD_COUNTERS = (
 
 def prepare(admin: AdminContext, project: str, variant: str) -> None:
     """PROJECT created with its long-running counters, its hashes as VARIANT says."""
-    projects.create(admin, project)
+    project_verbs.create(admin, project)
     shape(admin, project, variant)
 
 
@@ -89,7 +90,7 @@ def measure(rounds: int, claims: int) -> dict:
                 for variant in VARIANTS:
                     names = [f"https://example.com/{variant}/{round_no}/{n}?q=%20x#f" for n in range(claims)]
                     for i in range(0, claims, 1000):
-                        items.add(admin, variant, names[i : i + 1000])
+                        item_verbs.add(admin, variant, names[i : i + 1000])
                     engine.settings(variant)  # cached, as a worker has it
                     admin.conn.config_resetstat()
                     for n in range(claims):

@@ -31,14 +31,15 @@ import time
 from pathlib import Path
 
 import redis
-
 from server_bench.results_file import run_header, write_results
-from tracker_core import log_archive, offload
-from tracker_core.admin import items, projects
+
+from tracker_core.admin import item_verbs, project_verbs
 from tracker_core.admin.context import AdminContext
-from tracker_core.embedded import EmbeddedRedis, free_port
-from tracker_core.engine import Engine
-from tracker_core.keys import ProjectKeys
+from tracker_core.donelog import log_archive
+from tracker_core.infra.embedded import EmbeddedRedis, free_port
+from tracker_core.items.engine import Engine
+from tracker_core.keyspace import ProjectKeys
+from tracker_core.offload import segment_file
 
 RESULTS = Path(__file__).with_name("results")
 P = "big"
@@ -66,8 +67,8 @@ def timed(repeat: int, call, *args, **kwargs) -> float:
 def add_segments(r, directory: Path, first: int, last: int, names: int) -> None:
     """Segment files FIRST..LAST of NAMES names each, registered as offload_commit leaves them."""
     for number in range(first, last + 1):
-        offload.write_segment(
-            offload.segment_path(directory, P, number), [segment_name(number, n) for n in range(names)]
+        segment_file.write_segment(
+            segment_file.segment_path(directory, P, number), [segment_name(number, n) for n in range(names)]
         )
         r.hset(K.segments, mapping={str(number): names, "#next": number})
         r.hset(K.segment_queues, str(number), "todo")
@@ -141,7 +142,7 @@ def run(args) -> dict:
         admin = AdminContext.from_url(server.url)
         engine = Engine(server.url)
         directory = work / "segments"
-        projects.create(admin, P, {"log_maxlen": str(max(args.stream, 1))})
+        project_verbs.create(admin, P, {"log_maxlen": str(max(args.stream, 1))})
         add_log(r, directory, args.log_files, args.entries, args.stream)
         done_name = log_name(1)
         results["filter"] = filter_share(r, directory, args.repeat)
@@ -151,10 +152,10 @@ def run(args) -> dict:
             built = count
             last = segment_name(count, args.names - 1)
             nowhere = "https://example.com/never/was?here=1"
-            assert items.story(admin, P, directory, [last])[0]["segment"] == count
+            assert item_verbs.story(admin, P, directory, [last])[0]["segment"] == count
 
             export = log_archive.export
-            story = items.story
+            story = item_verbs.story
             anonymous, repeat = engine.item_place, args.repeat
             row = {
                 "segments": count,

@@ -24,7 +24,7 @@ shared 2-core machine, so past 2-3 shards the cores, not the capped Redis, can s
 each run's throttled share and the machine's busy share say which did. (Processes calling the
 Engine directly were tried: in short runs their start-up cost more than the HTTP tier saves.)
 
-Until `tracker project create --shards` exists (tracker_core.admin.projects.create without a
+Until `tracker project create --shards` exists (tracker_core.admin.project_verbs.create without a
 `shards` argument), an N-shard project is stood in for by N one-shard projects, one on each
 primary, claimed in turn: it validates the caps and the linearity, not the fall-through.
 
@@ -57,18 +57,18 @@ sys.path.insert(0, str(BENCHMARKS.parent / "tests"))
 
 import redis  # noqa: E402
 from redis.crc import key_slot  # noqa: E402
-
 from server_bench.results_file import git_commit, run_header, write_with_history  # noqa: E402
+
 from server_bench.run import machine, versions  # noqa: E402
 from server_bench.servers import start_tracker  # noqa: E402
 from support.redis_topologies import Cluster  # noqa: E402
 from tracker_api.server import worker_pids  # noqa: E402
-from tracker_core.admin import items, projects  # noqa: E402
+from tracker_core.admin import item_verbs, project_verbs  # noqa: E402
 from tracker_core.admin.context import AdminContext  # noqa: E402
-from tracker_core.embedded import EmbeddedRedis  # noqa: E402
-from tracker_core.engine import Engine  # noqa: E402
-from tracker_core.keys import ProjectKeys  # noqa: E402
-from tracker_core.processes import free_port, stop  # noqa: E402
+from tracker_core.infra.embedded import EmbeddedRedis  # noqa: E402
+from tracker_core.infra.processes import free_port, stop  # noqa: E402
+from tracker_core.items.engine import Engine  # noqa: E402
+from tracker_core.keyspace import ProjectKeys  # noqa: E402
 
 RESULTS = BENCHMARKS / "results"
 WRK_SCRIPT = BENCHMARKS / "wrk" / "shard_load.lua"
@@ -234,7 +234,7 @@ def tracker_source() -> dict:
 
 
 def sharded_projects_exist() -> bool:
-    return "shards" in inspect.signature(projects.create).parameters
+    return "shards" in inspect.signature(project_verbs.create).parameters
 
 
 def slot_owners(client: redis.Redis) -> list[tuple[int, int, int]]:
@@ -269,7 +269,7 @@ class Case:
 
 def seed(admin: AdminContext, project: str, count: int, first: int = 0) -> None:
     names = (f"https://{project}.example.com/page/{n:09d}?ref=bench" for n in range(first, first + count))
-    items.add(admin, project, names, batch=10_000)
+    item_verbs.add(admin, project, names, batch=10_000)
 
 
 def shard_tags(admin: AdminContext, project: str) -> list[str]:
@@ -284,12 +284,12 @@ def make_case(admin: AdminContext, stem: str, shards: int, real: bool, owners) -
     ports = sorted({port for *_, port in owners})
     if real:
         name = f"{stem}{shards}"
-        projects.create(admin, name, {"max_multi": MULTI}, shards=shards)
+        project_verbs.create(admin, name, {"max_multi": MULTI}, shards=shards)
         tags = {tag: name for tag in shard_tags(admin, name)}
         return Case(f"{shards} shard(s)", shards, [name], tags, [owner(t, owners) for t in tags])
     names = [name_on(ports[i], f"{stem}{shards}", owners) for i in range(shards)]
     for name in names:
-        projects.create(admin, name, {"max_multi": MULTI})
+        project_verbs.create(admin, name, {"max_multi": MULTI})
     return Case(
         f"{shards} one-shard project(s)", shards, names, {"{" + n + "}": n for n in names}, ports[:shards]
     )
@@ -469,7 +469,7 @@ def start_standalone(scratch: Path, label: str, plan: Plan, before: Path | None 
     name = "before" if before else "solo"
     server = EmbeddedRedis(scratch / name, port=free_port(), extra=["--appendonly", "no"]).start()
     supply = Supply(server.url)
-    projects.create(supply.admin, "solo", {"max_multi": MULTI})
+    project_verbs.create(supply.admin, "solo", {"max_multi": MULTI})
     case = Case(label, 1, ["solo"], {"{solo}": "solo"}, [server.port])
     supply.top_up(case, plan.items_per_shard)
     tracker, port = start_tracker_from(server.url, scratch / f"{name}.log", plan.workers, before)

@@ -15,8 +15,8 @@ import pytest
 import redis
 
 from shard_scale import CGROUP_PREFIX, CGROUP_ROOT, CpuCaps, report
-from tracker_core.embedded import EmbeddedRedis
-from tracker_core.processes import free_port
+from tracker_core.infra.embedded import EmbeddedRedis
+from tracker_core.infra.processes import free_port
 
 pytestmark = pytest.mark.skipif(
     shutil.which("redis-server") is None or not os.access(CGROUP_ROOT / "cgroup.procs", os.W_OK),

@@ -18,10 +18,10 @@ import time
 from pathlib import Path
 
 from tracker_core import scripts
-from tracker_core.admin import items, projects
+from tracker_core.admin import item_verbs, project_verbs
 from tracker_core.admin.context import AdminContext
-from tracker_core.embedded import EmbeddedRedis, free_port
-from tracker_core.engine import Engine
+from tracker_core.infra.embedded import EmbeddedRedis, free_port
+from tracker_core.items.engine import Engine
 
 CLAIMS_PER_ROUND = 20_000
 ROUNDS = 5
@@ -39,7 +39,7 @@ def without_uniques(script: scripts.Script) -> scripts.Script:
 
 def claim_rate(engine: Engine, admin: AdminContext) -> float:
     names = [f"it{n}" for n in range(CLAIMS_PER_ROUND)]
-    items.add(admin, "bench", names)
+    item_verbs.add(admin, "bench", names)
     start = time.perf_counter()
     for n in range(CLAIMS_PER_ROUND):
         d = n % DOWNLOADERS
@@ -54,7 +54,7 @@ def main() -> None:
         server = EmbeddedRedis(Path(tmp), port=free_port()).start()
         try:
             admin = AdminContext.from_url(server.url)
-            projects.create(admin, "bench")
+            project_verbs.create(admin, "bench")
             engine = Engine(server.url)
             real = scripts.SCRIPTS["claim"]
             variants = {"claim-15 (with uniques)": real, "claim without PFADD": without_uniques(real)}

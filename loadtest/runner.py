@@ -14,7 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tracker_core import processes
+from tracker_core.infra import processes
 
 LOCUSTFILE = Path(__file__).resolve().with_name("locustfile.py")
 LOCUST_BIN = Path(sys.executable).with_name("locust")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from tracker_core.admin import census, items, projects
+from tracker_core.admin import census_verbs, item_verbs, project_verbs
 from tracker_core.admin.context import AdminContext
 from tracker_core.admin.errors import Conflict
 
@@ -39,12 +39,12 @@ def seed(redis_url: str, project: str, count: int) -> Seeding:
     """Create PROJECT if needed and queue COUNT items with names never used before."""
     admin = AdminContext.from_url(redis_url)
     try:
-        projects.create(admin, project, {"title": "Load test"})
+        project_verbs.create(admin, project, {"title": "Load test"})
     except Conflict:
         pass  # seeded before: the new names go into the same project
-    before = census.status(admin, project)
+    before = census_verbs.status(admin, project)
     run_tag = f"{project}-{time.time_ns():x}"  # new names each run, so none is a duplicate
-    answer = items.add(admin, project, (f"{run_tag}-{i:07d}" for i in range(count)))
+    answer = item_verbs.add(admin, project, (f"{run_tag}-{i:07d}" for i in range(count)))
     added, duplicates = answer["added"], answer["duplicates"]
     if added != count:
         raise RuntimeError(f"seeding {project}: {added} of {count} items added, {duplicates} duplicates")
@@ -62,7 +62,7 @@ def account(redis_url: str, seeding: Seeding, backfed_new: int, done_by_clients:
     expected = seeding.total_before + seeding.seeded + backfed_new
     deadline = time.monotonic() + SETTLE_S
     while True:
-        status = census.status(admin, seeding.project)
+        status = census_verbs.status(admin, seeding.project)
         total = items_total(status)
         if total == expected or time.monotonic() > deadline:
             break

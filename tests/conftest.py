@@ -11,10 +11,10 @@ from falcon import testing
 from support import twins as twins_support
 from support.processes import start_live_server, stop_live_server
 from tracker_api.app import create_app
-from tracker_core import twins
 from tracker_core.admin.context import AdminContext
-from tracker_core.embedded import EmbeddedRedis, free_port
-from tracker_core.engine import Engine
+from tracker_core.compiled import twins
+from tracker_core.infra.embedded import EmbeddedRedis, free_port
+from tracker_core.items.engine import Engine
 
 TESTS = Path(__file__).resolve().parent
 

@@ -1,4 +1,4 @@
-"""Where every item of a project is, read from Redis (key names from tracker_core.keys).
+"""Where every item of a project is, read from Redis (key names from tracker_core.keyspace).
 
 The places (docs/data-model.md's invariant): a todo queue (the shared ones, each downloader's own, the
 items held back by a limit in its sub-queue or on their way in), out, done, offloaded (segments
@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from tracker_core import offload
-from tracker_core.derived_counters import with_derived
-from tracker_core.keys import ProjectKeys
+from tracker_core.keyspace import ProjectKeys
+from tracker_core.offload import segment_file, segment_registry
+from tracker_core.scripts.derived_counters import with_derived
 
 
 def _held_name(entry: str) -> str:
@@ -39,8 +39,8 @@ def places(
     found["dead"] = Counter(r.hkeys(k.dead))
     staged = Counter(r.sscan_iter(k.offloading, count=5000))
     if segments_dir is not None:
-        for number in offload.registry(r, k):
-            staged.update(offload.read_segment(offload.segment_path(segments_dir, project, number)))
+        for number in segment_registry.registry(r, k):
+            staged.update(segment_file.read_segment(segment_file.segment_path(segments_dir, project, number)))
     found["offloaded"] = staged
     return found
 

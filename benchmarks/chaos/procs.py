@@ -13,8 +13,8 @@ from pathlib import Path
 import redis
 
 from tracker_api.server import worker_pids
-from tracker_core.embedded import EmbeddedRedis
-from tracker_core.processes import (
+from tracker_core.infra.embedded import EmbeddedRedis
+from tracker_core.infra.processes import (
     alive,
     port_open,
     start,

@@ -19,12 +19,10 @@ from chaos import census
 from chaos.ledger import LOSS_WINDOW_S, Ledger
 from chaos.procs import ChaosCluster, ChaosRedis, ChaosServer, skewed_env, wait_for
 from chaos.warriors import Backfeeder, Prober, Warrior
-from tracker_core.admin import backfeed as backfeed_verbs
-from tracker_core.admin import census as census_verb
-from tracker_core.admin import items, limits, projects
+from tracker_core.admin import backfeed_verbs, census_verbs, item_verbs, limit_verbs, project_verbs
 from tracker_core.admin.context import AdminContext
-from tracker_core.embedded import free_port
-from tracker_core.keys import ProjectKeys
+from tracker_core.infra.embedded import free_port
+from tracker_core.keyspace import ProjectKeys
 
 PROJECT = "chaos"
 LIMITED_PREFIX = "https://limited.example/"
@@ -110,7 +108,7 @@ class Run:
     def create_project(self, admin) -> None:
         """The one place the project is made, over cfg.shards shards."""
         cfg = self.cfg
-        projects.create(
+        project_verbs.create(
             admin,
             PROJECT,
             {"reclaim_ttl_s": str(cfg.reclaim_ttl_s), "max_multi": str(cfg.max_multi)},
@@ -122,11 +120,11 @@ class Run:
         self.redis.start()
         admin = AdminContext.from_url(self.redis.url)
         self.create_project(admin)
-        limits.add(admin, PROJECT, "limited", f"prefix:{LIMITED_PREFIX}", cfg.limit_rate)
+        limit_verbs.add(admin, PROJECT, "limited", f"prefix:{LIMITED_PREFIX}", cfg.limit_rate)
         self.secret = backfeed_verbs.create_secret(admin, PROJECT)["secret"]  # on every shard
         self.shards = admin.layout(PROJECT).keys
         names = [item_name(self.rng, n) for n in range(cfg.items)]
-        items.add(admin, PROJECT, names)
+        item_verbs.add(admin, PROJECT, names)
         self.ledger.loaded.update(names)
         self.maxmemory = None
         if not cfg.cluster:  # only redis_full needs it (a single Redis's fault)
@@ -300,7 +298,7 @@ class Run:
         started = time.monotonic()
 
         def empty() -> bool:
-            status = census_verb.status(admin, PROJECT)
+            status = census_verbs.status(admin, PROJECT)
             return status["todo_total"] == 0 and status["out"] == 0
 
         finished = wait_for(empty, self.cfg.drain_timeout_s, 0.5)

@@ -10,8 +10,8 @@ from server_bench.items import ItemSupply
 from server_bench.meter import RedisMeter
 from server_bench.plan import MULTI, PROJECT, Plan
 from tracker_core import scripts
-from tracker_core.engine import Engine
-from tracker_core.rawredis import RawRedis
+from tracker_core.infra.rawredis import RawRedis
+from tracker_core.items.engine import Engine
 
 
 class RecordingConnection:

@@ -6,9 +6,9 @@ import time
 from pathlib import Path
 
 from server_bench.plan import PROJECT
-from tracker_core.admin import items
+from tracker_core.admin import item_verbs
 from tracker_core.admin.context import AdminContext
-from tracker_core.engine import Engine
+from tracker_core.items.engine import Engine
 
 
 class ItemSupply:
@@ -33,7 +33,7 @@ class ItemSupply:
         start = time.perf_counter()
         first, self.next_number = self.next_number, self.next_number + missing
         names = (f"item-{n:09d}" for n in range(first, self.next_number))
-        items.add(self.admin, PROJECT, names, batch=10_000)
+        item_verbs.add(self.admin, PROJECT, names, batch=10_000)
         self.seed_seconds += time.perf_counter() - start
         self.seeded += missing
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from server_bench.items import ItemSupply
 from server_bench.meter import RedisMeter
 from server_bench.plan import BENCHMARKS, Plan
-from tracker_core.admin import projects
+from tracker_core.admin import project_verbs
 from tracker_core.admin.context import AdminContext
 
 
@@ -93,7 +93,7 @@ def locust_figures(context: BenchContext) -> dict | None:
     from loadtest import seeding
     from loadtest.runner import run_headless
 
-    from tracker_core import backfeed_secrets
+    from tracker_core.access import backfeed_secrets
 
     plan = context.plan
     if not plan.locust_users:
@@ -108,7 +108,7 @@ def locust_figures(context: BenchContext) -> dict | None:
         for multi in plan.locust_multi:
             project = f"locust-{users}u-m{multi}"
             label = f"{users} users, " + ("/request" if multi == 1 else f"multi={multi}")
-            projects.create(context.admin, project, {"title": "Locust benchmark"})
+            project_verbs.create(context.admin, project, {"title": "Locust benchmark"})
             _, secret = backfeed_secrets.create(context.admin.conn, context.supply.engine.keys(project))
             seed_count = int(requests_per_s * plan.locust_run_s * multi * 1.4) + 1000
             seed_start = time.perf_counter()

@@ -21,7 +21,7 @@ from server_bench.items import ItemSupply
 from server_bench.plan import NEAR_BEST, PROJECT, CapacityPlan
 from server_bench.servers import start_granian, start_hello, start_tracker
 from server_bench.wrk import run_wrk
-from tracker_core.processes import children_of, stop
+from tracker_core.infra.processes import children_of, stop
 
 
 class ProcessTreeCpu:

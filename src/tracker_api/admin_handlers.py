@@ -18,28 +18,29 @@ from tracker_api.admin_request import (
     str_field,
 )
 from tracker_api.errors import Refused
-from tracker_core import audit, log_archive
+from tracker_core.access import audit
+from tracker_core.access.tokens import MAX_NOTE
 from tracker_core.admin import (
-    backfeed,
-    census,
+    backfeed_verbs,
+    census_verbs,
     checks,
-    dead,
-    hq,
-    items,
-    limits,
-    log,
-    projects,
-    segments,
-    tokens,
+    claim_verbs,
+    dead_verbs,
+    hq_verbs,
+    item_verbs,
+    limit_verbs,
+    log_verbs,
+    project_verbs,
+    segment_verbs,
+    token_verbs,
 )
-from tracker_core.admin import claims as claim_verbs
 from tracker_core.admin.errors import BadInput
-from tracker_core.item_story import STORY_BUDGET_S
-from tracker_core.tokens import MAX_NOTE
+from tracker_core.admin.item_story import STORY_BUDGET_S
+from tracker_core.donelog import log_archive
 
 
 def list_projects(c: Call):
-    return {"projects": [n for n in projects.list_projects(c.ctx) if c.token.allows(n)]}
+    return {"projects": [n for n in project_verbs.list_projects(c.ctx) if c.token.allows(n)]}
 
 
 def create_project(c: Call):
@@ -48,64 +49,64 @@ def create_project(c: Call):
     values = body.get("settings")
     if values is not None and type(values) is not dict:
         raise BadInput("'settings' must be an object")
-    return projects.create(c.ctx, name, setting_values(values or {}), shards=body.get("shards", 1))
+    return project_verbs.create(c.ctx, name, setting_values(values or {}), shards=body.get("shards", 1))
 
 
 def grow_project(c: Call):
     body = c.body(("shards",))
-    return projects.grow(c.ctx, c.project, required(body, "shards"))
+    return project_verbs.grow(c.ctx, c.project, required(body, "shards"))
 
 
 def show_project(c: Call):
-    return projects.show(c.ctx, c.project)
+    return project_verbs.show(c.ctx, c.project)
 
 
 def delete_project(c: Call):
     c.body(())
-    return projects.delete(c.ctx, c.project)
+    return project_verbs.delete(c.ctx, c.project)
 
 
 def set_settings(c: Call):
-    return projects.set_settings(c.ctx, c.project, setting_values(c.body()))
+    return project_verbs.set_settings(c.ctx, c.project, setting_values(c.body()))
 
 
 def pause(c: Call):
     c.body(())
-    return projects.pause(c.ctx, c.project)
+    return project_verbs.pause(c.ctx, c.project)
 
 
 def resume(c: Call):
     c.body(())
-    return projects.resume(c.ctx, c.project)
+    return project_verbs.resume(c.ctx, c.project)
 
 
 def queues(c: Call):
-    return census.status(c.ctx, c.project)
+    return census_verbs.status(c.ctx, c.project)
 
 
 def add_items(c: Call):
     c.ctx.keys(c.project)  # an unknown project is a 404 before its upload is read
-    return items.add(c.ctx, c.project, c.uploaded_names(), queue=c.params["queue"])
+    return item_verbs.add(c.ctx, c.project, c.uploaded_names(), queue=c.params["queue"])
 
 
 def count_queue(c: Call):
-    return items.count(c.ctx, c.project, c.params["queue"])
+    return item_verbs.count(c.ctx, c.project, c.params["queue"])
 
 
 @query("count")
 def sample(c: Call):
     count = c.int_param("count", 20, 1, checks.MAX_SAMPLE)
-    return items.sample(c.ctx, c.project, c.params["queue"], count)
+    return item_verbs.sample(c.ctx, c.project, c.params["queue"], count)
 
 
 def clear(c: Call):
     c.body(())
-    return items.clear(c.ctx, c.project, c.params["queue"])
+    return item_verbs.clear(c.ctx, c.project, c.params["queue"])
 
 
 def move(c: Call):
     body = c.body(("to", "pattern", "cursor", "limit"))
-    return items.move(
+    return item_verbs.move(
         c.ctx,
         c.project,
         c.params["queue"],
@@ -142,12 +143,12 @@ def release(c: Call):
 def block(c: Call):
     """A project's block (the project's route) or a global one (/api/admin/blocks)."""
     body = c.body(("entry", "remove"))
-    return limits.block(c.ctx, str_field(body, "entry", 200), c.project, bool_field(body, "remove"))
+    return limit_verbs.block(c.ctx, str_field(body, "entry", 200), c.project, bool_field(body, "remove"))
 
 
 def upload_target(c: Call):
     body = c.body(("url", "state"))
-    return projects.set_upload_target(
+    return project_verbs.set_upload_target(
         c.ctx, c.project, str_field(body, "url", 2000), str_field(body, "state", 10, "active")
     )
 
@@ -164,44 +165,46 @@ def global_audit(c: Call):
 
 def _audit_page(c: Call, project: str | None):
     # A deleted project's log stays readable: the verb checks the name, not the project.
-    return log.audit_page(
+    return log_verbs.audit_page(
         c.ctx, project, c.int_param("count", 100, 1, audit.MAX_PAGE), c.str_param("before", None, 41)
     )
 
 
 def list_tokens(c: Call):
-    return tokens.list_tokens(c.ctx)
+    return token_verbs.list_tokens(c.ctx)
 
 
 def create_token(c: Call):
     body = c.body(("scope", "note"))
-    return tokens.create(c.ctx, str_field(body, "scope", 64), str_field(body, "note", MAX_NOTE, "", True))
+    return token_verbs.create(
+        c.ctx, str_field(body, "scope", 64), str_field(body, "note", MAX_NOTE, "", True)
+    )
 
 
 def revoke_token(c: Call):
     c.body(())
-    return tokens.revoke(c.ctx, c.params["token_id"])
+    return token_verbs.revoke(c.ctx, c.params["token_id"])
 
 
 @query("offset", "count")
 def warriors(c: Call):
-    return hq.warriors(c.ctx, c.int_param("offset", 0, 0, 10**9), c.int_param("count", 100, 1, 1000))
+    return hq_verbs.warriors(c.ctx, c.int_param("offset", 0, 0, 10**9), c.int_param("count", 100, 1, 1000))
 
 
 def set_hq(c: Call):
-    return hq.set_fields(c.ctx, c.body())
+    return hq_verbs.set_fields(c.ctx, c.body())
 
 
 # pattern and item-type limits
 
 
 def list_limits(c: Call):
-    return {"limits": limits.list_limits(c.ctx, c.project)}
+    return {"limits": limit_verbs.list_limits(c.ctx, c.project)}
 
 
 def add_limit(c: Call):
     body = c.body(("name", "pattern", "rate", "reclassify"))
-    return limits.add(
+    return limit_verbs.add(
         c.ctx,
         c.project,
         required(body, "name"),
@@ -213,46 +216,46 @@ def add_limit(c: Call):
 
 def remove_limit(c: Call):
     c.body(())
-    return limits.remove(c.ctx, c.project, c.params["name"])
+    return limit_verbs.remove(c.ctx, c.project, c.params["name"])
 
 
 def reclassify(c: Call):
     c.body(())
-    return limits.reclassify(c.ctx, c.project)
+    return limit_verbs.reclassify(c.ctx, c.project)
 
 
 # backfeed secrets and shards
 
 
 def list_backfeed_secrets(c: Call):
-    return {"secrets": backfeed.list_secrets(c.ctx, c.project)}
+    return {"secrets": backfeed_verbs.list_secrets(c.ctx, c.project)}
 
 
 def create_backfeed_secret(c: Call):
     c.body(())
-    return backfeed.create_secret(c.ctx, c.project)
+    return backfeed_verbs.create_secret(c.ctx, c.project)
 
 
 def revoke_backfeed_secret(c: Call):
     c.body(())
-    return backfeed.revoke_secret(c.ctx, c.project, c.params["secret_id"])
+    return backfeed_verbs.revoke_secret(c.ctx, c.project, c.params["secret_id"])
 
 
 @query("cursor", "count")
 def shard_map(c: Call):
-    return backfeed.shard_map(
+    return backfeed_verbs.shard_map(
         c.ctx, c.project, c.int_param("cursor", 0), c.int_param("count", 1000, 1, checks.MAX_PAGE)
     )
 
 
 def map_shard(c: Call):
     body = c.body(("queue",))
-    return backfeed.map_shard(c.ctx, c.project, c.params["shard"], str_field(body, "queue", 100))
+    return backfeed_verbs.map_shard(c.ctx, c.project, c.params["shard"], str_field(body, "queue", 100))
 
 
 def unmap_shard(c: Call):
     c.body(())
-    return backfeed.unmap_shard(c.ctx, c.project, c.params["shard"])
+    return backfeed_verbs.unmap_shard(c.ctx, c.project, c.params["shard"])
 
 
 # dead items and segments
@@ -260,7 +263,9 @@ def unmap_shard(c: Call):
 
 @query("cursor", "count")
 def list_dead(c: Call):
-    return dead.list_dead(c.ctx, c.project, c.cursor_param(), c.int_param("count", 100, 1, checks.MAX_PAGE))
+    return dead_verbs.list_dead(
+        c.ctx, c.project, c.cursor_param(), c.int_param("count", 100, 1, checks.MAX_PAGE)
+    )
 
 
 def requeue_dead(c: Call):
@@ -270,7 +275,7 @@ def requeue_dead(c: Call):
     if everything == (body.get("items") is not None):
         raise BadInput("give 'items' (a list of names) or \"all\": true")
     if everything:
-        return dead.requeue_page(
+        return dead_verbs.requeue_page(
             c.ctx,
             c.project,
             cursor_field(body),
@@ -279,11 +284,11 @@ def requeue_dead(c: Call):
         )
     if body.get("cursor") is not None or body.get("limit") is not None:
         raise BadInput("'cursor' and 'limit' go with \"all\": true")
-    return dead.requeue(c.ctx, c.project, body["items"], queue)
+    return dead_verbs.requeue(c.ctx, c.project, body["items"], queue)
 
 
 def list_segments(c: Call):
-    return segments.list_segments(c.ctx, c.project)
+    return segment_verbs.list_segments(c.ctx, c.project)
 
 
 @query("kind", "since", "downloader", "item", "cursor", "limit")
@@ -291,7 +296,7 @@ def log_page(c: Call):
     """A page of the done log (archived segments, then the stream), or of the uploads or
     bad_dones streams, oldest first; "cursor" in the answer continues it (null: the end)."""
     try:
-        return log.done_page(
+        return log_verbs.done_page(
             c.ctx,
             c.project,
             c.segments_dir,
@@ -308,12 +313,12 @@ def log_page(c: Call):
 
 @query("name")
 def item_story(c: Call):
-    """An item's whole story (tracker_core.item_story): the segment files and the done log
+    """An item's whole story (tracker_core.admin.item_story): the segment files and the done log
     searched; what this node could not read is named in "unread"."""
     name = c.str_param("name", None, checks.MAX_ITEM_CHARS)
     if name is None:
         raise BadInput("give the item's name: ?name=NAME, percent-encoded")
-    return items.story(c.ctx, c.project, c.segments_dir, [name], STORY_BUDGET_S)[0]
+    return item_verbs.story(c.ctx, c.project, c.segments_dir, [name], STORY_BUDGET_S)[0]
 
 
 def redo_items(c: Call):
@@ -321,13 +326,13 @@ def redo_items(c: Call):
     body = c.body(("items", "pattern", "queue", "cursor", "limit", "even_if_offloaded"))
     if body.get("items") is not None and (body.get("cursor") is not None or body.get("limit") is not None):
         raise BadInput("'cursor' and 'limit' go with 'pattern'")
-    return items.redo(
+    return item_verbs.redo(
         c.ctx,
         c.project,
         names=body.get("items"),
         pattern=body.get("pattern"),
         cursor=cursor_field(body),
         limit=int_field(body, "limit", 1000, 1, checks.MAX_PAGE),
-        queue=str_field(body, "queue", 100, items.REDO_QUEUE),
+        queue=str_field(body, "queue", 100, item_verbs.REDO_QUEUE),
         even_if_offloaded=bool_field(body, "even_if_offloaded"),
     )

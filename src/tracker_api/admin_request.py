@@ -14,10 +14,10 @@ from pathlib import Path
 import orjson
 
 from tracker_api.errors import Refused, read_bounded
-from tracker_core import settings as settings_mod
 from tracker_core.admin import checks, paging
 from tracker_core.admin.context import AdminContext
 from tracker_core.admin.errors import BadInput
+from tracker_core.project import settings_schema
 
 MAX_JSON_BYTES = 1 << 20
 MAX_UPLOAD_BYTES = 64 << 20  # an item list uploaded as text, one name per line
@@ -151,9 +151,9 @@ def setting_values(values: dict) -> dict[str, str]:
     """JSON setting values as the verbs take them: strings, numbers and booleans only."""
     out = {}
     for name, value in values.items():
-        if name not in settings_mod.SETTINGS:
+        if name not in settings_schema.SETTINGS:
             raise BadInput(
-                f"unknown setting {name[:80]!r} (known: {', '.join(sorted(settings_mod.SETTINGS))})"
+                f"unknown setting {name[:80]!r} (known: {', '.join(sorted(settings_schema.SETTINGS))})"
             )
         if type(value) is bool:
             value = "true" if value else "false"

@@ -33,9 +33,9 @@ from tracker_api.errors import (
 )
 from tracker_api.web_headers import SecurityHeaders
 from tracker_core.admin.context import AdminContext
-from tracker_core.engine import Engine
-from tracker_core.rawredis import RedisError
-from tracker_core.redis_clock import ClockRefused
+from tracker_core.infra.rawredis import RedisError
+from tracker_core.infra.redis_clock import ClockRefused
+from tracker_core.items.engine import Engine
 from tracker_core.scripts import ScriptError
 
 

@@ -7,8 +7,8 @@ that needs a global admin, is 403. Both are counted and change nothing.
 from __future__ import annotations
 
 from tracker_api.errors import Refused
-from tracker_core import tokens
-from tracker_core.tokens import Token
+from tracker_core.access import tokens
+from tracker_core.access.tokens import Token
 
 ANY, GLOBAL, PROJECT = "any", "global", "project"
 

@@ -18,9 +18,9 @@ from __future__ import annotations
 import re
 from urllib.parse import unquote_to_bytes
 
-from tracker_core import bloom
-from tracker_core.backfeed import Backfeed, BadBatch, parse_body
-from tracker_core.rawredis import RedisError
+from tracker_core.infra.rawredis import RedisError
+from tracker_core.items import bloom
+from tracker_core.items.backfeed import Backfeed, BadBatch, parse_body
 from tracker_core.scripts import ScriptError
 
 MAX_BODY_BYTES = 4 * 1024 * 1024

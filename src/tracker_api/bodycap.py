@@ -35,7 +35,7 @@ import types
 import orjson
 
 from tracker_api.worker_sockets import LIBC, reset_connection
-from tracker_core import keys as keyspace
+from tracker_core import keyspace
 
 _REAL_IO = io
 log = logging.getLogger("tracker.server")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from tracker_core import hq
+from tracker_core.warriors import hq
 
 # Below this share of maxmemory backfeed is still taken; above it backfeed answers 503 whatever
 # the project's own bounds, so anonymous posts cannot fill Redis for every project.
@@ -31,7 +31,7 @@ class AppConfig:
     # Backfeed answers 503 above this share of Redis maxmemory.
     memory_guard_percent: int = DEFAULT_MEMORY_GUARD_PERCENT
     # The warrior registry's bounds (anyone can register): warriors held, registrations per
-    # address (an IPv6 /64) an hour. Past either, nothing is stored (tracker_core.hq).
+    # address (an IPv6 /64) an hour. Past either, nothing is stored (tracker_core.warriors.hq).
     warriors_max: int = hq.MAX_WARRIORS
     registrations_per_hour: int = hq.REGISTRATIONS_PER_HOUR
     # The tracker's public base URL (https://tracker.example.org, checked by public_url.validate):

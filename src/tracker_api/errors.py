@@ -9,7 +9,7 @@ import falcon
 import orjson
 
 from tracker_core.admin.errors import AdminError, Conflict, NotFound
-from tracker_core.rawredis import RedisError
+from tracker_core.infra.rawredis import RedisError
 
 LOG = logging.getLogger("tracker.server")
 
@@ -119,7 +119,7 @@ def storage_handler(req, resp, ex: RedisError, params):
 
 def clock_handler(req, resp, ex: Exception, params):
     """This node's clock is further off Redis's than --max-clock-offset allows
-    (tracker_core.redis_clock): 503 with the reason, so the load balancer's /healthz check takes
+    (tracker_core.infra.redis_clock): 503 with the reason, so the load balancer's /healthz check takes
     the node out and clients retry on another; nothing was changed."""
     resp.set_header("Retry-After", "60")
     answer(req, resp, 503, f"this tracker node cannot serve: {ex}")

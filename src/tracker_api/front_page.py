@@ -5,7 +5,7 @@ built at most once a second per process so a crowd costs Redis one pass a second
 Projects are those of projects.json (warrior_listed), with the same leaderboard links; an
 unlisted project never appears. Titles and descriptions are escaped (a project admin sets
 them); the banner, ``tracker_banner_html`` of the HQ document, is HTML only a global admin can
-set, shown kept to tracker_core.safe_html's allowlist (cleaned when set, and here again for a
+set, shown kept to tracker_core.project.safe_html's allowlist (cleaned when set, and here again for a
 value stored before that rule); the CSP would still keep scripts and other hosts' images out.
 """
 
@@ -17,9 +17,11 @@ import time
 import falcon
 
 from tracker_api.stats_page import STATIC_DIR
-from tracker_core import census, hq, safe_html
-from tracker_core import keys as keyspace
-from tracker_core.engine import Engine
+from tracker_core import keyspace
+from tracker_core.figures import census
+from tracker_core.items.engine import Engine
+from tracker_core.project import safe_html
+from tracker_core.warriors import hq
 
 
 def _number(n: int) -> str:

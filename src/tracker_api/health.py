@@ -1,7 +1,7 @@
 """GET /healthz: whether this node can serve warriors now, for load balancers and people.
 
 200 when Redis answers a PING and this node's clock is within --max-clock-offset of Redis's
-(tracker_core.redis_clock); otherwise 503 with the reason in one line. The JSON body says both
+(tracker_core.infra.redis_clock); otherwise 503 with the reason in one line. The JSON body says both
 either way: ``{"ok", "reason", "redis_rtt_s", "clock": {"offset_s", "uncertainty_s",
 "max_offset_s", "refusal"}}``. One PING and at most one TIME (when the clock's resync is due):
 cheap enough for a check every second from every balancer, and the same for anyone who asks.
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import time
 
-from tracker_core import redis_clock
-from tracker_core.engine import Engine
-from tracker_core.rawredis import RedisError
+from tracker_core.infra import redis_clock
+from tracker_core.infra.rawredis import RedisError
+from tracker_core.items.engine import Engine
 
 
 class HealthCheck:

@@ -5,7 +5,7 @@ heartbeat it sends every ten minutes. Whatever a warrior sends, it gets a 200 wi
 to keep working (see RegisterWarrior and UpdateWarrior); only a body that is not a JSON object is
 refused, and behind proxies an X-Forwarded-For that does not hold the client's address
 (client_ip.py: 400, counted as bad_forwarded_for, before anything is recorded). The registry's
-rules are tracker_core.hq's; its bounds come in the AppConfig.
+rules are tracker_core.warriors.hq's; its bounds come in the AppConfig.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from tracker_api import public_url as public_url_mod
 from tracker_api.client_ip import client_ip, throttle_key
 from tracker_api.config import AppConfig
 from tracker_api.errors import Refused, read_bounded
-from tracker_core import hq
-from tracker_core import keys as keyspace
+from tracker_core import keyspace
+from tracker_core.warriors import hq
 
 MAX_WARRIOR_BODY_BYTES = 64 << 10
 

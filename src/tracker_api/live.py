@@ -33,11 +33,11 @@ from websockets.asyncio.server import broadcast, serve
 
 from tracker_api import logs
 from tracker_api.stats import stats_body
-from tracker_core import keys as keyspace
-from tracker_core import topology
-from tracker_core.engine import Engine
-from tracker_core.stats import StatsReader, log_line
-from tracker_core.stats_shards import newest_lines
+from tracker_core import keyspace
+from tracker_core.figures.stats import StatsReader, log_line
+from tracker_core.figures.stats_shards import newest_lines
+from tracker_core.infra import topology
+from tracker_core.items.engine import Engine
 
 log = logging.getLogger("tracker.live")
 

@@ -4,7 +4,7 @@ Names follow Prometheus's conventions: a ``tracker_`` prefix, base units (second
 ``_total`` on counters. Counters are the scripts' own (item requests by outcome, done reports by
 result, items, bytes, RTT histogram), so rates come from Prometheus's rate(); gauges are where
 items are (queues, offloaded tails, out, dead, done), all from the one census
-(tracker_core.census through Engine.counts, as stats.json, the pages and `tracker status` count
+(tracker_core.figures.census through Engine.counts, as stats.json, the pages and `tracker status` count
 them), unique visitors, whether a maintainer holds the project's lease, whether its stored
 offload settings could strand items (settings.offload_rules), and the warriors online
 (last heartbeat within hq.ONLINE_WITHIN_MS, all projects). Two pipelined round trips per
@@ -38,13 +38,16 @@ from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_late
 
 from tracker_api.auth import ANY, Authenticator
 from tracker_api.errors import Refused
-from tracker_core import bloom, census, classify, hq, protocol, redis_clock
-from tracker_core import keys as keyspace
-from tracker_core import settings as settings_mod
-from tracker_core import stats as stats_mod
-from tracker_core.engine import Engine
-from tracker_core.rawredis import RedisError
-from tracker_core.shard_layout import summed
+from tracker_core import keyspace
+from tracker_core.compiled import classify, protocol
+from tracker_core.figures import census, stats
+from tracker_core.infra import redis_clock
+from tracker_core.infra.rawredis import RedisError
+from tracker_core.items import bloom
+from tracker_core.items.engine import Engine
+from tracker_core.project import settings_schema
+from tracker_core.project.shard_layout import summed
+from tracker_core.warriors import hq
 
 # Item request outcomes: fields of a project's stats hash -> the outcome label of one counter.
 REQUEST_OUTCOMES = {
@@ -136,7 +139,7 @@ class RedisProbe:
         yield from self._clock()
 
     def _clock(self):
-        """This node's wall clock against Redis's (tracker_core.redis_clock), from its last sync."""
+        """This node's wall clock against Redis's (tracker_core.infra.redis_clock), from its last sync."""
         clock = redis_clock.PROCESS_CLOCK
         try:
             clock.now(self.conn, checked=False)  # a TIME when due: the first scrape has a reading
@@ -299,9 +302,9 @@ class TrackerCollector:
             settings = self.engine.settings(project)
             if settings is not None:  # None: deleted during this scrape
                 unsafe.add_metric(
-                    [project], int(settings_mod.offload_rules(settings.values).problem is not None)
+                    [project], int(settings_schema.offload_rules(settings.values).problem is not None)
                 )
-            histogram = stats_mod.rtt_histogram(c)
+            histogram = stats.rtt_histogram(c)
             cumulative, buckets = 0, []
             for bound, count in histogram:
                 cumulative += count
@@ -330,8 +333,8 @@ class TrackerCollector:
         return places[0] if len(places) == 1 else summed(places)
 
     def _shard_places(self, k, now_ms: int, first: bool) -> dict:
-        day = now_ms // stats_mod.DAY_MS
-        days = stats_mod.month_days(now_ms)
+        day = now_ms // stats.DAY_MS
+        days = stats.month_days(now_ms)
         # Each shard counts its own downloaders and IPs (disjoint sets): summed over the shards.
         uniques = [
             ("PFCOUNT", k.uniques("downloaders", day)),

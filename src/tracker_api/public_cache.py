@@ -50,7 +50,7 @@ import urllib.parse
 
 from tracker_api.public_renderer import RENDERING_ENV
 from tracker_api.rendered_files import DEFAULT_MAX_AGE_S, MAX_KEY_CHARS, STALE_S, Entry, Store
-from tracker_core import keys as keyspace
+from tracker_core import keyspace
 
 FRESH_WAIT_S = 0.01  # for a new render of a file past max_age_s (it is served if none comes)
 COLD_WAIT_S = 0.05  # for a first render, with nothing to serve meanwhile

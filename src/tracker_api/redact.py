@@ -23,7 +23,7 @@ _PATTERNS = (
     # the LAST '@' of the authority: a raw '@' in it (redis-py accepts one) must not leak the rest.
     (re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^\s/:@]*:)[^\s/?#]+@"), r"\1" + MASK + "@"),
     (re.compile(r"(?i)(bearer\s+)[^\s,;]+"), r"\1" + MASK),
-    # a bare admin token (tracker_core.tokens: trk_ID_SECRET): the id names the token in the
+    # a bare admin token (tracker_core.access.tokens: trk_ID_SECRET): the id names the token in the
     # admin lists and stays; the secret goes, whatever its length (a partial one is still secret).
     (re.compile(r"(trk_[0-9a-f]{12}_)[A-Za-z0-9_-]+"), r"\1" + MASK),
     (re.compile(r"(?i)((?:password|passwd|secret|token|requirepass)[=:]\s*)[^\s&;,]+"), r"\1" + MASK),

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from prometheus_client import CollectorRegistry, Counter, Histogram, multiprocess, values
 
 from tracker_api.public_renderer import RENDERING_ENV
-from tracker_core import processes
+from tracker_core.infra import processes
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 _PREFIX = "tracker-metrics-"  # + the server's pid + "-" + a unique part, under the temp directory

@@ -42,8 +42,8 @@ from tracker_api.app import create_app, create_routes
 from tracker_api.config import AppConfig
 from tracker_api.connguard import ConnectionGuard
 from tracker_api.worker_sockets import raise_nofile_limit
-from tracker_core import processes
-from tracker_core.engine import Engine
+from tracker_core.infra import processes
+from tracker_core.items.engine import Engine
 
 log = logging.getLogger("tracker.server")
 

@@ -11,10 +11,10 @@ import falcon
 import orjson
 
 from tracker_api.errors import Refused
-from tracker_core import census, stats_ranges
-from tracker_core.engine import Engine
-from tracker_core.project_links import public_links
-from tracker_core.stats import StatsReader
+from tracker_core.figures import census, stats_ranges
+from tracker_core.figures.stats import StatsReader
+from tracker_core.items.engine import Engine
+from tracker_core.project.project_links import public_links
 
 DEFAULT_TOP = 100
 MAX_TOP = 10000

@@ -14,8 +14,8 @@ from pathlib import Path
 import falcon
 
 from tracker_api.errors import Refused
-from tracker_core.engine import Engine
-from tracker_core.project_links import origin, public_links
+from tracker_core.items.engine import Engine
+from tracker_core.project.project_links import origin, public_links
 
 STATIC_DIR = Path(__file__).with_name("static")
 CONTENT_TYPES = {

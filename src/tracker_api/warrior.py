@@ -11,9 +11,10 @@ import orjson
 
 from tracker_api.client_ip import client_ip
 from tracker_api.errors import Refused
-from tracker_core import protocol, scripts
-from tracker_core.engine import Engine
-from tracker_core.settings import MAX_MULTI_CEILING
+from tracker_core import scripts
+from tracker_core.compiled import protocol
+from tracker_core.items.engine import Engine
+from tracker_core.project.settings_schema import MAX_MULTI_CEILING
 
 MAX_BODY_BYTES = 1 << 20
 MAX_ITEM_CHARS = protocol.MAX_ITEM_CHARS
@@ -292,6 +293,6 @@ class ItemStatusResource(ProtocolResource):
         if place is None:
             raise Refused(404, f"unknown project {project!r}", "bad_unknown_project")
         # status and downloader as the old tracker answered them; the other keys say more
-        # (tracker_core.item_status).
+        # (tracker_core.items.item_status).
         resp.content_type = falcon.MEDIA_JSON
         resp.data = orjson.dumps(place)

@@ -26,7 +26,7 @@ import functools
 import ipaddress
 from collections.abc import Iterable
 
-from tracker_core import keys as keyspace
+from tracker_core import keyspace
 
 MAX_ENTRY_CHARS = 200
 

@@ -15,7 +15,7 @@ from support.raw_http import read_until_closed, status_line
 from tracker_api import logs
 from tracker_api.app import create_app
 from tracker_api.config import AppConfig
-from tracker_core.admin import projects
+from tracker_core.admin import project_verbs
 
 LINE = re.compile(r"INFO tracker\.access: (\S+) (\S+) (\d{3}|-) (\d+\.\d)ms (\S+)")
 SECRET = "0123456789abcdef0123"
@@ -34,7 +34,7 @@ def access_lines(monkeypatch):
 
 
 def test_each_request_is_one_line_without_query_or_secret(engine, admin, access_lines):
-    projects.create(admin, "proj")
+    project_verbs.create(admin, "proj")
     client = testing.TestClient(create_app(engine))
     client.simulate_get("/proj/stats.json", query_string="token=abcd1234efgh&x=1")
     client.simulate_post(f"/backfeed/legacy/proj-{SECRET}", body="item\n")
@@ -51,7 +51,7 @@ def test_each_request_is_one_line_without_query_or_secret(engine, admin, access_
 
 
 def test_an_item_url_in_the_path_cannot_forge_a_line(engine, admin, access_lines):
-    projects.create(admin, "proj")
+    project_verbs.create(admin, "proj")
     client = testing.TestClient(create_app(engine))
     name = "https://example.com/a?x=1#frag\n2026-01-01T00:00:00 INFO tracker.access: GET /forged 200 0.0ms 6.6.6.6"
     client.simulate_get("/proj/items/" + name.replace("?", "%3F").replace("#", "%23") + ".json")
@@ -97,7 +97,7 @@ BACKFEED_SHAPES = {
 
 @pytest.mark.parametrize("path", sorted(BACKFEED_SHAPES))
 def test_a_backfeed_secret_is_masked_whatever_the_path_s_shape(engine, admin, access_lines, path):
-    projects.create(admin, "proj")
+    project_verbs.create(admin, "proj")
     client = testing.TestClient(create_app(engine))
     client.simulate_post(path, body="item\n", query_string=f"delimiter=%0A&x={SECRET}")
     text = access_lines.text()
@@ -109,7 +109,7 @@ def test_a_backfeed_secret_is_masked_whatever_the_path_s_shape(engine, admin, ac
 
 
 def test_what_holds_no_secret_is_logged_as_it_is(engine, admin, access_lines):
-    projects.create(admin, "proj")
+    project_verbs.create(admin, "proj")
     client = testing.TestClient(create_app(engine))
     paths = [
         "/api/admin/projects/proj/queues/backfeed/items",
@@ -126,7 +126,7 @@ def test_what_holds_no_secret_is_logged_as_it_is(engine, admin, access_lines):
 
 
 def test_neither_the_authorization_header_nor_a_token_in_the_query_is_logged(engine, admin, access_lines):
-    from tracker_core import tokens
+    from tracker_core.access import tokens
 
     token = tokens.create(admin.conn, "*")[0]
     client = testing.TestClient(create_app(engine))
@@ -157,7 +157,7 @@ def test_switched_off_the_app_is_not_wrapped_and_logs_nothing(engine, monkeypatc
 
 def test_the_real_server_logs_no_backfeed_secret_whatever_the_raw_path(redis_url, admin):
     """The same through bjoern, whose own decoding of the request line decides what the app sees."""
-    projects.create(admin, "proj")
+    project_verbs.create(admin, "proj")
     raw_paths = [
         f"/backfeed/legacy/{SECRET}",
         f"/BACKFEED//legacy/proj-{SECRET}?x={SECRET}",

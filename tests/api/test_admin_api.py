@@ -11,12 +11,10 @@ from support.paths import TRACKER_BIN
 from support.state import snapshot
 from tracker_api.admin_api import ADMIN_ROUTES
 from tracker_api.app import create_app
-from tracker_core import keys as keyspace
-from tracker_core import tokens
-from tracker_core.admin import items as item_verbs
-from tracker_core.admin import limits
-from tracker_core.admin import projects as project_verbs
-from tracker_core.keys import ProjectKeys
+from tracker_core import keyspace
+from tracker_core.access import tokens
+from tracker_core.admin import item_verbs, limit_verbs, project_verbs
+from tracker_core.keyspace import ProjectKeys
 
 P, OTHER = "proj", "other"
 K = ProjectKeys(P)
@@ -495,7 +493,7 @@ def test_warrior_register_update_and_registry(web, tok, r):
 
 
 def test_stale_warriors_are_forgotten(r):
-    from tracker_core import hq
+    from tracker_core.warriors import hq
 
     old = hq.register(r, {"version": "1"}, "10.0.0.1")
     r.zadd(keyspace.WARRIORS_SEEN, {old: 1})  # silent since 1970
@@ -839,8 +837,8 @@ def refusals(r):
 @pytest.fixture
 def busy(tok, admin, r, engine):
     """Some of everything the routes touch: a limit, a secret, a mapped shard, a dead item, claims."""
-    limits.add(admin, P, "pages", "prefix:page", "5/s")
-    from tracker_core import backfeed_secrets
+    limit_verbs.add(admin, P, "pages", "prefix:page", "5/s")
+    from tracker_core.access import backfeed_secrets
 
     backfeed_secrets.create(r, K)
     r.hset(K.backfeed_shard_map, "s1", "secondary")
@@ -903,7 +901,7 @@ def test_limits_list_add_remove_reclassify_and_audit(web, tok, r, admin):
     assert ok(call(web, "POST", base + "/reclassify", tok[P])) == {"held": 10}
     assert ok(call(web, "DELETE", base + "/limits/late", tok[P]))["removed"] == "late"
     assert call(web, "DELETE", base + "/limits/late", tok[P]).status_code == 404
-    assert [x["name"] for x in limits.list_limits(admin, P)] == ["early"]
+    assert [x["name"] for x in limit_verbs.list_limits(admin, P)] == ["early"]
     actions = [e["action"] for e in ok(call(web, "GET", base + "/audit", tok[P]))["entries"]]
     assert actions == ["limit.remove", "limit.reclassify", "limit.add", "limit.add", *SETUP_ACTIONS]
 
@@ -926,7 +924,7 @@ def test_backfeed_secrets_shown_once_listed_without_secret_revoked_by_id(web, to
 
 
 def test_secret_revoke_refuses_an_ambiguous_prefix(r, admin, projects):
-    from tracker_core import backfeed_secrets
+    from tracker_core.access import backfeed_secrets
 
     first, second = "abcdef1" + "0" * 57, "abcdef2" + "0" * 57
     for hashed in (first, second):

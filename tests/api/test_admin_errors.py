@@ -12,9 +12,9 @@ from falcon import testing
 from tracker_api.admin_pages import csrf_for
 from tracker_api.app import create_app
 from tracker_api.errors import admin_refusal
-from tracker_core import audit, tokens
-from tracker_core import keys as keyspace
-from tracker_core.admin import projects
+from tracker_core import keyspace
+from tracker_core.access import audit, tokens
+from tracker_core.admin import project_verbs
 from tracker_core.admin.context import AdminContext
 from tracker_core.admin.errors import AdminError, BadInput, Conflict, NotFound
 
@@ -26,7 +26,7 @@ NAMES = ["https://example.com/a b/?q=%20#frag", "https://example.com/" + "x/" * 
 
 @pytest.fixture
 def token(admin):
-    projects.create(admin, P)
+    project_verbs.create(admin, P)
     return tokens.create(admin.conn, "*")[0]
 
 

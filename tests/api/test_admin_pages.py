@@ -14,10 +14,10 @@ from falcon import testing
 from support.state import snapshot
 from tracker_api.admin_pages import csrf_for
 from tracker_api.app import create_app
-from tracker_core import tokens
-from tracker_core.admin import backfeed, hq, items, limits, projects
-from tracker_core.keys import HQ as HQ_KEY
-from tracker_core.keys import ProjectKeys
+from tracker_core.access import tokens
+from tracker_core.admin import backfeed_verbs, hq_verbs, item_verbs, limit_verbs, project_verbs
+from tracker_core.keyspace import HQ as HQ_KEY
+from tracker_core.keyspace import ProjectKeys
 
 P, OTHER = "proj", "other"
 K = ProjectKeys(P)
@@ -78,9 +78,9 @@ def web(engine):
 
 @pytest.fixture
 def tok(admin):
-    projects.create(admin, P)
-    projects.create(admin, OTHER)
-    items.add(admin, P, [f"item{n}" for n in range(10)])
+    project_verbs.create(admin, P)
+    project_verbs.create(admin, OTHER)
+    item_verbs.add(admin, P, [f"item{n}" for n in range(10)])
     return {
         P: tokens.create(admin.conn, P)[0],
         OTHER: tokens.create(admin.conn, OTHER)[0],
@@ -336,23 +336,23 @@ def test_project_actions_act_through_the_verbs(web, r, tok, admin, engine):
     post("clear", queue="secondary", confirm="1")
     post("clear", queue="redo", confirm="1")
     # Reclassify: a limit added without reclassifying holds the queued items it matches.
-    limits.add(admin, P, "eights", "regex:item8", "1/m", reclassify=False)
+    limit_verbs.add(admin, P, "eights", "regex:item8", "1/m", reclassify=False)
     res = post("reclassify")
     assert "1+queued+items+now+held" in res.headers["location"] and not r.sismember(K.todo, "item8")
-    limits.remove(admin, P, "eights")
+    limit_verbs.remove(admin, P, "eights")
     post("shard-map", shard="s1", queue="secondary")
-    assert backfeed.shard_map(admin, P)["map"] == {"s1": "secondary"}
+    assert backfeed_verbs.shard_map(admin, P)["map"] == {"s1": "secondary"}
     post("shard-unmap", shard="s1")
-    assert backfeed.shard_map(admin, P)["map"] == {}
+    assert backfeed_verbs.shard_map(admin, P)["map"] == {}
     # A backfeed secret is shown once, in the page (never in a URL), and only its hash kept.
     res = post("secret-create")
     assert res.status_code == 200 and "location" not in res.headers
-    (made,) = backfeed.list_secrets(admin, P)
+    (made,) = backfeed_verbs.list_secrets(admin, P)
     secret = re.search(rf"/backfeed/legacy/{P}-([\w-]+)", res.text).group(1)
     assert "shown only this once" in res.text and secret not in str(r.hgetall(K.backfeed_secrets))
     assert secret not in page(web, f"/admin/{P}/backfeed", tok["global"]).text
     post("secret-revoke", id=made["id"])
-    assert backfeed.list_secrets(admin, P) == []
+    assert backfeed_verbs.list_secrets(admin, P) == []
     r.hset(K.dead, mapping={URL_ITEM: json.dumps({"times_claimed": 4}), "dead2": "{}", "dead3": "{}"})
     dead_page = page(web, f"/admin/{P}/dead", tok["global"]).text
     assert "https://example.com/a b/?q=%20&amp;x=1#frag" in dead_page
@@ -370,7 +370,7 @@ def test_project_actions_act_through_the_verbs(web, r, tok, admin, engine):
     assert audited == ["dead.requeue", "dead.requeue"]
     res = post("delete", confirm=P)
     assert res.headers["location"].startswith("/admin?done=project+proj+deleted")
-    assert P not in projects.list_projects(admin)
+    assert P not in project_verbs.list_projects(admin)
 
 
 def test_items_added_from_an_uploaded_file(web, r, tok):
@@ -429,7 +429,7 @@ def engine_item(r):
 
 def test_audit_pages_are_paged(web, r, tok, admin):
     for n in range(105):
-        limits.block(admin, f"name:user{n}", P)
+        limit_verbs.block(admin, f"name:user{n}", P)
     first = page(web, f"/admin/{P}/audit", tok[P]).text
     assert first.count("<td>block.add</td>") == 100
     older = re.search(r'<a href="\?before=([0-9-]+)">Older', first).group(1)
@@ -456,10 +456,10 @@ def test_tokens_created_once_listed_and_revoked(web, r, tok, admin):
 def test_global_blocks_hq_and_project_creation(web, r, tok, admin):
     csrf = csrf_for(tok["global"])
     form_post(web, "/admin/-/block", {"entry": "ip:203.0.113.7", "csrf": csrf}, tok["global"])
-    assert limits.blocks(admin)["global"] == ["ip:203.0.113.7"]
+    assert limit_verbs.blocks(admin)["global"] == ["ip:203.0.113.7"]
     assert "ip:203.0.113.7" in page(web, "/admin/-/blocks", tok["global"]).text
     form_post(web, "/admin/-/block", {"entry": "ip:203.0.113.7", "remove": "1", "csrf": csrf}, tok["global"])
-    assert limits.blocks(admin)["global"] == []
+    assert limit_verbs.blocks(admin)["global"] == []
     res = form_post(
         web,
         "/admin/-/hq",
@@ -478,12 +478,12 @@ def test_global_blocks_hq_and_project_creation(web, r, tok, admin):
     assert banner in web.simulate_get("/").text
     # The banner's box shows the banner set, so saving the form again keeps it.
     assert html.escape(banner) in page(web, "/admin/-/hq", tok["global"]).text
-    assert hq.show_fields(admin)["hq"]["tracker_banner_html"] == banner
+    assert hq_verbs.show_fields(admin)["hq"]["tracker_banner_html"] == banner
     res = form_post(
         web, "/admin/-/create-project", {"project": "fresh", "title": "Fresh", "csrf": csrf}, tok["global"]
     )
-    assert res.status_code == 303 and "fresh" in projects.list_projects(admin)
-    assert projects.show(admin, "fresh")["settings"]["title"] == "Fresh"
+    assert res.status_code == 303 and "fresh" in project_verbs.list_projects(admin)
+    assert project_verbs.show(admin, "fresh")["settings"]["title"] == "Fresh"
     index = page(web, "/admin", tok["global"]).text
     assert 'href="/admin/fresh"' in index and 'href="/fresh/"' in index
 
@@ -525,7 +525,7 @@ def test_release_continues_past_its_budget(web, r, tok, engine, monkeypatch):
 
 
 def test_warriors_page_shows_the_registry(web, r, tok):
-    from tracker_core import hq
+    from tracker_core.warriors import hq
 
     warrior_id = hq.register(r, {"version": "<b>3.2</b>"}, "10.1.2.3")
     listing = page(web, "/admin/-/warriors", tok["global"]).text
@@ -546,7 +546,7 @@ def test_warriors_page_shows_the_registry(web, r, tok):
 
 def test_warriors_page_is_paged(web, r, tok, monkeypatch):
     from tracker_api.admin_pages import global_pages
-    from tracker_core import hq
+    from tracker_core.warriors import hq
 
     monkeypatch.setattr(global_pages, "WARRIORS_SHOWN", 2)
     ids = {hq.register(r, {"version": "1"}, f"10.9.0.{n}")[:12] for n in range(3)}

@@ -6,8 +6,8 @@ import orjson
 import pytest
 
 from support.state import snapshot
-from tracker_core.admin import items, limits, projects
-from tracker_core.keys import GLOBAL_STATS, ProjectKeys
+from tracker_core.admin import item_verbs, limit_verbs, project_verbs
+from tracker_core.keyspace import GLOBAL_STATS, ProjectKeys
 
 P = "proj"
 K = ProjectKeys(P)
@@ -15,8 +15,8 @@ K = ProjectKeys(P)
 
 @pytest.fixture
 def project(admin):
-    projects.create(admin, P)
-    items.add(admin, P, [f"item{n}" for n in range(20)])
+    project_verbs.create(admin, P)
+    item_verbs.add(admin, P, [f"item{n}" for n in range(20)])
     return P
 
 
@@ -36,7 +36,7 @@ def test_multi_request_returns_nul_joined_names(client, project, path, r):
 
 
 def test_multi_is_capped_by_the_project(client, project, admin):
-    projects.set_settings(admin, P, {"max_multi": "3"})
+    project_verbs.set_settings(admin, P, {"max_multi": "3"})
     res = post(client, "/proj/multi=50//request", {"downloader": "alice", "api_version": "2"})
     assert len(res.json["item_name"].split("\0")) == 3
 
@@ -48,20 +48,20 @@ def test_legacy_request_gets_bare_name(client, project):
 
 
 def test_empty_queue_is_404_with_empty_body(client, admin):
-    projects.create(admin, "empty")
+    project_verbs.create(admin, "empty")
     res = post(client, "/empty/request", {"downloader": "alice", "api_version": "2"})
     assert res.status_code == 404 and res.content == b""
 
 
 def test_rate_limited_is_429_with_empty_body(client, project, admin):
-    projects.set_settings(admin, P, {"rate_limit": "1", "rate_burst": "1"})
+    project_verbs.set_settings(admin, P, {"rate_limit": "1", "rate_burst": "1"})
     assert post(client, "/proj/request", {"downloader": "alice", "api_version": "2"}).status_code == 200
     res = post(client, "/proj/request", {"downloader": "alice", "api_version": "2"})
     assert res.status_code == 429 and res.content == b""
 
 
 def test_old_version_gets_455_and_claims_nothing(client, project, admin, r):
-    projects.set_settings(admin, P, {"min_version": "20240101.02"})
+    project_verbs.set_settings(admin, P, {"min_version": "20240101.02"})
     for version in ("9", "20240101.01", None):
         body = {"downloader": "alice", "api_version": "2"}
         if version:
@@ -76,15 +76,15 @@ def test_lowering_the_minimum_version_is_seen_without_any_claim(client, project,
     # A 455 is decided in the API worker from its cached settings and reaches no script, so no
     # script reply can tell the worker that the minimum changed: the cache must expire by itself.
     body = {"downloader": "alice", "api_version": "2", "version": "20240101.01"}
-    projects.set_settings(admin, P, {"min_version": "20240101.02"})
+    project_verbs.set_settings(admin, P, {"min_version": "20240101.02"})
     assert post(client, "/proj/request", body).status_code == 455  # cached now
-    projects.set_settings(admin, P, {"min_version": "20240101.01"})
+    project_verbs.set_settings(admin, P, {"min_version": "20240101.01"})
     time.sleep(1.1)
     assert post(client, "/proj/request", body).status_code == 200
 
 
 def test_blocked_is_403(client, project, admin):
-    limits.block(admin, "name:mallory", P)
+    limit_verbs.block(admin, "name:mallory", P)
     res = post(client, "/proj/request", {"downloader": "mallory", "api_version": "2"})
     assert res.status_code == 403
 
@@ -134,7 +134,7 @@ def test_release_returns_the_claim(client, project, r):
 def test_upload_target(client, project, admin):
     res = post(client, "/proj/upload", {"downloader": "alice", "item_name": "x", "version": "1"})
     assert res.status_code == 200 and res.json == {}
-    projects.set_upload_target(admin, P, "rsync://up.example/mod/:downloader/", "active")
+    project_verbs.set_upload_target(admin, P, "rsync://up.example/mod/:downloader/", "active")
     res = post(client, "/proj/upload", {"downloader": "alice", "item_name": "x", "version": "1"})
     assert res.json == {"upload_target": "rsync://up.example/mod/alice/"}
 
@@ -230,9 +230,9 @@ def test_redis_down_is_503_not_500(engine, implementation, admin, redis_server):
     from falcon import testing
 
     from tracker_api.app import create_app
-    from tracker_core.engine import Engine
+    from tracker_core.items.engine import Engine
 
-    projects.create(admin, P)
+    project_verbs.create(admin, P)
     dead = Engine("redis://127.0.0.1:1/0")
     res = post(testing.TestClient(create_app(dead)), "/proj/request", {"downloader": "alice"})
     assert res.status_code == 503 and "retry" in res.text

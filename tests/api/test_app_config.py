@@ -8,8 +8,8 @@ from falcon import testing
 
 from tracker_api.app import create_app
 from tracker_api.config import AppConfig
-from tracker_core import hq
-from tracker_core.admin import projects
+from tracker_core.admin import project_verbs
+from tracker_core.warriors import hq
 
 P = "proj"
 TOKEN = "scrape-me-0123456789abcdef"
@@ -27,8 +27,8 @@ def scrape(web, token):
 
 @pytest.fixture
 def project(admin):
-    projects.create(admin, P)
-    projects.set_settings(admin, P, {"warrior_listed": "0"})[
+    project_verbs.create(admin, P)
+    project_verbs.set_settings(admin, P, {"warrior_listed": "0"})[
         "settings_age"
     ]  # only a token that sees everything shows it
     return P

@@ -11,9 +11,9 @@ from falcon import testing
 from support.state import snapshot
 from tracker_api.app import create_app
 from tracker_api.cli import main
-from tracker_core.admin import items as item_verbs
-from tracker_core.engine import Engine
-from tracker_core.keys import ProjectKeys
+from tracker_core.admin import item_verbs
+from tracker_core.items.engine import Engine
+from tracker_core.keyspace import ProjectKeys
 
 P = "disc-o"  # a '-' in the name: the project is the part before the last '-'
 K = ProjectKeys(P)
@@ -205,9 +205,9 @@ def test_filter_command_sets_the_kind_of_an_empty_filter(cli):
 
 
 def test_shards_are_counted_and_mappable_to_a_queue(client, secret, cli, r, monkeypatch):
-    from tracker_core import backfeed as backfeed_mod
+    from tracker_core.items import backfeed
 
-    monkeypatch.setattr(backfeed_mod, "SHARD_MAP_TTL_S", 0.0)
+    monkeypatch.setattr(backfeed, "SHARD_MAP_TTL_S", 0.0)
     assert queued(post(client, secret, b"a\0b\0", shard="s1")) == 2
     res = cli("backfeed", "shard-map", P, "s1", "secondary")
     assert res.exit_code == 0, res.output

@@ -11,9 +11,9 @@ from support.processes import ServerProcess
 from support.raw_http import read_until_closed, status_line
 from tracker_api import bodycap
 from tracker_api.bodycap import CappedBody
-from tracker_core import keys as keyspace
-from tracker_core.admin import items, projects
-from tracker_core.keys import ProjectKeys
+from tracker_core import keyspace
+from tracker_core.admin import item_verbs, project_verbs
+from tracker_core.keyspace import ProjectKeys
 
 
 @pytest.fixture(autouse=True)
@@ -121,8 +121,8 @@ def server(redis_url):
 
 @pytest.fixture
 def project(admin):
-    projects.create(admin, P)
-    items.add(admin, P, ["a"])
+    project_verbs.create(admin, P)
+    item_verbs.add(admin, P, ["a"])
 
 
 def head(path: str, length: int) -> bytes:

@@ -17,9 +17,9 @@ from support.state import snapshot
 from tracker_api.app import create_app
 from tracker_api.client_ip import FIELD, Unreadable, from_forwarded_for, normalize, throttle_key
 from tracker_api.config import AppConfig
-from tracker_core import keys as keyspace
-from tracker_core.admin import items, limits, projects
-from tracker_core.keys import ProjectKeys
+from tracker_core import keyspace
+from tracker_core.admin import item_verbs, limit_verbs, project_verbs
+from tracker_core.keyspace import ProjectKeys
 
 P = "proj"
 K = ProjectKeys(P)
@@ -30,8 +30,8 @@ ITEMS = [f"https://example.com/a b/{n}?q=%20#frag" for n in range(10)]
 
 @pytest.fixture
 def project(admin):
-    projects.create(admin, P)
-    items.add(admin, P, ITEMS)
+    project_verbs.create(admin, P)
+    item_verbs.add(admin, P, ITEMS)
     return P
 
 
@@ -55,7 +55,7 @@ SPOOFS = [
 @pytest.mark.parametrize("headers", SPOOFS)
 def test_a_spoofed_forwarded_for_does_not_bypass_an_ip_block(engine, admin, project, r, headers):
     web = testing.TestClient(create_app(engine, config=AppConfig(trust_forwarded=True)))
-    limits.block(admin, f"ip:{REAL}", P)
+    limit_verbs.block(admin, f"ip:{REAL}", P)
     res = request(web, headers)
     assert res.status_code == 403 and res.content == b""
     assert r.hlen(K.claims) == 0
@@ -72,10 +72,10 @@ def test_claims_record_the_address_the_proxy_appended(engine, project, r, header
 
 def test_two_trusted_proxies_take_the_second_entry_from_the_right(engine, project, r, admin):
     web = testing.TestClient(create_app(engine, config=AppConfig(trust_forwarded=2)))
-    limits.block(admin, f"ip:{REAL}", P)
+    limit_verbs.block(admin, f"ip:{REAL}", P)
     # client-sent, what the CDN saw, what HAProxy saw (the CDN)
     assert request(web, {"X-Forwarded-For": f"10.9.9.9, {REAL}, 198.51.100.1"}).status_code == 403
-    limits.block(admin, f"ip:{REAL}", P, remove=True)
+    limit_verbs.block(admin, f"ip:{REAL}", P, remove=True)
     assert request(web, {"X-Forwarded-For": f"10.9.9.9, {REAL}, 198.51.100.1"}).status_code == 200
     assert r.hvals(K.claims)[0].split("\t")[1] == REAL
 
@@ -272,9 +272,9 @@ def test_live_server_with_trusted_proxies_from_the_environment(redis_url, admin,
     bjoern glues a repeated header's lines with no separator ("a, b" + "c" is "a, bc"), so the
     proxies must hand over one line: HAProxy drops what the client sent (test below).
     """
-    projects.create(admin, P)
-    items.add(admin, P, ITEMS)
-    limits.block(admin, f"ip:{REAL}", P)
+    project_verbs.create(admin, P)
+    item_verbs.add(admin, P, ITEMS)
+    limit_verbs.block(admin, f"ip:{REAL}", P)
     env = dict(os.environ, TRACKER_TRUSTED_PROXIES="2")
     process, port = start_serve(redis_url, "--host", "127.0.0.1", "--trust-forwarded", env=env)
     try:
@@ -320,9 +320,9 @@ def test_two_forwarded_for_lines_through_bjoern_are_refused_not_served_as_the_pr
     """A blocked client sends its own X-Forwarded-For beside the proxy's (HAProxy with `option
     forwardfor` alone adds a second line): bjoern hands the app "198.51.100.1203.0.113.7", which
     used to fall back to the socket's peer, the proxy, and got the blocked client served."""
-    projects.create(admin, P)
-    items.add(admin, P, ITEMS)
-    limits.block(admin, f"ip:{REAL}", P)
+    project_verbs.create(admin, P)
+    item_verbs.add(admin, P, ITEMS)
+    limit_verbs.block(admin, f"ip:{REAL}", P)
     process, port = start_serve(
         redis_url, "--host", "127.0.0.1", "--trust-forwarded", "--access-log", capture=True
     )
@@ -353,8 +353,8 @@ def test_two_forwarded_for_lines_through_bjoern_are_refused_not_served_as_the_pr
 def test_a_non_address_at_the_trusted_position_through_bjoern_is_refused(redis_url, admin, r):
     """--trusted-proxies 2: the entry the outer proxy wrote (second from the right) must be an
     address; "unknown" there used to make the inner proxy, the socket's peer, the client."""
-    projects.create(admin, P)
-    items.add(admin, P, ITEMS)
+    project_verbs.create(admin, P)
+    item_verbs.add(admin, P, ITEMS)
     process, port = start_serve(
         redis_url, "--host", "127.0.0.1", "--trust-forwarded", "--trusted-proxies", "2"
     )

@@ -16,10 +16,10 @@ from falcon import testing
 from support.seesaw_runner import run_warrior
 from tracker_api import warrior
 from tracker_api.app import create_app
-from tracker_core import protocol
-from tracker_core.admin import items, projects
-from tracker_core.keys import ProjectKeys
-from tracker_core.settings import MAX_MULTI_CEILING
+from tracker_core.admin import item_verbs, project_verbs
+from tracker_core.compiled import protocol
+from tracker_core.keyspace import ProjectKeys
+from tracker_core.project.settings_schema import MAX_MULTI_CEILING
 
 P = "maxdone"
 K = ProjectKeys(P)
@@ -72,10 +72,10 @@ def claim_all(web) -> list[str]:
 
 
 def test_a_whole_worst_case_claim_is_released_and_done_in_one_body_each(admin, r, web):
-    projects.create(admin, P)
-    projects.set_settings(admin, P, {"max_multi": str(MAX_MULTI_CEILING)})
+    project_verbs.create(admin, P)
+    project_verbs.set_settings(admin, P, {"max_multi": str(MAX_MULTI_CEILING)})
     names = worst_names()
-    items.add(admin, P, names)
+    item_verbs.add(admin, P, names)
     claimed = claim_all(web)
     assert sorted(claimed) == sorted(names)
     body = json.dumps({"downloader": "alice", "item": "\0".join(claimed)}).encode()
@@ -91,8 +91,8 @@ def test_a_whole_worst_case_claim_is_released_and_done_in_one_body_each(admin, r
 
 
 def test_a_body_past_the_done_limit_is_refused_413_and_changes_nothing(admin, r, web):
-    projects.create(admin, P)
-    items.add(admin, P, ["a"])
+    project_verbs.create(admin, P)
+    item_verbs.add(admin, P, ["a"])
     limit = warrior.MAX_DONE_BODY_BYTES
     padding = b" " * (limit - len(b'{"downloader": "alice", "item": "a"}'))
     at_limit = b'{"downloader": "alice", "item": "a"' + padding + b"}"
@@ -108,10 +108,10 @@ def test_a_body_past_the_done_limit_is_refused_413_and_changes_nothing(admin, r,
 def test_seesaw_reports_a_whole_claim_at_the_maxima_through_the_real_server(admin, r, live_server, tmp_path):
     # seesaw's own pipeline: GetItemFromTracker with multi=1000, PrepareStatsForTracker and
     # SendDoneToTracker, which json.dumps the done (about 49 MB for these names).
-    projects.create(admin, P)
-    projects.set_settings(admin, P, {"max_multi": str(MAX_MULTI_CEILING)})
+    project_verbs.create(admin, P)
+    project_verbs.set_settings(admin, P, {"max_multi": str(MAX_MULTI_CEILING)})
     names = worst_names()
-    items.add(admin, P, names)
+    item_verbs.add(admin, P, names)
     result, _log = run_warrior(live_server, tmp_path, project=P, claims=1, multi=MAX_MULTI_CEILING)
     assert result["claims"] == 1 and not result["failed"]
     assert sorted(result["names"]) == sorted(names)

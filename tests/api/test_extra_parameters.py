@@ -15,9 +15,9 @@ import pytest
 from falcon import testing
 
 from tracker_api.app import create_app
-from tracker_core.admin import items, projects
-from tracker_core.keys import ProjectKeys
-from tracker_core.settings import MAX_EXTRA_PARAMETERS_BYTES
+from tracker_core.admin import item_verbs, project_verbs
+from tracker_core.keyspace import ProjectKeys
+from tracker_core.project.settings_schema import MAX_EXTRA_PARAMETERS_BYTES
 
 P = "extras"
 K = ProjectKeys(P)
@@ -70,14 +70,14 @@ def seesaw_item(base: str, project: str, work_dir, multi: int = 1) -> dict:
 
 @pytest.fixture
 def project(admin):
-    projects.create(admin, P)
-    items.add(admin, P, URLS)
+    project_verbs.create(admin, P)
+    item_verbs.add(admin, P, URLS)
     return P
 
 
 @pytest.mark.slow
 def test_seesaw_copies_the_extra_parameters_into_the_item(project, admin, live_server, r, tmp_path):
-    projects.set_settings(admin, P, {"extra_parameters": json.dumps(EXTRA)})
+    project_verbs.set_settings(admin, P, {"extra_parameters": json.dumps(EXTRA)})
     item = seesaw_item(live_server.base, P, tmp_path)
     assert item["item_name"] in URLS and r.hget(K.claims, item["item_name"]) is not None
     assert {key: item[key] for key in EXTRA} == EXTRA
@@ -88,7 +88,7 @@ def test_seesaw_copies_the_extra_parameters_into_the_item(project, admin, live_s
     assert {key: item[key] for key in EXTRA} == EXTRA
     # Without the setting the item holds the name only (and what seesaw adds itself). Each
     # worker process sees a change within a second (its settings cache).
-    projects.set_settings(admin, P, {"extra_parameters": ""})
+    project_verbs.set_settings(admin, P, {"extra_parameters": ""})
     time.sleep(1.1)
     item = seesaw_item(live_server.base, P, tmp_path)
     assert not set(EXTRA) & set(item)
@@ -101,7 +101,7 @@ def request(web, body):
 
 
 def test_the_answer_carries_them_and_item_name_is_the_claims(project, admin, engine, r):
-    projects.set_settings(admin, P, {"extra_parameters": json.dumps(EXTRA)})
+    project_verbs.set_settings(admin, P, {"extra_parameters": json.dumps(EXTRA)})
     web = testing.TestClient(create_app(engine))
     res = request(web, {"downloader": "alice", "api_version": "2"})
     assert res.status_code == 200
@@ -140,7 +140,7 @@ def test_they_cost_no_redis_call_on_the_request_path(project, admin, engine, r):
         return list(sent)
 
     assert commands_per_request() == ["EVALSHA"]
-    projects.set_settings(admin, P, {"extra_parameters": json.dumps(EXTRA)})
+    project_verbs.set_settings(admin, P, {"extra_parameters": json.dumps(EXTRA)})
     assert commands_per_request() == ["EVALSHA"]
     assert "grab_mode" in orjson.loads(request(web, body).content)
 
@@ -148,9 +148,9 @@ def test_they_cost_no_redis_call_on_the_request_path(project, admin, engine, r):
 def test_a_change_reaches_the_next_answer(project, admin, engine):
     web = testing.TestClient(create_app(engine))
     body = {"downloader": "alice", "api_version": "2"}
-    projects.set_settings(admin, P, {"extra_parameters": '{"phase": 1}'})
+    project_verbs.set_settings(admin, P, {"extra_parameters": '{"phase": 1}'})
     assert orjson.loads(request(web, body).content)["phase"] == 1
-    projects.set_settings(admin, P, {"extra_parameters": '{"phase": 2}'})
+    project_verbs.set_settings(admin, P, {"extra_parameters": '{"phase": 2}'})
     request(web, body)  # this claim's reply carries the new settings age
     assert orjson.loads(request(web, body).content)["phase"] == 2
 
@@ -189,19 +189,19 @@ def padded(total_bytes: int) -> str:
     ],
 )
 def test_bad_values_are_refused_with_a_reason_and_change_nothing(project, admin, r, value, reason):
-    projects.set_settings(admin, P, {"extra_parameters": '{"kept": 1}'})
+    project_verbs.set_settings(admin, P, {"extra_parameters": '{"kept": 1}'})
     before = r.hgetall(K.settings)
     with pytest.raises(ValueError) as caught:
-        projects.set_settings(admin, P, {"extra_parameters": value})
+        project_verbs.set_settings(admin, P, {"extra_parameters": value})
     assert reason in str(caught.value) and "\n" not in str(caught.value)
     assert r.hgetall(K.settings) == before
 
 
 def test_the_size_limit_is_inclusive_and_values_are_stored_compact(project, admin, r):
     at_limit = padded(MAX_EXTRA_PARAMETERS_BYTES)
-    projects.set_settings(admin, P, {"extra_parameters": at_limit})
+    project_verbs.set_settings(admin, P, {"extra_parameters": at_limit})
     assert r.hget(K.settings, "extra_parameters") == at_limit
-    projects.set_settings(admin, P, {"extra_parameters": '{ "a" : [ 1 , 2 ] ,\n "b": "é" }'})
+    project_verbs.set_settings(admin, P, {"extra_parameters": '{ "a" : [ 1 , 2 ] ,\n "b": "é" }'})
     assert r.hget(K.settings, "extra_parameters") == '{"a":[1,2],"b":"é"}'
 
 

@@ -10,11 +10,10 @@ from support.browser import PHONE_WIDTH, Browser, needs_chromium
 from support.paths import ARTIFACTS
 from support.processes import start_live_server, stop_live_server
 from tracker_api.app import create_app
-from tracker_core import hq, tokens
-from tracker_core.admin import hq as hq_verbs
-from tracker_core.admin import items
-from tracker_core.admin import projects as project_verbs
+from tracker_core.access import tokens
+from tracker_core.admin import hq_verbs, item_verbs, project_verbs
 from tracker_core.admin.errors import AdminError
+from tracker_core.warriors import hq
 
 LONG_TITLE = "Archive of https://www.example.com/a/very/long/path?with=query%20and#fragment/" + "x" * 100
 
@@ -28,10 +27,10 @@ def projects(admin, engine):
     project_verbs.create(admin, "shown", {"title": LONG_TITLE})
     project_verbs.create(admin, "second")
     project_verbs.create(admin, "hidden", {"warrior_listed": "0"})
-    items.add(admin, "shown", [url(i) for i in range(10)])
+    item_verbs.add(admin, "shown", [url(i) for i in range(10)])
     status, claimed = engine.claim("shown", "alice", "10.0.0.1", 4)
     engine.done("shown", "alice", "1", claimed[:3], [], "")
-    items.add(admin, "hidden", ["secret-item"])
+    item_verbs.add(admin, "hidden", ["secret-item"])
     return admin
 
 

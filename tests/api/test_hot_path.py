@@ -15,11 +15,11 @@ from tracker_api import hot_path, logs
 from tracker_api.app import create_app
 from tracker_api.config import AppConfig
 from tracker_api.warrior import MAX_BODY_BYTES
-from tracker_core import bloom
-from tracker_core.admin import items, projects
-from tracker_core.engine import Engine
-from tracker_core.keys import ProjectKeys
-from tracker_core.processes import free_port
+from tracker_core.admin import item_verbs, project_verbs
+from tracker_core.infra.processes import free_port
+from tracker_core.items import bloom
+from tracker_core.items.engine import Engine
+from tracker_core.keyspace import ProjectKeys
 
 P = "proj"
 URL_ITEM = "https://example.com/a b//c?q=%20&x=ü#frag"
@@ -100,12 +100,12 @@ def apps(redis_url, clock, admin, r):
         r.flushall()
         engine._settings.clear()
         engine._unknown.clear()
-        projects.create(admin, P)
+        project_verbs.create(admin, P)
         # One fixed filter salt (all zeros), so that both runs set the same bits (a new filter's
         # salt is random).
         bloom.configure(admin.conn, ProjectKeys(P), bloom.Geometry(salt="0" * 32))
         # One item to claim, so that both runs claim the same one (Redis picks at random).
-        items.add(admin, P, ITEMS if claim else ITEMS[:1])
+        item_verbs.add(admin, P, ITEMS if claim else ITEMS[:1])
         claimed = []
         for _ in range(claim):
             status, names = engine.claim(P, "alice", "127.0.0.1", 1)
@@ -231,8 +231,8 @@ def test_everything_else_goes_to_falcon(apps, method, path, environ):
 
 
 def test_the_path_the_access_log_reads_is_collapsed(redis_url, admin):
-    projects.create(admin, P)
-    items.add(admin, P, ITEMS)
+    project_verbs.create(admin, P)
+    item_verbs.add(admin, P, ITEMS)
     full = create_app(Engine(redis_url))
     env = testing.create_environ(path="/", method="POST", body=orjson.dumps(REQUEST))
     env["PATH_INFO"] = "/proj/multi=2//request"
@@ -273,8 +273,8 @@ def test_an_unexpected_error_answers_500_as_falcon_did(apps, monkeypatch):
 
 
 def test_behind_a_trusted_proxy_the_claim_is_made_for_the_forwarded_address(redis_url, admin, r, clock):
-    projects.create(admin, P)
-    items.add(admin, P, ITEMS)
+    project_verbs.create(admin, P)
+    item_verbs.add(admin, P, ITEMS)
     full = create_app(Engine(redis_url, clock=clock), config=AppConfig(trust_forwarded=1))
     status, _, _ = call(
         full,
@@ -308,7 +308,7 @@ def test_a_content_length_of_many_digits_answers_as_falcon_did(apps, length):
 def test_the_route_cache_holds_no_long_paths(redis_url, admin):
     # A scan of long distinct paths (bjoern takes a request line of up to 80 KB) must not fill
     # the worker's memory with them: 4,096 paths of 80 KB each would be 320 MB.
-    projects.create(admin, P)
+    project_verbs.create(admin, P)
     full = create_app(Engine(redis_url))
     for n in range(50):
         long_path = f"/{n}{'x' * 60_000}/request"
@@ -342,8 +342,8 @@ def test_a_project_made_after_its_path_was_cached_is_served(redis_url, admin, cl
     full = create_app(engine)
     assert call(full, "POST", "/later/request", REQUEST)[0] == "404 Not Found"
     assert full.hot_path.route("/later/request") is not None
-    projects.create(admin, "later")
-    items.add(admin, "later", [URL_ITEM])
+    project_verbs.create(admin, "later")
+    item_verbs.add(admin, "later", [URL_ITEM])
     engine._unknown.clear()  # the engine's memory of unknown projects lasts a second
     status, _, body = call(full, "POST", "/later/request", REQUEST)
     assert status == "200 OK" and orjson.loads(body)["item_name"] == URL_ITEM
@@ -354,8 +354,8 @@ def test_the_access_log_has_one_line_per_hot_request_with_its_status(redis_url, 
     buffer = io.StringIO()
     logs.setup("info", access_log=True, stream=buffer)
     try:
-        projects.create(admin, P)
-        items.add(admin, P, [URL_ITEM])
+        project_verbs.create(admin, P)
+        item_verbs.add(admin, P, [URL_ITEM])
         full = create_app(Engine(redis_url), config=AppConfig(trust_forwarded=1))
         forwarded = {"HTTP_X_FORWARDED_FOR": "203.0.113.9", "REMOTE_ADDR": "10.0.0.1"}
         call(full, "POST", "/proj/multi=2//request", REQUEST, environ=forwarded)

@@ -10,8 +10,8 @@ from falcon import testing
 from tracker_api.app import create_app
 from tracker_api.cli import server_options
 from tracker_api.config import AppConfig
-from tracker_core import hq
-from tracker_core import keys as keyspace
+from tracker_core import keyspace
+from tracker_core.warriors import hq
 
 JSON = {"Content-Type": "application/json"}
 

@@ -11,12 +11,12 @@ from falcon import testing
 
 from tracker_api.app import create_app
 from tracker_api.cli import main
-from tracker_core import keys as keyspace
-from tracker_core import safe_html, tokens
-from tracker_core.admin import hq as hq_verbs
-from tracker_core.admin import projects
+from tracker_core import keyspace
+from tracker_core.access import tokens
+from tracker_core.admin import hq_verbs, project_verbs
 from tracker_core.admin.errors import AdminError
-from tracker_core.keys import ProjectKeys
+from tracker_core.keyspace import ProjectKeys
+from tracker_core.project import safe_html
 
 P = "mapped"
 K = ProjectKeys(P)
@@ -38,7 +38,7 @@ def web(engine):
 
 @pytest.fixture
 def project(admin):
-    projects.create(admin, P)
+    project_verbs.create(admin, P)
 
 
 def post(web, path, token, body):

@@ -6,11 +6,12 @@ import pytest
 from falcon import testing
 
 from tracker_api.app import create_app
-from tracker_core import project_links, tokens
-from tracker_core.admin import projects
+from tracker_core.access import tokens
+from tracker_core.admin import project_verbs
 from tracker_core.admin.errors import AdminError
-from tracker_core.engine import Engine
-from tracker_core.keys import ProjectKeys
+from tracker_core.items.engine import Engine
+from tracker_core.keyspace import ProjectKeys
+from tracker_core.project import project_links
 
 P = "pagetest"
 REPO = "https://git.example.org/grab/pagetest?tab=readme&x=%20y#top"
@@ -31,7 +32,7 @@ def web(redis_url):
 
 @pytest.fixture
 def project(admin):
-    projects.create(
+    project_verbs.create(
         admin, P, {"title": "{{about}} & <i>co</i>", "description": "Line one\n<script>x()</script>"}
     )
     return P
@@ -44,7 +45,7 @@ def page(web):
 
 
 def test_description_and_repository_are_shown_escaped(web, admin, project):
-    projects.set_settings(admin, P, {"repository_url": REPO})
+    project_verbs.set_settings(admin, P, {"repository_url": REPO})
     text = page(web).text
     assert '<p class="about" id="about">Line one\n&lt;script&gt;x()&lt;/script&gt;</p>' in text
     assert "<script>x()" not in text
@@ -62,7 +63,7 @@ def test_the_logo_origin_alone_is_added_to_the_page_policy(web, admin, project):
     before = page(web)
     assert 'class="logo"' not in before.text
     assert "img-src 'self' data:;" in before.headers["content-security-policy"]
-    projects.set_settings(admin, P, {"logo_url": LOGO})
+    project_verbs.set_settings(admin, P, {"logo_url": LOGO})
     res = page(web)
     assert f'<img class="logo" src="{LOGO}" alt="" referrerpolicy="no-referrer">' in res.text
     policy = res.headers["content-security-policy"]
@@ -88,7 +89,7 @@ def test_the_logo_origin_alone_is_added_to_the_page_policy(web, admin, project):
 def test_links_must_be_plain_http_urls(admin, project, bad):
     for name in ("logo_url", "repository_url"):
         with pytest.raises(AdminError):
-            projects.set_settings(admin, P, {name: bad})
+            project_verbs.set_settings(admin, P, {name: bad})
 
 
 def test_the_admin_api_refuses_a_bad_link_with_its_reason(web, admin, project):

@@ -3,9 +3,9 @@
 from prometheus_client.parser import text_string_to_metric_families
 
 from tracker_api.app import create_app
-from tracker_core import census
-from tracker_core.admin import items, limits, projects
-from tracker_core.keys import ProjectKeys
+from tracker_core.admin import item_verbs, limit_verbs, project_verbs
+from tracker_core.figures import census
+from tracker_core.keyspace import ProjectKeys
 
 P = "census-proj"
 K = ProjectKeys(P)
@@ -27,13 +27,15 @@ def gauges(text: str) -> tuple[dict[str, float], float]:
 def test_metrics_queue_gauges_are_the_census(admin, r, engine):
     from falcon import testing
 
-    projects.create(admin, P)
+    project_verbs.create(admin, P)
     urls = [f"https://example.com/p a/{i}?q=%2F{i}#x" for i in range(40)]
-    items.add(admin, P, urls[:20])
-    items.add(admin, P, urls[20:30], queue="secondary")
-    items.add(admin, P, urls[30:35], queue="downloader:bob")
-    limits.add(admin, P, "slow", "prefix:https://example.com/p a/3", "1/m")["settings_age"]  # holds some back
-    items.add(admin, P, urls[35:])
+    item_verbs.add(admin, P, urls[:20])
+    item_verbs.add(admin, P, urls[20:30], queue="secondary")
+    item_verbs.add(admin, P, urls[30:35], queue="downloader:bob")
+    limit_verbs.add(admin, P, "slow", "prefix:https://example.com/p a/3", "1/m")[
+        "settings_age"
+    ]  # holds some back
+    item_verbs.add(admin, P, urls[35:])
     engine.claim(P, "alice", "10.0.0.1", 3)
     expected = census.read(census.redis_py_runner(r), K)
     queues, total = gauges(testing.TestClient(create_app(engine)).simulate_get("/metrics").text)

@@ -13,10 +13,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from support.counters import totals
 from tracker_api.app import create_app
 from tracker_api.config import AppConfig
-from tracker_core import bloom, classify, protocol
-from tracker_core.admin import items, projects
-from tracker_core.engine import Engine
-from tracker_core.keys import ProjectKeys
+from tracker_core.admin import item_verbs, project_verbs
+from tracker_core.compiled import classify, protocol
+from tracker_core.items import bloom
+from tracker_core.items.engine import Engine
+from tracker_core.keyspace import ProjectKeys
 from tracker_core.offload.lease import Lease
 
 P, HIDDEN = "metrics-proj", "metrics-hidden"
@@ -55,8 +56,8 @@ def scrape(web, token: str | None = TOKEN) -> dict:
 
 
 def test_every_family_follows_the_naming_conventions(web, admin, engine):
-    projects.create(admin, P)
-    items.add(admin, P, [url(n) for n in range(3)])
+    project_verbs.create(admin, P)
+    item_verbs.add(admin, P, [url(n) for n in range(3)])
     engine.claim(P, "alice", "10.0.0.1", 1)
     fams = scrape(web)
     for name, family in fams.items():
@@ -88,17 +89,17 @@ def test_every_family_follows_the_naming_conventions(web, admin, engine):
 
 
 def test_item_gauges_and_done_results_equal_redis(web, admin, engine, clock, r):
-    projects.create(admin, P)
-    projects.set_settings(admin, P, {"reclaim_ttl_s": "1", "max_reclaims": "1"})
+    project_verbs.create(admin, P)
+    project_verbs.set_settings(admin, P, {"reclaim_ttl_s": "1", "max_reclaims": "1"})
     # Two items reclaimed too often go dead; a late done completes one of them.
-    items.add(admin, P, [url(0), url(1)])
+    item_verbs.add(admin, P, [url(0), url(1)])
     assert engine.claim(P, "alice", "10.0.0.1", 2)[0] == 200
     clock.advance(1.5)
     assert engine.claim(P, "bob", "10.0.0.2", 2)[0] == 200
     clock.advance(3)
     assert engine.claim(P, "carol", "10.0.0.3", 2) == (404, [])
     assert r.hlen(K.dead) == 2
-    items.add(admin, P, [url(n) for n in range(2, 10)])
+    item_verbs.add(admin, P, [url(n) for n in range(2, 10)])
     status, claimed = engine.claim(P, "alice", "10.0.0.1", 4)
     assert status == 200
     clock.advance(20)
@@ -134,7 +135,7 @@ def test_item_gauges_and_done_results_equal_redis(web, admin, engine, clock, r):
 
 
 def test_lease_redis_and_build_gauges(web, admin, engine, r):
-    projects.create(admin, P)
+    project_verbs.create(admin, P)
     fams = scrape(web)
     assert value(fams, "tracker_maintain_lease_held", project=P) == 0
     assert Lease(r, K).take()
@@ -155,9 +156,9 @@ def test_lease_redis_and_build_gauges(web, admin, engine, r):
 
 
 def test_an_unlisted_projects_series_stay_hidden_from_anonymous_callers(web, admin):
-    projects.create(admin, P)
-    projects.create(admin, HIDDEN)
-    projects.set_settings(admin, HIDDEN, {"warrior_listed": "0"})
+    project_verbs.create(admin, P)
+    project_verbs.create(admin, HIDDEN)
+    project_verbs.set_settings(admin, HIDDEN, {"warrior_listed": "0"})
     for token, seen in ((None, {P}), (TOKEN, {P, HIDDEN})):
         fams = scrape(web, token)
         named = {s.labels["project"] for f in fams.values() for s in f.samples if "project" in s.labels}

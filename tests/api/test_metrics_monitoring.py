@@ -17,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from support.paths import ROOT
 from tracker_api.app import create_app
 from tracker_api.config import AppConfig
-from tracker_core.admin import items, projects
+from tracker_core.admin import item_verbs, project_verbs
 
 MONITORING = ROOT / "monitoring"
 TOKEN = "monitoring-token"
@@ -37,8 +37,8 @@ TARGET_LABELS = {"instance", "job"}
 @pytest.fixture
 def exported(engine, admin) -> dict[str, set[str]]:
     """Sample name -> its label names, from a scrape that has every family."""
-    projects.create(admin, "mon-proj")
-    items.add(admin, "mon-proj", ["https://example.com/a b?c=%2F#d"])
+    project_verbs.create(admin, "mon-proj")
+    item_verbs.add(admin, "mon-proj", ["https://example.com/a b?c=%2F#d"])
     web = testing.TestClient(create_app(engine, config=AppConfig(metrics_token=TOKEN)))
     web.simulate_post("/mon-proj/request", json={"downloader": "alice", "api_version": "2"})
     web.simulate_get("/unknown/path")

@@ -16,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from support.processes import start_serve, stop, wait_for, wait_for_port, worker_pids
 from tracker_api import request_metrics
 from tracker_api.app import create_app
-from tracker_core.admin import items, projects
+from tracker_core.admin import item_verbs, project_verbs
 
 P = "req-metrics"
 
@@ -37,8 +37,8 @@ def count(text: str, route: str, method: str, status: str) -> float:
 
 
 def test_requests_are_counted_by_route_template_method_and_status(engine, admin):
-    projects.create(admin, P)
-    items.add(admin, P, [f"https://example.com/x y/{n}?a=%2F#f" for n in range(10)])
+    project_verbs.create(admin, P)
+    item_verbs.add(admin, P, [f"https://example.com/x y/{n}?a=%2F#f" for n in range(10)])
     web = testing.TestClient(create_app(engine))
     body = {"downloader": "alice", "api_version": "2"}
     for _ in range(3):

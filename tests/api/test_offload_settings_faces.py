@@ -16,9 +16,9 @@ from support.offload_settings import CASES, SOUND
 from tracker_api.admin_pages import csrf_for
 from tracker_api.app import create_app
 from tracker_api.config import AppConfig
-from tracker_core import tokens
-from tracker_core.admin import projects
-from tracker_core.keys import ProjectKeys
+from tracker_core.access import tokens
+from tracker_core.admin import project_verbs
+from tracker_core.keyspace import ProjectKeys
 
 P = "faces"
 K = ProjectKeys(P)
@@ -32,7 +32,7 @@ def web(engine):
 
 @pytest.fixture
 def token(admin):
-    projects.create(admin, P)
+    project_verbs.create(admin, P)
     return tokens.create(admin.conn, P)[0]
 
 
@@ -98,7 +98,7 @@ def gauge(web, project: str) -> float:
 def test_a_project_stored_with_bad_settings_is_flagged_in_metrics_and_on_its_settings_page(
     web, r, admin, token, engine
 ):
-    projects.create(admin, "sound", SOUND)
+    project_verbs.create(admin, "sound", SOUND)
     assert gauge(web, P) == 0 and gauge(web, "sound") == 0
     assert (
         "class=warning"
@@ -111,6 +111,6 @@ def test_a_project_stored_with_bad_settings_is_flagged_in_metrics_and_on_its_set
     shown = web.simulate_get(f"/admin/{P}/settings", headers={"Cookie": f"tracker_admin={token}"}).text
     (warning,) = re.findall(r"<p class=warning[^>]*>(.*?)</p>", shown, re.S)
     assert "offload_high=2000 without offload_low" in warning
-    projects.set_settings(admin, P, {"offload_low": "1000", "offload_segment_items": "1000"})
+    project_verbs.set_settings(admin, P, {"offload_low": "1000", "offload_segment_items": "1000"})
     engine._settings.clear()
     assert gauge(web, P) == 0

@@ -17,7 +17,7 @@ from tracker_api.app import create_routes
 from tracker_api.public_cache import ColdBudget, PublicCache, cache_key
 from tracker_api.public_renderer import Renderer
 from tracker_api.rendered_files import Store
-from tracker_core.admin import items, projects
+from tracker_core.admin import item_verbs, project_verbs
 
 
 class Seen:
@@ -36,8 +36,8 @@ def store(tmp_path):
 @pytest.fixture
 def listed(admin):
     for name in ("alpha", "beta"):
-        projects.create(admin, name)
-    items.add(admin, "alpha", ["https://example.org/a b?c=%20#d", "https://example.org/e"])
+        project_verbs.create(admin, name)
+    item_verbs.add(admin, "alpha", ["https://example.org/a b?c=%20#d", "https://example.org/e"])
     return "alpha"
 
 
@@ -231,7 +231,7 @@ def test_heartbeats_carry_the_rendered_document_not_one_built_per_heartbeat(
 
     from tracker_api.app import create_app
     from tracker_api.config import AppConfig
-    from tracker_core.keys import ProjectKeys
+    from tracker_core.keyspace import ProjectKeys
 
     config = replace(AppConfig(), public_cache_dir=str(store.directory), public_cache_max_age_s=60)
     Renderer(store, create_routes(engine)).render(public_cache.projects_key("t.example", ""))

@@ -18,7 +18,7 @@ from tracker_api import hq_api, public_url
 from tracker_api.app import create_app
 from tracker_api.cli import main
 from tracker_api.config import AppConfig
-from tracker_core.admin import projects
+from tracker_core.admin import project_verbs
 
 P = "shown"
 PUBLIC = "https://tracker.example.org"
@@ -112,7 +112,7 @@ def test_a_bad_public_url_is_refused_with_a_reason(given, reason):
 
 @pytest.fixture
 def listed(admin):
-    projects.create(admin, P)
+    project_verbs.create(admin, P)
 
 
 def web(engine, public: str = "") -> testing.TestClient:
@@ -188,7 +188,7 @@ def test_serve_and_run_hand_the_public_url_to_the_workers(command, monkeypatch):
 
 
 def test_a_real_server_with_a_public_url_ignores_a_forged_host(redis_url, admin):
-    projects.create(admin, P)
+    project_verbs.create(admin, P)
     server = ServerProcess(redis_url, "--public-url", PUBLIC + "/")
     try:
         with server.connect() as sock:

@@ -5,10 +5,10 @@ import pytest
 from falcon import testing
 
 from tracker_api.app import create_app
-from tracker_core.admin import items, projects
+from tracker_core.admin import item_verbs, project_verbs
 from tracker_core.admin.context import AdminContext
-from tracker_core.embedded import EmbeddedRedis
-from tracker_core.engine import Engine
+from tracker_core.infra.embedded import EmbeddedRedis
+from tracker_core.items.engine import Engine
 
 NAME = "https://example.com/a b//c?q=%20#x"
 
@@ -23,8 +23,8 @@ def unix_url(tmp_path):
 def test_claim_done_and_stats_over_a_unix_socket(unix_url):
     assert unix_url.startswith("unix://")
     admin = AdminContext.from_url(unix_url)
-    projects.create(admin, "sock")
-    items.add(admin, "sock", [NAME])
+    project_verbs.create(admin, "sock")
+    item_verbs.add(admin, "sock", [NAME])
     web = testing.TestClient(create_app(Engine(unix_url), admin=admin))
     claimed = web.simulate_post("/sock/request", json={"downloader": "alice", "api_version": "2"})
     assert claimed.status_code == 200 and claimed.json["item_name"] == NAME

@@ -18,9 +18,11 @@ from falcon import testing
 from tracker_api.app import create_app
 from tracker_api.cli import main
 from tracker_api.config import AppConfig
-from tracker_core import hq, redis_clock, tokens
-from tracker_core import keys as keyspace
-from tracker_core.admin import projects as project_verbs
+from tracker_core import keyspace
+from tracker_core.access import tokens
+from tracker_core.admin import project_verbs
+from tracker_core.infra import redis_clock
+from tracker_core.warriors import hq
 
 JSON = {"Content-Type": "application/json"}
 FRESH = itertools.count(1)
@@ -138,7 +140,7 @@ def test_seesaw_warrior_heartbeats_are_recorded_and_count_it_online(
         assert record["selected_project"] == "old-project"
         assert record["lat_lng"] == [51.5074, -0.1278]
         assert record["warrior"] == {"version": "0.10.3"} and record["ip"] == "127.0.0.1"
-        # Redis's time (tracker_core.redis_clock), which this machine's agrees with to a few ms.
+        # Redis's time (tracker_core.infra.redis_clock), which this machine's agrees with to a few ms.
         assert before - 1000 <= record["last_heartbeat_ms"] <= after + 1000 and record["online"]
         assert online_everywhere(live_server, r, redis_url, token) == {1}
 

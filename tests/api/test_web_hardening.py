@@ -17,10 +17,10 @@ from support.browser import Browser, needs_chromium
 from support.processes import start_live_server, stop_live_server
 from tracker_api.app import create_app
 from tracker_api.config import AppConfig
-from tracker_core import hq
-from tracker_core import keys as keyspace
-from tracker_core.admin import items, projects
-from tracker_core.keys import ProjectKeys
+from tracker_core import keyspace
+from tracker_core.admin import item_verbs, project_verbs
+from tracker_core.keyspace import ProjectKeys
+from tracker_core.warriors import hq
 
 JSON = {"Content-Type": "application/json"}
 
@@ -134,7 +134,7 @@ def run_seesaw_hq(server, work_dir) -> dict:
 
 
 def test_seesaw_warrior_registers_heartbeats_and_works_past_the_throttle(redis_url, admin, r, tmp_path):
-    projects.create(admin, "listed")
+    project_verbs.create(admin, "listed")
     server = start_live_server(redis_url, workers=1, extra_env={"TRACKER_REGISTRATIONS_PER_HOUR": "1"})
     try:
         first = run_seesaw_hq(server, tmp_path / "one")
@@ -164,10 +164,10 @@ P = "proj"
 
 @pytest.fixture
 def tokens_(admin):
-    from tracker_core import tokens
+    from tracker_core.access import tokens
 
-    projects.create(admin, P)
-    items.add(admin, P, ["https://example.com/a b?c=%20#d"])
+    project_verbs.create(admin, P)
+    item_verbs.add(admin, P, ["https://example.com/a b?c=%20#d"])
     return {P: tokens.create(admin.conn, P)[0], "global": tokens.create(admin.conn, "*")[0]}
 
 
@@ -274,10 +274,10 @@ def test_public_answers_are_not_sniffed_and_pages_not_framed(web, tokens_):
 def test_admin_pages_work_in_chromium_under_their_policy(redis_url, admin, tmp_path):
     """Log in through the form, see the project page styled from /static/, and find the policy
     in force: an inline script is not run."""
-    from tracker_core import tokens
+    from tracker_core.access import tokens
 
-    projects.create(admin, P)
-    items.add(admin, P, [f"https://example.com/{n}?q=%20" for n in range(3)])
+    project_verbs.create(admin, P)
+    item_verbs.add(admin, P, [f"https://example.com/{n}?q=%20" for n in range(3)])
     token = tokens.create(admin.conn, P)[0]
     server = start_live_server(redis_url, workers=1)
     browser = Browser()
@@ -335,13 +335,13 @@ def metrics_web(engine):
 
 @pytest.fixture
 def metrics_setup(admin):
-    from tracker_core import tokens
+    from tracker_core.access import tokens
 
-    projects.create(admin, "public")
-    projects.create(admin, "hidden")
-    projects.create(admin, "hidden2")
-    projects.set_settings(admin, "hidden", {"warrior_listed": "0"})
-    projects.set_settings(admin, "hidden2", {"warrior_listed": "0"})
+    project_verbs.create(admin, "public")
+    project_verbs.create(admin, "hidden")
+    project_verbs.create(admin, "hidden2")
+    project_verbs.set_settings(admin, "hidden", {"warrior_listed": "0"})
+    project_verbs.set_settings(admin, "hidden2", {"warrior_listed": "0"})
     admin.conn.hincrby(keyspace.GLOBAL_STATS, "bad_path", 1)
     return {"global": tokens.create(admin.conn, "*")[0], "hidden": tokens.create(admin.conn, "hidden")[0]}
 
@@ -392,9 +392,9 @@ def test_a_wrong_metrics_token_is_refused_and_counted(engine, metrics_setup, r, 
 
 
 def test_no_spelling_of_metrics_shows_an_unlisted_project_through_bjoern(redis_url, admin):
-    projects.create(admin, "public")
-    projects.create(admin, "hidden")
-    projects.set_settings(admin, "hidden", {"warrior_listed": "0"})
+    project_verbs.create(admin, "public")
+    project_verbs.create(admin, "hidden")
+    project_verbs.set_settings(admin, "hidden", {"warrior_listed": "0"})
     server = start_live_server(redis_url, workers=1)
     try:
         import socket

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from support.paths import TRACKER_BIN
 from support.processes import wait_for_port
 from tracker_api.cli import main
-from tracker_core.embedded import free_port
+from tracker_core.infra.embedded import free_port
 
 
 @pytest.fixture
@@ -197,7 +197,8 @@ def test_every_cli_change_is_audited_as_cli(cli, r):
 
 
 def test_admin_reads_match_the_api(cli, r):
-    from tracker_core import hq, tokens
+    from tracker_core.access import tokens
+    from tracker_core.warriors import hq
 
     text, record = tokens.create(r, "*", "ops")
     listed = json.loads(cli("admin", "token", "list", "--json").output)["tokens"]

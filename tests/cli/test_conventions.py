@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from support.paths import TRACKER_BIN
 from tracker_api.cli import main
-from tracker_core.embedded import free_port
+from tracker_core.infra.embedded import free_port
 
 P = "conv-p"
 NAMES = ["http://example.com/a b?x=1%20#frag", "user:alice", "page/2"]
@@ -281,7 +281,7 @@ def test_every_printing_command_prints_json_with_json(cli, seeded, engine, tmp_p
         ("backfeed", "secret", "revoke"),
         ("admin", "token", "create"),
         ("admin", "token", "revoke"),
-        ("segments", "import"),  # prints like export: see tests/core/test_offload.py
+        ("segments", "import"),  # prints like export: see tests/core/offload/test_offload.py
     }
     assert covered == {p for p, _ in LEAVES} - PROCESS_COMMANDS
 

@@ -22,9 +22,9 @@ NAMES = [f"https://example.com/page?id={i}&q=a%20b#frag {i}/" for i in range(300
 
 @pytest.fixture
 def add(redis_url, admin):
-    from tracker_core.admin import projects
+    from tracker_core.admin import project_verbs
 
-    projects.create(admin, "prog")
+    project_verbs.create(admin, "prog")
     runner = CliRunner()
 
     def invoke(*args, input=None):

@@ -114,7 +114,7 @@ def test_the_shortcut_never_skips_a_secret(text):
 
 def test_a_bare_admin_token_is_redacted_and_keeps_its_id(logged, r):
     from tracker_api import redact
-    from tracker_core import tokens
+    from tracker_core.access import tokens
 
     token, record = tokens.create(r, "*")
     secret = token[len(f"trk_{record.token_id}_") :]  # the secret may itself hold "_"

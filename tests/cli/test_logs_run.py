@@ -16,9 +16,9 @@ import redis
 
 from support.paths import TRACKER_BIN
 from support.processes import descendants, free_port, start, stop, wait_for, wait_for_line, wait_for_port
-from tracker_core.embedded import EmbeddedRedis
-from tracker_core.keys import ProjectKeys
-from tracker_core.processes import children_of
+from tracker_core.infra.embedded import EmbeddedRedis
+from tracker_core.infra.processes import children_of
+from tracker_core.keyspace import ProjectKeys
 
 LOG_LINE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d (DEBUG|INFO|WARNING|ERROR) tracker\.[a-z]+: ")
 SECRET = "0123456789abcdef0123"

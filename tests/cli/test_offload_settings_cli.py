@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from support.offload_settings import CASES
 from tracker_api.cli import main
-from tracker_core.keys import ProjectKeys
+from tracker_core.keyspace import ProjectKeys
 
 P = "cli-offload"
 K = ProjectKeys(P)

@@ -12,8 +12,8 @@ import urllib.request
 
 from support.paths import TRACKER_BIN
 from support.processes import free_port, start, start_serve, stop, wait_for, wait_for_port
-from tracker_core.admin import projects
-from tracker_core.processes import children_of
+from tracker_core.admin import project_verbs
+from tracker_core.infra.processes import children_of
 
 TOKEN = "metrics-token-from-the-environment"
 
@@ -34,7 +34,7 @@ def _live_url_shown(base: str, project: str) -> str:
 
 
 def test_serve_takes_its_settings_from_options_and_environment_variables(redis_url, admin):
-    projects.create(admin, "shown")
+    project_verbs.create(admin, "shown")
     env = dict(os.environ, TRACKER_LIVE_URL="ws://feed.example:9/live", TRACKER_METRICS_TOKEN=TOKEN)
     process, port = start_serve(redis_url, "--memory-guard-percent", "50", workers=2, env=env)
     try:

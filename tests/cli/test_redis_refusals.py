@@ -7,7 +7,7 @@ import pytest
 from click.testing import CliRunner
 
 from tracker_api.cli import main
-from tracker_core.admin import items, projects
+from tracker_core.admin import item_verbs, project_verbs
 
 P = "refused"
 
@@ -49,11 +49,11 @@ def test_a_script_refused_for_memory_is_one_line_and_exit_1(cli, r, full_redis):
 
 
 def test_items_add_on_a_full_redis_changes_nothing(cli, r, admin, tmp_path):
-    projects.create(admin, P)
+    project_verbs.create(admin, P)
     names = tmp_path / "names.txt"
     names.write_text("https://example.com/a b?c=%41#d\n")
     with full(r):
         result = cli("items", "add", P, str(names))
     assert result.exit_code == 1 and "Traceback" not in result.output
     assert "refused" in result.output
-    assert items.count(admin, P, "todo")["count"] == 0
+    assert item_verbs.count(admin, P, "todo")["count"] == 0

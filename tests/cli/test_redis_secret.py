@@ -11,8 +11,8 @@ import pytest
 
 from tracker_api.cli import redis_secret
 from tracker_api.cli.process_commands import TrackerChild
-from tracker_core.rawredis import parse_redis_url
-from tracker_core.topology import parse_topology_url
+from tracker_core.infra.rawredis import parse_redis_url
+from tracker_core.infra.topology import parse_topology_url
 
 
 @pytest.mark.parametrize(

@@ -13,10 +13,10 @@ from tracker_api.app import create_app
 from tracker_api.cli import main
 from tracker_api.config import AppConfig
 from tracker_core import blocks, scripts
-from tracker_core.admin import items, limits, projects
+from tracker_core.admin import item_verbs, limit_verbs, project_verbs
 from tracker_core.admin.context import AdminContext
 from tracker_core.admin.errors import AdminError
-from tracker_core.keys import GLOBAL_BLOCKED, ProjectKeys
+from tracker_core.keyspace import GLOBAL_BLOCKED, ProjectKeys
 
 P, OTHER = "blk", "blk2"
 K = ProjectKeys(P)
@@ -25,8 +25,8 @@ ITEMS = [f"https://example.com/a b/{n}?q=%20&r=#frag/" + "x" * 2000 for n in ran
 
 @pytest.fixture
 def project(ctx):
-    projects.create(ctx, P)
-    items.add(ctx, P, ITEMS)
+    project_verbs.create(ctx, P)
+    item_verbs.add(ctx, P, ITEMS)
     return P
 
 
@@ -50,48 +50,48 @@ def state(r):
     ],
 )
 def test_lifting_the_global_block_leaves_the_projects_own(project, engine, entry, who, ip, ctx):
-    limits.block(ctx, entry, P)
-    limits.block(ctx, entry)  # the same entry, globally
+    limit_verbs.block(ctx, entry, P)
+    limit_verbs.block(ctx, entry)  # the same entry, globally
     assert claim(engine, who, ip) == 403
-    limits.block(ctx, entry, remove=True)  # lift the global one
+    limit_verbs.block(ctx, entry, remove=True)  # lift the global one
     assert claim(engine, who, ip) == 403  # the project's own still holds
-    limits.block(ctx, entry)
-    limits.block(ctx, entry, P, remove=True)  # and the other way round
+    limit_verbs.block(ctx, entry)
+    limit_verbs.block(ctx, entry, P, remove=True)  # and the other way round
     assert claim(engine, who, ip) == 403
-    limits.block(ctx, entry, remove=True)
+    limit_verbs.block(ctx, entry, remove=True)
     assert claim(engine, who, ip) == 200
 
 
 def test_a_global_block_reaches_every_project_old_and_new(project, engine, ctx):
-    limits.block(ctx, "ip:2001:db8::/32")
-    projects.create(ctx, OTHER)
-    items.add(ctx, OTHER, ["one", "two"])
+    limit_verbs.block(ctx, "ip:2001:db8::/32")
+    project_verbs.create(ctx, OTHER)
+    item_verbs.add(ctx, OTHER, ["one", "two"])
     assert engine.claim(OTHER, "alice", "2001:db8:1::1", 1)[0] == 403
     assert claim(engine, "alice", "2001:db8:ffff:ffff::1") == 403
-    assert limits.blocks(ctx, OTHER)["blocked_global"] == ["ip:2001:db8::/32"]
-    assert limits.blocks(ctx, OTHER)["blocked"] == []
-    assert limits.blocks(ctx) == {"global": ["ip:2001:db8::/32"]}
-    limits.block(ctx, "ip:2001:db8::/32", remove=True)
+    assert limit_verbs.blocks(ctx, OTHER)["blocked_global"] == ["ip:2001:db8::/32"]
+    assert limit_verbs.blocks(ctx, OTHER)["blocked"] == []
+    assert limit_verbs.blocks(ctx) == {"global": ["ip:2001:db8::/32"]}
+    limit_verbs.block(ctx, "ip:2001:db8::/32", remove=True)
     assert engine.claim(OTHER, "alice", "2001:db8:1::1", 1)[0] == 200
     assert claim(engine, "alice", "2001:db8:ffff:ffff::1") == 200
 
 
 def test_ignore_global_blocked_keeps_only_the_projects_own(project, engine, r, ctx):
-    limits.block(ctx, "name:mallory")
-    limits.block(ctx, "ip:203.0.113.0/24")
-    limits.block(ctx, "name:trudy", P)
+    limit_verbs.block(ctx, "name:mallory")
+    limit_verbs.block(ctx, "ip:203.0.113.0/24")
+    limit_verbs.block(ctx, "name:trudy", P)
     assert claim(engine, "mallory") == 403 and claim(engine, ip="203.0.113.9") == 403
-    projects.set_settings(ctx, P, {"ignore_global_blocked": "true"})
+    project_verbs.set_settings(ctx, P, {"ignore_global_blocked": "true"})
     assert r.hget(K.settings, "ignore_global_blocked") == "1"
     assert claim(engine, "mallory") == 200 and claim(engine, ip="203.0.113.9") == 200
     assert claim(engine, "trudy") == 403
     # A global block made while the project ignores them is kept and applies once it stops.
-    limits.block(ctx, "name:eve")
+    limit_verbs.block(ctx, "name:eve")
     assert claim(engine, "eve") == 200
-    projects.set_settings(ctx, P, {"ignore_global_blocked": "0"})
+    project_verbs.set_settings(ctx, P, {"ignore_global_blocked": "0"})
     assert claim(engine, "eve") == 403 and claim(engine, "mallory") == 403
     with pytest.raises(ValueError, match="ignore_global_blocked: must be true or false"):
-        projects.set_settings(ctx, P, {"ignore_global_blocked": "sometimes"})
+        project_verbs.set_settings(ctx, P, {"ignore_global_blocked": "sometimes"})
 
 
 # -- IP entries: checked, normalised, CIDR ranges -----------------------------------------------
@@ -116,9 +116,9 @@ def test_ignore_global_blocked_keeps_only_the_projects_own(project, engine, r, c
     ],
 )
 def test_entries_are_stored_in_one_spelling(project, r, given, stored, ctx):
-    assert limits.block(ctx, given, P)["entry"] == stored
+    assert limit_verbs.block(ctx, given, P)["entry"] == stored
     assert r.smembers(K.blocked) == {stored}
-    assert limits.block(ctx, given, P, remove=True)["entry"] == stored  # lifted however it is spelled
+    assert limit_verbs.block(ctx, given, P, remove=True)["entry"] == stored  # lifted however it is spelled
     assert r.smembers(K.blocked) == set()
 
 
@@ -145,7 +145,7 @@ def test_bad_entries_are_refused_with_a_reason_and_change_nothing(project, r, en
     before = (r.smembers(K.blocked), r.zrange(K.blocked_index, 0, -1), r.smembers(GLOBAL_BLOCKED))
     for scope in (P, None):
         with pytest.raises(AdminError, match=None) as caught:
-            limits.block(ctx, entry, scope)
+            limit_verbs.block(ctx, entry, scope)
         assert reason in str(caught.value) and "\n" not in str(caught.value)
     assert (r.smembers(K.blocked), r.zrange(K.blocked_index, 0, -1), r.smembers(GLOBAL_BLOCKED)) == before
 
@@ -189,9 +189,9 @@ def test_ranges_and_addresses_are_matched_in_the_claim_script(project, engine, r
         "ip:2001:db8::/32",
         "ip:fe80::1",
     ):
-        limits.block(ctx, entry, P)
-    limits.block(ctx, "ip:172.16.0.0/12", P, remove=True)
-    limits.block(ctx, "ip:172.16.5.0/24", P)  # a range inside a lifted one
+        limit_verbs.block(ctx, entry, P)
+    limit_verbs.block(ctx, "ip:172.16.0.0/12", P, remove=True)
+    limit_verbs.block(ctx, "ip:172.16.5.0/24", P)  # a range inside a lifted one
     before = state(r)
     status = claim(engine, "alice", ip)
     assert status == (403 if blocked else 200)
@@ -200,18 +200,18 @@ def test_ranges_and_addresses_are_matched_in_the_claim_script(project, engine, r
 
 
 def test_ipv6_ranges_do_not_match_ipv4_clients(project, engine, ctx):
-    limits.block(ctx, "ip:::/0", P)
+    limit_verbs.block(ctx, "ip:::/0", P)
     assert claim(engine, "alice", "2001:db8::1") == 403
     assert claim(engine, "alice", "192.0.2.1") == 200
-    limits.block(ctx, "ip:0.0.0.0/0", P)
+    limit_verbs.block(ctx, "ip:0.0.0.0/0", P)
     assert claim(engine, "alice", "192.0.2.1") == 403
 
 
 def test_the_index_holds_merged_ranges_per_view(project, r, ctx):
-    limits.block(ctx, "ip:10.0.0.0/8", P)
-    limits.block(ctx, "ip:10.1.0.0/16", P)
-    limits.block(ctx, "ip:11.0.0.0/8")
-    limits.block(ctx, "name:mallory")
+    limit_verbs.block(ctx, "ip:10.0.0.0/8", P)
+    limit_verbs.block(ctx, "ip:10.1.0.0/16", P)
+    limit_verbs.block(ctx, "ip:11.0.0.0/8")
+    limit_verbs.block(ctx, "name:mallory")
     assert sorted(r.zrange(K.blocked_index, 0, -1)) == sorted(
         ["p40a000000-0affffff", "a40a000000-0bffffff", "an:mallory"]
     )
@@ -237,7 +237,7 @@ def test_thousands_of_blocks_are_matched_exactly(project, admin, engine, r):
 
 
 def test_set_blocks_changes_nothing_when_the_blocks_moved_since_the_read(project, r, ctx):
-    limits.block(ctx, "name:mallory", P)
+    limit_verbs.block(ctx, "name:mallory", P)
     before = (r.smembers(K.blocked), r.zrange(K.blocked_index, 0, -1))
     keys = (K.settings, K.blocked, K.blocked_global, K.blocked_index)
     stale = ("name:trudy",)  # not what the set holds
@@ -260,7 +260,7 @@ def test_set_blocks_changes_nothing_when_the_blocks_moved_since_the_read(project
 
 def test_blocking_in_an_unknown_project_is_refused(r, ctx):
     with pytest.raises(AdminError, match="unknown project"):
-        limits.block(ctx, "name:mallory", "ghost")
+        limit_verbs.block(ctx, "name:mallory", "ghost")
     assert not r.keys("{ghost}*")
 
 
@@ -270,12 +270,12 @@ def test_reindex_splits_an_older_trackers_mixed_set(project, engine, r, ctx):
     r.sadd(GLOBAL_BLOCKED, "name:mallory")
     r.sadd(K.blocked, "name:mallory", "name:trudy", "ip:203.0.113.9", "ip:garbage")
     r.delete(K.blocked_index, K.blocked_global)
-    assert limits.reindex_blocks(ctx) == {"projects": 1}
+    assert limit_verbs.reindex_blocks(ctx) == {"projects": 1}
     assert r.smembers(K.blocked) == {"name:trudy", "ip:203.0.113.9", "ip:garbage"}
     assert r.smembers(K.blocked_global) == {"name:mallory"}
     assert claim(engine, "trudy") == 403 and claim(engine, "mallory") == 403
     assert claim(engine, ip="203.0.113.9") == 403 and claim(engine) == 200
-    limits.block(ctx, "name:mallory", remove=True)
+    limit_verbs.block(ctx, "name:mallory", remove=True)
     assert claim(engine, "mallory") == 200
 
 
@@ -292,14 +292,14 @@ def test_maintain_indexes_the_blocks_of_an_older_tracker(project, admin, engine,
     assert res.exit_code == 0, res.output
     assert claim(engine, "mallory") == 403 and claim(engine, ip="203.0.113.77") == 403
     assert r.smembers(K.blocked_global) == {"name:mallory"}
-    assert limits.reindex_blocks_if_missing(ctx) == {"projects": 0}  # done once, not on every start
+    assert limit_verbs.reindex_blocks_if_missing(ctx) == {"projects": 0}  # done once, not on every start
 
 
 def test_deleting_a_project_removes_its_blocks(project, admin, r, ctx):
 
-    limits.block(ctx, "ip:10.0.0.0/8", P)
-    limits.block(ctx, "name:mallory")
-    projects.delete(ctx, P)
+    limit_verbs.block(ctx, "ip:10.0.0.0/8", P)
+    limit_verbs.block(ctx, "name:mallory")
+    project_verbs.delete(ctx, P)
     assert not r.exists(K.blocked, K.blocked_global, K.blocked_index)
     assert r.smembers(GLOBAL_BLOCKED) == {"name:mallory"}
 
@@ -309,7 +309,7 @@ def test_deleting_a_project_removes_its_blocks(project, admin, r, ctx):
 
 def test_a_cidr_block_answers_403_through_a_trusted_proxy(project, engine, r, ctx):
     web = testing.TestClient(create_app(engine, config=AppConfig(trust_forwarded=True)))
-    limits.block(ctx, "ip:203.0.113.0/24", P)
+    limit_verbs.block(ctx, "ip:203.0.113.0/24", P)
 
     def request(forwarded):
         return web.simulate_post(
@@ -326,7 +326,7 @@ def test_a_cidr_block_answers_403_through_a_trusted_proxy(project, engine, r, ct
 
 
 def test_admin_api_normalises_and_refuses_entries(project, admin, engine, r):
-    from tracker_core import tokens
+    from tracker_core.access import tokens
 
     web = testing.TestClient(create_app(engine))
     token = tokens.create(r, "*")[0]

@@ -5,8 +5,8 @@ whose settings lack it (made before it) is still checked, so no block can go une
 import pytest
 
 from tracker_core import scripts
-from tracker_core.admin import items, limits, projects
-from tracker_core.keys import ProjectKeys
+from tracker_core.admin import item_verbs, limit_verbs, project_verbs
+from tracker_core.keyspace import ProjectKeys
 
 P, OTHER = "flagged", "flagged2"
 K = ProjectKeys(P)
@@ -16,8 +16,8 @@ BLOCKED = [("name:mallory", "mallory", "192.0.2.1"), ("ip:10.0.0.0/8", "alice", 
 
 @pytest.fixture
 def project(admin):
-    projects.create(admin, P)
-    items.add(admin, P, ITEMS)
+    project_verbs.create(admin, P)
+    item_verbs.add(admin, P, ITEMS)
     return P
 
 
@@ -36,37 +36,37 @@ def test_a_new_project_records_an_empty_index(project, r):
 
 @pytest.mark.parametrize("entry,who,ip", BLOCKED)
 def test_the_size_follows_every_way_blocks_change(project, r, admin, entry, who, ip):
-    limits.block(admin, entry, P)
+    limit_verbs.block(admin, entry, P)
     assert size_agrees(r) and r.hget(K.settings, "blocked_index_size") != "0"
-    limits.block(admin, entry, P, remove=True)
+    limit_verbs.block(admin, entry, P, remove=True)
     assert r.hget(K.settings, "blocked_index_size") == "0"
-    limits.block(admin, entry)  # global: copied into every project
-    projects.create(admin, OTHER)  # a project made while a global block holds
+    limit_verbs.block(admin, entry)  # global: copied into every project
+    project_verbs.create(admin, OTHER)  # a project made while a global block holds
     for k in (K, ProjectKeys(OTHER)):
         assert size_agrees(r, k) and r.hget(k.settings, "blocked_index_size") != "0"
-    limits.block(admin, entry, remove=True)
+    limit_verbs.block(admin, entry, remove=True)
     for k in (K, ProjectKeys(OTHER)):
         assert r.hget(k.settings, "blocked_index_size") == "0"
     r.hdel(K.settings, "blocked_index_size")
-    limits.reindex_blocks(admin)
+    limit_verbs.reindex_blocks(admin)
     assert r.hget(K.settings, "blocked_index_size") == "0"
 
 
 @pytest.mark.parametrize("entry,who,ip", BLOCKED)
 def test_blocks_are_enforced_with_the_size_and_without_it(project, engine, r, admin, entry, who, ip):
-    limits.block(admin, entry, P)
+    limit_verbs.block(admin, entry, P)
     assert code(engine, who, ip) == scripts.claim.codes.BLOCKED
     # Settings from before the size: absent means the index is read.
     r.hdel(K.settings, "blocked_index_size")
     assert code(engine, who, ip) == scripts.claim.codes.BLOCKED
     assert r.hget(K.stats, "requests_blocked") == "2" and r.scard(K.todo) == len(ITEMS)
-    limits.block(admin, entry, P, remove=True)  # lifting the last block lets the claim skip
+    limit_verbs.block(admin, entry, P, remove=True)  # lifting the last block lets the claim skip
     assert r.hget(K.settings, "blocked_index_size") == "0"
     assert code(engine, who, ip) == scripts.claim.codes.OK
 
 
 def test_the_claim_skips_the_index_only_on_an_explicit_zero(project, engine, r, admin):
-    limits.block(admin, "name:mallory", P)
+    limit_verbs.block(admin, "name:mallory", P)
     # A state no writer makes (the index and its size change in one script): it shows that the
     # claim trusts '0', and that any other value reads the index.
     for stored, expected in (
@@ -79,11 +79,11 @@ def test_the_claim_skips_the_index_only_on_an_explicit_zero(project, engine, r, 
 
 
 def test_maintain_records_the_size_of_projects_made_before_it(project, engine, r, admin):
-    limits.block(admin, "name:mallory", P)
-    projects.create(admin, OTHER)
+    limit_verbs.block(admin, "name:mallory", P)
+    project_verbs.create(admin, OTHER)
     for k in (K, ProjectKeys(OTHER)):
         r.hdel(k.settings, "blocked_index_size")  # as a tracker before the size left them
-    assert limits.reindex_blocks_if_missing(admin) == {"projects": 0}  # no index was missing
+    assert limit_verbs.reindex_blocks_if_missing(admin) == {"projects": 0}  # no index was missing
     assert size_agrees(r) and r.hget(K.settings, "blocked_index_size") != "0"
     assert r.hget(ProjectKeys(OTHER).settings, "blocked_index_size") == "0"
     assert (

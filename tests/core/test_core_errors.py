@@ -5,9 +5,9 @@ import sys
 
 import pytest
 
-from tracker_core import errors, hq
-from tracker_core import keys as keyspace
+from tracker_core import errors, keyspace
 from tracker_core.admin import errors as admin_errors
+from tracker_core.warriors import hq
 
 
 def test_the_faces_catch_the_same_types_the_core_raises():
@@ -31,8 +31,8 @@ def test_hq_set_fields_refuses_with_bad_input_and_stores_nothing(r, values, reas
 
 def test_offload_and_intake_import_without_the_admin_package():
     code = (
-        "import sys; from tracker_core.offload import maintenance, transfer; "
-        "from tracker_core import intake, hq, giveback; "
+        "import sys; from tracker_core.maintainer import maintenance; "
+        "from tracker_core.items import intake, giveback; from tracker_core.warriors import hq; "
         "print(sorted(m for m in sys.modules if m.startswith('tracker_core.admin')))"
     )
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

@@ -2,8 +2,9 @@
 
 import pytest
 
-from tracker_core import project_links, stats_ranges
 from tracker_core.admin import checks
+from tracker_core.figures import stats_ranges
+from tracker_core.project import project_links
 
 DAY_S = 86_400
 

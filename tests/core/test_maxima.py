@@ -18,19 +18,26 @@ from falcon import testing
 from support import census
 from tracker_api.app import create_app
 from tracker_api.cli import main
-from tracker_core import backfeed as backfeed_mod
-from tracker_core import backfeed_secrets, intake, limits, scripts
-from tracker_core import keys as keyspace
-from tracker_core.admin import census as census_verb
-from tracker_core.admin import checks, claims, dead, items, projects
-from tracker_core.admin import limits as limit_verbs
+from tracker_core import keyspace, scripts
+from tracker_core.access import backfeed_secrets
+from tracker_core.admin import (
+    census_verbs,
+    checks,
+    claim_verbs,
+    dead_verbs,
+    item_verbs,
+    limit_verbs,
+    project_verbs,
+)
 from tracker_core.admin.context import AdminContext
 from tracker_core.admin.errors import AdminError
-from tracker_core.intake import ADD_BATCH
+from tracker_core.items import backfeed, intake
+from tracker_core.items.intake import ADD_BATCH
+from tracker_core.project import pattern_limits
 
 P = "max"
 K = keyspace.ProjectKeys(P)
-PER_POST = backfeed_mod.MAX_ITEMS_PER_POST  # 10,000: the backfeed's documented maximum
+PER_POST = backfeed.MAX_ITEMS_PER_POST  # 10,000: the backfeed's documented maximum
 LIMIT = ("site", "domain:example.com", "5/s")
 
 
@@ -41,7 +48,7 @@ def url(i: int, tag: str = "u") -> str:
 
 @pytest.fixture
 def project(ctx):
-    projects.create(ctx, P)
+    project_verbs.create(ctx, P)
     return P
 
 
@@ -113,7 +120,7 @@ def test_limit_add_over_100k_queued_items_holds_them_all(project, r, ctx):
     # Adding a second limit rescans the queues; the 100k held items stay where they are.
     limit_verbs.add(ctx, P, "other", "prefix:ftp://", "1/s")
     assert r.zcard(K.limited) == N_QUEUED
-    assert census_verb.status(ctx, P)["todo_total"] == N_QUEUED
+    assert census_verbs.status(ctx, P)["todo_total"] == N_QUEUED
 
 
 def test_reclassify_over_100k_queued_then_100k_held_items(project, r, ctx):
@@ -132,7 +139,7 @@ def test_held_items_left_in_the_way_in_set_are_filed_by_reclassify(project, admi
     # What a crash between a script and hold_new leaves: 100k entries in the way-in set.
     limit_verbs.add(ctx, P, *LIMIT)
     names = [url(i) for i in range(N_QUEUED)]
-    fill(r, K.limited_in, [limits.held_entry("site", n) for n in names])
+    fill(r, K.limited_in, [pattern_limits.held_entry("site", n) for n in names])
     limit_verbs.reclassify(ctx, P)
     assert r.scard(K.limited_in) == 0 and r.zcard(K.limited) == N_QUEUED
     assert_each_once(r, names)
@@ -155,14 +162,14 @@ def test_admin_release_of_a_full_page_of_claims_that_a_limit_matches(project, en
     fill(r, K.todo, names)
     claim_all(engine, len(names))
     limit_verbs.add(ctx, P, *LIMIT)
-    page = claims.release(ctx, P, older_than_s=0, limit=checks.MAX_PAGE)
+    page = claim_verbs.release(ctx, P, older_than_s=0, limit=checks.MAX_PAGE)
     assert page == {"released": checks.MAX_PAGE, "cursor": 1}
     assert r.zcard(K.limited) == checks.MAX_PAGE and r.zcard(K.out) == 1
     assert r.hget(K.stats, "items_released") == str(checks.MAX_PAGE)
     assert r.hlen(K.downloader_claims) == 1 and r.hget(K.downloader_claims, "alice") == "1"
     assert_each_once(r, names)
     # Just past the maximum: a page is capped at MAX_PAGE, the rest comes with the next call.
-    assert claims.release(ctx, P, older_than_s=0, limit=checks.MAX_PAGE + 1) == {
+    assert claim_verbs.release(ctx, P, older_than_s=0, limit=checks.MAX_PAGE + 1) == {
         "released": 1,
         "cursor": 0,
     }
@@ -179,9 +186,9 @@ def test_requeue_of_the_most_dead_items_at_once_holds_the_limited(project, r, ct
     pipe.execute()
     limit_verbs.add(ctx, P, *LIMIT)
     with pytest.raises(AdminError, match="give 1 to 10000 item names"):
-        dead.requeue(ctx, P, names + ["one more"])
+        dead_verbs.requeue(ctx, P, names + ["one more"])
     assert r.hlen(K.dead) == checks.MAX_PAGE and r.zcard(K.limited) == 0
-    assert dead.requeue(ctx, P, names) == {"requeued": checks.MAX_PAGE}
+    assert dead_verbs.requeue(ctx, P, names) == {"requeued": checks.MAX_PAGE}
     assert r.hlen(K.dead) == 0 and r.zcard(K.limited) == checks.MAX_PAGE
     assert r.hget(K.stats, "items_requeued_dead") == str(checks.MAX_PAGE)
     assert_each_once(r, names)
@@ -193,7 +200,7 @@ def test_requeue_of_a_full_page_of_dead_items_by_cursor(project, r, ctx):
     limit_verbs.add(ctx, P, *LIMIT)
     cursor, moved = 0, 0
     while True:
-        page = dead.requeue_page(ctx, P, cursor, limit=checks.MAX_PAGE)
+        page = dead_verbs.requeue_page(ctx, P, cursor, limit=checks.MAX_PAGE)
         moved += page["requeued"]
         cursor = page["cursor"]
         if cursor == 0:
@@ -238,7 +245,7 @@ def test_cli_items_add_at_its_largest_batch_and_just_past_it(project, r, redis_u
 def test_a_claim_of_1000_held_items_at_once(project, engine, r, ctx):
     limit_verbs.add(ctx, P, "fast", "domain:example.com", "1000000/s")
     names = [url(i) for i in range(2500)]
-    items.add(ctx, P, names)
+    item_verbs.add(ctx, P, names)
     assert r.zcard(K.limited) == 2500
     status, got = engine.claim(P, "alice", "10.0.0.1", 1000)
     assert status == 200 and len(got) == 1000 and len(set(got)) == 1000
@@ -249,11 +256,11 @@ def test_a_claim_of_1000_held_items_at_once(project, engine, r, ctx):
 def test_hold_limited_that_fails_changes_nothing(project, r):
     # A failure must come before the first write: with the held zset of the wrong type the
     # script once popped the way-in set and then failed on ZADD, and the popped items were gone.
-    entries = {limits.held_entry("site", url(i)) for i in range(3)}
+    entries = {pattern_limits.held_entry("site", url(i)) for i in range(3)}
     r.sadd(K.limited_in, *entries)
     r.set(K.limited, "not a zset")
     with pytest.raises(Exception, match="WRONGTYPE"):
-        limits.hold_new(r, K)
+        pattern_limits.hold_new(r, K)
     assert r.smembers(K.limited_in) == entries
 
 
@@ -270,7 +277,9 @@ def test_hold_queued_with_a_broken_way_in_set_leaves_the_item_queued(project, r)
     r.sadd(K.todo, url(1))
     r.set(K.limited_in, "broken")
     with pytest.raises(Exception, match="WRONGTYPE"):
-        scripts.hold_queued(r, K, queue=K.todo, items=[url(1)], held=[limits.held_entry("site", url(1))])
+        scripts.hold_queued(
+            r, K, queue=K.todo, items=[url(1)], held=[pattern_limits.held_entry("site", url(1))]
+        )
     assert r.smembers(K.todo) == {url(1)}
 
 
@@ -278,7 +287,7 @@ def test_move_and_requeue_with_a_broken_way_in_set_change_nothing(project, r):
     r.sadd(K.todo, url(1), url(2))
     r.hset(K.dead, url(3), "{}")
     r.set(K.limited_in, "broken")
-    pairs = (url(2), "", url(1), limits.held_entry("site", url(1)))
+    pairs = (url(2), "", url(1), pattern_limits.held_entry("site", url(1)))
     with pytest.raises(Exception, match="WRONGTYPE"):
         run(
             r,
@@ -292,7 +301,7 @@ def test_move_and_requeue_with_a_broken_way_in_set_change_nothing(project, r):
             r,
             "requeue_dead",
             (K.dead, K.todo, K.stats, K.limited_in, K.downloader_queues),
-            ("", url(3), limits.held_entry("site", url(3))),
+            ("", url(3), pattern_limits.held_entry("site", url(3))),
         )
     assert r.hkeys(K.dead) == [url(3)]
 
@@ -354,7 +363,7 @@ def test_rollup_of_an_hour_with_thousands_of_fields(project, r):
 
 
 def test_backfeed_at_its_bound_and_just_past_it(project, engine, r, secret, ctx):
-    projects.set_settings(ctx, P, {"backfeed_max_items": str(PER_POST)})
+    project_verbs.set_settings(ctx, P, {"backfeed_max_items": str(PER_POST)})
     names = [url(i) for i in range(PER_POST)]
     res = post(engine, secret, names)
     assert res.status_code == 200 and res.json["status_code"] == 200
@@ -378,7 +387,7 @@ def test_backfeed_at_its_bound_and_just_past_it(project, engine, r, secret, ctx)
 
 
 def test_backfeed_bound_counts_held_items_and_is_off_while_offloading(project, engine, r, secret, ctx):
-    projects.set_settings(ctx, P, {"backfeed_max_items": "5"})
+    project_verbs.set_settings(ctx, P, {"backfeed_max_items": "5"})
     limit_verbs.add(ctx, P, *LIMIT)
     first = [url(1), url(2), url(3), "https://free.example.org/1", "https://free.example.org/2"]
     assert post(engine, secret, first).status_code == 200
@@ -386,7 +395,7 @@ def test_backfeed_bound_counts_held_items_and_is_off_while_offloading(project, e
     assert post(engine, secret, [url(4)]).status_code == 503
     assert post(engine, secret, ["https://free.example.org/3"]).status_code == 503
     # With offloading on, `tracker maintain` bounds the queue instead.
-    projects.set_settings(
+    project_verbs.set_settings(
         ctx, P, {"offload_high": "1000", "offload_low": "500", "offload_segment_items": "500"}
     )
     engine._settings.clear()
@@ -422,7 +431,7 @@ def test_release_with_a_broken_way_in_set_leaves_the_claim_out(project, engine, 
                 K.limited_in,
                 K.reclaim_history,
             ),
-            (1, "", "", url(1), limits.held_entry("site", url(1))),
+            (1, "", "", url(1), pattern_limits.held_entry("site", url(1))),
         )
     assert r.zrange(K.out, 0, -1) == [url(1)] and r.hexists(K.claims, url(1))
 

@@ -60,7 +60,7 @@ pytestmark = [pytest.mark.deploy, pytest.mark.timeout(3600)]
 DONE_LOGS = (
     "import os, sys\n"
     "from pathlib import Path\n"
-    "from tracker_core import log_archive\n"
+    "from tracker_core.donelog import log_archive\n"
     "from tracker_core.admin.context import AdminContext\n"
     "ctx = AdminContext.from_url(os.environ['TRACKER_REDIS_URL'])\n"
     "for k in ctx.shards(sys.argv[1]):\n"

@@ -20,9 +20,9 @@ from support import browser as support_browser
 from support.browser import PHONE_WIDTH, Browser, needs_chromium
 from support.paths import ARTIFACTS, ROOT
 from support.processes import start_live_server, stop_live_server
-from tracker_core import tokens
-from tracker_core.admin import hq, items, limits, projects
-from tracker_core.keys import ProjectKeys
+from tracker_core.access import tokens
+from tracker_core.admin import hq_verbs, item_verbs, limit_verbs, project_verbs
+from tracker_core.keyspace import ProjectKeys
 
 P = "demo"
 VIEWS = ("", "/settings", "/queues", "/claims", "/dead", "/backfeed", "/segments", "/audit", "/log", "/item")
@@ -92,7 +92,7 @@ def log_in(browser: Browser, base: str, token: str) -> None:
 
 @pytest.fixture
 def demo(admin, engine, clock):
-    projects.create(
+    project_verbs.create(
         admin,
         P,
         {
@@ -102,19 +102,19 @@ def demo(admin, engine, clock):
             "rate_limit": "600",
         },
     )
-    projects.create(admin, "forum")
-    items.add(admin, P, [f"https://example.com/user/{n}?tab=posts&page=%20{n}" for n in range(40)])
-    items.add(admin, P, [f"https://example.com/thread/{n}" for n in range(12)], queue="secondary")
-    limits.add(admin, P, "users", "prefix:https://example.com/user/", "120/m")
-    limits.block(admin, "ip:203.0.113.0/24", P)
-    projects.set_upload_target(admin, P, "rsync://uploads.example.net/demo/")
+    project_verbs.create(admin, "forum")
+    item_verbs.add(admin, P, [f"https://example.com/user/{n}?tab=posts&page=%20{n}" for n in range(40)])
+    item_verbs.add(admin, P, [f"https://example.com/thread/{n}" for n in range(12)], queue="secondary")
+    limit_verbs.add(admin, P, "users", "prefix:https://example.com/user/", "120/m")
+    limit_verbs.block(admin, "ip:203.0.113.0/24", P)
+    project_verbs.set_upload_target(admin, P, "rsync://uploads.example.net/demo/")
     # Claims of the last half hour, so the pages (and their screenshots) show recent times.
     clock.now = time.time() - 30 * 60
     engine.claim(P, "alice", "10.0.0.1", 3)
     clock.advance(12 * 60)
     engine.claim(P, "bob", "10.0.0.2", 2)
     admin.conn.hset(ProjectKeys(P).dead, "https://example.com/user/broken", json.dumps({"times_claimed": 6}))
-    hq.set_fields(
+    hq_verbs.set_fields(
         admin,
         {
             "broadcast_message": "Example.com closes on Friday: pick the Demo project.",
@@ -164,7 +164,7 @@ def test_admin_pages_in_chromium_at_desktop_and_phone_widths(redis_url, admin, d
             desktop.evaluate("document.querySelector('form[action$=\"/limit-add\"]').pattern.value")
             == "nokind:x"
         )
-        assert [x["name"] for x in limits.list_limits(admin, P)] == ["users"]
+        assert [x["name"] for x in limit_verbs.list_limits(admin, P)] == ["users"]
         if UPDATE_SCREENSHOTS:
             shoot_around(desktop, 'form[action$="/limit-add"]', "admin-error.png")
 

@@ -14,7 +14,7 @@ import pytest
 import redis
 
 from support.processes import ServerProcess, renderer_pid, wait_for, worker_pids
-from tracker_core.admin import items, projects
+from tracker_core.admin import item_verbs, project_verbs
 from tracker_core.admin.context import AdminContext
 
 pytestmark = pytest.mark.slow
@@ -58,8 +58,8 @@ def listed_keys(redis_server):
     r.flushall()
     admin = AdminContext.from_url(redis_server.url)
     for n in range(LISTED):
-        projects.create(admin, f"listed-{n:03d}")
-    items.add(admin, "listed-000", [f"https://example.org/{n}?a=b c#d" for n in range(20_000)])
+        project_verbs.create(admin, f"listed-{n:03d}")
+    item_verbs.add(admin, "listed-000", [f"https://example.org/{n}?a=b c#d" for n in range(20_000)])
     return {key: (max(r.pttl(key), 0), r.dump(key)) for key in r.scan_iter("*")}
 
 

@@ -1,4 +1,4 @@
-"""The AOF rewrite threshold the tracker runs Redis with (tracker_core.embedded and ansible/,
+"""The AOF rewrite threshold the tracker runs Redis with (tracker_core.infra.embedded and ansible/,
 one value), and benchmarks/aof_rewrites.py, which measures what it trades."""
 
 import json
@@ -8,7 +8,7 @@ import redis
 import yaml
 
 import aof_rewrites
-from tracker_core.embedded import AOF_REWRITE_MIN_SIZE_MB, EmbeddedRedis
+from tracker_core.infra.embedded import AOF_REWRITE_MIN_SIZE_MB, EmbeddedRedis
 
 REPO = Path(__file__).resolve().parents[2]
 ROLE = REPO / "ansible" / "roles" / "redis"

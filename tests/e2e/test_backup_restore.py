@@ -15,11 +15,11 @@ import redis
 
 from support.census import places
 from support.paths import TRACKER_BIN
-from tracker_core.admin import items, projects
+from tracker_core.admin import item_verbs, project_verbs
 from tracker_core.admin.context import AdminContext
-from tracker_core.embedded import EmbeddedRedis, free_port
-from tracker_core.engine import Engine
-from tracker_core.keys import ProjectKeys
+from tracker_core.infra.embedded import EmbeddedRedis, free_port
+from tracker_core.items.engine import Engine
+from tracker_core.keyspace import ProjectKeys
 
 REPO = Path(__file__).resolve().parents[2]
 BACKUP = REPO / "packaging" / "backup" / "tracker-backup"
@@ -69,10 +69,10 @@ def embedded(tmp_path):
 def test_backup_then_restore_brings_back_every_item_and_segment(embedded, tmp_path):
     segments = tmp_path / "segments"
     ctx = AdminContext.from_url(embedded.url)
-    projects.create(
+    project_verbs.create(
         ctx, PROJECT, {"offload_high": "200", "offload_low": "100", "offload_segment_items": "50"}
     )
-    items.add(ctx, PROJECT, NAMES)
+    item_verbs.add(ctx, PROJECT, NAMES)
     tracker(embedded.url, "maintain", "--once", "--segments-dir", str(segments))
     engine = Engine(embedded.url)
     _, claimed = engine.claim(PROJECT, "backup-warrior", "192.0.2.7", 5)
@@ -83,7 +83,7 @@ def test_backup_then_restore_brings_back_every_item_and_segment(embedded, tmp_pa
 
     subprocess.run([BACKUP, tmp_path / "backup", segments, "-p", str(embedded.port)], check=True, timeout=60)
     # After the backup: more items and a maintenance pass, then the machine is lost.
-    items.add(ctx, PROJECT, [f"https://example.com/after/{i}" for i in range(300)])
+    item_verbs.add(ctx, PROJECT, [f"https://example.com/after/{i}" for i in range(300)])
     tracker(embedded.url, "maintain", "--once", "--segments-dir", str(segments))
     assert state(embedded.url, segments) != before
     embedded.stop()
@@ -94,7 +94,7 @@ def test_backup_then_restore_brings_back_every_item_and_segment(embedded, tmp_pa
     embedded.start()
     assert state(embedded.url, segments) == before
     # Restored with the append-only file on: a write now survives a restart.
-    items.add(AdminContext.from_url(embedded.url), PROJECT, ["https://example.com/after-restore?x=1#y"])
+    item_verbs.add(AdminContext.from_url(embedded.url), PROJECT, ["https://example.com/after-restore?x=1#y"])
     embedded.stop()
     embedded.start()
     assert (

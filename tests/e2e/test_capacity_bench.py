@@ -20,8 +20,8 @@ from server_bench.capacity_report import report
 from server_bench.plan import CAPACITY_FULL, LATENCY_CONNECTIONS, PROJECT, RESULTS, CapacityPlan
 from server_bench.servers import post_json, start_granian, start_hello
 from server_bench.worker_counts import ProcessTreeCpu, best_count, cell_order, medians
-from tracker_core.admin import items, projects
-from tracker_core.processes import stop
+from tracker_core.admin import item_verbs, project_verbs
+from tracker_core.infra.processes import stop
 
 BODY = b'{"downloader":"tester","api_version":"2"}'
 
@@ -113,8 +113,8 @@ def test_the_client_holds_its_rate_against_the_hello_world_app(tmp_path):
 
 
 def test_granian_serves_the_same_tracker_app(redis_url, admin, tmp_path):
-    projects.create(admin, PROJECT)
-    items.add(admin, PROJECT, ["https://example.com/a b?c=1%20#frag", "plain"])
+    project_verbs.create(admin, PROJECT)
+    item_verbs.add(admin, PROJECT, ["https://example.com/a b?c=1%20#frag", "plain"])
     process, port = start_granian("tracker", tmp_path / "granian.log", 2, {"TRACKER_REDIS_URL": redis_url})
     try:
         tree = ProcessTreeCpu(process.pid)

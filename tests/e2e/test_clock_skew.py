@@ -17,8 +17,8 @@ import pytest
 from chaos.procs import skewed_env
 from support.processes import start_serve, stop
 from support.raw_http import read_until_closed
-from tracker_core.admin import items, projects
-from tracker_core.keys import ProjectKeys
+from tracker_core.admin import item_verbs, project_verbs
+from tracker_core.keyspace import ProjectKeys
 
 pytestmark = pytest.mark.slow
 
@@ -54,8 +54,8 @@ def claim(port: int, downloader: str, n: int) -> tuple[int, list[str]]:
 
 @pytest.fixture
 def project(admin):
-    projects.create(admin, P, {"reclaim_ttl_s": "300"})
-    items.add(admin, P, NAMES)
+    project_verbs.create(admin, P, {"reclaim_ttl_s": "300"})
+    item_verbs.add(admin, P, NAMES)
     return P
 
 

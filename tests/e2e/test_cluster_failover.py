@@ -1,6 +1,6 @@
 """A Redis Cluster primary failing over under the tracker: three primaries, each with a replica.
 
-The hot path's cluster connection (tracker_core.topology.ClusterRedis) finds the slot's new owner
+The hot path's cluster connection (tracker_core.infra.topology.ClusterRedis) finds the slot's new owner
 after its primary dies or hangs, answers 503 meanwhile and never sends a script again that may
 have run; while a primary has a replica attached, each script is followed by WAIT, so the
 replica that takes over holds every done a client was told OK. Each test starts its own cluster
@@ -24,13 +24,12 @@ from chaos import run as run_chaos
 from support.http_warrior import RetryingWarriors
 from support.processes import start_live_server, stop_live_server
 from support.redis_topologies import Cluster
-from tracker_core import topology
-from tracker_core.admin import items as item_verbs
-from tracker_core.admin import projects as project_verbs
+from tracker_core.admin import item_verbs, project_verbs
 from tracker_core.admin.context import AdminContext
-from tracker_core.engine import Engine
-from tracker_core.keys import ProjectKeys
-from tracker_core.rawredis import OutcomeUnknown
+from tracker_core.infra import topology
+from tracker_core.infra.rawredis import OutcomeUnknown
+from tracker_core.items.engine import Engine
+from tracker_core.keyspace import ProjectKeys
 
 pytestmark = pytest.mark.slow
 

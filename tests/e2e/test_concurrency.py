@@ -9,8 +9,8 @@ import pytest
 
 from support.counters import totals
 from support.http_warrior import post_once as call
-from tracker_core.admin import items, projects
-from tracker_core.keys import ProjectKeys
+from tracker_core.admin import item_verbs, project_verbs
+from tracker_core.keyspace import ProjectKeys
 
 P = "conc"
 K = ProjectKeys(P)
@@ -64,9 +64,9 @@ def warrior(port, name, rng, sent, errors):
 
 @pytest.mark.slow
 def test_concurrent_warriors_keep_every_item_in_exactly_one_place(admin, live_server, r):
-    projects.create(admin, P)
+    project_verbs.create(admin, P)
     everything = {f"c{n:05d}" for n in range(ITEMS)}
-    items.add(admin, P, sorted(everything))
+    item_verbs.add(admin, P, sorted(everything))
     sent, errors, threads = Counter(), [], []
     for w in range(WARRIORS):
         rng = random.Random(w)

@@ -14,10 +14,10 @@ import redis
 from support.processes import ServerProcess as Server
 from support.raw_http import read_until_closed, status_line
 from tracker_api.connguard import TIMEOUT_408, ConnectionGuard
-from tracker_core.admin import items, projects
+from tracker_core.admin import item_verbs, project_verbs
 from tracker_core.admin.context import AdminContext
-from tracker_core.embedded import EmbeddedRedis, free_port
-from tracker_core.keys import ProjectKeys
+from tracker_core.infra.embedded import EmbeddedRedis, free_port
+from tracker_core.keyspace import ProjectKeys
 
 PROJECT = "proj1"
 
@@ -154,8 +154,8 @@ def test_a_request_that_waited_behind_a_stalled_worker_is_never_answered_408_and
     Redis call for A. B must either get its item or be told nothing was done; never a 408 while
     its claim is made behind its back."""
     admin = AdminContext.from_url(stoppable_redis.url)
-    projects.create(admin, PROJECT)
-    items.add(admin, PROJECT, [f"https://example.com/{i}?a=b#c d%20e" for i in range(20)])
+    project_verbs.create(admin, PROJECT)
+    item_verbs.add(admin, PROJECT, [f"https://example.com/{i}?a=b#c d%20e" for i in range(20)])
     r = redis.Redis.from_url(stoppable_redis.url, decode_responses=True)
 
     def victim_claims() -> int:

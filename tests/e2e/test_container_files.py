@@ -83,7 +83,10 @@ def test_every_tracker_service_runs_a_command_the_cli_has(compose):
 def test_image_builds_the_compiled_modules_and_runs_unprivileged():
     text = DOCKERFILE.read_text()
     assert re.search(r"^FROM debian:bookworm", text, re.M)
-    assert "import tracker_core._protocol_c, tracker_core._bloom_c, tracker_core._classify_c" in text
+    assert (
+        "import tracker_core.compiled._protocol_c, tracker_core.compiled._bloom_c, tracker_core.compiled._classify_c"
+        in text
+    )
     users = re.findall(r"^USER (\S+)", text, re.M)
     assert users and users[-1] not in ("root", "0")
     ignored = (REPO / ".dockerignore").read_text().splitlines()

@@ -6,7 +6,7 @@ import pytest
 
 from claim_cost_breakdown import DONE_FLOORS
 from tracker_core import scripts
-from tracker_core.admin import projects
+from tracker_core.admin import project_verbs
 from tracker_core.scripts import SCRIPTS
 
 ITEM = "https://example.com/a b/?q=%20x#frag"
@@ -45,7 +45,7 @@ def place_after_done(r, engine, clock, script_source: str | None) -> dict:
 
 @pytest.mark.parametrize("floor", sorted(DONE_FLOORS))
 def test_a_done_floor_moves_the_item_as_the_real_done_does(admin, r, engine, clock, floor):
-    projects.create(admin, "p")
+    project_verbs.create(admin, "p")
     real = place_after_done(r, engine, clock, None)
     r.delete(engine.keys("p").done, engine.keys("p").log)
     floored = place_after_done(r, engine, clock, DONE_FLOORS[floor][1])

@@ -9,12 +9,11 @@ import orjson
 import pytest
 
 from support.processes import start_live_server, stop_live_server, worker_pids
-from tracker_core.admin import census, projects
-from tracker_core.admin import items as item_verbs
+from tracker_core.admin import census_verbs, item_verbs, project_verbs
 from tracker_core.admin.context import AdminContext
-from tracker_core.embedded import EmbeddedRedis, free_port
-from tracker_core.engine import Engine
-from tracker_core.keys import ProjectKeys
+from tracker_core.infra.embedded import EmbeddedRedis, free_port
+from tracker_core.items.engine import Engine
+from tracker_core.keyspace import ProjectKeys
 
 K = ProjectKeys("dur")
 
@@ -24,7 +23,7 @@ def test_acknowledged_state_survives_a_redis_restart(tmp_path):
     server = EmbeddedRedis(tmp_path, port=port).start()
     try:
         admin = AdminContext.from_url(server.url)
-        projects.create(admin, "dur")
+        project_verbs.create(admin, "dur")
         item_verbs.add(admin, "dur", [f"i{n}" for n in range(50)])
         engine = Engine(server.url)
         _, items = engine.claim("dur", "alice", "ip", 10)
@@ -32,7 +31,7 @@ def test_acknowledged_state_survives_a_redis_restart(tmp_path):
         server.stop()
         server = EmbeddedRedis(tmp_path, port=port).start()
         # The engine's raw connection notices the restart and reconnects by itself.
-        status = census.status(AdminContext.from_url(server.url), "dur")
+        status = census_verbs.status(AdminContext.from_url(server.url), "dur")
         assert (status["todo_total"], status["out"], status["done"]) == (40, 4, 6)
         _, more = engine.claim("dur", "alice", "ip", 5)
         assert len(more) == 5
@@ -42,7 +41,7 @@ def test_acknowledged_state_survives_a_redis_restart(tmp_path):
 
 @pytest.mark.slow
 def test_killed_worker_is_replaced_and_loses_nothing(admin, redis_url, r):
-    projects.create(admin, "dur")
+    project_verbs.create(admin, "dur")
     item_verbs.add(admin, "dur", [f"i{n}" for n in range(100)])
     server = start_live_server(redis_url, workers=2)
     try:

@@ -34,13 +34,13 @@ from support.processes import start_live_server, stop_live_server
 from tracker_api.admin_api import ADMIN_ROUTES
 from tracker_api.app import create_app
 from tracker_api.config import AppConfig
-from tracker_core import backfeed_secrets, bloom, tokens
-from tracker_core.admin import census, limits, projects
-from tracker_core.admin import items as item_verbs
+from tracker_core.access import backfeed_secrets, tokens
+from tracker_core.admin import census_verbs, item_verbs, limit_verbs, project_verbs
 from tracker_core.admin.context import AdminContext
-from tracker_core.embedded import EmbeddedRedis, free_port
-from tracker_core.engine import Engine
-from tracker_core.keys import ProjectKeys
+from tracker_core.infra.embedded import EmbeddedRedis, free_port
+from tracker_core.items import bloom
+from tracker_core.items.engine import Engine
+from tracker_core.keyspace import ProjectKeys
 
 REQUESTS = int(os.environ.get("FUZZ_REQUESTS", "1200"))
 SEED = int(os.environ.get("FUZZ_SEED", "12"))
@@ -593,15 +593,15 @@ def world(tmp_path_factory):
     ).start()
     r = redis.Redis.from_url(server.url)
     admin = AdminContext.from_url(server.url)
-    projects.create(admin, P)
-    projects.create(admin, "fzdel")
+    project_verbs.create(admin, P)
+    project_verbs.create(admin, "fzdel")
     # A small Bloom filter: its bitmap is digested after every request.
     bloom.configure(admin.conn, K, bloom.Geometry(capacity=20_000, fp_rate=1e-6), replace=True)
     rng = random.Random(SEED)
     names = [url_name(rng, n) for n in range(300)]
     item_verbs.add(admin, P, names)
-    limits.add(admin, P, "held", "prefix:https://example.net/", "2/s")
-    projects.set_upload_target(admin, P, "rsync://up.example/fz/:downloader/", "active")
+    limit_verbs.add(admin, P, "held", "prefix:https://example.net/", "2/s")
+    project_verbs.set_upload_target(admin, P, "rsync://up.example/fz/:downloader/", "active")
     secret = backfeed_secrets.create(admin.conn, K)[1]
     tokens_ = {
         "global": tokens.create(admin.conn, "*")[0],
@@ -623,7 +623,7 @@ def world(tmp_path_factory):
 def refill(world) -> None:
     """Keep items to claim: fuzzed admin calls clear queues and pause the project."""
     admin = world["admin"]
-    if census.status(admin, P)["todo_total"] < 50:
+    if census_verbs.status(admin, P)["todo_total"] < 50:
         item_verbs.add(
             admin,
             P,
@@ -632,8 +632,8 @@ def refill(world) -> None:
                 for n in range(10**6 + world["rng"].getrandbits(20), 10**6 + 10**6 + 200)
             ][:100],
         )
-    projects.set_settings(admin, P, {"paused": "0", "min_version": "", "max_multi": "100"})
-    limits.block(admin, "name:fuzzer", P, remove=True)
+    project_verbs.set_settings(admin, P, {"paused": "0", "min_version": "", "max_multi": "100"})
+    limit_verbs.block(admin, "name:fuzzer", P, remove=True)
 
 
 # The full run takes minutes on a busy 2-core machine: past the suite's 300 s default.

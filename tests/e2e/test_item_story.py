@@ -23,9 +23,13 @@ from click.testing import CliRunner
 
 from support.processes import start_live_server, stop_live_server
 from tracker_api.cli import main
-from tracker_core import offload, scripts, tokens
-from tracker_core.admin import items, limits, projects
-from tracker_core.keys import ProjectKeys
+from tracker_core import scripts
+from tracker_core.access import tokens
+from tracker_core.admin import item_verbs, limit_verbs, project_verbs
+from tracker_core.keyspace import ProjectKeys
+from tracker_core.maintainer import maintenance
+from tracker_core.offload import segment_registry
+from tracker_core.offload.lease import Lease
 
 P, VAULT, GONE = "story", "vault", "gone"
 K = ProjectKeys(P)
@@ -113,10 +117,10 @@ def names_for(tag: str) -> list[str]:
 @pytest.fixture
 def world(admin, engine, clock, r, server, segdir):
     """Put names in every place of project P (and of VAULT, GONE); return what to expect."""
-    projects.create(admin, P, {"reclaim_ttl_s": "60", "max_reclaims": "1", "log_maxlen": "1"})
+    project_verbs.create(admin, P, {"reclaim_ttl_s": "60", "max_reclaims": "1", "log_maxlen": "1"})
     w = {}
     # Out: claimed by alice, one reclaimed by bob.
-    items.add(admin, P, names_for("out"))
+    item_verbs.add(admin, P, names_for("out"))
     _, out = engine.claim(P, "alice", "10.0.0.1", len(URLS))
     clock.advance(61)
     _, (again,) = engine.claim(P, "bob", "10.0.0.2", 1)
@@ -127,43 +131,45 @@ def world(admin, engine, clock, r, server, segdir):
     engine.claim(P, "carol", "10.0.0.3", len(URLS))
     assert r.hexists(K.dead, again)
     # Done over HTTP (IP 127.0.0.1), three names in one entry; then redone and done again.
-    items.add(admin, P, names_for("done"))
+    item_verbs.add(admin, P, names_for("done"))
     done = claim_over_http(server, "erin", len(URLS))
     done_over_http(server, "erin", done, 3000)
     w["done"] = sorted(done)
-    items.redo(admin, P, names=[w["done"][0]], queue="todo")
+    item_verbs.redo(admin, P, names=[w["done"][0]], queue="todo")
     assert claim_over_http(server, "frank", 1) == [w["done"][0]]
     done_over_http(server, "frank", [w["done"][0]], 700)
     # The first done entry is archived to a log file (log_maxlen 1); the second stays in Redis.
-    assert offload.maintain_project(r, P, segdir)["log_archived"] == 1
+    assert maintenance.maintain_project(r, P, segdir)["log_archived"] == 1
     # Each shared queue and a downloader's own queue; held by a limit.
     for queue in ("todo", "secondary", "redo", "downloader:dave"):
-        items.add(admin, P, names_for(queue), queue=queue)
-    limits.add(admin, P, "held", "regex:&held", "1/m")
-    items.add(admin, P, names_for("held"))
+        item_verbs.add(admin, P, names_for(queue), queue=queue)
+    limit_verbs.add(admin, P, "held", "regex:&held", "1/m")
+    item_verbs.add(admin, P, names_for("held"))
     # In segment files: backfeed past offload_high goes to disk, 5 names a file.
     disk = [f"{URLS[i % 3]}&disk={i}" for i in range(20)]
-    items.add(admin, P, disk, queue="backfeed")
-    projects.set_settings(admin, P, {"offload_high": "10", "offload_low": "5", "offload_segment_items": "5"})
-    assert offload.maintain_project(r, P, segdir)["offloaded"] == 10
+    item_verbs.add(admin, P, disk, queue="backfeed")
+    project_verbs.set_settings(
+        admin, P, {"offload_high": "10", "offload_low": "5", "offload_segment_items": "5"}
+    )
+    assert maintenance.maintain_project(r, P, segdir)["offloaded"] == 10
     w["disk"] = sorted(set(disk) - r.smembers(K.backfeed))
     w["backfeed"] = sorted(r.smembers(K.backfeed))
     # On its way to a segment file: staged from secondary by a maintainer (not yet committed).
-    lease = offload.Lease(r, K, "node-a")
+    lease = Lease(r, K, "node-a")
     assert lease.take()
     reply = scripts.offload_stage(
         r, K, holder=lease.holder, count=1, source="secondary", source_key=K.secondary
     )
     w["staged_number"], (w["staged"],) = reply.code, reply.items
     # Done items offloaded to a segment (VAULT), and done items only counted (GONE).
-    projects.create(admin, VAULT, {"done_mode": "offload", "done_offload_high": "1"})
-    items.add(admin, VAULT, names_for("vault"))
+    project_verbs.create(admin, VAULT, {"done_mode": "offload", "done_offload_high": "1"})
+    item_verbs.add(admin, VAULT, names_for("vault"))
     _, vaulted = engine.claim(VAULT, "hana", "10.0.0.1", len(URLS))
     assert engine.done(VAULT, "hana", "1", vaulted, ["example.org", 900], "id").new == len(URLS)
-    assert offload.maintain_project(r, VAULT, segdir)["done_offloaded"] == len(URLS) - 1
+    assert maintenance.maintain_project(r, VAULT, segdir)["done_offloaded"] == len(URLS) - 1
     w["vaulted"] = sorted(set(vaulted) - r.smembers(ProjectKeys(VAULT).done))
-    projects.create(admin, GONE, {"done_mode": "discard"})
-    items.add(admin, GONE, names_for("gone"))
+    project_verbs.create(admin, GONE, {"done_mode": "discard"})
+    item_verbs.add(admin, GONE, names_for("gone"))
     _, gone = engine.claim(GONE, "ivan", "10.0.0.1", len(URLS))
     assert engine.done(GONE, "ivan", "1", gone, ["example.org", 300], "id").new == len(URLS)
     w["gone"] = gone
@@ -225,7 +231,7 @@ def test_every_place_an_item_can_be_for_anonymous_clients_and_admins(server, tok
     assert anonymous(server, w["staged"]) == staged
     # In a segment file: anonymous clients get "maybe" (no file is opened for them); admins
     # get the segment and the queue it returns to.
-    sources = offload.segment_sources(r, K)
+    sources = segment_registry.segment_sources(r, K)
     for name in w["disk"]:
         assert anonymous(server, name) == public(maybe=["offloaded"])
         told = story(server, token, name)

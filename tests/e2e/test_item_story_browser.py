@@ -11,9 +11,10 @@ import pytest
 from support.browser import PHONE_WIDTH, Browser, log_in, needs_chromium
 from support.paths import ARTIFACTS
 from support.processes import start_live_server, stop_live_server
-from tracker_core import offload, tokens
-from tracker_core.admin import items, projects
-from tracker_core.keys import ProjectKeys
+from tracker_core.access import tokens
+from tracker_core.admin import item_verbs, project_verbs
+from tracker_core.keyspace import ProjectKeys
+from tracker_core.maintainer import maintenance
 
 P = "lookup"
 K = ProjectKeys(P)
@@ -23,14 +24,14 @@ LONG = "https://example.com/forum/thread?id=42&q=a b%20c#post-" + "x/" * 2000  #
 @pytest.fixture
 def setup(admin, engine, clock, r, tmp_path):
     segdir = tmp_path / "segments"
-    projects.create(admin, P, {"offload_high": "10", "offload_low": "5", "offload_segment_items": "5"})
+    project_verbs.create(admin, P, {"offload_high": "10", "offload_low": "5", "offload_segment_items": "5"})
     clock.now = time.time() - 3600  # an hour ago: the page shows a recent time
-    items.add(admin, P, [LONG])
+    item_verbs.add(admin, P, [LONG])
     _, claimed = engine.claim(P, "alice", "10.0.0.1", 1)
     assert engine.done(P, "alice", "1.2", claimed, ["example.com", 3000], "id", "10.0.0.1").new == 1
     disk = [f"https://example.com/user/{n}?tab=posts" for n in range(20)]
-    items.add(admin, P, disk)
-    assert offload.maintain_project(r, P, segdir)["offloaded"] == 10
+    item_verbs.add(admin, P, disk)
+    assert maintenance.maintain_project(r, P, segdir)["offloaded"] == 10
     on_disk = sorted(set(disk) - r.smembers(K.todo))[0]
     return segdir, on_disk, tokens.create(admin.conn, P, "lookup test")[0]
 

@@ -19,10 +19,8 @@ from support.counters import totals
 from support.http_warrior import complete_over_http
 from support.paths import ARTIFACTS, ROOT
 from support.processes import start_live_server, stop_live_server
-from tracker_core.admin import hq as hq_verbs
-from tracker_core.admin import items as item_verbs
-from tracker_core.admin import projects
-from tracker_core.keys import ProjectKeys
+from tracker_core.admin import hq_verbs, item_verbs, project_verbs
+from tracker_core.keyspace import ProjectKeys
 
 P = "leaderboard"
 K = ProjectKeys(P)
@@ -91,7 +89,7 @@ def seed_history(r, now_s: int) -> None:
 
 @pytest.fixture
 def project(admin, r):
-    projects.create(
+    project_verbs.create(
         admin,
         P,
         {
@@ -111,7 +109,7 @@ def test_leaderboard_and_front_page_in_chromium_at_desktop_and_phone_widths(redi
     server = start_live_server(redis_url, workers=1)
     # The logo from another origin (localhost, the page is on 127.0.0.1): the CSP admits it.
     port = server.base.rsplit(":", 1)[1]
-    projects.set_settings(admin, P, {"logo_url": f"http://localhost:{port}/static/tracker-logo.svg"})
+    project_verbs.set_settings(admin, P, {"logo_url": f"http://localhost:{port}/static/tracker-logo.svg"})
     desktop = Browser(height=900)
     try:
         # Nothing done yet: the page says what it waits for.
@@ -200,7 +198,7 @@ def test_leaderboard_and_front_page_in_chromium_at_desktop_and_phone_widths(redi
         shot(desktop, "leaderboard-desktop.png")
 
         # The front page, with a banner and a second project.
-        projects.create(
+        project_verbs.create(
             admin, "wiki-mirror", {"title": "Wiki mirror", "description": "Every page of the wiki."}
         )
         item_verbs.add(admin, "wiki-mirror", [url(n) for n in range(50)])

@@ -16,17 +16,16 @@ from support.browser import Browser, needs_chromium
 from support.paths import ARTIFACTS, ROOT, TRACKER_BIN
 from support.processes import start, start_live_server, stop, stop_live_server, wait_for_port
 from tracker_api.app import create_app
-from tracker_core import stats as stats_mod
-from tracker_core.admin import items as item_verbs
-from tracker_core.admin import projects
-from tracker_core.embedded import free_port
+from tracker_core.admin import item_verbs, project_verbs
+from tracker_core.figures import stats
+from tracker_core.infra.embedded import free_port
 
 P = "proj"
 
 
 @pytest.fixture
 def project(admin):
-    projects.create(admin, P, {"title": "A <b>bold</b> rescue"})
+    project_verbs.create(admin, P, {"title": "A <b>bold</b> rescue"})
     item_verbs.add(admin, P, [f"item{n:03d}" for n in range(60)])
     return P
 
@@ -173,7 +172,7 @@ def test_feed_without_redis_closes_viewers_so_pages_poll():
 def test_feed_pushes_a_snapshot_when_settings_change(engine, project, feed, admin):
     with connect(f"ws://127.0.0.1:{feed}/{P}") as ws:
         receive(ws, "snapshot")
-        projects.set_settings(admin, P, {"title": "Renamed"})
+        project_verbs.set_settings(admin, P, {"title": "Renamed"})
         while receive(ws, "snapshot")["data"]["title"] != "Renamed":
             pass
 
@@ -277,7 +276,7 @@ def test_top_downloaders_chart_draws_history_on_first_load(redis_url, engine, r,
     complete(engine, "bob", 2, nbytes=500)
     now_ms = int(time.time() * 1000)
     for hours_ago in (3, 2, 1):  # what `tracker maintain` recorded before anyone looked
-        assert stats_mod.record_top_history(r, P, now_ms - hours_ago * 3_600_000) == 2
+        assert stats.record_top_history(r, P, now_ms - hours_ago * 3_600_000) == 2
     with live_page(redis_url) as (server, feed_process, browser):
         browser.navigate(f"{server.base}/{P}/")
         # Drawn from history at once: three recorded points (plus the one this load took).
@@ -300,7 +299,7 @@ def test_many_watched_projects_each_get_their_updates_promptly(engine, admin, fe
     # project's update waited seconds for a thread; the feed's own pool has one per project.
     names = [f"many{n:02d}" for n in range(30)]
     for name in names:
-        projects.create(admin, name)
+        project_verbs.create(admin, name)
         item_verbs.add(admin, name, [f"{name}-item{i}" for i in range(5)])
     with contextlib.ExitStack() as stack:
         viewers = {name: stack.enter_context(connect(f"ws://127.0.0.1:{feed}/{name}")) for name in names}

@@ -17,7 +17,7 @@ from loadtest.runner import run_headless
 
 from support.paths import ROOT
 from support.processes import free_port, start, stop, wait_for
-from tracker_core.admin import census, projects
+from tracker_core.admin import census_verbs, project_verbs
 
 SEEDED = 3000
 
@@ -209,7 +209,7 @@ def test_distributed_warriors_keep_irsr_and_account_for_every_item(live_server, 
     # may have changed the server without the client hearing of it, hence the inequalities.
     accounting = result["accounting"]
     assert accounting["ok"] and accounting["total"] == accounting["expected_total"] == SEEDED
-    status = census.status(admin, "ci-load")
+    status = census_verbs.status(admin, "ci-load")
     assert _status_total(status) == SEEDED
     assert status["done"] >= counts["items_done"]
     assert status["todo_total"] <= SEEDED - counts["items_claimed"]
@@ -220,7 +220,7 @@ def test_distributed_warriors_keep_irsr_and_account_for_every_item(live_server, 
 @pytest.mark.slow
 def test_a_rate_limited_project_fails_the_run_on_irsr(live_server, redis_url, admin, tmp_path):
     """429s while items remain drag IRSR below 99%: the quitting listener fails the run."""
-    projects.create(admin, "ci-limited", {"rate_limit": "120", "rate_burst": "2"})
+    project_verbs.create(admin, "ci-limited", {"rate_limit": "120", "rate_burst": "2"})
     result = run_headless(
         live_server.base,
         redis_url=redis_url,
@@ -239,7 +239,7 @@ def test_a_rate_limited_project_fails_the_run_on_irsr(live_server, redis_url, ad
     assert result["summary"]["irsr"] < 0.99
     assert any(line.startswith("IRSR") for line in result["failures"])
     assert result["accounting"]["ok"]  # slow is not lossy: every item still accounted for
-    assert _status_total(census.status(admin, "ci-limited")) == 500
+    assert _status_total(census_verbs.status(admin, "ci-limited")) == 500
 
 
 # -- the README's command, as written -----------------------------------------------------------

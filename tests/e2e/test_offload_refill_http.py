@@ -18,11 +18,11 @@ import offload_bench
 from offload_bench import http_drain
 from support import census as census_support
 from support.paths import TRACKER_BIN
-from tracker_core import offload, processes
-from tracker_core.admin import census, projects
-from tracker_core.admin import items as item_verbs
-from tracker_core.keys import ProjectKeys
-from tracker_core.script_constants import REFILL_WATCH_FIELD
+from tracker_core.admin import census_verbs, item_verbs, project_verbs
+from tracker_core.infra import processes
+from tracker_core.keyspace import ProjectKeys
+from tracker_core.offload import segment_registry
+from tracker_core.scripts.constants import REFILL_WATCH_FIELD
 
 pytestmark = pytest.mark.slow
 
@@ -34,7 +34,7 @@ def drain_offloaded(admin, r, redis_url, tmp_path, settings: dict, n_items: int,
     """N_ITEMS offloaded at SETTINGS by `tracker maintain`, then drained through `tracker serve`;
     the drain's figures, with the largest todo seen while it ran."""
     names = [f"https://example.com/item/{i}?q=%20x" for i in range(n_items)]
-    projects.create(admin, P, settings)
+    project_verbs.create(admin, P, settings)
     item_verbs.add(admin, P, names)
     env = dict(os.environ, TRACKER_REDIS_URL=redis_url)
     high = int(settings["offload_high"])
@@ -51,7 +51,7 @@ def drain_offloaded(admin, r, redis_url, tmp_path, settings: dict, n_items: int,
         assert processes.wait_for(
             lambda: r.scard(K.todo) <= high and r.hexists(K.settings, REFILL_WATCH_FIELD), 60
         )
-        assert census.status(admin, P)["offloaded"] == n_items - high
+        assert census_verbs.status(admin, P)["offloaded"] == n_items - high
         port = processes.free_port()
         serve = processes.start(
             [TRACKER_BIN, "--data-dir", tmp_path, "serve", "--port", str(port)],
@@ -72,9 +72,9 @@ def drain_offloaded(admin, r, redis_url, tmp_path, settings: dict, n_items: int,
         processes.stop(maintain)
     assert sorted(drained["names"]) == sorted(names), "every item handed out exactly once"
     census_support.assert_each_once(r, K, names)
-    status = census.status(admin, P)
+    status = census_verbs.status(admin, P)
     assert (status["todo_total"], status["offloaded"], status["out"], status["done"]) == (0, 0, 0, n_items)
-    assert offload.registry(r, K) == {} and not list((tmp_path / "segments" / P).glob("*.zst"))
+    assert segment_registry.registry(r, K) == {} and not list((tmp_path / "segments" / P).glob("*.zst"))
     return {**drained, "largest_todo": largest[0]}
 
 

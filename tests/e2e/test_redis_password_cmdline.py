@@ -18,9 +18,9 @@ import redis
 from support.http_warrior import post_json
 from support.paths import TRACKER_BIN
 from support.processes import descendants, free_port, start, stop, wait_for, wait_for_port
-from tracker_core.admin import items, projects
+from tracker_core.admin import item_verbs, project_verbs
 from tracker_core.admin.context import AdminContext
-from tracker_core.embedded import EmbeddedRedis
+from tracker_core.infra.embedded import EmbeddedRedis
 
 PASSWORD = "s3cret-Pa55word-never-shown"
 PROJECT = "pwproj"
@@ -34,8 +34,8 @@ def protected_redis(tmp_path_factory):
     redis.Redis.from_url(server.url).config_set("requirepass", PASSWORD)
     host = f"127.0.0.1:{server.port}"
     admin = AdminContext.from_url(f"redis://:{PASSWORD}@{host}/0")
-    projects.create(admin, PROJECT)
-    items.add(admin, PROJECT, [f"{PROJECT}-{i}" for i in range(100)])
+    project_verbs.create(admin, PROJECT)
+    item_verbs.add(admin, PROJECT, [f"{PROJECT}-{i}" for i in range(100)])
     yield host
     redis.Redis.from_url(f"redis://:{PASSWORD}@{host}/0").shutdown(nosave=True)
     server.process.wait(timeout=10)

@@ -19,9 +19,9 @@ import pytest
 
 from support.browser import Browser, needs_chromium
 from support.processes import start_live_server, stop_live_server
-from tracker_core import keys as keyspace
-from tracker_core.admin import projects
-from tracker_core.keys import ProjectKeys
+from tracker_core import keyspace
+from tracker_core.admin import project_verbs
+from tracker_core.keyspace import ProjectKeys
 
 P = "mapped"
 TITLE = "untouched"
@@ -100,7 +100,7 @@ def test_each_payload_runs_when_kept_as_written(browser, tmp_path, name):
 
 @pytest.fixture
 def hostile_server(redis_url, admin, r):
-    projects.create(admin, P)
+    project_verbs.create(admin, P)
     # The allowed parts first: an unclosed payload may take in what follows (it is its content).
     hostile = '<b>bold</b> <a href="https://example.org/">site</a> ' + "".join(PAYLOADS.values())
     # Stored as an older tracker kept them, past the admin verbs: served, they are cleaned again.

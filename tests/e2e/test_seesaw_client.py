@@ -19,9 +19,9 @@ import pytest
 
 from support.processes import start, stop, wait_for_port
 from support.seesaw_runner import finish_warrior, run_warrior, start_warrior
-from tracker_core.admin import census, items, projects
-from tracker_core.embedded import free_port
-from tracker_core.keys import ProjectKeys
+from tracker_core.admin import census_verbs, item_verbs, project_verbs
+from tracker_core.infra.embedded import free_port
+from tracker_core.keyspace import ProjectKeys
 
 pytestmark = pytest.mark.slow
 
@@ -31,7 +31,7 @@ P = "seesawtest"
 def assert_all_done(admin, r, names, downloaders):
     """Every name done exactly once, nothing out or queued, counters equal to the truth."""
     k = ProjectKeys(P)
-    status = census.status(admin, P)
+    status = census_verbs.status(admin, P)
     assert status["todo_total"] == 0
     assert status["out"] == 0
     assert r.zcard(k.out) == 0 and r.hlen(k.claims) == 0
@@ -42,9 +42,9 @@ def assert_all_done(admin, r, names, downloaders):
 
 
 def project_with_items(admin, count, **settings):
-    projects.create(admin, P, settings)
+    project_verbs.create(admin, P, settings)
     names = [f"item-{i:04d}" for i in range(count)]
-    assert items.add(admin, P, names)["added"] == count
+    assert item_verbs.add(admin, P, names)["added"] == count
     return names
 
 
@@ -105,8 +105,8 @@ def test_outdated_warrior_gets_455_until_the_minimum_version_allows_it(admin, r,
     while not int(r.hget(k.stats, "requests_outdated") or 0):
         assert time.monotonic() < deadline, "the outdated warrior was never refused"
         time.sleep(0.1)
-    assert census.status(admin, P)["out"] == 0  # refused requests claimed nothing
-    projects.set_settings(admin, P, {"min_version": "20240101.01"})
+    assert census_verbs.status(admin, P)["out"] == 0  # refused requests claimed nothing
+    project_verbs.set_settings(admin, P, {"min_version": "20240101.01"})
     result, log = finish_warrior(warrior)
     assert "Project code is out of date" in log
     assert sorted(result["names"]) == names
@@ -169,8 +169,8 @@ def test_upload_with_tracker_sends_data_to_the_announced_target(
 ):
     url, received = request.getfixturevalue(f"{target_kind}_target")
     names = project_with_items(admin, 4)
-    projects.set_upload_target(admin, P, url, "active")
-    projects.set_upload_target(admin, P, "rsync://192.0.2.1/retired/", "inactive")
+    project_verbs.set_upload_target(admin, P, url, "active")
+    project_verbs.set_upload_target(admin, P, "rsync://192.0.2.1/retired/", "inactive")
     result, log = run_warrior(live_server, tmp_path, project=P, claims=2, multi=2, upload=True)
     assert sorted(result["names"]) == names
     files = sorted(received.rglob("*.txt"))

@@ -10,7 +10,7 @@ import urllib.request
 import pytest
 
 from support.processes import free_port, start, stop, wait_for_line, wait_for_port
-from tracker_core.admin import projects
+from tracker_core.admin import project_verbs
 
 LIVE_URL = "ws://feed.example:9/live?from=serve"
 METRICS_TOKEN = "metrics-token-from-the-config"
@@ -30,7 +30,7 @@ def served(redis_url, admin, monkeypatch):
     # Neither setting may come from the environment: the workers must get them from the config.
     monkeypatch.delenv("TRACKER_LIVE_URL", raising=False)
     monkeypatch.delenv("TRACKER_METRICS_TOKEN", raising=False)
-    projects.create(admin, "proj")
+    project_verbs.create(admin, "proj")
     port = free_port()
     code = f"""
         from tracker_api.config import AppConfig

@@ -23,10 +23,10 @@ from server_bench.summary import carried_history, summarise
 from server_bench.wrk import run_wrk
 from support.paths import ROOT
 from tracker_core import scripts
-from tracker_core.admin import projects
-from tracker_core.engine import Engine
-from tracker_core.processes import alive, children_of, stop
-from tracker_core.rawredis import RawRedis
+from tracker_core.admin import project_verbs
+from tracker_core.infra.processes import alive, children_of, stop
+from tracker_core.infra.rawredis import RawRedis
+from tracker_core.items.engine import Engine
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +77,7 @@ def test_the_plots_are_written(committed, tmp_path):
 
 @pytest.mark.skipif(shutil.which("wrk") is None, reason="wrk is not installed (make deps)")
 def test_one_short_wrk_run_against_the_tracker(redis_url, admin, tmp_path):
-    projects.create(admin, PROJECT)
+    project_verbs.create(admin, PROJECT)
     supply = ItemSupply(admin, Engine(redis_url))
     supply.top_up(20_000)
     process, port = start_tracker(redis_url, tmp_path / "servers.log")
@@ -117,7 +117,7 @@ def test_the_data_layer_records_the_commands_the_engine_sends_and_redis_runs_the
     # The engine sends claims as packed RESP bytes on its RawRedis: recorded() must still get the
     # EVALSHA as arguments (a full `--part server` run once stopped here), and running the
     # recorded command must claim exactly as the engine would.
-    projects.create(admin, PROJECT)
+    project_verbs.create(admin, PROJECT)
     supply = ItemSupply(admin, Engine(redis_url))
     supply.top_up(10)
     engine = Engine(redis_url)

@@ -35,7 +35,7 @@ from support.processes import (
 )
 from support.processes import children_of as children
 from support.raw_http import read_until_closed, status_line
-from tracker_core.embedded import EmbeddedRedis
+from tracker_core.infra.embedded import EmbeddedRedis
 
 
 def wait_gone(pids, timeout_s: float) -> list[int]:

@@ -19,10 +19,7 @@ from support.http_warrior import RetryingWarriors
 from support.processes import start_live_server, stop_live_server
 from support.redis_topologies import Cluster
 from support.seesaw_runner import finish_warrior, start_warrior
-from tracker_core.admin import backfeed as backfeed_verbs
-from tracker_core.admin import census as census_verbs
-from tracker_core.admin import items as item_verbs
-from tracker_core.admin import projects as project_verbs
+from tracker_core.admin import backfeed_verbs, census_verbs, item_verbs, project_verbs
 from tracker_core.admin.context import AdminContext
 
 pytestmark = pytest.mark.slow

@@ -12,14 +12,12 @@ from falcon import testing
 from support.redis_topologies import Cluster
 from tracker_api.app import create_app
 from tracker_api.live import LiveFeed, ProjectWatcher
-from tracker_core import stats as stats_mod
-from tracker_core.admin import items as item_verbs
-from tracker_core.admin import log as log_verbs
-from tracker_core.admin import projects
+from tracker_core.admin import item_verbs, log_verbs, project_verbs
 from tracker_core.admin.context import AdminContext
-from tracker_core.engine import Engine
-from tracker_core.offload.maintenance import Maintainer
-from tracker_core.stats import StatsReader
+from tracker_core.figures import stats
+from tracker_core.figures.stats import StatsReader
+from tracker_core.items.engine import Engine
+from tracker_core.maintainer.maintenance import Maintainer
 
 P = "bigsite"
 
@@ -34,7 +32,7 @@ def cluster(tmp_path_factory):
 def test_statistics_logs_and_the_pass_over_three_primaries(cluster, clock, tmp_path):
     admin = AdminContext.from_url(cluster.url)
     offload = {"offload_high": "8", "offload_low": "4", "offload_segment_items": "4"}
-    projects.create(admin, P, {"log_maxlen": "1", "rate_limit": "6000", **offload}, shards=3)
+    project_verbs.create(admin, P, {"log_maxlen": "1", "rate_limit": "6000", **offload}, shards=3)
     layout = admin.layout(P)
     assert len({cluster.owner_port(k.tag) for k in layout.keys}) == 3
     item_verbs.add(admin, P, [f"https://example.org/c/{i}?q=a%20b" for i in range(60)])
@@ -57,7 +55,7 @@ def test_statistics_logs_and_the_pass_over_three_primaries(cluster, clock, tmp_p
     web = testing.TestClient(create_app(engine))
     assert web.simulate_get("/metrics").status_code == 200
     assert web.simulate_get(f"/{P}/stats.json").json["downloaders_total"] == 3
-    stats_mod.upkeep(admin.conn, P, int(clock.now * 1000))
+    stats.upkeep(admin.conn, P, int(clock.now * 1000))
     maintainer = Maintainer(admin.conn, tmp_path)
     report = maintainer.pass_once()[P]
     assert "error" not in report and report["log_archived"] == 9 - 3 and report["offloaded"] > 0

@@ -11,11 +11,12 @@ import subprocess
 import time
 
 from support.paths import TRACKER_BIN
-from tracker_core import offload
-from tracker_core.admin import items, projects
+from tracker_core.admin import item_verbs, project_verbs
 from tracker_core.admin.context import AdminContext
-from tracker_core.engine import Engine
-from tracker_core.keys import ProjectKeys
+from tracker_core.items.engine import Engine
+from tracker_core.keyspace import ProjectKeys
+from tracker_core.offload import segment_registry, staging
+from tracker_core.offload.lease import Lease
 
 P = "stranded"
 K = ProjectKeys(P)
@@ -45,19 +46,19 @@ def drain(engine: Engine) -> list[str]:
 
 def test_a_real_maintain_refills_a_project_stored_with_stranding_settings(redis_url, r, tmp_path):
     segments = tmp_path / "segments"
-    projects.create(AdminContext.from_url(redis_url), P)
-    items.add(AdminContext.from_url(redis_url), P, NAMES)
+    project_verbs.create(AdminContext.from_url(redis_url), P)
+    item_verbs.add(AdminContext.from_url(redis_url), P, NAMES)
     # What the older tracker accepted and did: offload_high alone, the excess offloaded.
     r.hset(K.settings, mapping={"offload_high": "2000", "offload_segment_items": "1000"})
     r.hincrby(K.settings, "settings_age", 1)
-    lease = offload.Lease(r, K, "old-maintainer")
+    lease = Lease(r, K, "old-maintainer")
     assert lease.take()
     for _ in range(3):
-        assert offload.offload_one(r, K, segments, 1000, lease) == 1000
+        assert staging.offload_one(r, K, segments, 1000, lease) == 1000
     lease.release()
     engine = Engine(redis_url)
     claimed = drain(engine)
-    assert len(claimed) == 2000 and sum(offload.registry(r, K).values()) == 3000  # stranded
+    assert len(claimed) == 2000 and sum(segment_registry.registry(r, K).values()) == 3000  # stranded
     assert tracker_json(redis_url, "project", "show", P)["offload_warning"].startswith(
         "offload_high=2000 without offload_low"
     )
@@ -72,7 +73,7 @@ def test_a_real_maintain_refills_a_project_stored_with_stranding_settings(redis_
     )
     try:
         deadline = time.monotonic() + 60
-        while offload.registry(r, K) or r.scard(K.todo):
+        while segment_registry.registry(r, K) or r.scard(K.todo):
             assert time.monotonic() < deadline, "the offloaded items did not come back"
             claimed += drain(engine)
             time.sleep(0.05)

@@ -20,7 +20,7 @@ from click.testing import CliRunner
 from support.paths import TRACKER_BIN
 from support.processes import free_port, start, start_serve, stop, wait_for_port
 from tracker_api.cli import main as cli_main
-from tracker_core.admin import items, projects
+from tracker_core.admin import item_verbs, project_verbs
 
 REPO = Path(__file__).resolve().parents[2]
 UNITS_DIR = REPO / "packaging" / "systemd"
@@ -163,8 +163,8 @@ def test_processes_work_where_memory_may_not_be_writable_and_executable(redis_ur
     # The probe is the proof the rule is on: a writable+executable mapping is refused.
     if not _mdwe_available():
         pytest.skip("the kernel does not refuse writable+executable memory (PR_SET_MDWE, Linux 6.3+)")
-    projects.create(admin, "mdwe")
-    items.add(admin, "mdwe", NAMES)
+    project_verbs.create(admin, "mdwe")
+    item_verbs.add(admin, "mdwe", NAMES)
     server, port = start_serve(redis_url, workers=2, preexec=_refuse_write_execute)
     live_port = free_port()
     feed = start(

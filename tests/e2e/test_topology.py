@@ -21,15 +21,13 @@ from support.processes import start_live_server, stop_live_server
 from support.redis_topologies import Cluster, SentinelGroup
 from support.seesaw_runner import finish_warrior, start_warrior
 from tracker_api.app import create_app
-from tracker_core import topology
-from tracker_core.admin import census
-from tracker_core.admin import items as item_verbs
-from tracker_core.admin import projects as project_verbs
+from tracker_core.admin import census_verbs, item_verbs, project_verbs
 from tracker_core.admin.context import AdminContext
-from tracker_core.embedded import free_port
-from tracker_core.engine import Engine
-from tracker_core.keys import ProjectKeys
-from tracker_core.rawredis import ConnectionLost, OutcomeUnknown, RawRedis
+from tracker_core.infra import topology
+from tracker_core.infra.embedded import free_port
+from tracker_core.infra.rawredis import ConnectionLost, OutcomeUnknown, RawRedis
+from tracker_core.items.engine import Engine
+from tracker_core.keyspace import ProjectKeys
 
 pytestmark = pytest.mark.slow
 
@@ -142,7 +140,7 @@ def test_an_answer_lost_after_the_claim_was_sent_is_a_503(redis_url, admin, cloc
     # The claim ran once when Redis got to it (its answer was lost: the item is out, and is
     # reclaimed like any claim whose warrior vanished); the next request is served normally.
     assert client.simulate_post("/slowclaim/request", json=body).status_code == 200
-    assert census.status(admin, "slowclaim")["out"] == 3
+    assert census_verbs.status(admin, "slowclaim")["out"] == 3
 
 
 # -- Redis Cluster -----------------------------------------------------------------------------
@@ -193,7 +191,7 @@ def test_projects_spread_over_the_cluster_complete_with_the_real_client(cluster,
         stop_live_server(server)
     for project, result in zip(projects, results):
         assert sorted(result["names"]) == sorted(f"{project}-{i}" for i in range(12))
-        status = census.status(admin, project)
+        status = census_verbs.status(admin, project)
         assert (status["todo_total"], status["out"], status["done"]) == (0, 0, 12)
         # The project's keys live on the node that owns its slot, and only there.
         k = ProjectKeys(project)
@@ -376,7 +374,7 @@ def test_locust_warriors_complete_projects_spread_over_the_cluster(cluster, clus
         assert counts["server_5xx"] == 0 and counts["transport_errors"] == 0
         assert counts["done_not_ok"] == 0
         assert counts["items_done"] == seeded and result["accounting"]["ok"]
-        status = census.status(admin, project)
+        status = census_verbs.status(admin, project)
         assert (status["todo_total"], status["out"], status["done"]) == (0, 0, seeded)
         # Each project was served by the primary owning its slot.
         owner = cluster.owner_port(ProjectKeys(project).tag)

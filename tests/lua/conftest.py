@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from tracker_core import scripts, topology
-from tracker_core import settings as settings_mod
-from tracker_core.keys import ProjectKeys
+from tracker_core import scripts
+from tracker_core.infra import topology
+from tracker_core.keyspace import ProjectKeys
+from tracker_core.project import settings_schema
 
 NOW_MS = 1_700_000_000_000
 
@@ -33,7 +34,7 @@ def k() -> ProjectKeys:
 @pytest.fixture
 def project(conn, k) -> ProjectKeys:
     """K's project, created by its script with the default settings (settings_age 1)."""
-    scripts.create_project(conn, k, now_ms=NOW_MS, settings=settings_mod.defaults())
+    scripts.create_project(conn, k, now_ms=NOW_MS, settings=settings_schema.defaults())
     return k
 
 

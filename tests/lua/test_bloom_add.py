@@ -2,7 +2,8 @@
 
 import pytest
 
-from tracker_core import bloom, scripts
+from tracker_core import scripts
+from tracker_core.items import bloom
 
 
 def add(conn, k, entries, secret_digest="", bound=0, last_capacity=None):
@@ -207,7 +208,7 @@ def test_items_whose_buckets_are_full_go_to_the_stash_and_are_found_there(
     second = crowded(plan, 1, crowd, "b")
     again, plan = call(conn, project, first[::-1] + second, shape)
     assert again == (scripts.bloom_add.codes.OK, crowd, crowd) and r.scard(project.bloom_stash(1)) == 4
-    from tracker_core.rawredis import RawRedis
+    from tracker_core.infra.rawredis import RawRedis
 
     filt = bloom.BloomFilter(RawRedis(redis_url), project)
     assert all(filt.contains_many([u.encode() for u in first + second + urls(fill, "fill/")]))

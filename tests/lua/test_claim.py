@@ -1,9 +1,9 @@
 """claim-21.lua through scripts.claim: items leave the queues for `out`, atomically."""
 
 from tracker_core import scripts
-from tracker_core.derived_counters import with_derived
-from tracker_core.keys import ProjectKeys
-from tracker_core.script_constants import DEFAULT_RECLAIM_TTL_S
+from tracker_core.keyspace import ProjectKeys
+from tracker_core.scripts.constants import DEFAULT_RECLAIM_TTL_S
+from tracker_core.scripts.derived_counters import with_derived
 
 
 def claim(conn, k, now_ms, wanted=2, downloader="alice", ip="10.1.2.3"):

@@ -13,10 +13,9 @@ import pytest
 import redis
 
 from tracker_core import scripts
-from tracker_core.admin import items as item_verbs
-from tracker_core.admin import limits, projects
-from tracker_core.keys import ProjectKeys
-from tracker_core.settings import MAX_MULTI_CEILING
+from tracker_core.admin import item_verbs, limit_verbs, project_verbs
+from tracker_core.keyspace import ProjectKeys
+from tracker_core.project.settings_schema import MAX_MULTI_CEILING
 
 P = "faults"
 K = ProjectKeys(P)
@@ -31,7 +30,7 @@ def url(n: int, size: int = 120) -> str:
 
 @pytest.fixture
 def project(admin):
-    projects.create(admin, P, {"max_multi": str(MAX_MULTI_CEILING)})
+    project_verbs.create(admin, P, {"max_multi": str(MAX_MULTI_CEILING)})
     return P
 
 
@@ -88,7 +87,7 @@ def test_a_name_holding_nul_is_never_handed_out(client, project, admin, raw, r):
 def test_a_claimed_name_that_is_not_utf8_goes_dead_instead_of_being_reclaimed(
     client, project, admin, raw, r, clock
 ):
-    projects.set_settings(admin, P, {"reclaim_ttl_s": "60"})
+    project_verbs.set_settings(admin, P, {"reclaim_ttl_s": "60"})
     claimed_ms = int(clock.now * 1000) - 10**9
     raw.zadd(K.out, {BAD_UTF8: claimed_ms})
     raw.hset(K.claims, BAD_UTF8, b"bob\t10.0.0.2\t1")
@@ -103,7 +102,7 @@ def test_a_claimed_name_that_is_not_utf8_goes_dead_instead_of_being_reclaimed(
 
 
 def test_a_held_name_that_is_not_utf8_goes_dead(client, project, admin, raw, r):
-    limits.add(admin, P, "example", "domain:example.com", "1000/s")
+    limit_verbs.add(admin, P, "example", "domain:example.com", "1000/s")
     good = url(7)
     for entry in (b"example\x00" + good.encode(), b"example\x00" + BAD_UTF8):
         raw.zadd(K.limited, {entry: 0})
@@ -134,7 +133,7 @@ def test_bury_takes_back_only_the_claims_of_that_downloader(project, admin, engi
 
 
 def test_unreadable_claim_records_and_histories_do_not_fail_reclaims(project, admin, engine, raw, r, clock):
-    projects.set_settings(admin, P, {"reclaim_ttl_s": "60"})
+    project_verbs.set_settings(admin, P, {"reclaim_ttl_s": "60"})
     now_ms = int(clock.now * 1000)
     for n, (record, history) in enumerate(
         ((b"alice\t10.0.0.1\t1", None), (b"garbage", None), (b"carol\t10.0.0.3\t2", b"{not json"))
@@ -152,8 +151,8 @@ def test_unreadable_claim_records_and_histories_do_not_fail_reclaims(project, ad
 
 
 def test_an_unreadable_limit_record_does_not_lose_the_items_served_before_it(project, admin, engine, raw, r):
-    limits.add(admin, P, "alpha", "prefix:https://alpha.example/", "1000/s")
-    limits.add(admin, P, "beta", "prefix:https://beta.example/", "1000/s")
+    limit_verbs.add(admin, P, "alpha", "prefix:https://alpha.example/", "1000/s")
+    limit_verbs.add(admin, P, "beta", "prefix:https://beta.example/", "1000/s")
     raw.hset(K.limits, "beta", b"{not json")
     raw.zadd(K.limited, {b"alpha\x00https://alpha.example/1": 0, b"beta\x00https://beta.example/1": 0})
     raw.zadd(K.limits_ready, {"alpha": 0, "beta": 1})
@@ -166,7 +165,7 @@ def test_an_unreadable_limit_record_does_not_lose_the_items_served_before_it(pro
 
 def test_a_tiny_rate_limit_never_fails_after_the_pop(project, admin, engine, r):
     # 1e-300 items a minute: the limiter's expiry would be 6e304 ms, which SET refuses.
-    projects.set_settings(admin, P, {"rate_limit": "1e-300"})
+    project_verbs.set_settings(admin, P, {"rate_limit": "1e-300"})
     item_verbs.add(admin, P, [url(1), url(2)])
     status, items = engine.claim(P, "bob", "10.0.0.2", 1)
     assert status == 200 and r.zrange(K.out, 0, -1) == items and len(items) == 1
@@ -239,7 +238,7 @@ def test_the_real_client_claims_and_completes_multi_1000_of_4096_character_urls(
     # is 4 MB of names and the done body as much, the documented maxima.
     from support.seesaw_runner import run_warrior
 
-    projects.create(admin, P, {"max_multi": str(MAX_MULTI_CEILING)})
+    project_verbs.create(admin, P, {"max_multi": str(MAX_MULTI_CEILING)})
     names = [url(n, 4096) for n in range(MAX_MULTI_CEILING)]
     item_verbs.add(admin, P, names)
     result, _ = run_warrior(live_server, tmp_path, project=P, claims=1, multi=MAX_MULTI_CEILING)

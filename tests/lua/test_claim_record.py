@@ -1,9 +1,9 @@
 """The claim record has one reader per language: lua/includes/claim_record.lua (parse_claim, in
-claim, done, release and bury_unservable) and tracker_core.claim_records.parse. They must agree."""
+claim, done, release and bury_unservable) and tracker_core.items.claim_records.parse. They must agree."""
 
 import pytest
 
-from tracker_core.claim_records import ClaimRecord, parse
+from tracker_core.items.claim_records import ClaimRecord, parse
 from tracker_core.scripts import LUA_DIR
 
 RECORDS = [

@@ -1,7 +1,7 @@
 """clear_queue-2.lua: a queue is dropped whole, and its size answered."""
 
 from tracker_core import scripts
-from tracker_core.keys import ProjectKeys
+from tracker_core.keyspace import ProjectKeys
 
 
 def test_clear_queue_drops_every_item(conn, project, r, names):

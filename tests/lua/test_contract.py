@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 from redis.crc import key_slot
 
-from tracker_core import script_constants, scripts
-from tracker_core.keys import ProjectKeys
-from tracker_core.scripts import loading
+from tracker_core import scripts
+from tracker_core.keyspace import ProjectKeys
+from tracker_core.scripts import constants, loading
 from tracker_core.scripts.binding import ProjectKey
 
 FILES = sorted(scripts.LUA_DIR.glob("*.lua"))
@@ -267,9 +267,9 @@ return {201, age}
 
 
 def test_shared_constants_come_from_python_only():
-    # A number both languages use is written once, in script_constants, and put into the script
+    # A number both languages use is written once, in scripts/constants.py, and put into the script
     # as it loads; a Lua file that declared one itself could drift from Python.
-    shared = {name for name in dir(script_constants) if name.isupper()}
+    shared = {name for name in dir(constants) if name.isupper()}
     sources = [*FILES, *sorted((scripts.LUA_DIR / "includes").glob("*.lua"))]
     asked = set()
     for path in sources:
@@ -282,13 +282,10 @@ def test_shared_constants_come_from_python_only():
     for script in scripts.SCRIPTS.values():
         assert "--@" not in script.source
     assert "local RTT_BOUNDS_S = {1, 5, 15, " in scripts.SCRIPTS["done"].source
-    assert f"local MINUTE_TTL_S = {script_constants.MINUTE_TTL_S}\n" in scripts.SCRIPTS["claim"].source
+    assert f"local MINUTE_TTL_S = {constants.MINUTE_TTL_S}\n" in scripts.SCRIPTS["claim"].source
 
 
 def test_a_script_asking_for_an_unknown_constant_fails_to_load():
     with pytest.raises(ValueError, match="NO_SUCH_NUMBER"):
         loading.inline("--@constants UNPACK_CHUNK NO_SUCH_NUMBER\nreturn 1\n")
-    assert (
-        loading.inline("--@constants UNPACK_CHUNK\n")
-        == f"local UNPACK_CHUNK = {script_constants.UNPACK_CHUNK}\n"
-    )
+    assert loading.inline("--@constants UNPACK_CHUNK\n") == f"local UNPACK_CHUNK = {constants.UNPACK_CHUNK}\n"

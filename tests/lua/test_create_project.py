@@ -3,7 +3,7 @@
 import pytest
 
 from tracker_core import scripts
-from tracker_core.script_constants import SETTINGS_PAD, SETTINGS_PAD_FIELD, STATS_PAD_FIELD
+from tracker_core.scripts.constants import SETTINGS_PAD, SETTINGS_PAD_FIELD, STATS_PAD_FIELD
 
 
 def test_create_project_once_with_its_blocks(conn, k, r, now_ms):

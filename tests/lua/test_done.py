@@ -2,8 +2,8 @@
 
 from support.counters import totals
 from tracker_core import scripts
-from tracker_core.derived_counters import DONE_ONE_PREFIX, with_derived
-from tracker_core.keys import ProjectKeys
+from tracker_core.keyspace import ProjectKeys
+from tracker_core.scripts.derived_counters import DONE_ONE_PREFIX, with_derived
 
 
 def test_done_completes_a_claimed_item_once(conn, project, r, names, now_ms, claimed):

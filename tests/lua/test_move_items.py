@@ -1,7 +1,7 @@
 """move_items-5.lua: named items move between queues if still there; held ones to the way-in set."""
 
 from tracker_core import scripts
-from tracker_core.keys import ProjectKeys
+from tracker_core.keyspace import ProjectKeys
 
 
 def test_move_items_moves_what_is_still_there(conn, project, r, names):

@@ -4,7 +4,7 @@ an older tracker created; nothing for an unknown one."""
 import pytest
 
 from tracker_core import scripts
-from tracker_core.script_constants import SETTINGS_PAD, SETTINGS_PAD_FIELD, STATS_PAD_FIELD
+from tracker_core.scripts.constants import SETTINGS_PAD, SETTINGS_PAD_FIELD, STATS_PAD_FIELD
 
 
 def test_pad_hashes_makes_both_hashtables_keeping_what_they_hold(conn, k, r):

@@ -2,7 +2,7 @@
 for a refill; nobody else can, it never creates a project, and it stores only what claims read."""
 
 from tracker_core import scripts
-from tracker_core.script_constants import REFILL_WATCH_FIELD
+from tracker_core.scripts.constants import REFILL_WATCH_FIELD
 
 
 def watch(conn, k, value, holder="m1"):

@@ -2,7 +2,7 @@
 
 import json
 
-from tracker_core import keys, scripts
+from tracker_core import keyspace, scripts
 
 
 def register(conn, warrior_id, now_ms, most=10, per_address=10):
@@ -22,8 +22,8 @@ def register(conn, warrior_id, now_ms, most=10, per_address=10):
 
 def test_register_within_bounds(conn, r, now_ms):
     assert register(conn, "a" * 32, now_ms) == scripts.register_warrior.codes.REGISTERED
-    assert json.loads(r.hget(keys.WARRIORS, "a" * 32)) == {"ip": "192.0.2.1"}
-    assert r.zscore(keys.WARRIORS_SEEN, "a" * 32) == now_ms - 1
+    assert json.loads(r.hget(keyspace.WARRIORS, "a" * 32)) == {"ip": "192.0.2.1"}
+    assert r.zscore(keyspace.WARRIORS_SEEN, "a" * 32) == now_ms - 1
     assert register(conn, "b" * 32, now_ms, per_address=1) == scripts.register_warrior.codes.THROTTLED
     assert register(conn, "c" * 32, now_ms, most=1) == scripts.register_warrior.codes.REGISTRY_FULL
-    assert r.hkeys(keys.WARRIORS) == ["a" * 32]
+    assert r.hkeys(keyspace.WARRIORS) == ["a" * 32]

@@ -40,7 +40,7 @@ def test_a_day_whose_last_hour_is_not_rolled_up_waits(conn, project, r):
 
 
 def test_a_days_requests_are_the_sum_of_every_claim_outcome(conn, project, r):
-    from tracker_core.derived_counters import REQUEST_OUTCOMES
+    from tracker_core.scripts.derived_counters import REQUEST_OUTCOMES
 
     first = DAY * 24
     for n, field in enumerate(REQUEST_OUTCOMES):  # 1, 2, 4, ... of each outcome, two hours

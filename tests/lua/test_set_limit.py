@@ -3,7 +3,7 @@
 import json
 
 from tracker_core import scripts
-from tracker_core.keys import SETTINGS_CHANNEL
+from tracker_core.keyspace import SETTINGS_CHANNEL
 
 RECORD = json.dumps({"pattern": "domain:example.com", "rate": "10/s", "rate_per_s": 10.0})
 

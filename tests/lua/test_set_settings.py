@@ -1,7 +1,7 @@
 """set_settings-1.lua: settings change and the age moves in one step; '' deletes a field."""
 
 from tracker_core import scripts
-from tracker_core.keys import SETTINGS_CHANNEL, ProjectKeys
+from tracker_core.keyspace import SETTINGS_CHANNEL, ProjectKeys
 
 
 def test_set_settings_bumps_the_age(conn, project, r):

@@ -3,7 +3,7 @@
 import pytest
 
 from tracker_core import scripts
-from tracker_core.script_constants import UNPACK_CHUNK
+from tracker_core.scripts.constants import UNPACK_CHUNK
 
 
 @pytest.mark.parametrize("count", [UNPACK_CHUNK, UNPACK_CHUNK + 1])

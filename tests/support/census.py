@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from tracker_core.keys import ProjectKeys
+from tracker_core.keyspace import ProjectKeys
 
 
 def places(r, k: ProjectKeys) -> Counter:

@@ -1,8 +1,8 @@
 """Counter hashes as every reader sees them: stored fields plus the derived ones
-(tracker_core.derived_counters), so a test asserts what the statistics show, not how a script
+(tracker_core.scripts.derived_counters), so a test asserts what the statistics show, not how a script
 happened to store it."""
 
-from tracker_core.derived_counters import with_derived
+from tracker_core.scripts.derived_counters import with_derived
 
 
 def totals(r, stats_key: str) -> dict[str, int]:

@@ -1,6 +1,6 @@
-"""The real server as the tests start it: `tracker serve` over tracker_core.processes.
+"""The real server as the tests start it: `tracker serve` over tracker_core.infra.processes.
 
-Starting, waiting and stopping are tracker_core.processes' own (re-exported here for the tests
+Starting, waiting and stopping are tracker_core.infra.processes' own (re-exported here for the tests
 that import them from support); this module only knows how the tests run the server.
 """
 
@@ -13,7 +13,7 @@ import subprocess
 from support.paths import TRACKER_BIN
 from support.raw_http import read_until_closed
 from tracker_api.server import renderer_pid, worker_pids
-from tracker_core.processes import (
+from tracker_core.infra.processes import (
     alive,
     children_of,
     free_port,

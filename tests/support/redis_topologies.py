@@ -14,9 +14,9 @@ from pathlib import Path
 
 import redis
 
-from tracker_core import processes
-from tracker_core.embedded import EmbeddedRedis
-from tracker_core.processes import free_port
+from tracker_core.infra import processes
+from tracker_core.infra.embedded import EmbeddedRedis
+from tracker_core.infra.processes import free_port
 
 
 def _wait(predicate, what: str, timeout_s: float = 30.0) -> None:

@@ -1,6 +1,6 @@
 """Redis state as a value, to prove a refused request changed nothing."""
 
-from tracker_core.keys import GLOBAL_STATS
+from tracker_core.keyspace import GLOBAL_STATS
 
 
 def contents(r):

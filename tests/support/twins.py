@@ -10,9 +10,15 @@ import sys
 
 import pytest
 
-from tracker_core import twins
+from tracker_core.compiled import twins
 
 HOT_PATH_MODULES = ("classify", "protocol", "bloom")
+# The module the tracker imports each through (it loads the compiled module or the twin).
+FACADES = {
+    "classify": "tracker_core.compiled.classify",
+    "protocol": "tracker_core.compiled.protocol",
+    "bloom": "tracker_core.items.bloom",
+}
 
 # The twins run: `make test` runs these files a second time with TRACKER_PURE_PYTHON=1 (conftest
 # marks their tests `twins`). For each hot-path module, the files whose tests are about it or the
@@ -25,31 +31,31 @@ HOT_PATH_MODULES = ("classify", "protocol", "bloom")
 # test_twins_suite.py fails when a module with a twin has no tests here.
 TWIN_TESTS = {
     "classify": (
-        "core/test_classify.py",
-        "core/test_limits.py",
-        "core/test_redos.py",
+        "core/compiled/test_classify.py",
+        "core/project/test_limits.py",
+        "core/project/test_redos.py",
         "core/test_maxima.py",
-        "core/test_intake.py",
-        "core/test_intake_utf8.py",
+        "core/items/test_intake.py",
+        "core/items/test_intake_utf8.py",
         "api/test_backfeed.py",
         "api/test_api.py",
         "api/test_hot_path.py",
     ),
     "bloom": (
-        "core/test_bloom.py",
-        "core/test_bloom_kinds.py",
-        "core/test_bloom_salt.py",
-        "core/test_bloom_admin.py",
-        "core/test_intake.py",
-        "core/test_intake_utf8.py",
-        "core/test_backfeed_entries.py",
+        "core/items/test_bloom.py",
+        "core/items/test_bloom_kinds.py",
+        "core/items/test_bloom_salt.py",
+        "core/items/test_bloom_admin.py",
+        "core/items/test_intake.py",
+        "core/items/test_intake_utf8.py",
+        "core/items/test_backfeed_entries.py",
         "lua/test_bloom_add.py",
         "api/test_backfeed.py",
         "api/test_api.py",
         "api/test_hot_path.py",
     ),
     "protocol": (
-        "core/test_protocol_twins.py",
+        "core/compiled/test_protocol_twins.py",
         "api/test_api.py",
         "api/test_hot_path.py",
         "api/test_warrior_hq.py",
@@ -68,17 +74,17 @@ def pair(name: str):
     """(compiled, pure) for hot-path module NAME. Built normally, the compiled module must import
     (a silent fallback would hide a broken build); built with TRACKER_NO_EXTENSIONS=1 the test is
     skipped."""
-    pure = importlib.import_module(f"tracker_core._{name}_py")
+    pure = importlib.import_module(f"tracker_core.compiled._{name}_py")
     if os.environ.get("TRACKER_NO_EXTENSIONS") == "1":
-        compiled = pytest.importorskip(f"tracker_core._{name}_c")
+        compiled = pytest.importorskip(f"tracker_core.compiled._{name}_c")
     else:
-        compiled = importlib.import_module(f"tracker_core._{name}_c")
+        compiled = importlib.import_module(f"tracker_core.compiled._{name}_c")
     return compiled, pure
 
 
 def in_use_matches_environment(name: str) -> None:
     """The module the tracker picked is the compiled one, or the twin under TRACKER_PURE_PYTHON=1."""
-    facade = importlib.import_module(f"tracker_core.{name}")
+    facade = importlib.import_module(FACADES[name])
     compiled, pure = pair(name)
     if twins.pure_requested():
         assert facade.COMPILED is False and facade._impl is pure
@@ -88,8 +94,8 @@ def in_use_matches_environment(name: str) -> None:
 
 
 def bound_names(name: str) -> dict[str, object]:
-    """What facade NAME (tracker_core.NAME) took from the twin it loaded: {attribute: object}."""
-    facade = importlib.import_module(f"tracker_core.{name}")
+    """What facade NAME (FACADES) took from the twin it loaded: {attribute: object}."""
+    facade = importlib.import_module(FACADES[name])
     return {
         attr: value
         for attr, value in vars(facade).items()
@@ -142,9 +148,9 @@ def _variant(value) -> str | None:
     if not isinstance(value, type(sys)):
         return None
     for name in HOT_PATH_MODULES:
-        if value.__name__ == f"tracker_core._{name}_c":
+        if value.__name__ == f"tracker_core.compiled._{name}_c":
             return "compiled"
-        if value.__name__ == f"tracker_core._{name}_py":
+        if value.__name__ == f"tracker_core.compiled._{name}_py":
             return "pure"
     return None
 
@@ -163,7 +169,7 @@ def install_probe(record) -> None:
         return probe
 
     for name in HOT_PATH_MODULES:
-        pure = importlib.import_module(f"tracker_core._{name}_py")
+        pure = importlib.import_module(f"tracker_core.compiled._{name}_py")
         for value in list(vars(pure).values()):
             if getattr(value, "__module__", None) != pure.__name__:
                 continue

@@ -12,15 +12,9 @@ from tracker_api.admin_pages.index_page import AdminIndex
 from tracker_api.admin_pages.paging import int_param
 from tracker_api.auth import ANY, GLOBAL
 from tracker_api.errors import Refused, admin_refusal
-from tracker_core import hq as registry
-from tracker_core.admin import (
-    hq,
-    limits,
-    log,
-    projects,
-    tokens,
-)
+from tracker_core.admin import hq_verbs, limit_verbs, log_verbs, project_verbs, token_verbs
 from tracker_core.admin.errors import AdminError
+from tracker_core.warriors import hq
 
 WARRIORS_SHOWN = 50
 
@@ -79,33 +73,33 @@ class GlobalPages:
 
     def _tokens(self, req, session):
         return {
-            "tokens": tokens.list_tokens(self.admin)["tokens"],
-            "projects": projects.list_projects(self.admin),
+            "tokens": token_verbs.list_tokens(self.admin)["tokens"],
+            "projects": project_verbs.list_projects(self.admin),
         }
 
     def _blocks(self, req, session):
-        return {"blocked": limits.blocks(self.admin)["global"]}
+        return {"blocked": limit_verbs.blocks(self.admin)["global"]}
 
     def _hq(self, req, session):
-        current = hq.show_fields(self.admin)["hq"]
-        return {"current": current, "projects": projects.list_projects(self.admin)}
+        current = hq_verbs.show_fields(self.admin)["hq"]
+        return {"current": current, "projects": project_verbs.list_projects(self.admin)}
 
     def _warriors(self, req, session):
-        offset = int_param(req, "offset", 0, hq.MAX_OFFSET)
+        offset = int_param(req, "offset", 0, hq_verbs.MAX_OFFSET)
         if not session.token.is_global:  # project admins see how many, not who
             return {"registry": None, "offset": 0, "shown": WARRIORS_SHOWN, **self._online()}
-        page = hq.warriors(self.admin, offset, WARRIORS_SHOWN)
+        page = hq_verbs.warriors(self.admin, offset, WARRIORS_SHOWN)
         return {"registry": page, "offset": offset, "shown": WARRIORS_SHOWN, **self._online()}
 
     def _online(self):
         return {
-            "online": registry.online_count(self.admin.conn),
-            "online_within_min": registry.ONLINE_WITHIN_MS // 60_000,
+            "online": hq.online_count(self.admin.conn),
+            "online_within_min": hq.ONLINE_WITHIN_MS // 60_000,
         }
 
     def _audit(self, req, session):
         before = req.get_param("before") or None
-        return {"audit": log.audit_page(self.admin, None, LISTED, before), "audit_project": None}
+        return {"audit": log_verbs.audit_page(self.admin, None, LISTED, before), "audit_project": None}
 
     def on_post(self, req, resp, name: str):
         if name not in self.ACTIONS:
@@ -141,24 +135,24 @@ class GlobalPages:
     def _do_create_project(self, ctx, form):
         name = form.text("project")
         title = form.text("title")
-        projects.create(ctx, name, {"title": title} if title else None)
+        project_verbs.create(ctx, name, {"title": title} if title else None)
         return f"project {name} created"
 
     def _do_token_create(self, ctx, form):
-        made = tokens.create(ctx, form.text("scope"), form.text("note"))
+        made = token_verbs.create(ctx, form.text("scope"), form.text("note"))
         return {"message": f"token {made['token_id']} created", "created_token": made}
 
     def _do_token_revoke(self, ctx, form):
-        return f"token {tokens.revoke(ctx, form.text('token_id'))['revoked']} revoked"
+        return f"token {token_verbs.revoke(ctx, form.text('token_id'))['revoked']} revoked"
 
     def _do_block(self, ctx, form):
         remove = form.get("remove") == "1"
-        entry = limits.block(ctx, form.text("entry"), None, remove)["entry"]
+        entry = limit_verbs.block(ctx, form.text("entry"), None, remove)["entry"]
         return ("unblocked " if remove else "blocked ") + entry + " everywhere"
 
     def _do_hq(self, ctx, form):
-        values = {n: form[n] for n in registry.HQ_FIELDS if n in form}
-        hq.set_fields(ctx, values)
+        values = {n: form[n] for n in hq.HQ_FIELDS if n in form}
+        hq_verbs.set_fields(ctx, values)
         return "HQ document saved: " + ", ".join(sorted(values))
 
     _do_hq_banner = _do_hq

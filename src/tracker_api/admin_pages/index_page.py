@@ -18,10 +18,8 @@ from tracker_api.admin_pages.forms import (
 )
 from tracker_api.auth import ANY
 from tracker_api.errors import Refused
-from tracker_core import hq as registry
-from tracker_core.admin import (
-    projects,
-)
+from tracker_core.admin import project_verbs
+from tracker_core.warriors import hq
 
 SESSION_S = 12 * 3600  # how long a login lasts
 
@@ -55,7 +53,7 @@ class AdminIndex:
         self._index(resp, session, req.get_param("done"))
 
     def _index(self, resp, session, message, status=falcon.HTTP_200, error=None, values=None):
-        names = [n for n in projects.list_projects(self.admin) if session.token.allows(n)]
+        names = [n for n in project_verbs.list_projects(self.admin) if session.token.allows(n)]
         self.pages.page(
             resp,
             "index.html",
@@ -63,8 +61,8 @@ class AdminIndex:
             status,
             title="Tracker admin",
             projects=names,
-            online=registry.online_count(self.admin.conn),
-            online_within_min=registry.ONLINE_WITHIN_MS // 60_000,
+            online=hq.online_count(self.admin.conn),
+            online_within_min=hq.ONLINE_WITHIN_MS // 60_000,
             message=message,
             error=error,
             values=values or {},

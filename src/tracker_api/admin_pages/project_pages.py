@@ -19,22 +19,23 @@ from tracker_api.admin_pages.settings_form import (
 from tracker_api.admin_request import DIGITS_RE
 from tracker_api.auth import GLOBAL, PROJECT
 from tracker_api.errors import Refused, admin_refusal
-from tracker_core import item_story, log_archive
-from tracker_core import settings as settings_mod
 from tracker_core.admin import (
-    backfeed,
-    census,
+    backfeed_verbs,
+    census_verbs,
     checks,
-    dead,
-    items,
-    limits,
-    log,
-    projects,
-    segments,
+    claim_verbs,
+    dead_verbs,
+    item_story,
+    item_verbs,
+    limit_verbs,
+    log_verbs,
+    project_verbs,
+    segment_verbs,
 )
-from tracker_core.admin import claims as claim_verbs
 from tracker_core.admin.errors import AdminError, BadInput
 from tracker_core.admin.paging import SHARD_CURSOR_RE, face_cursor
+from tracker_core.donelog import log_archive
+from tracker_core.project import settings_schema
 
 SAMPLE_DEFAULT = 20
 QUEUES = ("todo", "backfeed", "secondary", "redo")  # the shared queues; downloader:NAME besides
@@ -92,7 +93,7 @@ class ProjectPages:
 
     def _view(self, req, resp, session, project, name, message, status=falcon.HTTP_200, error=None, **extra):
         try:
-            shown = projects.show(self.admin, project)
+            shown = project_verbs.show(self.admin, project)
         except AdminError as exc:
             raise admin_refusal(exc, None) from None
         context = {
@@ -145,28 +146,28 @@ class ProjectPages:
         return [*QUEUES, *(f"downloader:{o}" for o in owners)]
 
     def _overview(self, req, project):
-        status = census.status(self.admin, project)
+        status = census_verbs.status(self.admin, project)
         return {"counts": status, "queues": QUEUES}
 
     def _settings(self, req, project):
         return {
             "groups": setting_groups(),
-            "meaning": {n: spec[2] for n, spec in settings_mod.SETTINGS.items()},
+            "meaning": {n: spec[2] for n, spec in settings_schema.SETTINGS.items()},
             "flags": FLAG_SETTINGS,
             "choices": CHOICE_SETTINGS,
             "textareas": TEXTAREA_SETTINGS,
             "units": SETTING_UNITS,
-            "limits": limits.list_limits(self.admin, project),
+            "limits": limit_verbs.list_limits(self.admin, project),
         }
 
     def _queues(self, req, project):
-        status = census.status(self.admin, project)
+        status = census_verbs.status(self.admin, project)
         context = {"counts": status, "queue_names": self._queue_names(status), "sample": None}
         queue = req.get_param("sample")
         if queue:
             count = int_param(req, "count", SAMPLE_DEFAULT, checks.MAX_SAMPLE)
             context["sample"] = {"queue": queue, "count": count}
-            context["sample"]["items"] = items.sample(self.admin, project, queue, count or 1)["items"]
+            context["sample"]["items"] = item_verbs.sample(self.admin, project, queue, count or 1)["items"]
         return context
 
     def _claims(self, req, project):
@@ -177,28 +178,28 @@ class ProjectPages:
 
     def _dead(self, req, project):
         cursor = face_cursor(req.get_param("cursor"))
-        status = census.status(self.admin, project)
-        page = dead.list_dead(self.admin, project, cursor, LISTED)
+        status = census_verbs.status(self.admin, project)
+        page = dead_verbs.list_dead(self.admin, project, cursor, LISTED)
         return {"dead": page, "queue_names": self._queue_names(status), "dead_total": status["dead"]}
 
     def _backfeed(self, req, project):
         cursor = int_param(req, "cursor", 0, checks.MAX_CURSOR)
         return {
-            "secrets": backfeed.list_secrets(self.admin, project),
-            "shards": backfeed.shard_map(self.admin, project, cursor, LISTED),
+            "secrets": backfeed_verbs.list_secrets(self.admin, project),
+            "shards": backfeed_verbs.shard_map(self.admin, project, cursor, LISTED),
             "queue_names": QUEUES,
         }
 
     def _segments(self, req, project):
-        return {"segments": segments.list_segments(self.admin, project)}
+        return {"segments": segment_verbs.list_segments(self.admin, project)}
 
     def _audit(self, req, project):
         before = req.get_param("before") or None
-        return {"audit": log.audit_page(self.admin, project, LISTED, before), "audit_project": project}
+        return {"audit": log_verbs.audit_page(self.admin, project, LISTED, before), "audit_project": project}
 
     def _log(self, req, project):
         query = {n: req.get_param(n) or None for n in ("kind", "since", "downloader", "cursor")}
-        page = log.done_page(
+        page = log_verbs.done_page(
             self.admin,
             project,
             self.pages.segments_dir,
@@ -211,11 +212,13 @@ class ProjectPages:
         return {"log": page, "query": query, "kinds": tuple(log_archive.KINDS)}
 
     def _item(self, req, project):
-        """An item's story (tracker_core.item_story), looked up by the name typed."""
+        """An item's story (tracker_core.admin.item_story), looked up by the name typed."""
         name = req.get_param("name") or ""  # "lookup" in the page: render() takes "name" itself
         if not name:
             return {"lookup": "", "story": None}
-        told = items.story(self.admin, project, self.pages.segments_dir, [name], item_story.STORY_BUDGET_S)
+        told = item_verbs.story(
+            self.admin, project, self.pages.segments_dir, [name], item_story.STORY_BUDGET_S
+        )
         return {"lookup": name, "story": told[0]}
 
     # POST
@@ -266,52 +269,52 @@ class ProjectPages:
         # An uploaded file: only a line end ends a name (str.splitlines() also splits at NEL,
         # U+2028, FF and VT, which URL names may hold), as the API's upload reads it.
         names += [line.removesuffix("\r") for line in form.get("file", "").split("\n")]
-        added = items.add(ctx, project, names, queue=form.text("queue") or "todo")
+        added = item_verbs.add(ctx, project, names, queue=form.text("queue") or "todo")
         return f"added {added['added']}, {added['duplicates']} already known"
 
     def _do_pause(self, ctx, project, form):
-        projects.pause(ctx, project)
+        project_verbs.pause(ctx, project)
         return "paused: nothing is handed out"
 
     def _do_resume(self, ctx, project, form):
-        projects.resume(ctx, project)
+        project_verbs.resume(ctx, project)
         return "resumed"
 
     def _do_delete(self, ctx, project, form):
         if form.text("confirm") != project:
             raise BadInput("type the project's name to confirm")
-        projects.delete(ctx, project)
+        project_verbs.delete(ctx, project)
         return f"project {project} deleted"
 
     def _do_block(self, ctx, project, form):
         remove = form.get("remove") == "1"
-        entry = limits.block(ctx, form.text("entry"), project, remove)["entry"]
+        entry = limit_verbs.block(ctx, form.text("entry"), project, remove)["entry"]
         return ("unblocked " if remove else "blocked ") + entry
 
     def _do_settings(self, ctx, project, form):
         """Save the settings the form changed (all of them would bump the age for nothing)."""
-        current = projects.show(ctx, project)["settings"]
-        values = {k: form[k] for k in settings_mod.SETTINGS if k in form and form[k] != current.get(k)}
+        current = project_verbs.show(ctx, project)["settings"]
+        values = {k: form[k] for k in settings_schema.SETTINGS if k in form and form[k] != current.get(k)}
         if not values:
             return "no setting changed"
-        age = projects.set_settings(ctx, project, values)["settings_age"]
+        age = project_verbs.set_settings(ctx, project, values)["settings_age"]
         return f"settings saved: {', '.join(sorted(values))} (age {age})"
 
     def _do_limit_add(self, ctx, project, form):
         name = form.text("name")
-        limits.add(ctx, project, name, form.text("pattern"), form.text("rate"))
+        limit_verbs.add(ctx, project, name, form.text("pattern"), form.text("rate"))
         return f"limit {name} set"
 
     def _do_limit_remove(self, ctx, project, form):
         name = form.text("name")
-        limits.remove(ctx, project, name)
+        limit_verbs.remove(ctx, project, name)
         return f"limit {name} removed"
 
     def _do_reclassify(self, ctx, project, form):
-        return f"{limits.reclassify(ctx, project)['held']} queued items now held by the limits"
+        return f"{limit_verbs.reclassify(ctx, project)['held']} queued items now held by the limits"
 
     def _do_upload_target(self, ctx, project, form):
-        done = projects.set_upload_target(ctx, project, form.text("url"), form.text("state") or "active")
+        done = project_verbs.set_upload_target(ctx, project, form.text("url"), form.text("state") or "active")
         return f"upload target {done['url']} {done['state']}"
 
     def _do_move(self, ctx, project, form):
@@ -319,7 +322,7 @@ class ProjectPages:
         pattern = form.text("pattern") or "*"
 
         def step(cursor):
-            page = items.move(ctx, project, source, target, pattern, cursor, checks.MAX_PAGE)
+            page = item_verbs.move(ctx, project, source, target, pattern, cursor, checks.MAX_PAGE)
             return page["moved"], page["cursor"]
 
         moved, cursor = paged(step, form_cursor(form))
@@ -330,23 +333,23 @@ class ProjectPages:
         queue = form.text("queue")
         if form.get("confirm") != "1":
             raise BadInput(f"tick the box to confirm clearing {queue}")
-        return f"cleared {queue}: {items.clear(ctx, project, queue)['dropped']} dropped"
+        return f"cleared {queue}: {item_verbs.clear(ctx, project, queue)['dropped']} dropped"
 
     def _do_redo(self, ctx, project, form):
         """Queue done (or seen) items again: the names typed, or done items matching a pattern
         page after page."""
         names = [n.strip() for n in form.get("items", "").splitlines() if n.strip()]
         pattern = form.text("pattern") or None
-        queue = form.text("queue") or items.REDO_QUEUE
+        queue = form.text("queue") or item_verbs.REDO_QUEUE
         offloaded = form.get("even_if_offloaded") == "1"
         if names and pattern:
             raise BadInput("give names or a pattern, not both")
         if names:
-            done = items.redo_all(ctx, project, names=names, queue=queue, even_if_offloaded=offloaded)
+            done = item_verbs.redo_all(ctx, project, names=names, queue=queue, even_if_offloaded=offloaded)
             return f"requeued {done['requeued']} to {queue}, {done['skipped']} skipped"
 
         def step(cursor):
-            page = items.redo(
+            page = item_verbs.redo(
                 ctx,
                 project,
                 pattern=pattern,
@@ -394,10 +397,10 @@ class ProjectPages:
             names = form.every("item")
             if not names:
                 raise BadInput("tick the dead items to requeue, or requeue all")
-            return f"requeued {dead.requeue(ctx, project, names, queue)['requeued']} to {queue}"
+            return f"requeued {dead_verbs.requeue(ctx, project, names, queue)['requeued']} to {queue}"
 
         def step(cursor):
-            page = dead.requeue_page(ctx, project, cursor, checks.MAX_PAGE, queue)
+            page = dead_verbs.requeue_page(ctx, project, cursor, checks.MAX_PAGE, queue)
             return page["requeued"], page["cursor"]
 
         requeued, cursor = paged(step, form_cursor(form))
@@ -405,16 +408,16 @@ class ProjectPages:
         return continued(f"requeued {requeued} to {queue}", cursor, "requeue", fields)
 
     def _do_secret_create(self, ctx, project, form):
-        made = backfeed.create_secret(ctx, project)
+        made = backfeed_verbs.create_secret(ctx, project)
         return {"message": f"backfeed secret {made['id']} created", "created_secret": made}
 
     def _do_secret_revoke(self, ctx, project, form):
-        return f"backfeed secret {backfeed.revoke_secret(ctx, project, form.text('id'))['revoked']} revoked"
+        return f"backfeed secret {backfeed_verbs.revoke_secret(ctx, project, form.text('id'))['revoked']} revoked"
 
     def _do_shard_map(self, ctx, project, form):
-        done = backfeed.map_shard(ctx, project, form.text("shard"), form.text("queue"))
+        done = backfeed_verbs.map_shard(ctx, project, form.text("shard"), form.text("queue"))
         return f"backfeed shard {done['shard']} goes to {done['queue']}"
 
     def _do_shard_unmap(self, ctx, project, form):
-        done = backfeed.unmap_shard(ctx, project, form.text("shard"))
+        done = backfeed_verbs.unmap_shard(ctx, project, form.text("shard"))
         return f"backfeed shard {done['shard']} goes to {done['queue']}"

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from tracker_core import settings as settings_mod
+from tracker_core.project import settings_schema
 
-# Widgets for the settings form (tracker_core.settings.SETTINGS holds what each one means).
+# Widgets for the settings form (tracker_core.project.settings_schema.SETTINGS holds what each one means).
 FLAG_SETTINGS = frozenset({"paused", "ignore_global_blocked", "accept_queued_dones", "warrior_listed"})
 CHOICE_SETTINGS = {"done_mode": ("keep", "discard", "offload")}
 TEXTAREA_SETTINGS = frozenset({"description", "extra_parameters", "marker_html"})
@@ -74,5 +74,5 @@ SETTING_GROUPS = (
 def setting_groups() -> list[tuple[str, list[str]]]:
     """The settings form's sections; a setting no section names goes under "Other"."""
     named = {n for _, names in SETTING_GROUPS for n in names}
-    rest = [n for n in settings_mod.SETTINGS if n not in named]
+    rest = [n for n in settings_schema.SETTINGS if n not in named]
     return [(title, list(names)) for title, names in SETTING_GROUPS] + ([("Other", rest)] if rest else [])

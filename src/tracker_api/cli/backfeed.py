@@ -6,9 +6,8 @@ import click
 
 from tracker_api.cli import output
 from tracker_api.cli.root import context, main, show
-from tracker_core import bloom
-from tracker_core.admin import backfeed as backfeed_verbs
-from tracker_core.admin import checks
+from tracker_core.admin import backfeed_verbs, checks
+from tracker_core.items import bloom
 
 
 @main.group()

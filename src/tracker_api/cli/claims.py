@@ -6,7 +6,7 @@ import click
 
 from tracker_api.cli import output
 from tracker_api.cli.root import main, show
-from tracker_core.admin import claims as claims_verbs
+from tracker_core.admin import claim_verbs
 from tracker_core.admin.paging import face_cursor
 
 
@@ -30,7 +30,7 @@ def claims():
 @output.json_option
 def claims_list(slug, cursor, count, pattern):
     """One page of claims (continue with the printed cursor until it is 0)."""
-    show(claims_verbs.list_claims, slug, face_cursor(cursor), count, pattern)
+    show(claim_verbs.list_claims, slug, face_cursor(cursor), count, pattern)
 
 
 @claims.command("release")
@@ -47,4 +47,4 @@ def claims_list(slug, cursor, count, pattern):
 @output.json_option
 def claims_release(slug, downloader, older_than_s, pattern):
     """Give claims back to todo (one filter), page by page until none is left."""
-    show(claims_verbs.release_all, slug, downloader, older_than_s, pattern)
+    show(claim_verbs.release_all, slug, downloader, older_than_s, pattern)

@@ -6,8 +6,7 @@ import click
 
 from tracker_api.cli import output
 from tracker_api.cli.root import QUEUE_HELP, context, main
-from tracker_core.admin import checks
-from tracker_core.admin import dead as dead_verbs
+from tracker_core.admin import checks, dead_verbs
 
 
 @main.group()

@@ -15,10 +15,10 @@ import redis
 
 from tracker_api import redact
 from tracker_api.runlock import DataDirBusy
-from tracker_core import rawredis
 from tracker_core.admin.errors import AdminError
-from tracker_core.embedded import RedisServerError
-from tracker_core.log_archive import LogUnreadable
+from tracker_core.donelog.log_archive import LogUnreadable
+from tracker_core.infra import rawredis
+from tracker_core.infra.embedded import RedisServerError
 from tracker_core.scripts import ScriptError
 
 USAGE = 2

@@ -6,7 +6,7 @@ import click
 
 from tracker_api.cli import output
 from tracker_api.cli.root import admin_group, key_values, show
-from tracker_core.admin import hq
+from tracker_core.admin import hq_verbs
 
 
 @admin_group.command("warriors")
@@ -20,7 +20,7 @@ from tracker_core.admin import hq
 def admin_warriors(offset, count):
     """Registered warriors by last heartbeat, newest first, and how many are online (a
     heartbeat in the last 25 minutes), like GET /api/admin/warriors."""
-    show(hq.warriors, offset, count)
+    show(hq_verbs.warriors, offset, count)
 
 
 @admin_group.command("hq")
@@ -29,4 +29,4 @@ def admin_warriors(offset, count):
 def admin_hq(assignments):
     """Set projects.json's global fields: tracker admin hq KEY=VALUE... (auto_project,
     broadcast_message, seesaw_version)."""
-    show(hq.set_fields, key_values(assignments))
+    show(hq_verbs.set_fields, key_values(assignments))

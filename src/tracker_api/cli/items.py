@@ -12,7 +12,7 @@ import click
 from tracker_api.cli import output
 from tracker_api.cli.progress import Progress
 from tracker_api.cli.root import QUEUE_HELP, context, globals_, main, segments_dir_option
-from tracker_core.admin import items as items_verbs
+from tracker_core.admin import item_verbs
 
 NAMES_FILE = click.File("r", encoding="utf-8", errors="surrogateescape", lazy=False)
 
@@ -51,11 +51,11 @@ def items_add(slug, source, queue, batch, progress):
     if progress is None:
         progress = sys.stderr.isatty()
     if not progress:
-        output.emit(items_verbs.add(context(), slug, lines(source), queue=queue, batch=batch))
+        output.emit(item_verbs.add(context(), slug, lines(source), queue=queue, batch=batch))
         return
     with Progress(sys.stderr, f"{slug}:{queue}", _size_bytes(source), _bytes_read(source)) as shown:
         # From the first batch on: a refusal before it is the only line printed.
-        answer = items_verbs.add(
+        answer = item_verbs.add(
             context(), slug, lines(source), queue=queue, batch=batch,
             progress=lambda added, duplicates: shown.update(added + duplicates),
         )  # fmt: skip
@@ -103,7 +103,7 @@ def items_redo(slug, names, source, pattern, queue, even_if_offloaded):
     if pattern is None:
         given = list(names) + ([n for n in lines(source) if n] if source is not None else [])
     output.emit(
-        items_verbs.redo_all(
+        item_verbs.redo_all(
             context(), slug, names=given, pattern=pattern, queue=queue, even_if_offloaded=even_if_offloaded
         )
     )
@@ -151,9 +151,9 @@ def items_status(slug, names, public, segments_dir):
     admins see (ip, rounds, limit_rule, done, seen, unread) and the item's name. At most 100
     names; they share one pass over the segment files and the done log."""
     if public:
-        places = items_verbs.status(context(), slug, list(names))
+        places = item_verbs.status(context(), slug, list(names))
     else:
-        places = items_verbs.story(context(), slug, globals_().segments_dir(segments_dir), list(names))
+        places = item_verbs.story(context(), slug, globals_().segments_dir(segments_dir), list(names))
     if output.wants_json():
         output.emit_rows(places)
         return

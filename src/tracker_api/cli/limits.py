@@ -6,7 +6,7 @@ import click
 
 from tracker_api.cli import output
 from tracker_api.cli.root import context, main, show
-from tracker_core.admin import limits
+from tracker_core.admin import limit_verbs
 
 
 @main.group()
@@ -27,7 +27,7 @@ def limit():
 @output.json_option
 def limit_add(slug, name, pattern, rate, no_reclassify):
     """Add or replace limit NAME: PATTERN is type:T, prefix:P, domain:D or regex:R; RATE N/s or N/m."""
-    result = limits.add(context(), slug, name, pattern, rate, reclassify=not no_reclassify)
+    result = limit_verbs.add(context(), slug, name, pattern, rate, reclassify=not no_reclassify)
     output.emit(result, f"limit {name} of {slug} set; settings now at age {result['settings_age']}")
 
 
@@ -36,7 +36,7 @@ def limit_add(slug, name, pattern, rate, no_reclassify):
 @output.json_option
 def limit_reclassify(slug):
     """Move queued items that a limit matches (added before it, or released) to its sub-queue."""
-    result = limits.reclassify(context(), slug)
+    result = limit_verbs.reclassify(context(), slug)
     output.emit(result, f"held {result['held']} queued items of {slug}")
 
 
@@ -46,7 +46,7 @@ def limit_reclassify(slug):
 @output.json_option
 def limit_remove(slug, name):
     """Remove limit NAME."""
-    result = limits.remove(context(), slug, name)
+    result = limit_verbs.remove(context(), slug, name)
     output.emit(result, f"limit {name} of {slug} removed; settings now at age {result['settings_age']}")
 
 
@@ -55,7 +55,7 @@ def limit_remove(slug, name):
 @output.json_option
 def limit_list(slug):
     """List SLUG's limits in classification order (the first match wins)."""
-    show(limits.list_limits, slug)
+    show(limit_verbs.list_limits, slug)
 
 
 @main.command()
@@ -79,12 +79,12 @@ def block(entry, project, remove, list_, reindex):
         if entry is not None or remove or (reindex and (list_ or project)):
             raise click.UsageError("--list takes only --project; --reindex takes nothing else")
         if reindex:
-            result = limits.reindex_blocks(context())
+            result = limit_verbs.reindex_blocks(context())
             output.emit(result, f"reindexed the blocks of {result['projects']} projects")
         else:
-            show(limits.blocks, project)
+            show(limit_verbs.blocks, project)
         return
     if entry is None:
         raise click.UsageError("give an ENTRY (ip:ADDRESS, ip:CIDR or name:DOWNLOADER)")
-    result = limits.block(context(), entry, project, remove)
+    result = limit_verbs.block(context(), entry, project, remove)
     output.emit(result, ("unblocked " if remove else "blocked ") + result["entry"])

@@ -8,7 +8,7 @@ import click
 
 from tracker_api.cli import output
 from tracker_api.cli.root import admin_group, context, globals_, main, segments_dir_option, show
-from tracker_core.admin import log
+from tracker_core.admin import log_verbs
 
 
 @main.group("log")
@@ -45,7 +45,7 @@ def log_export(slug, kind, since, downloader, item, segments_dir):
     out = sys.stdout.buffer
     directory = globals_().segments_dir(segments_dir)
     try:
-        log.export(context(), slug, directory, out, kind, since, downloader, item)
+        log_verbs.export(context(), slug, directory, out, kind, since, downloader, item)
         out.flush()
     except BrokenPipeError:  # `| head`: the reader has what it wanted
         sys.stderr.close()
@@ -57,7 +57,7 @@ def log_export(slug, kind, since, downloader, item, segments_dir):
 def log_status(slug):
     """Print what SLUG's done log holds: segments, entries on disk and in Redis, the last
     archived entry, and entries the stream's safety bound dropped."""
-    show(log.status, slug)
+    show(log_verbs.status, slug)
 
 
 @admin_group.command("audit")
@@ -69,4 +69,4 @@ def log_status(slug):
 @output.json_option
 def admin_audit(project, count, before):
     """One page of the audit log, newest first (like GET /api/admin/audit)."""
-    show(log.audit_page, project, count, before)
+    show(log_verbs.audit_page, project, count, before)

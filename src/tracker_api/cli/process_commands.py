@@ -14,7 +14,7 @@ import click
 from tracker_api import redact
 from tracker_api.cli import output, redis_secret, server_options
 from tracker_api.cli.root import context, globals_, main, segments_dir_option
-from tracker_core import processes
+from tracker_core.infra import processes
 
 DEMO_PROJECT = "demo"
 REDIS_URL_VARIABLE = "TRACKER_REDIS_URL"  # the root group's --redis-url reads it
@@ -23,17 +23,17 @@ log = logging.getLogger("tracker.run")
 
 def load_demo(ctx, count: int = 1000) -> None:
     """Create the demo project with COUNT items and an upload target, unless it exists."""
-    from tracker_core.admin import items, projects
+    from tracker_core.admin import item_verbs, project_verbs
     from tracker_core.admin.errors import Conflict
 
     try:
-        projects.create(
+        project_verbs.create(
             ctx, DEMO_PROJECT, {"title": "Demo project", "description": "A project to try the tracker with."}
         )
     except Conflict:
         return
-    items.add(ctx, DEMO_PROJECT, (f"demo-item-{i:06d}" for i in range(count)))
-    projects.set_upload_target(ctx, DEMO_PROJECT, "rsync://127.0.0.1/demo/:downloader/", "active")
+    item_verbs.add(ctx, DEMO_PROJECT, (f"demo-item-{i:06d}" for i in range(count)))
+    project_verbs.set_upload_target(ctx, DEMO_PROJECT, "rsync://127.0.0.1/demo/:downloader/", "active")
 
 
 @main.command()
@@ -48,7 +48,7 @@ def load_demo(ctx, count: int = 1000) -> None:
 def run(demo, live_port, **options):
     """Run the tracker: the embedded Redis (unless --redis-url), API workers, live feed, maintain."""
     from tracker_api import logs, runlock
-    from tracker_core.embedded import EmbeddedRedis
+    from tracker_core.infra.embedded import EmbeddedRedis
 
     logs.setup(options["log_level"], options["access_log"])
     g = globals_()
@@ -249,7 +249,7 @@ def maintain(segments_dir, interval, once, supervise, log_level):
     import threading
 
     from tracker_api import logs
-    from tracker_core import offload
+    from tracker_core.maintainer import maintenance
 
     logs.setup(log_level)
     g = globals_()
@@ -259,12 +259,12 @@ def maintain(segments_dir, interval, once, supervise, log_level):
             args += ["--segments-dir", segments_dir]
         _supervise("maintain", TrackerChild.of(g.redis_url, g.data_dir, "maintain", *args))
         return
-    from tracker_core.admin import limits, upgrades
+    from tracker_core.admin import limit_verbs, upgrades
 
     ctx = context()
     log = logging.getLogger("tracker.maintain")
     # Blocks stored before the block index existed are enforced only once indexed.
-    reindexed = limits.reindex_blocks_if_missing(ctx)["projects"]
+    reindexed = limit_verbs.reindex_blocks_if_missing(ctx)["projects"]
     if reindexed:
         log.info("indexed the blocks of %d project(s)", reindexed)
     dropped = upgrades.drop_reclaim_index(ctx)["dropped"]
@@ -273,7 +273,7 @@ def maintain(segments_dir, interval, once, supervise, log_level):
     padded = upgrades.pad_hashes(ctx)["padded"]
     if padded:
         log.info("made the settings and stats hashes of %d project(s) hashtables", padded)
-    maintainer = offload.Maintainer(ctx.conn, g.segments_dir(segments_dir))
+    maintainer = maintenance.Maintainer(ctx.conn, g.segments_dir(segments_dir))
     if once:
         try:
             output.emit(maintainer.pass_once())

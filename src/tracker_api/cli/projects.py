@@ -6,8 +6,8 @@ import click
 
 from tracker_api.cli import output
 from tracker_api.cli.root import context, key_values, main, show
-from tracker_core.admin import census, projects
-from tracker_core.shard_layout import MAX_SHARDS
+from tracker_core.admin import census_verbs, project_verbs
+from tracker_core.project.shard_layout import MAX_SHARDS
 
 
 @main.group()
@@ -28,7 +28,7 @@ def project():
 @output.json_option
 def project_create(slug, title, shards):
     """Create project SLUG with default settings."""
-    result = projects.create(context(), slug, {"title": title} if title else None, shards=shards)
+    result = project_verbs.create(context(), slug, {"title": title} if title else None, shards=shards)
     output.emit(result, f"created project {slug}" + (f" over {shards} shards" if shards > 1 else ""))
 
 
@@ -43,7 +43,7 @@ def project_create(slug, title, shards):
 @output.json_option
 def project_grow(slug, shards):
     """Add shards to project SLUG: its items stay where they are, new ones spread over all."""
-    result = projects.grow(context(), slug, shards)
+    result = project_verbs.grow(context(), slug, shards)
     output.emit(result, f"project {slug} now has {shards} shards (had {result['before']})")
 
 
@@ -53,7 +53,7 @@ def project_grow(slug, shards):
 @output.json_option
 def project_set(slug, assignments):
     """Change settings: tracker project set SLUG KEY=VALUE... (see `project settings`)."""
-    result = projects.set_settings(context(), slug, key_values(assignments))
+    result = project_verbs.set_settings(context(), slug, key_values(assignments))
     output.emit(result, f"settings of {slug} now at age {result['settings_age']}")
 
 
@@ -62,23 +62,23 @@ def project_set(slug, assignments):
 @output.json_option
 def project_show(slug):
     """Show a project's settings, upload targets and blocks."""
-    show(projects.show, slug)
+    show(project_verbs.show, slug)
 
 
 @project.command("list")
 @output.json_option
 def project_list():
     """List the projects, one a line."""
-    show(projects.list_projects)
+    show(project_verbs.list_projects)
 
 
 @project.command("settings")
 @output.json_option
 def project_settings():
     """Describe every setting and its default."""
-    from tracker_core import settings as settings_mod
+    from tracker_core.project import settings_schema
 
-    described = {name: {"default": d, "meaning": m} for name, (_, d, m) in settings_mod.SETTINGS.items()}
+    described = {name: {"default": d, "meaning": m} for name, (_, d, m) in settings_schema.SETTINGS.items()}
     output.emit(
         described,
         "\n".join(f"{name:28} default {d['default']!r:10} {d['meaning']}" for name, d in described.items()),
@@ -90,7 +90,7 @@ def project_settings():
 @output.json_option
 def project_pause(slug):
     """Stop handing out items (requests get 404)."""
-    show(projects.pause, slug)
+    show(project_verbs.pause, slug)
 
 
 @project.command("resume")
@@ -98,7 +98,7 @@ def project_pause(slug):
 @output.json_option
 def project_resume(slug):
     """Hand out items again."""
-    show(projects.resume, slug)
+    show(project_verbs.resume, slug)
 
 
 @project.command("delete")
@@ -109,7 +109,7 @@ def project_delete(slug, yes):
     """Delete a project and its keys (UNLINK, no KEYS)."""
     if not yes:
         raise click.UsageError("deleting drops every item of the project: add --yes")
-    show(projects.delete, slug)
+    show(project_verbs.delete, slug)
 
 
 @main.command()
@@ -117,7 +117,7 @@ def project_delete(slug, yes):
 @output.json_option
 def status(slug):
     """Print the size of every queue, out and done."""
-    show(census.status, slug)
+    show(census_verbs.status, slug)
 
 
 @main.command("upload-target")
@@ -133,5 +133,5 @@ def status(slug):
 @output.json_option
 def upload_target(slug, url, state):
     """Add, deactivate or remove an upload target (':downloader' is replaced per warrior)."""
-    result = projects.set_upload_target(context(), slug, url, state)
+    result = project_verbs.set_upload_target(context(), slug, url, state)
     output.emit(result, f"{url}: {state}")

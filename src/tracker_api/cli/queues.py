@@ -6,7 +6,7 @@ import click
 
 from tracker_api.cli import output
 from tracker_api.cli.root import main, show
-from tracker_core.admin import items
+from tracker_core.admin import item_verbs
 
 
 @main.group()
@@ -21,7 +21,7 @@ def queue():
 @output.json_option
 def queue_count(slug, name):
     """Print how many items QUEUE of SLUG holds."""
-    show(items.count, slug, name)
+    show(item_verbs.count, slug, name)
 
 
 @queue.command("sample")
@@ -33,7 +33,7 @@ def queue_count(slug, name):
 @output.json_option
 def queue_sample(slug, name, count):
     """Print up to COUNT items of QUEUE (any, not the next to be served)."""
-    show(items.sample, slug, name, count)
+    show(item_verbs.sample, slug, name, count)
 
 
 @queue.command("clear")
@@ -45,7 +45,7 @@ def queue_clear(slug, name, yes):
     """Drop every item of QUEUE."""
     if not yes:
         raise click.UsageError("clearing drops the queue's items: add --yes")
-    show(items.clear, slug, name)
+    show(item_verbs.clear, slug, name)
 
 
 @queue.command("move")
@@ -56,4 +56,4 @@ def queue_clear(slug, name, yes):
 @output.json_option
 def queue_move(slug, source, target, pattern):
     """Move matching items FROM one queue TO another, page by page until done."""
-    show(items.move_all, slug, source, target, pattern)
+    show(item_verbs.move_all, slug, source, target, pattern)

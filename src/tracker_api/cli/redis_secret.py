@@ -25,7 +25,7 @@ import click
 PASSWORD_FILE_VARIABLE = "TRACKER_REDIS_PASSWORD_FILE"
 PASSWORD_FILE_OPTION = "--redis-password-file"
 MASK = "***"
-# tracker_core.topology reads a bare "SECRET@" (no colon) as the password in these.
+# tracker_core.infra.topology reads a bare "SECRET@" (no colon) as the password in these.
 _BARE_PASSWORD_SCHEMES = ("redis+sentinel://", "redis+cluster://")
 
 

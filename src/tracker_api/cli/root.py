@@ -12,7 +12,7 @@ import click
 from click.core import ParameterSource
 
 from tracker_api.cli import errors, output, redis_secret
-from tracker_core import redis_clock
+from tracker_core.infra import redis_clock
 
 if TYPE_CHECKING:  # imported when first used: `tracker -h` needs no Redis client
     from tracker_core.admin.context import AdminContext
@@ -114,7 +114,7 @@ class Globals:
 
 
 def default_redis_url(data_dir: str) -> str:
-    from tracker_core.embedded import EmbeddedRedis
+    from tracker_core.infra.embedded import EmbeddedRedis
 
     return EmbeddedRedis(Path(data_dir) / "redis").url
 

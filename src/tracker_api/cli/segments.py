@@ -8,7 +8,7 @@ import click
 
 from tracker_api.cli import output
 from tracker_api.cli.root import context, globals_, main, segments_dir_option, show
-from tracker_core.admin import segments as segment_verbs
+from tracker_core.admin import segment_verbs
 
 
 @main.group()

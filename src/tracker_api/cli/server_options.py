@@ -89,7 +89,7 @@ def serve_options(f):
     """The options of the API workers, shared by run and serve."""
     from tracker_api.config import DEFAULT_MEMORY_GUARD_PERCENT
     from tracker_api.server import DEFAULT_MAX_BODY_BYTES, WORKERS_PER_CORE, default_workers
-    from tracker_core import hq
+    from tracker_core.warriors import hq
 
     options = [
         click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind."),

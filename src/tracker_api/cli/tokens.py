@@ -6,7 +6,7 @@ import click
 
 from tracker_api.cli import output
 from tracker_api.cli.root import admin_group, context, show
-from tracker_core.admin import tokens
+from tracker_core.admin import token_verbs
 
 
 @admin_group.group("token")
@@ -25,14 +25,14 @@ def admin_token():
 @output.json_option
 def admin_token_create(scope, note):
     """Create a token and print it once."""
-    show(tokens.create, scope, note)
+    show(token_verbs.create, scope, note)
 
 
 @admin_token.command("list")
 @output.json_option
 def admin_token_list():
     """List the tokens (id, scope, note, creation time; never a secret)."""
-    show(tokens.list_tokens)
+    show(token_verbs.list_tokens)
 
 
 @admin_token.command("revoke")
@@ -40,5 +40,5 @@ def admin_token_list():
 @output.json_option
 def admin_token_revoke(token_id):
     """Revoke the token with id TOKEN_ID (the part after trk_)."""
-    result = tokens.revoke(context(), token_id)
+    result = token_verbs.revoke(context(), token_id)
     output.emit(result, f"revoked {token_id}")

@@ -33,8 +33,8 @@ items.move(ctx, project, source, target, pattern="*", cursor=0, limit=1000) -> {
 items.move_all(ctx, project, source, target, pattern="*") -> {"moved"} (every page); as move [queue.move, once]
 items.redo(ctx, project, names=None, pattern=None, cursor=0, limit=1000, queue="redo", even_if_offloaded=False) -> {"requeued", "from_done", "from_seen", "held", "skipped", "skipped_by_reason": {...}[, "cursor" with pattern]}; BadInput (names xor pattern, 1 to MAX_PAGE names), NotFound, Conflict (limits kept changing) [items.redo]
 items.redo_all(ctx, project, names=None, pattern=None, queue="redo", even_if_offloaded=False) -> as redo, no cursor (any number of names; every page of a pattern); as redo [items.redo, once; "stopped" when it failed after some went in]
-items.status(ctx, project, names) -> [{"item", "status", "downloader", "queue", "limit", "claims", "reason", "since", "segment", "maybe"}, ...] (tracker_core.item_status: Redis only, the public answer); BadInput, NotFound
-items.story(ctx, project, directory: Path, names, budget_s=None) -> [{"item", the status fields, "ip", "rounds", "limit_rule", "done", "seen", "unread"}, ...] (tracker_core.item_story: segment files and the done log searched, 1 to 100 names); BadInput, NotFound
+items.status(ctx, project, names) -> [{"item", "status", "downloader", "queue", "limit", "claims", "reason", "since", "segment", "maybe"}, ...] (tracker_core.items.item_status: Redis only, the public answer); BadInput, NotFound
+items.story(ctx, project, directory: Path, names, budget_s=None) -> [{"item", the status fields, "ip", "rounds", "limit_rule", "done", "seen", "unread"}, ...] (tracker_core.admin.item_story: segment files and the done log searched, 1 to 100 names); BadInput, NotFound
 census.status(ctx, project) -> {"project", "queues": {..., "downloader": {owner: n}, "limited"}, "todo_total", "out", "dead", "offloaded", "offloaded_queues", "segments", "done", "done_kept", "done_offloaded", "counters"}; NotFound
 claims.list_claims(ctx, project, cursor=0, count=100, pattern="*") -> {"claims": [{"item", "downloader", "ip", "times_claimed", "claimed_at_ms"}], "cursor"}; BadInput, NotFound
 claims.release(ctx, project, downloader=None, older_than_s=None, pattern=None, cursor=0, limit=1000) -> {"released", "cursor"} (one page; exactly one filter); BadInput, NotFound [claims.release]
@@ -66,9 +66,11 @@ tokens.list_tokens(ctx) -> {"tokens": [{"token_id", "scope", "note", "created_ms
 tokens.revoke(ctx, token_id) -> {"revoked": token_id}; BadInput (malformed id), NotFound [token.revoke]
 hq.set_fields(ctx, values: {field: str}) -> {"hq": values}; BadInput [hq.set]
 hq.show_fields(ctx) -> {"hq": {field: value}} (defaults for unset fields; the front-page banner too)
-hq.warriors(ctx, offset=0, count=100) -> {"warriors": [...], "online", ...} (tracker_core.hq.registry); BadInput
+hq.warriors(ctx, offset=0, count=100) -> {"warriors": [...], "online", ...} (tracker_core.warriors.hq.registry); BadInput
 log.audit_page(ctx, project=None, count=100, before=None) -> {"entries": [...], "next"} newest first; BadInput (project name, before); a deleted project's log stays readable
-log.done_page(ctx, project, directory, kind="done", since=None, downloader=None, cursor=None, limit=100, item=None) -> tracker_core.log_archive.page's answer; BadInput, NotFound; log_archive.LogUnreadable passes through (503: this node cannot read the segment files)
+log.done_page(ctx, project, directory, kind="done", since=None, downloader=None, cursor=None, limit=100, item=None) -> tracker_core.donelog.log_archive.page's answer; BadInput, NotFound; log_archive.LogUnreadable passes through (503: this node cannot read the segment files)
 log.export(ctx, project, directory, out: binary stream, kind="done", since=None, downloader=None, item=None) -> None (JSON lines to out); BadInput, NotFound; LogUnreadable passes through
-log.status(ctx, project) -> tracker_core.log_archive.status's answer; NotFound
+log.status(ctx, project) -> tracker_core.donelog.log_archive.status's answer; NotFound
+
+May import: every package of tracker_core (the verbs are its top layer; nothing in it imports them).
 """

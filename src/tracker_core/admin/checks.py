@@ -5,9 +5,9 @@ The bounds here are the admin layer's (the faces show them in their help and err
 
 from __future__ import annotations
 
-from tracker_core import keys as keyspace
-from tracker_core import protocol
+from tracker_core import keyspace
 from tracker_core.admin.errors import BadInput
+from tracker_core.compiled import protocol
 
 MAX_PAGE = 10_000
 MAX_SAMPLE = 1000

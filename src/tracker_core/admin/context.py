@@ -11,10 +11,11 @@ from dataclasses import dataclass, replace
 
 import redis
 
-from tracker_core import audit, topology
-from tracker_core import keys as keyspace
+from tracker_core import keyspace
+from tracker_core.access import audit
 from tracker_core.admin.errors import BadInput, NotFound
-from tracker_core.shard_layout import GENERATIONS_FIELD, SHARD_TAGS_FIELD, ShardLayout
+from tracker_core.infra import topology
+from tracker_core.project.shard_layout import GENERATIONS_FIELD, SHARD_TAGS_FIELD, ShardLayout
 
 
 def connect(url: str) -> redis.Redis:

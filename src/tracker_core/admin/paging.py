@@ -15,8 +15,8 @@ from collections.abc import Callable
 from tracker_core.admin import checks
 from tracker_core.admin.context import AdminContext
 from tracker_core.admin.errors import AdminError, BadInput
-from tracker_core.keys import ProjectKeys
-from tracker_core.shard_layout import ShardLayout
+from tracker_core.keyspace import ProjectKeys
+from tracker_core.project.shard_layout import ShardLayout
 
 
 def every_page(

@@ -8,9 +8,9 @@ project costs no Redis call here.
 
 from __future__ import annotations
 
-from tracker_core import item_status
-from tracker_core.shard_layout import ShardLayout
-from tracker_core.shard_router import holding, lookup
+from tracker_core.items import item_status
+from tracker_core.items.shard_router import holding, lookup
+from tracker_core.project.shard_layout import ShardLayout
 
 __all__ = ["found_on", "holding", "lookup"]
 

@@ -14,8 +14,7 @@ without them.
 
 from __future__ import annotations
 
-from tracker_core import keys as keyspace
-from tracker_core import scripts
+from tracker_core import keyspace, scripts
 from tracker_core.admin.context import AdminContext
 
 

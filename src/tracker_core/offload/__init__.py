@@ -6,18 +6,17 @@ written to segment files; a queue that falls below `offload_low` gets its own se
 oldest first. With `done_mode=offload`, `done` beyond `done_offload_high` goes to segment files
 too; those stay on disk (they are done, not work: never refilled, counted in `tracker status`).
 The done log's entries beyond log_maxlen are archived under the same lease, in SEGMENTS_DIR/P/log/
-(tracker_core.log_archive: the same write-fsync-then-register rule).
+(tracker_core.donelog.log_archive: the same write-fsync-then-register rule).
 
-The package, one concern per module:
+The package, one concern per module (import each by its own name; this file holds no code):
 - `segment_file`: the file format (NUL-separated names, zstandard), paths, the items' digest;
 - `segment_registry`: the registry in Redis (which segments count, their sources, counts);
 - `lease`: one maintainer at a time per project (`Lease`, `LeaseLost`);
 - `staging`: offload_one, refill_one, recover and cleanup_files (the crash-safety below);
-- `transfer`: export and import of segment files;
-- `demand`: refill on demand (claims ask, the maintainer's refiller thread refills at once);
-- `steps`: the named steps of a project's pass (`ProjectPass`, `Watermarks`);
-- `shards`: a sharded project's pass (every shard's steps, per-shard folders, shard shares);
-- `maintenance`: the `Maintainer` loop.
+- `demand`: refill on demand (claims ask, the maintainer's refiller thread refills at once).
+The passes that decide when to offload and refill live in tracker_core.maintainer, and the
+export and import of segment files in tracker_core.admin.segment_transfer; both import this
+package, which imports only the key names, the script bindings and the infrastructure.
 
 A lease per project (`{P}:maintain_lease`, in the project's slot) lets one maintainer at a time
 move a project's segments, and every script that stages, commits, aborts or refills checks the
@@ -49,59 +48,5 @@ its way to a segment is "offloaded", and a name found nowhere while the project 
 is answered with `maybe: ["offloaded"]`. Answering from disk would cost a scan of every segment;
 the Bloom filter only knows "seen", not where.
 
-Every public name is reachable as `offload.NAME` and loads its module on first use (PEP 562),
-so importing `tracker_core.offload.segment_registry` alone (the registry's vocabulary) costs only
-`keys`, and no module that offload imports can close an import circle through this package.
+May import: tracker_core.keyspace, tracker_core.infra, tracker_core.scripts.
 """
-
-from __future__ import annotations
-
-import importlib
-
-# Where each public name lives (module of this package).
-_HOMES = {
-    "segment_file": ("ZSTD_LEVEL", "items_digest", "read_segment", "segment_path", "write_segment"),
-    "segment_registry": (
-        "DONE",
-        "NEXT_FIELD",
-        "QUEUES",
-        "STAGED_FIELD",
-        "OffloadError",
-        "forget_project",
-        "offloaded_count",
-        "registry",
-        "segment_sources",
-        "source_key",
-        "staged",
-    ),
-    "lease": ("LEASE_MS", "NOT_HOLDER", "Lease", "LeaseLost", "default_holder"),
-    "staging": ("ABORT_CHUNK", "STALE_FILE_S", "cleanup_files", "offload_one", "recover", "refill_one"),
-    "transfer": ("export_segment", "import_segment"),
-    "demand": ("READ_AHEAD_S", "DrainMeter", "RefillDemand", "Refiller", "write_watch"),
-    "maintenance": (
-        "CLEANUP_EVERY_S",
-        "OFFLOAD_STEPS",
-        "STATS_EVERY_S",
-        "STEPS",
-        "Maintainer",
-        "ProjectPass",
-        "Watermarks",
-        "maintain_once",
-        "maintain_project",
-    ),
-}
-_HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
-
-
-def __getattr__(name: str):
-    if name in _HOMES:  # a module of the package: offload.staging
-        return importlib.import_module(f"{__name__}.{name}")
-    if name in _HOME_OF:
-        value = getattr(importlib.import_module(f"{__name__}.{_HOME_OF[name]}"), name)
-        globals()[name] = value  # found once, then an ordinary attribute
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_HOMES, *_HOME_OF])

@@ -44,10 +44,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tracker_core import keys as keyspace
-from tracker_core import scripts
+from tracker_core import keyspace, scripts
 from tracker_core.offload.segment_registry import QUEUES
-from tracker_core.script_constants import REFILL_WATCH_FIELD
+from tracker_core.scripts.constants import REFILL_WATCH_FIELD
 
 READ_AHEAD_S = 2.0  # seconds of the measured drain a queue is refilled ahead (up to its ceiling)
 RATE_WINDOW_S = 2.0  # the drain rate's smoothing: older observations weigh e^(-age / this)

@@ -4,7 +4,7 @@
 aborts or refills checks the holder in the same atomic step, so a maintainer whose lease ran out
 (a long pass, a pause) can change nothing: its next step is refused with NOT_HOLDER, which
 `Lease.checked` turns into LeaseLost. The same lease guards the done log's archive
-(tracker_core.log_archive).
+(tracker_core.donelog.log_archive).
 """
 
 from __future__ import annotations
@@ -14,13 +14,12 @@ import socket
 import time
 import uuid
 
-from tracker_core import keys as keyspace
-from tracker_core import scripts
+from tracker_core import keyspace, scripts
 from tracker_core.offload.segment_registry import OffloadError
 
 LEASE_MS = 30_000
 # Every script that checks the lease (offload_stage, offload_commit, offload_abort, refill)
-# refuses a maintainer without it with this one code; tests/core/test_offload.py checks it.
+# refuses a maintainer without it with this one code; tests/core/offload/test_offload.py checks it.
 NOT_HOLDER = scripts.offload_stage.codes.NOT_HOLDER
 
 

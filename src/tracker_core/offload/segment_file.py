@@ -1,4 +1,5 @@
-"""The segment file format: item names joined by NUL, zstandard-compressed, written durably."""
+"""The segment file format: item names joined by NUL, zstandard-compressed, written durably;
+where a project's (and a shard's) segment files live."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 
 import zstandard
 
-from tracker_core import durable
+from tracker_core.infra import durable
 
 ZSTD_LEVEL = 3
 # What a segment file that cannot be read raises (a missing file, a corrupt frame, bad text).
@@ -16,6 +17,20 @@ UNREADABLE = (OSError, zstandard.ZstdError, UnicodeDecodeError)
 
 def segment_path(directory: Path, project: str, number: int) -> Path:
     return Path(directory) / project / f"{number}.zst"
+
+
+def shard_directory(directory: Path, project: str, index: int) -> Path:
+    """The segments directory of shard INDEX (docs/sharding.md) of PROJECT: DIRECTORY for the first (its paths
+    are a one-shard project's), DIRECTORY/PROJECT.INDEX for the others."""
+    return Path(directory) if index == 0 else Path(directory) / f"{project}.{index}"
+
+
+def shard_folders(directory: Path, project: str) -> list[Path]:
+    """The folders of PROJECT's further shards (PROJECT.I) under DIRECTORY."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return []
+    return [path for path in directory.glob(f"{project}.*") if path.name.split(".", 1)[1].isdigit()]
 
 
 def items_digest(items: list[str]) -> str:

@@ -8,7 +8,7 @@ the registry does not name is a leftover (see staging.cleanup_files).
 
 from __future__ import annotations
 
-from tracker_core import keys as keyspace
+from tracker_core import keyspace
 
 NEXT_FIELD = "#next"
 STAGED_FIELD = "#staged"

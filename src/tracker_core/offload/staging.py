@@ -16,8 +16,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from tracker_core import keys as keyspace
-from tracker_core import scripts
+from tracker_core import keyspace, scripts
 from tracker_core.offload.lease import Lease, LeaseLost, held_or_taken
 from tracker_core.offload.segment_file import UNREADABLE, read_segment, segment_path, write_segment
 from tracker_core.offload.segment_registry import OffloadError, registry, segment_sources, source_key, staged

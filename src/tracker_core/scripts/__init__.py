@@ -12,7 +12,11 @@ shape. Nothing outside this package knows a script's argument order. The modules
 - requests, queues, projects, backfeed_filter, offloading, statistics, warriors: the bindings,
   by what their scripts serve, each with its codes and reply shape.
 
-tests/lua/test_contract.py checks every binding against its file's contract header.
+tests/lua/test_contract.py checks every binding against its file's contract header. The
+numbers both languages use are in ``constants``; ``derived_counters`` adds up the counters the
+scripts no longer store.
+
+May import: tracker_core.keyspace, tracker_core.blocks (the IP key the claim script compares).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The scripts of the backfeed's Bloom filter: bloom_add (test and queue a batch) and
-bloom_configure (fix the filter's geometry while it is empty); tracker_core.bloom plans both."""
+bloom_configure (fix the filter's geometry while it is empty); tracker_core.items.bloom plans both."""
 
 from __future__ import annotations
 
@@ -75,7 +75,7 @@ def _geometry(reply: list) -> dict | int:
 
 # Fix the filter's geometry while it is empty: the geometry in force as a dict of text (with its
 # secret salt: keep it out of any output), or a code. KIND, BITS_PER_ITEM, SALT and BLOCK (a
-# fingerprint filter's buckets per block, 0 for none): see tracker_core.bloom.
+# fingerprint filter's buckets per block, 0 for none): see tracker_core.items.bloom.
 bloom_configure = Binding(
     "bloom_configure",
     keys=("settings", "bloom"),

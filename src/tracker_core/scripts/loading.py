@@ -3,7 +3,7 @@
 Each file is ``NAME-NKEYS.lua`` and opens with its contract; ``NAME-n.lua`` takes a variable
 number of keys (the Bloom filter's bitmaps), all still passed in KEYS. A line ``--@include FILE``
 is replaced by ``lua/includes/FILE.lua`` at load time, so shared pieces are written once, and a
-line ``--@constants NAME ...`` by ``local NAME = <value>`` from tracker_core.script_constants, so
+line ``--@constants NAME ...`` by ``local NAME = <value>`` from tracker_core.scripts.constants, so
 the numbers Python also uses are written once. The SHA covers the inlined text, so a change to
 an include or a constant is a new script to Redis.
 """
@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from tracker_core import script_constants
+from tracker_core.scripts import constants
 
 LUA_DIR = Path(__file__).parent.parent / "lua"
 _INCLUDE_RE = re.compile(r"^--@include (\w+)\s*$", re.M)
@@ -34,9 +34,9 @@ class Script:
 def _constants(names: str) -> str:
     lines = []
     for name in names.split():
-        if not hasattr(script_constants, name):
-            raise ValueError(f"--@constants {name}: no such name in tracker_core.script_constants")
-        lines.append(f"local {name} = {script_constants.lua_value(getattr(script_constants, name))}")
+        if not hasattr(constants, name):
+            raise ValueError(f"--@constants {name}: no such name in tracker_core.scripts.constants")
+        lines.append(f"local {name} = {constants.lua_value(getattr(constants, name))}")
     return "\n".join(lines)
 
 

@@ -8,7 +8,7 @@ within a minute. So a binding's ProjectKey and ClockKey slots are packed once pe
 minute, the caller's keys (its own queue) once per caller, and a call packs only its ARGV; with
 CACHE_ARGS (claim) even those are kept packed per caller, so only the time is formatted per call.
 
-The bytes are those Binding.__call__ would send (tests/core/test_packed_claim_done.py checks it over
+The bytes are those Binding.__call__ would send (tests/core/scripts/test_packed_claim_done.py checks it over
 random arguments); only RawRedis takes packed commands, so PACKED is False on other
 connections and every call goes through the binding.
 """
@@ -20,6 +20,7 @@ from operator import itemgetter
 import hiredis
 
 from tracker_core.scripts.binding import MINUTE_MS, Binding, CallerKey, Given
+from tracker_core.scripts.requests import claim, done
 from tracker_core.scripts.sending import NOT_LOADED, run_packed
 
 MAX_CACHED = 4096  # packed per-caller parts kept per PackedCall (started over past it)
@@ -128,12 +129,8 @@ class PackedCall:
 
 
 def packed_claim(packed: bool = True) -> PackedCall:
-    from tracker_core.scripts.requests import claim
-
     return PackedCall(claim, packed, cache_args=True)
 
 
 def packed_done(packed: bool = True) -> PackedCall:
-    from tracker_core.scripts.requests import done
-
     return PackedCall(done, packed)

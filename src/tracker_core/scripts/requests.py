@@ -9,6 +9,7 @@ from __future__ import annotations
 from enum import IntEnum
 from typing import NamedTuple
 
+from tracker_core import blocks
 from tracker_core.scripts.binding import (
     MINUTES_A_DAY,
     Binding,
@@ -27,12 +28,6 @@ _make = tuple.__new__
 # The caller's own queue: the one key that changes from call to call within a minute.
 OWN_QUEUE = CallerKey("todo:d:DOWNLOADER", lambda k, downloader: k.downloader_queue(downloader))
 THIS_MINUTE = ClockKey("minute:M", lambda k, minute: k.minute(minute))
-
-
-def _blocks_ip_key(ip: str) -> str:
-    from tracker_core import blocks  # blocks imports these bindings (set_blocks)
-
-    return blocks.ip_key(ip)
 
 
 class ClaimCodes(IntEnum):
@@ -87,11 +82,11 @@ claim = Binding(
         "ip": "ip",
         "wanted": "items wanted",
         # Lua parses no addresses: the IP as the blocks index compares it (blocks.ip_key).
-        "ip_key": Derived("the IP as the index compares it", _blocks_ip_key),
+        "ip_key": Derived("the IP as the index compares it", blocks.ip_key),
         "counted_under": "the project's created_ms",
         "downloader_counted": Flag("'1': the caller already counted this downloader"),
         "ip_counted": Flag("'1': the caller already counted this IP"),
-        # A sharded project's claim visits shard after shard (tracker_core.shard_router).
+        # A sharded project's claim visits shard after shard (tracker_core.items.shard_router).
         "visit": "one visit of a claim that goes from shard to shard",
     },
     defaults={"counted_under": "", "downloader_counted": False, "ip_counted": False, "visit": ""},

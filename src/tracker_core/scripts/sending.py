@@ -1,6 +1,6 @@
 """Sending a loaded script to Redis: EVALSHA, and its source once when Redis answers NOSCRIPT.
 
-Works on any connection of tracker_core.connection (the hot path's RawRedis, a topology client,
+Works on any connection of tracker_core.infra.connection (the hot path's RawRedis, a topology client,
 the admin paths' redis-py client), and on bytes already packed as RESP for RawRedis's
 execute_packed (the claim and done of tracker_core.scripts.packed).
 """

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-from tracker_core import keys as keyspace
+from tracker_core import keyspace
 from tracker_core.scripts.binding import Binding, CallerKey
 
 

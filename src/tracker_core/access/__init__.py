@@ -1,0 +1,4 @@
+"""Who may do what, and who did: admin tokens, backfeed secrets and the audit log.
+
+May import: tracker_core.keyspace.
+"""

@@ -1,0 +1,63 @@
+"""The backfeed filter admin verb: a filter's kind is chosen while it is empty, shown, audited."""
+
+import json
+
+import pytest
+
+from tracker_core import keyspace
+from tracker_core.admin import backfeed_verbs, project_verbs
+from tracker_core.admin.errors import BadInput, Conflict
+from tracker_core.items import bloom, intake
+from tracker_core.keyspace import ProjectKeys
+
+P = "bfadmin"
+NAMES = [f"https://example.com/item/{i}?q=%20x#frag {i}" for i in range(50)]
+
+
+def test_a_new_filter_is_layered_and_an_empty_one_can_be_made_wide(admin, r):
+    project_verbs.create(admin, P)
+    shown = backfeed_verbs.bloom_filter(admin, P)
+    assert shown["kind"] == bloom.DEFAULT_KIND == "layered" and shown["layers"][0]["k"] == 20
+    wide = backfeed_verbs.bloom_filter(admin, P, kind="wide")
+    assert wide["kind"] == "wide" and wide["layers"][0]["k"] == 10
+    assert wide["bits_per_item_at_capacity"] == 35
+    audited = [fields for _, fields in r.xrange(keyspace.AUDIT) if fields["action"] == "backfeed.filter"]
+    assert [json.loads(fields["detail"])["kind"] for fields in audited] == ["wide"]
+    assert intake.add_names(admin.conn, ProjectKeys(P), NAMES + NAMES[:5]) == {"added": 50, "duplicates": 5}
+    with pytest.raises(Conflict, match="already holds items"):
+        backfeed_verbs.bloom_filter(admin, P, kind="layered")
+    assert backfeed_verbs.bloom_filter(admin, P)["kind"] == "wide"
+
+
+def test_an_unknown_kind_is_refused_and_changes_nothing(admin, r):
+    project_verbs.create(admin, P)
+    with pytest.raises(BadInput, match="kind"):
+        backfeed_verbs.bloom_filter(admin, P, kind="blocked")
+    assert not r.exists(ProjectKeys(P).bloom)
+
+
+def test_a_fingerprint_filter_shows_its_fingerprint_size_and_dedups(admin, r):
+    project_verbs.create(admin, P)
+    shown = backfeed_verbs.bloom_filter(admin, P, kind="fingerprint")
+    assert shown["kind"] == "fingerprint" and shown["layers"][0]["fingerprint_bytes"] == 3
+    # A new fingerprint filter is blocked: its table leaves 0.2% of 35 bits to its stash.
+    assert shown["layers"][0]["capacity"] and 34.9 < shown["bits_per_item_at_capacity"] <= 35
+    assert intake.add_names(admin.conn, ProjectKeys(P), NAMES + NAMES[::-1]) == {
+        "added": 50,
+        "duplicates": 50,
+    }
+    assert r.scard(ProjectKeys(P).todo) == 50
+
+
+@pytest.mark.parametrize("kind", bloom.KINDS)
+def test_seen_by_reads_every_kind_through_the_admin_connection_and_writes_nothing(admin, r, kind):
+    """What redo asks before it re-queues a name (tracker_core.admin.item_verbs.seen_by_filter)."""
+    project_verbs.create(admin, P)
+    k = ProjectKeys(P)
+    assert bloom.seen_by(admin.conn, k, NAMES[:3]) == [False] * 3 and not r.exists(k.bloom)
+    backfeed_verbs.bloom_filter(admin, P, kind=kind)
+    intake.add_names(admin.conn, k, NAMES[:30])
+    before = {key: r.dump(key) for key in r.scan_iter("*")}
+    wired = [name.encode() for name in NAMES]
+    assert bloom.seen_by(admin.conn, k, wired) == [True] * 30 + [False] * 20
+    assert {key: r.dump(key) for key in r.scan_iter("*")} == before
