@@ -16,10 +16,10 @@ import falcon
 import orjson
 
 from tracker_api import public_cache
-from tracker_api import public_url as public_url_mod
 from tracker_api.client_ip import client_ip, throttle_key
 from tracker_api.config import AppConfig
 from tracker_api.errors import Refused, read_bounded
+from tracker_api.public_url import base_url
 from tracker_core import keyspace
 from tracker_core.warriors import hq
 
@@ -34,7 +34,7 @@ PROJECTS_CACHE_CONTROL = "public, max-age=60"
 
 def leaderboard_base(req, public_url: str) -> str:
     """What the document's leaderboard URLs start with (tracker_api.public_url.base_url)."""
-    return public_url_mod.base_url(public_url, req.scheme, req.get_header("Host"))
+    return base_url(public_url, req.scheme, req.get_header("Host"))
 
 
 class ProjectsDocument:

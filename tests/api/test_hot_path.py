@@ -10,9 +10,8 @@ import orjson
 import pytest
 from falcon import testing
 
-from tracker_api import app as app_module
 from tracker_api import hot_path, logs
-from tracker_api.app import create_app
+from tracker_api.app import _collapse_slashes, create_app
 from tracker_api.config import AppConfig
 from tracker_api.warrior import MAX_BODY_BYTES
 from tracker_core.admin import item_verbs, project_verbs
@@ -84,7 +83,7 @@ def apps(redis_url, clock, admin, r):
     app ('hot') or the same app with the hot path taking nothing ('falcon')."""
     engine = Engine(redis_url, clock=clock)
     full = create_app(engine)
-    falcon_only = app_module._collapse_slashes(full.falcon_app, NeverHot())
+    falcon_only = _collapse_slashes(full.falcon_app, NeverHot())
     hot = full.hot_path
     answered = []
     real_answer = hot.answer
@@ -244,7 +243,7 @@ def test_the_path_the_access_log_reads_is_collapsed(redis_url, admin):
 def test_redis_down_answers_503_as_falcon_did(redis_url):
     down = Engine(f"redis://127.0.0.1:{free_port()}/0")
     full = create_app(down)
-    falcon_only = app_module._collapse_slashes(full.falcon_app, NeverHot())
+    falcon_only = _collapse_slashes(full.falcon_app, NeverHot())
     for path in ("/proj/request", "/proj/done"):
         body = REQUEST if path.endswith("request") else done_of(["a"])
         hot_answer = call(full, "POST", path, body)

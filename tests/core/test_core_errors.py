@@ -5,14 +5,14 @@ import sys
 
 import pytest
 
+import tracker_core.admin.errors
 from tracker_core import errors, keyspace
-from tracker_core.admin import errors as admin_errors
 from tracker_core.warriors import hq
 
 
 def test_the_faces_catch_the_same_types_the_core_raises():
     for name in ("AdminError", "BadInput", "NotFound", "Conflict"):
-        assert getattr(admin_errors, name) is getattr(errors, name)
+        assert getattr(tracker_core.admin.errors, name) is getattr(errors, name)
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from tracker_api.cli import main as cli_main
+from tracker_api.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
 COMPOSE = REPO / "compose.yaml"
@@ -68,7 +68,7 @@ def test_every_tracker_service_runs_a_command_the_cli_has(compose):
         assert service["environment"]["TRACKER_REDIS_URL"] == "redis://redis:6379/0"
         assert service["depends_on"]["redis"]["condition"] == "service_healthy"
         # The options each passes are the command's own (click refuses unknown ones).
-        result = CliRunner().invoke(cli_main, [*service["command"], "--help"])
+        result = CliRunner().invoke(main, [*service["command"], "--help"])
         assert result.exit_code == 0, result.output
     assert services["serve"]["ports"] == ["8080:8080"] and services["live"]["ports"] == ["8081:8081"]
     # The demo project's setup calls only commands the CLI has.
@@ -76,7 +76,7 @@ def test_every_tracker_service_runs_a_command_the_cli_has(compose):
     for line in script.splitlines():
         words = re.findall(r"tracker ((?:[a-z-]+ ){1,2})", line)
         for group in words:
-            result = CliRunner().invoke(cli_main, [*group.split(), "--help"])
+            result = CliRunner().invoke(main, [*group.split(), "--help"])
             assert result.exit_code == 0, (line, result.output)
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import yaml
 from click.testing import CliRunner
 
-from tracker_api.cli import main as cli_main
+from tracker_api.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
 RUNBOOK = REPO / "docs" / "runbook.md"
@@ -44,7 +44,7 @@ def test_every_tracker_command_named_exists():
     for words in commands:
         # The longest prefix that is a command (the rest are arguments such as "tracker run refuses").
         for size in range(len(words), 0, -1):
-            if CliRunner().invoke(cli_main, [*words[:size], "--help"]).exit_code == 0:
+            if CliRunner().invoke(main, [*words[:size], "--help"]).exit_code == 0:
                 break
         else:
             raise AssertionError(f"no such command: tracker {' '.join(words)}")

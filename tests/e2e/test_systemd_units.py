@@ -19,7 +19,7 @@ from click.testing import CliRunner
 
 from support.paths import TRACKER_BIN
 from support.processes import free_port, start, start_serve, stop, wait_for_port
-from tracker_api.cli import main as cli_main
+from tracker_api.cli import main
 from tracker_core.admin import item_verbs, project_verbs
 
 REPO = Path(__file__).resolve().parents[2]
@@ -131,7 +131,7 @@ def test_every_variable_of_the_roles_environment_file_is_read_by_a_command():
     # As the commands themselves name them (their --help), whatever click derives them from.
     known = set()
     for args in ([], ["serve"], ["live"], ["maintain"]):
-        help_text = CliRunner().invoke(cli_main, [*args, "--help"], terminal_width=200).output
+        help_text = CliRunner().invoke(main, [*args, "--help"], terminal_width=200).output
         known |= set(re.findall(r"env\s+var:\s+(TRACKER_[A-Z_]+)", help_text))
     written = set(re.findall(r"^([A-Z_]+)=", ENV_TEMPLATE.read_text(), re.M))
     assert {"TRACKER_SERVE_HOST", "TRACKER_LIVE_PORT", "TRACKER_SEGMENTS_DIR"} <= written

@@ -189,7 +189,7 @@ def _start_live_process(redis_url: str, host: str, port: int, log_level: str):
 @server_options.log_level_option
 def live(host, port, interval, supervise, log_level):
     """Run the live leaderboard feed (websockets at ws://HOST:PORT/PROJECT)."""
-    from tracker_api import live as live_mod
+    import tracker_api.live
     from tracker_api import logs
 
     logs.setup(log_level)
@@ -198,7 +198,7 @@ def live(host, port, interval, supervise, log_level):
         _supervise("live", TrackerChild.of(globals_().redis_url, None, "live", *args))
         return
     with server_options.bind_failures(host, port, "--port"):
-        live_mod.run(globals_().redis_url, host, port, interval)
+        tracker_api.live.run(globals_().redis_url, host, port, interval)
 
 
 @main.command()

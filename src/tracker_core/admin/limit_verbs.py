@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from tracker_core import blocks as blocks_mod
 from tracker_core import keyspace, scripts
 from tracker_core.admin import checks
 from tracker_core.admin.context import AdminContext
 from tracker_core.admin.errors import BadInput, Conflict, NotFound
+from tracker_core.blocks import BadEntry, index_members, normalise
 from tracker_core.project import pattern_limits
 
 MAX_LIMIT_NAME_CHARS = 64
@@ -90,7 +90,7 @@ def write_blocks(ctx: AdminContext, k: keyspace.ProjectKeys, change: Callable) -
             for x in r.pipeline(transaction=False).smembers(k.blocked).smembers(k.blocked_global).execute()
         )
         new_own, new_copy = change(own, copy)
-        index = blocks_mod.index_members(new_own, new_copy)
+        index = index_members(new_own, new_copy)
         done = scripts.set_blocks(
             r,
             k,
@@ -124,8 +124,8 @@ def block(ctx: AdminContext, entry, project: str | None = None, remove: bool = F
     ``blocked``: a project block and a global block of the same entry are lifted apart.
     """
     try:
-        entry = blocks_mod.normalise(entry)
-    except blocks_mod.BadEntry as exc:
+        entry = normalise(entry)
+    except BadEntry as exc:
         raise BadInput(str(exc)) from None
 
     def change(entries: set[str]) -> set[str]:

@@ -29,10 +29,10 @@ from tracker_core.figures.stats_top import (  # noqa: F401 - the top downloaders
     TOP_HISTORY_N,
     TOP_HISTORY_TIERS,
     merged_points,
+    stream_points,
     top_chart,
+    top_due,
 )
-from tracker_core.figures.stats_top import stream_points as _stream_points
-from tracker_core.figures.stats_top import top_due as _top_due
 from tracker_core.project.shard_layout import SHARD_TAGS_FIELD, ShardLayout
 from tracker_core.scripts.constants import MINUTE_TTL_S, RTT_BOUNDS_S  # noqa: F401 - the scripts' own
 from tracker_core.scripts.derived_counters import with_derived
@@ -274,7 +274,7 @@ class StatsReader:
         n_u = n_m + n_h + 4
         n_t = n_u + len(self._top_commands(k))
         all_range = (
-            {"days": _flat_to_pairs(replies[n_t]), "hourly_top": _stream_points(replies[n_t + 1])}
+            {"days": _flat_to_pairs(replies[n_t]), "hourly_top": stream_points(replies[n_t + 1])}
             if source == "day"
             else {}
         )
@@ -302,13 +302,13 @@ class StatsReader:
 
     @staticmethod
     def _top_points(replies) -> dict:
-        return {"recent": _stream_points(replies[0]), "hourly": _stream_points(replies[1])[::-1]}
+        return {"recent": stream_points(replies[0]), "hourly": stream_points(replies[1])[::-1]}
 
     def _maintain_top(self, layout: ShardLayout, now_ms: int, top: dict) -> dict:
         """Record a top-downloaders point when one is due (on every shard), so a tracker without
         `tracker maintain` still gets history while someone looks; return the history to chart."""
         (recent_s, _, _), (hourly_s, _, _) = TOP_HISTORY_TIERS
-        if not (_top_due(top["recent"], recent_s, now_ms) or _top_due(top["hourly"], hourly_s, now_ms)):
+        if not (top_due(top["recent"], recent_s, now_ms) or top_due(top["hourly"], hourly_s, now_ms)):
             return top
         if not sum(record_top_history(self.conn, layout.project, now_ms, k) for k in layout.keys):
             return top
@@ -450,9 +450,9 @@ class StatsReader:
             log = logs[0] if isinstance(logs[0], list) else []
         else:
             log = stats_shards.newest_entries(list(logs), stats_ranges.DOWNLOADER_LOG_LINES)
-        recent_points = merged_points([_stream_points(x) for x in recent], recent_s)
+        recent_points = merged_points([stream_points(x) for x in recent], recent_s)
         cutoff = recent_points[0][0] if recent_points else math.inf
-        hourly_points = merged_points([_stream_points(x) for x in hourly], hourly_s)
+        hourly_points = merged_points([stream_points(x) for x in hourly], hourly_s)
         top_points = [p for p in hourly_points if p[0] < cutoff] + recent_points
         history = stats_ranges.downloader_history(
             log, top_points, name, sum(_to_int(x) for x in items), now_ms

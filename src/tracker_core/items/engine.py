@@ -15,7 +15,7 @@ from tracker_core.figures import census
 from tracker_core.infra import redis_clock, topology
 from tracker_core.infra.rawredis import RawRedis
 from tracker_core.items import giveback, shard_router
-from tracker_core.items import item_status as item_status_mod
+from tracker_core.items.item_status import Owners
 from tracker_core.items.uniques_seen import UniquesSeen
 from tracker_core.project import pattern_limits
 from tracker_core.project.settings_schema import ProjectSettings
@@ -65,7 +65,7 @@ class Engine:
         self._limits: dict[str, tuple[int, pattern_limits.CompiledLimits]] = {}
         self._memory_checked_at = float("-inf")
         self._memory_full = False
-        self._owners = item_status_mod.Owners()  # downloaders with own queues, for item_status
+        self._owners = Owners()  # downloaders with own queues, for item_status
         self._uniques = UniquesSeen()  # what this process's claims counted in the daily uniques
         self._layouts: dict[str, tuple[tuple, ShardLayout]] = {}  # project -> (layout fields, layout)
         self._rotation = shard_router.Rotation()

@@ -11,7 +11,22 @@ from support.counters import minute_counts, totals
 from tracker_api.app import create_app
 from tracker_core import scripts
 from tracker_core.admin import census_verbs, item_verbs, limit_verbs, project_verbs
-from tracker_core.figures import stats as stats_mod
+from tracker_core.figures.stats import (
+    HOUR_POINTS,
+    HOUR_TTL_S,
+    MINUTE_POINTS,
+    MINUTE_TTL_S,
+    RTT_BOUNDS_S,
+    TOP_CHART_HOURS,
+    TOP_HISTORY_N,
+    TOP_HISTORY_TIERS,
+    backlog_trend,
+    eta_seconds,
+    percentile,
+    record_top_history,
+    rtt_histogram,
+    upkeep,
+)
 from tracker_core.keyspace import ProjectKeys
 from tracker_core.scripts.derived_counters import with_derived
 
@@ -53,7 +68,7 @@ def test_lua_and_python_agree_on_rtt_bounds():
     # The bounds are written once (script_constants) and put into the script as it loads.
     source = scripts.SCRIPTS["done"].source
     bounds = re.search(r"RTT_BOUNDS_S = \{([^}]*)\}", source)[1]
-    assert tuple(int(b) for b in bounds.split(",")) == stats_mod.RTT_BOUNDS_S
+    assert tuple(int(b) for b in bounds.split(",")) == RTT_BOUNDS_S
 
 
 def test_done_counts_rtt_into_histogram_buckets(engine, clock, project, r):
@@ -109,13 +124,13 @@ def test_unique_downloaders_and_ips_per_day_and_month(engine, clock, project, ad
 
 def test_percentile_interpolates_within_buckets():
     counters = {"rtt_le_5": 10, "rtt_le_15": 10}
-    histogram = stats_mod.rtt_histogram(counters)
-    assert stats_mod.percentile(histogram, 50) == pytest.approx(5.0)
-    assert stats_mod.percentile(histogram, 75) == pytest.approx(10.0)
-    assert stats_mod.percentile(histogram, 25) == pytest.approx(3.0)  # bucket 1..5 s
-    assert stats_mod.percentile(stats_mod.rtt_histogram({}), 50) is None
+    histogram = rtt_histogram(counters)
+    assert percentile(histogram, 50) == pytest.approx(5.0)
+    assert percentile(histogram, 75) == pytest.approx(10.0)
+    assert percentile(histogram, 25) == pytest.approx(3.0)  # bucket 1..5 s
+    assert percentile(rtt_histogram({}), 50) is None
     # A percentile in the open top bucket is reported as its floor, not invented.
-    assert stats_mod.percentile(stats_mod.rtt_histogram({"rtt_le_inf": 4}), 99) == 43200
+    assert percentile(rtt_histogram({"rtt_le_inf": 4}), 99) == 43200
 
 
 def test_irsr_overall_and_recent(engine, clock, project, admin, web):
@@ -170,11 +185,11 @@ def test_eta_from_net_drain_and_warning_when_backlog_grows(engine, clock, projec
 
 
 def test_eta_helpers():
-    assert stats_mod.eta_seconds(0, 0.0, None) == 0.0
-    assert stats_mod.eta_seconds(100, 2.0, None) == 50.0
-    assert stats_mod.eta_seconds(100, 0.0, None) is None
-    assert stats_mod.eta_seconds(100, 2.0, 1.0) is None
-    trend = stats_mod.backlog_trend([(0, 10), (2, 50)], 5)
+    assert eta_seconds(0, 0.0, None) == 0.0
+    assert eta_seconds(100, 2.0, None) == 50.0
+    assert eta_seconds(100, 0.0, None) is None
+    assert eta_seconds(100, 2.0, 1.0) is None
+    trend = backlog_trend([(0, 10), (2, 50)], 5)
     assert trend["growth_per_s"] is None  # samples too close together to judge
 
 
@@ -185,7 +200,7 @@ def test_hours_are_rolled_up_once_and_outlive_the_minutes(engine, clock, project
     stats = stats_json(web)["stats"]
     rolled = r.hgetall(K.hour(hour))
     assert rolled["items_done"] == "7" and rolled["bytes_done"] == "700"
-    assert rolled["minutes"] == "1" and 0 < r.ttl(K.hour(hour)) <= stats_mod.HOUR_TTL_S
+    assert rolled["minutes"] == "1" and 0 < r.ttl(K.hour(hour)) <= HOUR_TTL_S
     # Minute data expires after two days; the hour chart still has the hour.
     for minute in range(hour * 60, hour * 60 + 60):
         r.delete(K.minute(minute))
@@ -196,8 +211,8 @@ def test_hours_are_rolled_up_once_and_outlive_the_minutes(engine, clock, project
     r.hset(K.minute(hour * 60), "items_done", 99)
     stats_json(web)
     assert r.hget(K.hour(hour), "items_done") == "7"
-    assert len(stats["charts"]["minute"]["t"]) == stats_mod.MINUTE_POINTS
-    assert len(stats["charts"]["hour"]["t"]) == stats_mod.HOUR_POINTS
+    assert len(stats["charts"]["minute"]["t"]) == MINUTE_POINTS
+    assert len(stats["charts"]["hour"]["t"]) == HOUR_POINTS
 
 
 def test_backlog_sampled_once_per_minute(engine, clock, project, r, web):
@@ -206,7 +221,7 @@ def test_backlog_sampled_once_per_minute(engine, clock, project, r, web):
     list(engine.claim(P, "alice", "10.0.0.1", 30))
     stats_json(web)  # same minute: the first sample stays
     assert r.hget(K.minute(minute), "backlog") == "100"
-    assert 0 < r.ttl(K.minute(minute)) <= stats_mod.MINUTE_TTL_S
+    assert 0 < r.ttl(K.minute(minute)) <= MINUTE_TTL_S
 
 
 def test_stats_json_counts_and_leaderboard(engine, clock, project, web):
@@ -314,7 +329,7 @@ def test_to_do_total_counts_held_and_downloader_queues(engine, admin, web):
 
 # -- the top downloaders' history -------------------------------------------------------------
 
-RECENT_S, HOURLY_S = (tier[0] for tier in stats_mod.TOP_HISTORY_TIERS)
+RECENT_S, HOURLY_S = (tier[0] for tier in TOP_HISTORY_TIERS)
 
 
 def twelve_downloaders(engine, clock):
@@ -330,8 +345,8 @@ def test_top_downloaders_history_recorded_and_served_in_stats_json(engine, clock
     assert list(top["series"]) == [f"d{n:02d}" for n in range(11, 1, -1)]  # the top 10 only
     assert top["series"]["d11"] == [12] and top["series"]["d02"] == [3]
     assert r.xlen(K.top_history(RECENT_S)) == 1 and r.xlen(K.top_history(HOURLY_S)) == 1
-    assert 0 < r.pttl(K.top_history(RECENT_S)) <= stats_mod.TOP_HISTORY_TIERS[0][2] * 1000
-    assert 0 < r.pttl(K.top_history(HOURLY_S)) <= stats_mod.TOP_HISTORY_TIERS[1][2] * 1000
+    assert 0 < r.pttl(K.top_history(RECENT_S)) <= TOP_HISTORY_TIERS[0][2] * 1000
+    assert 0 < r.pttl(K.top_history(HOURLY_S)) <= TOP_HISTORY_TIERS[1][2] * 1000
 
     clock.advance(2)  # same interval: no new point, however many viewers
     claim_and_done(engine, clock, "d11", 5, rtt_s=1, nbytes=10)
@@ -354,15 +369,15 @@ def test_top_downloaders_history_recorded_and_served_in_stats_json(engine, clock
 
 def test_no_history_before_anything_is_done(engine, clock, project, r, web):
     assert stats_json(web)["stats"]["charts"]["top_downloaders"] == {"t": [], "series": {}}
-    assert stats_mod.record_top_history(r, P, int(clock.now * 1000)) == 0
+    assert record_top_history(r, P, int(clock.now * 1000)) == 0
     assert not r.exists(K.top_history(RECENT_S), K.top_history(HOURLY_S))
 
 
 def test_upkeep_records_history_without_a_viewer(engine, clock, project, r):
     claim_and_done(engine, clock, "alice", 2, rtt_s=1, nbytes=10)
     now_ms = int(clock.now * 1000)
-    stats_mod.upkeep(r, P, now_ms)
-    stats_mod.upkeep(r, P, now_ms + 60_000)  # the next pass, same ten minutes
+    upkeep(r, P, now_ms)
+    upkeep(r, P, now_ms + 60_000)  # the next pass, same ten minutes
     entries = r.xrange(K.top_history(RECENT_S))
     assert len(entries) == 1 and entries[0][1] == {"alice": "2"}
     assert entries[0][0] == f"{now_ms}-0" and r.xlen(K.top_history(HOURLY_S)) == 1
@@ -371,29 +386,31 @@ def test_upkeep_records_history_without_a_viewer(engine, clock, project, r):
 def test_duplicate_and_late_points_are_harmless(engine, clock, project, r):
     claim_and_done(engine, clock, "alice", 2, rtt_s=1, nbytes=10)
     now_ms = int(clock.now * 1000)
-    assert stats_mod.record_top_history(r, P, now_ms) == 2
-    assert stats_mod.record_top_history(r, P, now_ms) == 0  # same timestamp
-    assert stats_mod.record_top_history(r, P, now_ms - 1) == 0  # a writer on a slow clock
-    assert stats_mod.record_top_history(r, P, now_ms - 86_400_000) == 0
+    assert record_top_history(r, P, now_ms) == 2
+    assert record_top_history(r, P, now_ms) == 0  # same timestamp
+    assert record_top_history(r, P, now_ms - 1) == 0  # a writer on a slow clock
+    assert record_top_history(r, P, now_ms - 86_400_000) == 0
     assert r.xlen(K.top_history(RECENT_S)) == 1 and r.xlen(K.top_history(HOURLY_S)) == 1
 
 
 def test_top_history_is_bounded(engine, clock, project, r, web, monkeypatch):
     claim_and_done(engine, clock, "alice", 2, rtt_s=1, nbytes=10)
     start = int(clock.now * 1000)
-    kept_recent = stats_mod.TOP_HISTORY_TIERS[0][1]
+    kept_recent = TOP_HISTORY_TIERS[0][1]
     for step in range(kept_recent + 12):  # 50 hours of ten-minute points
-        assert stats_mod.record_top_history(r, P, start + step * RECENT_S * 1000) >= 1
+        assert record_top_history(r, P, start + step * RECENT_S * 1000) >= 1
     assert r.xlen(K.top_history(RECENT_S)) == kept_recent
     assert r.xlen(K.top_history(HOURLY_S)) == (kept_recent + 12) * RECENT_S // HOURLY_S + 1
     clock.now = (start + (kept_recent + 11) * RECENT_S * 1000) / 1000
     top = stats_json(web)["stats"]["charts"]["top_downloaders"]
-    assert len(top["t"]) <= kept_recent + stats_mod.TOP_CHART_HOURS
+    assert len(top["t"]) <= kept_recent + TOP_CHART_HOURS
     assert top["t"] == sorted(top["t"]) and len(top["t"]) > kept_recent
     # The hourly stream is capped the same way (a small cap here: 1,440 hours take long).
-    monkeypatch.setattr(stats_mod, "TOP_HISTORY_TIERS", ((RECENT_S, 5, 3600), (HOURLY_S, 3, 7200)))
+    monkeypatch.setattr(
+        "tracker_core.figures.stats.TOP_HISTORY_TIERS", ((RECENT_S, 5, 3600), (HOURLY_S, 3, 7200))
+    )
     for step in range(10):
-        stats_mod.record_top_history(r, P, start + (100 + step) * HOURLY_S * 1000)
+        record_top_history(r, P, start + (100 + step) * HOURLY_S * 1000)
     assert r.xlen(K.top_history(HOURLY_S)) == 3 and r.xlen(K.top_history(RECENT_S)) == 5
     assert r.pttl(K.top_history(HOURLY_S)) <= 7_200_000
 
@@ -403,7 +420,7 @@ def test_top_history_reads_only_the_top_n(engine, clock, project, r):
         engine.conn.execute_command("ZADD", K.downloader_bytes, 1000 + n, f"w{n:02d}")
         engine.conn.execute_command("HSET", K.downloader_count, f"w{n:02d}", n + 1)
     with r.monitor() as monitor:
-        stats_mod.upkeep(r, P, int(clock.now * 1000))
+        upkeep(r, P, int(clock.now * 1000))
         r.echo("top-history-end")
         seen = []
         for command in monitor.listen():
@@ -413,7 +430,7 @@ def test_top_history_reads_only_the_top_n(engine, clock, project, r):
     touching = [c for c in seen if K.downloader_bytes in c or K.downloader_count in c]
     reads = [c for c in touching if c[0].upper() not in ("EVALSHA", "EVAL")]
     assert [c[0].upper() for c in reads] == ["ZREVRANGE", "HMGET"]
-    assert reads[0][2:] == ["0", str(stats_mod.TOP_HISTORY_N - 1)]
+    assert reads[0][2:] == ["0", str(TOP_HISTORY_N - 1)]
     assert sorted(reads[1][2:]) == [f"w{n:02d}" for n in range(30, 40)]
     recorded = r.xrange(K.top_history(RECENT_S))[0][1]
     assert recorded == {f"w{n:02d}": str(n + 1) for n in range(30, 40)}
@@ -421,8 +438,8 @@ def test_top_history_reads_only_the_top_n(engine, clock, project, r):
 
 def test_deleting_a_project_removes_its_history(engine, clock, project, admin, r):
     claim_and_done(engine, clock, "alice", 2, rtt_s=1, nbytes=10)
-    assert stats_mod.record_top_history(r, P, int(clock.now * 1000)) == 2
-    streams = [K.top_history(s) for s, _, _ in stats_mod.TOP_HISTORY_TIERS]
+    assert record_top_history(r, P, int(clock.now * 1000)) == 2
+    streams = [K.top_history(s) for s, _, _ in TOP_HISTORY_TIERS]
     assert all(r.exists(key) for key in streams)
     project_verbs.delete(admin, P)
     assert not any(r.exists(key) for key in streams)

@@ -18,7 +18,6 @@ from tracker_core.admin import census_verbs, claim_verbs, dead_verbs, item_verbs
 from tracker_core.admin.context import AdminContext
 from tracker_core.admin.errors import AdminError
 from tracker_core.items import bloom
-from tracker_core.items import engine as engine_mod
 from tracker_core.items.backfeed import Backfeed, split_body
 from tracker_core.items.engine import Engine
 from tracker_core.project import pattern_limits
@@ -251,7 +250,7 @@ def test_backfeed_shards_mapped_to_a_downloader_are_not_held_shared_ones_are(pro
 
 def test_backfeed_sees_a_new_limit_within_a_second(project, engine, r, secret, monkeypatch, ctx):
     # The engine's settings cache expires (1 s) and its limits reload on a new settings age.
-    monkeypatch.setattr(engine_mod, "_SETTINGS_CACHE_S", 0.0)  # as if a second passed each time
+    monkeypatch.setattr("tracker_core.items.engine._SETTINGS_CACHE_S", 0.0)  # as if a second passed each time
     feed = Backfeed(engine)
     assert feed.submit(P, secret, [b"user:a"], [b"user:a"]).new == 1  # caches the settings
     limit_verbs.add(ctx, P, "users", "type:user", "1/m")
