@@ -6,25 +6,43 @@ PIP := $(PY) -m pip
 # Debian packages the tracker and its tests need: redis-server (embedded default and tests),
 # libev-dev (bjoern builds against it), wrk (whole-server benchmarks), rsync and curl (the real
 # warrior client uploads with them in the end-to-end tests), chromium (the leaderboard page's
-# headless browser test), faketime (a node whose clock is off, in the clock-skew tests and faults).
-APT_PACKAGES := redis-server libev-dev wrk rsync curl chromium chromium-driver faketime
+# headless browser test), faketime (a node whose clock is off, in the clock-skew tests and faults),
+# prometheus (its promtool checks the alert rules) and docker-compose (validates compose.yaml; no
+# daemon needed).
+APT_PACKAGES := redis-server libev-dev wrk rsync curl chromium chromium-driver faketime prometheus docker-compose
+# What `make lint` needs, and no browser: lua-check (luacheck on the Redis scripts) and libev-dev
+# (bjoern builds against it; the type checker reads the runtime packages' types).
+LINT_APT_PACKAGES := lua-check libev-dev
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 ARGS ?=
 
-.PHONY: help deps venv build run docker lint format test test-fast bench bench-offload chaos chaos-cluster fuzz vendor clean deploy-lint deploy-test
+.PHONY: help deps lint-deps venv build run docker lint format test test-fast bench bench-offload chaos chaos-cluster fuzz vendor clean deploy-lint deploy-test
 
 help:  ## List the commands.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 
-deps:  ## Install the Debian packages that are missing.
-	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+# Install those of the Debian packages $(1) that are missing, without their recommends (those of
+# docker-compose and prometheus are a Docker daemon and a node exporter).
+apt_install = missing=""; for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
-	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	fi
 
-$(VENV)/.installed: requirements.txt requirements-dev.txt setup.py pyproject.toml $(wildcard src/tracker_core/*.pyx)
+deps:  ## Install the Debian packages that are missing.
+	@$(call apt_install,$(APT_PACKAGES))
+
+lint-deps:
+	@$(call apt_install,$(LINT_APT_PACKAGES))
+
+# The lint tools and the runtime packages, without the test tools or the Cython build.
+$(VENV)/.lint-installed: requirements.txt requirements-lint.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q -r requirements-lint.txt
+	touch $@
+
+$(VENV)/.installed: requirements.txt requirements-lint.txt requirements-dev.txt setup.py pyproject.toml $(wildcard src/tracker_core/compiled/*.pyx)
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q -r requirements-dev.txt
 	$(PIP) install -q --no-build-isolation -e .
@@ -41,17 +59,19 @@ run: venv  ## Start the tracker with a demo project on the embedded Redis (var/)
 docker:  ## Build the image and start the demo in containers (needs Docker with Compose).
 	docker compose up --build
 
-lint: venv  ## Check the code with ruff (errors, bugbear, imports) and that it is formatted.
+lint: lint-deps $(VENV)/.lint-installed  ## Check the code: ruff (errors, bugbear, imports, format), mypy on src/, luacheck on the Lua.
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+	luacheck --no-color -q src/tracker_core/lua
 
-format: venv  ## Format the code and fix what ruff can fix safely.
+format: $(VENV)/.lint-installed  ## Format the code and fix what ruff can fix safely.
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
 # The second run puts the pure-Python twins in place of the compiled modules (classify, protocol,
 # bloom) and runs the tests marked `twins`: the twins' own tests and those of the code that calls
-# them (the files listed in tests/support/twins.py; tests/core/test_twins_suite.py checks every
+# them (the files listed in tests/support/twins.py; tests/core/compiled/test_twins_suite.py checks every
 # compiled module has some, and the run fails if a listed file no longer reaches its twin).
 test: venv  ## Run the whole test suite (compiled), then the twins' tests on the pure-Python twins.
 	$(PY) -m pytest $(ARGS)
@@ -119,4 +139,4 @@ vendor:  ## Refresh the vendored front-end files from npm (needs npm; not part o
 	cp build/vendor/package/LICENSE src/tracker_api/static/uPlot.LICENSE
 
 clean:  ## Remove the virtualenv, build products and var/.
-	rm -rf $(VENV) build src/*.egg-info src/tracker_core/*.c src/tracker_core/*.so var
+	rm -rf $(VENV) build src/*.egg-info src/tracker_core/compiled/*.c src/tracker_core/compiled/*.so var
