@@ -37,6 +37,7 @@ def stats_body(
     counters = counts["counters"]
     requests = counters.get("requests", 0)
     rtt_n = counters.get("rtt_count", 0)
+    created_ms = stats_ranges.int_or_none(values.get("created_ms"))
     counts.update(
         project=project,
         title=values.get("title") or project,
@@ -48,9 +49,7 @@ def stats_body(
         rtt_mean_s=(counters.get("rtt_sum_ms", 0) / rtt_n / 1000) if rtt_n else None,
         leaderboard=engine.leaderboard(project, top),
         downloaders_total=reader.downloader_total(project),
-        stats=reader.snapshot(
-            project, counts, now_ms := engine._now_ms(), chart_range, _int(values.get("created_ms"))
-        ),
+        stats=reader.snapshot(project, counts, now_ms := engine._now_ms(), chart_range, created_ms),
         recent_log=reader.recent_log(project, RECENT_LOG_LINES),
         # Online: last heartbeat within hq.ONLINE_WITHIN_MS; warriors_active is its old name.
         warriors_online=(online := reader.warriors_online()),
@@ -59,13 +58,6 @@ def stats_body(
     if downloader is not None:
         counts["downloader_chart"] = reader.downloader_chart(project, downloader, now_ms)
     return counts
-
-
-def _int(value) -> int | None:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
 
 
 class StatsResource:

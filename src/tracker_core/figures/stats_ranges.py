@@ -46,7 +46,7 @@ def roll_up_days(conn, k: keyspace.ProjectKeys, now_ms: int) -> int:
     waits. One HMGET finds the days still missing, so a pass where all are done costs two
     commands. CONN: redis-py or RawRedis. Returns how many days were written."""
     today = now_ms // (DAY_S * 1000)
-    created_ms = _int_or_none(conn.execute_command("HGET", k.settings, "created_ms"))
+    created_ms = int_or_none(conn.execute_command("HGET", k.settings, "created_ms"))
     start = today - DAY_ROLLUP_LOOKBACK_D
     if created_ms is not None:
         start = max(start, created_ms // (DAY_S * 1000))
@@ -61,7 +61,8 @@ def roll_up_days(conn, k: keyspace.ProjectKeys, now_ms: int) -> int:
     return written
 
 
-def _int_or_none(value) -> int | None:
+def int_or_none(value) -> int | None:
+    """VALUE as an int; None when it is missing or no number (a field written by hand)."""
     try:
         return int(value)
     except (TypeError, ValueError):
@@ -181,7 +182,7 @@ def downloader_history(
     for entry_id, flat in log_entries:
         fields = dict(zip(flat[::2], flat[1::2]))
         # "at": the done's own time (the tracker's clock); the entry id is Redis's.
-        at_ms = _int_or_none(fields.get("at")) or int(entry_id.split("-")[0])
+        at_ms = int_or_none(fields.get("at")) or int(entry_id.split("-")[0])
         oldest_ms = min(oldest_ms, at_ms)
         if fields.get("downloader") != name:
             continue

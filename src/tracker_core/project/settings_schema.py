@@ -31,11 +31,18 @@ OFFLOAD_FIELDS = ("offload_high", "offload_low", "offload_segment_items")
 OFFLOAD_SEGMENT_DEFAULT = 50_000
 
 
-def _non_negative_int(value: str) -> str:
-    number = int(value)
-    if number < 0:
-        raise ValueError("must be 0 or more")
-    return str(number)
+def _int_at_least(least: int):
+    def check(value: str) -> str:
+        number = int(value)
+        if number < least:
+            raise ValueError(f"must be {least} or more")
+        return str(number)
+
+    return check
+
+
+_non_negative_int = _int_at_least(0)
+_positive_int = _int_at_least(1)
 
 
 def _non_negative_number(value: str) -> str:
@@ -126,13 +133,6 @@ def _extra_parameters(value: str) -> str:
     if len(text.encode("utf-8")) > MAX_EXTRA_PARAMETERS_BYTES:
         raise ValueError(f"must be at most {MAX_EXTRA_PARAMETERS_BYTES} bytes as compact JSON")
     return text
-
-
-def _positive_int(value: str) -> str:
-    number = int(value)
-    if number < 1:
-        raise ValueError("must be 1 or more")
-    return str(number)
 
 
 def _bytes_per_item(value: str) -> str:
