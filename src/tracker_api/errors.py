@@ -109,7 +109,7 @@ def refuse_handler(engine):
 
 def storage_handler(req, resp, ex: RedisError, params):
     """Redis unreachable or the connection broke mid-call (rawredis.ConnectionLost,
-    OutcomeUnknown; topology.NotAcknowledged): 503, so clients retry; nothing was acknowledged.
+    OutcomeUnknown; failover.NotAcknowledged): 503, so clients retry; nothing was acknowledged.
 
     A change whose outcome is unknown may have been made: the retry is safe because every
     warrior call is (done is idempotent; a claim whose answer was lost stays out and is

@@ -1,6 +1,6 @@
 """A Redis Cluster primary failing over under the tracker: three primaries, each with a replica.
 
-The hot path's cluster connection (tracker_core.infra.topology.ClusterRedis) finds the slot's new owner
+The hot path's cluster connection (tracker_core.infra.cluster_redis) finds the slot's new owner
 after its primary dies or hangs, answers 503 meanwhile and never sends a script again that may
 have run; while a primary has a replica attached, each script is followed by WAIT, so the
 replica that takes over holds every done a client was told OK. Each test starts its own cluster
@@ -26,7 +26,7 @@ from support.processes import start_live_server, stop_live_server
 from support.redis_topologies import Cluster
 from tracker_core.admin import item_verbs, project_verbs
 from tracker_core.admin.context import AdminContext
-from tracker_core.infra import topology
+from tracker_core.infra import failover, topology
 from tracker_core.infra.rawredis import OutcomeUnknown
 from tracker_core.items.engine import Engine
 from tracker_core.keyspace import ProjectKeys
@@ -137,7 +137,7 @@ def test_a_done_no_replica_acknowledged_is_answered_503_and_only_such_a_done_is_
     cut_off(cluster, replica, old)
     # The primary still counts the replica it lost a moment ago: the done waits for it, and no
     # replica holds it within 300 ms: 503 for the client, which sends it again later.
-    with pytest.raises(topology.NotAcknowledged):
+    with pytest.raises(failover.NotAcknowledged):
         waiting.done(project, "alice", "", kept[5:], {"data": 5}, "null")
     # The same change made without waiting is acknowledged at once, by the primary alone.
     assert blind.done(project, "bob", "", unwaited, {"data": 10}, "null").new == 10
@@ -159,7 +159,7 @@ def test_a_done_no_replica_acknowledged_is_answered_503_and_only_such_a_done_is_
     # change is answered once the old primary holds it.
     cluster.restart(old)
     assert cluster.replicas_of(replica) == [old]
-    time.sleep(topology.REPLICA_CHECK_S)
+    time.sleep(failover.REPLICA_CHECK_S)
     assert waiting.claim(project, "carol", "127.0.0.1", 1)[0] == 200
     waits = redis.Redis(port=replica).info("commandstats").get("cmdstat_wait", {}).get("calls", 0)
     assert waiting.done(project, "bob", "", unwaited, {"data": 10}, "null").new == 10
@@ -248,9 +248,9 @@ def test_a_primary_whose_host_is_gone_is_given_up_after_seconds_not_a_call_timeo
     # map read again and the claim run on the slot's owner; a call's 10 s timeout for each
     # connect would be 20 s, past FAILOVER_WAIT_S, and a 503.
     assert status == 200 and len(items) == 1
-    assert 2 * topology.PROBE_TIMEOUT_S <= took < 2 * topology.PROBE_TIMEOUT_S + 1.5
+    assert 2 * failover.PROBE_TIMEOUT_S <= took < 2 * failover.PROBE_TIMEOUT_S + 1.5
     assert engine.conn._slots[slot] == ("127.0.0.1", cluster.owner_port(ProjectKeys(project).tag))
-    assert reads[0] >= 2 * topology.PROBE_TIMEOUT_S and reads[1] < 0.5
+    assert reads[0] >= 2 * failover.PROBE_TIMEOUT_S and reads[1] < 0.5
 
 
 def test_the_fault_suite_over_a_cluster_loses_nothing_in_a_failover():

@@ -4,7 +4,8 @@ Every module of the core takes a connection CONN and asks it only for what ``Con
 Two kinds of object are one:
 
 - the hot path's ``rawredis.RawRedis`` and the topology clients built on it
-  (``topology.SentinelRedis``, ``topology.ClusterRedis``): hiredis parses and decodes in C;
+  (``sentinel_redis.SentinelRedis``, ``cluster_redis.ClusterRedis``): hiredis parses and decodes
+  in C;
 - the admin paths' redis-py client from ``topology.admin_client``, which always decodes.
 
 Replies have one shape whichever it is: text is ``str`` (UTF-8; bytes that are not UTF-8 come
