@@ -24,6 +24,12 @@ pytestmark = [pytest.mark.deploy, pytest.mark.timeout(3600)]
 
 ROLES = ANSIBLE_DIR / "roles"
 BJOERN_HEAD_LIMIT = 80 * 1024  # http-parser's HTTP_MAX_HEADER_SIZE: bjoern's bare 400 past it
+WEBSOCKET = (
+    "Upgrade: websocket",
+    "Connection: Upgrade",
+    "Sec-WebSocket-Version: 13",
+    "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
+)
 
 
 def role_defaults(role: str) -> dict:
@@ -113,8 +119,8 @@ def test_haproxy_config_is_valid_and_its_limits_match_the_app_and_the_nodes(tmp_
     import inspect
 
     from tracker_api import admin_request, backfeed, warrior
-    from tracker_api.admin_pages import forms as admin_pages
-    from tracker_core.rawredis import RawRedis
+    from tracker_api.admin_pages import forms
+    from tracker_core.infra.rawredis import RawRedis
 
     cfg, node_env = render_roles(tmp_path)
     checked = haproxy_check(tmp_path / "haproxy.cfg")
@@ -125,7 +131,7 @@ def test_haproxy_config_is_valid_and_its_limits_match_the_app_and_the_nodes(tmp_
     assert lb["loadbalancer_max_done_body_bytes"] == warrior.MAX_DONE_BODY_BYTES
     assert lb["loadbalancer_max_backfeed_body_bytes"] == backfeed.MAX_BODY_BYTES
     assert lb["loadbalancer_max_admin_upload_bytes"] == admin_request.MAX_UPLOAD_BYTES
-    assert lb["loadbalancer_max_admin_form_bytes"] == admin_pages.MAX_FORM_BYTES
+    assert lb["loadbalancer_max_admin_form_bytes"] == forms.MAX_FORM_BYTES
     caps = [
         lb[f"loadbalancer_max_{kind}_bytes"]
         for kind in ("body", "done_body", "backfeed_body", "admin_upload", "admin_form")
@@ -276,7 +282,7 @@ def json_body(size: int, **fields) -> bytes:
 @pytest.fixture
 def balanced_node(tmp_path, redis_url):
     """HAProxy (the role's configuration) in front of one node (the role's environment file) and its feed."""
-    from tracker_core.embedded import free_port
+    from tracker_core.infra.embedded import free_port
 
     if not shutil.which("haproxy"):
         pytest.skip("haproxy not installed (apt-get install haproxy)")
@@ -340,6 +346,13 @@ def balanced_node(tmp_path, redis_url):
         wait_for(
             lambda: probe.request("GET", "/projects.json")["status"] == 200, "the node behind HAProxy", 30
         )
+        # The live backend has its own checks: one made before the feed listened marks it down
+        # (503) until two pass, 2 s apart.
+        wait_for(
+            lambda: probe.request("GET", "/live/lbproj", headers=WEBSOCKET, timeout_s=3)["status"] == 101,
+            "the live feed behind HAProxy",
+            30,
+        )
         yield {"probe": probe, "backfeed": secret, "token": token, "api_port": ports["api"], "cfg": cfg}
     finally:
         for process in processes:
@@ -355,7 +368,7 @@ def balanced_node(tmp_path, redis_url):
 
 def test_haproxy_caps_bodies_at_the_apps_limits_before_reading_them(balanced_node):
     from tracker_api import admin_request, backfeed, warrior
-    from tracker_api.admin_pages import forms as admin_pages
+    from tracker_api.admin_pages import forms
 
     probe = balanced_node["probe"]
     claim = {"downloader": "lbwarrior", "api_version": "2", "version": "1"}
@@ -389,7 +402,7 @@ def test_haproxy_caps_bodies_at_the_apps_limits_before_reading_them(balanced_nod
         ("/lbproj/done", warrior.MAX_DONE_BODY_BYTES, ()),
         ("/lbproj/d%6Fne", warrior.MAX_DONE_BODY_BYTES, ()),  # the node decodes it
         ("/api/admin/projects/lbproj/items", admin_request.MAX_UPLOAD_BYTES, bearer),
-        ("/admin/lbproj/items", admin_pages.MAX_FORM_BYTES, ()),
+        ("/admin/lbproj/items", forms.MAX_FORM_BYTES, ()),
     ]:
         assert probe.head_only(path, limit, headers)["status"] == 100, path
         assert probe.head_only(path, limit + 1, headers)["status"] == 413, path
@@ -435,16 +448,10 @@ def test_haproxy_answers_oversized_heads_upgrades_and_stalls_and_closes(balanced
         answer = probe.request("GET", path, headers=headers)
         assert (answer["status"], answer["by"]) == (400, "lb"), (len(path), answer)
     # Upgrades: a websocket under the live path reaches the feed; anything else is refused.
-    websocket = (
-        "Upgrade: websocket",
-        "Connection: Upgrade",
-        "Sec-WebSocket-Version: 13",
-        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
-    )
-    assert probe.request("GET", "/live/lbproj", headers=websocket, timeout_s=3)["status"] == 101
+    assert probe.request("GET", "/live/lbproj", headers=WEBSOCKET, timeout_s=3)["status"] == 101
     for path, headers in [
-        ("/lbproj/request", websocket),
-        ("/", websocket),
+        ("/lbproj/request", WEBSOCKET),
+        ("/", WEBSOCKET),
         ("/lbproj/request", ("Upgrade: h2c", "Connection: Upgrade, HTTP2-Settings", "HTTP2-Settings: AAMA")),
         ("/live/lbproj", ("Upgrade: h2c", "Connection: Upgrade")),
     ]:
