@@ -25,12 +25,5 @@ if redis.call('EXISTS', settings_key) == 0 then return -1 end
 if (#ARGV - 1) % 2 ~= 0 then return -2 end
 check_enqueue_keys(target_key, limited_in_key)
 redis.call('SCARD', owners_key)
-local moved, to_target = 0, 0
-for i = 2, #ARGV - 1, 2 do
-  if redis.call('SREM', source_key, ARGV[i]) == 1 then
-    if enqueue_or_hold(target_key, limited_in_key, ARGV[i], ARGV[i + 1]) then to_target = to_target + 1 end
-    moved = moved + 1
-  end
-end
-if to_target > 0 and ARGV[1] ~= '' then redis.call('SADD', owners_key, ARGV[1]) end
-return moved
+local function take(item) return redis.call('SREM', source_key, item) end
+return enqueue_taken(ARGV, take, target_key, limited_in_key, owners_key)

@@ -23,13 +23,7 @@ if (#ARGV - 1) % 2 ~= 0 then return -1 end
 check_enqueue_keys(target_key, limited_in_key)
 redis.call('SCARD', owners_key)
 redis.call('HLEN', stats_key)
-local moved, to_target = 0, 0
-for i = 2, #ARGV - 1, 2 do
-  if redis.call('HDEL', dead_key, ARGV[i]) == 1 then
-    if enqueue_or_hold(target_key, limited_in_key, ARGV[i], ARGV[i + 1]) then to_target = to_target + 1 end
-    moved = moved + 1
-  end
-end
-if to_target > 0 and ARGV[1] ~= '' then redis.call('SADD', owners_key, ARGV[1]) end
+local function take(item) return redis.call('HDEL', dead_key, item) end
+local moved = enqueue_taken(ARGV, take, target_key, limited_in_key, owners_key)
 bump(stats_key, nil, 'items_requeued_dead', moved)
 return moved
