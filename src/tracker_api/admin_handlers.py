@@ -39,6 +39,13 @@ from tracker_core.admin.item_story import STORY_BUDGET_S
 from tracker_core.donelog import log_archive
 
 
+def _bodiless(c: Call, verb, *path_params: str):
+    """Run VERB(ctx, project, each of PATH_PARAMS) for a change that takes no body (a body with
+    any field is refused)."""
+    c.body(())
+    return verb(c.ctx, c.project, *(c.params[name] for name in path_params))
+
+
 def list_projects(c: Call):
     return {"projects": [n for n in project_verbs.list_projects(c.ctx) if c.token.allows(n)]}
 
@@ -62,8 +69,7 @@ def show_project(c: Call):
 
 
 def delete_project(c: Call):
-    c.body(())
-    return project_verbs.delete(c.ctx, c.project)
+    return _bodiless(c, project_verbs.delete)
 
 
 def set_settings(c: Call):
@@ -71,13 +77,11 @@ def set_settings(c: Call):
 
 
 def pause(c: Call):
-    c.body(())
-    return project_verbs.pause(c.ctx, c.project)
+    return _bodiless(c, project_verbs.pause)
 
 
 def resume(c: Call):
-    c.body(())
-    return project_verbs.resume(c.ctx, c.project)
+    return _bodiless(c, project_verbs.resume)
 
 
 def queues(c: Call):
@@ -100,8 +104,7 @@ def sample(c: Call):
 
 
 def clear(c: Call):
-    c.body(())
-    return item_verbs.clear(c.ctx, c.project, c.params["queue"])
+    return _bodiless(c, item_verbs.clear, "queue")
 
 
 def move(c: Call):
@@ -215,13 +218,11 @@ def add_limit(c: Call):
 
 
 def remove_limit(c: Call):
-    c.body(())
-    return limit_verbs.remove(c.ctx, c.project, c.params["name"])
+    return _bodiless(c, limit_verbs.remove, "name")
 
 
 def reclassify(c: Call):
-    c.body(())
-    return limit_verbs.reclassify(c.ctx, c.project)
+    return _bodiless(c, limit_verbs.reclassify)
 
 
 # backfeed secrets and shards
@@ -232,13 +233,11 @@ def list_backfeed_secrets(c: Call):
 
 
 def create_backfeed_secret(c: Call):
-    c.body(())
-    return backfeed_verbs.create_secret(c.ctx, c.project)
+    return _bodiless(c, backfeed_verbs.create_secret)
 
 
 def revoke_backfeed_secret(c: Call):
-    c.body(())
-    return backfeed_verbs.revoke_secret(c.ctx, c.project, c.params["secret_id"])
+    return _bodiless(c, backfeed_verbs.revoke_secret, "secret_id")
 
 
 @query("cursor", "count")
@@ -254,8 +253,7 @@ def map_shard(c: Call):
 
 
 def unmap_shard(c: Call):
-    c.body(())
-    return backfeed_verbs.unmap_shard(c.ctx, c.project, c.params["shard"])
+    return _bodiless(c, backfeed_verbs.unmap_shard, "shard")
 
 
 # dead items and segments
