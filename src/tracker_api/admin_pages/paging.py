@@ -6,6 +6,7 @@ import time
 
 from tracker_api.admin_pages.forms import Form
 from tracker_api.admin_request import DIGITS_RE
+from tracker_core.admin import checks
 from tracker_core.admin.errors import BadInput
 from tracker_core.admin.paging import face_cursor
 
@@ -15,14 +16,15 @@ RELEASE_PAGES = 20
 RELEASE_SECONDS = 2.0
 
 
-def paged(step, cursor: int | str) -> tuple[int, int | str]:
-    """Run STEP(cursor) -> (count, next cursor) page after page until the cursor is 0 or the
-    budget is spent; (total, cursor to continue from, 0 at the end). Each page is one verb call,
-    audited on its own."""
+def paged(verb, counted: str, cursor: int | str) -> tuple[int, int | str]:
+    """Call VERB(cursor=..., limit=MAX_PAGE) page after page from CURSOR until the cursor is 0 or
+    the budget is spent; (the pages' COUNTED fields summed, cursor to continue from, 0 at the
+    end). Each page is one verb call, audited on its own."""
     total, deadline = 0, time.monotonic() + RELEASE_SECONDS
     for _ in range(RELEASE_PAGES):
-        count, cursor = step(cursor)
-        total += count
+        page = verb(cursor=cursor, limit=checks.MAX_PAGE)
+        total += page[counted]
+        cursor = page["cursor"]
         if cursor == 0 or time.monotonic() > deadline:
             break
     return total, cursor

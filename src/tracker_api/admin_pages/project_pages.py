@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import urllib.parse
 
 import falcon
@@ -320,12 +321,8 @@ class ProjectPages:
     def _do_move(self, ctx, project, form):
         source, target = form.text("source"), form.text("target")
         pattern = form.text("pattern") or "*"
-
-        def step(cursor):
-            page = item_verbs.move(ctx, project, source, target, pattern, cursor, checks.MAX_PAGE)
-            return page["moved"], page["cursor"]
-
-        moved, cursor = paged(step, form_cursor(form))
+        move = functools.partial(item_verbs.move, ctx, project, source, target, pattern)
+        moved, cursor = paged(move, "moved", form_cursor(form))
         fields = {"source": source, "target": target, "pattern": pattern}
         return continued(f"moved {moved} from {source} to {target}", cursor, "move", fields)
 
@@ -347,20 +344,10 @@ class ProjectPages:
         if names:
             done = item_verbs.redo_all(ctx, project, names=names, queue=queue, even_if_offloaded=offloaded)
             return f"requeued {done['requeued']} to {queue}, {done['skipped']} skipped"
-
-        def step(cursor):
-            page = item_verbs.redo(
-                ctx,
-                project,
-                pattern=pattern,
-                cursor=cursor,
-                limit=checks.MAX_PAGE,
-                queue=queue,
-                even_if_offloaded=offloaded,
-            )
-            return page["requeued"], page["cursor"]
-
-        requeued, cursor = paged(step, form_cursor(form))
+        redo = functools.partial(
+            item_verbs.redo, ctx, project, pattern=pattern, queue=queue, even_if_offloaded=offloaded
+        )
+        requeued, cursor = paged(redo, "requeued", form_cursor(form))
         fields = {"pattern": pattern or "", "queue": queue, "even_if_offloaded": "1" if offloaded else ""}
         return continued(f"requeued {requeued} to {queue}", cursor, "redo", fields)
 
@@ -373,20 +360,15 @@ class ProjectPages:
             older_than_s = float(age) if age else None
         except ValueError:
             raise BadInput("'older_than_s' must be a number of seconds") from None
-
-        def step(cursor):
-            page = claim_verbs.release(
-                ctx,
-                project,
-                downloader=downloader,
-                older_than_s=older_than_s,
-                pattern=pattern,
-                cursor=cursor,
-                limit=checks.MAX_PAGE,
-            )
-            return page["released"], page["cursor"]
-
-        released, cursor = paged(step, form_cursor(form))
+        release = functools.partial(
+            claim_verbs.release,
+            ctx,
+            project,
+            downloader=downloader,
+            older_than_s=older_than_s,
+            pattern=pattern,
+        )
+        released, cursor = paged(release, "released", form_cursor(form))
         fields = {"downloader": downloader or "", "older_than_s": age, "pattern": pattern or ""}
         return continued(f"released {released}", cursor, "release", fields)
 
@@ -398,12 +380,8 @@ class ProjectPages:
             if not names:
                 raise BadInput("tick the dead items to requeue, or requeue all")
             return f"requeued {dead_verbs.requeue(ctx, project, names, queue)['requeued']} to {queue}"
-
-        def step(cursor):
-            page = dead_verbs.requeue_page(ctx, project, cursor, checks.MAX_PAGE, queue)
-            return page["requeued"], page["cursor"]
-
-        requeued, cursor = paged(step, form_cursor(form))
+        requeue = functools.partial(dead_verbs.requeue_page, ctx, project, queue=queue)
+        requeued, cursor = paged(requeue, "requeued", form_cursor(form))
         fields = {"queue": queue, "all": "1"}
         return continued(f"requeued {requeued} to {queue}", cursor, "requeue", fields)
 
