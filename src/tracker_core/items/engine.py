@@ -21,6 +21,7 @@ from tracker_core.project import pattern_limits
 from tracker_core.project.settings_schema import ProjectSettings
 from tracker_core.project.shard_layout import GENERATIONS_FIELD, SHARD_TAGS_FIELD, ShardLayout, summed
 from tracker_core.scripts.derived_counters import with_derived
+from tracker_core.scripts.requests import DoneReply
 
 _NEGATIVE_CACHE_S = 1.0
 _SETTINGS_CACHE_S = 1.0
@@ -228,7 +229,7 @@ class Engine:
         domain_bytes: list,
         item_id: str,
         ip: str = "",
-    ) -> scripts.done.Reply | None:
+    ) -> DoneReply | None:
         """Mark ITEMS done (idempotent), by the rules of done-20.lua; None for an unknown project.
 
         IP (the sender's) goes into the done log with the rest of the call. The reply's refused

@@ -13,11 +13,14 @@ queue takes every item as it is.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 from tracker_core import keyspace, scripts
 from tracker_core.project import pattern_limits
+from tracker_core.scripts.requests import ReleaseReply
 
 ATTEMPTS = 3
+ReplyT = TypeVar("ReplyT")  # what the script call returns: a reply tuple or a count
 STALE_AGE = pattern_limits.STALE_AGE  # a script's code when the caller classified at another age
 
 
@@ -38,15 +41,15 @@ def give_back(
     conn,
     k: keyspace.ProjectKeys,
     names: Sequence[str],
-    call: Callable[[str, list[str]], object],
+    call: Callable[[str, list[str]], ReplyT],
     *,
     owner: str = "",
     classify: Callable[[], tuple[str, pattern_limits.CompiledLimits | None]] | None = None,
-    held_filed: Callable[[object, list[str]], bool] | None = None,
-    again: Callable[[object], bool] | None = None,
-    on_stale: Callable[[object], None] | None = None,
+    held_filed: Callable[[ReplyT, list[str]], bool] | None = None,
+    again: Callable[[ReplyT], bool] | None = None,
+    on_stale: Callable[[ReplyT], None] | None = None,
     attempts: int = ATTEMPTS,
-):
+) -> ReplyT:
     """Give NAMES back through CALL(age, held) -> the script's reply, and return that reply.
 
     HELD is, per name, "LIMIT\\0NAME" when a limit matches it and '' otherwise (all '' for
@@ -59,7 +62,6 @@ def give_back(
     count and any held entry); then hold_new files them.
     """
     classify = classify or fresh_limits(conn, k)
-    reply = None
     held: list[str] = []
     for attempt in range(attempts):
         age, compiled = classify()
@@ -92,7 +94,7 @@ def release(
     now_ms: int,
     classify: Callable[[], tuple[str, pattern_limits.CompiledLimits | None]] | None = None,
     on_stale: Callable[[object], None] | None = None,
-) -> scripts.release.Reply:
+) -> ReleaseReply:
     """Give back the claims of NAMES held by HOLDER ('' = whoever holds them): to todo, or held
     when a limit matches them. The warriors' /release (Engine.release, with its cached limits
     as CLASSIFY) and the admins' claims.release both come here."""

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from tracker_core import keyspace, scripts
 from tracker_core.compiled.classify import Classifier, PatternError, parse_pattern
+from tracker_core.scripts.projects import SetLimitCodes
 
 log = logging.getLogger(__name__)
 LIMIT_NAME_RE = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}\Z")
@@ -32,7 +33,7 @@ class LimitError(ValueError):
     """A bad limit request; the message is one line for the admin. CODE is the set-limit
     script's refusal (scripts.set_limit.codes), None for a request refused before any call."""
 
-    def __init__(self, message: str, code: scripts.set_limit.codes | None = None):
+    def __init__(self, message: str, code: SetLimitCodes | None = None):
         super().__init__(message)
         self.code = code
 

@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Sequence
+from enum import IntEnum
+from typing import Any, Generic, TypeVar
 
 from tracker_core.scripts.loading import SCRIPTS
 from tracker_core.scripts.sending import run
@@ -138,7 +140,8 @@ class Flag:
     __slots__ = ("name", "label", "uses")
 
     def __init__(self, label: str):
-        self.name, self.label, self.uses = "", label, ()
+        self.name, self.label = "", label
+        self.uses: tuple[str, ...] = ()  # the keyword of its name, once Binding knows it
 
     def value(self, k, call: dict):
         return "1" if call[self.name] else "0"
@@ -160,8 +163,13 @@ class Many(_Computed):
         return "*" + super().source(scope, at)
 
 
-def _same(raw):
+def raw_reply(raw: Any) -> Any:
+    """The reply of a script that answers a number (or a list the caller reads itself)."""
     return raw
+
+
+CodesT = TypeVar("CodesT", bound=IntEnum)
+ReplyT = TypeVar("ReplyT")
 
 
 def _compiled(slots: Sequence, more: Many | None, params: tuple[str, ...]) -> Callable:
@@ -177,9 +185,10 @@ def _compiled(slots: Sequence, more: Many | None, params: tuple[str, ...]) -> Ca
     return scope["build"]
 
 
-class Binding:
+class Binding(Generic[CodesT, ReplyT]):
     """One Lua script's call (see the module's docstring). ``binding(conn, k, **keywords)``
-    runs it; ``keys``/``argv`` build what it sends; ``codes`` and ``Reply`` describe replies."""
+    runs it; ``keys``/``argv`` build what it sends; ``codes`` and ``Reply`` describe replies.
+    Typed by its codes and by what REPLY makes of the raw reply (raw_reply: the reply itself)."""
 
     def __init__(
         self,
@@ -189,11 +198,11 @@ class Binding:
         args: dict | None = None,
         more_keys: Many | None = None,
         more_args: Many | None = None,
-        reply: Callable = _same,
-        shape: type | None = None,
-        codes: type,
+        reply: Callable[[Any], ReplyT],
+        shape: type[ReplyT] | None = None,
+        codes: type[CodesT],
         defaults: dict | None = None,
-    ):
+    ) -> None:
         self.name = name
         self.key_slots = tuple(ProjectKey(spec) if isinstance(spec, str) else spec for spec in keys)
         self.arg_slots = tuple(
@@ -242,7 +251,7 @@ class Binding:
         """The ARGV a call with KEYWORDS sends."""
         return self._argv(k, **self.call(keywords))
 
-    def __call__(self, conn, k=None, /, **keywords):
+    def __call__(self, conn, k=None, /, **keywords) -> ReplyT:
         """Run the script on CONN for K's project (none for the global scripts): its reply."""
         call = self.call(keywords)
         return self.reply(run(conn, self.name, self._keys(k, **call), self._argv(k, **call)))

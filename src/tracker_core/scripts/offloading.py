@@ -8,7 +8,7 @@ from __future__ import annotations
 from enum import IntEnum
 from typing import NamedTuple
 
-from tracker_core.scripts.binding import Binding, Derived, Many, ProjectKey, given, wire
+from tracker_core.scripts.binding import Binding, Derived, Many, ProjectKey, given, raw_reply, wire
 
 LEASE = ProjectKey("maintain_lease", "the project's maintain lease")
 NOT_HOLDER = -4  # every lease-checking script: the caller does not hold the lease, nothing changed
@@ -26,6 +26,7 @@ maintain_lease = Binding(
     args={"holder": "holder id", "lease_ms": "lease length (ms)"},
     more_args=Many("'release' to give it up", lambda release: ("release",) if release else ()),
     defaults={"release": False},
+    reply=raw_reply,
     codes=MaintainLeaseCodes,
 )
 
@@ -75,6 +76,7 @@ offload_commit = Binding(
         "count": "items in the file",
         "source": "source name",
     },
+    reply=raw_reply,
     codes=OffloadCommitCodes,
 )
 
@@ -126,6 +128,7 @@ refill = Binding(
     },
     more_args=Many("the segment's items", lambda items: map(wire, items)),
     defaults={"below": None},
+    reply=raw_reply,
     codes=RefillCodes,
 )
 
@@ -143,6 +146,7 @@ refill_watch = Binding(
     "refill_watch",
     keys=(LEASE, "settings"),
     args={"holder": "lease holder", "value": "REFILL_WATCH_FIELD's new value"},
+    reply=raw_reply,
     codes=RefillWatchCodes,
 )
 
@@ -156,6 +160,7 @@ segment_export = Binding(
     "segment_export",
     keys=("segments", "segment_queues", "segment_exports", "stats"),
     args={"number": "segment number", "digest": "digest of the segment's items"},
+    reply=raw_reply,
     codes=SegmentExportCodes,
 )
 
@@ -172,6 +177,7 @@ segment_import = Binding(
     "segment_import",
     keys=("settings", "segments", "segment_queues", "segment_exports", "stats"),
     args={"number": "segment number", "count": "items in the file", "digest": "digest of the file's items"},
+    reply=raw_reply,
     codes=SegmentImportCodes,
 )
 

@@ -15,6 +15,7 @@ connections and every call goes through the binding.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from operator import itemgetter
 
 import hiredis
@@ -62,6 +63,7 @@ class PackedCall:
         self._own = callers[0]
         # A cached entry is looked up by the keyspace and the positional arguments it depends
         # on: the own key's, or with CACHE_ARGS all but the time.
+        self._entry_of: Callable[[tuple], object]
         if cache_args:
             self._entry_of = itemgetter(slice(1, None))
         else:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-from tracker_core.scripts.binding import Binding, Derived, Many
+from tracker_core.scripts.binding import Binding, Derived, Many, raw_reply
 
 
 def _flat(mapping: dict) -> list:
@@ -27,6 +27,7 @@ create_project = Binding(
         lambda settings, blocked: (*_flat(settings), "--blocked", *blocked),
     ),
     defaults={"blocked": ()},
+    reply=raw_reply,
     codes=CreateProjectCodes,
 )
 
@@ -37,7 +38,7 @@ class PadHashesCodes(IntEnum):
 
 
 # Give K's settings and stats the fields that keep them hashtables.
-pad_hashes = Binding("pad_hashes", keys=("settings", "stats"), codes=PadHashesCodes)
+pad_hashes = Binding("pad_hashes", keys=("settings", "stats"), reply=raw_reply, codes=PadHashesCodes)
 
 
 class SetSettingsCodes(IntEnum):
@@ -61,6 +62,7 @@ set_settings = Binding(
         lambda expected, values: (*_flat(expected or {}), *_flat(values)),
     ),
     defaults={"expected": None},
+    reply=raw_reply,
     codes=SetSettingsCodes,
 )
 
@@ -84,6 +86,7 @@ set_limit = Binding(
         "record": "JSON record",
         "max_limits": "the most limits a project may have",
     },
+    reply=raw_reply,
     codes=SetLimitCodes,
 )
 
@@ -109,5 +112,6 @@ set_blocks = Binding(
         "then n1 entries",
         lambda own_read, copy_read, own, copy, index: (*own_read, *copy_read, *own, *copy, *index),
     ),
+    reply=raw_reply,
     codes=SetBlocksCodes,
 )

@@ -10,7 +10,7 @@ from __future__ import annotations
 from enum import IntEnum
 from typing import NamedTuple
 
-from tracker_core.scripts.binding import Binding, Derived, Flag, Many, given, pairs, wire
+from tracker_core.scripts.binding import Binding, Derived, Flag, Many, given, pairs, raw_reply, wire
 
 # Where an item waits to be served, in the order item_status and redo_items take them: the
 # shared queues, the held items and their way in, the limits that hold some, the limits, the
@@ -77,7 +77,9 @@ class ClearQueueCodes(IntEnum):
 
 
 # Drop every item of QUEUE: how many, or a code.
-clear_queue = Binding("clear_queue", keys=("settings", given("queue", "the queue")), codes=ClearQueueCodes)
+clear_queue = Binding(
+    "clear_queue", keys=("settings", given("queue", "the queue")), reply=raw_reply, codes=ClearQueueCodes
+)
 
 
 class MoveItemsCodes(IntEnum):
@@ -98,6 +100,7 @@ move_items = Binding(
     ),
     args={"owner": "downloader owning the target queue"},
     more_args=Many("pairs: item name", pairs),
+    reply=raw_reply,
     codes=MoveItemsCodes,
 )
 
@@ -112,6 +115,7 @@ requeue_dead = Binding(
     keys=("dead", given("target", "target queue"), "stats", "limited_in", "downloader_queues"),
     args={"owner": "downloader owning the target queue"},
     more_args=Many("pairs: item name", pairs),
+    reply=raw_reply,
     codes=RequeueDeadCodes,
 )
 
@@ -189,6 +193,7 @@ hold_limited = Binding(
     "hold_limited",
     keys=("limited_in", "limited", "limits_ready", "limit_tat"),
     args={"most": "most entries to move"},
+    reply=raw_reply,
     codes=HoldLimitedCodes,
 )
 
@@ -202,5 +207,6 @@ hold_queued = Binding(
     "hold_queued",
     keys=(given("queue", "a shared queue"), "limited_in"),
     more_args=Many("pairs: item name", pairs),
+    reply=raw_reply,
     codes=HoldQueuedCodes,
 )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-from tracker_core.scripts.binding import Binding, CallerKey, Many
+from tracker_core.scripts.binding import Binding, CallerKey, Many, raw_reply
 
 
 class SampleBacklogCodes(IntEnum):
@@ -17,6 +17,7 @@ sample_backlog = Binding(
     "sample_backlog",
     keys=(CallerKey("minute:M", lambda k, minute: k.minute(minute)),),
     args={"backlog": "backlog", "ttl_s": "expiry of the minute hash"},
+    reply=raw_reply,
     codes=SampleBacklogCodes,
 )
 
@@ -32,6 +33,7 @@ rollup_hour = Binding(
     keys=(CallerKey("hour:H", lambda k, hour: k.hour(hour)),),
     more_keys=Many("minute:M", lambda k, hour: [k.minute(hour * 60 + i) for i in range(60)]),
     args={"ttl_s": "expiry of the hour hash"},
+    reply=raw_reply,
     codes=RollupHourCodes,
 )
 
@@ -48,6 +50,7 @@ rollup_day = Binding(
     keys=("days",),
     more_keys=Many("hour:H", lambda k, day: [k.hour(day * 24 + i) for i in range(24)]),
     args={"day": "the day"},
+    reply=raw_reply,
     codes=RollupDayCodes,
 )
 
@@ -71,5 +74,6 @@ top_history = Binding(
     more_keys=Many("top_history:S", lambda k, tiers: [k.top_history(tier[0]) for tier in tiers]),
     args={"now_ms": "now (ms)", "top": "N"},
     more_args=Many("then for each stream", _tiers),
+    reply=raw_reply,
     codes=TopHistoryCodes,
 )

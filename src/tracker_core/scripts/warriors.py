@@ -6,7 +6,7 @@ from __future__ import annotations
 from enum import IntEnum
 
 from tracker_core import keyspace
-from tracker_core.scripts.binding import Binding, CallerKey
+from tracker_core.scripts.binding import Binding, CallerKey, raw_reply
 
 
 def _global(label: str, name: str) -> CallerKey:
@@ -45,6 +45,7 @@ register_warrior = Binding(
         "window_ms": "the throttle's window",
         "seen_ms": "where a new warrior goes in warriors:seen",
     },
+    reply=raw_reply,
     codes=RegisterWarriorCodes,
 )
 
@@ -66,5 +67,6 @@ warrior_seen = Binding(
         "beat": "the heartbeat",
         "max_record": "most bytes a record may take",
     },
+    reply=raw_reply,
     codes=WarriorSeenCodes,
 )
