@@ -16,7 +16,7 @@ LINT_APT_PACKAGES := lua-check libev-dev
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 ARGS ?=
 
-.PHONY: help deps lint-deps venv build run docker lint format test test-fast bench bench-offload chaos chaos-cluster fuzz vendor clean deploy-lint deploy-test
+.PHONY: help deps lint-deps venv build run docker lint format test test-fast bench bench-quick bench-offload chaos chaos-cluster fuzz vendor clean deploy-lint deploy-test
 
 help:  ## List the commands.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -80,24 +80,13 @@ test: venv  ## Run the whole test suite (compiled), then the twins' tests on the
 test-fast: venv  ## Run the suite without the slow end-to-end tests.
 	$(PY) -m pytest -m "not slow" $(ARGS)
 
-bench: venv  ## Run the benchmarks (~35 min); figures in benchmarks/results/ (offloading: make bench-offload).
-	$(PY) -m pytest benchmarks $(ARGS)
-	PYTHONPATH=benchmarks $(PY) -m server_bench $(BENCH_ARGS)
-	PYTHONPATH=benchmarks $(PY) -m server_bench --part anonymous
-	$(PY) benchmarks/bloom_bench.py
-	$(PY) benchmarks/bloom_floor.py
-	$(PY) benchmarks/bloom_blocked.py
-	$(PY) benchmarks/bloom_kinds.py
-	$(PY) benchmarks/limits_bench.py --items 100000
-	$(PY) benchmarks/uniques_overhead.py
-	$(PY) benchmarks/access_log_bench.py
-	$(PY) benchmarks/request_metrics_bench.py
-	$(PY) benchmarks/worker_path_bench.py
-	$(PY) benchmarks/cpu_per_request.py
-	$(PY) benchmarks/round_trip_floor.py
-	$(PY) benchmarks/aof_bytes.py
-	$(PY) benchmarks/hash_encoding.py
-	$(PY) benchmarks/shard_scale.py  # root: each Redis in a cgroup capped at 10% of a core
+# The benchmarks are cases registered in benchmarks/harness (`make bench ARGS=--list` names them);
+# each result file in benchmarks/results/ records its command, commit, machine, load and history.
+bench: venv  ## Run every benchmark at full size (~45 min; not offload: make bench-offload); ARGS="--only cpu,bloom".
+	PYTHONPATH=benchmarks $(PY) -m harness --skip offload $(ARGS)
+
+bench-quick: venv  ## Run every benchmark small (~2 min): does each still run? Figures not kept. CI runs it.
+	PYTHONPATH=benchmarks $(PY) -m harness --quick $(ARGS)
 
 # The fault suite (docs/faults.md): a seeded run on loopback, figures in benchmarks/results/.
 CHAOS_ARGS ?=
@@ -114,7 +103,7 @@ fuzz: venv  ## Send FUZZ_REQUESTS generated requests (API, admin, raw HTTP): no 
 
 OFFLOAD_ITEMS ?= 35000000
 bench-offload: venv  ## Load OFFLOAD_ITEMS items with offloading on and drain them (35M: ~45 min).
-	$(PY) benchmarks/offload_bench.py --items $(OFFLOAD_ITEMS)
+	PYTHONPATH=benchmarks $(PY) -m harness --only offload --set items=$(OFFLOAD_ITEMS) $(ARGS)
 
 $(VENV)/.deploy-installed: requirements-deploy.txt $(VENV)/.installed
 	$(PIP) install -q -r requirements-deploy.txt

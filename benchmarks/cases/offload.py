@@ -465,7 +465,7 @@ def run_refill(bench: Bench) -> dict:
 @case("offload")
 def run_offload(bench: Bench) -> dict:
     """Many short items loaded with offloading on, Redis memory under a budget, all drained in order."""
-    items = bench.size("items", 50_000_000, quick=20_000)
+    total = bench.size("items", 50_000_000, quick=20_000)
     queue_budget_mb = bench.size("queue_budget_mb", 96.0)  # Redis memory allowed beyond the Bloom filter
     high = bench.size("high", 500_000, quick=5_000)
     low = bench.size("low", 100_000, quick=1_000)
@@ -505,7 +505,7 @@ def run_offload(bench: Bench) -> dict:
                 "log_maxlen": "1000",
             },
         )
-        geometry = bloom.configure(r, k, bloom.Geometry(capacity=items), replace=True)
+        geometry = bloom.configure(r, k, bloom.Geometry(capacity=total), replace=True)
         bloom_bytes = geometry.bits_total() // 8
         budget = bloom_bytes + queue_budget_mb * 2**20
 
@@ -529,7 +529,7 @@ def run_offload(bench: Bench) -> dict:
         )
 
         t0 = time.perf_counter()
-        loaded_counts = load(server.url, k, items, loaders)
+        loaded_counts = load(server.url, k, total, loaders)
         load_s = time.perf_counter() - t0
         load_scripts = script_time_us(r)
         # Let maintain bring todo down to the watermark before the drain starts.
@@ -540,8 +540,8 @@ def run_offload(bench: Bench) -> dict:
 
         t0 = time.perf_counter()
         claimed = twice = starved = 0
-        seen = bytearray(items)  # one byte per item: claimed exactly once?
-        tenth = max(1, items // 10)
+        seen = bytearray(total)  # one byte per item: claimed exactly once?
+        tenth = max(1, total // 10)
         position_sums = [0] * 11
         position_counts = [0] * 11
         in_order = True
@@ -591,9 +591,9 @@ def run_offload(bench: Bench) -> dict:
             maintain.kill()
     per_item_script_us = None
     if load_scripts.get("evalsha"):
-        per_item_script_us = round(load_scripts["evalsha"]["usec"] / items, 1)
+        per_item_script_us = round(load_scripts["evalsha"]["usec"] / total, 1)
     result = {
-        "items": items,
+        "items": total,
         "watermarks": {
             "high": high,
             "low": low,
@@ -606,7 +606,7 @@ def run_offload(bench: Bench) -> dict:
             "fp_rate": geometry.fp_rate,
             "layers": geometry.layers,
             "mb": round(bloom_bytes / 2**20, 1),
-            "bytes_per_item": round(bloom_bytes / items, 2),
+            "bytes_per_item": round(bloom_bytes / total, 2),
         },
         "budget_mb": round(budget / 2**20, 1),
         "budget_is": "Bloom filter + queue budget (queue_budget_mb)",
@@ -622,7 +622,7 @@ def run_offload(bench: Bench) -> dict:
             "segment_bytes_on_disk": disk_bytes,
         },
         "load_s": round(load_s, 1),
-        "load_items_per_s": round(items / load_s),
+        "load_items_per_s": round(total / load_s),
         "load_threads": loaders,
         "load_redis_script_us_per_item": per_item_script_us,
         "cli_path_items_per_s": cli_sample["items_per_s"],
@@ -632,13 +632,13 @@ def run_offload(bench: Bench) -> dict:
         "drain_claims_starved": starved,
         "claimed": claimed,
         "claimed_twice": twice,
-        "never_claimed": items - sum(seen),
+        "never_claimed": total - sum(seen),
         # The Bloom filter (1e-6 false positives) may drop a new name as already seen at load.
         "dropped_as_duplicate_at_load": loaded_counts["seen"],
         "segments_refilled_in_order": in_order,
         # Mean load position (0..1) of the items claimed in each tenth of the drain.
         "drain_mean_load_position_by_tenth": [
-            round(s / c / items, 3) for s, c in zip(position_sums, position_counts) if c
+            round(s / c / total, 3) for s, c in zip(position_sums, position_counts) if c
         ],
         "left_after_drain": final["todo_total"] + final["offloaded"],
         "done_counter": final["done"],

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import redis
 
+from harness.redis import start_cluster, start_redis
 from tracker_api.server import worker_pids
-from tracker_core.infra.embedded import EmbeddedRedis
 from tracker_core.infra.processes import (
     alive,
     port_open,
@@ -22,12 +22,6 @@ from tracker_core.infra.processes import (
     stop_pids,
     wait_for,
 )
-
-try:
-    from support.redis_topologies import Cluster
-except ImportError:  # `make chaos` runs with benchmarks/ on the path: the tests' helpers are beside it
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
-    from support.redis_topologies import Cluster
 
 TRACKER_BIN = Path(sys.executable).with_name("tracker")
 LIBFAKETIME = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
@@ -67,19 +61,19 @@ class ChaosRedis:
             "--maxmemory-policy",
             "noeviction",
         ]
-        self.server = EmbeddedRedis(data_dir, port=port, extra=self.extra)
+        self.server = None
         self.restarts = 0
 
     @property
     def url(self) -> str:
-        return self.server.url
+        return f"redis://127.0.0.1:{self.port}/0"
 
     @property
     def pid(self) -> int:
         return self.server.process.pid
 
     def start(self) -> None:
-        self.server.start(timeout_s=60)
+        self.server = start_redis(self.data_dir, port=self.port, extra=self.extra, timeout_s=60)
 
     def kill9(self) -> None:
         self.server.process.kill()
@@ -87,8 +81,7 @@ class ChaosRedis:
 
     def restart(self) -> None:
         """A new redis-server on the same port and data directory: it loads the AOF."""
-        self.server = EmbeddedRedis(self.data_dir, port=self.port, extra=self.extra)
-        self.server.start(timeout_s=60)
+        self.start()
         self.restarts += 1
 
     def stop_process(self) -> None:
@@ -102,6 +95,8 @@ class ChaosRedis:
         return client_of(self.url)
 
     def stop(self) -> None:
+        if self.server is None:
+            return
         try:
             self.continue_process()
         except ProcessLookupError:
@@ -115,9 +110,8 @@ class ChaosCluster:
     tag) is the one the faults hit and the one ``client()`` reads."""
 
     def __init__(self, data_dir: Path, appendfsync: str, key: str, primaries: int = 3):
-        self.cluster = Cluster(data_dir, primaries=primaries, replicas=1)
-        for node in self.cluster.servers:
-            node.extra += ["--appendfsync", appendfsync]
+        self.data_dir, self.primaries, self.appendfsync = data_dir, primaries, appendfsync
+        self.cluster = None
         self.key = key
         self.restarts = 0  # old primaries started again, as replicas
 
@@ -126,7 +120,8 @@ class ChaosCluster:
         return self.cluster.url
 
     def start(self) -> None:
-        self.cluster.start()
+        extra = ["--appendfsync", self.appendfsync]
+        self.cluster = start_cluster(self.data_dir, self.primaries, replicas=1, extra=extra)
 
     def fail_over(self) -> dict:
         """kill -9 KEY's primary; wait until its replica owns the slot and the cluster is ok;

@@ -15,11 +15,11 @@ from cpu_bench.meters import RedisCpu, WorkerCpu, per_unit
 from server_bench.items import ItemSupply, claim_for_dones
 from server_bench.plan import PROJECT
 from server_bench.wrk import run_wrk
-from tracker_core import backfeed_secrets, bloom
-from tracker_core.admin import backfeed as backfeed_admin
-from tracker_core.admin import projects
+from tracker_core.access import backfeed_secrets
+from tracker_core.admin import backfeed_verbs, project_verbs
 from tracker_core.admin.context import AdminContext
-from tracker_core.engine import Engine
+from tracker_core.items import bloom
+from tracker_core.items.engine import Engine
 
 BACKFEED_PROJECT = "cpubackfeed"  # its own Bloom filter, apart from the items seeded for claims
 BACKFEED_ITEMS_PER_POST = 400  # benchmarks/wrk/backfeed.lua
@@ -33,7 +33,7 @@ class Plan:
     probe_s: float  # 0: no probe, seed from GUESS_PER_S
     connections: int = 16
     backfeed_connections: int = 4
-    busy_connections: int = 64  # the full-load rows (cpu_per_request.full_load)
+    busy_connections: int = 64  # the full-load rows (run.full_load)
 
 
 # Rates a quick run seeds for (no probe): generous for this machine class, the full-load rows
@@ -42,7 +42,7 @@ GUESS_PER_S = {"request": 40_000, "done": 30_000, "claim": 15_000, "backfeed_ite
 
 
 @dataclass
-class Bench:
+class Rig:
     """What the cases share: the Redis, its meter, the engine and the item supply."""
 
     plan: Plan
@@ -82,7 +82,7 @@ class Bench:
         return int((rate or GUESS_PER_S[guess_key]) * self.plan.seconds * 1.5) + 1_000
 
 
-def hello(bench: Bench, server_pid: int, port: int, redis: bool = False) -> dict:
+def hello(bench: Rig, server_pid: int, port: int, redis: bool = False) -> dict:
     """The hello-world app; REDIS: it makes one Redis PING a request (Redis's CPU then counts)."""
     url = f"http://127.0.0.1:{port}/{PROJECT}/request"
     bench.probe_rate(url, "request.lua")
@@ -92,7 +92,7 @@ def hello(bench: Bench, server_pid: int, port: int, redis: bool = False) -> dict
     return figures
 
 
-def request(bench: Bench, server_pid: int, port: int) -> dict:
+def request(bench: Rig, server_pid: int, port: int) -> dict:
     url = f"http://127.0.0.1:{port}/{PROJECT}/request"
     bench.supply.top_up(20_000)
     rate = bench.probe_rate(url, "request.lua")
@@ -104,7 +104,7 @@ def request(bench: Bench, server_pid: int, port: int) -> dict:
     return figures
 
 
-def done(bench: Bench, server_pid: int, port: int) -> dict:
+def done(bench: Rig, server_pid: int, port: int) -> dict:
     """Dones of items claimed through the engine just before, each reported once."""
     url = f"http://127.0.0.1:{port}/{PROJECT}/done"
     claims = bench.scratch / "claims.tsv"
@@ -123,7 +123,7 @@ def done(bench: Bench, server_pid: int, port: int) -> dict:
     return figures
 
 
-def backfeed(bench: Bench, server_pid: int, port: int, kind: str = bloom.LAYERED, tag: str = "") -> dict:
+def backfeed(bench: Rig, server_pid: int, port: int, kind: str = bloom.LAYERED, tag: str = "") -> dict:
     """400 new items a post into a Bloom filter of KIND at 1e-6 sized for the run (one layer).
 
     No probe: backfeed.lua numbers its names afresh in every wrk run, so a probe's names would
@@ -134,11 +134,11 @@ def backfeed(bench: Bench, server_pid: int, port: int, kind: str = bloom.LAYERED
     """
     admin = bench.admin
     project = f"{BACKFEED_PROJECT}-{kind}{tag}"  # its own filter and queue per kind (and round)
-    projects.create(admin, project)
-    projects.set_settings(admin, project, {"backfeed_max_items": "0"})  # no 503 when full
+    project_verbs.create(admin, project)
+    project_verbs.set_settings(admin, project, {"backfeed_max_items": "0"})  # no 503 when full
     connections = bench.plan.backfeed_connections
     capacity = bench.needed(None, "backfeed_items")
-    backfeed_admin.bloom_filter(admin, project, capacity=capacity, fp_rate=BLOOM_FP_RATE, kind=kind)
+    backfeed_verbs.bloom_filter(admin, project, capacity=capacity, fp_rate=BLOOM_FP_RATE, kind=kind)
     keys = admin.keys(project)
     _, secret = backfeed_secrets.create(admin.conn, keys)
     url = f"http://127.0.0.1:{port}/backfeed/legacy/{project}-{secret}"
@@ -157,20 +157,20 @@ def backfeed(bench: Bench, server_pid: int, port: int, kind: str = bloom.LAYERED
         bloom_script_us_per_new_item=round(
             figures["evalsha_us_per_call"] * figures["evalsha_calls"] / new_items, 3
         ),
-        bloom=backfeed_admin.bloom_filter(admin, project),
+        bloom=backfeed_verbs.bloom_filter(admin, project),
         # A fingerprint filter's buckets per block as stored (0: independent pairs, or not one).
         bloom_block=int(admin.conn.hget(keys.bloom, "block") or 0),
     )
     return figures
 
 
-def backfeed_fingerprint(bench: Bench, server_pid: int, port: int, tag: str = "") -> dict:
-    """backfeed into a fingerprint filter (3-byte fingerprints in buckets: tracker_core.bloom),
+def backfeed_fingerprint(bench: Rig, server_pid: int, port: int, tag: str = "") -> dict:
+    """backfeed into a fingerprint filter (3-byte fingerprints in buckets: tracker_core.items.bloom),
     configured as `tracker backfeed filter P --kind fingerprint` does (blocked)."""
     return backfeed(bench, server_pid, port, bloom.FINGERPRINT, tag)
 
 
-def claim_script(bench: Bench) -> dict:
+def claim_script(bench: Rig) -> dict:
     """The claim script called one at a time from here (Engine.claim: one EVALSHA, one item,
     500 downloaders in turn): its own µs per call from commandstats, and Redis CPU per call with
     the round trip's reading and writing."""

@@ -156,8 +156,9 @@ def carried_history(previous: dict | None) -> list[dict]:
     if previous is None:
         return [BASELINE]
     entry = {
-        "label": f"run of {previous.get('date_utc')}" + (" (quick)" if previous.get("quick") else ""),
-        "date_utc": previous.get("date_utc"),
+        "label": f"run of {previous.get('date') or previous.get('date_utc')}"
+        + (" (quick)" if previous.get("quick") else ""),
+        "date_utc": previous.get("date") or previous.get("date_utc"),
         "git_commit": previous.get("versions", {}).get("git_commit"),
         "command": previous.get("command"),
         "figures": previous["figures"],

@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import os
 import time
-from pathlib import Path
 
 from tracker_api.server import worker_pids
-from tracker_core.embedded import EmbeddedRedis
-from tracker_core.processes import free_port
 
 # A server listens before it forks its workers, so its port can answer before they exist.
 CHILDREN_WAIT_S = 10.0
@@ -57,18 +54,6 @@ def redis_cpu_s(conn) -> float:
     """Redis's CPU seconds so far (`INFO cpu`: used_cpu_sys + used_cpu_user, every thread)."""
     cpu = conn.info("cpu")
     return float(cpu["used_cpu_sys"]) + float(cpu["used_cpu_user"])
-
-
-def tcp_and_unix_redis(scratch: Path) -> tuple[EmbeddedRedis, Path]:
-    """A private Redis under SCRATCH with AOF off, on loopback TCP (its url) and on a Unix
-    socket (the path returned), started."""
-    socket_path = scratch / "redis" / "redis.sock"
-    server = EmbeddedRedis(
-        scratch / "redis",
-        port=free_port(),
-        extra=["--appendonly", "no", "--unixsocket", str(socket_path), "--unixsocketperm", "700"],
-    ).start()
-    return server, socket_path
 
 
 class RedisCpu:

@@ -15,8 +15,14 @@ def _shown(value) -> str:
     return f"{value:.1f}"
 
 
-def _load(machine: dict) -> str:
-    start, end = machine["load_average_at_start"][0], machine["load_average_at_end"][0]
+def _load(results: dict) -> str:
+    if "load_average" in results:
+        start, end = results["load_average"]["start"][0], results["load_average"]["end"][0]
+    else:  # runs from before the harness
+        start, end = (
+            results["machine"]["load_average_at_start"][0],
+            results["machine"]["load_average_at_end"][0],
+        )
     return f"{start:.1f} at the start, {end:.1f} at the end (1 minute)"
 
 
@@ -35,7 +41,7 @@ def _full_load(results: dict) -> list[str]:
         "request than a busy server: the full-load rows are the cost that sets a server's "
         "capacity, and Redis CPU per claim at full load is what caps one project (1 s / that "
         "cost claims a second per Redis core). The hello-world with one Redis PING a request "
-        "(through the tracker's own client, tracker_core.rawredis) is the floor of any request "
+        "(through the tracker's own client, tracker_core.infra.rawredis) is the floor of any request "
         "that asks Redis once: what a "
         "`/request` costs above it is the tracker's own work.",
     ]
@@ -47,7 +53,7 @@ def report(results: dict) -> str:
     lines = [
         "# CPU per request (issue 16)",
         "",
-        f"Run {results['date_utc']} with `{results['command']}` on {results['machine']['cpu_model']} "
+        f"Run {results.get('date') or results.get('date_utc')} with `{results['command']}` on {results['machine']['cpu_model']} "
         f"({results['machine']['cores']} cores, shared); Redis {results['versions']['redis']} "
         f"(AOF off, TCP loopback but for the Unix-socket rows); commit {results['versions']['git_commit']}.",
         "",
@@ -57,7 +63,7 @@ def report(results: dict) -> str:
         "EVALSHA's usec per call in `INFO commandstats`, timed by the clock, so on a loaded machine "
         "it counts waits for a core and can exceed the CPU. Each is a delta over the measured run "
         "divided by its requests (items for backfeed). Rates share the cores with wrk, Redis and "
-        f"other work: load average {_load(results['machine'])}.",
+        f"other work: load average {_load(results)}.",
         "",
         "The aims were set where hello-world cost 15 µs of worker CPU a request; here it costs "
         f"{_shown(floor)} µs, so a figure is also fair against the aim times {_shown(floor)}/15."
@@ -87,7 +93,7 @@ def report(results: dict) -> str:
         + "; `/request` uses "
         "benchmarks/wrk/request.lua (500 downloader names a thread), `/done` done.lua over items "
         "claimed just before (each reported once: "
-        f"{cases['done']['repeats']} repeats), hello-world request.lua on benchmarks/hello_app.py.",
+        f"{cases['done']['repeats']} repeats), hello-world request.lua on benchmarks/server_bench/hello_app.py.",
         f"- backfeed: backfeed.lua (`new`: {cases['backfeed']['items_sent']:,} names never sent "
         f"before, 400 a post, {cases['backfeed']['connections']} connections) into a filter sized "
         f"for the run at 1e-6 ({len(cases['backfeed']['bloom']['layers'])} layer); new items "

@@ -18,10 +18,8 @@ then p99 at 70% of the peak at a constant arrival rate (constant_rate.py, correc
 omission) with the default worker count. Writes capacity.json (with the history of earlier runs)
 and capacity.md.
 
-    .venv/bin/python benchmarks/server_bench           # both parts, about 11 minutes
-    .venv/bin/python benchmarks/server_bench --quick   # about two minutes
-    PYTHONPATH=benchmarks .venv/bin/python -m server_bench --part capacity   # about 6 minutes
-    PYTHONPATH=benchmarks .venv/bin/python -m server_bench --quick
+    PYTHONPATH=benchmarks python -m harness --only server,capacity,anonymous_load [--quick]
+    PYTHONPATH=benchmarks python -m harness --only p99 --set workers=2,4 --set aof=false
 
 All traffic stays on 127.0.0.1 and every run is bounded in time; every process it starts is
 stopped on the way out.
@@ -29,7 +27,9 @@ stopped on the way out.
 The modules, in the order a run uses them: plan (what runs), servers (the tracker and the
 hello-world app), items (the to-do queue kept full), meter (Redis's accounting), wrk and sweeps
 (the wrk runs), warriors (the Locust runs), data_layer (pipelined scripts), run (the whole run),
-summary, report and sections (server.md), plots (server_*.png), cli (the command line); for the
+summary, report and sections (server.md), plots (server_*.png), parts (the harness cases); for the
 capacity part granian_apps (the apps as granian factories), worker_counts (the sweep),
 constant_rate (the open-loop client), capacity (the run) and capacity_report (capacity.md).
 """
+
+from server_bench import parts  # noqa: E402,F401  (registers the cases)

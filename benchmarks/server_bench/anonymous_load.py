@@ -17,22 +17,20 @@ The figures (warrior p50 and p99, the flood's rate) go to results/anonymous_load
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import tempfile
 import time
 import urllib.parse
 from pathlib import Path
 
-from server_bench.plan import PROJECT, RESULTS
-from server_bench.results_file import run_header, write_results
+from harness import Bench
+from harness.results import provenance_line
+from server_bench.plan import PROJECT
 from server_bench.servers import start_tracker
 from server_bench.wrk import run_wrk
-from tracker_core.admin import items, projects
+from tracker_core.admin import item_verbs, project_verbs
 from tracker_core.admin.context import AdminContext
-from tracker_core.embedded import EmbeddedRedis
-from tracker_core.engine import Engine
-from tracker_core.processes import free_port, stop
+from tracker_core.infra.processes import stop
+from tracker_core.items.engine import Engine
 
 LISTED = 300
 DOWNLOADERS = 3000
@@ -46,14 +44,14 @@ def populate(redis_url: str, warrior_items: int) -> None:
     admin = AdminContext.from_url(redis_url)
     engine = Engine(redis_url)
     for n in range(LISTED):
-        projects.create(admin, f"listed-{n:04d}", {"title": f"Listed project {n}"})
-    projects.create(admin, PROJECT)
-    items.add(
+        project_verbs.create(admin, f"listed-{n:04d}", {"title": f"Listed project {n}"})
+    project_verbs.create(admin, PROJECT)
+    item_verbs.add(
         admin, PROJECT, (f"https://example.org/item/{n}?page=1" for n in range(warrior_items)), batch=10_000
     )
-    items.add(admin, PROJECT, [LONG_NAME])
-    projects.create(admin, BOARD)
-    items.add(admin, BOARD, (f"https://example.org/board/{n}" for n in range(DOWNLOADERS)), batch=10_000)
+    item_verbs.add(admin, PROJECT, [LONG_NAME])
+    project_verbs.create(admin, BOARD)
+    item_verbs.add(admin, BOARD, (f"https://example.org/board/{n}" for n in range(DOWNLOADERS)), batch=10_000)
     for n in range(DOWNLOADERS):  # one item done by each: a leaderboard of DOWNLOADERS rows
         downloader = f"downloader-{n:05d}"
         _, names = engine.claim(BOARD, downloader, "127.0.0.1", 1)
@@ -98,29 +96,24 @@ def run_phase(base: str, flood_url: str | None, seconds: int) -> dict:
     return row
 
 
-def run_anonymous(quick: bool) -> dict:
-    seconds = 3 if quick else 10
+def run_anonymous(bench: Bench) -> dict:
+    """A warrior's claims, quiet and beside anonymous floods of /metrics, stats and item status."""
+    seconds = bench.size("seconds", 10, quick=1)
     started = time.monotonic()
-    load = tuple(round(x, 2) for x in os.getloadavg())
-    with tempfile.TemporaryDirectory(prefix="tracker-anonymous-") as scratch_name:
-        scratch = Path(scratch_name)
-        redis_server = EmbeddedRedis(scratch / "redis", port=free_port()).start()
-        try:
-            # A warrior claims some 2,000 items a second: enough for every phase.
-            populate(redis_server.url, 2500 * seconds * 6 + 10_000)
-            process, port = start_tracker(redis_server.url, scratch / "server.log")
-            base = f"http://127.0.0.1:{port}"
-            rows = []
-            try:
-                run_wrk(f"{base}/{PROJECT}/request", "request.lua", 1, 1, False)  # warm-up, not kept
-                for name, url in phases(base):
-                    rows.append({"phase": name, **run_phase(base, url, seconds)})
-            finally:
-                stop(process)
-        finally:
-            redis_server.stop()
+    scratch = bench.tmp
+    redis_server = bench.redis()
+    # A warrior claims some 2,000 items a second: enough for every phase.
+    populate(redis_server.url, 2500 * seconds * 6 + 10_000)
+    process, port = start_tracker(redis_server.url, scratch / "server.log")
+    base = f"http://127.0.0.1:{port}"
+    rows = []
+    try:
+        run_wrk(f"{base}/{PROJECT}/request", "request.lua", 1, 1, False)  # warm-up, not kept
+        for name, url in phases(base):
+            rows.append({"phase": name, **run_phase(base, url, seconds)})
+    finally:
+        stop(process)
     return {
-        **run_header("-m server_bench", ["--part", "anonymous", *(["--quick"] if quick else [])], load),
         "listed_projects": LISTED,
         "downloaders": DOWNLOADERS,
         "flood_connections": FLOOD_CONNECTIONS,
@@ -134,8 +127,7 @@ def report(results: dict) -> str:
     lines = [
         "# A warrior beside anonymous floods",
         "",
-        f"`{results['command']}` at {results['commit']} on {results['date']} "
-        f"({results['machine']['cpus']} CPUs, load {results['load_average']}): one warrior (wrk, one "
+        f"{provenance_line(results)} {results['machine']['cores']} CPUs. One warrior (wrk, one "
         f"connection, `/request` multi=1) for {results['seconds_per_phase']} s per phase, alone or beside "
         f"{results['flood_connections']} anonymous connections looping on one GET. "
         'docs/operations.md, "Anonymous aggregates", says what the renderer does.',
@@ -154,7 +146,3 @@ def report(results: dict) -> str:
             f"{w['latency_ms']['p99']:.2f} | {flood} |"
         )
     return "\n".join(lines) + "\n"
-
-
-def write(results: dict, out: Path = RESULTS) -> None:
-    write_results(out, "anonymous_load", results, report(results))

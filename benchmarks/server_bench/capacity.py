@@ -1,8 +1,6 @@
 """The capacity part of the benchmark (issue 16): `/request` at 1-8 workers under bjoern and
 granian, the default worker count checked against them, and p99 at 70% of the peak at a constant
 arrival rate. Writes capacity.json (with the history of earlier runs' figures) and capacity.md.
-
-    PYTHONPATH=benchmarks .venv/bin/python -m server_bench --part capacity [--quick]
 """
 
 from __future__ import annotations
@@ -10,8 +8,6 @@ from __future__ import annotations
 import os
 import statistics
 import subprocess
-import sys
-import tempfile
 import time
 from collections import Counter
 from importlib import metadata
@@ -19,22 +15,22 @@ from pathlib import Path
 
 import tracker_core
 from cpu_bench.meters import RedisCpu
+from harness import Bench
 from server_bench import constant_rate, summary
 from server_bench.capacity_report import cores_busy
 from server_bench.items import ItemSupply
 from server_bench.plan import AIMS, LATENCY_CONNECTIONS, LOAD_SHARE, PROJECT, SERVERS, CapacityPlan
 from server_bench.redis_aof import compact_aof
-from server_bench.results_file import write_with_history
 from server_bench.run import machine, versions
 from server_bench.servers import start_tracker
 from server_bench.worker_counts import ProcessTreeCpu, Sweep, best_count, medians
 from server_bench.wrk import run_wrk
 from tracker_api.server import WORKERS_PER_CORE, default_workers
-from tracker_core.admin import projects
+from tracker_core.admin import project_verbs
 from tracker_core.admin.context import AdminContext
-from tracker_core.embedded import AOF_REWRITE_MIN_SIZE_MB, EmbeddedRedis
-from tracker_core.engine import Engine
-from tracker_core.processes import free_port, stop
+from tracker_core.infra.embedded import AOF_REWRITE_MIN_SIZE_MB
+from tracker_core.infra.processes import stop
+from tracker_core.items.engine import Engine
 
 # As benchmarks/wrk/request.lua sends them: 500 downloader names, seesaw-kit's body and agent.
 HEADERS = {"Content-Type": "application/json", "User-Agent": "ArchiveTeam Warrior/0.10.3 Standalone"}
@@ -62,7 +58,7 @@ LATENCY_METHOD = (
     "of the latency measured, so the figures are an upper bound on the server's own. Redis's AOF is "
     "rewritten after each run's item top-up and before the run, so that no rewrite the top-up "
     "brought falls in it; those the claims bring are counted (Redis forks). Redis runs as the "
-    "tracker runs it (tracker_core.embedded: AOF everysec, rewritten once it passes "
+    "tracker runs it (tracker_core.infra.embedded: AOF everysec, rewritten once it passes "
     f"{AOF_REWRITE_MIN_SIZE_MB} MB and has doubled), so at these rates a rewrite comes about "
     "every half minute."
 )
@@ -262,12 +258,12 @@ def carried_history(previous: dict | None) -> list[dict]:
     )
 
 
-def run_capacity(plan: CapacityPlan, quick: bool) -> dict:
+def run_capacity(plan: CapacityPlan, bench: Bench) -> dict:
+    quick = bench.quick
     started = time.time()
     cores = os.cpu_count() or 1
     source = Path(tracker_core.__file__).resolve().parent.parent
     results: dict = {
-        "command": " ".join([Path(sys.executable).name, *sys.argv]),
         "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
         "quick": quick,
         "machine": machine(),
@@ -292,48 +288,44 @@ def run_capacity(plan: CapacityPlan, quick: bool) -> dict:
             "redis": "redis-server on 127.0.0.1 TCP, AOF everysec (as server.json)",
         },
     }
-    with tempfile.TemporaryDirectory(prefix="tracker-capacity-") as scratch_name:
-        scratch = Path(scratch_name)
-        redis_server = EmbeddedRedis(scratch / "redis", port=free_port()).start()
-        try:
-            admin = AdminContext.from_url(redis_server.url)
-            projects.create(admin, PROJECT)
-            supply = ItemSupply(admin, Engine(redis_server.url))
-            results["versions"] = {**versions(admin), "granian": metadata.version("granian")}
-            results["measured_commit"] = results["measured_commit"] or results["versions"]["git_commit"]
-            log = scratch / "servers.log"
-            print(
-                f"worker counts {list(plan.counts)}, {plan.rounds} round(s), {plan.seconds} s a cell",
-                flush=True,
-            )
-            runs = Sweep(plan, redis_server.url, admin, supply, log).run(SERVERS, hello_workers=cores)
-            table = medians(runs)
-            results["runs"], results["medians"] = runs, table
-            results["best"] = {server: best_count(table, server) for server in SERVERS}
-            workers = default_workers(cores)
-            at_default = next(
-                (r for r in table if r["server"] == "bjoern" and r["workers"] == workers),
-                max((r for r in table if r["server"] == "bjoern"), key=lambda r: r["requests_per_s"]),
-            )
-            results["default"] = {
-                "workers": workers,
-                "workers_per_core": WORKERS_PER_CORE,
-                "cores": cores,
-                "measured_best_bjoern": results["best"]["bjoern"]["workers"],
-                "peak_requests_per_s": at_default["requests_per_s"],
-                "peak_measured_at_workers": at_default["workers"],
-            }
-            print(
-                f"constant rate at {int(LOAD_SHARE * 100)}% of the peak just measured, {workers} bjoern workers",
-                flush=True,
-            )
-            latency_runs = latency_at_share(
-                plan, redis_server.url, admin, supply, log, workers, at_default["requests_per_s"]
-            )
-            results["latency"] = {"method": LATENCY_METHOD, **latency_summary(latency_runs)}
-            results["latency_runs"] = latency_runs
-        finally:
-            redis_server.stop()
+    scratch = bench.tmp
+    redis_server = bench.redis()
+    admin = AdminContext.from_url(redis_server.url)
+    project_verbs.create(admin, PROJECT)
+    supply = ItemSupply(admin, Engine(redis_server.url))
+    results["versions"] = {**versions(admin), "granian": metadata.version("granian")}
+    results["measured_commit"] = results["measured_commit"] or results["versions"]["git_commit"]
+    log = scratch / "servers.log"
+    print(
+        f"worker counts {list(plan.counts)}, {plan.rounds} round(s), {plan.seconds} s a cell",
+        flush=True,
+    )
+    runs = Sweep(plan, redis_server.url, admin, supply, log).run(SERVERS, hello_workers=cores)
+    table = medians(runs)
+    results["runs"], results["medians"] = runs, table
+    results["best"] = {server: best_count(table, server) for server in SERVERS}
+    workers = default_workers(cores)
+    at_default = next(
+        (r for r in table if r["server"] == "bjoern" and r["workers"] == workers),
+        max((r for r in table if r["server"] == "bjoern"), key=lambda r: r["requests_per_s"]),
+    )
+    results["default"] = {
+        "workers": workers,
+        "workers_per_core": WORKERS_PER_CORE,
+        "cores": cores,
+        "measured_best_bjoern": results["best"]["bjoern"]["workers"],
+        "peak_requests_per_s": at_default["requests_per_s"],
+        "peak_measured_at_workers": at_default["workers"],
+    }
+    print(
+        f"constant rate at {int(LOAD_SHARE * 100)}% of the peak just measured, {workers} bjoern workers",
+        flush=True,
+    )
+    latency_runs = latency_at_share(
+        plan, redis_server.url, admin, supply, log, workers, at_default["requests_per_s"]
+    )
+    results["latency"] = {"method": LATENCY_METHOD, **latency_summary(latency_runs)}
+    results["latency_runs"] = latency_runs
     results["machine"]["load_average_at_end"] = os.getloadavg()
     results["seconds_total"] = round(time.time() - started, 1)
     results["figures"] = headline_figures(results)
@@ -341,7 +333,7 @@ def run_capacity(plan: CapacityPlan, quick: bool) -> dict:
 
 
 def run_p99(
-    counts: list[int], shares: list[float], seconds: float, rounds: int, aof: bool = True
+    bench: Bench, counts: list[int], shares: list[float], seconds: float, rounds: int, aof: bool = True
 ) -> list[dict]:
     """Only the constant-rate runs (`--part p99`): for each round and each worker count of COUNTS
     (rotated each round, so that a noisy minute does not fall on one count), a fresh `tracker
@@ -358,31 +350,26 @@ def run_p99(
         latency_runs=1,
     )
     runs: list[dict] = []
-    with tempfile.TemporaryDirectory(prefix="tracker-p99-") as scratch_name:
-        scratch = Path(scratch_name)
-        extra = [] if aof else ["--appendonly", "no"]
-        redis_server = EmbeddedRedis(scratch / "redis", port=free_port(), extra=extra).start()
-        try:
-            admin = AdminContext.from_url(redis_server.url)
-            projects.create(admin, PROJECT)
-            supply = ItemSupply(admin, Engine(redis_server.url))
-            for round_number in range(rounds):
-                shift = round_number % len(counts)
-                for workers in counts[shift:] + counts[:shift]:
-                    print(f"round {round_number}, {workers} bjoern workers", flush=True)
-                    for run in latency_at_share(
-                        plan,
-                        redis_server.url,
-                        admin,
-                        supply,
-                        scratch / "servers.log",
-                        workers,
-                        10_000,
-                        shares,
-                    ):
-                        runs.append(run | {"round": round_number})
-        finally:
-            redis_server.stop()
+    scratch = bench.tmp
+    redis_server = bench.redis(aof=aof)
+    admin = AdminContext.from_url(redis_server.url)
+    project_verbs.create(admin, PROJECT)
+    supply = ItemSupply(admin, Engine(redis_server.url))
+    for round_number in range(rounds):
+        shift = round_number % len(counts)
+        for workers in counts[shift:] + counts[:shift]:
+            print(f"round {round_number}, {workers} bjoern workers", flush=True)
+            for run in latency_at_share(
+                plan,
+                redis_server.url,
+                admin,
+                supply,
+                scratch / "servers.log",
+                workers,
+                10_000,
+                shares,
+            ):
+                runs.append(run | {"round": round_number})
     return runs
 
 
@@ -407,10 +394,3 @@ def p99_table(runs: list[dict]) -> list[str]:
 def _median_cores(runs: list[dict]) -> str:
     busy = [cores_busy(r) for r in runs]
     return "-" if None in busy else f"{statistics.median(busy):.2f}"
-
-
-def write(results: dict, out: Path) -> None:
-    """capacity.json and capacity.md in OUT, the previous capacity.json's figures kept as history."""
-    from server_bench.capacity_report import report
-
-    write_with_history(results, out, "capacity", carried_history, report)

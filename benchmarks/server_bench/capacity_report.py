@@ -43,7 +43,7 @@ def _hello_line(results: dict) -> list[str]:
         return []
     return [
         "",
-        "The HTTP layer alone, the hello-world Falcon app (`benchmarks/hello_app.py`) in the same "
+        "The HTTP layer alone, the hello-world Falcon app (`benchmarks/server_bench/hello_app.py`) in the same "
         "rounds: "
         + "; ".join(
             f"{r['server'].removesuffix(HELLO)} with {r['workers']} workers {fmt(r['requests_per_s'])} "

@@ -21,7 +21,7 @@ def tracker():
 
 
 def hello():
-    """The hello-world Falcon app (benchmarks/hello_app.py) for one granian worker."""
-    from hello_app import create_app
+    """The hello-world Falcon app (server_bench/hello_app.py) for one granian worker."""
+    from server_bench.hello_app import create_app
 
     return create_app()

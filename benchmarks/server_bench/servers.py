@@ -1,4 +1,4 @@
-"""The servers under test, started and stopped through tracker_core.processes: `tracker serve` and
+"""The servers under test, started and stopped through tracker_core.infra.processes: `tracker serve` and
 the hello-world app, both with WORKERS bjoern workers on a free loopback port, and either app under
 granian (the comparison with another maintained WSGI server)."""
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 from server_bench.plan import BENCHMARKS, WORKERS
 from tracker_api.server import worker_pids
-from tracker_core.processes import free_port, start, wait_for, wait_for_port
+from tracker_core.infra.processes import free_port, start, wait_for, wait_for_port
 
 
 def start_tracker(redis_url: str, log_path: Path, workers: int = WORKERS) -> tuple[subprocess.Popen, int]:
@@ -43,10 +43,10 @@ def _wait_for_workers(process: subprocess.Popen, port: int, workers: int) -> Non
 def start_hello(
     log_path: Path, workers: int = WORKERS, ping_url: str | None = None
 ) -> tuple[subprocess.Popen, int]:
-    """The hello-world Falcon app (benchmarks/hello_app.py), forked like the tracker; with
+    """The hello-world Falcon app (benchmarks/server_bench/hello_app.py), forked like the tracker; with
     PING_URL, one Redis PING a request."""
     port = free_port()
-    argv = [sys.executable, BENCHMARKS / "hello_app.py", str(port), str(workers)]
+    argv = [sys.executable, BENCHMARKS / "server_bench" / "hello_app.py", str(port), str(workers)]
     process = start(argv + ([ping_url] if ping_url else []), output=log_path)
     _wait_for_workers(process, port, workers)
     return process, port

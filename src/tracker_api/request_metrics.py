@@ -11,8 +11,8 @@ Routes are labelled by their template (``/{project}/request``), never by the pat
 outside the HTTP verbs as "other": a scan of a million paths adds no series.
 
 This runs on every request: a request adds to plain numbers of its (route, method, status) and
-a flush moves them into the metrics (RequestMetrics; benchmarks/request_metrics_bench.py
-measures what it costs).
+a flush moves them into the metrics (RequestMetrics; the request_metrics
+benchmark case measures what it costs).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ kernel spreads new connections over them by a hash of the client's address and p
 socket shared, whichever worker woke first took a burst of new connections: 64 keep-alive
 connections opened at once (as HAProxy's pool to a node, or a load generator) ended up 52, 5,
 4 and 3 on four workers, and the one holding 52 queued requests while the others idled (p99 of
-`/request` 35-109 ms at 70% of the peak, `server_bench --part p99`). The parent keeps every
+`/request` 35-109 ms at 70% of the peak, the p99 benchmark case). The parent keeps every
 socket open, so a restarted worker takes over its predecessor's socket and the connections
 waiting in its queue. A Unix socket has no such spreading: its workers share one socket.
 """

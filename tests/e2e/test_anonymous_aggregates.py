@@ -95,8 +95,8 @@ def test_a_metrics_flood_is_rendered_once_a_second_off_the_workers(redis_url, li
         threads = [threading.Thread(target=flood) for _ in range(8)]
         for thread in threads:
             thread.start()
-        # A warrior is served meanwhile, and its claims are right (figures: server_bench --part
-        # anonymous; a timed assertion here would only measure the machine).
+        # A warrior is served meanwhile, and its claims are right (figures: the anonymous_load
+        # benchmark case; a timed assertion here would only measure the machine).
         claimed = []
         while time.monotonic() < stop:
             claimed += claim(server.port, "warrior", 5)

@@ -8,14 +8,12 @@ size 1,599 with four (benchmarks/results/offload_refill.md).
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 
 import pytest
 
-import offload_bench
-from offload_bench import http_drain
+from cases.offload import http_drain
 from support import census as census_support
 from support.paths import TRACKER_BIN
 from tracker_core.admin import census_verbs, item_verbs, project_verbs
@@ -99,18 +97,3 @@ def test_default_segments_full_speed_no_empty_answer(admin, r, redis_url, tmp_pa
     drained = drain_offloaded(admin, r, redis_url, tmp_path, settings, 250_000, clients=clients)
     assert drained["empty"] == 0, f"empty answers at {drained['empty_at_s']} s"
     assert drained["largest_todo"] <= 100_000
-
-
-def test_the_benchmark_writes_its_figures(tmp_path):
-    argv = ["--refill-drain", "--quick", "--cases", "small", "--clients", "1", "--label", "smoke"]
-    run = offload_bench.main([*argv, "--results-dir", str(tmp_path), "--note", "a smoke run"])
-    written = json.loads((tmp_path / "offload_refill.json").read_text())
-    case = written["runs"]["smoke"]["cases"]["small"]
-    assert case == run["cases"]["small"]
-    assert case["items"] == offload_bench.QUICK_ITEMS["small"] == case["handed_out"]
-    assert case["offloaded_at_start"] == 30_000 - 2000 and case["items_refilled"] == 28_000
-    assert case["handed_out_twice"] == 0 and case["never_handed_out"] == 0
-    assert 0 < case["largest_todo_in_drain"] <= 2000 and case["items_per_s"] > 0
-    report = (tmp_path / "offload_refill.md").read_text()
-    assert "| smoke (" in report and "| small | 2,000/1,000/1,000 | 30,000 | 1 |" in report
-    assert "(a smoke run)" in report

@@ -58,7 +58,7 @@ PAGE_MAX = 1000  # entries per admin API page
 PAGE_BYTES = 8 << 20  # JSON per page (at least one entry)
 PAGE_SCAN = 100_000  # entries looked at per page when a filter skips most
 # What an entry passed over by the item filter without decoding counts toward PAGE_SCAN: a byte
-# search, about a tenth of decoding it (0.07 to 0.19 in benchmarks/item_story_cost.py).
+# search, about a tenth of decoding it (0.07 to 0.19: docs/performance.md, item_story_cost).
 ITEM_SCAN_SHARE = 0.1
 ZSTD_LEVEL = 3
 ARCHIVED_FIELD, NEXT_FIELD = "#archived", "#next"

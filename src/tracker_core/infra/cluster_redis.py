@@ -171,7 +171,7 @@ class ClusterRedis(PipelinedConnection):
         from the others: when it names a new owner the commands go there, else ConnectionLost
         at once (503; the client retries). A call does not wait out a failover: the worker
         serves every project, and one call waiting for one primary's replica would hold up the
-        calls of projects on the healthy ones (benchmarks/cluster_failover.py measured 3.9 s of
+        calls of projects on the healthy ones (the cluster_failover benchmark measured 3.9 s of
         that). A connection that broke or timed out after the commands left raises
         OutcomeUnknown and nothing is resent; the next call reads the map first (the node may
         hang, and its slots be failed over meanwhile). Scripts that ran on a primary with a

@@ -40,7 +40,7 @@ def _redis_serving(pid: int, data_dir: Path) -> bool:
 # A claim and its done append about 1.8 KB while the dataset barely grows, so with Redis's 64 MB
 # a project smaller than that is rewritten (a fork, a child copying the dataset) every 30,000
 # items: every 3 s at 10,000 items/s, 6.3 µs of rewrite CPU per item. At 256 MB: 0.6 µs, and a
-# restart replays at most about 256 MB of AOF, under 3 s here (benchmarks/aof_rewrites.py).
+# restart replays at most about 256 MB of AOF, under 3 s here (docs/performance.md, aof_rewrites).
 # ansible/roles/redis/defaults/main.yml sets the same (redis_aof_rewrite_min_size_mb).
 AOF_REWRITE_MIN_SIZE_MB = 256
 

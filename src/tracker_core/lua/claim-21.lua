@@ -428,7 +428,7 @@ if limit_reached then
 end
 -- Fresh items until UPTO: held items whose bucket has a token, then the queues. limits_ready is
 -- empty unless a limit holds items (most projects): EXISTS costs about 3,500 instructions where
--- the range read costs about 9,000 (claim_cost_instructions.md).
+-- the range read costs about 9,000 (docs/performance.md).
 if upto > #reply - 2 and redis.call('EXISTS', limits_ready_key) == 1 then
   local _, take_limited = rare_helpers()
   take_limited(limited_key, limits_ready_key, limit_tat_key, limits_key, upto - (#reply - 2), now,
@@ -477,7 +477,7 @@ if count > 0 then
                 .. ((now > -1e15 and now < 1e15) and format('%d', floor(now)) or '0')
   if count == 1 then
     -- One fresh item (the common claim): the calls without argument lists, ~11,000 instructions
-    -- fewer than the list building and chunked calls below (claim_cost_instructions.md).
+    -- fewer than the list building and chunked calls below (docs/performance.md).
     local item = fresh[1]
     redis.call('ZADD', out_key, due_arg, item)
     redis.call('HSET', claims_key, item, first)

@@ -71,7 +71,7 @@ SETTINGS_PAD = (
 # a counter made late sits at the end of a listpack. Its readers turn every value into a number,
 # so here the field's NAME is the long part and its value 0: derived_counters.with_derived drops
 # it, and a reader that did not would add 0. create_project and pad_hashes-2.lua write it. What
-# both pads buy a claim and a done: benchmarks/hash_encoding.py.
+# both pads buy a claim and a done: docs/performance.md, the hash_encoding study.
 STATS_PAD_FIELD = (
     "_hashtable: a field name over hash-max-listpack-value keeps this hash a hashtable; not a counter"
 )
