@@ -18,7 +18,8 @@ packers refuse a ``str`` holding lone surrogates; the bindings of tracker_core.s
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 ENCODING = "utf-8"
 ENCODING_ERRORS = "surrogateescape"
@@ -34,6 +35,8 @@ class Connection(Protocol):
 
 class HashReads:
     """``hgetall`` over ``execute_command`` for the raw connections, as redis-py answers it."""
+
+    execute_command: Callable[..., Any]  # the connection's own
 
     def hgetall(self, key: str) -> dict[str, str]:
         flat = self.execute_command("HGETALL", key)

@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 PR_SET_PDEATHSIG = 1
 PR_SET_NAME = 15
@@ -164,7 +165,15 @@ def wait_for_port(
     raise TimeoutError(f"nothing listens on {host}:{port} after {timeout_s} s")
 
 
-def wait_for_line(process: subprocess.Popen, pattern: str, timeout_s: float = 15.0) -> re.Match:
+class Started(subprocess.Popen):
+    """A child that start() started: wait_for_line reads its captured output into ``lines``."""
+
+    lines: list[str]
+    _line_queue: queue.SimpleQueue[str | None]
+    _line_reader: threading.Thread
+
+
+def wait_for_line(process: Started, pattern: str, timeout_s: float = 15.0) -> re.Match:
     """Read PROCESS's output (started with ``capture=True``) until a line matches PATTERN.
 
     A daemon thread reads every line into ``process.lines`` (a list, for failure messages) and
@@ -173,11 +182,14 @@ def wait_for_line(process: subprocess.Popen, pattern: str, timeout_s: float = 15
     rx = re.compile(pattern)
     reader = process.__dict__.get("_line_reader")
     if reader is None:
+        output = process.stdout
+        if output is None:
+            raise ValueError(f"{_name(process)} was started without capture=True")
         process.lines = []
         process._line_queue = queue.SimpleQueue()
 
         def read() -> None:
-            for line in process.stdout:
+            for line in output:
                 process.lines.append(line)
                 process._line_queue.put(line)
             process._line_queue.put(None)
@@ -214,7 +226,7 @@ def start(
     die_with_parent_sig: int | None = signal.SIGTERM,
     new_session: bool = False,
     preexec: Callable[[], None] | None = None,
-) -> subprocess.Popen:
+) -> Started:
     """Start ARGV with stdin closed.
 
     OUTPUT: a path (stdout and stderr appended to it), a descriptor or subprocess.DEVNULL, or
@@ -234,6 +246,8 @@ def start(
             preexec()
 
     needs_setup = death is not None or preexec is not None
+    stdout: int | IO | None
+    stderr: int | None
     with contextlib.ExitStack() as files:
         if capture:
             stdout, stderr = subprocess.PIPE, subprocess.STDOUT
@@ -242,7 +256,7 @@ def start(
             stderr = subprocess.STDOUT
         else:
             stdout, stderr = output, (subprocess.STDOUT if output is not None else None)
-        return subprocess.Popen(
+        return Started(
             [str(a) for a in argv],
             env=env,
             cwd=cwd,
@@ -416,8 +430,7 @@ class Supervisor:
         """Start a child now and keep it running; its pid."""
         child = _Child(name, spawn, backoff or Backoff())
         self._children.append(child)
-        self._start(child)
-        return child.pid
+        return self._start(child)
 
     @property
     def pids(self) -> list[int]:
@@ -431,10 +444,11 @@ class Supervisor:
         for sig in signals or (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self.request_stop)
 
-    def _start(self, child: _Child) -> None:
+    def _start(self, child: _Child) -> int:
         child.pid = child.spawn()
         child.started = time.monotonic()
         child.restart_at = None
+        return child.pid
 
     def check(self) -> None:
         """Reap children that died and restart those whose backoff has passed (one round)."""

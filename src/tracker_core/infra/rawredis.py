@@ -10,6 +10,7 @@ from __future__ import annotations
 import select
 import socket
 import struct
+from typing import Any
 from urllib.parse import parse_qs, unquote, urlparse
 
 import hiredis
@@ -37,7 +38,7 @@ def parse_redis_url(url: str) -> dict:
     """Split redis://[:password@]host[:port][/db] or unix:///path[?db=N] into connect options."""
     parsed = urlparse(url)
     query = parse_qs(parsed.query)
-    options = {
+    options: dict[str, Any] = {
         "password": unquote(parsed.password) if parsed.password else None,
         "username": unquote(parsed.username) if parsed.username else None,
     }
@@ -81,10 +82,10 @@ class RawRedis(HashReads):
         self.timeout_s = timeout_s
         self.connect_timeout_s = connect_timeout_s
         self._sock: socket.socket | None = None
-        self._reader: hiredis.Reader | None = None
+        self._reader = hiredis.Reader(encoding=ENCODING, errors=ENCODING_ERRORS)  # anew per connection
         self._poll: select.poll | None = None
 
-    def _connect(self) -> None:
+    def _connect(self) -> socket.socket:
         opts = self.options
         if "path" in opts:
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -114,10 +115,11 @@ class RawRedis(HashReads):
         if opts.get("db"):
             setup.append(("SELECT", opts["db"]))
         if setup:
-            for reply in self._roundtrip(setup):
+            for reply in self._roundtrip(sock, setup):
                 if isinstance(reply, hiredis.ReplyError):
                     self.close()
                     raise RedisError(str(reply))
+        return sock
 
     def close(self) -> None:
         if self._sock is not None:
@@ -125,15 +127,14 @@ class RawRedis(HashReads):
                 self._sock.close()
             finally:
                 self._sock = None
-                self._reader = None
                 self._poll = None
 
-    def _roundtrip(self, commands) -> list:
-        self._sock.sendall(b"".join(hiredis.pack_command(tuple(c)) for c in commands))
-        return self._replies(len(commands))
+    def _roundtrip(self, sock: socket.socket, commands) -> list:
+        sock.sendall(b"".join(hiredis.pack_command(tuple(c)) for c in commands))
+        return self._replies(sock, len(commands))
 
-    def _replies(self, count: int) -> list:
-        sock, reader = self._sock, self._reader
+    def _replies(self, sock: socket.socket, count: int) -> list:
+        reader = self._reader
         replies = []
         while True:
             reply = reader.gets()
@@ -167,14 +168,16 @@ class RawRedis(HashReads):
             try:
                 # Readable while idle, with no request outstanding: Redis closed it (timeout,
                 # restart, CLIENT KILL), or a stray reply; either way reopen.
-                if self._sock is not None and self._poll.poll(0):
+                sock, poll = self._sock, self._poll
+                if sock is not None and poll is not None and poll.poll(0):
                     self.close()
-                if self._sock is None:
-                    self._connect()
-                sent = self._sock.send(payload)  # raises before any byte leaves, or sends some
+                    sock = None
+                if sock is None:
+                    sock = self._connect()
+                sent = sock.send(payload)  # raises before any byte leaves, or sends some
                 if sent < len(payload):
-                    self._sock.sendall(memoryview(payload)[sent:])
-                return self._replies(count)
+                    sock.sendall(memoryview(payload)[sent:])
+                return self._replies(sock, count)
             except (OSError, ConnectionLost, hiredis.ProtocolError) as exc:
                 # A bad byte in the stream leaves no way to find the next reply: drop it too.
                 self.close()

@@ -85,26 +85,27 @@ class RedisClock:
         half = (after - before) / 2
         self._redis_at, self._monotonic_at = redis_s, before + half
         self.uncertainty_s = half
-        self.offset_s = wall + half - redis_s
+        self.offset_s = offset_s = wall + half - redis_s
         self._due = after + self.resync_s
-        self._judge()
+        self._judge(offset_s)
 
-    def _judge(self) -> None:
-        offset = abs(self.offset_s)
+    def _judge(self, offset_s: float) -> None:
+        """Refuse to serve, or serve again, or warn, for a clock OFFSET_S off Redis's."""
+        offset = abs(offset_s)
         refusal = None
         if self.max_offset_s and offset > self.max_offset_s:
             refusal = (
-                f"this node's clock is {self.offset_s:+.1f} s off Redis's (bound "
+                f"this node's clock is {offset_s:+.1f} s off Redis's (bound "
                 f"{self.max_offset_s:g} s, --max-clock-offset): fix its time sync"
             )
         if refusal != self.refusal:
             if refusal:
                 log.error("refusing to serve: %s", refusal)
             elif self.refusal:
-                log.warning("serving again: clock %+.3f s off Redis's, within the bound", self.offset_s)
+                log.warning("serving again: clock %+.3f s off Redis's, within the bound", offset_s)
             self.refusal = refusal
         if offset > WARN_OFFSET_S and not self._warned and refusal is None:
-            log.warning("this node's clock is %+.3f s off Redis's; Redis's time is used", self.offset_s)
+            log.warning("this node's clock is %+.3f s off Redis's; Redis's time is used", offset_s)
         self._warned = offset > WARN_OFFSET_S
 
     def now(self, conn, checked: bool = True) -> float:
@@ -137,7 +138,7 @@ def configure(max_offset_s: float) -> None:
     """Set this process's bound (the CLI's --max-clock-offset; 0: none)."""
     PROCESS_CLOCK.max_offset_s = max_offset_s
     if PROCESS_CLOCK.offset_s is not None:
-        PROCESS_CLOCK._judge()
+        PROCESS_CLOCK._judge(PROCESS_CLOCK.offset_s)
 
 
 def now_ms(conn, checked: bool = True) -> int:
