@@ -1,6 +1,6 @@
 """What the access log costs a request: CPU per WSGI call with tracker.access on and off.
 
-The wrapper of tracker_api.access_log goes around a WSGI app that answers at once, so what is
+The wrapper of tracker_api.web.access_log goes around a WSGI app that answers at once, so what is
 timed is the wrapper alone: the status capture, the path clean-up, the client address, and
 logging's record (formatted and redacted as it is made, logs.py) written through the handler
 to /dev/null (the cost of the journal or a disk is the operator's, and varies). Three paths
@@ -17,7 +17,7 @@ import os
 import time
 
 from harness import Bench, case
-from tracker_api import access_log, logs
+from tracker_api.web import access_log, logs
 
 PATHS = (
     "/demo/multi=3/request",

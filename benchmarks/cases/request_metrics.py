@@ -1,4 +1,4 @@
-"""What per-route request metrics (tracker_api.request_metrics) cost a worker per request.
+"""What per-route request metrics (tracker_api.public.request_metrics) cost a worker per request.
 
 Drives one Falcon app answering at the hot path's route template (``/{project}/request``, a
 resource that does no work, so the middleware's share is not hidden behind Redis) straight
@@ -18,7 +18,7 @@ import prometheus_client
 from falcon import testing
 
 from harness import Bench, case
-from tracker_api import request_metrics
+from tracker_api.public import request_metrics
 
 
 class Answer:

@@ -5,8 +5,8 @@ writing) against a private Redis that listens on loopback TCP and on a Unix sock
 the process CPU time (user + system: the Redis round trip's system calls included) and Redis's
 own CPU (`INFO cpu`) per request. Variants, measured in alternating rounds:
 
-- ``falcon``: the Falcon app alone (the path every request took before tracker_api.hot_path);
-- ``hot``: the app as create_app returns it (the hot routes answered by tracker_api.hot_path);
+- ``falcon``: the Falcon app alone (the path every request took before tracker_api.warrior_api.hot_path);
+- ``hot``: the app as create_app returns it (the hot routes answered by tracker_api.warrior_api.hot_path);
 - each over ``tcp`` (redis://127.0.0.1) and ``unix`` (unix:///.../redis.sock).
 
 Then the same app in one bjoern process (the worker's wrappers: bodycap and the connection
@@ -33,9 +33,9 @@ from harness import Bench, case
 from harness.results import provenance_line
 from server_bench.plan import BENCHMARKS
 from server_bench.wrk import run_wrk
-from tracker_api import bodycap
 from tracker_api.app import create_app
-from tracker_api.connguard import ConnectionGuard
+from tracker_api.connections import bodycap
+from tracker_api.connections.connguard import ConnectionGuard
 from tracker_core.admin import item_verbs, project_verbs
 from tracker_core.admin.context import AdminContext
 from tracker_core.infra.processes import children_of, free_port, start, stop, wait_for, wait_for_port

@@ -6,7 +6,7 @@ runs one warrior (wrk, one connection claiming one item at a time, as fast as it
 SECONDS, alone or beside eight anonymous connections looping on one GET:
 
 - `/metrics` (every listed project), the front page and projects.json: rendered by the renderer,
-  served from its files (tracker_api.public_cache);
+  served from its files (tracker_api.public.public_cache);
 - `stats.json?top=10000` of the big leaderboard: rendered likewise, per parameters;
 - an item's status with a 4 KB name: answered by the worker itself (its cost follows the name,
   bounded by the URL limit, not the number of projects or items).

@@ -14,8 +14,8 @@ import os
 
 def tracker():
     """The tracker's WSGI app for one granian worker."""
-    from tracker_api.config import AppConfig
     from tracker_api.server import make_app
+    from tracker_api.web.config import AppConfig
 
     return make_app(os.environ["TRACKER_REDIS_URL"], AppConfig())
 

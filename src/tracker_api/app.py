@@ -5,25 +5,21 @@ from __future__ import annotations
 import falcon
 import redis
 
-from tracker_api import (
-    access_log,
-    admin_api,
-    admin_pages,
-    backfeed,
+from tracker_api import metrics
+from tracker_api.admin import api_routes, pages
+from tracker_api.public import (
     front_page,
     health,
-    hot_path,
-    hq_api,
-    metrics,
     public_cache,
     rendered_files,
     request_metrics,
-    stats,
+    stats_json,
     stats_page,
-    warrior,
 )
-from tracker_api.config import AppConfig
-from tracker_api.errors import (
+from tracker_api.warrior_api import backfeed_route, hot_path, hq_routes, warrior_routes
+from tracker_api.web import access_log
+from tracker_api.web.config import AppConfig
+from tracker_api.web.errors import (
     Refused,
     clock_handler,
     refuse_handler,
@@ -31,7 +27,7 @@ from tracker_api.errors import (
     storage_handler,
     unrouted_handler,
 )
-from tracker_api.web_headers import SecurityHeaders
+from tracker_api.web.web_headers import SecurityHeaders
 from tracker_core.admin.context import AdminContext
 from tracker_core.infra.rawredis import RedisError
 from tracker_core.infra.redis_clock import ClockRefused
@@ -41,7 +37,7 @@ from tracker_core.scripts import ScriptError
 
 def _collapse_slashes(app, hot: hot_path.HotPath, cache: public_cache.PublicCache | None = None):
     """Route /P/multi=K//request like /P/multi=K/request; let HOT answer the warriors' hot
-    routes first (tracker_api.hot_path, which collapses them alike), APP everything else.
+    routes first (tracker_api.warrior_api.hot_path, which collapses them alike), APP everything else.
 
     Grab scripts build URLs as BASE + "/" + command with a BASE that already ends in "/"; the
     client turns a redirected POST into a GET and drops the body, so we must answer in place.
@@ -60,7 +56,7 @@ def _collapse_slashes(app, hot: hot_path.HotPath, cache: public_cache.PublicCach
         if "//" in path:
             environ["PATH_INFO"] = hot_path.collapsed(path)
         if cache is not None:
-            # Anonymous aggregates come from the renderer's files (tracker_api.public_cache).
+            # Anonymous aggregates come from the renderer's files (tracker_api.public.public_cache).
             answered = cache.answer(environ, start_response)
             if answered is not None:
                 return answered
@@ -75,7 +71,7 @@ def create_app(engine: Engine, admin: AdminContext | None = None, config: AppCon
     """The tracker's WSGI app over ENGINE (the hot path), ADMIN (redis-py, for the admin faces,
     the HQ and the front page; built from engine.redis_url when None; each admin request acts
     as its token through ``admin.as_actor``) and CONFIG (what the CLI was given)."""
-    # Per-route request counts and durations, every bjoern worker's (tracker_api.request_metrics).
+    # Per-route request counts and durations, every bjoern worker's (tracker_api.public.request_metrics).
     requests_seen = request_metrics.RequestMetrics(request_metrics.multiprocess_directory())
     cache = None
     if config.public_cache_dir is not None:
@@ -84,7 +80,7 @@ def create_app(engine: Engine, admin: AdminContext | None = None, config: AppCon
             store, engine, requests_seen, config.public_cache_max_age_s, config.public_url
         )
     app = create_routes(engine, admin, config, requests_seen, cache)
-    # The warriors' hot routes skip Falcon's request machinery (tracker_api.hot_path). The
+    # The warriors' hot routes skip Falcon's request machinery (tracker_api.warrior_api.hot_path). The
     # access log is outermost, so that its line times everything done for the request.
     hot = hot_path.HotPath(app, requests_seen)
     return access_log.wrap(_collapse_slashes(app, hot, cache), config.trust_forwarded)
@@ -98,7 +94,7 @@ def create_routes(
     cache: public_cache.PublicCache | None = None,
 ) -> falcon.App:
     """The Falcon app with every route: what create_app serves behind the hot path and CACHE,
-    and what the renderer (tracker_api.public_renderer) renders through. REQUESTS_SEEN counts the
+    and what the renderer (tracker_api.public.public_renderer) renders through. REQUESTS_SEEN counts the
     responses (one over the workers' multiprocess directory when None)."""
     if admin is None:
         admin = AdminContext.from_url(engine.redis_url)
@@ -119,29 +115,29 @@ def create_routes(
     def protocol(resource_cls):
         return resource_cls(engine, trust_forwarded=config.trust_forwarded)
 
-    request = protocol(warrior.RequestResource)
-    done = protocol(warrior.DoneResource)
-    done_request = protocol(warrior.DoneRequestResource)
+    request = protocol(warrior_routes.RequestResource)
+    done = protocol(warrior_routes.DoneResource)
+    done_request = protocol(warrior_routes.DoneRequestResource)
     app.add_route("/{project}/request", request)
     app.add_route("/{project}/multi={multi:int}/request", request)
     app.add_route("/{project}/done", done)
     app.add_route("/{project}/multi={multi:int}/done", done)
     app.add_route("/{project}/done+request", done_request)
     app.add_route("/{project}/multi={multi:int}/done+request", done_request)
-    app.add_route("/{project}/release", protocol(warrior.ReleaseResource))
-    app.add_route("/{project}/upload", protocol(warrior.UploadResource))
-    app.add_route("/{project}/uploaded", protocol(warrior.UploadedResource))
+    app.add_route("/{project}/release", protocol(warrior_routes.ReleaseResource))
+    app.add_route("/{project}/upload", protocol(warrior_routes.UploadResource))
+    app.add_route("/{project}/uploaded", protocol(warrior_routes.UploadedResource))
     # {item:path}: a name may hold "/" (URL items); the resource strips the ".json" suffix.
-    app.add_route("/{project}/items/{item:path}", protocol(warrior.ItemStatusResource))
-    app.add_route("/{project}/stats.json", stats.StatsResource(engine))
-    app.add_route("/backfeed/legacy/{name}", backfeed.BackfeedResource(engine))
+    app.add_route("/{project}/items/{item:path}", protocol(warrior_routes.ItemStatusResource))
+    app.add_route("/{project}/stats.json", stats_json.StatsResource(engine))
+    app.add_route("/backfeed/legacy/{name}", backfeed_route.BackfeedResource(engine))
     app.add_route("/static/{name}", stats_page.StaticResource())
     app.add_route(
         "/metrics", metrics.MetricsResource(engine, admin.conn, config.metrics_token, requests_seen)
     )
-    admin_api.add_admin_routes(app, admin, config)
-    admin_pages.add_admin_pages(app, admin, config.segments_dir)
-    hq_api.add_hq_routes(app, admin.conn, config, cache)
+    api_routes.add_admin_routes(app, admin, config)
+    pages.add_admin_pages(app, admin, config.segments_dir)
+    hq_routes.add_hq_routes(app, admin.conn, config, cache)
     app.add_route("/healthz", health.HealthCheck(engine))
     app.add_route("/", front_page.FrontPage(engine, admin.conn))
     app.add_route("/{project}", stats_page.LeaderboardPage(engine, config.live_url))

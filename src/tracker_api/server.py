@@ -28,20 +28,13 @@ from dataclasses import dataclass, replace
 
 import bjoern
 
-from tracker_api import (
-    bodycap,
-    errors,
-    logs,
-    public_cache,
-    public_renderer,
-    redact,
-    rendered_files,
-    request_metrics,
-)
 from tracker_api.app import create_app, create_routes
-from tracker_api.config import AppConfig
-from tracker_api.connguard import ConnectionGuard
-from tracker_api.worker_sockets import raise_nofile_limit
+from tracker_api.connections import bodycap
+from tracker_api.connections.connguard import ConnectionGuard
+from tracker_api.connections.worker_sockets import raise_nofile_limit
+from tracker_api.public import public_cache, public_renderer, rendered_files, request_metrics
+from tracker_api.web import errors, logs, redact
+from tracker_api.web.config import AppConfig
 from tracker_core.infra import processes
 from tracker_core.items.engine import Engine
 
@@ -95,7 +88,7 @@ def worker_pids(server_pid: int) -> list[int]:
 
 
 def renderer_pid(server_pid: int) -> int | None:
-    """The renderer of `tracker serve` SERVER_PID (tracker_api.public_renderer), or None."""
+    """The renderer of `tracker serve` SERVER_PID (tracker_api.public.public_renderer), or None."""
     return next((pid for pid in processes.children_of(server_pid) if _is_renderer(pid)), None)
 
 
@@ -142,7 +135,7 @@ def listening_sockets(host: str, port: int, workers: int) -> list:
 
 
 def _renderer(sockets, redis_url: str, config: AppConfig) -> None:
-    """The process that renders anonymous aggregates for the workers (tracker_api.public_renderer)."""
+    """The process that renders anonymous aggregates for the workers (tracker_api.public.public_renderer)."""
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     for sock in set(sockets):  # it serves no connection: the listening sockets are the workers'

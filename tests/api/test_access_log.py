@@ -12,9 +12,9 @@ from falcon import testing
 
 from support.processes import start_serve, stop, wait_for_line
 from support.raw_http import read_until_closed, status_line
-from tracker_api import logs
 from tracker_api.app import create_app
-from tracker_api.config import AppConfig
+from tracker_api.web import logs
+from tracker_api.web.config import AppConfig
 from tracker_core.admin import project_verbs
 
 LINE = re.compile(r"INFO tracker\.access: (\S+) (\S+) (\d{3}|-) (\d+\.\d)ms (\S+)")

@@ -9,9 +9,9 @@ import orjson
 import pytest
 from falcon import testing
 
-from tracker_api.admin_pages import csrf_for
+from tracker_api.admin.pages import csrf_for
 from tracker_api.app import create_app
-from tracker_api.errors import admin_refusal
+from tracker_api.web.errors import admin_refusal
 from tracker_core import keyspace
 from tracker_core.access import audit, tokens
 from tracker_core.admin import project_verbs

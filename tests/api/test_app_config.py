@@ -7,7 +7,7 @@ import pytest
 from falcon import testing
 
 from tracker_api.app import create_app
-from tracker_api.config import AppConfig
+from tracker_api.web.config import AppConfig
 from tracker_core.admin import project_verbs
 from tracker_core.warriors import hq
 

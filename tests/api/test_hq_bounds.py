@@ -9,7 +9,7 @@ from falcon import testing
 
 from tracker_api.app import create_app
 from tracker_api.cli import server_options
-from tracker_api.config import AppConfig
+from tracker_api.web.config import AppConfig
 from tracker_core import keyspace
 from tracker_core.warriors import hq
 

@@ -16,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from support.paths import ROOT
 from tracker_api.app import create_app
-from tracker_api.config import AppConfig
+from tracker_api.web.config import AppConfig
 from tracker_core.admin import item_verbs, project_verbs
 
 MONITORING = ROOT / "monitoring"

@@ -14,8 +14,8 @@ from falcon import testing
 from prometheus_client.parser import text_string_to_metric_families
 
 from support.processes import start_serve, stop, wait_for, wait_for_port, worker_pids
-from tracker_api import request_metrics
 from tracker_api.app import create_app
+from tracker_api.public import request_metrics
 from tracker_core.admin import item_verbs, project_verbs
 
 P = "req-metrics"

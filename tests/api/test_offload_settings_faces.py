@@ -13,9 +13,9 @@ from falcon import testing
 from prometheus_client.parser import text_string_to_metric_families
 
 from support.offload_settings import CASES, SOUND
-from tracker_api.admin_pages import csrf_for
+from tracker_api.admin.pages import csrf_for
 from tracker_api.app import create_app
-from tracker_api.config import AppConfig
+from tracker_api.web.config import AppConfig
 from tracker_core.access import tokens
 from tracker_core.admin import project_verbs
 from tracker_core.keyspace import ProjectKeys

@@ -1,4 +1,4 @@
-"""tracker_api.public_cache, rendered_files and public_renderer: keys, files, the budget of waits,
+"""tracker_api.public.public_cache, rendered_files and public_renderer: keys, files, the budget of waits,
 and renders equal to the routes."""
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ import pytest
 from falcon import testing
 
 from support.log_records import captured
-from tracker_api import public_cache, rendered_files
 from tracker_api.app import create_routes
-from tracker_api.public_cache import ColdBudget, PublicCache, cache_key
-from tracker_api.public_renderer import Renderer
-from tracker_api.rendered_files import Store
+from tracker_api.public import public_cache, rendered_files
+from tracker_api.public.public_cache import ColdBudget, PublicCache, cache_key
+from tracker_api.public.public_renderer import Renderer
+from tracker_api.public.rendered_files import Store
 from tracker_core.admin import item_verbs, project_verbs
 
 
@@ -230,7 +230,7 @@ def test_heartbeats_carry_the_rendered_document_not_one_built_per_heartbeat(
     from dataclasses import replace
 
     from tracker_api.app import create_app
-    from tracker_api.config import AppConfig
+    from tracker_api.web.config import AppConfig
     from tracker_core.keyspace import ProjectKeys
 
     config = replace(AppConfig(), public_cache_dir=str(store.directory), public_cache_max_age_s=60)

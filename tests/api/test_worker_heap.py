@@ -11,7 +11,7 @@ import weakref
 import pytest
 
 from tracker_api import server
-from tracker_api.config import AppConfig
+from tracker_api.web.config import AppConfig
 
 
 @pytest.fixture

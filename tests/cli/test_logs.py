@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tracker_api import logs
+from tracker_api.web import logs
 
 PASSWORD = "s3cretpassword42"
 URL = f"redis://tracker:{PASSWORD}@10.0.0.1:6379/0"
@@ -107,13 +107,13 @@ PIECES = ["@", "://", "redis://u:", "/backfeed/legacy/", "-", "%2d", "%61", "Bea
 
 @given(st.lists(st.sampled_from(PIECES) | st.text(max_size=4), max_size=12).map("".join))
 def test_the_shortcut_never_skips_a_secret(text):
-    from tracker_api import redact
+    from tracker_api.web import redact
 
     assert redact.redact(text) == redact._redact_all(text)
 
 
 def test_a_bare_admin_token_is_redacted_and_keeps_its_id(logged, r):
-    from tracker_api import redact
+    from tracker_api.web import redact
     from tracker_core.access import tokens
 
     token, record = tokens.create(r, "*")
@@ -129,7 +129,7 @@ def test_a_bare_admin_token_is_redacted_and_keeps_its_id(logged, r):
 
 
 def test_what_only_looks_like_a_token_is_kept():
-    from tracker_api import redact
+    from tracker_api.web import redact
 
     for text in ("trk_demo_items", "trk_0123456789a_short", "TRK_0123456789AB_x", "the trk_ prefix"):
         assert redact.redact(text) == text

@@ -118,8 +118,9 @@ def haproxy_check(path: Path) -> subprocess.CompletedProcess:
 def test_haproxy_config_is_valid_and_its_limits_match_the_app_and_the_nodes(tmp_path):
     import inspect
 
-    from tracker_api import admin_request, backfeed, warrior
-    from tracker_api.admin_pages import forms
+    from tracker_api.admin import api_request
+    from tracker_api.admin.pages import forms
+    from tracker_api.warrior_api import backfeed_route, warrior_routes
     from tracker_core.infra.rawredis import RawRedis
 
     cfg, node_env = render_roles(tmp_path)
@@ -127,10 +128,10 @@ def test_haproxy_config_is_valid_and_its_limits_match_the_app_and_the_nodes(tmp_
     assert checked.returncode == 0, checked.stdout + checked.stderr
     lb, node = role_defaults("loadbalancer"), role_defaults("tracker")
     # Each path's cap is the app's own limit for it: the same bytes pass, one more is refused.
-    assert lb["loadbalancer_max_body_bytes"] == warrior.MAX_BODY_BYTES == admin_request.MAX_JSON_BYTES
-    assert lb["loadbalancer_max_done_body_bytes"] == warrior.MAX_DONE_BODY_BYTES
-    assert lb["loadbalancer_max_backfeed_body_bytes"] == backfeed.MAX_BODY_BYTES
-    assert lb["loadbalancer_max_admin_upload_bytes"] == admin_request.MAX_UPLOAD_BYTES
+    assert lb["loadbalancer_max_body_bytes"] == warrior_routes.MAX_BODY_BYTES == api_request.MAX_JSON_BYTES
+    assert lb["loadbalancer_max_done_body_bytes"] == warrior_routes.MAX_DONE_BODY_BYTES
+    assert lb["loadbalancer_max_backfeed_body_bytes"] == backfeed_route.MAX_BODY_BYTES
+    assert lb["loadbalancer_max_admin_upload_bytes"] == api_request.MAX_UPLOAD_BYTES
     assert lb["loadbalancer_max_admin_form_bytes"] == forms.MAX_FORM_BYTES
     caps = [
         lb[f"loadbalancer_max_{kind}_bytes"]
@@ -165,7 +166,7 @@ def test_haproxy_config_is_valid_and_its_limits_match_the_app_and_the_nodes(tmp_
     assert lb["loadbalancer_max_url_bytes"] < lb["loadbalancer_max_head_bytes"] < room
     # The longest item status URL: a 4,096-character name of 4-byte characters, percent-encoded.
     assert (
-        len(f"/{'p' * 100}/items/{'%F0%9F%98%80' * warrior.MAX_ITEM_CHARS}.json")
+        len(f"/{'p' * 100}/items/{'%F0%9F%98%80' * warrior_routes.MAX_ITEM_CHARS}.json")
         <= lb["loadbalancer_max_url_bytes"]
     )
     # Requests in flight per node stay below one worker's descriptor limit, less what its guard keeps free.
@@ -367,17 +368,18 @@ def balanced_node(tmp_path, redis_url):
 
 
 def test_haproxy_caps_bodies_at_the_apps_limits_before_reading_them(balanced_node):
-    from tracker_api import admin_request, backfeed, warrior
-    from tracker_api.admin_pages import forms
+    from tracker_api.admin import api_request
+    from tracker_api.admin.pages import forms
+    from tracker_api.warrior_api import backfeed_route, warrior_routes
 
     probe = balanced_node["probe"]
     claim = {"downloader": "lbwarrior", "api_version": "2", "version": "1"}
     for path, limit in [
-        ("/lbproj/request", warrior.MAX_BODY_BYTES),
-        ("/lbproj/upload", warrior.MAX_BODY_BYTES),
-        ("/lbproj/done", warrior.MAX_DONE_BODY_BYTES),
-        ("/lbproj/multi=1000//done+request", warrior.MAX_DONE_BODY_BYTES),
-        ("/lbproj/release", warrior.MAX_DONE_BODY_BYTES),
+        ("/lbproj/request", warrior_routes.MAX_BODY_BYTES),
+        ("/lbproj/upload", warrior_routes.MAX_BODY_BYTES),
+        ("/lbproj/done", warrior_routes.MAX_DONE_BODY_BYTES),
+        ("/lbproj/multi=1000//done+request", warrior_routes.MAX_DONE_BODY_BYTES),
+        ("/lbproj/release", warrior_routes.MAX_DONE_BODY_BYTES),
     ]:
         at = probe.request(
             "POST", path, json_body(limit, **claim, item="https://example.com/a b/0?q=%25&x=#frag")
@@ -388,26 +390,30 @@ def test_haproxy_caps_bodies_at_the_apps_limits_before_reading_them(balanced_nod
         assert f"limit {limit} bytes" in past["text"]
     # A done-sized body on a path that takes only a claim's is refused by HAProxy.
     assert (
-        probe.request("POST", "/lbproj/multi=5/release", json_body(warrior.MAX_BODY_BYTES + 1))["status"]
+        probe.request("POST", "/lbproj/multi=5/release", json_body(warrior_routes.MAX_BODY_BYTES + 1))[
+            "status"
+        ]
         == 413
     )
     entries = b"\0".join(f"https://example.com/bf {i}?%".encode() for i in range(20))
-    at = probe.request("POST", balanced_node["backfeed"], entries.ljust(backfeed.MAX_BODY_BYTES, b"z"))
+    at = probe.request("POST", balanced_node["backfeed"], entries.ljust(backfeed_route.MAX_BODY_BYTES, b"z"))
     assert at["by"] == "node", at
-    past = probe.request("POST", balanced_node["backfeed"], entries.ljust(backfeed.MAX_BODY_BYTES + 1, b"z"))
+    past = probe.request(
+        "POST", balanced_node["backfeed"], entries.ljust(backfeed_route.MAX_BODY_BYTES + 1, b"z")
+    )
     assert (past["status"], past["by"]) == (413, "lb"), past
     # Refused on the announced length alone, so "Expect: 100-continue" gets 413, never 100.
     bearer = (f"Authorization: Bearer {balanced_node['token']}",)
     for path, limit, headers in [
-        ("/lbproj/done", warrior.MAX_DONE_BODY_BYTES, ()),
-        ("/lbproj/d%6Fne", warrior.MAX_DONE_BODY_BYTES, ()),  # the node decodes it
-        ("/api/admin/projects/lbproj/items", admin_request.MAX_UPLOAD_BYTES, bearer),
+        ("/lbproj/done", warrior_routes.MAX_DONE_BODY_BYTES, ()),
+        ("/lbproj/d%6Fne", warrior_routes.MAX_DONE_BODY_BYTES, ()),  # the node decodes it
+        ("/api/admin/projects/lbproj/items", api_request.MAX_UPLOAD_BYTES, bearer),
         ("/admin/lbproj/items", forms.MAX_FORM_BYTES, ()),
     ]:
         assert probe.head_only(path, limit, headers)["status"] == 100, path
         assert probe.head_only(path, limit + 1, headers)["status"] == 413, path
     # Without a token, an admin body past the JSON limit is refused as the node would (401), unread.
-    anonymous = probe.head_only("/api/admin/projects/lbproj/items", admin_request.MAX_JSON_BYTES + 1)
+    anonymous = probe.head_only("/api/admin/projects/lbproj/items", api_request.MAX_JSON_BYTES + 1)
     assert (anonymous["status"], anonymous["by"]) == (401, "lb"), anonymous
     # The nodes read a body by its Content-Length only: a chunked one is sent back with a reason.
     chunked = probe.request(
@@ -421,13 +427,15 @@ def test_haproxy_caps_bodies_at_the_apps_limits_before_reading_them(balanced_nod
 def test_haproxy_answers_oversized_heads_upgrades_and_stalls_and_closes(balanced_node):
     from urllib.parse import quote
 
-    from tracker_api import warrior
+    from tracker_api.warrior_api import warrior_routes
 
     probe = balanced_node["probe"]
     lb = role_defaults("loadbalancer")
     # The longest item name there is, percent-encoded: its status is served. (No "/" in it: the
     # node decodes %2F before routing, so a name with one has no status URL at all.)
-    name = ("https:example.com?q=%25&x=#a b" + "é" * warrior.MAX_ITEM_CHARS)[: warrior.MAX_ITEM_CHARS]
+    name = ("https:example.com?q=%25&x=#a b" + "é" * warrior_routes.MAX_ITEM_CHARS)[
+        : warrior_routes.MAX_ITEM_CHARS
+    ]
     status = probe.request("GET", f"/lbproj/items/{quote(name, safe='')}.json")
     assert (status["status"], status["by"]) == (200, "node"), status
     prefix = "/lbproj/items/"

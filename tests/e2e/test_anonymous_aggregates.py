@@ -1,5 +1,5 @@
 """Anonymous aggregates through the real `tracker serve`: rendered by the renderer, not the
-workers, at most once per max age whatever the flood (tracker_api.public_cache)."""
+workers, at most once per max age whatever the flood (tracker_api.public.public_cache)."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ import redis
 
 from support.processes import ServerProcess as Server
 from support.raw_http import read_until_closed, status_line
-from tracker_api.connguard import TIMEOUT_408, ConnectionGuard
+from tracker_api.connections.connguard import TIMEOUT_408, ConnectionGuard
 from tracker_core.admin import item_verbs, project_verbs
 from tracker_core.admin.context import AdminContext
 from tracker_core.infra.embedded import EmbeddedRedis, free_port

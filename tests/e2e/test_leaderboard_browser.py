@@ -36,7 +36,7 @@ def url(n: int) -> str:
 def page_errors(browser: Browser) -> list[str]:
     """Console errors but the live feed's (it is not started here: the page polls instead) and
     a stats.json answered 503 "being prepared" for a first ask of its parameters, which the page
-    asks again after its Retry-After (tracker_api.public_cache); what it shows is checked apart."""
+    asks again after its Retry-After (tracker_api.public.public_cache); what it shows is checked apart."""
     return [
         e
         for e in browser.console_errors()

@@ -33,7 +33,7 @@ def served(redis_url, admin, monkeypatch):
     project_verbs.create(admin, "proj")
     port = free_port()
     code = f"""
-        from tracker_api.config import AppConfig
+        from tracker_api.web.config import AppConfig
         from tracker_api.server import serve
         config = AppConfig(live_url={LIVE_URL!r}, metrics_token={METRICS_TOKEN!r})
         serve({redis_url!r}, "127.0.0.1", {port}, 2, config=config)

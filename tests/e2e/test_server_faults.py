@@ -258,21 +258,21 @@ def test_a_flood_at_the_descriptor_limit_does_not_spin_and_service_comes_back(re
     ],
 )
 def test_redact_hides_every_kind_of_secret(text, secret):
-    from tracker_api.redact import redact
+    from tracker_api.web.redact import redact
 
     cleaned = redact(text)
     assert secret not in cleaned and "***" in cleaned
 
 
 def test_redact_keeps_the_host_after_a_password_holding_at_signs():
-    from tracker_api.redact import redact
+    from tracker_api.web.redact import redact
 
     assert redact("Redis redis://:pa@ss@host:6379/0 down") == "Redis redis://:***@host:6379/0 down"
     assert redact("POST /backfeed/legacy/disc-o-%61bcd 200") == "POST /backfeed/legacy/disc-o-*** 200"
 
 
 def test_redact_keeps_what_is_not_secret():
-    from tracker_api.redact import redact
+    from tracker_api.web.redact import redact
 
     for text in (
         "tracker: serving on http://127.0.0.1:8080 with 2 worker(s), Redis redis://127.0.0.1:6379/0",
@@ -310,8 +310,8 @@ def test_a_script_error_on_a_backfeed_path_logs_no_secret(capsys):
 
     from falcon import testing as falcon_testing
 
-    from tracker_api import logs
-    from tracker_api.errors import script_handler
+    from tracker_api.web import logs
+    from tracker_api.web.errors import script_handler
     from tracker_core.scripts import ScriptError
 
     secret = "0123456789abcdef0123456789abcdef"
@@ -335,7 +335,7 @@ def test_a_script_error_on_a_backfeed_path_logs_no_secret(capsys):
 def test_everything_the_server_prints_is_redacted(capsys):
     import sys
 
-    from tracker_api.redact import RedactingStream
+    from tracker_api.web.redact import RedactingStream
 
     stream = RedactingStream(sys.stderr)
     print("Traceback: redis.exceptions.AuthenticationError for redis://u:hunter2@h:6379/0", file=stream)
@@ -349,7 +349,7 @@ def test_click_output_through_the_redacting_stream_is_text_not_bytes_reprs():
 
     import click
 
-    from tracker_api.redact import RedactingStream
+    from tracker_api.web.redact import RedactingStream
 
     out = io.StringIO()
     click.echo("tracker: embedded Redis at redis://:hunter2@h:6379/0", file=RedactingStream(out))

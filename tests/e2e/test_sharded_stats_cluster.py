@@ -11,7 +11,7 @@ from falcon import testing
 
 from support.redis_topologies import Cluster
 from tracker_api.app import create_app
-from tracker_api.live import LiveFeed, ProjectWatcher
+from tracker_api.public.live import LiveFeed, ProjectWatcher
 from tracker_core.admin import item_verbs, log_verbs, project_verbs
 from tracker_core.admin.context import AdminContext
 from tracker_core.figures import stats

@@ -1,4 +1,4 @@
-"""Log records of one logger, caught on the logger itself: the app's log setup (tracker_api.logs)
+"""Log records of one logger, caught on the logger itself: the app's log setup (tracker_api.web.logs)
 stops "tracker" propagating, so pytest's caplog, on the root logger, may see nothing."""
 
 from __future__ import annotations

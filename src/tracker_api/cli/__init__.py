@@ -2,6 +2,8 @@
 
 root.py holds the group and the conventions every command shares, output.py the table or
 --json printing, errors.py the one map from an error to an exit code and a line.
+
+May import: every part of tracker_api (the command line is its top layer).
 """
 
 from tracker_api.cli import (  # noqa: F401 - each module adds its commands to main

@@ -13,8 +13,8 @@ import errno
 import click
 import redis
 
-from tracker_api import redact
-from tracker_api.runlock import DataDirBusy
+from tracker_api.cli.runlock import DataDirBusy
+from tracker_api.web import redact
 from tracker_core.admin.errors import AdminError
 from tracker_core.donelog.log_archive import LogUnreadable
 from tracker_core.infra import rawredis

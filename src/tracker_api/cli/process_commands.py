@@ -11,9 +11,9 @@ from pathlib import Path
 
 import click
 
-from tracker_api import redact
 from tracker_api.cli import output, redis_secret, server_options
 from tracker_api.cli.root import context, globals_, main, segments_dir_option
+from tracker_api.web import redact
 from tracker_core.infra import processes
 
 DEMO_PROJECT = "demo"
@@ -47,7 +47,8 @@ def load_demo(ctx, count: int = 1000) -> None:
 )
 def run(demo, live_port, **options):
     """Run the tracker: the embedded Redis (unless --redis-url), API workers, live feed, maintain."""
-    from tracker_api import logs, runlock
+    from tracker_api.cli import runlock
+    from tracker_api.web import logs
     from tracker_core.infra.embedded import EmbeddedRedis
 
     logs.setup(options["log_level"], options["access_log"])
@@ -189,8 +190,8 @@ def _start_live_process(redis_url: str, host: str, port: int, log_level: str):
 @server_options.log_level_option
 def live(host, port, interval, supervise, log_level):
     """Run the live leaderboard feed (websockets at ws://HOST:PORT/PROJECT)."""
-    import tracker_api.live
-    from tracker_api import logs
+    import tracker_api.public.live
+    from tracker_api.web import logs
 
     logs.setup(log_level)
     if supervise:
@@ -198,7 +199,7 @@ def live(host, port, interval, supervise, log_level):
         _supervise("live", TrackerChild.of(globals_().redis_url, None, "live", *args))
         return
     with server_options.bind_failures(host, port, "--port"):
-        tracker_api.live.run(globals_().redis_url, host, port, interval)
+        tracker_api.public.live.run(globals_().redis_url, host, port, interval)
 
 
 @main.command()
@@ -212,7 +213,7 @@ def serve(**options):
     command line, and the workers inherit it. A password in --redis-url is masked in the
     process titles, with a warning.
     """
-    from tracker_api import logs
+    from tracker_api.web import logs
 
     logs.setup(options["log_level"], options["access_log"])
     g = globals_()
@@ -248,7 +249,7 @@ def maintain(segments_dir, interval, once, supervise, log_level):
     import signal
     import threading
 
-    from tracker_api import logs
+    from tracker_api.web import logs
     from tracker_core.maintainer import maintenance
 
     logs.setup(log_level)

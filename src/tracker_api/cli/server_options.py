@@ -55,7 +55,7 @@ def bind_failures(host: str, port: int, option: str):
 
 def log_level_option(f):
     """--log-level (TRACKER_LOG_LEVEL), as every process command takes it."""
-    from tracker_api import logs
+    from tracker_api.web import logs
 
     return click.option(
         "--log-level",
@@ -77,7 +77,7 @@ def _registry_bound(flag: str, default: int, help: str):
 
 def _public_url(ctx, param, value: str) -> str:
     """--public-url checked at start: one line and exit 2 unless it is a plain http(s) URL."""
-    from tracker_api import public_url
+    from tracker_api.web import public_url
 
     try:
         return public_url.validate(value)
@@ -87,8 +87,8 @@ def _public_url(ctx, param, value: str) -> str:
 
 def serve_options(f):
     """The options of the API workers, shared by run and serve."""
-    from tracker_api.config import DEFAULT_MEMORY_GUARD_PERCENT
     from tracker_api.server import DEFAULT_MAX_BODY_BYTES, WORKERS_PER_CORE, default_workers
+    from tracker_api.web.config import DEFAULT_MEMORY_GUARD_PERCENT
     from tracker_core.warriors import hq
 
     options = [
@@ -220,8 +220,8 @@ def serve_options(f):
 def server_settings(options: dict, segments_dir: Path | None, live_url: str | None):
     """The AppConfig and Limits for the API workers from the options of run or serve."""
     from tracker_api.cli import redis_secret
-    from tracker_api.config import AppConfig
     from tracker_api.server import Limits
+    from tracker_api.web.config import AppConfig
 
     # Before the workers fork: they show the parent's title.
     redis_secret.hide_secret_from_command_line(

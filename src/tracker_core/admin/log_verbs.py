@@ -3,6 +3,7 @@ completion; archived to segment files by `tracker maintain`, tracker_core.donelo
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 from tracker_core.access import audit
@@ -30,13 +31,21 @@ def audit_page(
         raise BadInput(str(exc)) from None
 
 
+@contextlib.contextmanager
+def _log_input():
+    """A LogError raised within (a bad time, cursor or kind, a segment file that cannot be
+    read) as the BadInput the faces refuse with."""
+    try:
+        yield
+    except log_archive.LogError as exc:
+        raise BadInput(str(exc)) from None
+
+
 def _since_ms(since) -> int | None:
     if since is None:
         return None
-    try:
+    with _log_input():
         return log_archive.parse_since(since)
-    except log_archive.LogError as exc:
-        raise BadInput(str(exc)) from None
 
 
 def done_page(
@@ -61,7 +70,7 @@ def done_page(
         checks.item(item, 1)
     if type(limit) is not int or not 1 <= limit <= log_archive.PAGE_MAX:
         raise BadInput(f"'limit' must be an integer from 1 to {log_archive.PAGE_MAX}")
-    try:
+    with _log_input():
         if cursor is not None:
             log_archive.parse_id(cursor)
         since_ms = _since_ms(since)
@@ -72,8 +81,6 @@ def done_page(
         return log_archive.page(
             ctx.conn, layout.keys[0], Path(directory), kind, since_ms, downloader, cursor, limit, item=item
         )
-    except log_archive.LogError as exc:
-        raise BadInput(str(exc)) from None
 
 
 def export(
@@ -91,7 +98,7 @@ def export(
     layout = ctx.layout(project)
     if item is not None:
         checks.item(item, 1)
-    try:
+    with _log_input():
         if layout.sharded:
             log_shards.export(
                 ctx.conn, layout, Path(directory), out, kind, _since_ms(since), downloader, item
@@ -100,8 +107,6 @@ def export(
         log_archive.export(
             ctx.conn, layout.keys[0], Path(directory), out, kind, _since_ms(since), downloader, item
         )
-    except log_archive.LogError as exc:
-        raise BadInput(str(exc)) from None
 
 
 def status(ctx: AdminContext, project: str) -> dict:

@@ -252,11 +252,11 @@ class StatsReader:
         hour_now = now_ms // HOUR_MS
         day = now_ms // DAY_MS
         source, span_s, _ = stats_ranges.RANGES[chart_range]
-        minute_points = max(MINUTE_POINTS, span_s // 60 if source == "minute" else 0)
+        minute_points = max(MINUTE_POINTS, span_s // 60 if source == "minute" and span_s else 0)
         minutes = list(range(minute_now - minute_points + 1, minute_now + 1))
         hours = list(range(hour_now - HOUR_POINTS + 1, hour_now + 1))
         days = list(month_days(now_ms))
-        commands = [("HGETALL", k.minute(m)) for m in minutes]
+        commands: list[tuple] = [("HGETALL", k.minute(m)) for m in minutes]
         commands += [("HGETALL", k.hour(h)) for h in hours]
         commands += [
             ("PFCOUNT", k.uniques("downloaders", day)),
@@ -399,12 +399,12 @@ class StatsReader:
         """charts["range"]: the counters of range NAME, and the top downloaders over it."""
         source, span_s, step_s = stats_ranges.RANGES[name]
         now_s = now_ms // 1000
-        if source == "minute":
+        if span_s is not None:  # the minute and hour sources; the day source ("all") has no span
             start = now_s - span_s
-            rows = [(m * 60, c) for m, c in sorted(data["minutes"].items()) if m * 60 > start]
-        elif source == "hour":
-            start = now_s - span_s
-            rows = [(h * 3600, c) for h, c in _hour_rows(data["hours"], data["minutes"])]
+            if source == "minute":
+                rows = [(m * 60, c) for m, c in sorted(data["minutes"].items()) if m * 60 > start]
+            else:
+                rows = [(h * 3600, c) for h, c in _hour_rows(data["hours"], data["minutes"])]
         else:
             today = now_ms // DAY_MS
             days = data["all"]["days"]

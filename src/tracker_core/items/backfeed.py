@@ -225,7 +225,7 @@ class Backfeed:
             )
             return outcome
         # One call per project shard (the dedup key is the name: no itemseparator here, see
-        # tracker_api.backfeed), each queue bounded by its share of the bound.
+        # tracker_api.warrior_api.backfeed_route), each queue bounded by its share of the bound.
         share = -(-bound // layout.count) if bound else 0
         earlier = shard_router.seen_on_earlier_shards(self.engine.conn, layout, entries)
         if earlier:  # a project that gained shards: seen where these names were added before

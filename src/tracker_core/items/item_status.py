@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from tracker_core import keyspace, scripts
 from tracker_core.items import claim_records
@@ -131,7 +131,7 @@ def _int_or_none(value):
 
 def public(found: Found) -> dict:
     """The answer anyone may have: no IP, no earlier rounds, nothing read from disk."""
-    answer = dict.fromkeys(FIELDS)
+    answer: dict[str, Any] = dict.fromkeys(FIELDS)
     answer["status"] = found.status
     answer["maybe"] = []
     if found.status == "out":
@@ -140,11 +140,11 @@ def public(found: Found) -> dict:
         answer["claims"] = record.times_claimed
         answer["since"] = claimed_ms(record, found.out_score)
     elif found.status == "dead":
-        record = dead_record(found.detail)
-        answer["downloader"] = record.get("last_downloader") or None
-        answer["claims"] = _int_or_none(record.get("claims"))
-        answer["reason"] = record.get("reason") or DEAD_REASON
-        answer["since"] = _int_or_none(record.get("dead_ms"))
+        dead = dead_record(found.detail)
+        answer["downloader"] = dead.get("last_downloader") or None
+        answer["claims"] = _int_or_none(dead.get("claims"))
+        answer["reason"] = dead.get("reason") or DEAD_REASON
+        answer["since"] = _int_or_none(dead.get("dead_ms"))
     elif found.status == "todo":
         answer["queue"] = found.queue
         answer["limit"] = found.detail or None

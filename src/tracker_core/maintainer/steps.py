@@ -22,6 +22,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import redis
 import zstandard
 
 from tracker_core import keyspace, scripts
@@ -88,7 +89,7 @@ class ProjectPass:
     time of the last upkeep) are the maintainer's memory across passes; None turns that step off.
     """
 
-    client: object
+    client: redis.Redis
     k: keyspace.ProjectKeys
     directory: Path
     lease: Lease
@@ -240,6 +241,7 @@ def refill_queues(p: ProjectPass, skip: set, count_first: bool = False) -> None:
     reads it again when it finds a segment gone, or none left), and the queue is not counted
     first (the script refills only below the target). COUNT_FIRST: count each queue before its
     first file is read all the same (the shards of a sharded project that did not ask)."""
+    assert p.demand is not None, "refill_queues runs for refill on demand"
     sources = p.demand.sources.get(p.name)
     if sources is None:
         sources = p.demand.sources[p.name] = segment_sources(p.client, p.k)

@@ -165,7 +165,7 @@ def refill_one(
     lease = held_or_taken(client, k, lease)
     skip = set() if skip is None else skip
     fresh = sources is None
-    known = segment_sources(client, k) if fresh else sources
+    known = segment_sources(client, k) if sources is None else sources
     passed: set = set()
     while True:
         numbers = sorted(n for n, q in known.items() if q == queue and n not in skip and n not in passed)

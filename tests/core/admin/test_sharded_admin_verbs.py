@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 from falcon import testing
 
-from tracker_api.admin_pages import csrf_for, paging
+from tracker_api.admin.pages import csrf_for, paging
 from tracker_api.app import create_app
 from tracker_api.cli import main
 from tracker_core.access import tokens

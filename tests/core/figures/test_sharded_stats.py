@@ -14,7 +14,7 @@ from falcon import testing
 from prometheus_client.parser import text_string_to_metric_families
 
 from tracker_api.app import create_app
-from tracker_api.live import LiveFeed, ProjectWatcher
+from tracker_api.public.live import LiveFeed, ProjectWatcher
 from tracker_core.admin import item_verbs, log_verbs, project_verbs, segment_verbs
 from tracker_core.admin.errors import BadInput
 from tracker_core.figures import stats, stats_shards
