@@ -13,7 +13,7 @@ grows. Redis itself: reachable (``tracker_redis_up``, from a PING on every scrap
 trip is ``tracker_redis_rtt_seconds``) and its memory against maxmemory. With Redis unreachable
 a scrape with a token still answers (``tracker_redis_up 0``), while an anonymous one (the load
 balancer's health check) is a 503, so the node leaves the pool. Requests to the app
-itself (per route, every worker) come from tracker_api.request_metrics.
+itself (per route, every worker) come from tracker_api.public.request_metrics.
 
 Who sees what: a scrape with ``Authorization: Bearer TOKEN``, where TOKEN is the metrics token
 (AppConfig.metrics_token, which the CLI takes from ``TRACKER_METRICS_TOKEN``; for Prometheus: it
@@ -36,8 +36,8 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 
-from tracker_api.auth import ANY, Authenticator
-from tracker_api.errors import Refused
+from tracker_api.web.auth import ANY, Authenticator
+from tracker_api.web.errors import Refused
 from tracker_core import keyspace
 from tracker_core.compiled import classify, protocol
 from tracker_core.figures import census, stats
@@ -95,6 +95,92 @@ _REFUSAL_FIELD = re.compile(
     r"|.*(refused|clamped|replaced|dropped|throttled|full)"
 )
 _HOT_PATH_MODULES = (classify, protocol, bloom)
+# The families of a scrape besides PROJECT_COUNTERS, in the order a scrape lists them after
+# requests, done_reports and those counters: key -> (type, name, help, labels).
+FAMILIES = {
+    "requests": (
+        CounterMetricFamily,
+        "tracker_item_requests",
+        "Item requests (/request) by outcome.",
+        ["project", "outcome"],
+    ),
+    "done_reports": (
+        CounterMetricFamily,
+        "tracker_done_reports",
+        "Item names reported done, by what the done rules made of them.",
+        ["project", "result"],
+    ),
+    "queue": (GaugeMetricFamily, "tracker_queue_items", "Items waiting, by queue.", ["project", "queue"]),
+    "todo": (
+        GaugeMetricFamily,
+        "tracker_todo_items",
+        "Items to do: every queue, offloaded tails included.",
+        ["project"],
+    ),
+    "out": (GaugeMetricFamily, "tracker_out_items", "Items claimed and not done.", ["project"]),
+    "backlog": (
+        GaugeMetricFamily,
+        "tracker_backlog_items",
+        "Items to do and out: the backlog stats.json samples.",
+        ["project"],
+    ),
+    "dead": (
+        GaugeMetricFamily,
+        "tracker_dead_items",
+        "Items reclaimed too often, waiting in dead.",
+        ["project"],
+    ),
+    "offloaded": (
+        GaugeMetricFamily,
+        "tracker_offloaded_items",
+        "Items in segment files (or staged for one), by the queue (or done) they came from.",
+        ["project", "source"],
+    ),
+    "done": (
+        GaugeMetricFamily,
+        "tracker_done_items",
+        "Items done, by where they are kept: the done set, segment files, or only counted.",
+        ["project", "storage"],
+    ),
+    "lease": (
+        GaugeMetricFamily,
+        "tracker_maintain_lease_held",
+        "1 while a `tracker maintain` holds the project's lease, else 0.",
+        ["project"],
+    ),
+    "unsafe": (
+        GaugeMetricFamily,
+        "tracker_offload_settings_unsafe",
+        "1 while the project's stored offload settings could strand offloaded items "
+        "(maintain refills with safe stand-ins; `tracker project show` says why), else 0.",
+        ["project"],
+    ),
+    "uniques": (
+        GaugeMetricFamily,
+        "tracker_unique_visitors",
+        "Unique downloaders and IPs this UTC day and month.",
+        ["project", "kind", "period"],
+    ),
+    "rtt": (
+        HistogramMetricFamily,
+        "tracker_rtt_seconds",
+        "Claim-to-done time of completed items.",
+        ["project"],
+    ),
+    "project_refused": (
+        CounterMetricFamily,
+        "tracker_project_refused",
+        "Refused input of a project (requests, entries, dones), by reason.",
+        ["project", "reason"],
+    ),
+    "warriors": (
+        GaugeMetricFamily,
+        "tracker_warriors_online",
+        f"Warriors whose last heartbeat is at most {hq.ONLINE_WITHIN_MS // 60_000} min old.",
+        [],
+    ),
+    "refused": (CounterMetricFamily, "tracker_refused", "Refused requests outside any project.", ["reason"]),
+}
 
 
 def build_labels() -> dict[str, str]:
@@ -196,74 +282,11 @@ class TrackerCollector:
         )
 
     def collect(self):
-        requests = CounterMetricFamily(
-            "tracker_item_requests", "Item requests (/request) by outcome.", labels=["project", "outcome"]
-        )
-        done_reports = CounterMetricFamily(
-            "tracker_done_reports",
-            "Item names reported done, by what the done rules made of them.",
-            labels=["project", "result"],
-        )
+        f = {key: kind(name, text, labels=labels) for key, (kind, name, text, labels) in FAMILIES.items()}
         counters = {
             field: CounterMetricFamily(name, text, labels=["project"])
             for field, (name, text) in PROJECT_COUNTERS.items()
         }
-        queue = GaugeMetricFamily(
-            "tracker_queue_items", "Items waiting, by queue.", labels=["project", "queue"]
-        )
-        todo_items = GaugeMetricFamily(
-            "tracker_todo_items", "Items to do: every queue, offloaded tails included.", labels=["project"]
-        )
-        out = GaugeMetricFamily("tracker_out_items", "Items claimed and not done.", labels=["project"])
-        backlog = GaugeMetricFamily(
-            "tracker_backlog_items",
-            "Items to do and out: the backlog stats.json samples.",
-            labels=["project"],
-        )
-        dead = GaugeMetricFamily(
-            "tracker_dead_items", "Items reclaimed too often, waiting in dead.", labels=["project"]
-        )
-        offloaded = GaugeMetricFamily(
-            "tracker_offloaded_items",
-            "Items in segment files (or staged for one), by the queue (or done) they came from.",
-            labels=["project", "source"],
-        )
-        done_items = GaugeMetricFamily(
-            "tracker_done_items",
-            "Items done, by where they are kept: the done set, segment files, or only counted.",
-            labels=["project", "storage"],
-        )
-        lease = GaugeMetricFamily(
-            "tracker_maintain_lease_held",
-            "1 while a `tracker maintain` holds the project's lease, else 0.",
-            labels=["project"],
-        )
-        unsafe = GaugeMetricFamily(
-            "tracker_offload_settings_unsafe",
-            "1 while the project's stored offload settings could strand offloaded items "
-            "(maintain refills with safe stand-ins; `tracker project show` says why), else 0.",
-            labels=["project"],
-        )
-        warriors = GaugeMetricFamily(
-            "tracker_warriors_online",
-            f"Warriors whose last heartbeat is at most {hq.ONLINE_WITHIN_MS // 60_000} min old.",
-        )
-        uniques = GaugeMetricFamily(
-            "tracker_unique_visitors",
-            "Unique downloaders and IPs this UTC day and month.",
-            labels=["project", "kind", "period"],
-        )
-        rtt = HistogramMetricFamily(
-            "tracker_rtt_seconds", "Claim-to-done time of completed items.", labels=["project"]
-        )
-        refused = CounterMetricFamily(
-            "tracker_refused", "Refused requests outside any project.", labels=["reason"]
-        )
-        project_refused = CounterMetricFamily(
-            "tracker_project_refused",
-            "Refused input of a project (requests, entries, dones), by reason.",
-            labels=["project", "reason"],
-        )
         try:
             now_ms = self.engine._now_ms()
         except redis_clock.ClockRefused:  # a refusing node still reports, on Redis's time
@@ -272,36 +295,36 @@ class TrackerCollector:
             counts = self.engine.counts(project)
             c = counts["counters"]
             for field, outcome in REQUEST_OUTCOMES.items():
-                requests.add_metric([project, outcome], c.get(field, 0))
+                f["requests"].add_metric([project, outcome], c.get(field, 0))
             for result, count in DONE_RESULTS.items():
-                done_reports.add_metric([project, result], count(c))
+                f["done_reports"].add_metric([project, result], count(c))
             for field, family in counters.items():
                 family.add_metric([project], c.get(field, 0))
             for field, value in sorted(c.items()):
                 if _REFUSAL_FIELD.match(field) and field not in PROJECT_COUNTERS:
-                    project_refused.add_metric([project, field], value)
+                    f["project_refused"].add_metric([project, field], value)
             for name, size in counts["queues"].items():
-                queue.add_metric([project, name], size)
-            todo_items.add_metric([project], census.todo_total(counts))
-            out.add_metric([project], counts["out"])
-            backlog.add_metric([project], census.todo_total(counts) + counts["out"])
+                f["queue"].add_metric([project, name], size)
+            f["todo"].add_metric([project], census.todo_total(counts))
+            f["out"].add_metric([project], counts["out"])
+            f["backlog"].add_metric([project], census.todo_total(counts) + counts["out"])
             places = self._places(project, now_ms)
             for key in ("downloaders_day", "ips_day", "downloaders_month", "ips_month"):
                 kind, period = key.split("_")
-                uniques.add_metric([project, kind, period], places[key])
-            dead.add_metric([project], places["dead"])
+                f["uniques"].add_metric([project, kind, period], places[key])
+            f["dead"].add_metric([project], places["dead"])
             by_source = places["offloaded"]
             for source, n in by_source.items():
-                offloaded.add_metric([project, source], n)
+                f["offloaded"].add_metric([project, source], n)
             kept, done_offloaded = counts["done_kept"], by_source[census.DONE]
-            done_items.add_metric([project, "kept"], kept)
-            done_items.add_metric([project, "offloaded"], done_offloaded)
+            f["done"].add_metric([project, "kept"], kept)
+            f["done"].add_metric([project, "offloaded"], done_offloaded)
             # done_mode=discard: items only counted (never negative, whatever a restore left).
-            done_items.add_metric([project, "counted"], max(0, counts["done"] - kept - done_offloaded))
-            lease.add_metric([project], places["lease_held"])
+            f["done"].add_metric([project, "counted"], max(0, counts["done"] - kept - done_offloaded))
+            f["lease"].add_metric([project], places["lease_held"])
             settings = self.engine.settings(project)
             if settings is not None:  # None: deleted during this scrape
-                unsafe.add_metric(
+                f["unsafe"].add_metric(
                     [project], int(settings_schema.offload_rules(settings.values).problem is not None)
                 )
             histogram = stats.rtt_histogram(c)
@@ -309,18 +332,17 @@ class TrackerCollector:
             for bound, count in histogram:
                 cumulative += count
                 buckets.append(("+Inf" if math.isinf(bound) else f"{bound:g}", cumulative))
-            rtt.add_metric([project], buckets, c.get("rtt_sum_ms", 0) / 1000)
+            f["rtt"].add_metric([project], buckets, c.get("rtt_sum_ms", 0) / 1000)
         if self.private:
             flat = self.engine.conn.execute_command("HGETALL", keyspace.GLOBAL_STATS)
             for field, value in zip(flat[::2], flat[1::2]):
-                refused.add_metric([field], int(value))
-        yield from (requests, done_reports)
+                f["refused"].add_metric([field], int(value))
+        f["warriors"].add_metric([], hq.online_count(self.engine.conn))
+        if not self.private:
+            del f["refused"]  # nothing from outside the projects
+        yield from (f.pop("requests"), f.pop("done_reports"))  # then the stats hash's counters
         yield from counters.values()
-        warriors.add_metric([], hq.online_count(self.engine.conn))
-        yield from (queue, todo_items, out, backlog, dead, offloaded, done_items, lease, unsafe)
-        yield from (uniques, rtt, project_refused, warriors)
-        if self.private:
-            yield refused
+        yield from f.values()
 
     def _places(self, project: str, now_ms: int) -> dict:
         """What Engine.counts does not read: unique visitors, dead and offloaded items (by the
