@@ -98,7 +98,8 @@ def ip_key(ip: str) -> str:
 
 
 def _view(prefix: str, entries: Iterable[str]) -> list[str]:
-    members, networks = [], {4: [], 6: []}
+    members: list[str] = []
+    networks: dict[int, list] = {4: [], 6: []}
     for entry in entries:
         kind, _, value = entry.partition(":")
         if kind == "name":

@@ -209,10 +209,10 @@ def top_level_items(expression: str) -> list | None:
                 item = (LITERAL, nxt)  # an escaped punctuation mark is itself
             i = end
         elif ch == "[":
-            end = _class_end(expression, i)
-            if end is None:
+            class_end = _class_end(expression, i)
+            if class_end is None:
                 return None
-            i = end
+            i = class_end
         elif ch == "(":
             depth += 1
             if depth > 1:
@@ -226,10 +226,8 @@ def top_level_items(expression: str) -> list | None:
         elif ch == "|" and depth == 0:
             return None
         elif ch in "*+?" or (ch == "{" and _REPEAT_RE.match(expression, i)):
-            if ch == "{":
-                i = _REPEAT_RE.match(expression, i).end()
-            else:
-                i += 1
+            repeat = _REPEAT_RE.match(expression, i) if ch == "{" else None
+            i = repeat.end() if repeat else i + 1
             if depth == 0 and items:
                 items[-1] = (OTHER, "")
             continue

@@ -169,7 +169,8 @@ def watermark(client, k: keyspace.ProjectKeys) -> int:
 
 def _collect(client, key: str, after: str | None, wanted: int, max_bytes: int):
     """The oldest entries after AFTER as JSON lines: up to WANTED, about MAX_BYTES at most."""
-    lines, first, last, size = [], None, None, 0
+    lines: list[bytes] = []
+    first, last, size = None, None, 0
     start = f"({after}" if after else "-"
     while len(lines) < wanted and size < max_bytes:
         batch = client.xrange(key, min=start, max="+", count=min(READ_BATCH, wanted - len(lines)))

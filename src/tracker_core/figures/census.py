@@ -35,12 +35,10 @@ SOURCES = (*QUEUES, DONE)  # where a segment's items came from
 def _hash(reply) -> dict[str, str]:
     """A HGETALL reply as {field: value}: RawRedis gives a flat list, redis-py a dict."""
     if isinstance(reply, dict):
-        pairs = reply.items()
-    elif isinstance(reply, (list, tuple)):
-        pairs = zip(reply[::2], reply[1::2])
-    else:
-        return {}  # an error reply (a key of another type): count nothing from it
-    return dict(pairs)
+        return dict(reply)
+    if isinstance(reply, (list, tuple)):
+        return dict(zip(reply[::2], reply[1::2]))
+    return {}  # an error reply (a key of another type): count nothing from it
 
 
 def _int(value) -> int:

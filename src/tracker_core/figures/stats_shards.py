@@ -91,8 +91,8 @@ def newest_entries(shards: list[list], count: int) -> list:
     def at(entry) -> int:
         fields = dict(zip(entry[1][::2], entry[1][1::2]))
         try:
-            return int(fields.get("at"))
-        except (TypeError, ValueError):
+            return int(fields["at"])
+        except (KeyError, TypeError, ValueError):
             return int(entry[0].split("-")[0])
 
     entries = [entry for reply in shards if isinstance(reply, list) for entry in reply]

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 
-def write_file(path: Path, write: Callable[[BinaryIO], None]) -> None:
+def write_file(path: Path, write: Callable[[BinaryIO], object]) -> None:
     """Create PATH durably: WRITE(f) fills a temporary file that then replaces PATH."""
     path.parent.mkdir(parents=True, exist_ok=True)
     temp = path.with_name(f"{path.name}.{uuid.uuid4().hex}.part")

@@ -106,7 +106,7 @@ class EmbeddedRedis:
         else:
             args += ["--port", str(self.port), "--bind", "127.0.0.1"]
         # Dies with its parent: a killed tracker must not leave Redis holding the data directory.
-        self.process = processes.start(args + self.extra)
+        self.process = process = processes.start(args + self.extra)
         client = redis.Redis.from_url(self.url)
 
         def answers() -> bool:
@@ -114,7 +114,7 @@ class EmbeddedRedis:
             try:
                 return bool(client.ping())
             except redis.exceptions.RedisError:
-                return self.process.poll() is not None
+                return process.poll() is not None
 
         if not processes.wait_for(answers, timeout_s, step_s=0.02):
             self.stop()

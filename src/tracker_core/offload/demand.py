@@ -227,14 +227,16 @@ class Refiller:
             pubsub.subscribe(keyspace.REFILL_CHANNEL)
             while not self.stop.is_set():
                 message = pubsub.get_message(timeout=LISTEN_TIMEOUT_S)
-                asked = set()
+                asked: set[str] = set()
                 while message is not None:
                     if message.get("type") == "subscribe":  # Redis has the subscription now
                         asked.update(self.known())
                     elif message.get("type") == "message":
-                        asked.add(keyspace.project_of_settings(str(message["data"])))
+                        project = keyspace.project_of_settings(str(message["data"]))
+                        if project is not None:
+                            asked.add(project)
                     message = pubsub.get_message(timeout=0)
-                for project in sorted(asked - {None}):
+                for project in sorted(asked):
                     self.serve(project)
         finally:
             with contextlib.suppress(Exception):
