@@ -43,7 +43,7 @@ from tracker_core.compiled import classify, protocol
 from tracker_core.figures import census, stats
 from tracker_core.infra import redis_clock
 from tracker_core.infra.rawredis import RedisError
-from tracker_core.items import bloom
+from tracker_core.items import bloom_plan
 from tracker_core.items.engine import Engine
 from tracker_core.project import settings_schema
 from tracker_core.project.shard_layout import summed
@@ -94,7 +94,7 @@ _REFUSAL_FIELD = re.compile(
     r"(bad_|admin_bad_|admin_too_large|admin_forbidden|admin_conflict)"
     r"|.*(refused|clamped|replaced|dropped|throttled|full)"
 )
-_HOT_PATH_MODULES = (classify, protocol, bloom)
+_HOT_PATH_MODULES = (classify, protocol, bloom_plan)
 # The families of a scrape besides PROJECT_COUNTERS, in the order a scrape lists them after
 # requests, done_reports and those counters: key -> (type, name, help, labels).
 FAMILIES = {

@@ -15,7 +15,7 @@ from tracker_api.app import create_app
 from tracker_api.config import AppConfig
 from tracker_core.admin import item_verbs, project_verbs
 from tracker_core.compiled import classify, protocol
-from tracker_core.items import bloom
+from tracker_core.items import bloom_plan
 from tracker_core.items.engine import Engine
 from tracker_core.keyspace import ProjectKeys
 from tracker_core.offload.lease import Lease
@@ -146,7 +146,7 @@ def test_lease_redis_and_build_gauges(web, admin, engine, r):
     assert value(fams, "tracker_redis_memory_used_bytes") > 0
     assert value(fams, "tracker_redis_memory_max_bytes") == int(r.config_get("maxmemory")["maxmemory"])
     (info,) = fams["tracker_build_info"].samples
-    compiled = all(m.COMPILED for m in (classify, protocol, bloom))
+    compiled = all(m.COMPILED for m in (classify, protocol, bloom_plan))
     assert info.value == 1
     assert info.labels == {
         "version": metadata.version("tracker"),

@@ -3,7 +3,7 @@
 import pytest
 
 from tracker_core import scripts
-from tracker_core.items import bloom
+from tracker_core.items import bloom, bloom_geometry, bloom_plan
 
 
 def add(conn, k, entries, secret_digest="", bound=0, last_capacity=None):
@@ -28,7 +28,7 @@ def add(conn, k, entries, secret_digest="", bound=0, last_capacity=None):
         count=len(entries),
         bound=bound,
         ks=plan.ks,
-        hashed=bloom.script_args(wired, wired, plan.hash_plan),
+        hashed=bloom_plan.script_args(wired, wired, plan.hash_plan),
     )
 
 
@@ -170,7 +170,7 @@ def test_a_fingerprint_filter_queues_each_url_once(conn, project, r, fingerprint
     )
     # 330 fingerprints of 3 bytes in the one chunk's buckets (its string no longer than they are),
     # nothing stashed.
-    assert 0 < r.strlen(plan.chunk_keys[0]) <= plan.layers[0].buckets * 3 * bloom.BUCKET_SLOTS
+    assert 0 < r.strlen(plan.chunk_keys[0]) <= plan.layers[0].buckets * 3 * bloom_geometry.BUCKET_SLOTS
     assert not r.exists(plan.chunk_keys[-1])
 
 
@@ -178,7 +178,7 @@ def crowded(plan, layer: int, n: int, tag: str) -> list[str]:
     """N URLs with the same two buckets in LAYER (what an attacker who knows the hash can post):
     with independent pairs, its chunk's first bucket twice; blocked, its first two buckets."""
     found, i = [], 0
-    bucket = plan.layers[layer].slot_bytes * bloom.BUCKET_SLOTS
+    bucket = plan.layers[layer].slot_bytes * bloom_geometry.BUCKET_SLOTS
     while len(found) < n:
         name = urls(1, f"{tag}{i}/")[0]
         args = plan.hashed([b""], [name.encode()], [plan.hash_plan[layer]])

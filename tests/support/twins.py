@@ -17,7 +17,7 @@ HOT_PATH_MODULES = ("classify", "protocol", "bloom")
 FACADES = {
     "classify": "tracker_core.compiled.classify",
     "protocol": "tracker_core.compiled.protocol",
-    "bloom": "tracker_core.items.bloom",
+    "bloom": "tracker_core.items.bloom_plan",
 }
 
 # The twins run: `make test` runs these files a second time with TRACKER_PURE_PYTHON=1 (conftest

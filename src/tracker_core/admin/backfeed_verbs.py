@@ -9,7 +9,7 @@ from tracker_core.access import backfeed_secrets
 from tracker_core.admin import checks
 from tracker_core.admin.context import AdminContext
 from tracker_core.admin.errors import BadInput, Conflict, NotFound
-from tracker_core.items import bloom
+from tracker_core.items import bloom, bloom_geometry
 
 SHARD_RE = re.compile(r"[A-Za-z0-9_.:-]{1,64}\Z")  # the backfeed's ?shard= (tracker_api.backfeed)
 
@@ -95,8 +95,8 @@ def bloom_filter(
         if kind is not None and kind not in bloom.KINDS:
             raise BadInput(f"'kind' must be one of {', '.join(bloom.KINDS)}")
         wanted = bloom.Geometry(
-            capacity=capacity or bloom.DEFAULT_CAPACITY,
-            fp_rate=fp_rate or bloom.DEFAULT_FP_RATE,
+            capacity=capacity or bloom_geometry.DEFAULT_CAPACITY,
+            fp_rate=fp_rate or bloom_geometry.DEFAULT_FP_RATE,
             kind=kind or bloom.DEFAULT_KIND,
         )
     shards = ctx.shards(project)

@@ -37,7 +37,7 @@ import zstandard
 
 from tracker_core import keyspace, scripts
 from tracker_core.donelog import log_archive
-from tracker_core.items import bloom, claim_records, item_status
+from tracker_core.items import bloom_membership, claim_records, item_status
 from tracker_core.offload import segment_file, segment_registry
 
 ADMIN_FIELDS = ("ip", "rounds", "limit_rule", "done", "seen", "unread")
@@ -76,7 +76,7 @@ def stories(
     _segments(conn, k, Path(directory), answers, found, owners, unread, deadline)
     discard = conn.hget(k.settings, "done_mode") == "discard"
     nowhere = [name for name, answer in answers.items() if answer["status"] is None]
-    seen = dict(zip(nowhere, bloom.seen_by(conn, k, [scripts.wire(n) for n in nowhere])))
+    seen = dict(zip(nowhere, bloom_membership.seen_by(conn, k, [scripts.wire(n) for n in nowhere])))
     for name, answer in answers.items():
         answer["done"] = [_done_entry(rec) for rec in done.get(name, ())]
         answer["seen"] = seen.get(name)  # asked only of names found nowhere

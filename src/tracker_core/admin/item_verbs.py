@@ -17,7 +17,7 @@ from tracker_core import keyspace, scripts
 from tracker_core.admin import checks, item_story, paging, shard_names
 from tracker_core.admin.context import AdminContext
 from tracker_core.admin.errors import AdminError, BadInput, Conflict, NotFound
-from tracker_core.items import bloom, giveback, intake, item_status
+from tracker_core.items import bloom_membership, giveback, intake, item_status
 from tracker_core.offload.segment_file import shard_directory
 
 # Redo (re-queue done or seen items on purpose): the queue it fills unless told otherwise
@@ -237,8 +237,8 @@ def move_all(ctx: AdminContext, project: str, source: str, target: str, pattern:
 
 def seen_by_filter(conn, k: keyspace.ProjectKeys, names: list[str]) -> list[bool]:
     """Whether the project's Bloom filter has (probably) seen each name; reads only, for every
-    filter kind (bloom.seen_by). A project whose filter was never configured has seen nothing."""
-    return bloom.seen_by(conn, k, [scripts.wire(n) for n in names])
+    filter kind (bloom_membership.seen_by). A project whose filter was never configured has seen nothing."""
+    return bloom_membership.seen_by(conn, k, [scripts.wire(n) for n in names])
 
 
 def _redo_batch(

@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 from tracker_core import scripts
 from tracker_core.infra.rawredis import ConnectionLost, RedisError
-from tracker_core.items import bloom, item_status
+from tracker_core.items import bloom, bloom_membership, item_status
 from tracker_core.project.shard_layout import ShardLayout
 from tracker_core.scripts.constants import UNIQUES_TTL_S
 
@@ -260,6 +260,8 @@ def seen_on_earlier_shards(conn, layout: ShardLayout, names: list) -> set:
         fields = conn.hgetall(k.bloom)
         if not fields:
             continue
-        commands, answer = bloom.membership(bloom.Plan(k, bloom.Geometry.from_redis(fields)), group)
+        commands, answer = bloom_membership.membership(
+            bloom.Plan(k, bloom.Geometry.from_redis(fields)), group
+        )
         seen.update(name for name, found in zip(group, answer(_pipeline(conn, commands))) if found)
     return seen

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from support import twins
 from tracker_core.admin import project_verbs
 from tracker_core.infra.rawredis import RawRedis
-from tracker_core.items import bloom
+from tracker_core.items import bloom, bloom_geometry, bloom_plan
 from tracker_core.keyspace import ProjectKeys
 
 compiled, pure = twins.pair("bloom")
@@ -58,7 +58,7 @@ def test_positions_stay_inside_their_chunk_and_spread():
 def test_first_layer_memory_is_within_five_percent_of_the_theory():
     g = bloom.Geometry(capacity=10_000_000, fp_rate=1e-6)
     layer = g.layer(0)
-    theory = bloom.optimal_bits_per_item(1e-6)
+    theory = bloom_geometry.optimal_bits_per_item(1e-6)
     assert math.isclose(theory, 28.755, abs_tol=0.01)
     assert theory <= layer.bits / layer.capacity <= theory * 1.05
     assert layer.k == 20
@@ -69,8 +69,8 @@ def test_growth_keeps_the_total_rate_and_chunks_stay_under_the_string_limit():
     layers = g.all_layers()
     assert sum(layer.fp_rate for layer in layers) < 1e-6
     assert [layer.capacity for layer in layers[:3]] == [10**10, 2 * 10**10, 4 * 10**10]
-    assert all(layer.chunk_bits <= bloom.MAX_CHUNK_BITS < 512 * 8 * 2**20 for layer in layers)
-    assert layers[0].chunks == math.ceil(layers[0].bits / bloom.MAX_CHUNK_BITS)
+    assert all(layer.chunk_bits <= bloom_geometry.MAX_CHUNK_BITS < 512 * 8 * 2**20 for layer in layers)
+    assert layers[0].chunks == math.ceil(layers[0].bits / bloom_geometry.MAX_CHUNK_BITS)
 
 
 @pytest.fixture
@@ -83,7 +83,7 @@ def filt(admin, redis_url):
 def hashing(request, monkeypatch):
     """Run a Redis test once over each hashing implementation."""
     monkeypatch.setattr(
-        bloom, "script_args", compiled.script_args if request.param == "compiled" else pure.script_args
+        bloom_plan, "script_args", compiled.script_args if request.param == "compiled" else pure.script_args
     )
     return request.param
 
@@ -101,7 +101,7 @@ def test_both_hashings_mark_the_same_bits(filt, r, monkeypatch):
     k = ProjectKeys(P)
     filt.add([b"x%d" % i for i in range(50)])
     bits = r.execute_command("BITCOUNT", k.bloom_chunk(0, 0))
-    monkeypatch.setattr(bloom, "script_args", pure.script_args)
+    monkeypatch.setattr(bloom_plan, "script_args", pure.script_args)
     assert filt.add([b"x%d" % i for i in range(50)]) == bloom.AddResult(bloom.OK, 0, 50)
     assert r.execute_command("BITCOUNT", k.bloom_chunk(0, 0)) == bits > 0
 
@@ -176,9 +176,9 @@ def test_wide_layers_meet_their_rates_within_35_bits_per_item_with_fewer_bits_se
     assert first.bits / first.capacity == 35 and first.k == 10 < layered.layer(0).k == 20
     for layer in wide.all_layers()[:2]:
         assert layer.bits / layer.capacity == 35
-        assert bloom.expected_rate(35, layer.k) <= layer.fp_rate
+        assert bloom_geometry.expected_rate(35, layer.k) <= layer.fp_rate
         # The smallest such k: one bit fewer per item would miss the layer's rate.
-        assert bloom.expected_rate(35, layer.k - 1) > layer.fp_rate
+        assert bloom_geometry.expected_rate(35, layer.k - 1) > layer.fp_rate
     # Deeper layers need more than 35 bits for their rate: there wide is layered.
     assert wide.all_layers()[2:] == layered.all_layers()[2:]
 
@@ -226,7 +226,7 @@ def test_wide_false_positive_rate_matches_the_design_at_small_capacity(admin, re
         assert filt.add([b"in-%d" % i for i in range(start, start + 400)]).status == bloom.OK
     absent = [b"out-%d" % i for i in range(40_000)]
     hits = sum(sum(filt.contains_many(absent[i : i + 2000])) for i in range(0, len(absent), 2000))
-    expected = bloom.expected_rate(layer.bits / layer.capacity, layer.k) * len(absent)
+    expected = bloom_geometry.expected_rate(layer.bits / layer.capacity, layer.k) * len(absent)
     assert expected <= layer.fp_rate * len(absent)
     assert expected - 6 * math.sqrt(expected) < hits < expected + 6 * math.sqrt(expected)
 
@@ -275,6 +275,13 @@ def test_fingerprint_sizes_outside_one_to_eight_bytes_are_refused(module):
             module.fingerprint_args([b"e"], [b"k"], [(0, size, 8, 1, 10, 10)])
 
 
+URL_NAMES = [
+    "https://example.com/a/b?c=d&e=%20f#frag",
+    "http://example.org/path with spaces/%E2%82%AC?x=1#y",
+    "https://example.net/" + "long/" * 200 + "end?q=%%#",
+] + [f"https://example.com/page/{n}/item?q=%20#x" for n in range(300)]
+
+
 def test_fingerprint_buckets_are_two_independent_whole_buckets_of_their_chunk():
     layers = [(0, 3, 8, 4, 1000, 10)]
     args = pure.fingerprint_args([b"e"] * len(URL_NAMES), URL_NAMES, layers)
@@ -296,14 +303,17 @@ def test_fingerprint_layers_meet_their_rates_within_35_bits_per_item():
     first = layers[0]
     assert first.slot_bytes == 3 and first.k == 0
     assert 34.99 < first.bits / first.capacity <= 35
-    assert bloom.fingerprint_rate(3) <= first.fp_rate < bloom.fingerprint_rate(2)
+    assert bloom_geometry.fingerprint_rate(3) <= first.fp_rate < bloom_geometry.fingerprint_rate(2)
     for layer in layers:
-        assert bloom.fingerprint_rate(layer.slot_bytes) <= layer.fp_rate
-        assert layer.chunk_bits == layer.buckets * layer.slot_bytes * bloom.BUCKET_SLOTS * 8
-        assert layer.chunk_bits <= bloom.MAX_CHUNK_BITS
+        assert bloom_geometry.fingerprint_rate(layer.slot_bytes) <= layer.fp_rate
+        assert layer.chunk_bits == layer.buckets * layer.slot_bytes * bloom_geometry.BUCKET_SLOTS * 8
+        assert layer.chunk_bits <= bloom_geometry.MAX_CHUNK_BITS
     assert sum(layer.fp_rate for layer in layers) < 1e-6 and layers[1].slot_bytes == 4
     big = bloom.Geometry(capacity=10**9, kind=bloom.FINGERPRINT, block=0).layer(0)
-    assert big.chunks > 1 and big.buckets * big.chunks * bloom.BUCKET_SLOTS * bloom.FINGERPRINT_LOAD <= 10**9
+    assert (
+        big.chunks > 1
+        and big.buckets * big.chunks * bloom_geometry.BUCKET_SLOTS * bloom_geometry.FINGERPRINT_LOAD <= 10**9
+    )
 
 
 @pytest.mark.parametrize("block", [None, 0], ids=["blocked", "pairs"])
@@ -316,7 +326,7 @@ def test_fingerprint_false_positive_rate_matches_the_design_at_small_capacity(ad
     wanted = bloom.Geometry(capacity=4000, fp_rate=0.05, kind=bloom.FINGERPRINT, block=block)
     geometry = bloom.configure(conn, k, wanted)
     layer = geometry.layer(0)
-    assert layer.slot_bytes == 1 and layer.block == (0 if block == 0 else bloom.BLOCK_BUCKETS)
+    assert layer.slot_bytes == 1 and layer.block == (0 if block == 0 else bloom_geometry.BLOCK_BUCKETS)
     filt = bloom.BloomFilter(conn, k)
     for start in range(0, 4000, 400):
         assert filt.add([b"in-%d" % i for i in range(start, start + 400)]).status == bloom.OK
@@ -324,8 +334,8 @@ def test_fingerprint_false_positive_rate_matches_the_design_at_small_capacity(ad
     assert int(conn.execute_command("SCARD", k.bloom_stash(0))) <= (0 if block == 0 else 3)
     absent = [b"out-%d" % i for i in range(40_000)]
     hits = sum(sum(filt.contains_many(absent[i : i + 2000])) for i in range(0, len(absent), 2000))
-    load = 4000 / (layer.buckets * bloom.BUCKET_SLOTS)
-    expected = bloom.fingerprint_rate(1, load) * len(absent)
+    load = 4000 / (layer.buckets * bloom_geometry.BUCKET_SLOTS)
+    expected = bloom_geometry.fingerprint_rate(1, load) * len(absent)
     assert expected - 6 * math.sqrt(expected) < hits < expected + 6 * math.sqrt(expected)
 
 
@@ -397,12 +407,12 @@ def test_blocked_buckets_are_two_distinct_whole_buckets_of_one_block_of_their_ch
 
 def test_blocked_layers_meet_their_rates_within_35_bits_per_item_in_whole_blocks():
     g = bloom.Geometry(capacity=10_000_000, fp_rate=1e-6, kind=bloom.FINGERPRINT, layers=5)
-    assert g.block == bloom.BLOCK_BUCKETS and g.planned_kind == "fingerprint:16"
+    assert g.block == bloom_geometry.BLOCK_BUCKETS and g.planned_kind == "fingerprint:16"
     for layer in g.all_layers():
         assert layer.block == 16 and layer.buckets % 16 == 0
-        assert layer.chunk_bits == layer.buckets * layer.slot_bytes * bloom.BUCKET_SLOTS * 8
-        assert layer.chunk_bits <= bloom.MAX_CHUNK_BITS
-        assert layer.bits / layer.capacity <= layer.slot_bytes * 8 / bloom.FINGERPRINT_LOAD
+        assert layer.chunk_bits == layer.buckets * layer.slot_bytes * bloom_geometry.BUCKET_SLOTS * 8
+        assert layer.chunk_bits <= bloom_geometry.MAX_CHUNK_BITS
+        assert layer.bits / layer.capacity <= layer.slot_bytes * 8 / bloom_geometry.FINGERPRINT_LOAD
     first = g.layer(0)
     assert first.slot_bytes == 3 and 34.9 < first.bits / first.capacity <= 35
     big = bloom.Geometry(capacity=10**9, kind=bloom.FINGERPRINT).layer(0)
@@ -421,56 +431,3 @@ def test_a_fingerprint_geometry_without_a_block_is_independent_pairs_and_others_
         with pytest.raises(ValueError):
             bloom.Geometry(**bad)
     assert not bloom.Plan(ProjectKeys(P), stored).blocked
-
-
-# -- the blocked filter measured in benchmarks/bloom_blocked.py (issue 16; not yet the filter in use) --
-
-URL_NAMES = [
-    "https://example.com/a/b?c=d&e=%20f#frag",
-    "http://example.org/path with spaces/%E2%82%AC?x=1#y",
-    "https://example.net/" + "long/" * 200 + "end?q=%%#",
-] + [f"https://example.com/page/{n}/item?q=%20#x" for n in range(300)]
-
-
-def test_blocked_positions_stay_in_their_block_and_spread():
-    import bloom_blocked
-
-    for name in URL_NAMES[:50]:
-        block, positions = bloom_blocked.block_positions(pure.fnv1a64(name.encode()), 0, 18, 77, 1024)
-        assert 0 <= block < 77 and len(positions) == 18
-        assert all(0 <= p < 1024 for p in positions) and len(set(positions)) >= 15
-    words = bloom_blocked.mask_words([0, 31, 32, 1023], 1024)
-    assert words[0] == 0x80000001 and words[1] == 0x80000000 and words[31] == 1 and sum(map(bool, words)) == 3
-
-
-@pytest.mark.parametrize("block_bits,k", [(512, 16), (1024, 18)])
-def test_blocked_script_queues_new_url_items_once_and_never_forgets(redis_url, block_bits, k):
-    import redis
-
-    import bloom_blocked
-
-    raw = redis.Redis.from_url(redis_url)
-    blocks = 20  # few blocks, many items each: shared blocks must keep every item's bits
-    sha = raw.script_load(bloom_blocked.lua_source(block_bits // 32))
-    names = [n.encode() for n in URL_NAMES]
-    first = bloom_blocked.batch_args(names[:100], block_bits, blocks, k)
-    assert raw.evalsha(sha, 1, "chunk", *first) == 100
-    assert raw.evalsha(sha, 1, "chunk", *first) == 0  # no false negatives
-    everything = bloom_blocked.batch_args(names, block_bits, blocks, k)
-    new = raw.evalsha(sha, 1, "chunk", *everything)
-    assert raw.evalsha(sha, 1, "chunk", *everything) == 0
-    queued = raw.smembers("queue")
-    # Each name queued at most once; a name missing from the queue was a false positive.
-    assert new == len(queued) - 100 and set(names[:100]) <= queued and len(queued) > len(names) - 10
-    assert raw.strlen("chunk") <= blocks * block_bits // 8
-
-
-def test_blocked_simulation_counts_false_positives_near_the_model():
-    """At a high rate (small filter) the simulated count, the bitmap's expectation and the model agree."""
-    import bloom_blocked
-
-    f = bloom_blocked.false_positives(512, 8, 5, capacity=4000, probes=40_000)
-    expected = f["expected_rate_from_filled_bitmap"] * f["absent_probed"]
-    assert expected > 300  # a rate far above 1e-6, so the count is meaningful
-    assert abs(f["false_positives"] - expected) < 6 * math.sqrt(expected)
-    assert math.isclose(f["expected_rate_from_filled_bitmap"], f["poisson_model_rate"], rel_tol=0.15)

@@ -7,7 +7,7 @@ import pytest
 from tracker_core import keyspace
 from tracker_core.admin import backfeed_verbs, project_verbs
 from tracker_core.admin.errors import BadInput, Conflict
-from tracker_core.items import bloom, intake
+from tracker_core.items import bloom, bloom_membership, intake
 from tracker_core.keyspace import ProjectKeys
 
 P = "bfadmin"
@@ -54,10 +54,10 @@ def test_seen_by_reads_every_kind_through_the_admin_connection_and_writes_nothin
     """What redo asks before it re-queues a name (tracker_core.admin.item_verbs.seen_by_filter)."""
     project_verbs.create(admin, P)
     k = ProjectKeys(P)
-    assert bloom.seen_by(admin.conn, k, NAMES[:3]) == [False] * 3 and not r.exists(k.bloom)
+    assert bloom_membership.seen_by(admin.conn, k, NAMES[:3]) == [False] * 3 and not r.exists(k.bloom)
     backfeed_verbs.bloom_filter(admin, P, kind=kind)
     intake.add_names(admin.conn, k, NAMES[:30])
     before = {key: r.dump(key) for key in r.scan_iter("*")}
     wired = [name.encode() for name in NAMES]
-    assert bloom.seen_by(admin.conn, k, wired) == [True] * 30 + [False] * 20
+    assert bloom_membership.seen_by(admin.conn, k, wired) == [True] * 30 + [False] * 20
     assert {key: r.dump(key) for key in r.scan_iter("*")} == before

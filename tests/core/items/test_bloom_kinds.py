@@ -1,4 +1,4 @@
-"""Every filter kind: the read-only membership test (bloom.seen_by, contains_many) answers what
+"""Every filter kind: the read-only membership test (bloom_membership.seen_by, contains_many) answers what
 bloom_add decides, name by name, through growth and the stash; odd names hash alike in both twins."""
 
 import random
@@ -8,7 +8,7 @@ import pytest
 from support import twins
 from tracker_core.admin import project_verbs
 from tracker_core.infra.rawredis import RawRedis
-from tracker_core.items import bloom
+from tracker_core.items import bloom, bloom_geometry, bloom_membership, bloom_plan
 from tracker_core.keyspace import ProjectKeys
 
 compiled, pure = twins.pair("bloom")
@@ -49,9 +49,9 @@ def odd_names(rng: random.Random, n: int) -> list[bytes]:
 @pytest.fixture(params=["compiled", "pure"])
 def hashing(request, monkeypatch):
     module = compiled if request.param == "compiled" else pure
-    monkeypatch.setattr(bloom, "script_args", module.script_args)
-    monkeypatch.setattr(bloom, "fingerprint_args", module.fingerprint_args)
-    monkeypatch.setattr(bloom, "block_args", module.block_args)
+    monkeypatch.setattr(bloom_plan, "script_args", module.script_args)
+    monkeypatch.setattr(bloom_plan, "fingerprint_args", module.fingerprint_args)
+    monkeypatch.setattr(bloom_plan, "block_args", module.block_args)
     return request.param
 
 
@@ -60,7 +60,7 @@ def crowded(k, geometry: bloom.Geometry, layer: int, n: int, tag: str) -> list[b
     the hash, salt included, can send): with independent pairs, one bucket twice (8 fill it); in
     a blocked filter, its first two buckets (16 fill them); the others are stashed."""
     plan = bloom.Plan(k, bloom.Geometry(**{**geometry.__dict__, "layers": layer + 1}))
-    bucket = plan.layers[layer].slot_bytes * bloom.BUCKET_SLOTS
+    bucket = plan.layers[layer].slot_bytes * bloom_geometry.BUCKET_SLOTS
     found, i = [], 0
     while len(found) < n:
         name = f"https://example.com/{tag}/{i}?q=%20#f".encode()
@@ -85,7 +85,7 @@ def test_membership_agrees_with_bloom_add_name_by_name_through_growth(
     conn = RawRedis(redis_url)
     geometry = bloom.configure(conn, k, shaped(kind, capacity=capacity))
     assert isinstance(geometry, bloom.Geometry)
-    assert geometry.block == (bloom.BLOCK_BUCKETS if kind == bloom.FINGERPRINT else 0)
+    assert geometry.block == (bloom_geometry.BLOCK_BUCKETS if kind == bloom.FINGERPRINT else 0)
     filt = bloom.BloomFilter(conn, k)
     rng = random.Random(f"{kind}{capacity}")
     names = odd_names(rng, 150)
@@ -95,7 +95,7 @@ def test_membership_agrees_with_bloom_add_name_by_name_through_growth(
         names = crowded(k, geometry, 0, crowd, "zero") + names + crowded(k, geometry, 1, crowd, "one")
     added: list[bytes] = []
     for name in names + rng.sample(names, 40):
-        predicted = bloom.seen_by(admin.conn, k, [name])
+        predicted = bloom_membership.seen_by(admin.conn, k, [name])
         assert filt.contains_many([name]) == predicted
         result = filt.add([name])
         assert result.status == bloom.OK
@@ -103,7 +103,7 @@ def test_membership_agrees_with_bloom_add_name_by_name_through_growth(
         if result.new:
             added.append(name)
     assert int(admin.conn.hget(k.bloom, "layers")) > 1 and len(added) >= 0.97 * len(names)
-    assert all(bloom.seen_by(admin.conn, k, added)) and all(filt.contains_many(added))
+    assert all(bloom_membership.seen_by(admin.conn, k, added)) and all(filt.contains_many(added))
     assert admin.conn.scard(k.backfeed) == len(added)
     if stashing:
         # 4 crowded names each, and any other name both of whose buckets were full.
@@ -122,7 +122,7 @@ def test_a_name_repeated_in_one_batch_is_queued_once_in_every_kind(admin, redis_
     assert result.status == bloom.OK and result.new + result.seen == len(batch)
     assert result.new == admin.conn.scard(k.backfeed) <= len(names)
     assert result.new >= len(names) - 1  # a false positive at 1e-6 is not expected here
-    assert all(bloom.seen_by(admin.conn, k, names))
+    assert all(bloom_membership.seen_by(admin.conn, k, names))
 
 
 class Name(str):

@@ -12,7 +12,7 @@ from support import twins
 from tracker_core import keyspace, scripts
 from tracker_core.admin import backfeed_verbs, item_verbs, project_verbs
 from tracker_core.infra.rawredis import RawRedis
-from tracker_core.items import bloom, intake
+from tracker_core.items import bloom, bloom_geometry, bloom_membership, intake
 from tracker_core.keyspace import ProjectKeys
 
 compiled, pure = twins.pair("bloom")
@@ -84,7 +84,7 @@ def test_a_geometry_stored_without_a_salt_keeps_its_positions(admin, redis_url, 
     assert plan.args(entries, names) == compiled.script_args(entries, names, plan.hash_plan)
     assert plan.args(entries, names) == pure.script_args(entries, names, plan.hash_plan)
     assert bloom.BloomFilter(conn, k).add(names).new == 40
-    assert bloom.seen_by(admin.conn, k, names) == [True] * 40
+    assert bloom_membership.seen_by(admin.conn, k, names) == [True] * 40
 
 
 def test_a_new_filter_gets_a_salt_and_only_replacing_an_empty_one_renews_it(admin, redis_url, r):
@@ -92,7 +92,7 @@ def test_a_new_filter_gets_a_salt_and_only_replacing_an_empty_one_renews_it(admi
     k = ProjectKeys(P)
     backfeed_verbs.bloom_filter(admin, P)
     salt = r.hget(k.bloom, "salt")
-    assert bloom.SALT_RE.match(salt) and len(salt) == 32
+    assert bloom_geometry.SALT_RE.match(salt) and len(salt) == 32
     backfeed_verbs.bloom_filter(admin, P)  # shown, not changed
     assert r.hget(k.bloom, "salt") == salt
     backfeed_verbs.bloom_filter(admin, P, kind="wide")  # replaced while empty: a new salt
@@ -168,7 +168,7 @@ def test_a_name_poisoned_for_the_unkeyed_hash_is_not_seen_by_a_salted_filter(adm
         bloom.configure(conn, k, bloom.Geometry(**{**geometry.__dict__, "salt": salt}))
         filt = bloom.BloomFilter(conn, k)
         assert filt.add(poison).new == len(poison)
-        assert bloom.seen_by(admin.conn, k, [target]) == [seen]
+        assert bloom_membership.seen_by(admin.conn, k, [target]) == [seen]
         assert filt.add([target]).new == (0 if seen else 1)
 
 
@@ -184,11 +184,15 @@ def test_membership_agrees_with_bloom_add_on_a_salted_filter(admin, redis_url, r
     wired = [name.encode() for name in NAMES]
     filt = bloom.BloomFilter(conn, k)
     for name in wired[:30]:
-        predicted = bloom.seen_by(admin.conn, k, [name])
+        predicted = bloom_membership.seen_by(admin.conn, k, [name])
         assert filt.contains_many([name]) == predicted
         assert (filt.add([name]).seen == 1) == predicted[0]
     assert int(r.hget(k.bloom, "layers")) > 1
-    assert bloom.seen_by(admin.conn, k, wired) == filt.contains_many(wired) == [True] * 30 + [False] * 10
+    assert (
+        bloom_membership.seen_by(admin.conn, k, wired)
+        == filt.contains_many(wired)
+        == [True] * 30 + [False] * 10
+    )
 
 
 def test_redo_finds_the_names_a_salted_filter_has_seen(admin, r):
@@ -225,5 +229,5 @@ def test_layers_of_a_filter_that_never_grows_keep_a_rate_past_300_layers():
     for kind in bloom.KINDS:
         geometry = bloom.Geometry(capacity=10, growth=1, layers=400, kind=kind, chunk_bits=4096)
         last = geometry.layer(399)
-        assert last.fp_rate == bloom.MIN_LAYER_RATE and last.bits > 0
+        assert last.fp_rate == bloom_geometry.MIN_LAYER_RATE and last.bits > 0
         assert len(geometry.all_layers()) == 400
