@@ -19,6 +19,7 @@ import falcon
 
 from tracker_api.server import listening_sockets
 from tracker_core.infra import processes, topology
+from tracker_core.infra.supervision import Supervisor
 
 
 class HelloRequest:
@@ -54,7 +55,7 @@ def main() -> None:
     # Each worker on its own socket, as tracker serve's workers are (server.listening_sockets).
     sockets = listening_sockets("127.0.0.1", port, workers)
     app = create_app(redis_url)
-    supervisor = processes.Supervisor()
+    supervisor = Supervisor()
     supervisor.stop_on_signals()
     for sock in sockets:
         supervisor.add("hello worker", lambda sock=sock: processes.fork(lambda: _worker(sock, app)))

@@ -36,6 +36,7 @@ from tracker_api.public import public_cache, public_renderer, rendered_files, re
 from tracker_api.web import errors, logs, redact
 from tracker_api.web.config import AppConfig
 from tracker_core.infra import processes
+from tracker_core.infra.supervision import Backoff, Supervisor
 from tracker_core.items.engine import Engine
 
 log = logging.getLogger("tracker.server")
@@ -190,7 +191,7 @@ def serve(
     # The renderer's files, which every worker reads: also one directory per run.
     cache_directory, remove_cache_directory = rendered_files.prepare_directory()
     config = replace(config, public_cache_dir=cache_directory)
-    supervisor = processes.Supervisor(log=log.warning)
+    supervisor = Supervisor(log=log.warning)
     supervisor.stop_on_signals()
     try:
         supervisor.add(
@@ -200,7 +201,7 @@ def serve(
                     lambda: _renderer(sockets, redis_url, config), name=public_renderer.PROCESS_NAME
                 )
             ),
-            processes.Backoff(**WORKER_BACKOFF),
+            Backoff(**WORKER_BACKOFF),
         )
         for sock in sockets:
             # SIGKILL when the parent dies: a worker must never outlive it and hold the port.
@@ -211,7 +212,7 @@ def serve(
                         lambda: _worker(sock, sockets, redis_url, config, limits)
                     )
                 ),
-                processes.Backoff(**WORKER_BACKOFF),
+                Backoff(**WORKER_BACKOFF),
             )
         log.info(
             "serving on http://%s:%s with %d worker(s), Redis %s",

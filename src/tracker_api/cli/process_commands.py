@@ -15,6 +15,7 @@ from tracker_api.cli import output, redis_secret, server_options
 from tracker_api.cli.root import context, globals_, main, segments_dir_option
 from tracker_api.web import redact
 from tracker_core.infra import processes
+from tracker_core.infra.supervision import Backoff, Supervisor
 
 DEMO_PROJECT = "demo"
 REDIS_URL_VARIABLE = "TRACKER_REDIS_URL"  # the root group's --redis-url reads it
@@ -305,8 +306,8 @@ def _supervise(name: str, child: TrackerChild) -> None:
     A process of its own beside the API workers, so that a child that dies is seen and
     restarted without touching the server's own supervision of its workers.
     """
-    supervisor = processes.Supervisor(log=logging.getLogger(f"tracker.{name}").warning)
+    supervisor = Supervisor(log=logging.getLogger(f"tracker.{name}").warning)
     supervisor.stop_on_signals()
-    backoff = processes.Backoff(first_s=1.0, min_s=1.0, max_s=RESTART_MAX_S, healthy_after_s=RESTART_MAX_S)
+    backoff = Backoff(first_s=1.0, min_s=1.0, max_s=RESTART_MAX_S, healthy_after_s=RESTART_MAX_S)
     supervisor.add(name, lambda: child.start().pid, backoff)
     supervisor.run()

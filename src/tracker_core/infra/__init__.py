@@ -7,7 +7,7 @@
   share (failover: the waits and the replicas' acknowledgements);
 - redis_clock: Redis's ``TIME`` as every node's clock;
 - embedded: a private redis-server the tracker (or a test) starts and stops;
-- processes: start, wait for, stop and supervise processes;
+- processes: start, wait for and stop processes; supervision: keep children running;
 - durable: files written whole or not at all.
 
 May import: nothing of tracker_core outside this package.

@@ -14,6 +14,7 @@ import time
 import pytest
 
 from tracker_core.infra import processes
+from tracker_core.infra.supervision import Backoff, Supervisor
 
 PY = sys.executable
 
@@ -213,7 +214,7 @@ def test_a_child_may_outlive_its_parent_when_asked():
 
 
 def test_backoff_doubles_while_a_child_dies_fast_and_resets_after_a_healthy_run():
-    backoff = processes.Backoff(first_s=0.0, min_s=0.5, max_s=3.0, healthy_after_s=10.0)
+    backoff = Backoff(first_s=0.0, min_s=0.5, max_s=3.0, healthy_after_s=10.0)
     assert [backoff.next_delay_s(1.0) for _ in range(5)] == [0.5, 1.0, 2.0, 3.0, 3.0]
     assert backoff.next_delay_s(11.0) == 0.0
     assert backoff.next_delay_s(0.1) == 0.5
@@ -221,9 +222,9 @@ def test_backoff_doubles_while_a_child_dies_fast_and_resets_after_a_healthy_run(
 
 def test_supervisor_restarts_a_killed_child_and_stops_all():
     lines: list[str] = []
-    supervisor = processes.Supervisor(log=lines.append, poll_s=0.02)
+    supervisor = Supervisor(log=lines.append, poll_s=0.02)
     sleeper = [PY, "-c", "import time; time.sleep(60)"]
-    at_once = processes.Backoff(first_s=0.0, healthy_after_s=0.0)
+    at_once = Backoff(first_s=0.0, healthy_after_s=0.0)
     first = supervisor.add("sleeper", lambda: processes.start(sleeper).pid, at_once)
     other = supervisor.add("other", lambda: processes.fork(lambda: time.sleep(60)))
     os.kill(first, signal.SIGKILL)
@@ -238,8 +239,8 @@ def test_supervisor_restarts_a_killed_child_and_stops_all():
 
 
 def test_supervisor_backs_off_a_crash_loop():
-    supervisor = processes.Supervisor(log=lambda line: None, poll_s=0.02)
-    backoff = processes.Backoff(min_s=0.2, max_s=0.4, healthy_after_s=60)
+    supervisor = Supervisor(log=lambda line: None, poll_s=0.02)
+    backoff = Backoff(min_s=0.2, max_s=0.4, healthy_after_s=60)
     supervisor.add("crasher", lambda: processes.fork(lambda: os._exit(1)), backoff)
     deadline = time.monotonic() + 2.0
     while time.monotonic() < deadline:
@@ -252,7 +253,7 @@ def test_supervisor_backs_off_a_crash_loop():
 
 def test_supervisor_leaves_other_children_to_their_owner():
     """It reaps its children by pid, so a Popen started beside it still gets its exit code."""
-    supervisor = processes.Supervisor(log=lambda line: None, poll_s=0.02)
+    supervisor = Supervisor(log=lambda line: None, poll_s=0.02)
     supervisor.add("sleeper", lambda: processes.fork(lambda: time.sleep(60)))
     bystander = python("raise SystemExit(7)")
     processes.wait_for(lambda: not processes.alive(bystander.pid), 10)
@@ -263,7 +264,7 @@ def test_supervisor_leaves_other_children_to_their_owner():
 
 
 def test_supervisor_run_stops_on_request_from_a_signal_handler():
-    supervisor = processes.Supervisor(log=lambda line: None, poll_s=0.02)
+    supervisor = Supervisor(log=lambda line: None, poll_s=0.02)
     child = supervisor.add("sleeper", lambda: processes.fork(lambda: time.sleep(60)))
     previous = signal.signal(signal.SIGALRM, supervisor.request_stop)
     try:
