@@ -20,13 +20,10 @@ def claims():
 @click.option(
     "--cursor",
     default="0",
-    show_default=True,
     help="Where to continue: the cursor the last page printed (SHARD:CURSOR on a sharded project).",
 )
-@click.option(
-    "--count", default=100, show_default=True, type=click.IntRange(1, 10000), help="Claims per page (about)."
-)
-@click.option("--pattern", default="*", show_default=True, help="Redis glob on item names.")
+@click.option("--count", default=100, type=click.IntRange(1, 10000), help="Claims per page (about).")
+@click.option("--pattern", default="*", help="Redis glob on item names.")
 @output.json_option
 def claims_list(slug, cursor, count, pattern):
     """One page of claims (continue with the printed cursor until it is 0)."""

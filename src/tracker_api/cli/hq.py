@@ -10,12 +10,8 @@ from tracker_core.admin import hq_verbs
 
 
 @admin_group.command("warriors")
-@click.option(
-    "--offset", default=0, show_default=True, type=click.IntRange(0, 10**9), help="Skip this many warriors."
-)
-@click.option(
-    "--count", default=100, show_default=True, type=click.IntRange(1, 1000), help="Show at most this many."
-)
+@click.option("--offset", default=0, type=click.IntRange(0, 10**9), help="Skip this many warriors.")
+@click.option("--count", default=100, type=click.IntRange(1, 1000), help="Show at most this many.")
 @output.json_option
 def admin_warriors(offset, count):
     """Registered warriors by last heartbeat, newest first, and how many are online (a

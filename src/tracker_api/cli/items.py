@@ -31,11 +31,10 @@ def lines(stream):
 @items.command("add")
 @click.argument("slug")
 @click.argument("source", type=NAMES_FILE)
-@click.option("--queue", default="todo", show_default=True, help=QUEUE_HELP)
+@click.option("--queue", default="todo", help=QUEUE_HELP)
 @click.option(
     "--batch",
     default=5000,
-    show_default=True,
     type=click.IntRange(1, 100000),
     help="Items per script call (one call blocks Redis while it runs).",
 )
@@ -86,7 +85,7 @@ def _bytes_read(source):
     "--file", "source", default=None, type=NAMES_FILE, help="Item names, one a line (- for standard input)."
 )
 @click.option("--pattern", default=None, help="Redo every done item matching this Redis glob.")
-@click.option("--queue", default="redo", show_default=True, help=QUEUE_HELP)
+@click.option("--queue", default="redo", help=QUEUE_HELP)
 @click.option(
     "--even-if-offloaded",
     is_flag=True,

@@ -20,11 +20,7 @@ def log_group():
 @log_group.command("export")
 @click.argument("slug")
 @click.option(
-    "--kind",
-    type=click.Choice(["done", "uploads", "bad_dones"]),
-    default="done",
-    show_default=True,
-    help="Which log.",
+    "--kind", type=click.Choice(["done", "uploads", "bad_dones"]), default="done", help="Which log."
 )
 @click.option(
     "--since", default=None, help="Entries from this time on: Unix seconds or ISO 8601 (UTC unless given)."
@@ -62,9 +58,7 @@ def log_status(slug):
 
 @admin_group.command("audit")
 @click.option("--project", default=None, help="This project's log (default: the global one).")
-@click.option(
-    "--count", default=100, show_default=True, type=click.IntRange(1, 1000), help="Entries on this page."
-)
+@click.option("--count", default=100, type=click.IntRange(1, 1000), help="Entries on this page.")
 @click.option("--before", default=None, help="Continue from the 'next' of the previous page.")
 @output.json_option
 def admin_audit(project, count, before):

@@ -162,6 +162,15 @@ def _start_maintain_process(redis_url: str, data_dir: str, segments_dir: str | N
     ).start()
 
 
+def _supervise_option(what: str):
+    """--supervise, for the processes `tracker run` starts beside the API workers."""
+    return click.option(
+        "--supervise",
+        is_flag=True,
+        help=f"Run {what} in a child process and restart it whenever it dies (what `tracker run` does).",
+    )
+
+
 def _start_live_process(redis_url: str, host: str, port: int, log_level: str):
     """Start `tracker live --supervise` beside the API workers (its own process: asyncio, not
     bjoern), restarted as the maintainer is whenever it dies."""
@@ -172,22 +181,15 @@ def _start_live_process(redis_url: str, host: str, port: int, log_level: str):
 
 
 @main.command()
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
-@click.option(
-    "--port", default=8081, show_default=True, type=click.IntRange(0, 65535), help="Port of the feed."
-)
+@click.option("--host", default="127.0.0.1", help="Address to bind.")
+@click.option("--port", default=8081, type=click.IntRange(0, 65535), help="Port of the feed.")
 @click.option(
     "--interval",
     default=0.5,
-    show_default=True,
     type=click.FloatRange(0.05, 60),
     help="Seconds between updates of one project (updates are coalesced).",
 )
-@click.option(
-    "--supervise",
-    is_flag=True,
-    help="Run the feed in a child process and restart it whenever it dies (what `tracker run` does).",
-)
+@_supervise_option("the feed")
 @server_options.log_level_option
 def live(host, port, interval, supervise, log_level):
     """Run the live leaderboard feed (websockets at ws://HOST:PORT/PROJECT)."""
@@ -227,19 +229,9 @@ def serve(**options):
 
 @main.command()
 @segments_dir_option()
-@click.option(
-    "--interval",
-    default=1.0,
-    show_default=True,
-    type=click.FloatRange(0.05, 3600),
-    help="Seconds between passes.",
-)
+@click.option("--interval", default=1.0, type=click.FloatRange(0.05, 3600), help="Seconds between passes.")
 @click.option("--once", is_flag=True, help="Make one pass, print what it did and exit.")
-@click.option(
-    "--supervise",
-    is_flag=True,
-    help="Run the maintainer in a child process and restart it whenever it dies (what `tracker run` does).",
-)
+@_supervise_option("the maintainer")
 @server_options.log_level_option
 @output.json_option
 def maintain(segments_dir, interval, once, supervise, log_level):

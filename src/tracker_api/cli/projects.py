@@ -17,12 +17,11 @@ def project():
 
 @project.command("create")
 @click.argument("slug")
-@click.option("--title", default="", help="The project's title on its pages.")
+@click.option("--title", default="", show_default=False, help="The project's title on its pages.")
 @click.option(
     "--shards",
     type=click.IntRange(1, MAX_SHARDS),
     default=1,
-    show_default=True,
     help="Spread the project over this many Redis primaries (docs/sharding.md).",
 )
 @output.json_option
@@ -127,7 +126,6 @@ def status(slug):
     "--state",
     type=click.Choice(["active", "inactive", "remove"]),
     default="active",
-    show_default=True,
     help="Hand the target out (active), keep it but not hand it out (inactive), or remove it.",
 )
 @output.json_option

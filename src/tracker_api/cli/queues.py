@@ -27,9 +27,7 @@ def queue_count(slug, name):
 @queue.command("sample")
 @click.argument("slug")
 @click.argument("name", metavar="QUEUE")
-@click.option(
-    "--count", default=20, show_default=True, type=click.IntRange(1, 1000), help="How many items to show."
-)
+@click.option("--count", default=20, type=click.IntRange(1, 1000), help="How many items to show.")
 @output.json_option
 def queue_sample(slug, name, count):
     """Print up to COUNT items of QUEUE (any, not the next to be served)."""
@@ -52,7 +50,7 @@ def queue_clear(slug, name, yes):
 @click.argument("slug")
 @click.argument("source", metavar="FROM")
 @click.argument("target", metavar="TO")
-@click.option("--pattern", default="*", show_default=True, help="Redis glob on item names.")
+@click.option("--pattern", default="*", help="Redis glob on item names.")
 @output.json_option
 def queue_move(slug, source, target, pattern):
     """Move matching items FROM one queue TO another, page by page until done."""

@@ -169,6 +169,7 @@ def key_values(assignments) -> dict[str, str]:
         "help_option_names": ["-h", "--help"],
         "auto_envvar_prefix": ENV_PREFIX,
         "max_content_width": 100,
+        "show_default": True,  # every option's help shows its default
     },
 )
 @click.option(
@@ -192,14 +193,12 @@ def key_values(assignments) -> dict[str, str]:
     "--data-dir",
     envvar="TRACKER_DATA_DIR",
     default=DEFAULT_DATA_DIR,
-    show_default=True,
     help="Where the embedded Redis keeps its data (and segments, unless told otherwise).",
 )
 @click.option(
     "--max-clock-offset",
     envvar=redis_clock.MAX_OFFSET_ENV,
     default=redis_clock.DEFAULT_MAX_OFFSET_S,
-    show_default=True,
     type=click.FloatRange(0, 86400 * 365),
     expose_value=False,
     is_eager=True,

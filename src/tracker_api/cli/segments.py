@@ -45,7 +45,6 @@ def segments_export(slug, number, destination, segments_dir):
 @click.option(
     "--queue",
     default="todo",
-    show_default=True,
     help="Queue for the items of a file not exported from SLUG: todo, backfeed, secondary or redo.",
 )
 @output.json_option

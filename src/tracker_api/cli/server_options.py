@@ -61,7 +61,6 @@ def log_level_option(f):
         "--log-level",
         envvar="TRACKER_LOG_LEVEL",
         default=logs.DEFAULT_LEVEL,
-        show_default=True,
         type=click.Choice(logs.LEVELS, case_sensitive=False),
         help="Lowest level logged to stderr (lines: time, level, component, message).",
     )(f)
@@ -70,8 +69,17 @@ def log_level_option(f):
 def _registry_bound(flag: str, default: int, help: str):
     """A bound of the warrior registry: a count of 1 or more, TRACKER_<FLAG> in the environment."""
     envvar = "TRACKER_" + flag.lstrip("-").replace("-", "_").upper()
+    return click.option(flag, envvar=envvar, default=default, type=click.IntRange(1), help=help)
+
+
+def _timeout(flag: str, default_s: float, help: str):
+    """A time bound of the workers, 1 s to an hour, passed on as FLAG's name with _s."""
     return click.option(
-        flag, envvar=envvar, default=default, show_default=True, type=click.IntRange(1), help=help
+        flag,
+        flag.lstrip("-").replace("-", "_") + "_s",
+        default=default_s,
+        type=click.FloatRange(1, 3600),
+        help=help,
     )
 
 
@@ -92,14 +100,11 @@ def serve_options(f):
     from tracker_core.warriors import hq
 
     options = [
-        click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind."),
-        click.option(
-            "--port", default=8080, show_default=True, type=click.IntRange(0, 65535), help="Port of the API."
-        ),
+        click.option("--host", default="127.0.0.1", help="Address to bind."),
+        click.option("--port", default=8080, type=click.IntRange(0, 65535), help="Port of the API."),
         click.option(
             "--workers",
             default=default_workers(),
-            show_default=True,
             type=click.IntRange(1, 256),
             help=f"bjoern processes sharing the port. Default {WORKERS_PER_CORE} per core: a worker "
             "serves one request at a time and waits for Redis on each, so a second one per core "
@@ -116,31 +121,19 @@ def serve_options(f):
             "--trusted-proxies",
             envvar="TRACKER_TRUSTED_PROXIES",
             default=1,
-            show_default=True,
             type=click.IntRange(1, 16),
             help="With --trust-forwarded: how many proxies in front append to "
             "X-Forwarded-For (the client is that many entries from the right).",
         ),
-        click.option(
-            "--idle-timeout",
-            "idle_timeout_s",
-            default=30.0,
-            show_default=True,
-            type=click.FloatRange(1, 3600),
-            help="Seconds a connection may stay silent both ways before it is closed.",
+        _timeout(
+            "--idle-timeout", 30.0, "Seconds a connection may stay silent both ways before it is closed."
         ),
-        click.option(
-            "--request-timeout",
-            "request_timeout_s",
-            default=60.0,
-            show_default=True,
-            type=click.FloatRange(1, 3600),
-            help="Seconds a request may take to arrive whole before it is answered 408.",
+        _timeout(
+            "--request-timeout", 60.0, "Seconds a request may take to arrive whole before it is answered 408."
         ),
         click.option(
             "--max-body-bytes",
             default=DEFAULT_MAX_BODY_BYTES,
-            show_default=True,
             type=click.IntRange(1 << 20, 1 << 30),
             help="Largest request body a worker buffers; beyond it 413, nothing kept (at the first "
             "body bytes when Content-Length says so, and the connection closed).",
@@ -149,6 +142,7 @@ def serve_options(f):
             "--public-url",
             envvar="TRACKER_PUBLIC_URL",
             default="",
+            show_default=False,
             callback=_public_url,
             help="The tracker's public base URL, http(s)://HOST[:PORT][/PATH] (e.g. "
             "https://tracker.example.org): projects.json builds its leaderboard URLs from it and "
@@ -166,6 +160,7 @@ def serve_options(f):
             "--metrics-token",
             envvar="TRACKER_METRICS_TOKEN",
             default="",
+            show_default=False,
             help="Bearer token that shows /metrics for every project (default: none; only "
             "projects listed as public are shown).",
         ),
@@ -177,7 +172,6 @@ def serve_options(f):
             "--memory-guard-percent",
             envvar="TRACKER_MEMORY_GUARD_PERCENT",
             default=DEFAULT_MEMORY_GUARD_PERCENT,
-            show_default=True,
             type=click.IntRange(1, 100),
             help="Backfeed answers 503 above this share of Redis's maxmemory.",
         ),
@@ -196,7 +190,6 @@ def serve_options(f):
             "public_cache_max_age_s",
             envvar="TRACKER_PUBLIC_CACHE_MAX_AGE",
             default=1.0,
-            show_default=True,
             type=click.FloatRange(0.1, 300),
             help="Seconds an anonymous aggregate (/metrics without a token, the front page, "
             "projects.json, stats.json) may be served old; one process renders them "
@@ -206,7 +199,6 @@ def serve_options(f):
             "--access-log/--no-access-log",
             envvar="TRACKER_ACCESS_LOG",
             default=False,
-            show_default=True,
             help="Log one line per request (method, path without query or secrets, status, "
             "milliseconds, client) as tracker.access.",
         ),

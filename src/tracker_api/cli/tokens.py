@@ -16,12 +16,9 @@ def admin_token():
 
 @admin_token.command("create")
 @click.option(
-    "--scope",
-    default="*",
-    show_default=True,
-    help="'*' for a global admin, or a project name for that project's admin.",
+    "--scope", default="*", help="'*' for a global admin, or a project name for that project's admin."
 )
-@click.option("--note", default="", help="Who or what the token is for.")
+@click.option("--note", default="", show_default=False, help="Who or what the token is for.")
 @output.json_option
 def admin_token_create(scope, note):
     """Create a token and print it once."""
