@@ -87,7 +87,9 @@ def project_on(cluster: Cluster, prefix: str, avoid: set[int]) -> tuple[str, int
     raise LookupError(prefix)
 
 
-def failover_trials(cluster: Cluster, trials: int, workers: int, warriors: int, items: int) -> list[dict]:
+def failover_trials(
+    cluster: Cluster, trials: int, workers: int, warriors: int, items: int, settle_s: float
+) -> list[dict]:
     server = None
     try:
         failing, failing_port = project_on(cluster, "failing", set())
@@ -104,12 +106,12 @@ def failover_trials(cluster: Cluster, trials: int, workers: int, warriors: int, 
             for prober in probers.values():
                 prober.start()
             load.start()
-            time.sleep(2.0)
+            time.sleep(settle_s)
             old = cluster.owner_port(ProjectKeys(failing).tag)
             new = cluster.crash_primary(old)
             killed_at = cluster.killed_at
             failover_s = time.monotonic() - killed_at
-            time.sleep(2.0)
+            time.sleep(settle_s)
             load.stop()
             for prober in probers.values():
                 prober.stop.set()
@@ -213,6 +215,7 @@ def run(bench: Bench) -> dict:
             bench.size("workers", 2),
             bench.size("warriors", 4, quick=2),
             bench.size("items", 20_000, quick=2_000),
+            bench.size("settle_s", 2.0, quick=0.5),  # load before the kill, and after the failover
         ),
         "wait": wait_cost(
             cluster, bench.size("wait_rounds", 5, quick=1), bench.size("wait_pairs", 1000, quick=50)

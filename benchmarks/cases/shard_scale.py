@@ -98,7 +98,7 @@ FULL = Plan(
 )
 # A smoke run (CI): every part once, its figures too short to quote.
 QUICK = Plan(
-    shard_counts=(1, 2), seconds=1, rounds=1, items_per_shard=12_000, connections=96, workers=24, cap=0.10
+    shard_counts=(1, 2), seconds=1, rounds=1, items_per_shard=3_000, connections=32, workers=8, cap=0.10
 )
 
 

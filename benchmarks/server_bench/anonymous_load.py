@@ -17,6 +17,7 @@ The figures (warrior p50 and p99, the flood's rate) go to results/anonymous_load
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import time
 import urllib.parse
@@ -40,10 +41,10 @@ FLOOD_CONNECTIONS = 8
 LONG_NAME = ("https://example.org/archive/" + "a%20b/" * 680)[: 4096 - 6] + "?q=1#x"
 
 
-def populate(redis_url: str, warrior_items: int) -> None:
+def populate(redis_url: str, warrior_items: int, listed: int, downloaders: int) -> None:
     admin = AdminContext.from_url(redis_url)
     engine = Engine(redis_url)
-    for n in range(LISTED):
+    for n in range(listed):
         project_verbs.create(admin, f"listed-{n:04d}", {"title": f"Listed project {n}"})
     project_verbs.create(admin, PROJECT)
     item_verbs.add(
@@ -51,33 +52,34 @@ def populate(redis_url: str, warrior_items: int) -> None:
     )
     item_verbs.add(admin, PROJECT, [LONG_NAME])
     project_verbs.create(admin, BOARD)
-    item_verbs.add(admin, BOARD, (f"https://example.org/board/{n}" for n in range(DOWNLOADERS)), batch=10_000)
-    for n in range(DOWNLOADERS):  # one item done by each: a leaderboard of DOWNLOADERS rows
+    item_verbs.add(admin, BOARD, (f"https://example.org/board/{n}" for n in range(downloaders)), batch=10_000)
+    for n in range(downloaders):  # one item done by each: a leaderboard of DOWNLOADERS rows
         downloader = f"downloader-{n:05d}"
         _, names = engine.claim(BOARD, downloader, "127.0.0.1", 1)
         engine.done(BOARD, downloader, "1", names, ["data", 1000 * (n + 1)], "")
 
 
-def phases(base: str) -> list[tuple[str, str | None]]:
+def phases(base: str, listed: int, downloaders: int) -> list[tuple[str, str | None]]:
     status = f"{base}/{PROJECT}/items/{urllib.parse.quote(LONG_NAME, safe='')}.json"
     return [
         ("quiet", None),
-        (f"/metrics, {LISTED} listed projects", f"{base}/metrics"),
+        (f"/metrics, {listed} listed projects", f"{base}/metrics"),
         ("front page", f"{base}/"),
         ("projects.json", f"{base}/projects.json"),
-        (f"stats.json?top=10000, {DOWNLOADERS} downloaders", f"{base}/{BOARD}/stats.json?top=10000"),
+        (f"stats.json?top=10000, {downloaders} downloaders", f"{base}/{BOARD}/stats.json?top=10000"),
         ("item status, 4 KB name", status),
     ]
 
 
-def run_phase(base: str, flood_url: str | None, seconds: int) -> dict:
-    """The warrior alone, or with the flood started a moment before it and ending after it."""
+def run_phase(base: str, flood_url: str | None, seconds: int, lead_s: float) -> dict:
+    """The warrior alone, or with the flood started LEAD_S before it and ending after it."""
     flood = None
     if flood_url is not None:
-        command = ["wrk", "-t2", f"-c{FLOOD_CONNECTIONS}", f"-d{seconds + 2}s", "--timeout", "5s"]
+        duration_s = math.ceil(seconds + 2 * lead_s)
+        command = ["wrk", "-t2", f"-c{FLOOD_CONNECTIONS}", f"-d{duration_s}s", "--timeout", "5s"]
         command += ["-s", str(Path(__file__).resolve().parent.parent / "wrk" / "get.lua"), flood_url]
         flood = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        time.sleep(1.0)
+        time.sleep(lead_s)
     warrior = run_wrk(f"{base}/{PROJECT}/request", "request.lua", 1, seconds, False)
     row = {"warrior": warrior}
     if flood is not None:
@@ -99,23 +101,26 @@ def run_phase(base: str, flood_url: str | None, seconds: int) -> dict:
 def run_anonymous(bench: Bench) -> dict:
     """A warrior's claims, quiet and beside anonymous floods of /metrics, stats and item status."""
     seconds = bench.size("seconds", 10, quick=1)
+    listed = bench.size("listed", LISTED, quick=20)
+    downloaders = bench.size("downloaders", DOWNLOADERS, quick=100)
+    lead_s = bench.size("flood_lead_s", 1.0, quick=0.3)
     started = time.monotonic()
     scratch = bench.tmp
     redis_server = bench.redis()
     # A warrior claims some 2,000 items a second: enough for every phase.
-    populate(redis_server.url, 2500 * seconds * 6 + 10_000)
+    populate(redis_server.url, 2500 * seconds * 6 + 10_000, listed, downloaders)
     process, port = start_tracker(redis_server.url, scratch / "server.log")
     base = f"http://127.0.0.1:{port}"
     rows = []
     try:
         run_wrk(f"{base}/{PROJECT}/request", "request.lua", 1, 1, False)  # warm-up, not kept
-        for name, url in phases(base):
-            rows.append({"phase": name, **run_phase(base, url, seconds)})
+        for name, url in phases(base, listed, downloaders):
+            rows.append({"phase": name, **run_phase(base, url, seconds, lead_s)})
     finally:
         stop(process)
     return {
-        "listed_projects": LISTED,
-        "downloaders": DOWNLOADERS,
+        "listed_projects": listed,
+        "downloaders": downloaders,
         "flood_connections": FLOOD_CONNECTIONS,
         "seconds_per_phase": seconds,
         "phases": rows,

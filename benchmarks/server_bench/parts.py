@@ -48,7 +48,7 @@ def p99(bench: Bench) -> dict:
         bench.size("shares", list(capacity.latency_schedule(CAPACITY_FULL)), quick=[0.5]),
         bench.size("seconds", 15.0, quick=1.0),
         bench.size("rounds", 1),
-        bench.size("aof", True),
+        bench.size("aof", True, quick=False),
     )
     print("\n".join(capacity.p99_table(runs)))
     return {"runs": runs}

@@ -41,8 +41,9 @@ FULL = Plan(
     locust_multi=(1, MULTI),
     locust_run_s=15,
 )
+# --quick (make bench-quick, CI): every part once, too short to quote.
 QUICK = Plan(
-    duration_s=2, levels=(16,), data_layer_s=1.0, locust_users=(100,), locust_multi=(1, MULTI), locust_run_s=5
+    duration_s=1, levels=(16,), data_layer_s=0.5, locust_users=(20,), locust_multi=(MULTI,), locust_run_s=2
 )
 
 # The worker-count sweep and the constant-rate latency run (capacity.py; capacity.json/.md).
@@ -71,5 +72,5 @@ CAPACITY_FULL = CapacityPlan(
     counts=WORKER_COUNTS, rounds=8, seconds=2, warmup_s=1, connections=64, latency_s=15, latency_runs=3
 )
 CAPACITY_QUICK = CapacityPlan(
-    counts=(1, 2, 4), rounds=1, seconds=1, warmup_s=1, connections=32, latency_s=2, latency_runs=1
+    counts=(1, 2), rounds=1, seconds=1, warmup_s=1, connections=32, latency_s=1, latency_runs=1
 )
