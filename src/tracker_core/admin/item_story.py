@@ -8,7 +8,7 @@ project's size. An admin's answer adds what costs more or is private:
 - ``limit_rule``: the pattern and rate of the limit holding it;
 - the segment file that holds it: a name found nowhere in Redis is looked for in every
   registered segment file (each decompressed and searched for the name at C speed, about 5 ms
-  per 50,000 names; benchmarks/item_story_cost.py), so ``status`` becomes "offloaded" with
+  per 50,000 names; docs/performance.md, item_story_cost), so ``status`` becomes "offloaded" with
   ``segment`` and ``queue`` (where the segment returns to, or "done"), and ``maybe`` is left
   with what could not be read (see ``unread``);
 - every downloader's own queue, past the cap of the public answer;
