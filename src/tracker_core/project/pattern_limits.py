@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from tracker_core import keyspace, scripts
 from tracker_core.compiled.classify import Classifier, PatternError, parse_pattern
@@ -47,13 +47,7 @@ class Limit:
     seq: int
 
     def as_dict(self) -> dict:
-        return {
-            "name": self.name,
-            "pattern": self.pattern,
-            "rate": self.rate,
-            "rate_per_s": self.rate_per_s,
-            "seq": self.seq,
-        }
+        return asdict(self)
 
 
 def parse_rate(rate: str) -> tuple[str, float]:
