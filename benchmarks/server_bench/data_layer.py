@@ -19,10 +19,15 @@ class RecordingConnection:
 
     The engine sends claims and dones as ready RESP bytes (RawRedis.execute_packed, see
     tracker_core.scripts.packed) and anything else as arguments (execute_command): both are
-    recorded as the argument tuple, the packed bytes read back with hiredis's own parser."""
+    recorded as the argument tuple, the packed bytes read back with hiredis's own parser. Anything
+    else (the settings the engine reloads when its cache expires) goes to the real connection."""
 
-    def __init__(self):
+    def __init__(self, real):
+        self.real = real
         self.commands: list[tuple] = []
+
+    def __getattr__(self, name: str):
+        return getattr(self.real, name)
 
     def execute_command(self, *args):
         self.commands.append(args)
@@ -36,8 +41,9 @@ class RecordingConnection:
 
 def recorded(engine: Engine, call) -> tuple:
     """The EVALSHA (an argument tuple) that CALL, a claim or done through ENGINE, would send."""
-    recorder = RecordingConnection()
-    engine.conn, real = recorder, engine.conn
+    real = engine.conn
+    recorder = RecordingConnection(real)
+    engine.conn = recorder
     try:
         call()
     finally:
