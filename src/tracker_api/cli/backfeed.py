@@ -22,7 +22,6 @@ def backfeed_secret():
 
 @backfeed_secret.command("create")
 @click.argument("slug")
-@output.json_option
 def backfeed_secret_create(slug):
     """Create a secret for SLUG; it is printed once (only its hash is stored)."""
     show(backfeed_verbs.create_secret, slug)
@@ -30,7 +29,6 @@ def backfeed_secret_create(slug):
 
 @backfeed_secret.command("list")
 @click.argument("slug")
-@output.json_option
 def backfeed_secret_list(slug):
     """List the ids and creation times of SLUG's secrets (never the secrets)."""
     show(backfeed_verbs.list_secrets, slug)
@@ -39,7 +37,6 @@ def backfeed_secret_list(slug):
 @backfeed_secret.command("revoke")
 @click.argument("slug")
 @click.argument("secret_id")
-@output.json_option
 def backfeed_secret_revoke(slug, secret_id):
     """Revoke SLUG's secret with id SECRET_ID (the 12 characters `list` shows, or a prefix of 6
     or more that only one secret has)."""
@@ -52,7 +49,6 @@ def backfeed_secret_revoke(slug, secret_id):
 @click.argument("shard", required=False)
 @click.argument("queue", required=False)
 @click.option("--remove", is_flag=True, help="Send SHARD's items to todo:backfeed again.")
-@output.json_option
 def backfeed_shard_map(slug, shard, queue, remove):
     """Map backfeed SHARD of SLUG to QUEUE; with no SHARD, show the map and per-shard counts."""
     ctx = context()
@@ -97,7 +93,6 @@ def backfeed_shard_map(slug, shard, queue, remove):
     "(3-byte fingerprints in buckets, fewest Redis operations per item), layered (k = 20 bits per "
     "item, the smallest) or wide (35 bits per item, k = 10). See docs/data-model.md.",
 )
-@output.json_option
 def backfeed_filter(slug, capacity, fp_rate, kind):
     """Show SLUG's Bloom filter (kind, layers, items, memory); set its geometry while it is empty."""
     show(backfeed_verbs.bloom_filter, slug, capacity, fp_rate, kind)

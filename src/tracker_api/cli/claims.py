@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import click
 
-from tracker_api.cli import output
 from tracker_api.cli.root import main, show
 from tracker_core.admin import claim_verbs
 from tracker_core.admin.paging import face_cursor
@@ -24,7 +23,6 @@ def claims():
 )
 @click.option("--count", default=100, type=click.IntRange(1, 10000), help="Claims per page (about).")
 @click.option("--pattern", default="*", help="Redis glob on item names.")
-@output.json_option
 def claims_list(slug, cursor, count, pattern):
     """One page of claims (continue with the printed cursor until it is 0)."""
     show(claim_verbs.list_claims, slug, face_cursor(cursor), count, pattern)
@@ -41,7 +39,6 @@ def claims_list(slug, cursor, count, pattern):
     help="Release claims older than this, in seconds.",
 )
 @click.option("--pattern", default=None, help="Release claims of items matching this Redis glob.")
-@output.json_option
 def claims_release(slug, downloader, older_than_s, pattern):
     """Give claims back to todo (one filter), page by page until none is left."""
     show(claim_verbs.release_all, slug, downloader, older_than_s, pattern)

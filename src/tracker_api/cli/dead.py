@@ -17,7 +17,6 @@ def dead():
 @dead.command("list")
 @click.argument("slug")
 @click.option("--count", default=1000, type=click.IntRange(1, 1000000), help="At most this many items.")
-@output.json_option
 def dead_list(slug, count):
     """Print up to COUNT of SLUG's dead items with their history (--json: one object a line)."""
     ctx = context()
@@ -37,7 +36,6 @@ def dead_list(slug, count):
 @click.argument("names", nargs=-1)
 @click.option("--all", "everything", is_flag=True, help="Requeue every dead item.")
 @click.option("--queue", default="todo", help=QUEUE_HELP)
-@output.json_option
 def dead_requeue(slug, names, everything, queue):
     """Put dead items NAMES (or --all) back into a queue with a fresh claim count."""
     if everything == bool(names):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import click
 
-from tracker_api.cli import output
 from tracker_api.cli.root import admin_group, key_values, show
 from tracker_core.admin import hq_verbs
 
@@ -12,7 +11,6 @@ from tracker_core.admin import hq_verbs
 @admin_group.command("warriors")
 @click.option("--offset", default=0, type=click.IntRange(0, 10**9), help="Skip this many warriors.")
 @click.option("--count", default=100, type=click.IntRange(1, 1000), help="Show at most this many.")
-@output.json_option
 def admin_warriors(offset, count):
     """Registered warriors by last heartbeat, newest first, and how many are online (a
     heartbeat in the last 25 minutes), like GET /api/admin/warriors."""
@@ -21,7 +19,6 @@ def admin_warriors(offset, count):
 
 @admin_group.command("hq")
 @click.argument("assignments", nargs=-1, required=True)
-@output.json_option
 def admin_hq(assignments):
     """Set projects.json's global fields: tracker admin hq KEY=VALUE... (auto_project,
     broadcast_message, seesaw_version)."""

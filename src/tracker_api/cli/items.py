@@ -44,7 +44,6 @@ def lines(stream):
     help="Show progress on stderr: bytes of a file, items and rate from stdin, items/s at the "
     "end. Default: when stderr is a terminal.",
 )
-@output.json_option
 def items_add(slug, source, queue, batch, progress):
     """Add one item per line of SOURCE (a file, or - for standard input); print the counts."""
     if progress is None:
@@ -92,7 +91,6 @@ def _bytes_read(source):
     help="Queue seen names found nowhere even when the project has segment files "
     "(one may sit in a segment and be served twice).",
 )
-@output.json_option
 def items_redo(slug, names, source, pattern, queue, even_if_offloaded):
     """Re-queue done items, or items the Bloom filter has seen that are nowhere (a bad grab
     script run): NAMES and/or --file, or --pattern over done items. Audited; prints counts."""
@@ -140,7 +138,6 @@ def _last_done(story: dict) -> str:
     "(any number of names, at once).",
 )
 @segments_dir_option()
-@output.json_option
 def items_status(slug, names, public, segments_dir):
     """Where each item is and what happened to it: todo (queue, limit), out (holder, claims,
     IP), done (who, when, bytes: every done in the done log, archived files included), dead

@@ -24,7 +24,6 @@ def limit():
     is_flag=True,
     help="Leave queued items where they are (maintain holds them on its next pass).",
 )
-@output.json_option
 def limit_add(slug, name, pattern, rate, no_reclassify):
     """Add or replace limit NAME: PATTERN is type:T, prefix:P, domain:D or regex:R; RATE N/s or N/m."""
     result = limit_verbs.add(context(), slug, name, pattern, rate, reclassify=not no_reclassify)
@@ -33,7 +32,6 @@ def limit_add(slug, name, pattern, rate, no_reclassify):
 
 @limit.command("reclassify")
 @click.argument("slug")
-@output.json_option
 def limit_reclassify(slug):
     """Move queued items that a limit matches (added before it, or released) to its sub-queue."""
     result = limit_verbs.reclassify(context(), slug)
@@ -43,7 +41,6 @@ def limit_reclassify(slug):
 @limit.command("remove")
 @click.argument("slug")
 @click.argument("name")
-@output.json_option
 def limit_remove(slug, name):
     """Remove limit NAME."""
     result = limit_verbs.remove(context(), slug, name)
@@ -52,7 +49,6 @@ def limit_remove(slug, name):
 
 @limit.command("list")
 @click.argument("slug")
-@output.json_option
 def limit_list(slug):
     """List SLUG's limits in classification order (the first match wins)."""
     show(limit_verbs.list_limits, slug)
@@ -68,7 +64,6 @@ def limit_list(slug):
 @click.option(
     "--reindex", is_flag=True, help="Rebuild every project's block index (after an upgrade or a repair)."
 )
-@output.json_option
 def block(entry, project, remove, list_, reindex):
     """Block ip:ADDRESS, ip:CIDR (10.0.0.0/8, 2001:db8::/32) or name:DOWNLOADER (403 on request).
 

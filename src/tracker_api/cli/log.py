@@ -6,7 +6,6 @@ import sys
 
 import click
 
-from tracker_api.cli import output
 from tracker_api.cli.root import admin_group, context, globals_, main, segments_dir_option, show
 from tracker_core.admin import log_verbs
 
@@ -33,7 +32,6 @@ def log_group():
     "after a byte search, not decoded).",
 )
 @segments_dir_option()
-@output.json_option
 def log_export(slug, kind, since, downloader, item, segments_dir):
     """Write SLUG's log to stdout as JSON lines (with or without --json: it is an export), oldest
     first: the segment files, then Redis. Each done entry: entry (stream id), at (ms),
@@ -49,7 +47,6 @@ def log_export(slug, kind, since, downloader, item, segments_dir):
 
 @log_group.command("status")
 @click.argument("slug")
-@output.json_option
 def log_status(slug):
     """Print what SLUG's done log holds: segments, entries on disk and in Redis, the last
     archived entry, and entries the stream's safety bound dropped."""
@@ -60,7 +57,6 @@ def log_status(slug):
 @click.option("--project", default=None, help="This project's log (default: the global one).")
 @click.option("--count", default=100, type=click.IntRange(1, 1000), help="Entries on this page.")
 @click.option("--before", default=None, help="Continue from the 'next' of the previous page.")
-@output.json_option
 def admin_audit(project, count, before):
     """One page of the audit log, newest first (like GET /api/admin/audit)."""
     show(log_verbs.audit_page, project, count, before)

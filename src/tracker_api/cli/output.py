@@ -14,15 +14,15 @@ def _remember_json(ctx: click.Context, _param, value: bool) -> None:
         ctx.meta[JSON_FLAG] = True  # meta is shared by the whole command chain
 
 
-def json_option(f):
-    """Give a printing command --json (its environment variable too, like every option)."""
-    return click.option(
-        "--json",
+def json_param() -> click.Option:
+    """--json, which every printing command takes (root.Command adds it)."""
+    return click.Option(
+        ["--json"],
         is_flag=True,
         expose_value=False,
         callback=_remember_json,
         help="Print JSON instead of a table (JSON lines where the output is a stream).",
-    )(f)
+    )
 
 
 def wants_json() -> bool:

@@ -37,7 +37,7 @@ def load_demo(ctx, count: int = 1000) -> None:
     project_verbs.set_upload_target(ctx, DEMO_PROJECT, "rsync://127.0.0.1/demo/:downloader/", "active")
 
 
-@main.command()
+@main.command(prints=False)
 @server_options.serve_options
 @click.option("--demo", is_flag=True, help="Create a demo project with 1,000 items.")
 @click.option(
@@ -180,7 +180,7 @@ def _start_live_process(redis_url: str, host: str, port: int, log_level: str):
     ).start()  # fmt: skip
 
 
-@main.command()
+@main.command(prints=False)
 @click.option("--host", default="127.0.0.1", help="Address to bind.")
 @click.option("--port", default=8081, type=click.IntRange(0, 65535), help="Port of the feed.")
 @click.option(
@@ -205,7 +205,7 @@ def live(host, port, interval, supervise, log_level):
         tracker_api.public.live.run(globals_().redis_url, host, port, interval)
 
 
-@main.command()
+@main.command(prints=False)
 @server_options.serve_options
 def serve(**options):
     """Run the API workers only, against the given Redis.
@@ -233,7 +233,6 @@ def serve(**options):
 @click.option("--once", is_flag=True, help="Make one pass, print what it did and exit.")
 @_supervise_option("the maintainer")
 @server_options.log_level_option
-@output.json_option
 def maintain(segments_dir, interval, once, supervise, log_level):
     """Offload each queue (and done, with done_mode=offload) beyond the project's high watermark
     to disk, refill below the low one (at once when a claim finds the queue low: a thread waits

@@ -24,7 +24,6 @@ def project():
     default=1,
     help="Spread the project over this many Redis primaries (docs/sharding.md).",
 )
-@output.json_option
 def project_create(slug, title, shards):
     """Create project SLUG with default settings."""
     result = project_verbs.create(context(), slug, {"title": title} if title else None, shards=shards)
@@ -39,7 +38,6 @@ def project_create(slug, title, shards):
     required=True,
     help="The shards the project has in all once grown (docs/sharding.md, Adding shards).",
 )
-@output.json_option
 def project_grow(slug, shards):
     """Add shards to project SLUG: its items stay where they are, new ones spread over all."""
     result = project_verbs.grow(context(), slug, shards)
@@ -49,7 +47,6 @@ def project_grow(slug, shards):
 @project.command("set")
 @click.argument("slug")
 @click.argument("assignments", nargs=-1, required=True)
-@output.json_option
 def project_set(slug, assignments):
     """Change settings: tracker project set SLUG KEY=VALUE... (see `project settings`)."""
     result = project_verbs.set_settings(context(), slug, key_values(assignments))
@@ -58,21 +55,18 @@ def project_set(slug, assignments):
 
 @project.command("show")
 @click.argument("slug")
-@output.json_option
 def project_show(slug):
     """Show a project's settings, upload targets and blocks."""
     show(project_verbs.show, slug)
 
 
 @project.command("list")
-@output.json_option
 def project_list():
     """List the projects, one a line."""
     show(project_verbs.list_projects)
 
 
 @project.command("settings")
-@output.json_option
 def project_settings():
     """Describe every setting and its default."""
     from tracker_core.project import settings_schema
@@ -86,7 +80,6 @@ def project_settings():
 
 @project.command("pause")
 @click.argument("slug")
-@output.json_option
 def project_pause(slug):
     """Stop handing out items (requests get 404)."""
     show(project_verbs.pause, slug)
@@ -94,7 +87,6 @@ def project_pause(slug):
 
 @project.command("resume")
 @click.argument("slug")
-@output.json_option
 def project_resume(slug):
     """Hand out items again."""
     show(project_verbs.resume, slug)
@@ -103,7 +95,6 @@ def project_resume(slug):
 @project.command("delete")
 @click.argument("slug")
 @click.option("--yes", is_flag=True, help="Really delete the project and all its items.")
-@output.json_option
 def project_delete(slug, yes):
     """Delete a project and its keys (UNLINK, no KEYS)."""
     if not yes:
@@ -113,7 +104,6 @@ def project_delete(slug, yes):
 
 @main.command()
 @click.argument("slug")
-@output.json_option
 def status(slug):
     """Print the size of every queue, out and done."""
     show(census_verbs.status, slug)
@@ -128,7 +118,6 @@ def status(slug):
     default="active",
     help="Hand the target out (active), keep it but not hand it out (inactive), or remove it.",
 )
-@output.json_option
 def upload_target(slug, url, state):
     """Add, deactivate or remove an upload target (':downloader' is replaced per warrior)."""
     result = project_verbs.set_upload_target(context(), slug, url, state)

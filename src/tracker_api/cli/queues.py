@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import click
 
-from tracker_api.cli import output
 from tracker_api.cli.root import main, show
 from tracker_core.admin import item_verbs
 
@@ -18,7 +17,6 @@ def queue():
 @queue.command("count")
 @click.argument("slug")
 @click.argument("name", metavar="QUEUE")
-@output.json_option
 def queue_count(slug, name):
     """Print how many items QUEUE of SLUG holds."""
     show(item_verbs.count, slug, name)
@@ -28,7 +26,6 @@ def queue_count(slug, name):
 @click.argument("slug")
 @click.argument("name", metavar="QUEUE")
 @click.option("--count", default=20, type=click.IntRange(1, 1000), help="How many items to show.")
-@output.json_option
 def queue_sample(slug, name, count):
     """Print up to COUNT items of QUEUE (any, not the next to be served)."""
     show(item_verbs.sample, slug, name, count)
@@ -38,7 +35,6 @@ def queue_sample(slug, name, count):
 @click.argument("slug")
 @click.argument("name", metavar="QUEUE")
 @click.option("--yes", is_flag=True, help="Really drop every item of the queue.")
-@output.json_option
 def queue_clear(slug, name, yes):
     """Drop every item of QUEUE."""
     if not yes:
@@ -51,7 +47,6 @@ def queue_clear(slug, name, yes):
 @click.argument("source", metavar="FROM")
 @click.argument("target", metavar="TO")
 @click.option("--pattern", default="*", help="Redis glob on item names.")
-@output.json_option
 def queue_move(slug, source, target, pattern):
     """Move matching items FROM one queue TO another, page by page until done."""
     show(item_verbs.move_all, slug, source, target, pattern)

@@ -36,8 +36,11 @@ def _show_version(ctx: click.Context, _param, value: bool) -> None:
         ctx.exit()
 
 
-def _conventions(command: click.Command) -> None:
-    """Give COMMAND --version, and have its help show each option's environment variable."""
+def _conventions(command: click.Command, prints: bool = False) -> None:
+    """Give COMMAND --json when it PRINTS an answer and --version, and have its help show each
+    option's environment variable."""
+    if prints:
+        command.params.append(output.json_param())
     for param in command.params:
         if isinstance(param, click.Option):
             param.show_envvar = True
@@ -55,9 +58,12 @@ def _conventions(command: click.Command) -> None:
 
 
 class Command(click.Command):
-    def __init__(self, *args, **kwargs):
+    """A command that prints its answer (--json: as JSON); PRINTS=False for one that runs a
+    process instead."""
+
+    def __init__(self, *args, prints: bool = True, **kwargs):
         super().__init__(*args, **kwargs)
-        _conventions(self)
+        _conventions(self, prints)
 
 
 class Group(click.Group):

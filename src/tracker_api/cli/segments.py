@@ -18,7 +18,6 @@ def segments():
 
 @segments.command("list")
 @click.argument("slug")
-@output.json_option
 def segments_list(slug):
     """Print SLUG's segments (items, and the queue or done they came from) and the items on
     their way to one."""
@@ -30,7 +29,6 @@ def segments_list(slug):
 @click.argument("number", type=click.IntRange(1))
 @click.argument("destination", type=click.Path(dir_okay=False))
 @segments_dir_option()
-@output.json_option
 def segments_export(slug, number, destination, segments_dir):
     """Move segment NUMBER out of SLUG into DESTINATION (its items leave the project, counted)."""
     directory = globals_().segments_dir(segments_dir)
@@ -47,7 +45,6 @@ def segments_export(slug, number, destination, segments_dir):
     default="todo",
     help="Queue for the items of a file not exported from SLUG: todo, backfeed, secondary or redo.",
 )
-@output.json_option
 def segments_import(slug, source, segments_dir, queue):
     """Bring a segment file into SLUG. One exported from SLUG comes back once, as a segment of the
     queue it left (maintain refills it like any other); any other file, or the same one again, has

@@ -19,14 +19,12 @@ def admin_token():
     "--scope", default="*", help="'*' for a global admin, or a project name for that project's admin."
 )
 @click.option("--note", default="", show_default=False, help="Who or what the token is for.")
-@output.json_option
 def admin_token_create(scope, note):
     """Create a token and print it once."""
     show(token_verbs.create, scope, note)
 
 
 @admin_token.command("list")
-@output.json_option
 def admin_token_list():
     """List the tokens (id, scope, note, creation time; never a secret)."""
     show(token_verbs.list_tokens)
@@ -34,7 +32,6 @@ def admin_token_list():
 
 @admin_token.command("revoke")
 @click.argument("token_id")
-@output.json_option
 def admin_token_revoke(token_id):
     """Revoke the token with id TOKEN_ID (the part after trk_)."""
     result = token_verbs.revoke(context(), token_id)
