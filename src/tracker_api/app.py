@@ -5,11 +5,11 @@ from __future__ import annotations
 import falcon
 import redis
 
-from tracker_api import metrics
 from tracker_api.admin import api_routes, pages
 from tracker_api.public import (
     front_page,
     health,
+    metrics,
     public_cache,
     rendered_files,
     request_metrics,
