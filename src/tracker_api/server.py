@@ -141,6 +141,7 @@ def _renderer(sockets, redis_url: str, config: AppConfig) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     for sock in set(sockets):  # it serves no connection: the listening sockets are the workers'
         sock.close()
+    assert config.public_cache_dir is not None  # started only with a cache directory
     engine = make_engine(redis_url, config)
     app = create_routes(engine, config=replace(config, public_cache_dir=None))
     settle_heap()
@@ -205,15 +206,10 @@ def serve(
         )
         for sock in sockets:
             # SIGKILL when the parent dies: a worker must never outlive it and hold the port.
-            supervisor.add(
-                "worker",
-                request_metrics.marking_dead(
-                    lambda sock=sock: processes.fork(
-                        lambda: _worker(sock, sockets, redis_url, config, limits)
-                    )
-                ),
-                Backoff(**WORKER_BACKOFF),
-            )
+            def spawn_worker(sock=sock) -> int:
+                return processes.fork(lambda: _worker(sock, sockets, redis_url, config, limits))
+
+            supervisor.add("worker", request_metrics.marking_dead(spawn_worker), Backoff(**WORKER_BACKOFF))
         log.info(
             "serving on http://%s:%s with %d worker(s), Redis %s",
             host,

@@ -61,11 +61,11 @@ def create_project(c: Call):
 
 def grow_project(c: Call):
     body = c.body(("shards",))
-    return project_verbs.grow(c.ctx, c.project, required(body, "shards"))
+    return project_verbs.grow(c.ctx, c.project_name, required(body, "shards"))
 
 
 def show_project(c: Call):
-    return project_verbs.show(c.ctx, c.project)
+    return project_verbs.show(c.ctx, c.project_name)
 
 
 def delete_project(c: Call):
@@ -73,7 +73,7 @@ def delete_project(c: Call):
 
 
 def set_settings(c: Call):
-    return project_verbs.set_settings(c.ctx, c.project, setting_values(c.body()))
+    return project_verbs.set_settings(c.ctx, c.project_name, setting_values(c.body()))
 
 
 def pause(c: Call):
@@ -85,22 +85,22 @@ def resume(c: Call):
 
 
 def queues(c: Call):
-    return census_verbs.status(c.ctx, c.project)
+    return census_verbs.status(c.ctx, c.project_name)
 
 
 def add_items(c: Call):
-    c.ctx.keys(c.project)  # an unknown project is a 404 before its upload is read
-    return item_verbs.add(c.ctx, c.project, c.uploaded_names(), queue=c.params["queue"])
+    c.ctx.keys(c.project_name)  # an unknown project is a 404 before its upload is read
+    return item_verbs.add(c.ctx, c.project_name, c.uploaded_names(), queue=c.params["queue"])
 
 
 def count_queue(c: Call):
-    return item_verbs.count(c.ctx, c.project, c.params["queue"])
+    return item_verbs.count(c.ctx, c.project_name, c.params["queue"])
 
 
 @query("count")
 def sample(c: Call):
     count = c.int_param("count", 20, 1, checks.MAX_SAMPLE)
-    return item_verbs.sample(c.ctx, c.project, c.params["queue"], count)
+    return item_verbs.sample(c.ctx, c.project_name, c.params["queue"], count)
 
 
 def clear(c: Call):
@@ -111,7 +111,7 @@ def move(c: Call):
     body = c.body(("to", "pattern", "cursor", "limit"))
     return item_verbs.move(
         c.ctx,
-        c.project,
+        c.project_name,
         c.params["queue"],
         str_field(body, "to", 100),
         pattern=str_field(body, "pattern", checks.MAX_PATTERN_CHARS, "*"),
@@ -124,7 +124,7 @@ def move(c: Call):
 def claims(c: Call):
     return claim_verbs.list_claims(
         c.ctx,
-        c.project,
+        c.project_name,
         cursor=c.cursor_param(),
         count=c.int_param("count", 100, 1, checks.MAX_PAGE),
         pattern=c.str_param("pattern", "*", checks.MAX_PATTERN_CHARS),
@@ -136,7 +136,7 @@ def release(c: Call):
     chosen = {k: body[k] for k in ("downloader", "older_than_s", "pattern") if body.get(k) is not None}
     return claim_verbs.release(
         c.ctx,
-        c.project,
+        c.project_name,
         **chosen,
         cursor=cursor_field(body),
         limit=int_field(body, "limit", 1000, 1, checks.MAX_PAGE),
@@ -152,7 +152,7 @@ def block(c: Call):
 def upload_target(c: Call):
     body = c.body(("url", "state"))
     return project_verbs.set_upload_target(
-        c.ctx, c.project, str_field(body, "url", 2000), str_field(body, "state", 10, "active")
+        c.ctx, c.project_name, str_field(body, "url", 2000), str_field(body, "state", 10, "active")
     )
 
 
@@ -202,14 +202,14 @@ def set_hq(c: Call):
 
 
 def list_limits(c: Call):
-    return {"limits": limit_verbs.list_limits(c.ctx, c.project)}
+    return {"limits": limit_verbs.list_limits(c.ctx, c.project_name)}
 
 
 def add_limit(c: Call):
     body = c.body(("name", "pattern", "rate", "reclassify"))
     return limit_verbs.add(
         c.ctx,
-        c.project,
+        c.project_name,
         required(body, "name"),
         required(body, "pattern"),
         required(body, "rate"),
@@ -229,7 +229,7 @@ def reclassify(c: Call):
 
 
 def list_backfeed_secrets(c: Call):
-    return {"secrets": backfeed_verbs.list_secrets(c.ctx, c.project)}
+    return {"secrets": backfeed_verbs.list_secrets(c.ctx, c.project_name)}
 
 
 def create_backfeed_secret(c: Call):
@@ -243,13 +243,13 @@ def revoke_backfeed_secret(c: Call):
 @query("cursor", "count")
 def shard_map(c: Call):
     return backfeed_verbs.shard_map(
-        c.ctx, c.project, c.int_param("cursor", 0), c.int_param("count", 1000, 1, checks.MAX_PAGE)
+        c.ctx, c.project_name, c.int_param("cursor", 0), c.int_param("count", 1000, 1, checks.MAX_PAGE)
     )
 
 
 def map_shard(c: Call):
     body = c.body(("queue",))
-    return backfeed_verbs.map_shard(c.ctx, c.project, c.params["shard"], str_field(body, "queue", 100))
+    return backfeed_verbs.map_shard(c.ctx, c.project_name, c.params["shard"], str_field(body, "queue", 100))
 
 
 def unmap_shard(c: Call):
@@ -262,7 +262,7 @@ def unmap_shard(c: Call):
 @query("cursor", "count")
 def list_dead(c: Call):
     return dead_verbs.list_dead(
-        c.ctx, c.project, c.cursor_param(), c.int_param("count", 100, 1, checks.MAX_PAGE)
+        c.ctx, c.project_name, c.cursor_param(), c.int_param("count", 100, 1, checks.MAX_PAGE)
     )
 
 
@@ -275,18 +275,18 @@ def requeue_dead(c: Call):
     if everything:
         return dead_verbs.requeue_page(
             c.ctx,
-            c.project,
+            c.project_name,
             cursor_field(body),
             int_field(body, "limit", 1000, 1, checks.MAX_PAGE),
             queue,
         )
     if body.get("cursor") is not None or body.get("limit") is not None:
         raise BadInput("'cursor' and 'limit' go with \"all\": true")
-    return dead_verbs.requeue(c.ctx, c.project, body["items"], queue)
+    return dead_verbs.requeue(c.ctx, c.project_name, body["items"], queue)
 
 
 def list_segments(c: Call):
-    return segment_verbs.list_segments(c.ctx, c.project)
+    return segment_verbs.list_segments(c.ctx, c.project_name)
 
 
 @query("kind", "since", "downloader", "item", "cursor", "limit")
@@ -296,7 +296,7 @@ def log_page(c: Call):
     try:
         return log_verbs.done_page(
             c.ctx,
-            c.project,
+            c.project_name,
             c.segments_dir,
             kind=c.str_param("kind", "done", 20),
             since=c.str_param("since", None, 40),
@@ -316,7 +316,7 @@ def item_story(c: Call):
     name = c.str_param("name", None, checks.MAX_ITEM_CHARS)
     if name is None:
         raise BadInput("give the item's name: ?name=NAME, percent-encoded")
-    return item_verbs.story(c.ctx, c.project, c.segments_dir, [name], STORY_BUDGET_S)[0]
+    return item_verbs.story(c.ctx, c.project_name, c.segments_dir, [name], STORY_BUDGET_S)[0]
 
 
 def redo_items(c: Call):
@@ -326,7 +326,7 @@ def redo_items(c: Call):
         raise BadInput("'cursor' and 'limit' go with 'pattern'")
     return item_verbs.redo(
         c.ctx,
-        c.project,
+        c.project_name,
         names=body.get("items"),
         pattern=body.get("pattern"),
         cursor=cursor_field(body),

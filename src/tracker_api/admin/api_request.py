@@ -32,7 +32,14 @@ class Call:
         self.req, self.params, self.token = req, params, token
         self.ctx = ctx
         self.segments_dir = segments_dir  # where the done log is archived (the log routes read it)
-        self.project = params.get("project")
+        self.project: str | None = params.get("project")  # None on a global route
+
+    @property
+    def project_name(self) -> str:
+        """The project a project route names."""
+        if self.project is None:
+            raise TypeError("a global route names no project")
+        return self.project
 
     def body(self, allowed: tuple[str, ...] | None = None) -> dict:
         """The JSON object sent (an empty body is {}); with ALLOWED, any other field is refused."""

@@ -86,7 +86,7 @@ class AdminApi:
         self.segments_dir = config.segments_dir or DEFAULT_SEGMENTS_DIR
 
     def responder(self, needs: str, handler):
-        accepted = getattr(handler, "query", frozenset())
+        accepted: frozenset[str] = getattr(handler, "query", frozenset())
 
         def respond(resource, req, resp, **params):
             token = self.auth.require(req, needs, params.get("project"))

@@ -104,7 +104,7 @@ def _stand_in_io(server_code) -> types.ModuleType:
             return CappedBody()
         return _REAL_IO.BytesIO(*args, **kwargs)
 
-    module.BytesIO = BytesIO
+    module.__dict__["BytesIO"] = BytesIO
     return module
 
 
@@ -185,7 +185,7 @@ def _wrap(app, guard):
             return app(environ, start_response)
         finally:
             guard.busy_since = None
-            if body is not None and getattr(body, "kept", 0):
+            if body is not None and getattr(body, "kept", 0) > 0:
                 body._release()  # the app has read it: no longer counts to the budget
 
     return capped

@@ -62,7 +62,7 @@ class ProjectWatcher:
         self.feed = feed
         self.project = project
         self.viewers: set = set()
-        self.recent = collections.deque(maxlen=RECENT_LINES)  # oldest first
+        self.recent: collections.deque = collections.deque(maxlen=RECENT_LINES)  # oldest first
         self.snapshot_text: str | None = None
         self.ready = asyncio.Event()
         self.exists = True
@@ -166,7 +166,7 @@ class ProjectWatcher:
                 if lines:
                     self.recent.extend(lines)
                     broadcast(self.viewers, _text({"type": "log", "lines": lines[::-1]}))
-                if refreshed:
+                if refreshed and self.snapshot_text is not None:
                     broadcast(self.viewers, self.snapshot_text)
                 await asyncio.sleep(max(0.0, self.feed.interval_s - (time.monotonic() - started)))
         finally:
@@ -217,8 +217,8 @@ class LiveFeed:
         if watcher is not None:
             watcher.dirty = True
 
-    def _listen_settings(self) -> None:
-        """Pub/sub on the settings channel (a blocking loop in a daemon thread)."""
+    def _listen_settings(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Pub/sub on the settings channel (a blocking loop in a daemon thread), heard on LOOP."""
         while True:
             try:
                 pubsub = topology.admin_client(self.redis_url, decode_responses=True).pubsub()
@@ -226,22 +226,27 @@ class LiveFeed:
                 for message in pubsub.listen():
                     if message.get("type") == "message":
                         project = str(message["data"]).split(" ")[0]
-                        self.loop.call_soon_threadsafe(self._settings_changed, project)
+                        loop.call_soon_threadsafe(self._settings_changed, project)
             except Exception as exc:  # Redis restarting: resubscribe shortly
                 log.warning("settings channel: %s", exc)
                 time.sleep(1.0)
 
     async def serve(self, host: str, port: int, ready=None) -> None:
         logs.ensure_setup()
-        self.loop = asyncio.get_running_loop()
+        self.loop = loop = asyncio.get_running_loop()
         # One thread per watched project (each blocks in XREAD), plus a few for their start-ups.
         self.loop.set_default_executor(
             ThreadPoolExecutor(max_workers=MAX_WATCHED_PROJECTS + 8, thread_name_prefix="live-redis")
         )
         stop = self.loop.create_future()
+
+        def stop_once() -> None:
+            if not stop.done():
+                stop.set_result(None)
+
         for sig in (signal.SIGTERM, signal.SIGINT):
-            self.loop.add_signal_handler(sig, lambda: stop.done() or stop.set_result(None))
-        threading.Thread(target=self._listen_settings, daemon=True).start()
+            loop.add_signal_handler(sig, stop_once)
+        threading.Thread(target=self._listen_settings, args=(loop,), daemon=True).start()
         # Viewers send nothing: a small max_size turns any flood into a closed connection.
         async with serve(self.handler, host, port, max_size=4096, ping_interval=30) as server:
             bound = server.sockets[0].getsockname()[1]

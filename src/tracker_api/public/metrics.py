@@ -296,8 +296,8 @@ class TrackerCollector:
             c = counts["counters"]
             for field, outcome in REQUEST_OUTCOMES.items():
                 f["requests"].add_metric([project, outcome], c.get(field, 0))
-            for result, count in DONE_RESULTS.items():
-                f["done_reports"].add_metric([project, result], count(c))
+            for result, counted in DONE_RESULTS.items():
+                f["done_reports"].add_metric([project, result], counted(c))
             for field, family in counters.items():
                 family.add_metric([project], c.get(field, 0))
             for field, value in sorted(c.items()):

@@ -191,11 +191,11 @@ class PublicCache:
         if len(key) > MAX_KEY_CHARS:
             entry = _refusal("414 URI Too Long", "query too long for a statistics request")
         else:
-            entry = self.lookup(key, inline_allowed=template == STATS_TEMPLATE)
-            if entry is INLINE:
+            cached = self.lookup(key, inline_allowed=template == STATS_TEMPLATE)
+            if cached is INLINE:
                 return None  # the app answers it, counted by its own middleware
             entry = (
-                entry
+                cached
                 or self._stand_in(key)
                 or _refusal("503 Service Unavailable", "being prepared, retry in a second", retry_after=True)
             )

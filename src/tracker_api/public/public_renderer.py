@@ -56,11 +56,13 @@ class Renderer:
 
     def receive(self, timeout_s: float) -> None:
         """Take the asks waiting (waiting up to TIMEOUT_S for the first)."""
-        if timeout_s > 0 and not select.select([self.sock], [], [], timeout_s)[0]:
+        sock = self.sock
+        assert sock is not None, "bind() first"
+        if timeout_s > 0 and not select.select([sock], [], [], timeout_s)[0]:
             return
         while len(self.pending) < MAX_PENDING:
             try:
-                data = self.sock.recv(MAX_KEY_CHARS * 4 + 16)
+                data = sock.recv(MAX_KEY_CHARS * 4 + 16)
             except OSError as exc:
                 if exc.errno in (errno.EAGAIN, errno.EWOULDBLOCK):
                     return

@@ -94,7 +94,7 @@ class BackfeedResource:
             raise _Refusal(403, "unknown project or wrong secret", "backfeed_refused")
         if self.engine.settings(project) is None:
             raise _Refusal(404, "unknown project or wrong secret", "backfeed_refused")
-        delimiter = _param_bytes(req, "delimiter", b"\0", project)
+        delimiter = _param_bytes(req, "delimiter", b"\0", project) or b"\0"  # never empty
         separator = _param_bytes(req, "itemseparator", None, project)
         if separator is not None and separator == delimiter:
             raise _Refusal(400, "itemseparator must differ from delimiter", "backfeed_bad_params", project)

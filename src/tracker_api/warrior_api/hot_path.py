@@ -18,6 +18,7 @@ a plain number, no body stream, a path that is not ASCII) goes to Falcon as befo
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import falcon
 
@@ -97,10 +98,10 @@ class _Response:
     the hot path's own machinery costs a request)."""
 
     status = 200
-    content_type = None  # unset: the app's default, sent last as Falcon sends it
-    data = None
-    text = None
-    headers = None  # set_header's, sent before the others as Falcon sends them
+    content_type: str | None = None  # unset: the app's default, sent last as Falcon sends it
+    data: bytes | None = None
+    text: str | None = None
+    headers: list[tuple[str, str]] | None = None  # set_header's, sent before the others as Falcon sends them
 
     def set_header(self, name: str, value: str) -> None:
         if self.headers is None:
@@ -112,7 +113,7 @@ def _in_falcon_order(resp: _Response, body: bytes) -> list:
     """RESP's headers in the order Falcon sends them when a handler set headers of its own:
     as they were set (a content type set after them), the middleware's, the length, and the
     app's media type last if none was set."""
-    headers = list(resp.headers)
+    headers = list(resp.headers or ())
     if resp.content_type is not None:
         headers.append(("content-type", resp.content_type))
     headers += [_NOSNIFF, ("content-length", str(len(body)))]
@@ -185,7 +186,7 @@ class HotPath:
             length = int(length)
         else:
             length = None
-        found = self._routes.get(path_info, _UNSEEN)
+        found: Any = self._routes.get(path_info, _UNSEEN)
         if found is _UNSEEN:
             found = self.route(path_info)
         if found is None:
@@ -221,6 +222,7 @@ class HotPath:
         request's Accept header and so gets a real falcon.Request (the cost does not matter)."""
         app = self.falcon_app
         handler = app._find_error_handler(exc)
+        assert handler is not None  # the app has one for Exception
         if getattr(handler, "__self__", None) is not app:
             handler(req, resp, exc, params)
             return

@@ -11,6 +11,7 @@ rules are tracker_core.warriors.hq's; its bounds come in the AppConfig.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 
 import falcon
 import orjson
@@ -133,7 +134,7 @@ class UpdateWarrior(_WarriorResource):
         if not isinstance(warrior, dict) or "warrior_id" not in warrior:
             warrior = body
         warrior_id = warrior.get("warrior_id")
-        refused = ()
+        refused: Sequence[str] = ()
         if isinstance(warrior_id, str) and 0 < len(warrior_id) <= 64:
             fields, refused = hq.heartbeat_fields(warrior, req.user_agent)
             self._heartbeat(warrior_id, fields, client_ip(req, self.trusted_proxies))

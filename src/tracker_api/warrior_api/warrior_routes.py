@@ -6,6 +6,8 @@ call. A check that fails raises ``Refused`` (4xx, one-line reason, counted, noth
 
 from __future__ import annotations
 
+from typing import cast
+
 import falcon
 import orjson
 
@@ -50,7 +52,7 @@ def downloader_of(body: dict, project: str, field: str = "downloader") -> str:
     name = body.get(field)
     if not protocol.valid_downloader(name):
         raise Refused(400, f"{field} must match ^[-_a-zA-Z0-9]{{3,30}}$", "bad_downloader", project)
-    return name
+    return cast(str, name)  # valid_downloader took only a str
 
 
 def version_of(body: dict, project: str) -> str:

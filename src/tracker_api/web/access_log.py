@@ -78,5 +78,5 @@ def wrap(app, trusted_proxies: int = 0):
             # cost) for a line that never shows it. The record is redacted as it is made.
             log.handle(log.makeRecord(log.name, logging.INFO, __file__, 0, line, (), None))
 
-    wsgi.falcon_app = getattr(app, "falcon_app", app)
+    wsgi.falcon_app = getattr(app, "falcon_app", app)  # type: ignore[attr-defined]  # read by the tests
     return wsgi

@@ -111,7 +111,9 @@ def from_forwarded_for(header: str | None, trusted_proxies: int) -> str:
                 f"X-Forwarded-For entry {hop} from the right is {what} "
                 "(a repeated header's lines arrive joined without a comma)"
             )
-    return addresses[0]
+    client = addresses[0]
+    assert client is not None  # every entry was read above
+    return client
 
 
 def client_ip(req, trusted_proxies: int = 0, project: str | None = None) -> str:

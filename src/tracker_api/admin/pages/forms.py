@@ -82,7 +82,9 @@ def _multipart(raw: bytes, content_type: str, project) -> Form:
             # A file's lines may be any bytes: one that is not UTF-8 is refused by the verb on
             # its own (counted), as the API's upload does.
             data = part.stream.read()
-            pairs.append((part.name, data.decode("utf-8", "surrogateescape" if part.filename else "strict")))
+            pairs.append(
+                (part.name or "", data.decode("utf-8", "surrogateescape" if part.filename else "strict"))
+            )
             if len(pairs) > MAX_FORM_FIELDS:
                 raise ValueError("too many fields")
     except (falcon.HTTPError, UnicodeDecodeError, ValueError):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import urllib.parse
+from typing import Any
 
 import falcon
 
@@ -163,7 +164,7 @@ class ProjectPages:
 
     def _queues(self, req, project):
         status = census_verbs.status(self.admin, project)
-        context = {"counts": status, "queue_names": self._queue_names(status), "sample": None}
+        context: dict[str, Any] = {"counts": status, "queue_names": self._queue_names(status), "sample": None}
         queue = req.get_param("sample")
         if queue:
             count = int_param(req, "count", SAMPLE_DEFAULT, checks.MAX_SAMPLE)
