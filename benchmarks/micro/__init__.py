@@ -7,6 +7,7 @@ carries the other benchmarks' figures over from the previous file, each marked w
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -36,7 +37,8 @@ def run(bench: Bench) -> dict:
         f"--benchmark-json={out}",
         *(quick if bench.quick else []),
     ]
-    subprocess.run(command, check=True, cwd=HERE.parent.parent)
+    env = dict(os.environ, **({"BENCH_QUICK": "1"} if bench.quick else {}))
+    subprocess.run(command, check=True, cwd=HERE.parent.parent, env=env)
     output = json.loads(out.read_text())
     for bench_row in output["benchmarks"]:
         bench_row.pop("data", None)  # every raw timing: ~80 MB

@@ -4,6 +4,8 @@ Each round classifies a batch of names; names/s = batch / mean round time, kept 
 benchmark's extra_info (the hot_paths case gathers them).
 """
 
+import os
+
 import pytest
 
 from cases.classify_workload import alternation, make_names, make_patterns
@@ -15,6 +17,7 @@ except ImportError:  # built with TRACKER_NO_EXTENSIONS=1
     _classify_c = None
 
 BATCH = 20_000
+ROUNDS = 1 if os.environ.get("BENCH_QUICK") else 10  # the hot_paths case's --quick
 BASELINE_BATCH = 200  # the alternation manages a few thousand names/s; keep its rounds short
 PATTERNS = make_patterns()
 NAMES = make_names(BATCH)
@@ -34,7 +37,7 @@ def test_classifier(benchmark, label):
     if module is None:
         pytest.skip("built without extensions")
     classifier = module.Classifier(PATTERNS)
-    result = benchmark.pedantic(classifier.classify_many, args=(NAMES,), rounds=10, warmup_rounds=1)
+    result = benchmark.pedantic(classifier.classify_many, args=(NAMES,), rounds=ROUNDS, warmup_rounds=1)
     _record(benchmark, BATCH, sum(1 for x in result if x >= 0))
 
 
@@ -46,5 +49,5 @@ def test_re_alternation_baseline(benchmark, label):
     def classify_all():
         return [regex.search(name) for name in names]
 
-    result = benchmark.pedantic(classify_all, rounds=3, warmup_rounds=0)
+    result = benchmark.pedantic(classify_all, rounds=min(3, ROUNDS), warmup_rounds=0)
     _record(benchmark, BASELINE_BATCH, sum(1 for x in result if x is not None))

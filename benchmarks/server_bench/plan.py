@@ -72,5 +72,5 @@ CAPACITY_FULL = CapacityPlan(
     counts=WORKER_COUNTS, rounds=8, seconds=2, warmup_s=1, connections=64, latency_s=15, latency_runs=3
 )
 CAPACITY_QUICK = CapacityPlan(
-    counts=(1, 2), rounds=1, seconds=1, warmup_s=1, connections=32, latency_s=1, latency_runs=1
+    counts=(2,), rounds=1, seconds=1, warmup_s=1, connections=32, latency_s=1, latency_runs=1
 )
