@@ -81,6 +81,9 @@ def default_history(previous: dict | None) -> list:
     if not previous:
         return []
     run = {key: previous[key] for key in ("date", "commit", "command", "load_average") if key in previous}
+    for older in ("date_utc", "when"):  # files written before the harness
+        if "date" not in run and older in previous:
+            run["date"] = previous[older]
     if "headline" in previous:
         run["headline"] = previous["headline"]
     return ([run] if run else []) + list(previous.get("history", []))[: HISTORY_KEPT - 1]
