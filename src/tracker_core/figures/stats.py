@@ -8,6 +8,7 @@ counters into hour hashes (each one script, written once), and records the top d
 item counts every ten minutes and every hour when that point is due (one script, once per
 interval), as `tracker maintain` does once a minute for every project. A sharded project's
 shards are each read and maintained, and their figures merged (tracker_core.figures.stats_shards).
+The upkeep of the chart data is stats_upkeep.py.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 
-from tracker_core import keyspace, scripts
+from tracker_core import keyspace
 from tracker_core.figures import census, stats_ranges, stats_shards
 from tracker_core.figures.stats_rtt import (  # noqa: F401 - the round trip times, as stats named them
     PERCENTILES,
@@ -33,21 +34,27 @@ from tracker_core.figures.stats_top import (  # noqa: F401 - the top downloaders
     top_chart,
     top_due,
 )
-from tracker_core.project.shard_layout import SHARD_TAGS_FIELD, ShardLayout
+from tracker_core.figures.stats_upkeep import (  # noqa: F401 - the chart data's upkeep, as stats named it
+    DAY_MS,
+    HOUR_MS,
+    HOUR_TTL_S,
+    MINUTE_MS,
+    backlog_items,
+    counts_of,
+    layout_of,
+    record_top_history,
+    sample_and_roll_up,
+    to_int,
+    upkeep,
+)
+from tracker_core.project.shard_layout import ShardLayout
 from tracker_core.scripts.constants import MINUTE_TTL_S, RTT_BOUNDS_S  # noqa: F401 - the scripts' own
-from tracker_core.scripts.derived_counters import with_derived
 from tracker_core.warriors import hq
 
-MINUTE_MS = 60_000
-HOUR_MS = 3_600_000
-DAY_MS = 86_400_000
-HOUR_TTL_S = 60 * 86_400
 RATE_WINDOW_MIN = 10  # items/s, bytes/s over the last ten minutes
 RECENT_WINDOW_MIN = 60  # "recent" IRSR and RTT
 MINUTE_POINTS = 120  # minute chart: the last two hours
 HOUR_POINTS = 168  # hour chart: the last week
-ROLLUP_DELAY_MIN = 3  # roll an hour up only once writers on a slow clock are past it
-ROLLUP_LOOKBACK_H = 46  # minute hashes live 48 h: older hours can no longer be summed
 MIN_GROWTH_WINDOW_MIN = 5  # backlog growth needs samples at least this far apart
 
 # Reclaims are counted by the claim script under these names: items reclaimed at least once
@@ -56,30 +63,10 @@ RECLAIMED_ITEMS_FIELD = "items_reclaimed"
 RECLAIMS_SERVED_FIELD = "reclaims_served"
 
 
-def _to_int(value) -> int:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return 0
-
-
 def _flat_to_pairs(flat) -> dict[str, str]:
     if not isinstance(flat, (list, tuple)):
         return {}  # an error reply (a key of another type): no data rather than no page
     return dict(zip(flat[::2], flat[1::2]))
-
-
-def record_top_history(conn, project: str, now_ms: int, k: keyspace.ProjectKeys | None = None) -> int:
-    """Add the top downloaders' item counts to each history stream whose point is due.
-
-    One script reads the TOP_HISTORY_N downloaders with the most bytes (ZREVRANGE 0 N-1 and one
-    HMGET of those names, never the whole hash or zset) and appends a point to every stream
-    whose newest point lies in an earlier interval, so any number of writers add one point per
-    interval. K: the keys of one shard of PROJECT (its first by default). Returns how many
-    streams got a point.
-    """
-    k = keyspace.ProjectKeys(project) if k is None else k
-    return scripts.top_history(conn, k, now_ms=now_ms, top=TOP_HISTORY_N, tiers=TOP_HISTORY_TIERS)
 
 
 def _hour_rows(hours: dict, minutes: dict) -> list[tuple[int, dict]]:
@@ -90,11 +77,6 @@ def _hour_rows(hours: dict, minutes: dict) -> list[tuple[int, dict]]:
         counts = hours[hour] or _sum_counts(c for m, c in minutes.items() if m // 60 == hour)
         rows.append((hour, counts))
     return rows
-
-
-def _flat_to_counts(flat) -> dict[str, int]:
-    """A minute's or an hour's counter hash (HGETALL's flat reply), "requests" derived."""
-    return with_derived({f: _to_int(v) for f, v in zip(flat[::2], flat[1::2])})
 
 
 def ratio(part: int, whole: int) -> float | None:
@@ -152,66 +134,10 @@ def log_line(entry_id: str, flat: list) -> dict:
         "id": entry_id,
         "downloader": fields.get("downloader", ""),
         "items": fields.get("items", "").split("\0"),
-        "bytes": _to_int(fields.get("bytes")),
+        "bytes": to_int(fields.get("bytes")),
         "version": fields.get("version", ""),
-        "at": _to_int(fields.get("at")),
+        "at": to_int(fields.get("at")),
     }
-
-
-def layout_of(conn, project: str) -> ShardLayout:
-    """PROJECT's shards as its first shard's settings record them (one HGET)."""
-    tags = conn.execute_command("HGET", keyspace.ProjectKeys(project).settings, SHARD_TAGS_FIELD)
-    return ShardLayout.from_settings(project, {SHARD_TAGS_FIELD: tags or ""})
-
-
-def upkeep(conn, project: str, now_ms: int, layout: ShardLayout | None = None) -> None:
-    """Sample PROJECT's backlog and roll completed hours up, as a snapshot does, with no viewer.
-
-    `tracker maintain` calls this for every project once a minute, so minute counters are rolled
-    into hours before they expire (two days) even when nobody looks at the pages. CONN is any
-    client with ``execute_command`` (redis-py or RawRedis); the scripts are idempotent (an hour
-    already rolled up costs one EXISTS, a top-downloaders point already taken two XREVRANGE).
-    LAYOUT: PROJECT's shards (read when not given); every shard rolls its own counters up, and
-    the whole project's backlog is sampled on the first (tracker_core.figures.stats_shards).
-    """
-    layout = layout_of(conn, project) if layout is None else layout
-    backlog = sum(backlog_items(conn, k) for k in layout.keys)
-    for index, k in enumerate(layout.keys):
-        sample_and_roll_up(conn, k, now_ms, backlog if index == 0 else None)
-        stats_ranges.roll_up_days(conn, k, now_ms)  # after the hours: a day waits for its last hour
-        record_top_history(conn, project, now_ms, k)
-
-
-def backlog_items(conn, k: keyspace.ProjectKeys) -> int:
-    """Items to do (census.read: offloaded ones included) and out: what a snapshot samples.
-
-    CONN is redis-py or RawRedis: the commands go one by one through ``execute_command``
-    (once a minute per project; the snapshot pipelines the same breakdown with its counts).
-    """
-    queues = census.read(lambda commands: [conn.execute_command(*c) for c in commands], k)
-    return sum(queues.values()) + int(conn.execute_command("ZCARD", k.out))
-
-
-def sample_and_roll_up(
-    conn, k: keyspace.ProjectKeys, now_ms: int, backlog: int | None, hours: dict | None = None
-) -> None:
-    """Sample the backlog for this minute and roll completed hours up (both scripts idempotent).
-
-    HOURS, when given, holds the hour hashes already read: hours found there are skipped, and
-    hours rolled up now are added to it. BACKLOG None (a sharded project's further shards):
-    no sample.
-    """
-    if backlog is not None:
-        scripts.sample_backlog(conn, k, minute=now_ms // MINUTE_MS, backlog=backlog, ttl_s=MINUTE_TTL_S)
-    newest = (now_ms - ROLLUP_DELAY_MIN * MINUTE_MS) // HOUR_MS - 1
-    for hour in range(newest - ROLLUP_LOOKBACK_H + 1, newest + 1):
-        if hours is not None and hours.get(hour, {}) != {}:
-            continue
-        written = (
-            scripts.rollup_hour(conn, k, hour=hour, ttl_s=HOUR_TTL_S) == scripts.rollup_hour.codes.WRITTEN
-        )
-        if written and hours is not None:
-            hours[hour] = _flat_to_counts(conn.execute_command("HGETALL", k.hour(hour)))
 
 
 class StatsReader:
@@ -280,12 +206,12 @@ class StatsReader:
         )
         return {
             "all": all_range,
-            "minutes": dict(zip(minutes, (_flat_to_counts(f) for f in replies[:n_m]))),
-            "hours": dict(zip(hours, (_flat_to_counts(f) for f in replies[n_m : n_m + n_h]))),
+            "minutes": dict(zip(minutes, (counts_of(f) for f in replies[:n_m]))),
+            "hours": dict(zip(hours, (counts_of(f) for f in replies[n_m : n_m + n_h]))),
             "uniques": dict(
                 zip(
                     ("downloaders_day", "ips_day", "downloaders_month", "ips_month"),
-                    (_to_int(x) for x in replies[n_m + n_h : n_u]),
+                    (to_int(x) for x in replies[n_m + n_h : n_u]),
                 )
             ),
             "top": self._top_points(replies[n_u:n_t]),
@@ -455,9 +381,9 @@ class StatsReader:
         hourly_points = merged_points([stream_points(x) for x in hourly], hourly_s)
         top_points = [p for p in hourly_points if p[0] < cutoff] + recent_points
         history = stats_ranges.downloader_history(
-            log, top_points, name, sum(_to_int(x) for x in items), now_ms
+            log, top_points, name, sum(to_int(x) for x in items), now_ms
         )
-        history["bytes"] = sum(_to_int(float(x)) for x in nbytes if x is not None)
+        history["bytes"] = sum(to_int(float(x)) for x in nbytes if x is not None)
         return history
 
     @staticmethod

@@ -407,7 +407,7 @@ def test_top_history_is_bounded(engine, clock, project, r, web, monkeypatch):
     assert top["t"] == sorted(top["t"]) and len(top["t"]) > kept_recent
     # The hourly stream is capped the same way (a small cap here: 1,440 hours take long).
     monkeypatch.setattr(
-        "tracker_core.figures.stats.TOP_HISTORY_TIERS", ((RECENT_S, 5, 3600), (HOURLY_S, 3, 7200))
+        "tracker_core.figures.stats_upkeep.TOP_HISTORY_TIERS", ((RECENT_S, 5, 3600), (HOURLY_S, 3, 7200))
     )
     for step in range(10):
         record_top_history(r, P, start + (100 + step) * HOURLY_S * 1000)
