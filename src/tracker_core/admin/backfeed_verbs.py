@@ -11,7 +11,8 @@ from tracker_core.admin.context import AdminContext
 from tracker_core.admin.errors import BadInput, Conflict, NotFound
 from tracker_core.items import bloom, bloom_geometry
 
-SHARD_RE = re.compile(r"[A-Za-z0-9_.:-]{1,64}\Z")  # the backfeed's ?shard= (tracker_api.backfeed)
+# The backfeed's ?shard= (tracker_api.warrior_api.backfeed_route).
+SHARD_RE = re.compile(r"[A-Za-z0-9_.:-]{1,64}\Z")
 
 
 def create_secret(ctx: AdminContext, project: str) -> dict:
@@ -111,12 +112,12 @@ def bloom_filter(
             ):
                 raise Conflict(f"{project}'s filter already holds items; its geometry can't change")
     geometry = bloom.configure(ctx.conn, k, wanted, replace=wanted is not None)
-    if geometry == scripts.bloom_configure.codes.NOT_EMPTY:
+    if isinstance(geometry, int):  # one of bloom_configure's codes
+        if geometry == scripts.bloom_configure.codes.UNKNOWN_PROJECT:
+            raise NotFound(f"unknown project {project!r}")
+        if geometry == scripts.bloom_configure.codes.NOT_A_NUMBER:
+            raise Conflict(f"{project}'s filter settings are damaged (not a number)")
         raise Conflict(f"{project}'s filter already holds items; its geometry can't change")
-    if geometry == scripts.bloom_configure.codes.UNKNOWN_PROJECT:
-        raise NotFound(f"unknown project {project!r}")
-    if geometry == scripts.bloom_configure.codes.NOT_A_NUMBER:
-        raise Conflict(f"{project}'s filter settings are damaged (not a number)")
     counts = ctx.conn.hgetall(k.bloom)
     layers = geometry.all_layers()
     # A fingerprint layer's stash: names both of whose buckets were full (a crowded filter shows here).

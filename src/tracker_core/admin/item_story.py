@@ -193,8 +193,8 @@ def _segments(conn, k, directory: Path, answers, found, owners, unread: list, de
             return
     for name, number in hits.items():
         answers[name].update(status="offloaded", queue=sources[number], segment=number, maybe=[])
-    for number, exc in missing:
-        unread.append(f"segment {number}: {exc}".splitlines()[0])
+    for number, error in missing:
+        unread.append(f"segment {number}: {error}".splitlines()[0])
     if skipped and left:
         unread.append(f"{skipped} of {len(sources)} segment files not searched (time spent; {EVERYTHING})")
     if not missing and not (skipped and left):  # every file was searched: a name in none is in none

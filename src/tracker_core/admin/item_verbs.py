@@ -19,6 +19,7 @@ from tracker_core.admin.context import AdminContext
 from tracker_core.admin.errors import AdminError, BadInput, Conflict, NotFound
 from tracker_core.items import bloom_membership, giveback, intake, item_status
 from tracker_core.offload.segment_file import shard_directory
+from tracker_core.scripts.queues import RedoReply
 
 # Redo (re-queue done or seen items on purpose): the queue it fills unless told otherwise
 # (served after todo, backfeed and secondary), names per script call (one call blocks Redis
@@ -243,11 +244,11 @@ def seen_by_filter(conn, k: keyspace.ProjectKeys, names: list[str]) -> list[bool
 
 def _redo_batch(
     ctx: AdminContext, k, target: str, owner: str, names: list[str], seen: dict, anyway: bool
-) -> scripts.redo_items.Reply:
+) -> RedoReply:
     """One redo_items script call through the give-back path (retried when the limits or the
     downloader queues moved; the last attempt does not check the age)."""
 
-    def call(age: str, held: list[str]) -> scripts.redo_items.Reply:
+    def call(age: str, held: list[str]) -> RedoReply:
         return scripts.redo_items(
             ctx.conn,
             k,

@@ -243,8 +243,8 @@ class Backfeed:
         target, owner = self.target_queue(project, shard, k)
         if not entries:
             # Nothing to queue, but a wrong secret must still be told apart: one empty call.
-            result = f.add([], [], secret_digest=digest, shard="", fields=("backfeed_new", "backfeed_seen"))
-            outcome.status = result.status
+            empty = f.add([], [], secret_digest=digest, shard="", fields=("backfeed_new", "backfeed_seen"))
+            outcome.status = empty.status
             return
         # The engine's compiled limits: reloaded when the settings age moves, which its
         # settings cache notices within a second even in a process that only takes backfeed.

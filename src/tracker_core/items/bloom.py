@@ -43,11 +43,13 @@ from __future__ import annotations
 
 import secrets
 from dataclasses import dataclass
+from typing import Any
 
 from tracker_core import keyspace, scripts
 from tracker_core.items.bloom_geometry import DEFAULT_KIND, FINGERPRINT, KINDS, LAYERED, WIDE, Geometry
 from tracker_core.items.bloom_membership import membership
 from tracker_core.items.bloom_plan import Plan
+from tracker_core.scripts.backfeed_filter import BloomAddReply
 
 # What callers use: the filter's calls, and the geometry they are given with its kinds.
 __all__ = [
@@ -128,9 +130,10 @@ class BloomFilter:
             if fields:
                 geometry = Geometry.from_redis(fields)
             else:
-                geometry = configure(self.conn, self.keys)
-                if isinstance(geometry, int):
+                configured = configure(self.conn, self.keys)
+                if isinstance(configured, int):
                     return None
+                geometry = configured
             self._plan = Plan(self.keys, geometry)
         return self._plan
 
@@ -158,7 +161,7 @@ class BloomFilter:
         when the caller retries.
         """
         dedup_keys = entries if dedup_keys is None else dedup_keys
-        call = dict(target=target, owner=owner, secret_digest=secret_digest, shard=shard)
+        call: dict[str, Any] = dict(target=target, owner=owner, secret_digest=secret_digest, shard=shard)
         call.update(fields=fields, bound=bound, counted=counted)
         # A loop, not recursion: a filter of tiny layers may split a batch hundreds of times.
         # Each SPLIT's cut is at least 1 and short of its part, so the parts shrink to an end.
@@ -183,7 +186,7 @@ class BloomFilter:
         for _attempt in range(8):
             plan = self.plan()
             if plan is None:
-                return scripts.bloom_add.Reply(UNKNOWN_PROJECT, 0, 0)
+                return BloomAddReply(UNKNOWN_PROJECT, 0, 0)
             args = plan.args(entries, dedup_keys)
             last = plan.layers[-1]
             reply = scripts.bloom_add(

@@ -30,7 +30,7 @@ def membership(plan: Plan, dedup_keys) -> tuple[list[tuple], Callable[[list], li
         i += 1  # the entry
         for k in plan.ks:
             chunk_key = plan.chunk_keys[args[i] - FIXED_KEYS - 1]
-            ops = []
+            ops: list = []
             for position in args[i + 1 : i + 1 + k]:
                 ops += ("GET", "u1", position)
             commands.append(("BITFIELD_RO", chunk_key, *ops))

@@ -21,8 +21,10 @@ from collections.abc import Callable
 from tracker_core import scripts
 from tracker_core.infra.rawredis import ConnectionLost, RedisError
 from tracker_core.items import bloom, bloom_membership, item_status
+from tracker_core.keyspace import ProjectKeys
 from tracker_core.project.shard_layout import ShardLayout
 from tracker_core.scripts.constants import UNIQUES_TTL_S
+from tracker_core.scripts.requests import DoneReply
 
 DAY_MS = 86_400_000
 
@@ -101,7 +103,7 @@ def claim(
     layout: ShardLayout,
     start,
     wanted: int,
-    visit: Callable[[int, object, int], tuple],
+    visit: Callable[[ProjectKeys, int, str], tuple],
     answered: Callable[[int, int], None] | None = None,
 ) -> tuple[int, list, int | None]:
     """(code, items, first shard's settings age or None) of a claim of WANTED items over
@@ -153,7 +155,7 @@ def claim(
 def share_bytes(domain_bytes: list, part: int, before: int, total: int) -> list:
     """DOMAIN_BYTES (domain, bytes, ... flat) as the share of names BEFORE..BEFORE+PART of
     TOTAL: each domain's bytes cut at whole-number marks, so the shares add up exactly."""
-    shared = []
+    shared: list = []
     for i in range(0, len(domain_bytes), 2):
         reported = int(domain_bytes[i + 1])
         cut = reported * (before + part) // total - reported * before // total
@@ -165,9 +167,9 @@ def done(
     layout: ShardLayout,
     items: list,
     domain_bytes: list,
-    call: Callable[[object, list, list], object],
+    call: Callable[[ProjectKeys, list, list], DoneReply],
     groups: dict[int, list] | None = None,
-) -> tuple[scripts.done.Reply, int | None]:
+) -> tuple[DoneReply, int | None]:
     """(reply, the first shard's settings age or None) of the done of ITEMS split by shard:
     CALL(keys, names, domain bytes) per shard (GROUPS: the names by shard, when located), the
     counts of the replies summed."""
@@ -186,13 +188,13 @@ def done(
     unknown = [r for r in replies.values() if r.code == scripts.done.codes.UNKNOWN_PROJECT]
     if unknown:
         return unknown[0], age0
-    merged = scripts.done.Reply(
+    merged = DoneReply(
         first.code,
         first.settings_age,
-        *(
-            sum(getattr(r, field) for r in replies.values())
-            for field in ("new", "repeated", "unknown", "refused")
-        ),
+        sum(r.new for r in replies.values()),
+        sum(r.repeated for r in replies.values()),
+        sum(r.unknown for r in replies.values()),
+        sum(r.refused for r in replies.values()),
         max(r.clamped for r in replies.values()),
     )
     return merged, age0
@@ -209,7 +211,7 @@ def _pipeline(conn, commands: list) -> list:
     return conn.pipeline(commands)
 
 
-def holding(conn, layout: ShardLayout, names, probe: Callable[[object, str], tuple]) -> dict[int, list]:
+def holding(conn, layout: ShardLayout, names, probe: Callable[[ProjectKeys, str], tuple]) -> dict[int, list]:
     """NAMES grouped by the shard that holds each (no empty groups): on a project that gained
     shards (docs/sharding.md, "Adding shards") the first of a name's candidate shards where
     PROBE(keys, name), a Redis command answering 1 or 0, finds it (every probe in one round
@@ -236,12 +238,13 @@ def locate(conn, layout: ShardLayout, names) -> dict[int, list]:
 def lookup(conn, layout: ShardLayout, name: str, owners: item_status.Owners) -> tuple[int, dict | None]:
     """(shard, item_status.lookup's answer) of NAME: the shard it is added to today, or on a
     project that gained shards the first candidate where it is found (else the first)."""
-    nowhere = None
+    nowhere: tuple[int, dict | None] | None = None
     for index in layout.candidates(name) if layout.grown else [layout.shard_of(name)]:
         place = item_status.lookup(conn, layout.keys[index], name, owners)
         if place is None or place["status"] is not None:
             return index, place
         nowhere = nowhere or (index, place)
+    assert nowhere is not None  # a name has at least one candidate shard
     return nowhere
 
 
@@ -254,7 +257,7 @@ def seen_on_earlier_shards(conn, layout: ShardLayout, names: list) -> set:
     for name in names:
         for older in layout.candidates(name)[1:]:
             asked.setdefault(older, []).append(name)
-    seen = set()
+    seen: set = set()
     for index, group in asked.items():
         k = layout.keys[index]
         fields = conn.hgetall(k.bloom)
