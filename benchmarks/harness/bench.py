@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -64,7 +63,3 @@ def _parse(text: str, like):
     if like is None:
         return text
     return type(like)(text)
-
-
-def load_average() -> tuple[float, float, float]:
-    return os.getloadavg()

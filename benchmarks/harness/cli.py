@@ -36,7 +36,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--set",
         dest="overrides",
-        action="append",
+        action="extend",
+        nargs="+",
         default=[],
         metavar="KNOB=VALUE",
         help="a case's size knob (e.g. --only limits --set items=20000): the bench.size calls of its module",
@@ -66,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
 def run_each(names: list[str], options: argparse.Namespace, argv: list[str]) -> int:
     """Each case in a process of its own (one case's leftovers never reach the next); a table of
     wall times at the end. Nonzero if any case failed."""
-    passed_on = [a for a in _without(argv, "--only", "--skip")]
+    passed_on = _without(argv, "--only", "--skip")
     rows, failed = [], []
     started = time.monotonic()
     for name in names:
@@ -105,6 +106,12 @@ def run_one(case: registry.Case, options: argparse.Namespace) -> int:
             return 1
         finally:
             bench.close()
+        unused = sorted(set(overrides) - set(bench.used))
+        if unused:
+            print(
+                f"{case.name}: no knob {', '.join(unused)} (its knobs: {', '.join(bench.used)})",
+                file=sys.stderr,
+            )
         if not case.writes:
             return 0
         command = f"{ENTRY} --only {case.name}" + "".join(

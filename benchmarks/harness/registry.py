@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 # Every module that registers cases, imported by ``load``; a case module's name says what it measures.
 CASE_MODULES = (
@@ -33,7 +33,6 @@ class Case:
     needs: tuple[str, ...] = ()  # programs on PATH the case runs (a missing one skips it)
     root: bool = False  # needs root (cgroups)
     writes: bool = True  # False: the case keeps no result file of its own (its figures are printed)
-    tags: tuple[str, ...] = field(default_factory=tuple)
 
     @property
     def summary(self) -> str:
@@ -57,6 +56,10 @@ def case(name: str, **options) -> Callable:
 
 def load() -> dict[str, Case]:
     """Every registered case, in the order CASE_MODULES lists their modules."""
+    order = {}
     for module in CASE_MODULES:
         importlib.import_module(module)
-    return CASES
+        for name, registered in CASES.items():
+            if registered.run.__module__.startswith(module):
+                order.setdefault(name, registered)
+    return order | CASES
