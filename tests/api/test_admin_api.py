@@ -6,10 +6,10 @@ import subprocess
 import orjson
 import pytest
 from falcon import testing
-
 from support.paths import TRACKER_BIN
 from support.state import snapshot
-from tracker_api.admin_api import ADMIN_ROUTES
+
+from tracker_api.admin.api_routes import ADMIN_ROUTES
 from tracker_api.app import create_app
 from tracker_core import keyspace
 from tracker_core.access import tokens

@@ -10,9 +10,9 @@ from html.parser import HTMLParser
 
 import pytest
 from falcon import testing
-
 from support.state import snapshot
-from tracker_api.admin_pages import csrf_for
+
+from tracker_api.admin.pages import csrf_for
 from tracker_api.app import create_app
 from tracker_core.access import tokens
 from tracker_core.admin import backfeed_verbs, hq_verbs, item_verbs, limit_verbs, project_verbs
@@ -495,7 +495,7 @@ def test_logout_forgets_the_cookie(web, tok):
 
 
 def test_release_continues_past_its_budget(web, r, tok, engine, monkeypatch):
-    from tracker_api.admin_pages import paging
+    from tracker_api.admin.pages import paging
     from tracker_core.admin import checks
 
     monkeypatch.setattr(checks, "MAX_PAGE", 3)  # pages of 3 claims ...
@@ -545,7 +545,7 @@ def test_warriors_page_shows_the_registry(web, r, tok):
 
 
 def test_warriors_page_is_paged(web, r, tok, monkeypatch):
-    from tracker_api.admin_pages import global_pages
+    from tracker_api.admin.pages import global_pages
     from tracker_core.warriors import hq
 
     monkeypatch.setattr(global_pages, "WARRIORS_SHOWN", 2)

@@ -6,11 +6,11 @@ import time
 
 import orjson
 import pytest
-
 from support.processes import ServerProcess
 from support.raw_http import read_until_closed, status_line
-from tracker_api import bodycap
-from tracker_api.bodycap import CappedBody
+
+from tracker_api.connections import bodycap
+from tracker_api.connections.bodycap import CappedBody
 from tracker_core import keyspace
 from tracker_core.admin import item_verbs, project_verbs
 from tracker_core.keyspace import ProjectKeys

@@ -11,12 +11,12 @@ import socket
 import orjson
 import pytest
 from falcon import testing
-
 from support.processes import start_serve, stop, wait_for_line
 from support.state import snapshot
+
 from tracker_api.app import create_app
-from tracker_api.client_ip import FIELD, Unreadable, from_forwarded_for, normalize, throttle_key
-from tracker_api.config import AppConfig
+from tracker_api.web.client_ip import FIELD, Unreadable, from_forwarded_for, normalize, throttle_key
+from tracker_api.web.config import AppConfig
 from tracker_core import keyspace
 from tracker_core.admin import item_verbs, limit_verbs, project_verbs
 from tracker_core.keyspace import ProjectKeys

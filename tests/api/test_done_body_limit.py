@@ -12,10 +12,10 @@ import json
 import orjson
 import pytest
 from falcon import testing
-
 from support.seesaw_runner import run_warrior
-from tracker_api import warrior
+
 from tracker_api.app import create_app
+from tracker_api.warrior_api import warrior_routes
 from tracker_core.admin import item_verbs, project_verbs
 from tracker_core.compiled import protocol
 from tracker_core.keyspace import ProjectKeys
@@ -45,14 +45,14 @@ def worst_done_body(names: list[str]) -> bytes:
 
 def test_the_worst_case_done_body_of_a_whole_claim_fits_the_limit():
     names = worst_names()
-    assert len(names) == MAX_MULTI_CEILING == warrior.MAX_DONE_ITEMS
+    assert len(names) == MAX_MULTI_CEILING == warrior_routes.MAX_DONE_ITEMS
     assert {len(n) for n in names} == {protocol.MAX_ITEM_CHARS}
     body = worst_done_body(names)
     assert len(json.dumps(names[0])) == 12 * protocol.MAX_ITEM_CHARS + 2
     assert len(body) > 49_000_000  # 12 bytes a character: 1,000 x 4,096 x 12
-    assert len(body) <= warrior.MAX_DONE_BODY_BYTES
+    assert len(body) <= warrior_routes.MAX_DONE_BODY_BYTES
     # What the limit leaves for the other fields (downloader, version, bytes, id), at least:
-    assert warrior.MAX_DONE_BODY_BYTES - len(body) > 1_000_000 - 20_000
+    assert warrior_routes.MAX_DONE_BODY_BYTES - len(body) > 1_000_000 - 20_000
 
 
 @pytest.fixture
@@ -93,7 +93,7 @@ def test_a_whole_worst_case_claim_is_released_and_done_in_one_body_each(admin, r
 def test_a_body_past_the_done_limit_is_refused_413_and_changes_nothing(admin, r, web):
     project_verbs.create(admin, P)
     item_verbs.add(admin, P, ["a"])
-    limit = warrior.MAX_DONE_BODY_BYTES
+    limit = warrior_routes.MAX_DONE_BODY_BYTES
     padding = b" " * (limit - len(b'{"downloader": "alice", "item": "a"}'))
     at_limit = b'{"downloader": "alice", "item": "a"' + padding + b"}"
     assert len(at_limit) == limit

@@ -5,10 +5,10 @@ import re
 import orjson
 import pytest
 from falcon import testing
-
 from support.browser import PHONE_WIDTH, Browser, needs_chromium
 from support.paths import ARTIFACTS
 from support.processes import start_live_server, stop_live_server
+
 from tracker_api.app import create_app
 from tracker_core.access import tokens
 from tracker_core.admin import hq_verbs, item_verbs, project_verbs
@@ -102,7 +102,7 @@ def test_no_listed_project_says_so(web, admin):
 def test_the_page_is_built_at_most_once_a_second(projects, engine):
     import falcon
 
-    from tracker_api.front_page import FrontPage
+    from tracker_api.public.front_page import FrontPage
 
     ticks = iter([100.0, 100.2, 100.9, 101.1])
     app = falcon.App()

@@ -1,4 +1,4 @@
-"""The hot path (tracker_api.hot_path) answers exactly as Falcon does: status, headers, body,
+"""The hot path (tracker_api.warrior_api.hot_path) answers exactly as Falcon does: status, headers, body,
 Redis state and counters, request metrics; for good input and bad, and falls back to Falcon
 for everything it does not take."""
 
@@ -10,10 +10,11 @@ import orjson
 import pytest
 from falcon import testing
 
-from tracker_api import hot_path, logs
 from tracker_api.app import _collapse_slashes, create_app
-from tracker_api.config import AppConfig
-from tracker_api.warrior import MAX_BODY_BYTES
+from tracker_api.warrior_api import hot_path
+from tracker_api.warrior_api.warrior_routes import MAX_BODY_BYTES
+from tracker_api.web import logs
+from tracker_api.web.config import AppConfig
 from tracker_core.admin import item_verbs, project_verbs
 from tracker_core.infra.processes import free_port
 from tracker_core.items import bloom

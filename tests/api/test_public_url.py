@@ -11,13 +11,14 @@ import orjson
 import pytest
 from click.testing import CliRunner
 from falcon import testing
-
 from support.processes import ServerProcess
 from support.raw_http import read_until_closed, status_line
-from tracker_api import hq_api, public_url
+
 from tracker_api.app import create_app
 from tracker_api.cli import main
-from tracker_api.config import AppConfig
+from tracker_api.warrior_api import hq_routes
+from tracker_api.web import public_url
+from tracker_api.web.config import AppConfig
 from tracker_core.admin import project_verbs
 
 P = "shown"
@@ -163,7 +164,7 @@ def test_with_a_public_url_the_host_header_is_never_read(engine, fetch, host):
 @pytest.mark.usefixtures("listed")
 def test_projects_json_may_be_cached_a_minute_by_anyone(engine):
     res = projects_json(web(engine), "tracker.example.org")
-    assert res.headers["Cache-Control"] == hq_api.PROJECTS_CACHE_CONTROL == "public, max-age=60"
+    assert res.headers["Cache-Control"] == hq_routes.PROJECTS_CACHE_CONTROL == "public, max-age=60"
 
 
 # -- the command line and a real server -----------------------------------------------------------

@@ -17,7 +17,7 @@ from falcon import testing
 
 from tracker_api.app import create_app
 from tracker_api.cli import main
-from tracker_api.config import AppConfig
+from tracker_api.web.config import AppConfig
 from tracker_core import keyspace
 from tracker_core.access import tokens
 from tracker_core.admin import project_verbs
@@ -372,11 +372,12 @@ def test_the_hq_endpoints_are_served_by_their_own_module(r, admin):
     """hq_api alone, on a bare Falcon app: the three public endpoints need no admin API."""
     import falcon
 
-    from tracker_api import admin_api, hq_api
+    from tracker_api.admin import api_routes
+    from tracker_api.warrior_api import hq_routes
 
     project_verbs.create(admin, LISTED)
     app = falcon.App()
-    hq_api.add_hq_routes(app, r)
+    hq_routes.add_hq_routes(app, r)
     web = testing.TestClient(app)
     assert [p["name"] for p in web.simulate_get("/projects.json").json["projects"]] == [LISTED]
     warrior_id = web.simulate_post(
@@ -387,5 +388,5 @@ def test_the_hq_endpoints_are_served_by_their_own_module(r, admin):
     assert res.status_code == 200 and "projects" in res.json
     assert r.zscore(keyspace.WARRIORS_SEEN, warrior_id) is not None
     assert not any(
-        hasattr(admin_api, name) for name in ("ProjectsDocument", "RegisterWarrior", "UpdateWarrior")
+        hasattr(api_routes, name) for name in ("ProjectsDocument", "RegisterWarrior", "UpdateWarrior")
     )

@@ -12,11 +12,11 @@ import urllib.parse
 import orjson
 import pytest
 from falcon import testing
-
 from support.browser import Browser, needs_chromium
 from support.processes import start_live_server, stop_live_server
+
 from tracker_api.app import create_app
-from tracker_api.config import AppConfig
+from tracker_api.web.config import AppConfig
 from tracker_core import keyspace
 from tracker_core.admin import item_verbs, project_verbs
 from tracker_core.keyspace import ProjectKeys
@@ -207,7 +207,7 @@ def test_login_needs_the_nonce_its_form_set(web, tokens_, r):
 
 
 def test_a_page_action_posted_from_another_site_is_refused(web, tokens_, r):
-    from tracker_api.admin_pages import csrf_for
+    from tracker_api.admin.pages import csrf_for
 
     res = web.simulate_post(
         f"/admin/{P}/block",

@@ -11,7 +11,7 @@ from falcon import testing
 
 from tracker_api.app import create_app
 from tracker_api.cli import main
-from tracker_api.config import AppConfig
+from tracker_api.web.config import AppConfig
 from tracker_core import blocks, scripts
 from tracker_core.admin import item_verbs, limit_verbs, project_verbs
 from tracker_core.admin.context import AdminContext

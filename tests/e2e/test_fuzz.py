@@ -28,12 +28,12 @@ import orjson
 import pytest
 import redis
 from falcon import testing
-
 from support.paths import ROOT
 from support.processes import start_live_server, stop_live_server
-from tracker_api.admin_api import ADMIN_ROUTES
+
+from tracker_api.admin.api_routes import ADMIN_ROUTES
 from tracker_api.app import create_app
-from tracker_api.config import AppConfig
+from tracker_api.web.config import AppConfig
 from tracker_core.access import backfeed_secrets, tokens
 from tracker_core.admin import census_verbs, item_verbs, limit_verbs, project_verbs
 from tracker_core.admin.context import AdminContext
