@@ -17,6 +17,7 @@ from tracker_core.infra.embedded import EmbeddedRedis, free_port
 from tracker_core.items.engine import Engine
 
 TESTS = Path(__file__).resolve().parent
+pytest_plugins = ["support.fixtures"]  # the app client and the CLI, for the files that use them
 
 
 def pytest_collection_modifyitems(config, items):

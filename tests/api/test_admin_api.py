@@ -5,12 +5,10 @@ import subprocess
 
 import orjson
 import pytest
-from falcon import testing
+
 from support.paths import TRACKER_BIN
 from support.state import snapshot
-
 from tracker_api.admin.api_routes import ADMIN_ROUTES
-from tracker_api.app import create_app
 from tracker_core import keyspace
 from tracker_core.access import tokens
 from tracker_core.admin import item_verbs, limit_verbs, project_verbs
@@ -18,11 +16,6 @@ from tracker_core.keyspace import ProjectKeys
 
 P, OTHER = "proj", "other"
 K = ProjectKeys(P)
-
-
-@pytest.fixture
-def web(engine):
-    return testing.TestClient(create_app(engine))
 
 
 @pytest.fixture
@@ -53,6 +46,12 @@ def call(web, method, path, token=None, body=None, raw=None, content_type="appli
         headers["Authorization"] = f"Bearer {token}"
     data = raw if raw is not None else (orjson.dumps(body) if body is not None else None)
     return web.simulate_request(method, path, headers=headers, body=data, **kw)
+
+
+def upload_text(web, token, text: bytes, queue="secondary"):
+    """TEXT, names one a line, uploaded as a file to QUEUE of P."""
+    path = f"/api/admin/projects/{P}/queues/{queue}/items"
+    return call(web, "POST", path, token, raw=text, content_type="text/plain")
 
 
 def ok(res):
@@ -221,14 +220,7 @@ def test_add_items_as_json_and_as_uploaded_text(web, tok, r):
     )
     assert ok(res) == {"added": 2, "duplicates": 1}
     upload = "\n".join(f"up{n}" for n in range(7000)).encode() + b"\n\nnew1\n"
-    res = call(
-        web,
-        "POST",
-        f"/api/admin/projects/{P}/queues/secondary/items",
-        tok[P],
-        raw=upload,
-        content_type="text/plain",
-    )
+    res = upload_text(web, tok[P], upload)
     assert ok(res) == {"added": 7000, "duplicates": 1}
     assert r.scard(K.secondary) == 7000
     assert (
@@ -250,14 +242,7 @@ def test_uploaded_text_splits_only_at_line_ends(web, tok, r):
     # only \n (and \r\n) ends a name, as in `tracker items add`.
     names = ["https://example.com/a\u2028b?q=1#x", "https://example.com/\x85/c d", "https://x/\x0cy\x0bz"]
     upload = ("\r\n".join(names) + "\n").encode()
-    res = call(
-        web,
-        "POST",
-        f"/api/admin/projects/{P}/queues/secondary/items",
-        tok[P],
-        raw=upload,
-        content_type="text/plain",
-    )
+    res = upload_text(web, tok[P], upload)
     assert ok(res) == {"added": 3, "duplicates": 0}
     assert r.smembers(K.secondary) == set(names)
 
@@ -384,31 +369,13 @@ def test_blocks_project_and_global(web, tok, engine, r):
 
 
 def test_upload_targets(web, tok, engine):
-    ok(
-        call(
-            web,
-            "POST",
-            f"/api/admin/projects/{P}/upload-targets",
-            tok[P],
-            {"url": "rsync://up.example/m/:downloader/"},
-        )
-    )
+    def set_target(body):
+        return call(web, "POST", f"/api/admin/projects/{P}/upload-targets", tok[P], body)
+
+    ok(set_target({"url": "rsync://up.example/m/:downloader/"}))
     assert engine.upload_target(P, "alice") == "rsync://up.example/m/alice/"
-    assert (
-        call(
-            web, "POST", f"/api/admin/projects/{P}/upload-targets", tok[P], {"url": "ftp://nope"}
-        ).status_code
-        == 400
-    )
-    ok(
-        call(
-            web,
-            "POST",
-            f"/api/admin/projects/{P}/upload-targets",
-            tok[P],
-            {"url": "rsync://up.example/m/:downloader/", "state": "remove"},
-        )
-    )
+    assert set_target({"url": "ftp://nope"}).status_code == 400
+    ok(set_target({"url": "rsync://up.example/m/:downloader/", "state": "remove"}))
     assert engine.upload_target(P, "alice") is None
 
 

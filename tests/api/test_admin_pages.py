@@ -9,11 +9,9 @@ import urllib.parse
 from html.parser import HTMLParser
 
 import pytest
-from falcon import testing
-from support.state import snapshot
 
+from support.state import snapshot
 from tracker_api.admin.pages import csrf_for
-from tracker_api.app import create_app
 from tracker_core.access import tokens
 from tracker_core.admin import backfeed_verbs, hq_verbs, item_verbs, limit_verbs, project_verbs
 from tracker_core.keyspace import HQ as HQ_KEY
@@ -69,11 +67,6 @@ GLOBAL_VIEWS = {
     "warriors": None,
     "audit": None,
 }
-
-
-@pytest.fixture
-def web(engine):
-    return testing.TestClient(create_app(engine))
 
 
 @pytest.fixture

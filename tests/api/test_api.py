@@ -5,8 +5,9 @@ import time
 import orjson
 import pytest
 
+from support.projects import new_project
 from support.state import snapshot
-from tracker_core.admin import item_verbs, limit_verbs, project_verbs
+from tracker_core.admin import limit_verbs, project_verbs
 from tracker_core.keyspace import GLOBAL_STATS, ProjectKeys
 
 P = "proj"
@@ -15,9 +16,7 @@ K = ProjectKeys(P)
 
 @pytest.fixture
 def project(admin):
-    project_verbs.create(admin, P)
-    item_verbs.add(admin, P, [f"item{n}" for n in range(20)])
-    return P
+    return new_project(admin, P, [f"item{n}" for n in range(20)])
 
 
 def post(client, path, body, **kw):

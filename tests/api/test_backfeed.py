@@ -5,28 +5,16 @@ import threading
 from urllib.parse import quote
 
 import pytest
-from click.testing import CliRunner
 from falcon import testing
 
 from support.state import snapshot
 from tracker_api.app import create_app
-from tracker_api.cli import main
 from tracker_core.admin import item_verbs
 from tracker_core.items.engine import Engine
 from tracker_core.keyspace import ProjectKeys
 
 P = "disc-o"  # a '-' in the name: the project is the part before the last '-'
 K = ProjectKeys(P)
-
-
-@pytest.fixture
-def cli(redis_url):
-    runner = CliRunner()
-
-    def invoke(*args, input=None):
-        return runner.invoke(main, ["--redis-url", redis_url, *args], input=input)
-
-    return invoke
 
 
 @pytest.fixture

@@ -6,13 +6,13 @@ import time
 
 import orjson
 import pytest
-from support.processes import ServerProcess
-from support.raw_http import read_until_closed, status_line
 
+from support.processes import ServerProcess
+from support.projects import new_project
+from support.raw_http import read_until_closed, status_line
 from tracker_api.connections import bodycap
 from tracker_api.connections.bodycap import CappedBody
 from tracker_core import keyspace
-from tracker_core.admin import item_verbs, project_verbs
 from tracker_core.keyspace import ProjectKeys
 
 
@@ -121,8 +121,7 @@ def server(redis_url):
 
 @pytest.fixture
 def project(admin):
-    project_verbs.create(admin, P)
-    item_verbs.add(admin, P, ["a"])
+    return new_project(admin, P, ["a"])
 
 
 def head(path: str, length: int) -> bytes:

@@ -11,9 +11,10 @@ import socket
 import orjson
 import pytest
 from falcon import testing
-from support.processes import start_serve, stop, wait_for_line
-from support.state import snapshot
 
+from support.processes import start_serve, stop, wait_for_line
+from support.projects import new_project
+from support.state import snapshot
 from tracker_api.app import create_app
 from tracker_api.web.client_ip import FIELD, Unreadable, from_forwarded_for, normalize, throttle_key
 from tracker_api.web.config import AppConfig
@@ -30,9 +31,7 @@ ITEMS = [f"https://example.com/a b/{n}?q=%20#frag" for n in range(10)]
 
 @pytest.fixture
 def project(admin):
-    project_verbs.create(admin, P)
-    item_verbs.add(admin, P, ITEMS)
-    return P
+    return new_project(admin, P, ITEMS)
 
 
 def request(web, headers, remote_addr=PROXY):

@@ -10,11 +10,8 @@ with 413 would be retried for ever and the batch never reported.
 import json
 
 import orjson
-import pytest
-from falcon import testing
-from support.seesaw_runner import run_warrior
 
-from tracker_api.app import create_app
+from support.seesaw_runner import run_warrior
 from tracker_api.warrior_api import warrior_routes
 from tracker_core.admin import item_verbs, project_verbs
 from tracker_core.compiled import protocol
@@ -53,11 +50,6 @@ def test_the_worst_case_done_body_of_a_whole_claim_fits_the_limit():
     assert len(body) <= warrior_routes.MAX_DONE_BODY_BYTES
     # What the limit leaves for the other fields (downloader, version, bytes, id), at least:
     assert warrior_routes.MAX_DONE_BODY_BYTES - len(body) > 1_000_000 - 20_000
-
-
-@pytest.fixture
-def web(engine):
-    return testing.TestClient(create_app(engine))
 
 
 def claim_all(web) -> list[str]:

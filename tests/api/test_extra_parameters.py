@@ -14,8 +14,9 @@ import orjson
 import pytest
 from falcon import testing
 
+from support.projects import new_project
 from tracker_api.app import create_app
-from tracker_core.admin import item_verbs, project_verbs
+from tracker_core.admin import project_verbs
 from tracker_core.keyspace import ProjectKeys
 from tracker_core.project.settings_schema import MAX_EXTRA_PARAMETERS_BYTES
 
@@ -70,9 +71,7 @@ def seesaw_item(base: str, project: str, work_dir, multi: int = 1) -> dict:
 
 @pytest.fixture
 def project(admin):
-    project_verbs.create(admin, P)
-    item_verbs.add(admin, P, URLS)
-    return P
+    return new_project(admin, P, URLS)
 
 
 @pytest.mark.slow

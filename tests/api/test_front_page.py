@@ -5,10 +5,10 @@ import re
 import orjson
 import pytest
 from falcon import testing
+
 from support.browser import PHONE_WIDTH, Browser, needs_chromium
 from support.paths import ARTIFACTS
 from support.processes import start_live_server, stop_live_server
-
 from tracker_api.app import create_app
 from tracker_core.access import tokens
 from tracker_core.admin import hq_verbs, item_verbs, project_verbs
@@ -32,11 +32,6 @@ def projects(admin, engine):
     engine.done("shown", "alice", "1", claimed[:3], [], "")
     item_verbs.add(admin, "hidden", ["secret-item"])
     return admin
-
-
-@pytest.fixture
-def web(engine):
-    return testing.TestClient(create_app(engine))
 
 
 def front(engine) -> str:

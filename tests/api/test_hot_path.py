@@ -54,6 +54,11 @@ def call(app, method: str, path: str, body=b"", headers=None, query="", environ=
     return seen[0][0], seen[0][1], b"".join(chunks)
 
 
+def relayed(client: str, by: str) -> dict:
+    """call's headers and environ for a request from CLIENT that the proxy at BY passed on."""
+    return {"headers": {"X-Forwarded-For": client}, "environ": {"REMOTE_ADDR": by}}
+
+
 def state(r) -> dict:
     """Every key with its value, counters included; a stream by its entries' fields (the ids
     are Redis's clock). Not the admin audit log nor the project's creation time: the setup's."""
@@ -194,15 +199,7 @@ def test_an_empty_queue_answers_as_falcon_did(apps):
 def test_query_strings_and_a_forwarded_address_change_nothing(apps):
     answer = same_answer(apps, True, "POST", "/proj/request", REQUEST, query="a=1&b=%2F")
     assert answer[0] == "200 OK"
-    same_answer(
-        apps,
-        True,
-        "POST",
-        "/proj/request",
-        REQUEST,
-        headers={"X-Forwarded-For": "10.9.9.9"},
-        environ={"REMOTE_ADDR": "192.0.2.7"},
-    )
+    same_answer(apps, True, "POST", "/proj/request", REQUEST, **relayed("10.9.9.9", by="192.0.2.7"))
 
 
 @pytest.mark.parametrize(
@@ -276,14 +273,7 @@ def test_behind_a_trusted_proxy_the_claim_is_made_for_the_forwarded_address(redi
     project_verbs.create(admin, P)
     item_verbs.add(admin, P, ITEMS)
     full = create_app(Engine(redis_url, clock=clock), config=AppConfig(trust_forwarded=1))
-    status, _, _ = call(
-        full,
-        "POST",
-        "/proj/request",
-        REQUEST,
-        headers={"X-Forwarded-For": "203.0.113.9"},
-        environ={"REMOTE_ADDR": "10.0.0.1"},
-    )
+    status, _, _ = call(full, "POST", "/proj/request", REQUEST, **relayed("203.0.113.9", by="10.0.0.1"))
     assert status == "200 OK"
     assert full.hot_path.route("/proj/request") is not None
     (claim,) = r.hgetall(ProjectKeys(P).claims).values()

@@ -9,11 +9,12 @@ import pytest
 from click.testing import CliRunner
 from falcon import testing
 
+from support.projects import new_project
 from tracker_api.app import create_app
 from tracker_api.cli import main
 from tracker_core import keyspace
 from tracker_core.access import tokens
-from tracker_core.admin import hq_verbs, project_verbs
+from tracker_core.admin import hq_verbs
 from tracker_core.admin.errors import AdminError
 from tracker_core.keyspace import ProjectKeys
 from tracker_core.project import safe_html
@@ -32,13 +33,8 @@ KEPT = (
 
 
 @pytest.fixture
-def web(engine):
-    return testing.TestClient(create_app(engine))
-
-
-@pytest.fixture
 def project(admin):
-    project_verbs.create(admin, P)
+    return new_project(admin, P)
 
 
 def post(web, path, token, body):

@@ -11,9 +11,10 @@ import orjson
 import pytest
 from click.testing import CliRunner
 from falcon import testing
-from support.processes import ServerProcess
-from support.raw_http import read_until_closed, status_line
 
+from support.processes import ServerProcess
+from support.projects import new_project
+from support.raw_http import read_until_closed, status_line
 from tracker_api.app import create_app
 from tracker_api.cli import main
 from tracker_api.warrior_api import hq_routes
@@ -113,7 +114,7 @@ def test_a_bad_public_url_is_refused_with_a_reason(given, reason):
 
 @pytest.fixture
 def listed(admin):
-    project_verbs.create(admin, P)
+    return new_project(admin, P)
 
 
 def web(engine, public: str = "") -> testing.TestClient:

@@ -176,11 +176,6 @@ def test_seesaw_warrior_heartbeats_are_recorded_and_count_it_online(
 # -- what update.json keeps, field by field (through the app) --------------------------------
 
 
-@pytest.fixture
-def web(engine):
-    return testing.TestClient(create_app(engine))
-
-
 def register(web) -> str:
     res = web.simulate_post(
         "/api/register.json", headers=JSON, body=orjson.dumps({"warrior": {"version": "0.10.3"}})

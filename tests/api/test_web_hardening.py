@@ -12,9 +12,9 @@ import urllib.parse
 import orjson
 import pytest
 from falcon import testing
+
 from support.browser import Browser, needs_chromium
 from support.processes import start_live_server, stop_live_server
-
 from tracker_api.app import create_app
 from tracker_api.web.config import AppConfig
 from tracker_core import keyspace
@@ -23,11 +23,6 @@ from tracker_core.keyspace import ProjectKeys
 from tracker_core.warriors import hq
 
 JSON = {"Content-Type": "application/json"}
-
-
-@pytest.fixture
-def web(engine):
-    return testing.TestClient(create_app(engine))
 
 
 def register(web, ip, warrior=None):

@@ -9,20 +9,8 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
-from support.paths import TRACKER_BIN
-from support.processes import wait_for_port
+from support.processes import run_argv, run_ports, wait_for_port
 from tracker_api.cli import main
-from tracker_core.infra.embedded import free_port
-
-
-@pytest.fixture
-def cli(redis_url):
-    runner = CliRunner()
-
-    def invoke(*args, input=None):
-        return runner.invoke(main, ["--redis-url", redis_url, *args], input=input)
-
-    return invoke
 
 
 def test_project_lifecycle(cli, r):
@@ -94,25 +82,10 @@ def test_block_and_upload_target(cli, r):
 @pytest.mark.slow
 def test_run_demo_starts_embedded_redis_and_serves(tmp_path):
     """`tracker run --demo`: a private Redis under the data dir, the demo project, the API."""
-    port = free_port()
+    port, live_port = run_ports()
     env = {k: v for k, v in os.environ.items() if k != "TRACKER_REDIS_URL"}
-    live_port = free_port()  # the default, port + 1, may belong to another test's server
-    while live_port == port:
-        live_port = free_port()
     proc = subprocess.Popen(
-        [
-            str(TRACKER_BIN),
-            "--data-dir",
-            str(tmp_path / "var"),
-            "run",
-            "--demo",
-            "--port",
-            str(port),
-            "--workers",
-            "1",
-            "--live-port",
-            str(live_port),
-        ],
+        run_argv(["--data-dir", str(tmp_path / "var")], port, live_port, "--demo"),
         env=env,
         stdin=subprocess.DEVNULL,
     )

@@ -36,16 +36,6 @@ ALL = [((), main), *leaf_commands()]
 LEAVES = [(path, c) for path, c in ALL if path and not isinstance(c, click.Group)]
 
 
-@pytest.fixture
-def cli(redis_url):
-    runner = CliRunner()
-
-    def invoke(*args, input=None, env=None):
-        return runner.invoke(main, ["--redis-url", redis_url, *args], input=input, env=env)
-
-    return invoke
-
-
 def test_the_tree_has_every_command_it_had():
     names = {" ".join(path) for path, _ in ALL if path}
     assert names >= {

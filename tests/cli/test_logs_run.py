@@ -14,8 +14,18 @@ import urllib.request
 
 import redis
 
-from support.paths import TRACKER_BIN
-from support.processes import descendants, free_port, start, stop, wait_for, wait_for_line, wait_for_port
+from support.processes import (
+    cmdline,
+    descendants,
+    free_port,
+    run_argv,
+    run_ports,
+    start,
+    stop,
+    wait_for,
+    wait_for_line,
+    wait_for_port,
+)
 from tracker_core.infra.embedded import EmbeddedRedis
 from tracker_core.infra.processes import children_of
 from tracker_core.keyspace import ProjectKeys
@@ -32,18 +42,10 @@ def _status(url: str, data: bytes | None = None) -> int:
         return error.code
 
 
-def _cmdline(pid: int) -> list[str]:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read().decode().split("\0")
-    except OSError:
-        return []
-
-
 def _live_feed(run_pid: int) -> int | None:
     """The feed that the `live --supervise` child of RUN_PID runs."""
     for pid in children_of(run_pid):
-        if "live" in _cmdline(pid) and "--supervise" in _cmdline(pid):
+        if "live" in cmdline(pid) and "--supervise" in cmdline(pid):
             feeds = children_of(pid)
             return feeds[0] if feeds else None
     return None
@@ -54,14 +56,11 @@ def _clean_env() -> dict[str, str]:
 
 
 def test_run_logs_where_things_are_and_keeps_its_live_feed(tmp_path):
-    port, live_port = free_port(), free_port()
+    port, live_port = run_ports()
     env = _clean_env()
     run = start(
-        [TRACKER_BIN, "--data-dir", tmp_path, "run", "--demo", "--port", str(port), "--workers", "1",
-         "--live-port", str(live_port), "--access-log"],
-        env=env,
-        capture=True,
-    )  # fmt: skip
+        run_argv(["--data-dir", tmp_path], port, live_port, "--demo", "--access-log"), env=env, capture=True
+    )
     try:
         board = wait_for_line(run, r"leaderboards at (http://\S+)", timeout_s=30).group(1)
         admin_pages = wait_for_line(run, r"admin pages at (http://\S+)").group(1)
@@ -98,8 +97,8 @@ def test_run_logs_where_things_are_and_keeps_its_live_feed(tmp_path):
 
 def _running(run_pid: int, command: str) -> bool:
     """Whether the `COMMAND --supervise` child of RUN_PID runs its own child yet."""
-    supervisors = [p for p in children_of(run_pid) if command in _cmdline(p) and "--supervise" in _cmdline(p)]
-    return any(command in _cmdline(child) for pid in supervisors for child in children_of(pid))
+    supervisors = [p for p in children_of(run_pid) if command in cmdline(p) and "--supervise" in cmdline(p)]
+    return any(command in cmdline(child) for pid in supervisors for child in children_of(pid))
 
 
 def test_run_on_a_redis_with_a_password_keeps_it_out_of_the_process_list(tmp_path):
@@ -110,14 +109,13 @@ def test_run_on_a_redis_with_a_password_keeps_it_out_of_the_process_list(tmp_pat
     server = EmbeddedRedis(tmp_path / "redis", port=free_port()).start()
     redis.Redis.from_url(server.url).config_set("requirepass", password)
     url = f"redis://:{password}@127.0.0.1:{server.port}/0"
-    port, live_port = free_port(), free_port()
+    port, live_port = run_ports()
     env = {**_clean_env(), "TRACKER_REDIS_URL": url}
     run = start(
-        [TRACKER_BIN, "--data-dir", tmp_path, "run", "--demo", "--host", "0.0.0.0", "--port", str(port),
-         "--workers", "1", "--live-port", str(live_port)],
+        run_argv(["--data-dir", tmp_path], port, live_port, "--demo", "--host", "0.0.0.0"),
         env=env,
         capture=True,
-    )  # fmt: skip
+    )
     try:
         board = wait_for_line(run, r"leaderboards at (http://\S+)(.*)$", timeout_s=30)
         assert wait_for(lambda: _running(run.pid, "maintain") and _running(run.pid, "live"), 15)
@@ -127,7 +125,7 @@ def test_run_on_a_redis_with_a_password_keeps_it_out_of_the_process_list(tmp_pat
         family = [run.pid, *descendants(run.pid)]
         assert len(family) >= 5, family  # maintain, live, their children, a worker
         for pid in family:
-            assert password not in "\0".join(_cmdline(pid)), _cmdline(pid)
+            assert password not in "\0".join(cmdline(pid)), cmdline(pid)
         assert board.group(1) == f"http://127.0.0.1:{port}/demo/" and _status(board.group(1)) == 200
         assert board.group(2) == " (listening on all addresses)"
         admin_pages = wait_for_line(run, r"admin pages at (http://\S+)").group(1)

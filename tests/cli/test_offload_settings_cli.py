@@ -8,10 +8,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from click.testing import CliRunner
 
 from support.offload_settings import CASES
-from tracker_api.cli import main
 from tracker_core.keyspace import ProjectKeys
 
 P = "cli-offload"
@@ -19,14 +17,9 @@ K = ProjectKeys(P)
 
 
 @pytest.fixture
-def cli(redis_url):
-    runner = CliRunner()
-
-    def invoke(*args):
-        return runner.invoke(main, ["--redis-url", redis_url, *args])
-
-    assert invoke("project", "create", P).exit_code == 0
-    return invoke
+def cli(cli):
+    assert cli("project", "create", P).exit_code == 0
+    return cli
 
 
 @pytest.mark.parametrize("stored,change,refused", CASES)

@@ -10,8 +10,16 @@ import subprocess
 import urllib.error
 import urllib.request
 
-from support.paths import TRACKER_BIN
-from support.processes import free_port, start, start_serve, stop, wait_for, wait_for_port
+from support.processes import (
+    cmdline,
+    run_argv,
+    run_ports,
+    start,
+    start_serve,
+    stop,
+    wait_for,
+    wait_for_port,
+)
 from tracker_core.admin import project_verbs
 from tracker_core.infra.processes import children_of
 
@@ -47,34 +55,21 @@ def test_serve_takes_its_settings_from_options_and_environment_variables(redis_u
         assert stop(process) == 0
 
 
-def _cmdline(pid: int) -> list[str]:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read().decode().split("\0")
-    except OSError:
-        return []
-
-
 def _maintainers(run_pid: int) -> tuple[int | None, int | None]:
     """(the `maintain --supervise` child of RUN_PID, the maintainer it runs)."""
     for pid in children_of(run_pid):
-        if "maintain" in _cmdline(pid) and "--supervise" in _cmdline(pid):
-            workers = [p for p in children_of(pid) if "maintain" in _cmdline(p)]
+        if "maintain" in cmdline(pid) and "--supervise" in cmdline(pid):
+            workers = [p for p in children_of(pid) if "maintain" in cmdline(p)]
             return pid, (workers[0] if workers else None)
     return None, None
 
 
 def test_run_points_the_page_at_its_feed_and_restarts_a_dead_maintainer(tmp_path):
-    port, live_port = free_port(), free_port()
-    while live_port == port + 1:  # not the default, so the page must be told
-        live_port = free_port()
+    port, live_port = run_ports()  # the feed's not the default, so the page must be told
     env = {k: v for k, v in os.environ.items() if not k.startswith("TRACKER_")}
     run = start(
-        [TRACKER_BIN, "--data-dir", tmp_path, "run", "--demo", "--port", str(port), "--workers", "1",
-         "--live-port", str(live_port)],
-        env=env,
-        output=tmp_path / "run.log",
-    )  # fmt: skip
+        run_argv(["--data-dir", tmp_path], port, live_port, "--demo"), env=env, output=tmp_path / "run.log"
+    )
     try:
         wait_for_port(port, timeout_s=30, process=run)
         assert _live_url_shown(f"http://127.0.0.1:{port}", "demo") == f":{live_port}"

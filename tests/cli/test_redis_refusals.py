@@ -4,18 +4,10 @@ ends in one line and exit 1, never a traceback, and changes nothing."""
 import contextlib
 
 import pytest
-from click.testing import CliRunner
 
-from tracker_api.cli import main
 from tracker_core.admin import item_verbs, project_verbs
 
 P = "refused"
-
-
-@pytest.fixture
-def cli(redis_url):
-    runner = CliRunner()
-    return lambda *args: runner.invoke(main, ["--redis-url", redis_url, *args])
 
 
 @contextlib.contextmanager

@@ -9,6 +9,7 @@ import pytest
 from click.testing import CliRunner
 from falcon import testing
 
+from support.projects import new_project
 from tracker_api.app import create_app
 from tracker_api.cli import main
 from tracker_api.web.config import AppConfig
@@ -25,9 +26,7 @@ ITEMS = [f"https://example.com/a b/{n}?q=%20&r=#frag/" + "x" * 2000 for n in ran
 
 @pytest.fixture
 def project(ctx):
-    project_verbs.create(ctx, P)
-    item_verbs.add(ctx, P, ITEMS)
-    return P
+    return new_project(ctx, P, ITEMS)
 
 
 def claim(engine, who="alice", ip="192.0.2.1"):

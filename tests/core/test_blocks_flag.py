@@ -4,8 +4,9 @@ whose settings lack it (made before it) is still checked, so no block can go une
 
 import pytest
 
+from support.projects import new_project
 from tracker_core import scripts
-from tracker_core.admin import item_verbs, limit_verbs, project_verbs
+from tracker_core.admin import limit_verbs, project_verbs
 from tracker_core.keyspace import ProjectKeys
 
 P, OTHER = "flagged", "flagged2"
@@ -16,9 +17,7 @@ BLOCKED = [("name:mallory", "mallory", "192.0.2.1"), ("ip:10.0.0.0/8", "alice", 
 
 @pytest.fixture
 def project(admin):
-    project_verbs.create(admin, P)
-    item_verbs.add(admin, P, ITEMS)
-    return P
+    return new_project(admin, P, ITEMS)
 
 
 def code(engine, who, ip):

@@ -9,13 +9,13 @@ Redis keeps a failed script's earlier writes: the popped items were in no place 
 from __future__ import annotations
 
 import json
-from collections import Counter
 
 import pytest
 from click.testing import CliRunner
 from falcon import testing
 
 from support import census
+from support.projects import new_project
 from tracker_api.app import create_app
 from tracker_api.cli import main
 from tracker_core import keyspace, scripts
@@ -48,12 +48,7 @@ def url(i: int, tag: str = "u") -> str:
 
 @pytest.fixture
 def project(ctx):
-    project_verbs.create(ctx, P)
-    return P
-
-
-def places(r) -> Counter:
-    return census.places(r, K)
+    return new_project(ctx, P)
 
 
 def assert_each_once(r, names) -> None:

@@ -16,8 +16,8 @@ import pytest
 
 from chaos.procs import skewed_env
 from support.processes import start_serve, stop
+from support.projects import new_project
 from support.raw_http import read_until_closed
-from tracker_core.admin import item_verbs, project_verbs
 from tracker_core.keyspace import ProjectKeys
 
 pytestmark = pytest.mark.slow
@@ -54,9 +54,7 @@ def claim(port: int, downloader: str, n: int) -> tuple[int, list[str]]:
 
 @pytest.fixture
 def project(admin):
-    project_verbs.create(admin, P, {"reclaim_ttl_s": "300"})
-    item_verbs.add(admin, P, NAMES)
-    return P
+    return new_project(admin, P, NAMES, settings={"reclaim_ttl_s": "300"})
 
 
 @pytest.fixture

@@ -18,8 +18,8 @@ import time
 import pytest
 
 from support.processes import ServerProcess, children_of, cpu_s, wait_for
+from support.projects import new_project
 from support.raw_http import read_until_closed, status_line
-from tracker_core.admin import item_verbs, project_verbs
 
 PROJECT = "fdlimit"
 MEASURE_S = 4.0
@@ -74,8 +74,7 @@ def _claims_an_item(server: ServerProcess, sock: socket.socket | None = None, li
 
 @pytest.fixture
 def project(admin):
-    project_verbs.create(admin, PROJECT)
-    item_verbs.add(admin, PROJECT, [f"{PROJECT}-item-{i}" for i in range(20)])
+    return new_project(admin, PROJECT, [f"{PROJECT}-item-{i}" for i in range(20)])
 
 
 @pytest.fixture

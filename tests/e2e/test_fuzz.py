@@ -28,9 +28,9 @@ import orjson
 import pytest
 import redis
 from falcon import testing
+
 from support.paths import ROOT
 from support.processes import start_live_server, stop_live_server
-
 from tracker_api.admin.api_routes import ADMIN_ROUTES
 from tracker_api.app import create_app
 from tracker_api.web.config import AppConfig
@@ -246,39 +246,25 @@ class Corpus:
         route = self.pick(
             "request", "multi", "done", "done+request", "release", "upload", "uploaded", "status", "stats"
         )
+
+        def post(path: str, body: dict):
+            return route, "POST", f"/{project}/{path}", None, self.mutate(body)
+
         if route == "request":
-            return "request", "POST", f"/{project}/request", None, self.mutate(base)
+            return post("request", base)
         if route == "multi":
             sep = self.pick("/", "//")
-            return "multi", "POST", f"/{project}/multi={multi}{sep}request", None, self.mutate(base)
+            return post(f"multi={multi}{sep}request", base)
         if route == "done":
-            return "done", "POST", f"/{project}/done", None, self.mutate(done)
+            return post("done", done)
         if route == "done+request":
-            return "done+request", "POST", f"/{project}/multi={multi}//done+request", None, self.mutate(done)
+            return post(f"multi={multi}//done+request", done)
         if route == "release":
-            return (
-                "release",
-                "POST",
-                f"/{project}/release",
-                None,
-                self.mutate({"downloader": "fuzzer", "item": self.item()}),
-            )
+            return post("release", {"downloader": "fuzzer", "item": self.item()})
         if route == "upload":
-            return (
-                "upload",
-                "POST",
-                f"/{project}/upload",
-                None,
-                self.mutate({"downloader": "fuzzer", "item_name": self.item(), "version": "1"}),
-            )
+            return post("upload", {"downloader": "fuzzer", "item_name": self.item(), "version": "1"})
         if route == "uploaded":
-            return (
-                "uploaded",
-                "POST",
-                f"/{project}/uploaded",
-                None,
-                self.mutate({"uploader": "fuzzer", "item": self.item(), "server": "rsync://x/"}),
-            )
+            return post("uploaded", {"uploader": "fuzzer", "item": self.item(), "server": "rsync://x/"})
         if route == "status":
             name = self.item()
             return (

@@ -7,15 +7,22 @@ import socket
 import time
 
 import pytest
-from falcon import testing
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
 from support import http_warrior
 from support.browser import Browser, needs_chromium
 from support.paths import ARTIFACTS, ROOT, TRACKER_BIN
-from support.processes import start, start_live_server, stop, stop_live_server, wait_for_port
-from tracker_api.app import create_app
+from support.processes import (
+    run_argv,
+    run_ports,
+    start,
+    start_live_server,
+    stop,
+    stop_live_server,
+    wait_for_port,
+)
+from support.projects import new_project
 from tracker_core.admin import item_verbs, project_verbs
 from tracker_core.figures import stats
 from tracker_core.infra.embedded import free_port
@@ -25,14 +32,9 @@ P = "proj"
 
 @pytest.fixture
 def project(admin):
-    project_verbs.create(admin, P, {"title": "A <b>bold</b> rescue"})
-    item_verbs.add(admin, P, [f"item{n:03d}" for n in range(60)])
-    return P
-
-
-@pytest.fixture
-def web(engine):
-    return testing.TestClient(create_app(engine))
+    return new_project(
+        admin, P, [f"item{n:03d}" for n in range(60)], settings={"title": "A <b>bold</b> rescue"}
+    )
 
 
 def start_feed(redis_url: str, interval_s: float = 0.2):
@@ -179,24 +181,8 @@ def test_feed_pushes_a_snapshot_when_settings_change(engine, project, feed, admi
 
 @pytest.mark.slow
 def test_tracker_run_starts_the_feed_and_stops_it(redis_url, project):
-    port = free_port()
-    live_port = free_port()  # not port + 1: that one may belong to another test's server
-    while live_port == port:
-        live_port = free_port()
-    run = start(
-        [
-            TRACKER_BIN,
-            "--redis-url",
-            redis_url,
-            "run",
-            "--port",
-            str(port),
-            "--workers",
-            "1",
-            "--live-port",
-            str(live_port),
-        ]
-    )
+    port, live_port = run_ports()
+    run = start(run_argv(["--redis-url", redis_url], port, live_port))
     try:
         wait_for_port(port, process=run)
         wait_for_port(live_port, process=run)

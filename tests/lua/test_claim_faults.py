@@ -12,6 +12,7 @@ import orjson
 import pytest
 import redis
 
+from support.projects import new_project
 from tracker_core import scripts
 from tracker_core.admin import item_verbs, limit_verbs, project_verbs
 from tracker_core.keyspace import ProjectKeys
@@ -30,8 +31,7 @@ def url(n: int, size: int = 120) -> str:
 
 @pytest.fixture
 def project(admin):
-    project_verbs.create(admin, P, {"max_multi": str(MAX_MULTI_CEILING)})
-    return P
+    return new_project(admin, P, settings={"max_multi": str(MAX_MULTI_CEILING)})
 
 
 @pytest.fixture

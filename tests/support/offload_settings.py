@@ -10,8 +10,14 @@ from __future__ import annotations
 
 import pytest
 
-SOUND = {"offload_high": "2000", "offload_low": "1000", "offload_segment_items": "1000"}
-WIDE = {"offload_high": "3000", "offload_low": "1000", "offload_segment_items": "1000"}
+
+def watermarks(high: int, low: int, segment_items: int) -> dict[str, str]:
+    """offload_high, offload_low and offload_segment_items as stored (text)."""
+    return {"offload_high": str(high), "offload_low": str(low), "offload_segment_items": str(segment_items)}
+
+
+SOUND = watermarks(2000, 1000, 1000)
+WIDE = watermarks(3000, 1000, 1000)
 
 
 def _case(label, stored, change, refused):
@@ -21,36 +27,16 @@ def _case(label, stored, change, refused):
 CASES = [
     # offload_high without offload_low: offloaded items would never come back.
     _case("high-without-low", {}, {"offload_high": "2000"}, "offload_high=2000 without offload_low"),
-    _case(
-        "high-with-lowest-low",
-        {},
-        {"offload_high": "2000", "offload_low": "1", "offload_segment_items": "1999"},
-        None,
-    ),
+    _case("high-with-lowest-low", {}, watermarks(2000, 1, 1999), None),
     # offload_low at or above offload_high.
-    _case(
-        "low-at-high",
-        {},
-        {"offload_high": "2000", "offload_low": "2000", "offload_segment_items": "1"},
-        "offload_low=2000 is not below offload_high=2000",
-    ),
-    _case(
-        "low-above-high",
-        {},
-        {"offload_high": "2000", "offload_low": "2001", "offload_segment_items": "1"},
-        "offload_low=2001 is not below",
-    ),
-    _case(
-        "low-just-below-high",
-        {},
-        {"offload_high": "2000", "offload_low": "1999", "offload_segment_items": "1"},
-        None,
-    ),
+    _case("low-at-high", {}, watermarks(2000, 2000, 1), "offload_low=2000 is not below offload_high=2000"),
+    _case("low-above-high", {}, watermarks(2000, 2001, 1), "offload_low=2001 is not below"),
+    _case("low-just-below-high", {}, watermarks(2000, 1999, 1), None),
     # A segment must fit between the watermarks.
     _case(
         "segment-one-past-the-gap",
         {},
-        {"offload_high": "2000", "offload_low": "1000", "offload_segment_items": "1001"},
+        watermarks(2000, 1000, 1001),
         "offload_segment_items=1001 is more than offload_high - offload_low = 1000",
     ),
     _case("segment-at-the-gap", {}, SOUND, None),
@@ -64,13 +50,8 @@ CASES = [
     # Zero and negative values.
     _case("segment-zero", {}, {"offload_segment_items": "0"}, "offload_segment_items: must be 1 or more"),
     _case("segment-one", {}, {"offload_segment_items": "1"}, None),
-    _case(
-        "high-one",
-        {},
-        {"offload_high": "1", "offload_low": "1", "offload_segment_items": "1"},
-        "offload_high=1 leaves no room",
-    ),
-    _case("high-two", {}, {"offload_high": "2", "offload_low": "1", "offload_segment_items": "1"}, None),
+    _case("high-one", {}, watermarks(1, 1, 1), "offload_high=1 leaves no room"),
+    _case("high-two", {}, watermarks(2, 1, 1), None),
     _case("negative-high", {}, {"offload_high": "-1"}, "offload_high: must be 0 or more"),
     _case("negative-low", {}, {"offload_low": "-1"}, "offload_low: must be 0 or more"),
     # One setting at a time: each change is checked with what is stored, as a whole.

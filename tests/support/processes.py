@@ -31,6 +31,7 @@ __all__ = [
     "ServerProcess",
     "alive",
     "children_of",
+    "cmdline",
     "cpu_s",
     "descendants",
     "free_port",
@@ -47,6 +48,8 @@ __all__ = [
     "wait_for_port",
     "worker_pids",
     "renderer_pid",
+    "run_argv",
+    "run_ports",
 ]
 
 stop_process = stop
@@ -57,6 +60,15 @@ def cpu_s(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cmdline(pid: int) -> list[str]:
+    """PID's command line, one word an entry; [] once it is gone."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().decode().split("\0")
+    except OSError:
+        return []
 
 
 def descendants(pid: int) -> list[int]:
@@ -90,6 +102,21 @@ def start_serve(
         wait_for_line(process, "serving on", timeout_s=15)
     wait_for_port(port, process)
     return process, port
+
+
+def run_ports() -> tuple[int, int]:
+    """Free ports for `tracker run`'s server and for its live feed: two different ones, the feed's
+    not the default (port + 1 may belong to another test's server, and the page must be told)."""
+    port, live_port = free_port(), free_port()
+    while live_port in (port, port + 1):
+        live_port = free_port()
+    return port, live_port
+
+
+def run_argv(options: list, port: int, live_port: int, *run_options: str) -> list:
+    """`tracker OPTIONS run RUN_OPTIONS` with one worker on PORT and the live feed on LIVE_PORT."""
+    return [TRACKER_BIN, *options, "run", *run_options, "--port", str(port), "--workers", "1",
+            "--live-port", str(live_port)]  # fmt: skip
 
 
 class ServerProcess:

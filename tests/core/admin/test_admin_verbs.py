@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from support.projects import new_project
 from support.state import contents
 from tracker_core import keyspace
 from tracker_core.admin import (
@@ -44,8 +45,7 @@ def ctx(redis_url):
 
 @pytest.fixture
 def project(ctx):
-    project_verbs.create(ctx, P)
-    return P
+    return new_project(ctx, P)
 
 
 def records(r) -> list[dict]:

@@ -5,8 +5,9 @@ from pathlib import Path
 
 import pytest
 
+from support.projects import new_project
 from tracker_core.admin import item_story, item_verbs, project_verbs
-from tracker_core.donelog import log_archive
+from tracker_core.donelog import log_archive, log_reader
 from tracker_core.items import item_status
 from tracker_core.keyspace import ProjectKeys
 from tracker_core.maintainer import maintenance
@@ -20,8 +21,7 @@ URL = "https://example.org/a b/?q=%2F&r=1+1#x"
 
 @pytest.fixture
 def project(admin):
-    project_verbs.create(admin, P, {"log_maxlen": "0"})
-    return P
+    return new_project(admin, P, settings={"log_maxlen": "0"})
 
 
 def test_a_segment_refilled_while_the_files_are_searched_is_answered_from_its_queue(
@@ -83,7 +83,7 @@ def test_an_item_filtered_log_page_is_bounded_and_goes_on_from_its_cursor(
     # Each file passed over counts a tenth of its ten entries: a budget of one entry per page.
     pages, cursor, found = 0, None, []
     while True:
-        page = log_archive.page(r, K, tmp_path, item=URL, cursor=cursor, max_scan=1)
+        page = log_reader.page(r, K, tmp_path, item=URL, cursor=cursor, max_scan=1)
         pages += 1
         found += page["entries"]
         cursor = page["cursor"]
@@ -91,7 +91,7 @@ def test_an_item_filtered_log_page_is_bounded_and_goes_on_from_its_cursor(
             break
     assert [e["downloader"] for e in found] == ["bob"] and found[0]["items"] == [URL]
     assert pages == 5  # three files one by one, the stream's entry, then an empty last page
-    assert log_archive.page(r, K, tmp_path, item=URL)["entries"] == found
+    assert log_reader.page(r, K, tmp_path, item=URL)["entries"] == found
 
 
 def test_a_story_with_a_budget_says_what_it_left_unread(project, admin, engine, r, tmp_path):

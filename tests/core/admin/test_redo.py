@@ -5,7 +5,6 @@ items; the one way past the filter; the per-call maximum; every item in one plac
 """
 
 import json
-from collections import Counter
 
 import orjson
 import pytest
@@ -14,6 +13,7 @@ from falcon import testing
 
 from support import census
 from support.counters import totals
+from support.projects import new_project
 from support.state import snapshot
 from tracker_api.app import create_app
 from tracker_api.cli import main
@@ -41,12 +41,7 @@ def long_url(i: int) -> str:
 
 @pytest.fixture
 def project(ctx):
-    project_verbs.create(ctx, P)
-    return P
-
-
-def places(r) -> Counter:
-    return census.places(r, K)
+    return new_project(ctx, P)
 
 
 def assert_each_once(r, names) -> None:

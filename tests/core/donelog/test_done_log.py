@@ -17,13 +17,14 @@ import pytest
 from click.testing import CliRunner
 from falcon import testing
 
+from support.projects import new_project
 from tracker_api.app import create_app
 from tracker_api.cli import main
 from tracker_api.web.config import AppConfig
 from tracker_core import scripts
 from tracker_core.access import tokens
 from tracker_core.admin import item_verbs, project_verbs
-from tracker_core.donelog import log_archive
+from tracker_core.donelog import log_archive, log_reader
 from tracker_core.keyspace import ProjectKeys
 from tracker_core.maintainer import maintenance
 from tracker_core.offload.lease import Lease
@@ -39,8 +40,7 @@ def url(n: int, size: int = 120) -> str:
 
 @pytest.fixture
 def project(admin):
-    project_verbs.create(admin, P, {"log_maxlen": "10"})
-    return P
+    return new_project(admin, P, settings={"log_maxlen": "10"})
 
 
 def finish(admin, engine, names, downloader="alice", domains=("example.com", 100), ident='{"n": 1}'):
@@ -54,7 +54,7 @@ def finish(admin, engine, names, downloader="alice", domains=("example.com", 100
 
 def export(admin, directory, **kw):
     out = io.BytesIO()
-    log_archive.export(admin.conn, K, directory, out, **kw)
+    log_reader.export(admin.conn, K, directory, out, **kw)
     return [orjson.loads(line) for line in out.getvalue().splitlines()]
 
 
@@ -232,7 +232,7 @@ def test_a_lost_lease_leaves_the_file_unregistered_and_the_entries_in_the_stream
 
 def test_an_export_running_while_maintain_archives_sees_every_entry_once(project, admin, engine, r, tmp_path):
     names = done_entries(admin, engine, 1200)
-    reader = log_archive.entries(admin.conn, K, tmp_path)
+    reader = log_reader.entries(admin.conn, K, tmp_path)
     seen = [next(reader)[1]["items"][0] for _ in range(300)]
     # Meanwhile the oldest 1,190 go to disk, those the reader has and those it has not.
     assert maintenance.maintain_project(r, P, tmp_path)["log_archived"] == 1190
@@ -403,9 +403,9 @@ def test_the_admin_api_pages_through_the_log(project, admin, engine, r, tmp_path
 
 def test_a_page_stops_after_scanning_its_bound_with_a_cursor_to_go_on(project, admin, engine, r, tmp_path):
     done_entries(admin, engine, 30)
-    page = log_archive.page(r, K, tmp_path, downloader="nobody", max_scan=12)
+    page = log_reader.page(r, K, tmp_path, downloader="nobody", max_scan=12)
     assert page["entries"] == [] and page["cursor"] == r.xrange(K.log)[11][0]
-    page = log_archive.page(r, K, tmp_path, downloader="nobody", cursor=page["cursor"])
+    page = log_reader.page(r, K, tmp_path, downloader="nobody", cursor=page["cursor"])
     assert page == {"entries": [], "cursor": None}
 
 

@@ -4,11 +4,10 @@ import math
 import re
 
 import pytest
-from falcon import testing
 from prometheus_client.parser import text_string_to_metric_families
 
 from support.counters import minute_counts, totals
-from tracker_api.app import create_app
+from support.projects import new_project
 from tracker_core import scripts
 from tracker_core.admin import census_verbs, item_verbs, limit_verbs, project_verbs
 from tracker_core.figures.stats import (
@@ -36,14 +35,7 @@ K = ProjectKeys(P)
 
 @pytest.fixture
 def project(admin):
-    project_verbs.create(admin, P)
-    item_verbs.add(admin, P, [f"item{n}" for n in range(100)])
-    return P
-
-
-@pytest.fixture
-def web(engine):
-    return testing.TestClient(create_app(engine))
+    return new_project(admin, P, [f"item{n}" for n in range(100)])
 
 
 def stats_json(web, project=P):

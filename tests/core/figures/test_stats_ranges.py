@@ -3,10 +3,9 @@
 import time
 
 import pytest
-from falcon import testing
 
-from tracker_api.app import create_app
-from tracker_core.admin import item_verbs, project_verbs
+from support.projects import new_project
+from tracker_core.admin import project_verbs
 from tracker_core.figures import stats, stats_ranges
 from tracker_core.keyspace import ProjectKeys
 from tracker_core.maintainer.maintenance import Maintainer
@@ -22,14 +21,7 @@ def url(n: int) -> str:
 
 @pytest.fixture
 def project(admin):
-    project_verbs.create(admin, P)
-    item_verbs.add(admin, P, [url(n) for n in range(200)])
-    return P
-
-
-@pytest.fixture
-def web(engine):
-    return testing.TestClient(create_app(engine))
+    return new_project(admin, P, [url(n) for n in range(200)])
 
 
 def chart(web, chart_range=None, **params):

@@ -11,9 +11,7 @@ import urllib.request
 from urllib.parse import quote
 
 import pytest
-from falcon import testing
 
-from tracker_api.app import create_app
 from tracker_core.access import backfeed_secrets
 from tracker_core.admin import project_verbs
 from tracker_core.items import backfeed
@@ -35,11 +33,6 @@ URLS = [
 def padded(prefix: str, size: int) -> str:
     """A URL of exactly SIZE bytes (ASCII) starting with PREFIX."""
     return prefix + "x" * (size - len(prefix))
-
-
-@pytest.fixture
-def web(engine):
-    return testing.TestClient(create_app(engine))
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ import time
 
 import pytest
 
+from support.projects import new_project
 from tracker_core.admin import claim_verbs, item_verbs, project_verbs, upgrades
 from tracker_core.admin.context import AdminContext
 from tracker_core.items.claim_records import ClaimRecord, parse
@@ -26,8 +27,7 @@ def ctx(redis_url):
 
 @pytest.fixture
 def project(ctx):
-    project_verbs.create(ctx, P, {"reclaim_ttl_s": "60"})
-    return P
+    return new_project(ctx, P, settings={"reclaim_ttl_s": "60"})
 
 
 def ms(clock) -> int:

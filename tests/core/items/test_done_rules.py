@@ -11,6 +11,7 @@ import json
 import pytest
 
 from support.counters import totals
+from support.projects import new_project
 from tracker_core import scripts
 from tracker_core.admin import item_verbs, project_verbs
 from tracker_core.keyspace import ProjectKeys
@@ -29,8 +30,7 @@ def url(n: int, size: int = 100) -> str:
 
 @pytest.fixture
 def project(admin):
-    project_verbs.create(admin, P)
-    return P
+    return new_project(admin, P)
 
 
 def post(client, path, body):

@@ -2,6 +2,7 @@
 
 import pytest
 
+from support.projects import new_project
 from tracker_core.admin import census_verbs, item_verbs, limit_verbs, project_verbs
 from tracker_core.items.engine import MEMORY_GUARD_ENV, Engine
 from tracker_core.keyspace import ProjectKeys
@@ -13,8 +14,7 @@ K = ProjectKeys(P)
 
 @pytest.fixture
 def project(admin):
-    project_verbs.create(admin, P)
-    return P
+    return new_project(admin, P)
 
 
 def add(admin, names, queue="todo"):

@@ -14,12 +14,11 @@ import json
 import pytest
 import zstandard
 from click.testing import CliRunner
-from falcon import testing
 
-from tracker_api.app import create_app
+from support.projects import new_project
 from tracker_api.cli import main
 from tracker_core.access import backfeed_secrets, tokens
-from tracker_core.admin import dead_verbs, item_verbs, limit_verbs, project_verbs, segment_transfer
+from tracker_core.admin import dead_verbs, item_verbs, limit_verbs, segment_transfer
 from tracker_core.admin.context import AdminContext
 from tracker_core.items import intake
 from tracker_core.keyspace import ProjectKeys
@@ -32,8 +31,7 @@ BAD = [b"https://example.com/\xff\xfe", b"caf\xe9", b"\xc3", b"https://x.org/\xe
 
 @pytest.fixture
 def project(ctx):
-    project_verbs.create(ctx, P)
-    return P
+    return new_project(ctx, P)
 
 
 def claim_everything(engine) -> list[str]:
@@ -58,11 +56,6 @@ def secret(project, r):
 
 def post(web, secret, body: bytes, query: str | None = None):
     return web.simulate_post(f"/backfeed/legacy/{P}-{secret}", body=body, query_string=query)
-
-
-@pytest.fixture
-def web(engine):
-    return testing.TestClient(create_app(engine))
 
 
 def test_backfeed_refuses_each_entry_that_is_not_utf8_and_takes_the_rest(web, secret, r, engine):

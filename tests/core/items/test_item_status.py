@@ -11,9 +11,8 @@ from urllib.parse import quote
 
 import pytest
 from click.testing import CliRunner
-from falcon import testing
 
-from tracker_api.app import create_app
+from support.item_status import NOWHERE, place
 from tracker_api.cli import main
 from tracker_core import scripts
 from tracker_core.admin import item_story, item_verbs, limit_verbs, project_verbs
@@ -33,27 +32,7 @@ URLS = [
     "https://example.org/p?" + "k=%41%25&" * 300 + "#end",  # about 2.7 KB
     "https://example.org/" + "seg%20ment/" * 360,  # about 4 KB
 ]
-NOWHERE = {
-    "status": None,
-    "downloader": None,
-    "queue": None,
-    "limit": None,
-    "claims": None,
-    "reason": None,
-    "since": None,
-    "segment": None,
-    "maybe": [],
-}
 T0_MS = 1_700_000_000_000  # the clock fixture's start
-
-
-def place(**fields) -> dict:
-    return {**NOWHERE, **fields}
-
-
-@pytest.fixture
-def web(engine):
-    return testing.TestClient(create_app(engine))
 
 
 def over_http(web, name: str, project: str = P):

@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+from support.projects import new_project
 from tracker_core.admin import census_verbs, dead_verbs, item_verbs, limit_verbs, project_verbs
 from tracker_core.admin.context import AdminContext
 from tracker_core.keyspace import ProjectKeys
@@ -17,8 +18,7 @@ A, B, C = ("alice", "10.0.0.1"), ("bob", "10.0.0.2"), ("carol", "10.0.0.3")
 
 @pytest.fixture
 def project(ctx):
-    project_verbs.create(ctx, P)
-    return P
+    return new_project(ctx, P)
 
 
 def add(ctx, names, queue="todo"):

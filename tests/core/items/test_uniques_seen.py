@@ -3,7 +3,8 @@ script skip their PFADDs: the counts must stay exactly what counting every claim
 
 import pytest
 
-from tracker_core.admin import item_verbs, limit_verbs, project_verbs
+from support.projects import new_project
+from tracker_core.admin import limit_verbs, project_verbs
 from tracker_core.items.uniques_seen import UniquesSeen
 from tracker_core.keyspace import ProjectKeys
 
@@ -14,9 +15,7 @@ DAY_MS = 86_400_000
 
 @pytest.fixture
 def project(admin):
-    project_verbs.create(admin, P)
-    item_verbs.add(admin, P, [f"https://example.com/item/{n}?q=%20a#f" for n in range(50)])
-    return P
+    return new_project(admin, P, [f"https://example.com/item/{n}?q=%20a#f" for n in range(50)])
 
 
 def counts(r, clock):

@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from support.projects import new_project
 from tracker_core import scripts
 from tracker_core.admin import census_verbs, item_verbs, limit_verbs, project_verbs
 from tracker_core.figures import stats
@@ -31,9 +32,7 @@ ITEMS = [url(n) for n in range(400)]
 
 @pytest.fixture
 def project(admin):
-    project_verbs.create(admin, P)
-    item_verbs.add(admin, P, ITEMS)
-    return P
+    return new_project(admin, P, ITEMS)
 
 
 @pytest.fixture

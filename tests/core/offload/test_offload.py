@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from support.paths import TRACKER_BIN
+from support.projects import new_project
 from tracker_api.cli import main
 from tracker_core import scripts
 from tracker_core.admin import census_verbs, item_verbs, limit_verbs, project_verbs, segment_transfer
@@ -29,9 +30,7 @@ ITEMS = [f"item-{i:05d}" for i in range(1000)]
 
 @pytest.fixture
 def project(admin):
-    project_verbs.create(admin, P)
-    item_verbs.add(admin, P, ITEMS)
-    return P
+    return new_project(admin, P, ITEMS)
 
 
 def where(r, directory):

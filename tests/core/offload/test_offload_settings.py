@@ -10,6 +10,7 @@ import pytest
 import redis
 
 from support.offload_settings import SOUND, WIDE
+from support.projects import new_project
 from tracker_core.admin import census_verbs, item_verbs, project_verbs
 from tracker_core.admin.context import AdminContext
 from tracker_core.admin.errors import BadInput, Conflict
@@ -24,8 +25,7 @@ K = ProjectKeys(P)
 
 @pytest.fixture
 def project(admin):
-    project_verbs.create(admin, P)
-    return P
+    return new_project(admin, P)
 
 
 def sound(high: int, low: int, per_segment: int) -> bool:

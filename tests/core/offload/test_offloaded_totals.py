@@ -4,9 +4,7 @@ leaderboard page's figures, the front page and /metrics count them as `tracker s
 import re
 
 import pytest
-from falcon import testing
 
-from tracker_api.app import create_app
 from tracker_core import scripts
 from tracker_core.admin import census_verbs, item_verbs, project_verbs
 from tracker_core.admin.context import AdminContext
@@ -21,11 +19,6 @@ K = ProjectKeys(P)
 ITEMS = [
     f"https://example.com/a b/{i}?q=%20{i}&r=/x#frag {i}/" + "p/" * (1000 + i % 1000) for i in range(1000)
 ]
-
-
-@pytest.fixture
-def web(engine):
-    return testing.TestClient(create_app(engine))
 
 
 @pytest.fixture

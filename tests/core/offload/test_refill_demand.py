@@ -8,6 +8,7 @@ import time
 import pytest
 import redis
 
+from support.projects import new_project
 from tracker_core import keyspace, scripts
 from tracker_core.admin import item_verbs, project_verbs
 from tracker_core.admin.context import AdminContext
@@ -27,9 +28,7 @@ SMALL = {"offload_high": "200", "offload_low": "100", "offload_segment_items": "
 
 @pytest.fixture
 def project(admin):
-    project_verbs.create(admin, P)
-    item_verbs.add(admin, P, ITEMS)
-    return P
+    return new_project(admin, P, ITEMS)
 
 
 @pytest.fixture
@@ -49,6 +48,15 @@ def asks(r):
 
     yield read
     pubsub.close()
+
+
+def after_a_pass(admin, r, tmp_path, **options) -> maintenance.Maintainer:
+    """P at the SMALL watermarks after a pass of node-a's maintainer (800 items in 8 segment files);
+    that maintainer, holding P's lease."""
+    project_verbs.set_settings(admin, P, SMALL)
+    maintainer = maintenance.Maintainer(r, tmp_path, "node-a", **options)
+    maintainer.pass_once()
+    return maintainer
 
 
 def each_once(r, directory, items=ITEMS, handed_out=()):
@@ -174,9 +182,7 @@ def test_a_pass_writes_the_watch_while_segments_wait_and_clears_it_after(project
 
 
 def test_the_watch_leaves_out_a_queue_whose_files_cannot_be_read(project, admin, r, tmp_path):
-    project_verbs.set_settings(admin, P, SMALL)
-    maintainer = maintenance.Maintainer(r, tmp_path, "node-a", log=lambda line: None)
-    maintainer.pass_once()
+    maintainer = after_a_pass(admin, r, tmp_path, log=lambda line: None)
     r.srem(K.todo, *r.smembers(K.todo))
     for path in (tmp_path / P).iterdir():
         path.write_bytes(b"not zstandard")
@@ -188,9 +194,7 @@ def test_the_watch_leaves_out_a_queue_whose_files_cannot_be_read(project, admin,
 
 
 def test_refill_now_brings_segments_back_and_watches_again(project, admin, r, engine, tmp_path, asks):
-    project_verbs.set_settings(admin, P, SMALL)
-    maintainer = maintenance.Maintainer(r, tmp_path, "node-a")
-    maintainer.pass_once()
+    maintainer = after_a_pass(admin, r, tmp_path)
     handed_out = drained_to(engine, r, 90)
     # Each claim looks before it takes: the one that left 90 saw 100, not under 100.
     assert asks() == [] and r.hexists(K.settings, REFILL_WATCH_FIELD)
@@ -204,9 +208,7 @@ def test_refill_now_brings_segments_back_and_watches_again(project, admin, r, en
 
 
 def test_refill_now_without_the_lease_changes_nothing(project, admin, r, engine, tmp_path):
-    project_verbs.set_settings(admin, P, SMALL)
-    holder = maintenance.Maintainer(r, tmp_path, "node-a")
-    holder.pass_once()
+    holder = after_a_pass(admin, r, tmp_path)
     handed_out = drained_to(engine, r, 50)
     files = sorted(p.name for p in (tmp_path / P).iterdir())
     other = maintenance.Maintainer(r, tmp_path, "node-b")
@@ -254,9 +256,7 @@ def offload_settled(r, timeout_s=10.0):
 
 
 def test_the_pass_and_the_refiller_never_overfill_nor_lose_an_item(project, admin, r, engine, tmp_path):
-    project_verbs.set_settings(admin, P, SMALL)
-    maintainer = maintenance.Maintainer(r, tmp_path, "node-a", log=lambda line: None)
-    maintainer.pass_once()
+    maintainer = after_a_pass(admin, r, tmp_path, log=lambda line: None)
     handed_out, sizes, errors = [], [], []
     done = threading.Event()
 
@@ -361,9 +361,7 @@ def test_the_refiller_subscribes_again_after_a_redis_restart(tmp_path):
 
 def test_refill_now_takes_a_lease_gone_since_its_last_renewal(project, admin, r, engine, tmp_path):
     # Renewed a second ago, then gone (a Redis restarted without it): nobody else holds it.
-    project_verbs.set_settings(admin, P, SMALL)
-    maintainer = maintenance.Maintainer(r, tmp_path, "node-a")
-    maintainer.pass_once()
+    maintainer = after_a_pass(admin, r, tmp_path)
     handed_out = drained_to(engine, r, 50)
     r.delete(K.maintain_lease)
     assert maintainer.refill_now(P)["refilled"] == 100

@@ -10,6 +10,7 @@ from click.testing import CliRunner
 from falcon import testing
 
 from support.counters import totals
+from support.projects import new_project
 from tracker_api.app import create_app
 from tracker_api.cli import main
 from tracker_core import keyspace
@@ -27,8 +28,7 @@ P = "lim"
 
 @pytest.fixture
 def project(ctx):
-    project_verbs.create(ctx, P)
-    return P
+    return new_project(ctx, P)
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ import orjson
 import pytest
 from falcon import testing
 
+from support.item_status import NOWHERE, place
 from tracker_api.app import create_app
 from tracker_core import keyspace
 from tracker_core.admin import item_verbs, limit_verbs, project_verbs
@@ -48,20 +49,6 @@ IMPLEMENTATIONS = pytest.mark.parametrize(
     ],
     ids=["pure", "compiled"],
 )
-
-
-# The item status answer of a name found nowhere: the old tracker's two keys, and the rest empty.
-NOWHERE = {
-    "status": None,
-    "downloader": None,
-    "queue": None,
-    "limit": None,
-    "claims": None,
-    "reason": None,
-    "since": None,
-    "segment": None,
-    "maybe": [],
-}
 
 
 def legacy(answer: dict) -> dict:
@@ -303,7 +290,7 @@ def test_item_status_classifies_nothing_and_finds_held_items(project, engine, r,
     r.sadd(K.limited_in, f"site\0{held}/in")  # between bloom_add and hold_limited
     assert engine.item_status(P, f"{held}/in") == ("todo", None)
     assert engine.item_place(P, HOSTILE_LONG)["status"] is None
-    assert engine.item_place(P, held) == {**NOWHERE, "status": "todo", "queue": "limited", "limit": "site"}
+    assert engine.item_place(P, held) == place(status="todo", queue="limited", limit="site")
     assert classified == []
 
 

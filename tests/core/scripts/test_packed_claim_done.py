@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from support.projects import new_project
 from tracker_core import scripts
-from tracker_core.admin import item_verbs, project_verbs
 from tracker_core.infra.rawredis import RawRedis
 from tracker_core.items.engine import Engine
 from tracker_core.keyspace import ProjectKeys
@@ -124,9 +124,7 @@ def test_only_a_binding_of_claim_s_or_done_s_shape_is_packed():
 
 @pytest.fixture
 def project(admin):
-    project_verbs.create(admin, P)
-    item_verbs.add(admin, P, [f"i{n}" for n in range(20)])
-    return P
+    return new_project(admin, P, [f"i{n}" for n in range(20)])
 
 
 def twin_engines(redis_url, clock):
