@@ -18,6 +18,7 @@ from loadtest.runner import run_headless
 
 from support.http_warrior import RetryingWarriors
 from support.processes import start_live_server, stop_live_server
+from support.projects import new_project
 from support.redis_topologies import Cluster, SentinelGroup
 from support.seesaw_runner import finish_warrior, start_warrior
 from tracker_api.app import create_app
@@ -255,9 +256,7 @@ def finish_migration(cluster, project: str, target_port: int) -> None:
 
 def test_engine_follows_ask_during_a_migration_and_moved_after_it(cluster, cluster_url, clock):
     project = projects_on_every_node(cluster)[0]
-    admin = AdminContext.from_url(cluster_url)
-    project_verbs.create(admin, project)
-    item_verbs.add(admin, project, [f"x{i}" for i in range(10)])
+    new_project(AdminContext.from_url(cluster_url), project, [f"x{i}" for i in range(10)])
     engine = Engine(cluster_url, clock=clock)
     status, items = engine.claim(project, "alice", "127.0.0.1", 2)  # learns the slot map
     assert status == 200 and len(items) == 2
@@ -294,9 +293,7 @@ def _migrate_keys(source_port: int, target_port: int, keys: list) -> None:
 
 def test_a_pipeline_follows_ask_command_by_command_during_a_migration(cluster, cluster_url, clock):
     project = projects_on_every_node(cluster)[1]
-    admin = AdminContext.from_url(cluster_url)
-    project_verbs.create(admin, project)
-    item_verbs.add(admin, project, [f"m{i}" for i in range(20)])
+    new_project(AdminContext.from_url(cluster_url), project, [f"m{i}" for i in range(20)])
     engine = Engine(cluster_url, clock=clock)
     status, items = engine.claim(project, "alice", "127.0.0.1", 6)
     assert status == 200 and engine.done(project, "alice", "", items[:4], {"data": 4}, "null").new == 4
