@@ -60,11 +60,11 @@ pytestmark = [pytest.mark.deploy, pytest.mark.timeout(3600)]
 DONE_LOGS = (
     "import os, sys\n"
     "from pathlib import Path\n"
-    "from tracker_core.donelog import log_archive\n"
+    "from tracker_core.donelog import log_reader\n"
     "from tracker_core.admin.context import AdminContext\n"
     "ctx = AdminContext.from_url(os.environ['TRACKER_REDIS_URL'])\n"
     "for k in ctx.shards(sys.argv[1]):\n"
-    "    log_archive.export(ctx.conn, k, Path(os.environ['TRACKER_SEGMENTS_DIR']), sys.stdout.buffer)\n"
+    "    log_reader.export(ctx.conn, k, Path(os.environ['TRACKER_SEGMENTS_DIR']), sys.stdout.buffer)\n"
 )
 
 

@@ -36,7 +36,7 @@ from tracker_core.admin import (
 )
 from tracker_core.admin.errors import BadInput
 from tracker_core.admin.item_story import STORY_BUDGET_S
-from tracker_core.donelog import log_archive
+from tracker_core.donelog import log_archive, log_reader
 
 
 def _bodiless(c: Call, verb, *path_params: str):
@@ -302,7 +302,7 @@ def log_page(c: Call):
             since=c.str_param("since", None, 40),
             downloader=c.str_param("downloader", None, 64),
             cursor=c.str_param("cursor", None, 41),
-            limit=c.int_param("limit", 100, 1, log_archive.PAGE_MAX),
+            limit=c.int_param("limit", 100, 1, log_reader.PAGE_MAX),
             item=c.str_param("item", None, checks.MAX_ITEM_CHARS),
         )
     except log_archive.LogUnreadable as exc:  # this node does not see the segment files

@@ -68,7 +68,7 @@ hq.set_fields(ctx, values: {field: str}) -> {"hq": values}; BadInput [hq.set]
 hq.show_fields(ctx) -> {"hq": {field: value}} (defaults for unset fields; the front-page banner too)
 hq.warriors(ctx, offset=0, count=100) -> {"warriors": [...], "online", ...} (tracker_core.warriors.hq.registry); BadInput
 log.audit_page(ctx, project=None, count=100, before=None) -> {"entries": [...], "next"} newest first; BadInput (project name, before); a deleted project's log stays readable
-log.done_page(ctx, project, directory, kind="done", since=None, downloader=None, cursor=None, limit=100, item=None) -> tracker_core.donelog.log_archive.page's answer; BadInput, NotFound; log_archive.LogUnreadable passes through (503: this node cannot read the segment files)
+log.done_page(ctx, project, directory, kind="done", since=None, downloader=None, cursor=None, limit=100, item=None) -> tracker_core.donelog.log_reader.page's answer; BadInput, NotFound; log_archive.LogUnreadable passes through (503: this node cannot read the segment files)
 log.export(ctx, project, directory, out: binary stream, kind="done", since=None, downloader=None, item=None) -> None (JSON lines to out); BadInput, NotFound; LogUnreadable passes through
 log.status(ctx, project) -> tracker_core.donelog.log_archive.status's answer; NotFound
 

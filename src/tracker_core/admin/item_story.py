@@ -36,7 +36,7 @@ import orjson
 import zstandard
 
 from tracker_core import keyspace, scripts
-from tracker_core.donelog import log_archive
+from tracker_core.donelog import log_archive, log_reader
 from tracker_core.items import bloom_membership, claim_records, item_status
 from tracker_core.offload import segment_file, segment_registry
 
@@ -67,7 +67,7 @@ def stories(
     unread: list[str] = []
     _own_queues(conn, k, answers, found)
     try:
-        done, stopped = log_archive.naming(conn, k, Path(directory), list(answers), deadline)
+        done, stopped = log_reader.naming(conn, k, Path(directory), list(answers), deadline)
     except log_archive.LogUnreadable as exc:
         unread.append(str(exc))
         done, stopped = {}, None

@@ -10,7 +10,7 @@ from tracker_core.access import audit
 from tracker_core.admin import checks
 from tracker_core.admin.context import AdminContext
 from tracker_core.admin.errors import BadInput
-from tracker_core.donelog import log_archive, log_shards
+from tracker_core.donelog import log_archive, log_reader, log_shards
 
 MAX_CURSOR_CHARS = 41
 MAX_DOWNLOADER_CHARS = 64
@@ -68,8 +68,8 @@ def done_page(
         checks.text(downloader, "downloader", MAX_DOWNLOADER_CHARS)
     if item is not None:
         checks.item(item, 1)
-    if type(limit) is not int or not 1 <= limit <= log_archive.PAGE_MAX:
-        raise BadInput(f"'limit' must be an integer from 1 to {log_archive.PAGE_MAX}")
+    if type(limit) is not int or not 1 <= limit <= log_reader.PAGE_MAX:
+        raise BadInput(f"'limit' must be an integer from 1 to {log_reader.PAGE_MAX}")
     with _log_input():
         if cursor is not None:
             log_archive.parse_id(cursor)
@@ -78,7 +78,7 @@ def done_page(
             return log_shards.page(
                 ctx.conn, layout, Path(directory), kind, since_ms, downloader, cursor, limit=limit, item=item
             )
-        return log_archive.page(
+        return log_reader.page(
             ctx.conn, layout.keys[0], Path(directory), kind, since_ms, downloader, cursor, limit, item=item
         )
 
@@ -104,7 +104,7 @@ def export(
                 ctx.conn, layout, Path(directory), out, kind, _since_ms(since), downloader, item
             )
             return
-        log_archive.export(
+        log_reader.export(
             ctx.conn, layout.keys[0], Path(directory), out, kind, _since_ms(since), downloader, item
         )
 

@@ -15,7 +15,7 @@ import heapq
 from collections.abc import Iterator
 from pathlib import Path
 
-from tracker_core.donelog import log_archive
+from tracker_core.donelog import log_archive, log_reader
 from tracker_core.offload.segment_file import shard_directory
 from tracker_core.project.shard_layout import ShardLayout, summed
 
@@ -25,7 +25,7 @@ def _places(layout: ShardLayout, directory: Path) -> list[tuple]:
 
 
 def _merged(client, layout: ShardLayout, directory: Path, kind, since_ms, after, wanted) -> Iterator[tuple]:
-    """(entry id, record or None, entries looked at) of every shard (log_archive._scan), in
+    """(entry id, record or None, entries looked at) of every shard (log_reader.scan_entries), in
     entry id order."""
 
     def keyed(index, scan):
@@ -33,7 +33,7 @@ def _merged(client, layout: ShardLayout, directory: Path, kind, since_ms, after,
             yield log_archive.parse_id(entry_id), index, entry_id, rec, looked_at
 
     scans = [
-        keyed(i, log_archive._scan(client, k, d, kind, since_ms, after, wanted))
+        keyed(i, log_reader.scan_entries(client, k, d, kind, since_ms, after, wanted))
         for i, (k, d) in enumerate(_places(layout, directory))
     ]
     for _position, _index, entry_id, rec, looked_at in heapq.merge(*scans):
@@ -43,11 +43,11 @@ def _merged(client, layout: ShardLayout, directory: Path, kind, since_ms, after,
 def export(
     client, layout: ShardLayout, directory: Path, out, kind="done", since_ms=None, downloader=None, item=None
 ) -> int:
-    """log_archive.export over every shard of LAYOUT, in time order; how many written."""
+    """log_reader.export over every shard of LAYOUT, in time order; how many written."""
     wanted = None if item is None else log_archive.Wanted([item])
     written = 0
     for _entry_id, rec, _looked_at in _merged(client, layout, directory, kind, since_ms, None, wanted):
-        if rec is not None and log_archive.matches(kind, rec, downloader, wanted):
+        if rec is not None and log_reader.matches(kind, rec, downloader, wanted):
             out.write(log_archive.encode(rec) + b"\n")
             written += 1
     return written
@@ -63,17 +63,17 @@ def page(
     cursor=None,
     **options,
 ) -> dict:
-    """log_archive.page over every shard of LAYOUT, in time order (see the module's docstring
-    for the cursor); OPTIONS: limit, max_bytes, max_scan, item, as log_archive.page takes them."""
+    """log_reader.page over every shard of LAYOUT, in time order (see the module's docstring
+    for the cursor); OPTIONS: limit, max_bytes, max_scan, item, as log_reader.page takes them."""
     item = options.get("item")
     wanted = None if item is None else log_archive.Wanted([item])
     scan = _merged(client, layout, directory, kind, since_ms, cursor, wanted)
     limits = (
         options.get("limit", 100),
-        options.get("max_bytes", log_archive.PAGE_BYTES),
-        options.get("max_scan", log_archive.PAGE_SCAN),
+        options.get("max_bytes", log_reader.PAGE_BYTES),
+        options.get("max_scan", log_reader.PAGE_SCAN),
     )
-    return log_archive.collect_page(scan, kind, downloader, wanted, *limits, ties=True)
+    return log_reader.collect_page(scan, kind, downloader, wanted, *limits, ties=True)
 
 
 def status(client, layout: ShardLayout) -> dict:
@@ -84,13 +84,13 @@ def status(client, layout: ShardLayout) -> dict:
 
 
 def naming(client, layout: ShardLayout, directory: Path, names, deadline: float | None = None):
-    """log_archive.naming over every shard of LAYOUT (each done entry names items of its own
+    """log_reader.naming over every shard of LAYOUT (each done entry names items of its own
     shard): each name's entries oldest first by entry id; the second value is the last entry id
     read of the first shard whose pass stopped at DEADLINE (None: none stopped)."""
     found: dict[str, list[dict]] = {}
     stopped = None
     for k, d in _places(layout, directory):
-        part, cut = log_archive.naming(client, k, d, names, deadline)
+        part, cut = log_reader.naming(client, k, d, names, deadline)
         for name, records in part.items():
             found.setdefault(name, []).extend(records)
         stopped = stopped or cut
