@@ -19,6 +19,7 @@ from tracker_api.server import default_workers
 def server(bench: Bench) -> dict:
     """The whole server under wrk and Locust: scenarios, the HTTP and data-layer ceilings."""
     results = run(QUICK if bench.quick else FULL, bench)
+    bench.out.mkdir(parents=True, exist_ok=True)
     for path in plot(results, bench.out):
         print(f"wrote {path}")
     return results
