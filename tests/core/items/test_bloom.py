@@ -26,14 +26,42 @@ layer_st = st.tuples(
 )
 
 
-@settings(max_examples=300, deadline=None)
-@given(
-    st.lists(st.one_of(st.binary(max_size=200), st.text(max_size=60)), max_size=20),
-    st.lists(layer_st, min_size=1, max_size=4),
+fingerprint_layer_st = st.tuples(
+    st.integers(0, 40),
+    st.integers(1, 8),
+    st.integers(1, 16),
+    st.integers(1, 9),
+    st.integers(1, 2**40),
+    st.integers(8, 100),
 )
-def test_twins_give_identical_arguments(keys, layers):
+
+
+@st.composite
+def block_layer_st(draw):
+    block = draw(st.integers(2, 256))
+    return (
+        draw(st.integers(0, 40)),
+        draw(st.integers(1, 8)),
+        draw(st.integers(1, 16)),
+        draw(st.integers(1, 9)),
+        block * draw(st.integers(1, 2**30)),
+        draw(st.integers(8, 100)),
+        block,
+    )
+
+
+# Each filter kind's script arguments: Bloom bit positions, fingerprint buckets, blocked buckets.
+@pytest.mark.parametrize(
+    ("args", "layer"),
+    [("script_args", layer_st), ("fingerprint_args", fingerprint_layer_st), ("block_args", block_layer_st())],
+    ids=["bloom", "fingerprint", "block"],
+)
+@settings(max_examples=300, deadline=None)
+@given(keys=st.lists(st.one_of(st.binary(max_size=200), st.text(max_size=60)), max_size=20), data=st.data())
+def test_twins_give_identical_arguments(args, layer, keys, data):
+    layers = data.draw(st.lists(layer, min_size=1, max_size=4))
     entries = [b"e%d" % i for i in range(len(keys))]
-    assert compiled.script_args(entries, keys, layers) == pure.script_args(entries, keys, layers)
+    assert getattr(compiled, args)(entries, keys, layers) == getattr(pure, args)(entries, keys, layers)
 
 
 @settings(max_examples=200, deadline=None)
@@ -238,25 +266,6 @@ def test_geometry_refuses_an_unknown_kind():
 
 # -- fingerprint filters -------------------------------------------------------------------------
 
-fingerprint_layer_st = st.tuples(
-    st.integers(0, 40),
-    st.integers(1, 8),
-    st.integers(1, 16),
-    st.integers(1, 9),
-    st.integers(1, 2**40),
-    st.integers(8, 100),
-)
-
-
-@settings(max_examples=300, deadline=None)
-@given(
-    st.lists(st.one_of(st.binary(max_size=200), st.text(max_size=60)), max_size=20),
-    st.lists(fingerprint_layer_st, min_size=1, max_size=4),
-)
-def test_twins_give_identical_fingerprint_arguments(keys, layers):
-    entries = [b"e%d" % i for i in range(len(keys))]
-    assert compiled.fingerprint_args(entries, keys, layers) == pure.fingerprint_args(entries, keys, layers)
-
 
 @settings(max_examples=200, deadline=None)
 @given(st.integers(0, 2**64 - 1), st.integers(1, 8))
@@ -341,30 +350,6 @@ def test_fingerprint_false_positive_rate_matches_the_design_at_small_capacity(ad
 
 # -- blocked fingerprint filters (new fingerprint filters): an item's two buckets are two of one
 # block, read by one GETRANGE --------------------------------------------------------------------
-
-
-@st.composite
-def block_layer_st(draw):
-    block = draw(st.integers(2, 256))
-    return (
-        draw(st.integers(0, 40)),
-        draw(st.integers(1, 8)),
-        draw(st.integers(1, 16)),
-        draw(st.integers(1, 9)),
-        block * draw(st.integers(1, 2**30)),
-        draw(st.integers(8, 100)),
-        block,
-    )
-
-
-@settings(max_examples=300, deadline=None)
-@given(
-    st.lists(st.one_of(st.binary(max_size=200), st.text(max_size=60)), max_size=20),
-    st.lists(block_layer_st(), min_size=1, max_size=4),
-)
-def test_twins_give_identical_block_arguments(keys, layers):
-    entries = [b"e%d" % i for i in range(len(keys))]
-    assert compiled.block_args(entries, keys, layers) == pure.block_args(entries, keys, layers)
 
 
 @pytest.mark.parametrize("module", [compiled, pure], ids=["compiled", "pure"])
