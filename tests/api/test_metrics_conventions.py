@@ -9,8 +9,8 @@ from importlib import metadata
 import pytest
 from falcon import testing
 from prometheus_client.parser import text_string_to_metric_families
-from support.counters import totals
 
+from support.counters import totals
 from tracker_api.app import create_app
 from tracker_api.web.config import AppConfig
 from tracker_core.admin import item_verbs, project_verbs
