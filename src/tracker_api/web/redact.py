@@ -78,11 +78,10 @@ def _may_hold_secret(text: str) -> bool:
     return "backfeed" in low or "bearer" in low or "pass" in low or "secret" in low or "token" in low
 
 
-def redact(text: str) -> str:
-    """Return TEXT with every known kind of secret replaced by ***."""
-    if not isinstance(text, str):
-        text = str(text)
-    return _redact_all(text) if _may_hold_secret(text) else text
+def redact(text: object) -> str:
+    """Return TEXT (as a str) with every known kind of secret replaced by ***."""
+    line = text if isinstance(text, str) else str(text)
+    return _redact_all(line) if _may_hold_secret(line) else line
 
 
 def _redact_all(text: str) -> str:

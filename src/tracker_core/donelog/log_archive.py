@@ -31,7 +31,7 @@ import calendar
 import io
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -59,7 +59,7 @@ ENTRY_ID_RE = re.compile(r"([0-9]{1,20})-([0-9]{1,20})\Z")
 SECONDS_RE = re.compile(r"[0-9]{1,12}(\.[0-9]{1,6})?\Z")
 
 # A test's fault injection: called with the file's path once it is durable, before the script.
-_after_write = None
+_after_write: Callable[[Path], None] | None = None
 
 
 class LogError(ValueError):
