@@ -65,7 +65,7 @@ lint: lint-deps $(VENV)/.lint-installed  ## Check the code: ruff (errors, bugbea
 	$(VENV)/bin/mypy
 	luacheck --no-color -q src/tracker_core/lua
 
-format: $(VENV)/.lint-installed  ## Format the code and fix what ruff can fix safely.
+format: lint-deps $(VENV)/.lint-installed  ## Format the code and fix what ruff can fix safely.
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
