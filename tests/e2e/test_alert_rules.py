@@ -1,6 +1,6 @@
 """monitoring/: promtool checks the PromQL and runs the rules' unit tests (alerts_test.yml).
 
-Skipped without promtool (Debian package prometheus); tests/api/test_metrics_monitoring.py
+Skipped without promtool (Debian package prometheus); tests/api/public/test_metrics_monitoring.py
 checks the metric and label names without it."""
 
 from __future__ import annotations
