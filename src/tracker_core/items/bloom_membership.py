@@ -36,12 +36,7 @@ def membership(plan: Plan, dedup_keys) -> tuple[list[tuple], Callable[[list], li
             commands.append(("BITFIELD_RO", chunk_key, *ops))
             i += 1 + k
 
-    def answer(replies: list) -> list[bool]:
-        return [
-            any(all(replies[n * layers + layer]) for layer in range(layers)) for n in range(len(dedup_keys))
-        ]
-
-    return commands, answer
+    return commands, _answer(len(dedup_keys), layers, lambda replies, at, _layer: all(replies[at]))
 
 
 def seen_by(conn, keys: keyspace.ProjectKeys, dedup_keys) -> list[bool]:
@@ -74,77 +69,75 @@ def _full(bucket: bytes, slot_bytes: int) -> bool:
     return len(bucket) == slot_bytes * BUCKET_SLOTS and not _holds(bucket, bytes(slot_bytes))
 
 
-def _fingerprint_membership(plan: Plan, dedup_keys):
-    """membership for a fingerprint filter: per layer its two buckets and its stash, which
-    counts only where both buckets are full (as bloom_add looks)."""
-    layers, per_layer = len(plan.layers), 6
+def _layer_fields(plan: Plan, dedup_keys, per_layer: int):
+    """(layer, its PER_LAYER hashed fields, its stash key) for each name of DEDUP_KEYS in turn,
+    every layer of the name (a fingerprint plan's ARGV: the entry, then per_layer per layer)."""
+    layers = len(plan.layers)
     args = plan.hashed([b""] * len(dedup_keys), dedup_keys)
-    commands, fingerprints = [], []
     for i in range(0, len(args), 1 + per_layer * layers):
         for layer in range(layers):
             at = i + 1 + layer * per_layer
-            chunk_index, s1, e1, s2, e2, fingerprint = args[at : at + per_layer]
-            chunk = plan.chunk_keys[chunk_index - FIXED_KEYS - 1]
-            stash = plan.chunk_keys[len(plan.chunk_keys) - layers + layer]
-            member = b"%d %d " % (s1, s2) + fingerprint
-            commands += [
-                ("GETRANGE", chunk, s1, e1),
-                ("GETRANGE", chunk, s2, e2),
-                ("SISMEMBER", stash, member),
-            ]
-            fingerprints.append(fingerprint)
+            yield layer, args[at : at + per_layer], plan.chunk_keys[len(plan.chunk_keys) - layers + layer]
+
+
+def _answer(names: int, layers: int, layer_holds) -> Callable[[list], list[bool]]:
+    """The reader of a membership's replies: a name is held when one of its layers holds it,
+    LAYER_HOLDS(replies, at, layer) for the name's AT-th look (name x layers + layer)."""
 
     def answer(replies: list) -> list[bool]:
-        seen = []
-        for n in range(len(dedup_keys)):
-            found = False
-            for layer in range(layers):
-                at = n * layers + layer
-                first, second = _raw(replies[3 * at]), _raw(replies[3 * at + 1])
-                fingerprint, size = fingerprints[at], plan.layers[layer].slot_bytes
-                found = found or _holds(first, fingerprint) or _holds(second, fingerprint)
-                if not found and _full(first, size) and _full(second, size):
-                    found = bool(replies[3 * at + 2])
-            seen.append(found)
-        return seen
+        return [
+            any(layer_holds(replies, n * layers + layer, layer) for layer in range(layers))
+            for n in range(names)
+        ]
 
-    return commands, answer
+    return answer
+
+
+def _fingerprint_membership(plan: Plan, dedup_keys):
+    """membership for a fingerprint filter: per layer its two buckets and its stash, which
+    counts only where both buckets are full (as bloom_add looks)."""
+    commands, fingerprints = [], []
+    for _layer, fields, stash in _layer_fields(plan, dedup_keys, 6):
+        chunk_index, s1, e1, s2, e2, fingerprint = fields
+        chunk = plan.chunk_keys[chunk_index - FIXED_KEYS - 1]
+        commands += [
+            ("GETRANGE", chunk, s1, e1),
+            ("GETRANGE", chunk, s2, e2),
+            ("SISMEMBER", stash, b"%d %d " % (s1, s2) + fingerprint),
+        ]
+        fingerprints.append(fingerprint)
+
+    def layer_holds(replies: list, at: int, layer: int) -> bool:
+        first, second = _raw(replies[3 * at]), _raw(replies[3 * at + 1])
+        fingerprint, size = fingerprints[at], plan.layers[layer].slot_bytes
+        if _holds(first, fingerprint) or _holds(second, fingerprint):
+            return True
+        return _full(first, size) and _full(second, size) and bool(replies[3 * at + 2])
+
+    return commands, _answer(len(dedup_keys), len(plan.layers), layer_holds)
 
 
 def _block_membership(plan: Plan, dedup_keys):
     """membership for a blocked fingerprint filter: per layer one GETRANGE from its lower
     bucket to its higher one, and its stash, which counts only where both are full."""
-    layers, per_layer = len(plan.layers), 4
-    args = plan.hashed([b""] * len(dedup_keys), dedup_keys)
     commands, looks = [], []
-    for i in range(0, len(args), 1 + per_layer * layers):
-        for layer in range(layers):
-            at = i + 1 + layer * per_layer
-            low, high, fingerprint, info = args[at : at + per_layer]
-            chunk = plan.chunk_keys[(info[1] << 16 | info[2] << 8 | info[3]) - FIXED_KEYS - 1]
-            stash = plan.chunk_keys[len(plan.chunk_keys) - layers + layer]
-            commands += [
-                ("GETRANGE", chunk, low, high),
-                ("SISMEMBER", stash, b"%d %d " % (low, high) + fingerprint),
-            ]
-            looks.append((fingerprint, high - low + 1))
+    for _layer, fields, stash in _layer_fields(plan, dedup_keys, 4):
+        low, high, fingerprint, info = fields
+        chunk = plan.chunk_keys[(info[1] << 16 | info[2] << 8 | info[3]) - FIXED_KEYS - 1]
+        commands += [
+            ("GETRANGE", chunk, low, high),
+            ("SISMEMBER", stash, b"%d %d " % (low, high) + fingerprint),
+        ]
+        looks.append((fingerprint, high - low + 1))
 
-    def answer(replies: list) -> list[bool]:
-        seen = []
-        for n in range(len(dedup_keys)):
-            found = False
-            for layer in range(layers):
-                at = n * layers + layer
-                fingerprint, span = looks[at]
-                size = len(fingerprint)
-                bucket = size * BUCKET_SLOTS
-                # Zeros past the bitmap's end are empty slots.
-                both = _raw(replies[2 * at]).ljust(span, b"\0")
-                low, high = both[:bucket], both[span - bucket :]
-                found = found or _holds(low, fingerprint) or _holds(high, fingerprint)
-                if not found and not _holds(low, bytes(size)) and not _holds(high, bytes(size)):
-                    found = bool(replies[2 * at + 1])
-            seen.append(found)
-        return seen
+    def layer_holds(replies: list, at: int, _layer: int) -> bool:
+        fingerprint, span = looks[at]
+        size = len(fingerprint)
+        bucket = size * BUCKET_SLOTS
+        both = _raw(replies[2 * at]).ljust(span, b"\0")  # zeros past the bitmap's end: empty slots
+        low, high = both[:bucket], both[span - bucket :]
+        if _holds(low, fingerprint) or _holds(high, fingerprint):
+            return True
+        return not _holds(low, bytes(size)) and not _holds(high, bytes(size)) and bool(replies[2 * at + 1])
 
-    return commands, answer
+    return commands, _answer(len(dedup_keys), len(plan.layers), layer_holds)
