@@ -262,3 +262,11 @@ class Binding(Generic[CodesT, ReplyT]):
 
     def __repr__(self) -> str:
         return f"<binding of {self.name}>"
+
+
+class RawBinding(Binding[CodesT, Any]):
+    """A Binding whose script answers a number, or a list its caller reads itself: the reply is
+    the raw reply (raw_reply), typed Any; the rest is declared as for any Binding."""
+
+    def __init__(self, name: str, *, codes: type[CodesT], **declaration: Any) -> None:
+        super().__init__(name, reply=raw_reply, codes=codes, **declaration)

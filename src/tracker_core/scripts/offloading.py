@@ -8,7 +8,7 @@ from __future__ import annotations
 from enum import IntEnum
 from typing import NamedTuple
 
-from tracker_core.scripts.binding import Binding, Derived, Many, ProjectKey, given, raw_reply, wire
+from tracker_core.scripts.binding import Binding, Derived, Many, ProjectKey, RawBinding, given, wire
 
 LEASE = ProjectKey("maintain_lease", "the project's maintain lease")
 NOT_HOLDER = -4  # every lease-checking script: the caller does not hold the lease, nothing changed
@@ -20,13 +20,12 @@ class MaintainLeaseCodes(IntEnum):
 
 
 # Take or renew (or with RELEASE give up) K's maintenance lease.
-maintain_lease = Binding(
+maintain_lease = RawBinding(
     "maintain_lease",
     keys=(ProjectKey("maintain_lease", "the lease"),),
     args={"holder": "holder id", "lease_ms": "lease length (ms)"},
     more_args=Many("'release' to give it up", lambda release: ("release",) if release else ()),
     defaults={"release": False},
-    reply=raw_reply,
     codes=MaintainLeaseCodes,
 )
 
@@ -67,7 +66,7 @@ class OffloadCommitCodes(IntEnum):
 
 
 # Register segment NUMBER's file (COUNT items of SOURCE) and drop its staged items.
-offload_commit = Binding(
+offload_commit = RawBinding(
     "offload_commit",
     keys=(LEASE, "offloading", "segments", "segment_queues", "stats"),
     args={
@@ -76,7 +75,6 @@ offload_commit = Binding(
         "count": "items in the file",
         "source": "source name",
     },
-    reply=raw_reply,
     codes=OffloadCommitCodes,
 )
 
@@ -117,7 +115,7 @@ class RefillCodes(IntEnum):
 
 # Put segment NUMBER's ITEMS back into QUEUE (its key QUEUE_KEY) and unregister it, while the queue
 # holds fewer than BELOW items if given: how many, or a code.
-refill = Binding(
+refill = RawBinding(
     "refill",
     keys=(LEASE, "segments", "segment_queues", given("queue_key", "the target queue"), "stats"),
     args={
@@ -128,7 +126,6 @@ refill = Binding(
     },
     more_args=Many("the segment's items", lambda items: map(wire, items)),
     defaults={"below": None},
-    reply=raw_reply,
     codes=RefillCodes,
 )
 
@@ -142,11 +139,10 @@ class RefillWatchCodes(IntEnum):
 
 # Set K's REFILL_WATCH_FIELD to VALUE (BELOW x 16 + queue bits, offload.demand; '' clears it),
 # the lease holder only.
-refill_watch = Binding(
+refill_watch = RawBinding(
     "refill_watch",
     keys=(LEASE, "settings"),
     args={"holder": "lease holder", "value": "REFILL_WATCH_FIELD's new value"},
-    reply=raw_reply,
     codes=RefillWatchCodes,
 )
 
@@ -156,11 +152,10 @@ class SegmentExportCodes(IntEnum):
 
 
 # Unregister segment NUMBER, leaving an import ticket for DIGEST: the items it held, or a code.
-segment_export = Binding(
+segment_export = RawBinding(
     "segment_export",
     keys=("segments", "segment_queues", "segment_exports", "stats"),
     args={"number": "segment number", "digest": "digest of the segment's items"},
-    reply=raw_reply,
     codes=SegmentExportCodes,
 )
 
@@ -173,11 +168,10 @@ class SegmentImportCodes(IntEnum):
 
 
 # Register an exported segment's file once as NUMBER.
-segment_import = Binding(
+segment_import = RawBinding(
     "segment_import",
     keys=("settings", "segments", "segment_queues", "segment_exports", "stats"),
     args={"number": "segment number", "count": "items in the file", "digest": "digest of the file's items"},
-    reply=raw_reply,
     codes=SegmentImportCodes,
 )
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-from tracker_core.scripts.binding import Binding, Derived, Many, raw_reply
+from tracker_core.scripts.binding import Derived, Many, RawBinding
 
 
 def _flat(mapping: dict) -> list:
@@ -18,7 +18,7 @@ class CreateProjectCodes(IntEnum):
 
 
 # Create K's project with SETTINGS unless it exists.
-create_project = Binding(
+create_project = RawBinding(
     "create_project",
     keys=("settings", "blocked", "stats"),
     args={"now_ms": "now (ms)"},
@@ -27,7 +27,6 @@ create_project = Binding(
         lambda settings, blocked: (*_flat(settings), "--blocked", *blocked),
     ),
     defaults={"blocked": ()},
-    reply=raw_reply,
     codes=CreateProjectCodes,
 )
 
@@ -38,7 +37,7 @@ class PadHashesCodes(IntEnum):
 
 
 # Give K's settings and stats the fields that keep them hashtables.
-pad_hashes = Binding("pad_hashes", keys=("settings", "stats"), reply=raw_reply, codes=PadHashesCodes)
+pad_hashes = RawBinding("pad_hashes", keys=("settings", "stats"), codes=PadHashesCodes)
 
 
 class SetSettingsCodes(IntEnum):
@@ -49,7 +48,7 @@ class SetSettingsCodes(IntEnum):
 
 # Store VALUES ('' deletes a field) and bump the age, provided the stored fields still hold
 # EXPECTED ('' for absent): the new age, or a code.
-set_settings = Binding(
+set_settings = RawBinding(
     "set_settings",
     keys=("settings",),
     args={
@@ -62,7 +61,6 @@ set_settings = Binding(
         lambda expected, values: (*_flat(expected or {}), *_flat(values)),
     ),
     defaults={"expected": None},
-    reply=raw_reply,
     codes=SetSettingsCodes,
 )
 
@@ -75,7 +73,7 @@ class SetLimitCodes(IntEnum):
 
 # Set (OP 'set', RECORD the JSON) or remove (OP 'remove') limit NAME: the new settings age, or a
 # code.
-set_limit = Binding(
+set_limit = RawBinding(
     "set_limit",
     keys=("settings", "limits", "limits_ready", "limit_tat"),
     args={
@@ -86,7 +84,6 @@ set_limit = Binding(
         "record": "JSON record",
         "max_limits": "the most limits a project may have",
     },
-    reply=raw_reply,
     codes=SetLimitCodes,
 )
 
@@ -99,7 +96,7 @@ class SetBlocksCodes(IntEnum):
 
 # Replace K's blocks (own entries, copy of the global ones) and their INDEX, unless they changed
 # since the caller read OWN_READ and COPY_READ.
-set_blocks = Binding(
+set_blocks = RawBinding(
     "set_blocks",
     keys=("settings", "blocked", "blocked_global", "blocked_index"),
     args={
@@ -112,6 +109,5 @@ set_blocks = Binding(
         "then n1 entries",
         lambda own_read, copy_read, own, copy, index: (*own_read, *copy_read, *own, *copy, *index),
     ),
-    reply=raw_reply,
     codes=SetBlocksCodes,
 )

@@ -10,7 +10,7 @@ from __future__ import annotations
 from enum import IntEnum
 from typing import NamedTuple
 
-from tracker_core.scripts.binding import Binding, Derived, Flag, Many, given, pairs, raw_reply, wire
+from tracker_core.scripts.binding import Binding, Derived, Flag, Many, RawBinding, given, pairs, wire
 
 # Where an item waits to be served, in the order item_status and redo_items take them: the
 # shared queues, the held items and their way in, the limits that hold some, the limits, the
@@ -77,9 +77,7 @@ class ClearQueueCodes(IntEnum):
 
 
 # Drop every item of QUEUE: how many, or a code.
-clear_queue = Binding(
-    "clear_queue", keys=("settings", given("queue", "the queue")), reply=raw_reply, codes=ClearQueueCodes
-)
+clear_queue = RawBinding("clear_queue", keys=("settings", given("queue", "the queue")), codes=ClearQueueCodes)
 
 
 class MoveItemsCodes(IntEnum):
@@ -89,7 +87,7 @@ class MoveItemsCodes(IntEnum):
 
 # Move ITEMS still in SOURCE to TARGET (owned by downloader OWNER, or ''), HELD ones to the way-in
 # set: how many moved, or a code.
-move_items = Binding(
+move_items = RawBinding(
     "move_items",
     keys=(
         "settings",
@@ -100,7 +98,6 @@ move_items = Binding(
     ),
     args={"owner": "downloader owning the target queue"},
     more_args=Many("pairs: item name", pairs),
-    reply=raw_reply,
     codes=MoveItemsCodes,
 )
 
@@ -110,12 +107,11 @@ class RequeueDeadCodes(IntEnum):
 
 
 # Put dead ITEMS back into TARGET, HELD ones to the way-in set: how many were dead, or a code.
-requeue_dead = Binding(
+requeue_dead = RawBinding(
     "requeue_dead",
     keys=("dead", given("target", "target queue"), "stats", "limited_in", "downloader_queues"),
     args={"owner": "downloader owning the target queue"},
     more_args=Many("pairs: item name", pairs),
-    reply=raw_reply,
     codes=RequeueDeadCodes,
 )
 
@@ -189,11 +185,10 @@ class HoldLimitedCodes(IntEnum):
 
 
 # File up to MOST held items from the way-in set: how many moved, or a code.
-hold_limited = Binding(
+hold_limited = RawBinding(
     "hold_limited",
     keys=("limited_in", "limited", "limits_ready", "limit_tat"),
     args={"most": "most entries to move"},
-    reply=raw_reply,
     codes=HoldLimitedCodes,
 )
 
@@ -203,10 +198,9 @@ class HoldQueuedCodes(IntEnum):
 
 
 # Move ITEMS still in QUEUE to the way-in set as HELD: how many moved.
-hold_queued = Binding(
+hold_queued = RawBinding(
     "hold_queued",
     keys=(given("queue", "a shared queue"), "limited_in"),
     more_args=Many("pairs: item name", pairs),
-    reply=raw_reply,
     codes=HoldQueuedCodes,
 )

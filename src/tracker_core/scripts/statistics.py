@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-from tracker_core.scripts.binding import Binding, CallerKey, Many, raw_reply
+from tracker_core.scripts.binding import CallerKey, Many, RawBinding
 
 
 class SampleBacklogCodes(IntEnum):
@@ -13,11 +13,10 @@ class SampleBacklogCodes(IntEnum):
 
 
 # Store MINUTE's backlog sample unless it has one.
-sample_backlog = Binding(
+sample_backlog = RawBinding(
     "sample_backlog",
     keys=(CallerKey("minute:M", lambda k, minute: k.minute(minute)),),
     args={"backlog": "backlog", "ttl_s": "expiry of the minute hash"},
-    reply=raw_reply,
     codes=SampleBacklogCodes,
 )
 
@@ -28,12 +27,11 @@ class RollupHourCodes(IntEnum):
 
 
 # Sum HOUR's 60 minute hashes into its hour hash, once.
-rollup_hour = Binding(
+rollup_hour = RawBinding(
     "rollup_hour",
     keys=(CallerKey("hour:H", lambda k, hour: k.hour(hour)),),
     more_keys=Many("minute:M", lambda k, hour: [k.minute(hour * 60 + i) for i in range(60)]),
     args={"ttl_s": "expiry of the hour hash"},
-    reply=raw_reply,
     codes=RollupHourCodes,
 )
 
@@ -45,12 +43,11 @@ class RollupDayCodes(IntEnum):
 
 
 # Sum DAY's 24 hour hashes into the project's days hash, once.
-rollup_day = Binding(
+rollup_day = RawBinding(
     "rollup_day",
     keys=("days",),
     more_keys=Many("hour:H", lambda k, day: [k.hour(day * 24 + i) for i in range(24)]),
     args={"day": "the day"},
-    reply=raw_reply,
     codes=RollupDayCodes,
 )
 
@@ -68,12 +65,11 @@ def _tiers(tiers) -> list:
 
 # Add a point of the TOP downloaders' item counts to each stream due; TIERS: (interval_s, entries
 # kept, expiry_s) per stream. Returns how many streams got one.
-top_history = Binding(
+top_history = RawBinding(
     "top_history",
     keys=("downloader_bytes", "downloader_count"),
     more_keys=Many("top_history:S", lambda k, tiers: [k.top_history(tier[0]) for tier in tiers]),
     args={"now_ms": "now (ms)", "top": "N"},
     more_args=Many("then for each stream", _tiers),
-    reply=raw_reply,
     codes=TopHistoryCodes,
 )

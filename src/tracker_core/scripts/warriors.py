@@ -6,7 +6,7 @@ from __future__ import annotations
 from enum import IntEnum
 
 from tracker_core import keyspace
-from tracker_core.scripts.binding import Binding, CallerKey, raw_reply
+from tracker_core.scripts.binding import CallerKey, RawBinding
 
 
 def _global(label: str, name: str) -> CallerKey:
@@ -25,7 +25,7 @@ class RegisterWarriorCodes(IntEnum):
 
 
 # Add a warrior to the registry within its bounds.
-register_warrior = Binding(
+register_warrior = RawBinding(
     "register_warrior",
     keys=(
         WARRIORS,
@@ -45,7 +45,6 @@ register_warrior = Binding(
         "window_ms": "the throttle's window",
         "seen_ms": "where a new warrior goes in warriors:seen",
     },
-    reply=raw_reply,
     codes=RegisterWarriorCodes,
 )
 
@@ -57,7 +56,7 @@ class WarriorSeenCodes(IntEnum):
 
 
 # Note a registered warrior's heartbeat BEAT (JSON).
-warrior_seen = Binding(
+warrior_seen = RawBinding(
     "warrior_seen",
     keys=(WARRIORS, WARRIORS_SEEN),
     args={
@@ -67,6 +66,5 @@ warrior_seen = Binding(
         "beat": "the heartbeat",
         "max_record": "most bytes a record may take",
     },
-    reply=raw_reply,
     codes=WarriorSeenCodes,
 )
