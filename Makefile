@@ -85,7 +85,7 @@ test-fast: venv  ## Run the suite without the slow end-to-end tests.
 bench: venv  ## Run every benchmark at full size (~45 min; not offload: make bench-offload); ARGS="--only cpu,bloom".
 	PYTHONPATH=benchmarks $(PY) -m harness --skip offload $(ARGS)
 
-bench-quick: venv  ## Run every benchmark small (~2 min): does each still run? Figures not kept. CI runs it.
+bench-quick: venv  ## Run every benchmark small (a few minutes): does each still run? Figures not kept. CI runs it.
 	PYTHONPATH=benchmarks $(PY) -m harness --quick $(ARGS)
 
 # The fault suite (docs/faults.md): a seeded run on loopback, figures in benchmarks/results/.
