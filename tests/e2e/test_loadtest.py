@@ -4,7 +4,6 @@ Locust runs in subprocesses (loadtest.runner) so gevent's monkey-patching never 
 """
 
 import json
-import os
 import random
 import re
 import subprocess
@@ -16,7 +15,7 @@ from loadtest import figures, options
 from loadtest.runner import run_headless
 
 from support.paths import ROOT
-from support.processes import free_port, start, stop, wait_for
+from support.processes import free_port, start_demo, stop, wait_for
 from tracker_core.admin import census_verbs, project_verbs
 
 SEEDED = 3000
@@ -277,21 +276,9 @@ def test_the_readmes_locust_command_works_as_written(tmp_path):
     """Run the README's headless commands, as written but at tiny scale, in a directory where
     `make run` (tracker run --demo) runs: the Redis socket it names and the backfeed secret it
     creates must be the ones that work (backfeed errors fail the run)."""
-    (tmp_path / ".venv").symlink_to(ROOT / ".venv")
     (tmp_path / "loadtest").symlink_to(ROOT / "loadtest")
     port = free_port()
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in ("TRACKER_REDIS_URL", "TRACKER_DATA_DIR", "LOADTEST_BACKFEED_SECRET")
-    }
-    tracker = start(
-        [ROOT / ".venv/bin/tracker", "run", "--demo", "--port", str(port), "--live-port", "0"],
-        cwd=tmp_path,
-        env=env,
-        output=tmp_path / "run.log",
-        new_session=True,
-    )
+    tracker, env = start_demo(tmp_path, port)
     try:
         url = f"http://127.0.0.1:{port}/demo/stats.json"
         wait_for(lambda: tracker.poll() is not None or _answers(url), 60, step_s=0.3)

@@ -4,14 +4,13 @@ what its comment says it shows."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 
 import pytest
 
 from support.paths import ROOT
-from support.processes import free_port, start, stop, wait_for
+from support.processes import free_port, start_demo, stop, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -30,16 +29,8 @@ def test_the_tour_marks_done_the_item_its_claim_handed_out(tmp_path):
     readme = (ROOT / "README.md").read_text()
     promised = re.search(r"tracker status demo +# done (\d+), out (\d+), queues\.todo (\d+)", readme)
     assert promised, "the tour's status line no longer says what it shows"
-    (tmp_path / ".venv").symlink_to(ROOT / ".venv")
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if k not in ("TRACKER_REDIS_URL", "TRACKER_DATA_DIR")}
-    tracker = start(
-        [ROOT / ".venv/bin/tracker", "run", "--demo", "--port", str(port), "--live-port", "0"],
-        cwd=tmp_path,
-        env=env,
-        output=tmp_path / "run.log",
-        new_session=True,
-    )
+    tracker, env = start_demo(tmp_path, port)
     try:
         started = wait_for(lambda: "leaderboards at" in (tmp_path / "run.log").read_text(), 60, step_s=0.3)
         assert started, (tmp_path / "run.log").read_text()[-2000:]

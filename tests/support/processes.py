@@ -10,7 +10,7 @@ import os
 import socket
 import subprocess
 
-from support.paths import TRACKER_BIN
+from support.paths import ROOT, TRACKER_BIN
 from support.raw_http import read_until_closed
 from tracker_api.server import renderer_pid, worker_pids
 from tracker_core.infra.processes import (
@@ -37,6 +37,7 @@ __all__ = [
     "free_port",
     "port_open",
     "start",
+    "start_demo",
     "start_live_server",
     "start_serve",
     "stop",
@@ -102,6 +103,26 @@ def start_serve(
         wait_for_line(process, "serving on", timeout_s=15)
     wait_for_port(port, process)
     return process, port
+
+
+def start_demo(directory, port: int) -> tuple[subprocess.Popen, dict]:
+    """`tracker run --demo` on PORT (no live feed) in DIRECTORY, as `make run` runs it beside a
+    reader of the README (its `.venv` linked there, no Redis URL or data directory from the
+    environment), logging to run.log; the process and that environment."""
+    (directory / ".venv").symlink_to(ROOT / ".venv")
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("TRACKER_REDIS_URL", "TRACKER_DATA_DIR", "LOADTEST_BACKFEED_SECRET")
+    }
+    process = start(
+        [ROOT / ".venv/bin/tracker", "run", "--demo", "--port", str(port), "--live-port", "0"],
+        cwd=directory,
+        env=env,
+        output=directory / "run.log",
+        new_session=True,
+    )
+    return process, env
 
 
 def run_ports() -> tuple[int, int]:
