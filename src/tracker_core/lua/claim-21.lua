@@ -53,8 +53,8 @@ Returns {code, settings_age, item...}:
   403 downloader or IP blocked           downloader holds its maximum of claims, or the claims
   429 rate limited                       limit is reached and no claim may be reclaimed
   -1  unknown project
-Unique downloaders and IPs are counted per day in HyperLogLogs (12 KB at most each, kept 62 days);
-a month's count is PFCOUNT over its days, so each is counted once per period with bounded memory.
+Unique downloaders and IPs are counted per day in HyperLogLogs (12 KB at most each, kept 62
+days); a month's count is PFCOUNT over its days: counted once per period in bounded memory.
 Refill on demand: while REFILL_WATCH_FIELD is set (BELOW x 16 + a bit per queue of KEYS[4..7]
 whose segments wait on disk, written by `tracker maintain`), a claim that finds one of those
 queues under BELOW deletes the field and publishes KEYS[1] on REFILL_CHANNEL (Redis pub/sub, no
@@ -85,7 +85,7 @@ pcall, argument lists are unpacked in chunks, and every number given to Redis st
 Names are not checked here (a byte scan in Lua costs ~7-26 ns a byte, 28 us for a 4 KB URL):
 the API finds a name no client can receive (not UTF-8, or holding NUL) while it builds the
 answer, at no cost, and bury_unservable-7.lua sends it to `dead`. The default reclaim TTL applies
-when the setting is absent (DEFAULT_RECLAIM_TTL_S of script_constants.py).
+when the setting is absent (DEFAULT_RECLAIM_TTL_S of tracker_core/scripts/constants.py).
 Reply codes by name: scripts.claim.codes (Python callers compare against those names).
 ]]
 --@include counters
@@ -298,13 +298,11 @@ local function outcome(field)
   end
 end
 -- From here every return counts exactly one outcome (requests_served, _served_one, _empty,
--- _claims_limited, _blocked, _paused, _capped, _limited) in KEYS[12] and KEYS[13]: their sum is the project's
--- requests (tracker_core.derived_counters), so no separate counter is written.
+-- _claims_limited, _blocked, _paused, _capped, _limited) in KEYS[12] and KEYS[13]: their sum is
+-- the project's requests (tracker_core.scripts.derived_counters); no separate counter is written.
 
--- Blocked name, then blocked address (ARGV[5] and the range ends are hex of one width, so
--- comparing strings compares numbers). Skipped only when set_blocks-4.lua, which writes the
--- index and this count in one step, recorded an empty index: absent (settings from before the
--- count) or anything else, the index is read (its two calls are ~6% of a claim).
+-- Blocked name, then address (hex of one width: comparing strings compares numbers). Skipped only
+-- on a recorded empty index ('0'); absent (settings from before the count), the index is read.
 if settings[11] ~= '0' then
   local view = settings[9] == '1' and 'p' or 'a'
   if redis.call('ZSCORE', blocked_index_key, view .. 'n:' .. downloader) then
@@ -382,16 +380,9 @@ if claims_limit > 0 and not limit_reached and claims_limit - out_size < wanted t
 end
 -- Counts go to SPOP and LIMIT, which take integers only (a stored cap of 2.5 must not fail here).
 wanted = math.floor(wanted)
--- Refill on demand: while segments of shared queues wait on disk, `tracker maintain` keeps
--- REFILL_WATCH_FIELD at BELOW x 16 + QUEUES (QUEUES: a bit per queue whose segments wait, 1 for
--- KEYS[4] to 8 for KEYS[7]). A claim that finds one of them under BELOW (empty included) takes
--- the field away, so that it asks once, and publishes its settings key: the maintainer refills
--- within milliseconds and writes the field again. Absent (most projects, and every claim once
--- refilled) it costs nothing but its HMGET field; present, its tonumber (about 2,000
--- instructions) and a SCARD per watched queue (about 4,000): one number, as "BELOW QUEUES" text
--- cost 1,400 more to parse (docs/data-model.md). Read before anything moves, so a queue of the
--- wrong type fails here, before any item moved; a value this script cannot read asks too (the
--- maintainer writes it anew).
+-- Refill on demand (see the contract; its cost: docs/data-model.md): the field is taken away so
+-- that a claim asks once. Read before anything moves, so a queue of the wrong type fails before
+-- any item moved; a value this script cannot read asks too (the maintainer writes it anew).
 local watch = settings[12]
 if watch then
   local n = tonumber(watch)
