@@ -12,8 +12,8 @@ import urllib.request
 
 import pytest
 from loadtest import figures, options
-from loadtest.runner import run_headless
 
+from support.locust_runs import seeded_run
 from support.paths import ROOT
 from support.processes import free_port, start_demo, stop, wait_for
 from tracker_core.admin import census_verbs, project_verbs
@@ -175,22 +175,20 @@ def test_multi_and_back_off_follow_the_client():
 
 
 @pytest.mark.slow
-def test_distributed_warriors_keep_irsr_and_account_for_every_item(live_server, redis_url, admin, tmp_path):
+def test_distributed_warriors_keep_irsr_and_account_for_every_item(live_server, admin, tmp_path):
     """Master plus two workers, multi=1..10, some items failed, some claims abandoned."""
-    result = run_headless(
-        live_server.base,
-        redis_url=redis_url,
-        project="ci-load",
-        seed_items=SEEDED,
+    result = seeded_run(
+        live_server,
+        "ci-load",
+        SEEDED,
+        tmp_path,
         users=20,
         run_time_s=15,
         workers=2,
-        multi="1-10",
         download_time="uniform:0.01,0.05",
         fail_share=0.05,
         abandon_share=0.02,
         retry_delay_s=0.5,
-        workdir=tmp_path,
     )
     summary, counts = result["summary"], result["summary"]["counts"]
     assert result["exit_code"] == 0, result["log"]
@@ -217,20 +215,19 @@ def test_distributed_warriors_keep_irsr_and_account_for_every_item(live_server, 
 
 
 @pytest.mark.slow
-def test_a_rate_limited_project_fails_the_run_on_irsr(live_server, redis_url, admin, tmp_path):
+def test_a_rate_limited_project_fails_the_run_on_irsr(live_server, admin, tmp_path):
     """429s while items remain drag IRSR below 99%: the quitting listener fails the run."""
     project_verbs.create(admin, "ci-limited", {"rate_limit": "120", "rate_burst": "2"})
-    result = run_headless(
-        live_server.base,
-        redis_url=redis_url,
-        project="ci-limited",
-        seed_items=500,
+    result = seeded_run(
+        live_server,
+        "ci-limited",
+        500,
+        tmp_path,
         users=8,
         run_time_s=5,
         multi="1",
         download_time="const:0",
         retry_delay_s=0.05,
-        workdir=tmp_path,
     )
     counts = result["summary"]["counts"]
     assert result["exit_code"] == 1

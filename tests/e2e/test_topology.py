@@ -14,9 +14,9 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import redis
 from falcon import testing
-from loadtest.runner import run_headless
 
 from support.http_warrior import RetryingWarriors
+from support.locust_runs import seeded_run
 from support.processes import start_live_server, stop_live_server
 from support.projects import new_project
 from support.redis_topologies import Cluster, SentinelGroup
@@ -345,18 +345,16 @@ def test_locust_warriors_complete_projects_spread_over_the_cluster(cluster, clus
     try:
 
         def run(project):
-            return run_headless(
-                server.base,
-                redis_url=cluster_url,
-                project=project,
-                seed_items=seeded,
+            return seeded_run(
+                server,
+                project,
+                seeded,
+                tmp_path / project,
                 users=4,
                 spawn_rate=4,
                 run_time_s=12,
-                multi="1-10",
                 download_time="uniform:0.005,0.02",
                 retry_delay_s=0.2,
-                workdir=tmp_path / project,
             )
 
         with ThreadPoolExecutor(len(projects)) as pool:

@@ -161,16 +161,17 @@ class ServerProcess:
 
 
 class LiveServer:
-    def __init__(self, process, port):
+    def __init__(self, process, port, redis_url):
         self.process = process
         self.port = port
         self.base = f"http://127.0.0.1:{port}"
+        self.redis_url = redis_url
 
 
 def start_live_server(redis_url: str, workers: int = 2, extra_env: dict | None = None) -> LiveServer:
     env = dict(os.environ, **(extra_env or {}))
     process, port = start_serve(redis_url, "--host", "127.0.0.1", workers=workers, env=env)
-    return LiveServer(process, port)
+    return LiveServer(process, port, redis_url)
 
 
 def stop_live_server(server: LiveServer) -> None:
