@@ -5,29 +5,16 @@ Run through the harness (the hot_paths case); figures in benchmarks/results/hot_
 
 from __future__ import annotations
 
-import importlib
-
 import pytest
 
-from tracker_core.compiled import _bloom_py
 from tracker_core.items import bloom
 from tracker_core.keyspace import ProjectKeys
 
+TWIN = "bloom"  # conftest.py's implementation fixture: _bloom_c and _bloom_py
 BATCH = [b"https://example.com/some/path/%d?page=%d" % (n, n % 7) for n in range(400)]
 ONE_LAYER = bloom.Plan(ProjectKeys("bench"), bloom.Geometry()).hash_plan
 THREE_LAYERS = bloom.Plan(ProjectKeys("bench"), bloom.Geometry(layers=3)).hash_plan
 FINGERPRINTS = bloom.Plan(ProjectKeys("bench"), bloom.Geometry(kind=bloom.FINGERPRINT)).hash_plan
-
-
-@pytest.fixture(params=["compiled", "pure"])
-def implementation(request):
-    """The module under test: _bloom_c when it is built, else skip; or the pure twin."""
-    if request.param == "pure":
-        return _bloom_py
-    try:
-        return importlib.import_module("tracker_core.compiled._bloom_c")
-    except ImportError:
-        pytest.skip("_bloom_c is not built (make build)")
 
 
 @pytest.mark.parametrize("plan", [ONE_LAYER, THREE_LAYERS], ids=["1 layer", "3 layers"])

@@ -5,30 +5,15 @@ Run through the harness (the hot_paths case); figures in benchmarks/results/hot_
 
 from __future__ import annotations
 
-import importlib
-
 import pytest
 
-from tracker_core.compiled import _protocol_py
-
-IMPLEMENTATIONS = ["compiled", "pure"]
+TWIN = "protocol"  # conftest.py's implementation fixture: _protocol_c and _protocol_py
 
 # One thousand names as a multi-item done body carries them: NUL-joined, trailing NUL.
 THOUSAND_NAMES = "".join(f"user-{n:07d}\0" for n in range(1000))
 TEN_NAMES = "".join(f"user-{n:07d}\0" for n in range(10))
 BYTES_ONE_DOMAIN = {"data": 123_456_789}
 BYTES_FOUR_DOMAINS = {"data": 123_456_789, "warc": 987_654, "logs": 4_321, "meta": 12}
-
-
-@pytest.fixture(params=IMPLEMENTATIONS)
-def implementation(request):
-    """The module under test: _protocol_c when it is built, else skip; or the pure twin."""
-    if request.param == "pure":
-        return _protocol_py
-    try:
-        return importlib.import_module("tracker_core.compiled._protocol_c")
-    except ImportError:
-        pytest.skip("_protocol_c is not built (make build)")
 
 
 @pytest.mark.parametrize(

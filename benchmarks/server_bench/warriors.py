@@ -30,13 +30,16 @@ class BenchContext:
 
 # Warrior behaviour in the Locust runs: a short simulated download (real ones take minutes; this
 # keeps a few hundred warriors claiming hundreds of times a second), a few failed items (left out
-# of done), a few abandoned claims, and some backfeed of discovered items (30% repeats).
-LOCUST_DOWNLOAD = "uniform:0.2,0.8"
+# of done), a few abandoned claims, and some backfeed of discovered items (30% repeats): the
+# keywords every run passes to run_headless.
+LOCUST_WARRIORS = {
+    "download_time": "uniform:0.2,0.8",
+    "fail_share": 0.02,
+    "abandon_share": 0.01,
+    "backfeed_share": 0.02,  # of claims; each posts 50 names (loadtest's default)
+    "retry_delay_s": 0.5,  # seesaw-kit's back-off, scaled down from 60 s
+}
 LOCUST_DOWNLOAD_MEAN_MS = 500.0
-LOCUST_FAIL_SHARE = 0.02
-LOCUST_ABANDON_SHARE = 0.01
-LOCUST_BACKFEED_SHARE = 0.02  # of claims; each posts 50 names (loadtest's default)
-LOCUST_RETRY_DELAY_S = 0.5  # seesaw-kit's back-off, scaled down from 60 s
 LOCUST_STOP_TIMEOUT_S = 5  # warriors finish the claim in hand at the end: exact accounting
 
 
@@ -129,15 +132,11 @@ def locust_figures(context: BenchContext) -> dict | None:
                     spawn_rate=users,
                     run_time_s=plan.locust_run_s,
                     multi=str(multi),
-                    download_time=LOCUST_DOWNLOAD,
-                    fail_share=LOCUST_FAIL_SHARE,
-                    abandon_share=LOCUST_ABANDON_SHARE,
-                    backfeed_share=LOCUST_BACKFEED_SHARE,
                     backfeed_secret=secret,
-                    retry_delay_s=LOCUST_RETRY_DELAY_S,
                     csv_prefix="locust",
                     extra_args=("--stop-timeout", str(LOCUST_STOP_TIMEOUT_S)),
                     workdir=workdir,
+                    **LOCUST_WARRIORS,
                 )
             except RuntimeError as exc:
                 print(f"  locust {label} FAILED: {exc}", flush=True)
@@ -212,14 +211,12 @@ def locust_figures(context: BenchContext) -> dict | None:
             "multi": list(plan.locust_multi),
             "run_time_s": plan.locust_run_s,
             "spawn": "all users within 1 s",
-            "download_time_s": LOCUST_DOWNLOAD,
+            "download_time_s": LOCUST_WARRIORS["download_time"],
             "download_mean_ms": LOCUST_DOWNLOAD_MEAN_MS,
-            "fail_share": LOCUST_FAIL_SHARE,
-            "abandon_share": LOCUST_ABANDON_SHARE,
-            "backfeed_share": LOCUST_BACKFEED_SHARE,
+            **{key: LOCUST_WARRIORS[key] for key in ("fail_share", "abandon_share", "backfeed_share")},
             "backfeed_items_per_post": 50,
             "backfeed_repeat_share": 0.3,
-            "retry_delay_s": LOCUST_RETRY_DELAY_S,
+            "retry_delay_s": LOCUST_WARRIORS["retry_delay_s"],
             "connection": "close (as seesaw-kit)",
             "load_generator": "one local Locust process",
             "stop_timeout_s": LOCUST_STOP_TIMEOUT_S,
