@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from tracker_api.cli import output
-from tracker_api.cli.root import context, main, show
+from tracker_api.cli.root import context, main, show, slug_command
 from tracker_core.admin import backfeed_verbs, checks
 from tracker_core.items import bloom
 
@@ -20,18 +20,20 @@ def backfeed_secret():
     """Create, list and revoke the secrets grab scripts post backfeed with."""
 
 
-@backfeed_secret.command("create")
-@click.argument("slug")
-def backfeed_secret_create(slug):
-    """Create a secret for SLUG; it is printed once (only its hash is stored)."""
-    show(backfeed_verbs.create_secret, slug)
+slug_command(
+    backfeed_secret,
+    "create",
+    backfeed_verbs.create_secret,
+    "Create a secret for SLUG; it is printed once (only its hash is stored).",
+)
 
 
-@backfeed_secret.command("list")
-@click.argument("slug")
-def backfeed_secret_list(slug):
-    """List the ids and creation times of SLUG's secrets (never the secrets)."""
-    show(backfeed_verbs.list_secrets, slug)
+slug_command(
+    backfeed_secret,
+    "list",
+    backfeed_verbs.list_secrets,
+    "List the ids and creation times of SLUG's secrets (never the secrets).",
+)
 
 
 @backfeed_secret.command("revoke")

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from tracker_api.cli.root import admin_group, context, globals_, main, segments_dir_option, show
+from tracker_api.cli.root import admin_group, context, globals_, main, segments_dir_option, show, slug_command
 from tracker_core.admin import log_verbs
 
 
@@ -45,12 +45,13 @@ def log_export(slug, kind, since, downloader, item, segments_dir):
         sys.stderr.close()
 
 
-@log_group.command("status")
-@click.argument("slug")
-def log_status(slug):
-    """Print what SLUG's done log holds: segments, entries on disk and in Redis, the last
-    archived entry, and entries the stream's safety bound dropped."""
-    show(log_verbs.status, slug)
+slug_command(
+    log_group,
+    "status",
+    log_verbs.status,
+    "Print what SLUG's done log holds: segments, entries on disk and in Redis, the last archived entry, "
+    "and entries the stream's safety bound dropped.",
+)
 
 
 @admin_group.command("audit")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from tracker_api.cli import output
-from tracker_api.cli.root import context, key_values, main, show
+from tracker_api.cli.root import context, key_values, main, show, slug_command
 from tracker_core.admin import census_verbs, project_verbs
 from tracker_core.project.shard_layout import MAX_SHARDS
 
@@ -53,11 +53,7 @@ def project_set(slug, assignments):
     output.emit(result, f"settings of {slug} now at age {result['settings_age']}")
 
 
-@project.command("show")
-@click.argument("slug")
-def project_show(slug):
-    """Show a project's settings, upload targets and blocks."""
-    show(project_verbs.show, slug)
+slug_command(project, "show", project_verbs.show, "Show a project's settings, upload targets and blocks.")
 
 
 @project.command("list")
@@ -78,18 +74,10 @@ def project_settings():
     )
 
 
-@project.command("pause")
-@click.argument("slug")
-def project_pause(slug):
-    """Stop handing out items (requests get 404)."""
-    show(project_verbs.pause, slug)
+slug_command(project, "pause", project_verbs.pause, "Stop handing out items (requests get 404).")
 
 
-@project.command("resume")
-@click.argument("slug")
-def project_resume(slug):
-    """Hand out items again."""
-    show(project_verbs.resume, slug)
+slug_command(project, "resume", project_verbs.resume, "Hand out items again.")
 
 
 @project.command("delete")
@@ -102,11 +90,7 @@ def project_delete(slug, yes):
     show(project_verbs.delete, slug)
 
 
-@main.command()
-@click.argument("slug")
-def status(slug):
-    """Print the size of every queue, out and done."""
-    show(census_verbs.status, slug)
+slug_command(main, "status", census_verbs.status, "Print the size of every queue, out and done.")
 
 
 @main.command("upload-target")

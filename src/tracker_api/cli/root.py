@@ -147,6 +147,17 @@ def show(verb, *args, **kwargs):
     return result
 
 
+def slug_command(group: click.Group, name: str, verb, help_text: str) -> click.Command:
+    """Add command NAME to GROUP: it prints VERB's answer for the project its SLUG argument names."""
+
+    @group.command(name, help=help_text)
+    @click.argument("slug")
+    def command(slug):
+        show(verb, slug)
+
+    return command
+
+
 def segments_dir_option(default_note: str = "Default: DATA_DIR/segments."):
     """--segments-dir (TRACKER_SEGMENTS_DIR), as every command that reads or writes segments takes it."""
     return click.option(

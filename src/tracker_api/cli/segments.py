@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from tracker_api.cli import output
-from tracker_api.cli.root import context, globals_, main, segments_dir_option, show
+from tracker_api.cli.root import context, globals_, main, segments_dir_option, slug_command
 from tracker_core.admin import segment_verbs
 
 
@@ -16,12 +16,12 @@ def segments():
     """Offloaded segments of a project: list, export (take out), import (bring in)."""
 
 
-@segments.command("list")
-@click.argument("slug")
-def segments_list(slug):
-    """Print SLUG's segments (items, and the queue or done they came from) and the items on
-    their way to one."""
-    show(segment_verbs.list_segments, slug)
+slug_command(
+    segments,
+    "list",
+    segment_verbs.list_segments,
+    "Print SLUG's segments (items, and the queue or done they came from) and the items on their way to one.",
+)
 
 
 @segments.command("export")
