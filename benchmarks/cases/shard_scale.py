@@ -45,7 +45,7 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import redis
@@ -79,7 +79,7 @@ class Plan:
     items_per_shard: int  # each shard holds at least this many before each run
     connections: int  # wrk keep-alive connections
     workers: int  # tracker serve's bjoern workers
-    cap: float  # share of a core each capped redis-server gets
+    cap: float = 0.10  # share of a core each capped redis-server gets
     # A capped Redis runs for cap x period and then waits out the rest of the period, with every
     # worker that sent to it: with the default 100 ms a request waits up to 90 ms and a
     # synchronous worker with it, starving the other shards. The kernel's smallest quota is
@@ -88,18 +88,10 @@ class Plan:
 
 
 FULL = Plan(
-    shard_counts=(1, 2, 3, 4),
-    seconds=8,
-    rounds=2,
-    items_per_shard=80_000,
-    connections=192,
-    workers=48,
-    cap=0.10,
+    shard_counts=(1, 2, 3, 4), seconds=8, rounds=2, items_per_shard=80_000, connections=192, workers=48
 )
 # A smoke run (CI): every part once, its figures too short to quote.
-QUICK = Plan(
-    shard_counts=(1, 2), seconds=1, rounds=1, items_per_shard=3_000, connections=32, workers=8, cap=0.10
-)
+QUICK = Plan(shard_counts=(1, 2), seconds=1, rounds=1, items_per_shard=3_000, connections=32, workers=8)
 
 
 # --- cgroups ------------------------------------------------------------------------------------
@@ -903,16 +895,7 @@ def run_case(bench: Bench) -> dict:
     if not os.access(CGROUP_ROOT / "cgroup.procs", os.W_OK):
         raise SystemExit(f"needs the cgroup v1 cpu controller at {CGROUP_ROOT}")
     base = QUICK if bench.quick else FULL
-    plan = Plan(
-        shard_counts=bench.size("shard_counts", base.shard_counts),
-        seconds=bench.size("seconds", base.seconds),
-        rounds=bench.size("rounds", base.rounds),
-        items_per_shard=bench.size("items_per_shard", base.items_per_shard),
-        connections=bench.size("connections", base.connections),
-        workers=bench.size("workers", base.workers),
-        cap=bench.size("cap", base.cap),
-        cfs_period_us=bench.size("cfs_period_us", base.cfs_period_us),
-    )
+    plan = Plan(**{knob.name: bench.size(knob.name, getattr(base, knob.name)) for knob in fields(Plan)})
     # src/ of the tracker before sharding (`git archive COMMIT src`, a COMMIT file beside src/):
     # its one-shard CPU per request measured side by side.
     before = bench.size("before", "")

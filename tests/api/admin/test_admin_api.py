@@ -530,6 +530,13 @@ def test_cli_offers_the_same_operations(redis_url, projects, r, engine):
 # -- malformed input: every route answers 4xx with a reason, counts it, and changes nothing ----
 
 BIG = 1 << 20  # admin_request.MAX_JSON_BYTES
+
+
+def queries(*query_strings: str) -> list[dict]:
+    """One malformed case a query string."""
+    return [dict(query=query) for query in query_strings]
+
+
 # handler name -> cases: dict(body=..., raw=..., query="a=1", path={param: value}, ctype=...)
 MALFORMED = {
     "list_projects": [],
@@ -596,11 +603,7 @@ MALFORMED = {
         dict(raw=b"fine\nnul\0inside\n", ctype="text/plain"),
     ],
     "sample": [
-        dict(query="count=0"),
-        dict(query="count=abc"),
-        dict(query="count=1001"),
-        dict(query="count=1&count=2"),
-        dict(query="count=-1"),
+        *queries("count=0", "count=abc", "count=1001", "count=1&count=2", "count=-1"),
         dict(path={"queue": "nowhere"}),
     ],
     "clear": [dict(path={"queue": "nowhere"}), dict(path={"project": "nope"})],
@@ -619,11 +622,9 @@ MALFORMED = {
         dict(body={"to": "secondary", "limit": True}),
     ],
     "claims": [
-        dict(query="pattern=" + "x" * 1001),
-        dict(query="cursor=-1"),
-        dict(query="cursor=99999999999999999999999"),
-        dict(query="count=0"),
-        dict(query="count=10001"),
+        *queries(
+            "pattern=" + "x" * 1001, "cursor=-1", "cursor=99999999999999999999999", "count=0", "count=10001"
+        ),
         dict(path={"project": "nope"}),
     ],
     "release": [
@@ -656,13 +657,9 @@ MALFORMED = {
         dict(body={"url": "rsync://h/m/", "state": 1}),
         dict(body={}),
     ],
-    "project_audit": [
-        dict(query="before=zzz"),
-        dict(query="before=1-2-3"),
-        dict(query="before=99999999999999999999"),
-        dict(query="count=0"),
-        dict(query="count=x"),
-    ],
+    "project_audit": queries(
+        "before=zzz", "before=1-2-3", "before=99999999999999999999", "count=0", "count=x"
+    ),
     "global_audit": [dict(query="before=zzz"), dict(query="before=-1"), dict(query="count=1001")],
     "list_tokens": [],
     "create_token": [
@@ -734,23 +731,13 @@ MALFORMED = {
     ],
     "list_segments": [dict(path={"project": "nope"})],
     "log_page": [
-        dict(query="kind=claims"),
-        dict(query="cursor=abc"),
-        dict(query="cursor=1-2-3"),
-        dict(query="since=soon"),
-        dict(query="limit=0"),
-        dict(query="limit=1001"),
-        dict(query="downloader=" + "x" * 65),
-        dict(query="item=" + "x" * 4097),
-        dict(query="item=a%00b"),
+        *queries("kind=claims", "cursor=abc", "cursor=1-2-3", "since=soon", "limit=0", "limit=1001"),
+        *queries("downloader=" + "x" * 65, "item=" + "x" * 4097, "item=a%00b"),
         dict(path={"project": "nope"}),
     ],
     "item_story": [
         dict(),  # no name
-        dict(query="name="),
-        dict(query="name=" + "x" * 4097),
-        dict(query="name=a%00b"),
-        dict(query="name=a&name=b"),
+        *queries("name=", "name=" + "x" * 4097, "name=a%00b", "name=a&name=b"),
         dict(path={"project": "nope"}),
     ],
     "redo_items": [
