@@ -73,9 +73,14 @@ format: lint-deps $(VENV)/.lint-installed  ## Format the code and fix what ruff 
 # bloom) and runs the tests marked `twins`: the twins' own tests and those of the code that calls
 # them (the files listed in tests/support/twins.py; tests/core/compiled/test_twins_suite.py checks every
 # compiled module has some, and the run fails if a listed file no longer reaches its twin).
+# Both runs deal whole files out to TEST_WORKERS processes (pytest-xdist), each with its own Redis:
+# most tests wait on servers, Redis and browsers, so one process left a core idle. The files with
+# slow tests go first (tests/conftest.py); TEST_WORKERS=0 runs in one process.
+TEST_WORKERS ?= 2
+PARALLEL := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -p no:benchmark
 test: venv  ## Run the whole test suite (compiled), then the twins' tests on the pure-Python twins.
-	$(PY) -m pytest $(ARGS)
-	TRACKER_PURE_PYTHON=1 $(PY) -m pytest -m "twins and not slow" -q -p no:cacheprovider $(PURE_ARGS)
+	$(PY) -m pytest $(PARALLEL) $(ARGS)
+	TRACKER_PURE_PYTHON=1 $(PY) -m pytest $(PARALLEL) -m "twins and not slow" -q -p no:cacheprovider $(PURE_ARGS)
 
 test-fast: venv  ## Run the suite without the slow end-to-end tests.
 	$(PY) -m pytest -m "not slow" $(ARGS)

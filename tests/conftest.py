@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import redis
 from falcon import testing
+from hypothesis import HealthCheck, settings
 
 from support import twins as twins_support
 from support.processes import start_live_server, stop_live_server
@@ -19,26 +20,41 @@ from tracker_core.items.engine import Engine
 TESTS = Path(__file__).resolve().parent
 pytest_plugins = ["support.fixtures"]  # the app client and the CLI, for the files that use them
 
+# `make test` runs the suite on two workers beside the servers, Redis and browsers other tests
+# start: a property's examples are judged by what they assert, not by how fast a loaded machine
+# ran them.
+settings.register_profile("tracker", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("tracker")
+
 
 def pytest_collection_modifyitems(config, items):
     """Mark `twins` the tests of the files listed in support.twins.TWIN_TESTS: `make test` runs
     them a second time on the pure-Python twins. Not those that run the same whatever
     TRACKER_PURE_PYTHON says (support.twins.same_in_both_runs): the compiled variant of a test
-    parametrized by variant, and a test that calls both twins itself (the agreement tests)."""
+    parametrized by variant, and a test that calls both twins itself (the agreement tests).
+
+    On a pytest-xdist worker (`make test` deals out whole files, in this order), the files with
+    `slow` tests come first: the longest start at once and the short ones fill in at the end."""
     listed = twins_support.twin_test_files()
     for item in items:
         if _relative(item.path) in listed and not twins_support.same_in_both_runs(item):
             item.add_marker(pytest.mark.twins)
+    if hasattr(config, "workerinput"):
+        slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+        items.sort(key=lambda item: item.path not in slow_files)  # stable: each file in order
 
 
 class TwinsProbe:
     """In the twins run (TRACKER_PURE_PYTHON=1, -m twins): which listed files reached which pure
-    twins, so that a file listed for a module that no longer reaches it fails the run."""
+    twins, so that a file listed for a module that no longer reaches it fails the run. Over
+    pytest-xdist each worker judges the files it ran (whole files: --dist loadfile) and the
+    controller reports what they found (``from_workers``)."""
 
     def __init__(self):
         self.current = None
         self.reached: dict[str, set[str]] = {}
         self.ran: set[str] = set()
+        self.from_workers: list[str] = []
         twins_support.install_probe(self.record)
 
     def record(self, name: str) -> None:
@@ -46,7 +62,7 @@ class TwinsProbe:
             self.reached.setdefault(self.current, set()).add(name)
 
     def missing(self) -> list[str]:
-        return [
+        return self.from_workers + [
             f"{path} never reached the pure {name} twin"
             for name, paths in twins_support.TWIN_TESTS.items()
             for path in paths
@@ -78,9 +94,18 @@ def pytest_runtest_makereport(item, call):
             probe.ran.add(_relative(item.path))
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """pytest-xdist's controller: a worker is done; keep what its twins probe found missing."""
+    for probe in _probe:
+        probe.from_workers += getattr(node, "workeroutput", {}).get("twins_missing", [])
+
+
 def pytest_sessionfinish(session):
     probe = _probe[0] if _probe else None
-    if probe is not None and probe.missing():
+    if probe is not None and hasattr(session.config, "workeroutput"):  # a worker: to the controller
+        session.config.workeroutput["twins_missing"] = probe.missing()
+    elif probe is not None and probe.missing():
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         reporter.write_sep("=", "twins run: a listed file does not reach its twin", red=True)
         for line in probe.missing():
