@@ -29,7 +29,9 @@ def test_every_compiled_module_has_a_twin_and_files_in_the_twins_run():
 def test_make_test_runs_the_twins_on_the_pure_modules():
     makefile = (ROOT / "Makefile").read_text()
     recipe = re.search(r"^test:.*\n((?:\t.*\n)+)", makefile, re.M).group(1)
-    assert f'TRACKER_PURE_PYTHON=1 $(PY) -m pytest -m "{TWINS_RUN}"' in recipe
+    pure_run = next(line for line in recipe.splitlines() if "TRACKER_PURE_PYTHON=1" in line)
+    assert pure_run.strip().startswith("TRACKER_PURE_PYTHON=1 $(PY) -m pytest ")
+    assert f'-m "{TWINS_RUN}"' in pure_run
 
 
 def test_the_twins_run_has_tests_of_every_module_with_a_twin():
