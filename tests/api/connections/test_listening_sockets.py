@@ -74,6 +74,20 @@ def listeners(port: int) -> list[set[int]]:
     return [{int(part.split(",", 1)[0]) for part in line.split("pid=")[1:]} for line in listing.splitlines()]
 
 
+def settled_listeners(server: ServerProcess) -> list[set[int]]:
+    """listeners(), once every listening socket is held by the parent and one worker: a worker
+    just forked still holds its siblings' sockets until it closes them (longer on a busy
+    machine); 10 s at most, then as they are."""
+    parent = server.process.pid
+
+    def one_worker_each() -> bool:
+        held = listeners(server.port)
+        return len(held) == WORKERS and all(len(pids - {parent}) == 1 for pids in held)
+
+    wait_for(one_worker_each, 10)
+    return listeners(server.port)
+
+
 def burst(port: int) -> list[socket.socket]:
     """CONNECTIONS keep-alive connections opened at once, each answered once."""
     conns = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(CONNECTIONS)]
@@ -88,7 +102,7 @@ def test_a_burst_of_connections_spreads_over_the_workers(redis_url):
     server = ServerProcess(redis_url, "--host", "127.0.0.1", workers=WORKERS)
     try:
         # Every listening socket is held by the parent and exactly one worker.
-        held = listeners(server.port)
+        held = settled_listeners(server)
         assert len(held) == WORKERS
         assert all(server.process.pid in pids for pids in held)
         assert sorted(len(pids - {server.process.pid}) for pids in held) == [1] * WORKERS
@@ -119,7 +133,7 @@ def test_a_restarted_worker_serves_its_predecessors_socket(redis_url):
             ),
             10,
         )
-        held = listeners(server.port)
+        held = settled_listeners(server)
         assert len(held) == WORKERS  # the parent kept the dead worker's socket listening
         assert sorted(len(pids - {server.process.pid}) for pids in held) == [1] * WORKERS
         # Every fresh connection is answered, whichever socket the hash picks.
