@@ -18,7 +18,6 @@ import redis
 
 from tracker_core.infra import processes
 from tracker_core.infra.embedded import EmbeddedRedis
-from tracker_core.infra.processes import free_port
 
 
 def _wait(predicate, what: str, timeout_s: float = 30.0) -> None:
@@ -26,15 +25,34 @@ def _wait(predicate, what: str, timeout_s: float = 30.0) -> None:
         raise RuntimeError(f"timed out waiting for {what}")
 
 
-def cluster_free_port() -> int:
-    """A port whose cluster bus port (10,000 higher) is free too, both below the kernel's range
-    for outgoing connections: a bus port inside it could be taken meanwhile by any client socket
-    of the suite (a node then failed to start, 1 run in ~20 under load)."""
+_handed_out: set[int] = set()
+
+
+def node_port() -> int:
+    """A port for a node of these topologies, with the cluster bus port 10,000 higher free too,
+    both below the kernel's range for outgoing connections: a bus port inside it could be taken
+    meanwhile by any client socket of the suite (a node then failed to start, 1 run in ~20 under
+    load). Never one this process handed out before (a cluster's ports are all drawn before its
+    first node binds one: two nodes on one port made a replica of its own primary), and each
+    pytest-xdist worker draws from its own slice of the range."""
     low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    start, stop = _worker_slice(10_000, max(10_001, low - 10_000))
     while True:
-        port = random.randrange(10_000, max(10_001, low - 10_000))
-        if _free(port) and _free(port + 10_000):
+        port = random.randrange(start, stop)
+        if port not in _handed_out and _free(port) and _free(port + 10_000):
+            _handed_out.add(port)
             return port
+
+
+def _worker_slice(start: int, stop: int) -> tuple[int, int]:
+    """[START, STOP), or on pytest-xdist's worker gwN of COUNT its Nth of COUNT equal slices."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if not worker.startswith("gw") or count < 2:
+        return start, stop
+    size = (stop - start) // count
+    index = int(worker[2:]) % count
+    return start + index * size, start + (index + 1) * size
 
 
 def _free(port: int) -> bool:
@@ -68,7 +86,7 @@ class Cluster:
     def _server(self, data_dir: Path) -> EmbeddedRedis:
         return EmbeddedRedis(
             data_dir,
-            port=cluster_free_port(),
+            port=node_port(),
             extra=[
                 "--cluster-enabled",
                 "yes",
@@ -243,11 +261,11 @@ class SentinelGroup:
 
     def __init__(self, base_dir: Path):
         self.base_dir = base_dir
-        self.primary = EmbeddedRedis(base_dir / "primary", port=free_port())
+        self.primary = EmbeddedRedis(base_dir / "primary", port=node_port())
         self.replica = EmbeddedRedis(
-            base_dir / "replica", port=free_port(), extra=["--replicaof", "127.0.0.1", str(self.primary.port)]
+            base_dir / "replica", port=node_port(), extra=["--replicaof", "127.0.0.1", str(self.primary.port)]
         )
-        self.sentinel_ports = [free_port() for _ in range(3)]
+        self.sentinel_ports = [node_port() for _ in range(3)]
         self.sentinels: list[subprocess.Popen] = []
 
     def url(self, **query) -> str:
