@@ -103,8 +103,10 @@ def test_a_metrics_flood_is_rendered_once_a_second_off_the_workers(redis_url, li
         for thread in threads:
             thread.join(30)
         assert len(claimed) == len(set(claimed)) and claimed
-        renders = smembers_calls(r) - before
         assert sum(counts) > 30, counts
+        # The renderer is niced: on a busy machine its render may land only after the flood.
+        assert wait_for(lambda: smembers_calls(r) - before >= 1, 15)
+        renders = smembers_calls(r) - before
         # One render a second at most (plus the one in flight), not one per request.
         assert 1 <= renders <= 6, (renders, sum(counts))
     finally:
@@ -120,8 +122,9 @@ def test_an_anonymous_answer_follows_changes_and_a_token_sees_them_at_once(redis
         assert len(names) == 3
         # With the token: fresh at once.
         assert line + b"3.0" in get(server.port, "/metrics", {"Authorization": "Bearer s3cret"})[1]
-        # Anonymous: within the max age (1 s) and a render.
-        assert wait_for(lambda: line + b"3.0" in get(server.port, "/metrics")[1], 5)
+        # Anonymous: within the max age (1 s) and a render (the niced renderer's, later on a
+        # busy machine).
+        assert wait_for(lambda: line + b"3.0" in get(server.port, "/metrics")[1], 15)
         # A first ask of these parameters may be answered 503 "being prepared": asked again
         # after its Retry-After, as the leaderboard page does.
         path = "/listed-000/stats.json?top=5&range=hour"
