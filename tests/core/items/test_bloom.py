@@ -215,7 +215,11 @@ def test_a_filter_stored_before_kinds_is_layered_and_keeps_answering(admin, redi
     project_verbs.create(admin, P)
     k = ProjectKeys(P)
     conn = RawRedis(redis_url)
-    bloom.configure(conn, k, bloom.Geometry(capacity=500, kind=bloom.LAYERED))
+    # A fixed salt: with a new one each run, 1 run in ~750 found one of the 300 names already
+    # there (a false positive: docs/data-model.md, the layered kind's rate at a small size), and
+    # this test is not about the rate.
+    salt = "0123456789abcdef" * 2
+    bloom.configure(conn, k, bloom.Geometry(capacity=500, kind=bloom.LAYERED, salt=salt))
     names = [b"https://example.com/old/%d?q=%%20#f" % i for i in range(300)]
     assert bloom.BloomFilter(conn, k).add(names).new == 300
     r.hdel(k.bloom, "kind", "bits_per_item")  # as every filter made before kinds is stored
