@@ -3,14 +3,14 @@
 KEYS[1] settings  KEYS[2] bloom
 ARGV[1] capacity (items in the first layer)  ARGV[2] false-positive rate  ARGV[3] growth factor
 ARGV[4] tightening ratio  ARGV[5] bits per chunk  ARGV[6] '1' to replace a configured geometry
-ARGV[7] kind ('layered', 'wide' or 'fingerprint', see tracker_core.bloom)  ARGV[8] least bits
+ARGV[7] kind ('layered', 'wide' or 'fingerprint', see tracker_core.items.bloom)  ARGV[8] least bits
 per item of a wide layer. A geometry stored without a kind (made before kinds) is layered.
 ARGV[9] the filter's hash salt: 32 lowercase hex digits from Python's secrets (Lua has no good
 randomness), stored only with a new geometry; a geometry stored without one hashes unkeyed.
 Absent or '' stores none (the old callers').
 ARGV[10] a fingerprint filter's buckets per block (2 to 256), stored with a new fingerprint
 geometry as 'block'; absent, '' or '0' stores none: independent bucket pairs, as every
-fingerprint filter made before blocks keeps (see tracker_core.bloom).
+fingerprint filter made before blocks keeps (see tracker_core.items.bloom).
 
 Returns the geometry in force as a flat field/value list; {-1} unknown project, {-2} the filter
 already holds items (its bit positions depend on the geometry, so it can no longer change);

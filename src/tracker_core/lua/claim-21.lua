@@ -41,7 +41,7 @@ ARGV[8] '1': the caller already counted this IP in KEYS[15]
         A PFADD of a member already counted changes nothing, so it is skipped; the flags count
         only while the stored created_ms equals ARGV[6] (a project deleted and created again
         has new, empty uniques), read in the settings HMGET at no extra call. The caller
-        (engine.UniquesSeen) records a member after a reply other than 403 and -1, the only
+        (items/uniques_seen.py, UniquesSeen) records a member after a reply other than 403 and -1, the only
         replies whose claim ran the PFADDs, per project, created_ms and day (the keys' day).
 ARGV[9] one visit of a claim that goes from shard to shard (docs/sharding.md; optional): ''
         or absent: the whole request, its outcome counted; 'more': other shards may follow and
@@ -497,7 +497,7 @@ if rate > 0 then
 end
 -- One fresh item and no reclaim (the common claim): one outcome, requests_served_one, stands for
 -- a served request and a fresh item claimed (the readers add it to both:
--- tracker_core.derived_counters), so it costs two HINCRBYs where the general case costs three.
+-- tracker_core.scripts.derived_counters), so it costs two HINCRBYs where the general case costs three.
 if count == 1 and reclaimed == 0 then
   if visit == 'after' then bump(stats_key, nil, 'items_claimed', 1) return reply end
   bump(stats_key, minute_key, 'requests_served_one', 1)

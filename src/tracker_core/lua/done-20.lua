@@ -56,13 +56,13 @@ With done_mode=discard done items are only counted, not kept.
 The log entry (one per call with new items) holds downloader, ip, items (NUL-joined, every one:
 it is the record), bytes, domains (NUL-joined domain, bytes pairs: each domain's share for
 the new items), version, id and at. `tracker maintain` archives the entries beyond log_maxlen
-to segment files (tracker_core.log_archive) and only then trims them; here the stream is cut
+to segment files (tracker_core.donelog.log_archive) and only then trims them; here the stream is cut
 only at a safety bound far above that (LOG_SAFETY_FACTOR x log_maxlen, at least
 LOG_SAFETY_MIN), for when no maintainer runs, and what that cut drops counts in
 log_entries_dropped.
 RTT (claim to done) goes into a bounded histogram: field rtt_le_B counts items done within B
 seconds (rtt_le_inf: the rest), in stats and in the minute hash, so percentiles need no samples;
-with rtt_sum_ms for the mean. The buckets add up to the count (tracker_core.derived_counters
+with rtt_sum_ms for the mean. The buckets add up to the count (tracker_core.scripts.derived_counters
 derives rtt_count from them; no count is stored). A call with one new item that has an RTT (most
 of them) counts one field, done_one_le_B, where it counted items_done, rtt_le_B and (in stats)
 done_requests: the readers add it to those three (derived_counters; rollup_day-25.lua to the

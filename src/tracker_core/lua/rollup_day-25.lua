@@ -26,12 +26,12 @@ if redis.call('EXISTS', last_hour_key) == 0 then return -1 end
 local sums = {items_done = 0, bytes_done = 0, requests = 0, requests_served = 0}
 local backlog = '-'
 -- A done call of one item with an RTT counts done_one_le_B (B a bound of RTT_BOUNDS_S or inf)
--- where it counted items_done (tracker_core.derived_counters): those are items done too.
+-- where it counted items_done (tracker_core.scripts.derived_counters): those are items done too.
 local done_one = {}
 for _, bound in ipairs(RTT_BOUNDS_S) do done_one[#done_one + 1] = string.format('done_one_le_%d', bound) end
 done_one[#done_one + 1] = 'done_one_le_inf'
 for i = FIRST_HOUR, #KEYS do
-  -- requests is the sum of the claim outcomes (tracker_core.derived_counters.REQUEST_OUTCOMES,
+  -- requests is the sum of the claim outcomes (tracker_core.scripts.derived_counters.REQUEST_OUTCOMES,
   -- served first): claim-21.lua keeps no total, and one an hour may still hold is not read.
   -- requests_served_one (a request served one fresh item) is served too.
   local values = redis.call('HMGET', KEYS[i], 'items_done', 'bytes_done', 'backlog',

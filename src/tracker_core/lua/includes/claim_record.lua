@@ -1,4 +1,4 @@
--- A claim's record in `claims` (docs/data-model.md; tracker_core/claim_records.py reads it the
+-- A claim's record in `claims` (docs/data-model.md; tracker_core/items/claim_records.py reads it the
 -- same way): "DOWNLOADER\tIP\tTIMES_CLAIMED\tCLAIMED_MS". A record of three fields was written
 -- before claim times were kept, and its `out` score is the claim time. Returns the holder, the
 -- IP, the times claimed and the claim time (numbers; the claim time nil for a record of three
