@@ -26,11 +26,12 @@ slug_command(
 
 @segments.command("export")
 @click.argument("slug")
-@click.argument("number", type=click.IntRange(1))
+@click.argument("number")
 @click.argument("destination", type=click.Path(dir_okay=False))
 @segments_dir_option()
 def segments_export(slug, number, destination, segments_dir):
-    """Move segment NUMBER out of SLUG into DESTINATION (its items leave the project, counted)."""
+    """Move segment NUMBER out of SLUG into DESTINATION (its items leave the project, counted).
+    A sharded project's segments are named SHARD:NUMBER, as `segments list` shows."""
     directory = globals_().segments_dir(segments_dir)
     result = segment_verbs.export_file(context(), slug, directory, number, Path(destination))
     output.emit(result, f"exported segment {number} of {slug}: {result['items']} items")

@@ -3,6 +3,10 @@
 An export leaves a ticket (the digest of its items, in `{P}:segment_exports`), so importing the
 same file back brings its items back once, as a segment of the queue they left. Any other file
 goes through the project's intake (classify, Bloom filter, enqueue, hold), like `items add`.
+
+On a sharded project (docs/sharding.md) each shard keeps its own segments, tickets and folder:
+an exported file comes back to the shard that holds its ticket, and any other file's items go
+each to its own shard through the intake.
 """
 
 from __future__ import annotations
@@ -16,9 +20,11 @@ from tracker_core.offload.segment_file import (
     items_digest,
     read_segment,
     segment_path,
+    shard_directory,
     write_segment,
 )
 from tracker_core.offload.segment_registry import NEXT_FIELD, QUEUES, OffloadError, registry
+from tracker_core.project.shard_layout import ShardLayout
 
 
 def export_segment(client, k: keyspace.ProjectKeys, directory: Path, number: int, destination: Path) -> int:
@@ -44,8 +50,21 @@ def export_segment(client, k: keyspace.ProjectKeys, directory: Path, number: int
     return n
 
 
+def _ticket_shard(client, layout: ShardLayout, digest: str) -> int | None:
+    """The shard of LAYOUT holding an export ticket for DIGEST (one pipeline), or None."""
+    pipe = client.pipeline(transaction=False)
+    for shard in layout.keys:
+        pipe.hexists(shard.segment_exports, digest)
+    return next((index for index, held in enumerate(pipe.execute()) if held), None)
+
+
 def import_segment(
-    client, k: keyspace.ProjectKeys, directory: Path, source: Path, queue: str = "todo"
+    client,
+    k: keyspace.ProjectKeys,
+    directory: Path,
+    source: Path,
+    queue: str = "todo",
+    layout: ShardLayout | None = None,
 ) -> dict:
     """Bring a segment file (as export writes it) into the project.
 
@@ -57,6 +76,8 @@ def import_segment(
     "refused_not_utf8" when names of such a file were not valid UTF-8 (refused one by one and
     counted; an exported file comes back whole, as it left). OffloadError for a file that cannot
     be read, an unknown project or queue; intake's NotFound when the project goes meanwhile.
+    With LAYOUT (a sharded project; K is its first shard) the file comes back to the shard that
+    holds its ticket, into that shard's folder, or its items go each to its own shard.
     """
     try:
         items = read_segment(Path(source))
@@ -66,20 +87,25 @@ def import_segment(
         raise OffloadError(f"unknown project {k.project!r}")
     if queue not in QUEUES:
         raise OffloadError(f"import into todo, backfeed, secondary or redo, not {queue!r}")
+    if layout is None:
+        layout = ShardLayout(k.project, (k.tag,))
     digest = items_digest(items)
-    if items and client.hexists(k.segment_exports, digest):
+    index = _ticket_shard(client, layout, digest) if items else None
+    if index is not None:
+        k, directory = layout.keys[index], shard_directory(Path(directory), k.project, index)
         number = client.hincrby(k.segments, NEXT_FIELD, 1)
         path = segment_path(directory, k.project, number)
         write_segment(path, items)
         reply = scripts.segment_import(client, k, number=number, count=len(items), digest=digest)
         if reply == scripts.segment_import.codes.IMPORTED:
-            return {"segment": number, "items": len(items), "duplicates": 0}
+            segment = f"{index}:{number}" if layout.sharded else number
+            return {"segment": segment, "items": len(items), "duplicates": 0}
         path.unlink(missing_ok=True)
         if reply == scripts.segment_import.codes.UNKNOWN_PROJECT:
             raise OffloadError(f"unknown project {k.project!r}")
         # NO_TICKET (imported meanwhile) or NUMBER_TAKEN: through the filter, which drops
         # whatever the project already has.
-    added = intake.add_names(client, k, items, queue)
+    added = intake.add_names(client, layout.keys[0], items, queue, layout=layout)
     result = {"segment": None, "items": added["added"], "duplicates": added["duplicates"]}
     if "refused_not_utf8" in added:
         result["refused_not_utf8"] = added["refused_not_utf8"]

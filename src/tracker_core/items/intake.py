@@ -172,13 +172,15 @@ def add_names(
     names: Iterable[str],
     queue: str = "todo",
     progress: Callable[[int, int], None] | None = None,
+    layout: ShardLayout | None = None,
 ) -> dict:
     """Queue NAMES into QUEUE (see add): {"added", "duplicates"}, plus "refused_not_utf8" when
-    names were refused for not being UTF-8. PROGRESS(added, duplicates) runs after each batch.
+    names were refused for not being UTF-8. PROGRESS(added, duplicates) runs after each batch;
+    LAYOUT as for add.
     What segment import and the admin verbs call for a whole list of names."""
     added = duplicates = 0
     refused: dict = {}
-    for new, seen in add(conn, k, names, queue, refused=refused):
+    for new, seen in add(conn, k, names, queue, refused=refused, layout=layout):
         added, duplicates = added + new, duplicates + seen
         if progress is not None:
             progress(added, duplicates)
