@@ -22,6 +22,8 @@ REFILL_CHANNEL = "tracker:refill"
 # warrior HQ document's global fields and the warrior registry (records and last-seen times,
 # one hash tag so the registry's script stays in one Cluster slot).
 ADMIN_TOKENS = "tracker:admin_tokens"
+# When each token was last used (id -> ms), written at most once a minute per token per process.
+ADMIN_TOKENS_USED = "tracker:admin_tokens_used"
 AUDIT = "tracker:audit"
 HQ = "tracker:hq"
 WARRIORS = "tracker:{warriors}"

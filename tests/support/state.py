@@ -1,6 +1,6 @@
 """Redis state as a value, to prove a refused request changed nothing."""
 
-from tracker_core.keyspace import GLOBAL_STATS
+from tracker_core.keyspace import ADMIN_TOKENS_USED, GLOBAL_STATS
 
 
 def contents(r):
@@ -20,9 +20,10 @@ def contents(r):
 
 
 def snapshot(r):
-    """Everything in Redis except the counters, to prove a refused request changed nothing."""
+    """Everything in Redis except the counters and the tokens' last uses (a request refused
+    for its input used its token), to prove a refused request changed nothing."""
     return {
         key: value
         for key, value in contents(r).items()
-        if not (key.endswith(":stats") or key == GLOBAL_STATS)
+        if not (key.endswith(":stats") or key in (GLOBAL_STATS, ADMIN_TOKENS_USED))
     }

@@ -19,7 +19,7 @@ from tracker_api.admin.api_request import (
 )
 from tracker_api.web.errors import Refused
 from tracker_core.access import audit
-from tracker_core.access.tokens import MAX_NOTE
+from tracker_core.access.tokens import MAX_NOTE, MAX_SCOPE_PROJECTS
 from tracker_core.admin import (
     backfeed_verbs,
     census_verbs,
@@ -178,9 +178,18 @@ def list_tokens(c: Call):
 
 
 def create_token(c: Call):
-    body = c.body(("scope", "note"))
+    body = c.body(("scope", "note", "read_only", "expires"))
+    scope = body.get("scope")
+    if type(scope) is list:  # ["p1", "p2"] as well as "p1,p2"
+        if not scope or len(scope) > MAX_SCOPE_PROJECTS or any(type(n) is not str for n in scope):
+            raise BadInput(f"'scope' as a list: 1 to {MAX_SCOPE_PROJECTS} project names")
+        scope = ",".join(scope)
     return token_verbs.create(
-        c.ctx, str_field(body, "scope", 64), str_field(body, "note", MAX_NOTE, "", True)
+        c.ctx,
+        str_field({"scope": scope}, "scope", token_verbs.MAX_SCOPE_CHARS),
+        str_field(body, "note", MAX_NOTE, "", True),
+        bool_field(body, "read_only"),
+        str_field(body, "expires", token_verbs.MAX_EXPIRY_CHARS, "", True),
     )
 
 

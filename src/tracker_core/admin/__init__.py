@@ -61,8 +61,8 @@ backfeed.bloom_filter(ctx, project, capacity=None, fp_rate=None, kind=None) -> {
 segments.list_segments(ctx, project) -> {"segments": {"N": {"items", "source"}}, "offloading"}; NotFound
 segments.export_file(ctx, project, directory: Path, number, destination: Path) -> {"segment", "items", "destination"}; BadInput, NotFound (project, segment) [segments.export]
 segments.import_file(ctx, project, directory: Path, source: Path, queue="todo") -> {"segment" (None: through the filter), "items", "duplicates"[, "refused_not_utf8"]}; BadInput, NotFound [segments.import]
-tokens.create(ctx, scope="*", note="") -> {"token" (shown once), "token_id", "scope"}; BadInput [token.create]
-tokens.list_tokens(ctx) -> {"tokens": [{"token_id", "scope", "note", "created_ms"}]}; -
+tokens.create(ctx, scope="*", note="", read_only=False, expires=None) -> {"token" (shown once), "token_id", "scope", "read_only", "expires_ms"}; BadInput (scope: '*' or 1 to 20 project names; expires: 30d, 12h, 90m, 60s or an ISO date, at most 3650 days) [token.create, with scope, read_only, expires_ms, note]
+tokens.list_tokens(ctx) -> {"tokens": [{"token_id", "scope", "note", "created_ms", "read_only", "expires_ms", "last_used_ms"}]}; -
 tokens.revoke(ctx, token_id) -> {"revoked": token_id}; BadInput (malformed id), NotFound [token.revoke]
 hq.set_fields(ctx, values: {field: str}) -> {"hq": values}; BadInput [hq.set]
 hq.show_fields(ctx) -> {"hq": {field: value}} (defaults for unset fields; the front-page banner too)

@@ -233,7 +233,13 @@ def test_backfeed_token_hq_and_segment_verbs_record_once(ctx, project, r, tmp_pa
     assert once(r, n, "backfeed.filter")["capacity"] == 5000
     n = len(records(r))
     made = token_verbs.create(ctx, P, "for a test")
-    assert once(r, n, "token.create") == {"token_id": made["token_id"], "scope": P}
+    assert once(r, n, "token.create") == {
+        "token_id": made["token_id"],
+        "scope": P,
+        "read_only": False,
+        "expires_ms": None,
+        "note": "for a test",
+    }
     assert made["token"] not in json.dumps(records(r))
     assert [t["token_id"] for t in token_verbs.list_tokens(ctx)["tokens"]] == [made["token_id"]]
     n = len(records(r))

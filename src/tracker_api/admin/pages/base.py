@@ -67,15 +67,18 @@ class Pages:
         self.auth = Authenticator(admin.conn)
         self.segments_dir = segments_dir
 
-    def session(self, req, needs: str, project: str | None = None) -> Session:
+    def session(self, req, needs: str, project: str | None = None, writes: bool = False) -> Session:
         text = req.cookies.get(COOKIE, "")
         if not text:
             raise Refused(401, "log in at /admin first", "admin_unauthenticated")
-        return Session(text, self.auth.check(text, needs, project))
+        return Session(text, self.auth.check(text, needs, project, writes))
 
-    def posted(self, req, needs: str, project: str | None = None) -> tuple[Session, Form]:
-        """Check token, Origin and CSRF of a form post, then read it."""
-        session = self.session(req, needs, project)
+    def posted(
+        self, req, needs: str, project: str | None = None, writes: bool = True
+    ) -> tuple[Session, Form]:
+        """Check token, Origin and CSRF of a form post, then read it. A post that WRITES (every
+        one but logout) refuses a read-only token."""
+        session = self.session(req, needs, project, writes)
         check_origin(req, project)
         form = read_form(req, project)
         session.check_csrf(form, project)

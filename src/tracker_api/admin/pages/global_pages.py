@@ -105,7 +105,8 @@ class GlobalPages:
         if name not in self.ACTIONS:
             self.pages.session(req, ANY)
             raise Refused(404, f"no admin action {name[:80]!r}", "admin_bad_request")
-        session, form = self.pages.posted(req, ANY if name == "logout" else GLOBAL)
+        logout = name == "logout"  # the one post a read-only token may make
+        session, form = self.pages.posted(req, ANY if logout else GLOBAL, writes=not logout)
         if name == "logout":
             resp.unset_cookie(COOKIE, path="/admin")
             resp.status = falcon.HTTP_303
@@ -139,7 +140,9 @@ class GlobalPages:
         return f"project {name} created"
 
     def _do_token_create(self, ctx, form):
-        made = token_verbs.create(ctx, form.text("scope"), form.text("note"))
+        made = token_verbs.create(
+            ctx, form.text("scope"), form.text("note"), form.get("read_only") == "1", form.text("expires")
+        )
         return {"message": f"token {made['token_id']} created", "created_token": made}
 
     def _do_token_revoke(self, ctx, form):
