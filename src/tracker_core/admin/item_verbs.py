@@ -290,8 +290,7 @@ def redo_names(
     layout = ctx.layout(project)
     checks.queue_and_owner(layout.keys[0], queue)
     totals = dict.fromkeys(REDO_TOTALS, 0)
-    in_done = shard_names.holding(ctx.conn, layout, names, lambda k, name: ("SISMEMBER", k.done, name))
-    for index, part in in_done.items():
+    for index, part in shard_names.redo_shards(ctx.conn, layout, names).items():
         _redo_on(ctx, layout.keys[index], part, queue, even_if_offloaded, totals)
     return _redo_result(totals)
 

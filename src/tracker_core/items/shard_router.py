@@ -218,16 +218,23 @@ def holding(conn, layout: ShardLayout, names, probe: Callable[[ProjectKeys, str]
     trip), else the shard it is added to today; for any other project, LAYOUT.split (no call)."""
     if not layout.grown:
         return layout.split(names)
+    where = found_at(conn, layout, names, probe)
+    groups: dict[int, list] = {}
+    for name in names:
+        groups.setdefault(where.get(name, layout.shard_of(name)), []).append(name)
+    return groups
+
+
+def found_at(conn, layout: ShardLayout, names, probe: Callable[[ProjectKeys, str], tuple]) -> dict:
+    """NAME -> the first of its candidate shards where PROBE finds it, for the NAMES some
+    candidate holds (every probe in one round trip; LAYOUT a grown project's)."""
     asked = [(name, index) for name in names for index in layout.candidates(name)]
     where: dict = {}
     replies = _pipeline(conn, [probe(layout.keys[index], name) for name, index in asked])
     for (name, index), found in zip(asked, replies):
         if found:
             where.setdefault(name, index)
-    groups: dict[int, list] = {}
-    for name in names:
-        groups.setdefault(where.get(name, layout.shard_of(name)), []).append(name)
-    return groups
+    return where
 
 
 def locate(conn, layout: ShardLayout, names) -> dict[int, list]:
@@ -251,13 +258,19 @@ def lookup(conn, layout: ShardLayout, name: str, owners: item_status.Owners) -> 
 def seen_on_earlier_shards(conn, layout: ShardLayout, names: list) -> set:
     """Those of NAMES the Bloom filter of an earlier shard of theirs has seen: a project that
     gained shards deduplicates a name against where it was added before too (read only)."""
+    return set(first_seen_earlier(conn, layout, names))
+
+
+def first_seen_earlier(conn, layout: ShardLayout, names: list) -> dict:
+    """NAME -> the first of its earlier candidate shards whose Bloom filter has seen it, for
+    those of NAMES one has (read only; nothing on a project never grown)."""
     if not layout.grown:
-        return set()
+        return {}
     asked: dict[int, list] = {}
     for name in names:
         for older in layout.candidates(name)[1:]:
             asked.setdefault(older, []).append(name)
-    seen: set = set()
+    seen_at: dict[int, set] = {}
     for index, group in asked.items():
         k = layout.keys[index]
         fields = conn.hgetall(k.bloom)
@@ -266,5 +279,11 @@ def seen_on_earlier_shards(conn, layout: ShardLayout, names: list) -> set:
         commands, answer = bloom_membership.membership(
             bloom.Plan(k, bloom.Geometry.from_redis(fields)), group
         )
-        seen.update(name for name, found in zip(group, answer(_pipeline(conn, commands))) if found)
-    return seen
+        seen_at[index] = {name for name, found in zip(group, answer(_pipeline(conn, commands))) if found}
+    first: dict = {}
+    for name in names:
+        for older in layout.candidates(name)[1:]:
+            if name in seen_at.get(older, ()):
+                first[name] = older
+                break
+    return first

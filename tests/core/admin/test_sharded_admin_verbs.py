@@ -449,6 +449,18 @@ def test_a_grown_project_s_redo_and_requeue_by_names_act_where_the_items_are(adm
     assert [r.hlen(k.dead) for k in grown.keys] == [0, 0, 0]
 
 
+def test_a_grown_project_s_redo_of_seen_names_acts_where_they_were_added(admin, grown, r):
+    kept = URLS[:5]  # stay queued (in secondary) on the shard they were added to
+    cleared = URLS[5:]  # seen by their filters, then cleared: nowhere
+    assert any(grown.shard_of(u) != old_shard(u) for u in cleared)
+    item_verbs.move_all(admin, "grown", "todo", "secondary", pattern="*#frag [0-4]")
+    item_verbs.clear(admin, "grown", "todo")
+    result = item_verbs.redo(admin, "grown", names=URLS)
+    assert result["from_seen"] == len(cleared) and result["skipped"] == len(kept)
+    assert on_shards(r, grown, lambda k: k.redo) == added_before(grown, cleared)
+    assert on_shards(r, grown, lambda k: k.secondary) == added_before(grown, kept)  # not queued twice
+
+
 def test_the_admin_pages_page_with_shard_cursors(admin, engine, layout, queued, r, monkeypatch):
     web = testing.TestClient(create_app(engine))
     token = tokens.create(admin.conn, P, "ops")[0]
