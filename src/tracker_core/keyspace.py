@@ -30,6 +30,9 @@ WARRIORS = "tracker:{warriors}"
 WARRIORS_SEEN = "tracker:{warriors}:seen"
 # Deleted projects whose segment files a maintainer still has to remove from disk.
 SEGMENTS_DELETED = "tracker:segments_deleted"
+# While a backup runs (tracker_core.backup): its holder name, with a TTL; every other maintain
+# lease is given up and none taken (tracker_core.offload.lease).
+BACKUP_HOLD = "tracker:backup_hold"
 
 # The queues a claim visits after the downloader's own queue, in serve order.
 SHARED_QUEUES = ("todo", "backfeed", "secondary", "redo")

@@ -8,6 +8,7 @@ May import: every part of tracker_api (the command line is its top layer).
 
 from tracker_api.cli import (  # noqa: F401 - each module adds its commands to main
     backfeed,
+    backups,
     claims,
     dead,
     hq,

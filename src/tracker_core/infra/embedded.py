@@ -116,7 +116,9 @@ class EmbeddedRedis:
             except redis.exceptions.RedisError:
                 return process.poll() is not None
 
-        if not processes.wait_for(answers, timeout_s, step_s=0.02):
+        ready = processes.wait_for(answers, timeout_s, step_s=0.02)
+        client.close()  # no connection left behind: a restore refuses a Redis with clients
+        if not ready:
             self.stop()
             raise RedisServerError("redis-server did not answer in time")
         if self.process.poll() is not None:

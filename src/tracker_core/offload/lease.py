@@ -5,6 +5,12 @@ aborts or refills checks the holder in the same atomic step, so a maintainer who
 (a long pass, a pause) can change nothing: its next step is refused with NOT_HOLDER, which
 `Lease.checked` turns into LeaseLost. The same lease guards the done log's archive
 (tracker_core.donelog.log_archive).
+
+A backup (tracker_core.backup) sets keyspace.BACKUP_HOLD to its own holder name, then takes
+every lease: any other Lease gives its lease up at its next take (a pass's start, or a renewal
+between steps) and takes none while the hold stands, so running passes end within one lease
+period and none starts until the backup is over. The hold only hurries them: what keeps the
+files in step with Redis is the lease, checked by every script that moves segments.
 """
 
 from __future__ import annotations
@@ -43,7 +49,11 @@ class Lease:
         self.renewed_at = -float("inf")
 
     def take(self) -> bool:
-        """Take or renew the lease; False when another maintainer holds it."""
+        """Take or renew the lease; False when another maintainer holds it, or when a backup
+        holds every lease (the lease is then given up, for the backup to take)."""
+        if self.held_back():
+            self.release()
+            return False
         reply = scripts.maintain_lease(self.client, self.k, holder=self.holder, lease_ms=self.lease_ms)
         if reply != scripts.maintain_lease.codes.HELD:
             return False
@@ -54,6 +64,13 @@ class Lease:
         """Renew once a third of the lease has passed; raise LeaseLost when someone else has it."""
         if (time.monotonic() - self.renewed_at) * 1000 >= self.lease_ms / 3 and not self.take():
             raise LeaseLost(f"another maintainer holds {self.key}")
+
+    def held_back(self) -> bool:
+        """Whether a backup other than this holder stands (keyspace.BACKUP_HOLD)."""
+        hold = self.client.get(keyspace.BACKUP_HOLD)
+        if isinstance(hold, bytes):
+            hold = hold.decode("utf-8", "surrogateescape")
+        return hold is not None and hold != self.holder
 
     def release(self) -> None:
         scripts.maintain_lease(self.client, self.k, holder=self.holder, lease_ms=self.lease_ms, release=True)
