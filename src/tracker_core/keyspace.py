@@ -33,6 +33,19 @@ SEGMENTS_DELETED = "tracker:segments_deleted"
 # While a backup runs (tracker_core.backup): its holder name, with a TTL; every other maintain
 # lease is given up and none taken (tracker_core.offload.lease).
 BACKUP_HOLD = "tracker:backup_hold"
+# Webhooks (tracker_core.notify), one hash tag so each of their scripts stays in one Cluster slot:
+# the hooks (id -> JSON record with its secret) and their delivery figures, what the detector
+# last saw (field per project or node -> JSON), the outbox (delivery id -> JSON record; due:
+# id -> when next tried, ms; claimed: id -> when its claim expires, ms; claims: id -> holder)
+# and its counters.
+NOTIFY_HOOKS = "tracker:{notify}:hooks"
+NOTIFY_HOOK_STATS = "tracker:{notify}:hook_stats"
+NOTIFY_STATE = "tracker:{notify}:state"
+NOTIFY_DELIVERIES = "tracker:{notify}:deliveries"
+NOTIFY_DUE = "tracker:{notify}:due"
+NOTIFY_CLAIMED = "tracker:{notify}:claimed"
+NOTIFY_CLAIMS = "tracker:{notify}:claims"
+NOTIFY_STATS = "tracker:{notify}:stats"
 
 # The queues a claim visits after the downloader's own queue, in serve order.
 SHARED_QUEUES = ("todo", "backfeed", "secondary", "redo")

@@ -19,7 +19,7 @@ from pathlib import Path
 import falcon
 import orjson
 
-from tracker_api.admin import api_handlers
+from tracker_api.admin import api_handlers, webhook_handlers
 from tracker_api.admin.api_request import Call
 from tracker_api.web.auth import ANY, GLOBAL, PROJECT, Authenticator
 from tracker_api.web.config import AppConfig
@@ -67,6 +67,9 @@ ADMIN_ROUTES = [
     ("GET", P + "/log", PROJECT, api_handlers.log_page),
     ("GET", P + "/item", PROJECT, api_handlers.item_story),
     ("GET", P + "/audit", PROJECT, api_handlers.project_audit),
+    ("GET", P + "/webhooks", PROJECT, webhook_handlers.list_project),
+    ("POST", P + "/webhooks", PROJECT, webhook_handlers.add_project),
+    ("DELETE", P + "/webhooks/{hook_id}", PROJECT, webhook_handlers.remove_project),
     ("POST", "/api/admin/blocks", GLOBAL, api_handlers.block),
     ("GET", "/api/admin/audit", GLOBAL, api_handlers.global_audit),
     ("GET", "/api/admin/tokens", GLOBAL, api_handlers.list_tokens),
@@ -74,6 +77,9 @@ ADMIN_ROUTES = [
     ("DELETE", "/api/admin/tokens/{token_id}", GLOBAL, api_handlers.revoke_token),
     ("GET", "/api/admin/warriors", GLOBAL, api_handlers.warriors),
     ("POST", "/api/admin/hq", GLOBAL, api_handlers.set_hq),
+    ("GET", "/api/admin/webhooks", GLOBAL, webhook_handlers.list_global),
+    ("POST", "/api/admin/webhooks", GLOBAL, webhook_handlers.add_global),
+    ("DELETE", "/api/admin/webhooks/{hook_id}", GLOBAL, webhook_handlers.remove_global),
 ]
 
 

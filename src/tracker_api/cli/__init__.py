@@ -20,6 +20,7 @@ from tracker_api.cli import (  # noqa: F401 - each module adds its commands to m
     queues,
     segments,
     tokens,
+    webhooks,
 )
 from tracker_api.cli.root import main
 

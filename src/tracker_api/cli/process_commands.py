@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from tracker_api.cli import output, redis_secret, server_options
+from tracker_api.cli import output, redis_secret, server_options, webhooks
 from tracker_api.cli.root import context, globals_, main, segments_dir_option
 from tracker_api.web import redact
 from tracker_core.infra import processes
@@ -233,7 +233,8 @@ def serve(**options):
 @click.option("--once", is_flag=True, help="Make one pass, print what it did and exit.")
 @_supervise_option("the maintainer")
 @server_options.log_level_option
-def maintain(segments_dir, interval, once, supervise, log_level):
+@webhooks.maintain_options
+def maintain(segments_dir, interval, once, supervise, log_level, **webhook_options):
     """Offload each queue (and done, with done_mode=offload) beyond the project's high watermark
     to disk, refill below the low one (at once when a claim finds the queue low: a thread waits
     for those asks), hold queued items that a changed limit now matches, and keep the statistics
@@ -243,11 +244,18 @@ def maintain(segments_dir, interval, once, supervise, log_level):
 
     from tracker_api.web import logs
     from tracker_core.maintainer import maintenance
+    from tracker_core.offload.lease import default_holder
 
     logs.setup(log_level)
     g = globals_()
     if supervise:
-        args = ["--interval", str(interval), "--log-level", log_level]
+        args = [
+            "--interval",
+            str(interval),
+            "--log-level",
+            log_level,
+            *webhooks.maintain_args(webhook_options),
+        ]
         if segments_dir:
             args += ["--segments-dir", segments_dir]
         _supervise("maintain", TrackerChild.of(g.redis_url, g.data_dir, "maintain", *args))
@@ -266,7 +274,9 @@ def maintain(segments_dir, interval, once, supervise, log_level):
     padded = upgrades.pad_hashes(ctx)["padded"]
     if padded:
         log.info("made the settings and stats hashes of %d project(s) hashtables", padded)
-    maintainer = maintenance.Maintainer(ctx.conn, g.segments_dir(segments_dir))
+    holder = default_holder()
+    notifier = webhooks.notifier(ctx.conn, holder, webhook_options)
+    maintainer = maintenance.Maintainer(ctx.conn, g.segments_dir(segments_dir), holder, notifier=notifier)
     if once:
         try:
             output.emit(maintainer.pass_once())

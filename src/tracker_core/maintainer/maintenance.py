@@ -81,6 +81,7 @@ class Maintainer:
         reclassify: bool = True,
         stats_upkeep: bool = True,
         log=None,
+        notifier=None,
     ):
         self.client = client
         self.directory = Path(directory)
@@ -100,6 +101,9 @@ class Maintainer:
         self.shard_ages: dict[tuple, dict] = {}  # (project, shard) -> classified_ages of its passes
         self.shard_watermarks: dict[tuple, Watermarks] = {}  # (project, shard): as last read
         self.shard_unreadable: dict[tuple, list] = {}  # (project, shard): its unreadable segments
+        # The webhooks' detector and deliverer (tracker_core.notify.delivery.Notifier), run on
+        # threads of their own while run() runs: no pass waits for a receiver.
+        self.notifier = notifier
 
     def _lease(self, project: str) -> Lease:
         if project not in self.leases:
@@ -242,6 +246,8 @@ class Maintainer:
             self.client, self.refill_now, refiller_stop, known=lambda: list(self.watermarks), log=self.log
         )
         refiller.start()
+        if self.notifier is not None:
+            self.notifier.start()
         try:
             while not stop.is_set():
                 try:
@@ -258,6 +264,8 @@ class Maintainer:
                     break
                 stop.wait(delay)
         finally:
+            if self.notifier is not None:
+                self.notifier.stop()
             refiller_stop.set()  # before the leases go: it may be refilling under one
             refiller.thread.join(timeout=10)
             self.release()

@@ -9,8 +9,8 @@ shape. Nothing outside this package knows a script's argument order. The modules
 - sending: EVALSHA, the source once on NOSCRIPT, ScriptError;
 - binding: how a binding is declared (Binding, its key and argument slots) and called;
 - packed: claim and done as ready RESP bytes for the request hot path (RawRedis);
-- requests, queues, projects, backfeed_filter, offloading, statistics, warriors: the bindings,
-  by what their scripts serve, each with its codes and reply shape.
+- requests, queues, projects, backfeed_filter, offloading, statistics, warriors, notifying: the
+  bindings, by what their scripts serve, each with its codes and reply shape.
 
 tests/lua/test_contract.py checks every binding against its file's contract header. The
 numbers both languages use are in ``constants``; ``derived_counters`` adds up the counters the
@@ -24,6 +24,7 @@ from __future__ import annotations
 from tracker_core.scripts.backfeed_filter import bloom_add, bloom_configure
 from tracker_core.scripts.binding import Binding, wire
 from tracker_core.scripts.loading import LUA_DIR, SCRIPTS, Script
+from tracker_core.scripts.notifying import notify_claim, notify_emit, notify_finish, notify_hooks
 from tracker_core.scripts.offloading import (
     log_archive,
     maintain_lease,
@@ -71,6 +72,10 @@ BINDINGS: dict[str, Binding] = {
         log_archive,
         maintain_lease,
         move_items,
+        notify_claim,
+        notify_emit,
+        notify_finish,
+        notify_hooks,
         offload_abort,
         offload_commit,
         offload_stage,

@@ -1,0 +1,149 @@
+"""The event detector: what `tracker maintain` checks every --webhook-interval (0.5 s by
+default) on a thread of its own, beside its passes.
+
+A check reads every project (its queues, out, the done counter, paused, the segments waiting,
+summed over its shards), this node's clock offset and the primaries serving Redis, turns them
+into events with the rules of events.py, and writes the new state with the events' deliveries
+in one notify_emit call that applies only if nobody wrote that state since it was read: with a
+maintainer on every node, each event is queued once (the others read the new state next time).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+
+from tracker_core import keyspace, scripts
+from tracker_core.figures import census
+from tracker_core.infra.redis_clock import RedisClock
+from tracker_core.notify import events, hooks, outbox
+from tracker_core.offload.segment_registry import QUEUES
+from tracker_core.project import settings_schema
+from tracker_core.project.shard_layout import SHARD_TAGS_FIELD, ShardLayout
+from tracker_core.scripts.derived_counters import with_derived
+
+PROJECT_FIELD = "project:"
+NODE_FIELD = "node:"
+REDIS_FIELD = "redis:primaries"
+_FIRST = ("paused", SHARD_TAGS_FIELD)
+
+
+def primaries(client) -> list[str]:
+    """The primaries serving CLIENT: a Cluster's (its slot map), a Sentinel's (as the sentinels
+    name it), or the one Redis's address."""
+    if hasattr(client, "get_primaries"):
+        return sorted(f"{n.host}:{n.port}" for n in client.get_primaries())
+    pool = client.connection_pool
+    if hasattr(pool, "get_master_address"):
+        host, port = pool.get_master_address()
+        return [f"{host}:{port}"]
+    kw = pool.connection_kwargs
+    return [kw.get("path") or f"{kw.get('host')}:{kw.get('port')}"]
+
+
+def read_project(client, project: str) -> events.ProjectSeen | None:
+    """PROJECT as it is now, every shard summed; None when it was deleted meanwhile."""
+    paused, tags = client.hmget(keyspace.ProjectKeys(project).settings, *_FIRST)
+    if paused is None and tags is None and not client.exists(keyspace.ProjectKeys(project).settings):
+        return None
+    layout = ShardLayout.from_settings(project, {SHARD_TAGS_FIELD: tags})
+    run = census.redis_py_runner(client)
+    queued = out = done = 0
+    stalled: set[str] = set()
+    stuck: set[str] = set()
+    for k in layout.keys:
+        replies = run([*census.commands(k), ("ZCARD", k.out), ("HGETALL", k.stats),
+                       ("HMGET", k.settings, *settings_schema.OFFLOAD_FIELDS)])  # fmt: skip
+        owners = census.owners(replies)
+        sizes = census.sizes(
+            replies, run([("SCARD", k.downloader_queue(o)) for o in owners]) if owners else []
+        )
+        queued += sum(sizes.values())
+        out += int(replies[census.N_COMMANDS] or 0)
+        done += with_derived(
+            {f: int(v) for f, v in replies[census.N_COMMANDS + 1].items() if v.isdigit()}
+        ).get("items_done", 0)
+        rules = settings_schema.offload_rules(dict(zip(settings_schema.OFFLOAD_FIELDS, replies[-1])))
+        waiting = census.offloaded_by_source(replies[6] or {}, replies[7] or {}, 0)  # staged: not waiting
+        for queue in QUEUES:
+            if sizes[queue] == 0 and waiting[queue] > 0:
+                stalled.add(queue)
+            if rules.high > 0 and sizes[queue] > rules.high + rules.per_segment:
+                stuck.add(queue)
+        if int(replies[8] or 0) > 0:
+            stuck.add("offloading")
+    return events.ProjectSeen(
+        queued=queued,
+        out=out,
+        done=done,
+        paused=paused == "1",
+        stalled=tuple(sorted(stalled)),
+        stuck=tuple(sorted(stuck)),
+    )
+
+
+class Detector:
+    """One maintainer's detector. CLOCK: the RedisClock whose offset is this node's (its own,
+    by default: the process's clock is not shared across threads); NODE: this node's name in
+    clock.off events (its host name)."""
+
+    def __init__(
+        self,
+        client,
+        thresholds: events.Thresholds = events.Thresholds(),
+        clock: RedisClock | None = None,
+        node: str | None = None,
+        max_queued: int = outbox.MAX_QUEUED,
+    ):
+        self.client = client
+        self.thresholds = thresholds
+        self.clock = clock or RedisClock(max_offset_s=0)
+        self.node = node or socket.gethostname()
+        self.max_queued = max_queued
+
+    def check(self) -> list[dict]:
+        """Check once; the events queued (empty when another maintainer wrote first: the next
+        check reads what it wrote)."""
+        now_ms = int(self.clock.now(self.client, checked=False) * 1000)
+        stored = self.client.hgetall(keyspace.NOTIFY_STATE)
+        changes: dict[str, list] = {}
+        found: list[dict] = []
+
+        def note(field: str, state: dict, fired: events.Events, project: str | None = None) -> None:
+            text = json.dumps(state, sort_keys=True)
+            if text != stored.get(field):
+                changes[field] = [stored.get(field, False), text]
+            found.extend(outbox.new_event(name, project, data, now_ms) for name, data in fired)
+
+        projects = sorted(self.client.smembers(keyspace.PROJECTS))
+        for project in projects:
+            seen = read_project(self.client, project)
+            if seen is not None:
+                field = PROJECT_FIELD + project
+                note(
+                    field, *events.project(_loads(stored.get(field)), seen, now_ms, self.thresholds), project
+                )
+        for field in stored:
+            if field.startswith(PROJECT_FIELD) and field[len(PROJECT_FIELD) :] not in projects:
+                changes[field] = [stored[field], False]  # a deleted project's
+        field = NODE_FIELD + self.node
+        note(field, *events.clock(_loads(stored.get(field)), self.clock.offset_s, self.node, self.thresholds))
+        note(REDIS_FIELD, *events.failover(_loads(stored.get(REDIS_FIELD)), primaries(self.client)))
+        if not changes:
+            return []
+        rows = outbox.deliveries(found, hooks.every_hook(self.client) if found else [], now_ms)
+        reply = scripts.notify_emit(
+            self.client,
+            now_ms=now_ms,
+            max_queued=self.max_queued,
+            changes=json.dumps(changes),
+            deliveries=rows,
+        )
+        return found if reply != scripts.notify_emit.codes.CHANGED else []
+
+
+def _loads(text: str | None) -> dict | None:
+    try:
+        return json.loads(text) if text else None
+    except ValueError:
+        return None
