@@ -184,3 +184,13 @@ class Geometry:
 
     def bits_total(self) -> int:
         return sum(layer.bits for layer in self.all_layers())
+
+
+def rate_at(kind: str, k: int, bits: int, slot_bytes: int, items: int) -> float:
+    """Expected false-positive rate of one layer of BITS holding ITEMS: (1 - e^(-k n / m))^k for
+    the bit kinds, fingerprint_rate at its slots' load for a fingerprint layer; 0 while empty."""
+    if items <= 0 or bits <= 0:
+        return 0.0
+    if kind == FINGERPRINT:
+        return fingerprint_rate(slot_bytes, items * slot_bytes * 8 / bits)
+    return expected_rate(bits / items, k)

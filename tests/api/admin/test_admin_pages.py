@@ -41,6 +41,9 @@ ACTIONS = {
     "secret-revoke": {"id": "abcdef"},
     "shard-map": {"shard": "s1", "queue": "secondary"},
     "shard-unmap": {"shard": "s1"},
+    "filter": {"kind": "wide", "capacity": "100", "fp_rate": "0.01"},
+    "segment-export": {"segment": "1"},
+    "segment-import": {"file": "x", "queue": "todo"},
 }
 # The page each action's form is on.
 VIEW_OF = {
@@ -58,8 +61,21 @@ VIEW_OF = {
     "release": "/claims",
     "secret-create": "/backfeed",
     "shard-map": "/backfeed",
+    "filter": "/filter",
+    "segment-import": "/segments",
 }
-VIEWS = ("", "/settings", "/queues", "/claims", "/dead", "/backfeed", "/segments", "/audit", "/log")
+VIEWS = (
+    "",
+    "/settings",
+    "/queues",
+    "/claims",
+    "/dead",
+    "/backfeed",
+    "/filter",
+    "/segments",
+    "/audit",
+    "/log",
+)
 GLOBAL_VIEWS = {
     "tokens": "token-create",
     "blocks": "block",
@@ -227,7 +243,17 @@ def test_every_page_action_needs_login_right_project_and_csrf(web, r, tok, actio
 
 
 @pytest.mark.parametrize(
-    "action", ["token-create", "token-revoke", "block", "hq", "hq-banner", "create-project", "logout"]
+    "action",
+    [
+        "token-create",
+        "token-revoke",
+        "block",
+        "blocks-reindex",
+        "hq",
+        "hq-banner",
+        "create-project",
+        "logout",
+    ],
 )
 def test_every_global_action_needs_a_global_token_and_csrf(web, r, tok, action):
     fields = {"csrf": csrf_for(tok["global"]), "scope": "*", "entry": "name:x", "project": "new"}

@@ -10,6 +10,7 @@ from tracker_api.admin.pages.base import GLOBAL_PATH, LISTED, Pages
 from tracker_api.admin.pages.forms import COOKIE, FormError
 from tracker_api.admin.pages.index_page import AdminIndex
 from tracker_api.admin.pages.paging import int_param
+from tracker_api.admin.pages.reindex_action import ReindexAction
 from tracker_api.web.auth import ANY, GLOBAL
 from tracker_api.web.errors import Refused, admin_refusal
 from tracker_core.admin import hq_verbs, limit_verbs, log_verbs, project_verbs, token_verbs
@@ -23,7 +24,7 @@ WARRIORS_SHOWN = 50
 TITLES = {"hq": "HQ document", "warriors": "Warrior registry", "audit": "Audit log"}
 
 
-class GlobalPages:
+class GlobalPages(ReindexAction):
     """Tokens, global blocks, the HQ document, the warrior registry, the audit log, logout."""
 
     VIEWS = frozenset({"tokens", "blocks", "hq", "warriors", "audit"})
@@ -34,6 +35,7 @@ class GlobalPages:
         "token-create": "tokens",
         "token-revoke": "tokens",
         "block": "blocks",
+        "blocks-reindex": "blocks",
         "hq": "hq",
         "hq-banner": "hq",  # its own form, so a refusal shows beside the banner alone
     }

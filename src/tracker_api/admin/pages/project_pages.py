@@ -10,8 +10,10 @@ import falcon
 
 from tracker_api.admin.api_request import DIGITS_RE
 from tracker_api.admin.pages.base import LISTED, Pages
+from tracker_api.admin.pages.filter_pages import FilterPages
 from tracker_api.admin.pages.forms import FormError
 from tracker_api.admin.pages.paging import continued, form_cursor, int_param, paged
+from tracker_api.admin.pages.segment_pages import Download, SegmentPages
 from tracker_api.admin.pages.settings_form import (
     CHOICE_SETTINGS,
     FLAG_SETTINGS,
@@ -32,7 +34,6 @@ from tracker_core.admin import (
     limit_verbs,
     log_verbs,
     project_verbs,
-    segment_verbs,
 )
 from tracker_core.admin.errors import AdminError, BadInput
 from tracker_core.admin.paging import SHARD_CURSOR_RE, face_cursor
@@ -43,7 +44,7 @@ SAMPLE_DEFAULT = 20
 QUEUES = ("todo", "backfeed", "secondary", "redo")  # the shared queues; downloader:NAME besides
 
 
-class ProjectPages:
+class ProjectPages(FilterPages, SegmentPages):
     """A project's pages (GET /admin/P/VIEW) and the actions of their forms (POST /admin/P/ACTION)."""
 
     VIEWS = (
@@ -53,6 +54,7 @@ class ProjectPages:
         "claims",
         "dead",
         "backfeed",
+        "filter",
         "segments",
         "audit",
         "log",
@@ -79,6 +81,9 @@ class ProjectPages:
         "secret-revoke": "backfeed",
         "shard-map": "backfeed",
         "shard-unmap": "backfeed",
+        "filter": "filter",
+        "segment-export": "segments",
+        "segment-import": "segments",
     }
 
     def __init__(self, pages: Pages):
@@ -192,9 +197,6 @@ class ProjectPages:
             "queue_names": QUEUES,
         }
 
-    def _segments(self, req, project):
-        return {"segments": segment_verbs.list_segments(self.admin, project)}
-
     def _audit(self, req, project):
         before = req.get_param("before") or None
         return {"audit": log_verbs.audit_page(self.admin, project, LISTED, before), "audit_project": project}
@@ -245,6 +247,9 @@ class ProjectPages:
             else:
                 req.context.admin_page = page.text
             raise refusal from None
+        if isinstance(answer, Download):  # a segment exported: the file itself
+            answer.send(resp)
+            return
         if isinstance(answer, dict):  # shown once: rendered now, never put in a URL
             self._view(req, resp, session, project, view, answer.pop("message"), **answer)
             return
