@@ -41,7 +41,8 @@ def project(old: dict | None, seen: ProjectSeen, now_ms: int, th: Thresholds) ->
     if old is None:
         state = {"busy": not empty, "done": seen.done, "paused": seen.paused, "drained_ms": None}
         state.update(_window(now_ms, seen.queued))
-        state.update(stall_ms=None, stalled=False, stuck_ms=None, stuck=False)
+        _lasting(state, "stall", seen.stalled, now_ms, th, "refill.stalled")  # its start, if any
+        _lasting(state, "stuck", seen.stuck, now_ms, th, "offload.stuck")
         return state, events
     state = dict(old)
     # drained: from items queued or out (or dones since the last check) to none.
