@@ -287,8 +287,13 @@ def test_without_json_a_readable_table(cli, seeded):
     assert cli("project", "list").output == f"{P}\n"
     cli("admin", "token", "create", "--note", "ops team")
     listed = cli("admin", "token", "list").output.splitlines()
-    assert listed[0].split()[:3] == ["TOKEN_ID", "SCOPE", "NOTE"]
-    assert listed[1].split()[1:4] == ["*", "ops", "team"]
+    assert listed[0].split() == ["TOKEN_ID", "SCOPE", "ACCESS", "CREATED", "EXPIRES", "LAST_USED", "NOTE"]
+    assert listed[1].split()[1:3] == ["*", "read-write"] and listed[1].split()[4:] == [
+        "never",
+        "never",
+        "ops",
+        "team",
+    ]
     # A list of names: one a line, whatever characters they hold.
     sample = cli("queue", "sample", P, "todo", "--count", "100").output.splitlines()
     assert sorted(sample) == sorted(seeded.smembers(f"{{{P}}}:todo")) and len(sample) >= 2
