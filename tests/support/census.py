@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import Counter
 
 from tracker_core.keyspace import ProjectKeys
+from tracker_core.offload import segment_file, segment_registry
 
 
 def places(r, k: ProjectKeys) -> Counter:
@@ -32,3 +33,13 @@ def assert_each_once(r, k: ProjectKeys, names) -> None:
     missing = [n for n in names if found[n] != 1]
     assert not missing, f"{len(missing)} items not in exactly one place, e.g. {missing[:3]}"
     assert set(found) == set(names), f"{len(set(found) - set(names))} unexpected items"
+
+
+def places_with_segments(r, k: ProjectKeys, segments) -> Counter:
+    """places(), plus the set on its way to a segment and the items of every registered segment
+    file (of a queue or of done) of a one-shard project whose files are under SEGMENTS."""
+    found = places(r, k)
+    found.update(r.smembers(k.offloading))
+    for number in segment_registry.registry(r, k):
+        found.update(segment_file.read_segment(segment_file.segment_path(segments, k.project, number)))
+    return found
