@@ -7,7 +7,7 @@ import pytest
 from tracker_core import keyspace
 from tracker_core.admin import backfeed_verbs, project_verbs
 from tracker_core.admin.errors import BadInput, Conflict
-from tracker_core.items import bloom, bloom_membership, intake
+from tracker_core.items import bloom, bloom_geometry, bloom_membership, intake
 from tracker_core.keyspace import ProjectKeys
 
 P = "bfadmin"
@@ -61,3 +61,16 @@ def test_seen_by_reads_every_kind_through_the_admin_connection_and_writes_nothin
     wired = [name.encode() for name in NAMES]
     assert bloom_membership.seen_by(admin.conn, k, wired) == [True] * 30 + [False] * 20
     assert {key: r.dump(key) for key in r.scan_iter("*")} == before
+
+
+@pytest.mark.parametrize("kind", bloom_geometry.KINDS)
+def test_the_rate_at_a_layers_fill_meets_its_target_at_capacity_and_grows_past_it(kind):
+    """What the admin pages show as a filter's rate now (bloom_geometry.rate_at)."""
+    layer = bloom_geometry.Geometry(kind=kind).layer(0)
+
+    def rate(items):
+        return bloom_geometry.rate_at(kind, layer.k, layer.bits, layer.slot_bytes, items)
+
+    assert rate(0) == 0.0
+    assert layer.fp_rate / 2 < rate(layer.capacity) <= layer.fp_rate * 1.001
+    assert rate(layer.capacity // 2) < rate(layer.capacity) < rate(2 * layer.capacity)
