@@ -41,7 +41,15 @@ def log(line: str) -> None:
 @main.command("backup")
 @click.argument("directory", type=click.Path(file_okay=False))
 @segments_dir_option()
-def backup_command(directory, segments_dir):
+@click.option(
+    "--lease-wait",
+    type=click.FloatRange(0.1, 3600),
+    default=40.0,
+    metavar="SECONDS",
+    help="How long to wait for a maintainer's running pass to give up a project's offload lease "
+    "(a lease lasts 30 s; an older release's maintainer never gives it up early).",
+)
+def backup_command(directory, segments_dir, lease_wait):
     """Back up Redis and the segment files into DIRECTORY (new) while the tracker serves.
 
     Holds every project's offload lease (maintainers pause offloading and refills, warriors go
@@ -59,6 +67,7 @@ def backup_command(directory, segments_dir):
             Path(directory),
             {"version": version(), "commit": commit()},
             log=log,
+            wait_s=lease_wait,
         )
     except BackupError as exc:
         raise errors.Failure(str(exc)) from None

@@ -62,7 +62,7 @@ class BackupHold:
                 holder = self.client.get(wanted[0].maintain_lease)
                 raise BackupError(
                     f"the offload lease of {wanted[0].project} ({wanted[0].tag}) is still held by "
-                    f"{holder} after {self.wait_s:.0f}s"
+                    f"{holder} after {self.wait_s:g}s"
                 )
             if wanted:
                 time.sleep(0.05)

@@ -18,7 +18,7 @@ from pathlib import Path
 from tracker_core import keyspace
 from tracker_core.admin.context import connect
 from tracker_core.backup import loading, manifest, snapshot
-from tracker_core.backup.hold import BackupError, BackupHold
+from tracker_core.backup.hold import WAIT_S, BackupError, BackupHold
 from tracker_core.donelog import log_archive
 from tracker_core.infra.embedded import EmbeddedRedis, free_port
 from tracker_core.infra.redis_urls import parse_topology_url
@@ -118,14 +118,22 @@ class Loaded:
             server.stop()
 
 
-def backup(url: str, segments_dir: Path, directory: Path, tracker: dict, log=lambda line: None) -> dict:
-    """Back up the tracker on URL with its SEGMENTS_DIR into DIRECTORY (new); the manifest."""
+def backup(
+    url: str,
+    segments_dir: Path,
+    directory: Path,
+    tracker: dict,
+    log=lambda line: None,
+    wait_s: float = WAIT_S,
+) -> dict:
+    """Back up the tracker on URL with its SEGMENTS_DIR into DIRECTORY (new); the manifest.
+    WAIT_S bounds the wait for each lease a running pass holds."""
     directory, segments_dir = Path(directory), Path(segments_dir)
     if directory.exists():
         raise BackupError(f"{directory} exists: give a new directory")
     started, clock = now_text(), time.monotonic()
     client = connect(url)
-    hold = BackupHold(client).start()
+    hold = BackupHold(client, wait_s=wait_s).start()
     partial = manifest.partial_of(directory)
     work = Path(tempfile.mkdtemp(prefix=".load-", dir=directory.parent))
     loaded = None
