@@ -19,7 +19,7 @@ from tracker_api.public import (
     stats_page,
 )
 from tracker_api.warrior_api import backfeed_route, hot_path, hq_routes, warrior_routes
-from tracker_api.web import access_log
+from tracker_api.web import access_log, openapi
 from tracker_api.web.config import AppConfig
 from tracker_api.web.errors import (
     Refused,
@@ -35,6 +35,9 @@ from tracker_core.infra.rawredis import RedisError
 from tracker_core.infra.redis_clock import ClockRefused
 from tracker_core.items.engine import Engine
 from tracker_core.scripts import ScriptError
+
+# The HTML pages, left out of the API's description (tracker_api.web.openapi.document).
+PAGES = ("/", "/{project}", "/static/*", "/admin", "/admin/*")
 
 
 def _collapse_slashes(app, hot: hot_path.HotPath, cache: public_cache.PublicCache | None = None):
@@ -146,4 +149,5 @@ def create_routes(
     app.add_route("/healthz", health.HealthCheck(engine))
     app.add_route("/", front_page.FrontPage(engine, admin.conn))
     app.add_route("/{project}", stats_page.LeaderboardPage(engine, config.live_url))
+    app.add_route(openapi.OPENAPI_PATH, openapi.OpenApiDocument(app, PAGES))
     return app

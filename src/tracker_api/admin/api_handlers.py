@@ -1,22 +1,25 @@
 """The admin API's handlers: each turns a Call into one admin verb's arguments and returns its answer.
 
-A handler is `(call) -> a JSON-ready answer`; admin_api.py routes to it after the token check and
+A handler is `(call) -> a JSON-ready answer`, declared once with what it reads and answers
+(``@declare``: the API's description, and the body fields and query parameters it takes);
+admin_api.py routes to it after the token check and
 encodes what it returns. The verbs (tracker_core.admin) validate, act and audit; a handler only
 reads and types its input (admin_request.py).
 """
 
 from __future__ import annotations
 
+from tracker_api.admin import api_shapes
 from tracker_api.admin.api_request import (
     Call,
     bool_field,
     cursor_field,
     int_field,
-    query,
     required,
     setting_values,
     str_field,
 )
+from tracker_api.web.api_spec import declare
 from tracker_api.web.errors import Refused
 from tracker_core.access import audit
 from tracker_core.access.tokens import MAX_NOTE, MAX_SCOPE_PROJECTS
@@ -46,12 +49,14 @@ def _bodiless(c: Call, verb, *path_params: str):
     return verb(c.ctx, c.project, *(c.params[name] for name in path_params))
 
 
+@declare("List the projects the token sees", answers=api_shapes.PROJECTS)
 def list_projects(c: Call):
     return {"projects": [n for n in project_verbs.list_projects(c.ctx) if c.token.allows(n)]}
 
 
+@declare("Create a project", body=api_shapes.CREATE_PROJECT_BODY, answers=api_shapes.CREATED, refuses=(409,))
 def create_project(c: Call):
-    body = c.body(("project", "settings", "shards"))
+    body = c.body()
     name = str_field(body, "project", 64)
     values = body.get("settings")
     if values is not None and type(values) is not dict:
@@ -59,56 +64,72 @@ def create_project(c: Call):
     return project_verbs.create(c.ctx, name, setting_values(values or {}), shards=body.get("shards", 1))
 
 
+@declare("Add shards to a project", body=api_shapes.GROW_BODY, refuses=(409,))
 def grow_project(c: Call):
-    body = c.body(("shards",))
+    body = c.body()
     return project_verbs.grow(c.ctx, c.project_name, required(body, "shards"))
 
 
+@declare("A project's settings, upload targets and blocks", answers=api_shapes.PROJECT)
 def show_project(c: Call):
     return project_verbs.show(c.ctx, c.project_name)
 
 
+@declare("Delete a project and everything it holds", answers=api_shapes.DELETED)
 def delete_project(c: Call):
     return _bodiless(c, project_verbs.delete)
 
 
+@declare("Change settings", body=api_shapes.SETTINGS_BODY, answers=api_shapes.SETTINGS_AGE, refuses=(409,))
 def set_settings(c: Call):
     return project_verbs.set_settings(c.ctx, c.project_name, setting_values(c.body()))
 
 
+@declare("Pause: no claims until resumed", answers=api_shapes.PAUSED)
 def pause(c: Call):
     return _bodiless(c, project_verbs.pause)
 
 
+@declare("Resume claims", answers=api_shapes.PAUSED)
 def resume(c: Call):
     return _bodiless(c, project_verbs.resume)
 
 
+@declare("Where every item is (the census)", answers=api_shapes.PROJECT_STATUS)
 def queues(c: Call):
     return census_verbs.status(c.ctx, c.project_name)
 
 
+@declare(
+    'Add items: JSON {"items": [...]} or text, one per line',
+    body=api_shapes.ITEMS_BODY,
+    body_types=api_shapes.JSON_OR_TEXT,
+    answers=api_shapes.ADDED,
+)
 def add_items(c: Call):
     c.ctx.keys(c.project_name)  # an unknown project is a 404 before its upload is read
     return item_verbs.add(c.ctx, c.project_name, c.uploaded_names(), queue=c.params["queue"])
 
 
+@declare("Count a queue", answers=api_shapes.COUNT)
 def count_queue(c: Call):
     return item_verbs.count(c.ctx, c.project_name, c.params["queue"])
 
 
-@query("count")
+@declare("A sample of a queue", query=api_shapes.SAMPLE_QUERY, answers=api_shapes.SAMPLE)
 def sample(c: Call):
     count = c.int_param("count", 20, 1, checks.MAX_SAMPLE)
     return item_verbs.sample(c.ctx, c.project_name, c.params["queue"], count)
 
 
+@declare("Empty a queue", answers=api_shapes.CLEARED)
 def clear(c: Call):
     return _bodiless(c, item_verbs.clear, "queue")
 
 
+@declare("Move a page of a queue to another", body=api_shapes.MOVE_BODY, answers=api_shapes.MOVED)
 def move(c: Call):
-    body = c.body(("to", "pattern", "cursor", "limit"))
+    body = c.body()
     return item_verbs.move(
         c.ctx,
         c.project_name,
@@ -120,7 +141,7 @@ def move(c: Call):
     )
 
 
-@query("cursor", "count", "pattern")
+@declare("A page of the items out", query=api_shapes.CLAIMS_QUERY, answers=api_shapes.CLAIMS)
 def claims(c: Call):
     return claim_verbs.list_claims(
         c.ctx,
@@ -131,8 +152,9 @@ def claims(c: Call):
     )
 
 
+@declare("Give back a page of claims", body=api_shapes.RELEASE_BODY, answers=api_shapes.RELEASED)
 def release(c: Call):
-    body = c.body(("downloader", "older_than_s", "pattern", "cursor", "limit"))
+    body = c.body()
     chosen = {k: body[k] for k in ("downloader", "older_than_s", "pattern") if body.get(k) is not None}
     return claim_verbs.release(
         c.ctx,
@@ -143,25 +165,40 @@ def release(c: Call):
     )
 
 
+@declare(
+    "Block or unblock an IP, a CIDR range or a downloader",
+    body=api_shapes.BLOCK_BODY,
+    answers=api_shapes.BLOCKED,
+    refuses=(409,),
+)
 def block(c: Call):
     """A project's block (the project's route) or a global one (/api/admin/blocks)."""
-    body = c.body(("entry", "remove"))
+    body = c.body()
     return limit_verbs.block(c.ctx, str_field(body, "entry", 200), c.project, bool_field(body, "remove"))
 
 
+@declare(
+    "Add, change or remove an upload target",
+    body=api_shapes.UPLOAD_TARGET_BODY,
+    answers=api_shapes.UPLOAD_TARGET,
+)
 def upload_target(c: Call):
-    body = c.body(("url", "state"))
+    body = c.body()
     return project_verbs.set_upload_target(
         c.ctx, c.project_name, str_field(body, "url", 2000), str_field(body, "state", 10, "active")
     )
 
 
-@query("count", "before")
+@declare(
+    "A page of the project's audit log, newest first",
+    query=api_shapes.AUDIT_QUERY,
+    answers=api_shapes.AUDIT_PAGE,
+)
 def project_audit(c: Call):
     return _audit_page(c, c.project)
 
 
-@query("count", "before")
+@declare("A page of the audit log, newest first", query=api_shapes.AUDIT_QUERY, answers=api_shapes.AUDIT_PAGE)
 def global_audit(c: Call):
     return _audit_page(c, None)
 
@@ -173,10 +210,12 @@ def _audit_page(c: Call, project: str | None):
     )
 
 
+@declare("List the admin tokens", answers=api_shapes.TOKENS)
 def list_tokens(c: Call):
     return token_verbs.list_tokens(c.ctx)
 
 
+@declare("Create an admin token (shown once)", body=api_shapes.TOKEN_BODY, answers=api_shapes.TOKEN)
 def create_token(c: Call):
     body = c.body(("scope", "note", "read_only", "expires"))
     scope = body.get("scope")
@@ -193,16 +232,18 @@ def create_token(c: Call):
     )
 
 
+@declare("Revoke an admin token", answers=api_shapes.REVOKED)
 def revoke_token(c: Call):
     c.body(())
     return token_verbs.revoke(c.ctx, c.params["token_id"])
 
 
-@query("offset", "count")
+@declare("The registered warriors", query=api_shapes.WARRIORS_QUERY, answers=api_shapes.WARRIORS)
 def warriors(c: Call):
     return hq_verbs.warriors(c.ctx, c.int_param("offset", 0, 0, 10**9), c.int_param("count", 100, 1, 1000))
 
 
+@declare("Set the warrior HQ's fields", body=api_shapes.HQ_BODY, answers=api_shapes.HQ)
 def set_hq(c: Call):
     return hq_verbs.set_fields(c.ctx, c.body())
 
@@ -210,12 +251,14 @@ def set_hq(c: Call):
 # pattern and item-type limits
 
 
+@declare("The pattern and item-type limits", answers=api_shapes.LIMITS)
 def list_limits(c: Call):
     return {"limits": limit_verbs.list_limits(c.ctx, c.project_name)}
 
 
+@declare("Add a limit", body=api_shapes.LIMIT_BODY, answers=api_shapes.SETTINGS_AGE)
 def add_limit(c: Call):
-    body = c.body(("name", "pattern", "rate", "reclassify"))
+    body = c.body()
     return limit_verbs.add(
         c.ctx,
         c.project_name,
@@ -226,10 +269,12 @@ def add_limit(c: Call):
     )
 
 
+@declare("Remove a limit", answers=api_shapes.SETTINGS_AGE)
 def remove_limit(c: Call):
     return _bodiless(c, limit_verbs.remove, "name")
 
 
+@declare("Classify the queued items again", answers=api_shapes.HELD)
 def reclassify(c: Call):
     return _bodiless(c, limit_verbs.reclassify)
 
@@ -237,30 +282,35 @@ def reclassify(c: Call):
 # backfeed secrets and shards
 
 
+@declare("The backfeed secrets (ids only)", answers=api_shapes.SECRETS)
 def list_backfeed_secrets(c: Call):
     return {"secrets": backfeed_verbs.list_secrets(c.ctx, c.project_name)}
 
 
+@declare("Create a backfeed secret (shown once)", answers=api_shapes.SECRET)
 def create_backfeed_secret(c: Call):
     return _bodiless(c, backfeed_verbs.create_secret)
 
 
+@declare("Revoke a backfeed secret", answers=api_shapes.REVOKED)
 def revoke_backfeed_secret(c: Call):
     return _bodiless(c, backfeed_verbs.revoke_secret, "secret_id")
 
 
-@query("cursor", "count")
+@declare("A page of the backfeed shard map", query=api_shapes.SHARD_MAP_QUERY, answers=api_shapes.SHARD_MAP)
 def shard_map(c: Call):
     return backfeed_verbs.shard_map(
         c.ctx, c.project_name, c.int_param("cursor", 0), c.int_param("count", 1000, 1, checks.MAX_PAGE)
     )
 
 
+@declare("Send a backfeed shard to a queue", body=api_shapes.MAP_SHARD_BODY, answers=api_shapes.SHARD_QUEUE)
 def map_shard(c: Call):
-    body = c.body(("queue",))
+    body = c.body()
     return backfeed_verbs.map_shard(c.ctx, c.project_name, c.params["shard"], str_field(body, "queue", 100))
 
 
+@declare("Send a backfeed shard back to the backfeed queue", answers=api_shapes.SHARD_QUEUE)
 def unmap_shard(c: Call):
     return _bodiless(c, backfeed_verbs.unmap_shard, "shard")
 
@@ -268,15 +318,18 @@ def unmap_shard(c: Call):
 # dead items and segments
 
 
-@query("cursor", "count")
+@declare("A page of the dead items with their history", query=api_shapes.DEAD_QUERY, answers=api_shapes.DEAD)
 def list_dead(c: Call):
     return dead_verbs.list_dead(
         c.ctx, c.project_name, c.cursor_param(), c.int_param("count", 100, 1, checks.MAX_PAGE)
     )
 
 
+@declare(
+    "Requeue dead items: names, or a page of all", body=api_shapes.REQUEUE_BODY, answers=api_shapes.REQUEUED
+)
 def requeue_dead(c: Call):
-    body = c.body(("items", "all", "queue", "cursor", "limit"))
+    body = c.body()
     queue = str_field(body, "queue", 100, "todo")
     everything = bool_field(body, "all")
     if everything == (body.get("items") is not None):
@@ -294,11 +347,17 @@ def requeue_dead(c: Call):
     return dead_verbs.requeue(c.ctx, c.project_name, body["items"], queue)
 
 
+@declare("The offloaded segments", answers=api_shapes.SEGMENTS)
 def list_segments(c: Call):
     return segment_verbs.list_segments(c.ctx, c.project_name)
 
 
-@query("kind", "since", "downloader", "item", "cursor", "limit")
+@declare(
+    "A page of the done, uploads or bad_dones log",
+    query=api_shapes.LOG_QUERY,
+    answers=api_shapes.LOG_PAGE,
+    refuses=(503,),
+)
 def log_page(c: Call):
     """A page of the done log (archived segments, then the stream), or of the uploads or
     bad_dones streams, oldest first; "cursor" in the answer continues it (null: the end)."""
@@ -318,7 +377,7 @@ def log_page(c: Call):
         raise Refused(503, str(exc), "admin_log_unreadable", c.project) from None
 
 
-@query("name")
+@declare("An item's whole story", query=api_shapes.STORY_QUERY, answers=api_shapes.STORY)
 def item_story(c: Call):
     """An item's whole story (tracker_core.admin.item_story): the segment files and the done log
     searched; what this node could not read is named in "unread"."""
@@ -328,9 +387,12 @@ def item_story(c: Call):
     return item_verbs.story(c.ctx, c.project_name, c.segments_dir, [name], STORY_BUDGET_S)[0]
 
 
+@declare(
+    "Re-queue done or seen items", body=api_shapes.REDO_BODY, answers=api_shapes.REQUEUED, refuses=(409,)
+)
 def redo_items(c: Call):
     """Re-queue done or seen items on purpose: by names, or a page of done items by pattern."""
-    body = c.body(("items", "pattern", "queue", "cursor", "limit", "even_if_offloaded"))
+    body = c.body()
     if body.get("items") is not None and (body.get("cursor") is not None or body.get("limit") is not None):
         raise BadInput("'cursor' and 'limit' go with 'pattern'")
     return item_verbs.redo(

@@ -41,8 +41,13 @@ class Call:
             raise TypeError("a global route names no project")
         return self.project
 
+    fields: tuple[str, ...] | None = None  # the body fields the handler declares (api_spec)
+
     def body(self, allowed: tuple[str, ...] | None = None) -> dict:
-        """The JSON object sent (an empty body is {}); with ALLOWED, any other field is refused."""
+        """The JSON object sent (an empty body is {}); with ALLOWED (by default the fields the
+        handler declares), any other field is refused."""
+        if allowed is None:
+            allowed = self.fields
         raw = read_limited(self.req, MAX_JSON_BYTES, self.project)
         if not raw.strip():
             body = {}

@@ -21,6 +21,7 @@ import orjson
 
 from tracker_api.admin import api_handlers, webhook_handlers
 from tracker_api.admin.api_request import Call
+from tracker_api.web.api_spec import declared
 from tracker_api.web.auth import ANY, GLOBAL, PROJECT, Authenticator
 from tracker_api.web.config import AppConfig
 from tracker_api.web.errors import admin_refusal
@@ -28,6 +29,7 @@ from tracker_core.admin.context import AdminContext
 from tracker_core.admin.errors import AdminError, BadInput
 
 DEFAULT_SEGMENTS_DIR = Path("var", "segments")
+RESPONDER_REFUSES = (400, 401, 403)  # an unknown query parameter; no token, or not this one's
 
 
 P = "/api/admin/projects/{project}"
@@ -92,11 +94,14 @@ class AdminApi:
         self.segments_dir = config.segments_dir or DEFAULT_SEGMENTS_DIR
 
     def responder(self, needs: str, handler):
-        accepted: frozenset[str] = getattr(handler, "query", frozenset())
+        operation = declared(handler)
+        accepted = frozenset(operation.query if operation else getattr(handler, "query", ()))
+        fields = operation.fields if operation else None
 
         def respond(resource, req, resp, **params):
             token = self.auth.require(req, needs, params.get("project"))
             call = Call(req, params, token, self.admin.as_actor(token.token_id), self.segments_dir)
+            call.fields = fields
             try:
                 unknown = sorted(set(req.params) - accepted)
                 if unknown:
@@ -108,6 +113,9 @@ class AdminApi:
             resp.content_type = falcon.MEDIA_JSON
             resp.data = dumps(answer)
 
+        # What the API's description reads (tracker_api.web.openapi): the token needed, the
+        # handler's declaration, and what this responder refuses before the handler runs.
+        respond.needs, respond.api, respond.refuses = needs, operation, RESPONDER_REFUSES  # type: ignore[attr-defined]
         return respond
 
 

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import time
 
+from tracker_api.web.api_spec import BOOL, NULLABLE_STR, declare, json_answer, obj
 from tracker_core.infra import redis_clock
 from tracker_core.infra.rawredis import RedisError
 from tracker_core.items.engine import Engine
+
+HEALTH = obj(("ok", "reason"), ok=BOOL, reason=NULLABLE_STR, clock={"type": "object"})
 
 
 class HealthCheck:
@@ -21,6 +24,13 @@ class HealthCheck:
         self.engine = engine
         self.clock = clock
 
+    @declare(
+        "Whether this node can serve (for load balancers)",
+        answers={
+            200: json_answer(HEALTH),
+            503: json_answer(HEALTH, "Redis does not answer, or the clock is off"),
+        },
+    )
     def on_get(self, req, resp):
         reason, rtt_s = None, None
         try:

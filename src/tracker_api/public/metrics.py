@@ -35,6 +35,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 
 from tracker_api.public.node_metrics import BuildInfo, RedisProbe, build_labels
+from tracker_api.web.api_spec import RENDERED_REFUSALS, declare, text_answer
 from tracker_api.web.auth import ANY, Authenticator
 from tracker_api.web.errors import Refused
 from tracker_core import keyspace
@@ -335,6 +336,12 @@ class MetricsResource:
         settings = self.engine.settings(project)
         return settings is not None and settings.values.get("warrior_listed", "1") == "1"
 
+    @declare(
+        "Prometheus metrics (a token shows every project)",
+        token_optional=True,
+        answers={200: text_answer("the metrics, Prometheus text format 0.0.4")},
+        refuses=(401, *RENDERED_REFUSALS),
+    )
     def on_get(self, req, resp):
         visible, private = self._rights(req)
         registry = CollectorRegistry(auto_describe=False)

@@ -10,6 +10,18 @@ from __future__ import annotations
 import falcon
 import orjson
 
+from tracker_api.web.api_spec import (
+    ANY_OBJECT,
+    JSON,
+    RENDERED_REFUSALS,
+    STR,
+    Answer,
+    declare,
+    integer,
+    json_answer,
+    obj,
+    text,
+)
 from tracker_api.web.errors import Refused
 from tracker_core.figures import census, stats_ranges
 from tracker_core.figures.stats import StatsReader
@@ -74,6 +86,16 @@ class StatsResource:
         self.reader = StatsReader(engine.conn, engine.layout)
         self.cache: dict[tuple, tuple[int, bytes]] = {}
 
+    @declare(
+        "A project's figures: queues, counters, rates, charts, leaderboard",
+        query={"top": integer(1, MAX_TOP), "range": STR, "downloader": text(MAX_DOWNLOADER_NAME)},
+        answers={
+            200: json_answer(ANY_OBJECT),
+            # Falcon's own answer to a "top" that is not an integer in range.
+            400: Answer("a bad query parameter", {JSON: obj(("title",), title=STR, description=STR)}),
+        },
+        refuses=(400, *RENDERED_REFUSALS),
+    )
     def on_get(self, req, resp, project: str):
         if self.engine.settings(project) is None:
             raise Refused(404, f"unknown project {project!r}", "bad_unknown_project")

@@ -18,6 +18,8 @@ from __future__ import annotations
 import re
 from urllib.parse import unquote_to_bytes
 
+from tracker_api.warrior_api import protocol_shapes
+from tracker_api.web.api_spec import STR, TEXT_PLAIN, declare
 from tracker_core.infra.rawredis import RedisError
 from tracker_core.items import bloom
 from tracker_core.items.backfeed import Backfeed, BadBatch, parse_body
@@ -59,6 +61,14 @@ class BackfeedResource:
         self.engine = engine
         self.backfeed = Backfeed(engine)
 
+    @declare(
+        "Queue discovered items (NAME is PROJECT-SECRET)",
+        body=STR,
+        body_types=(TEXT_PLAIN, "application/octet-stream"),
+        query=protocol_shapes.BACKFEED_QUERY,
+        answers=protocol_shapes.BACKFEED_ANSWERS,
+        refuses=(400, 403, 413),
+    )
     def on_post(self, req, resp, name: str):
         try:
             received, refused = self._handle(req, name)

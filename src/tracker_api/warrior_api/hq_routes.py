@@ -17,6 +17,8 @@ import falcon
 import orjson
 
 from tracker_api.public import public_cache
+from tracker_api.warrior_api import protocol_shapes
+from tracker_api.web.api_spec import ANY_OBJECT, RENDERED_REFUSALS, declare
 from tracker_api.web.client_ip import client_ip, throttle_key
 from tracker_api.web.config import AppConfig
 from tracker_api.web.errors import Refused, read_bounded
@@ -43,6 +45,11 @@ class ProjectsDocument:
         self.conn = conn
         self.public_url = public_url
 
+    @declare(
+        "The projects document warriors read",
+        answers=protocol_shapes.PROJECTS_DOCUMENT,
+        refuses=RENDERED_REFUSALS,
+    )
     def on_get(self, req, resp):
         resp.content_type = falcon.MEDIA_JSON
         resp.cache_control = [PROJECTS_CACHE_CONTROL]
@@ -96,6 +103,7 @@ class RegisterWarrior(_WarriorResource):
     just not listed among the registered warriors.
     """
 
+    @declare("Register a warrior", body=ANY_OBJECT, answers=protocol_shapes.WARRIOR_ID)
     def on_post(self, req, resp):
         body = _warrior_body(req)
         warrior = body.get("warrior", {})
@@ -128,6 +136,7 @@ class UpdateWarrior(_WarriorResource):
         super().__init__(*args, **kwargs)
         self.cache = cache
 
+    @declare("A warrior's heartbeat", body=ANY_OBJECT, answers=protocol_shapes.PROJECTS_DOCUMENT)
     def on_post(self, req, resp):
         body = _warrior_body(req)
         warrior = body.get("warrior")

@@ -11,6 +11,8 @@ from typing import cast
 import falcon
 import orjson
 
+from tracker_api.warrior_api import protocol_shapes
+from tracker_api.web.api_spec import declare
 from tracker_api.web.client_ip import client_ip
 from tracker_api.web.errors import Refused
 from tracker_core import scripts
@@ -218,6 +220,7 @@ class ProtocolResource:
 
 
 class RequestResource(ProtocolResource):
+    @declare("Claim items", body=protocol_shapes.CLAIM_BODY, **protocol_shapes.CLAIMING)
     def on_post(self, req, resp, project: str, multi: int = 1):
         if multi < 1:
             raise Refused(400, "multi must be at least 1", "bad_multi", project)
@@ -225,6 +228,9 @@ class RequestResource(ProtocolResource):
 
 
 class DoneResource(ProtocolResource):
+    @declare(
+        "Report items done", body=protocol_shapes.DONE_BODY, body_required=True, answers=protocol_shapes.OK
+    )
     def on_post(self, req, resp, project: str, multi: int = 1):
         body = read_json(req, project, MAX_DONE_BODY_BYTES)
         self.complete(project, body, self.client_ip(req, project))
@@ -235,6 +241,9 @@ class DoneResource(ProtocolResource):
 class DoneRequestResource(ProtocolResource):
     """done+request: complete the finished items, then claim new ones, in one HTTP round trip."""
 
+    @declare(
+        "Report items done, then claim", body=protocol_shapes.DONE_REQUEST_BODY, **protocol_shapes.CLAIMING
+    )
     def on_post(self, req, resp, project: str, multi: int = 1):
         body = read_json(req, project, MAX_DONE_BODY_BYTES)
         ip = self.client_ip(req, project)  # read once for both halves, before either changes anything
@@ -244,6 +253,12 @@ class DoneRequestResource(ProtocolResource):
 
 
 class ReleaseResource(ProtocolResource):
+    @declare(
+        "Give claimed items back",
+        body=protocol_shapes.RELEASE_BODY,
+        body_required=True,
+        answers=protocol_shapes.OK,
+    )
     def on_post(self, req, resp, project: str):
         self.known_project(project)
         body = read_json(req, project, MAX_DONE_BODY_BYTES)
@@ -257,6 +272,12 @@ class ReleaseResource(ProtocolResource):
 
 
 class UploadResource(ProtocolResource):
+    @declare(
+        "Where to upload",
+        body=protocol_shapes.UPLOAD_BODY,
+        body_required=True,
+        answers=protocol_shapes.UPLOAD_TARGET,
+    )
     def on_post(self, req, resp, project: str):
         self.known_project(project)
         body = read_json(req, project)
@@ -267,6 +288,9 @@ class UploadResource(ProtocolResource):
 
 
 class UploadedResource(ProtocolResource):
+    @declare(
+        "Log an upload", body=protocol_shapes.UPLOADED_BODY, body_required=True, answers=protocol_shapes.OK
+    )
     def on_post(self, req, resp, project: str):
         self.known_project(project)
         body = read_json(req, project)
@@ -282,6 +306,12 @@ class UploadedResource(ProtocolResource):
 
 
 class ItemStatusResource(ProtocolResource):
+    @declare(
+        "Where an item is",
+        path=protocol_shapes.ITEM_PATH,
+        answers=protocol_shapes.ITEM_STATUS,
+        refuses=(400,),
+    )
     def on_get(self, req, resp, project: str, item: str):
         self.known_project(project)
         if not item.endswith(".json"):

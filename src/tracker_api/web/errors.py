@@ -65,17 +65,48 @@ def answer(req, resp, status: int, reason: str) -> None:
     in a page a browser renders; warriors read the protocol's plain text.
     """
     resp.status = status
-    if req.path.startswith("/backfeed/"):
+    shape = refusal_shape(req.path)
+    if shape == "backfeed":
         resp.media = {"status_code": status, "reason": reason}
-    elif req.path.startswith(ADMIN_API_PREFIX):
+    elif shape == "admin_api":
         resp.content_type = falcon.MEDIA_JSON
         resp.data = orjson.dumps({"error": reason}) + b"\n"
-    elif req.path == "/admin" or req.path.startswith("/admin/"):
+    elif shape == "admin_page":
         resp.content_type = falcon.MEDIA_HTML
         resp.text = _error_page(status, reason)
     else:
         resp.content_type = falcon.MEDIA_TEXT
         resp.text = reason + "\n"
+
+
+def refusal_shape(path: str) -> str:
+    """Which shape ``answer`` gives a refusal on PATH: backfeed, admin_api, admin_page or text."""
+    if path.startswith("/backfeed/"):
+        return "backfeed"
+    if path.startswith(ADMIN_API_PREFIX):
+        return "admin_api"
+    if path == "/admin" or path.startswith("/admin/"):
+        return "admin_page"
+    return "text"
+
+
+# What a refusal's body is in each shape, for the API description (tracker_api.web.openapi).
+REFUSAL_SCHEMAS = {
+    "backfeed": (
+        falcon.MEDIA_JSON,
+        {
+            "type": "object",
+            "properties": {"status_code": {"type": "integer"}, "reason": {"type": "string"}},
+            "required": ["status_code", "reason"],
+        },
+    ),
+    "admin_api": (
+        falcon.MEDIA_JSON,
+        {"type": "object", "properties": {"error": {"type": "string"}}, "required": ["error"]},
+    ),
+    "admin_page": (falcon.MEDIA_HTML, {"type": "string"}),
+    "text": ("text/plain", {"type": "string"}),
+}
 
 
 def _error_page(status: int, reason: str) -> str:

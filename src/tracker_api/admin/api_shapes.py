@@ -1,0 +1,158 @@
+"""The admin API's shapes: what its handlers' declarations (api_spec.declare, in api_handlers.py)
+name for their bodies, query parameters and answers, after tracker_core.admin's contract table.
+
+Answers list the keys a verb always returns; a verb may add keys (the objects stay open), so a
+client reads what it knows and keeps working when a verb says more.
+"""
+
+from __future__ import annotations
+
+from tracker_api.web.api_spec import (
+    ANY_OBJECT,
+    BOOL,
+    INT,
+    INT_OR_STR,
+    JSON,
+    NULLABLE_STR,
+    STR,
+    STRINGS,
+    TEXT_PLAIN,
+    Answer,
+    Schema,
+    array,
+    closed_obj,
+    integer,
+    json_answer,
+    mapping,
+    obj,
+    text,
+)
+from tracker_core.access import audit, tokens
+from tracker_core.admin import checks
+from tracker_core.donelog import log_reader
+from tracker_core.notify import hooks
+
+CURSOR = INT_OR_STR  # an int on a one-shard project, "SHARD:CURSOR" text on a sharded one
+PAGE = integer(1, checks.MAX_PAGE)
+PATTERN = text(checks.MAX_PATTERN_CHARS)
+ITEM_NAMES = array(text(checks.MAX_ITEM_CHARS))
+SETTING_VALUE: Schema = {"type": ["string", "number", "boolean"]}
+JSON_OR_TEXT = (JSON, TEXT_PLAIN)
+
+
+def query_int(low: int, high: int) -> Schema:
+    """A query parameter read by Call.int_param: digits from LOW to HIGH."""
+    return {"type": "integer", "minimum": low, "maximum": high}
+
+
+def answer(**keys: Schema) -> dict[int, Answer]:
+    """A 200 with a JSON object that always holds KEYS."""
+    return {200: json_answer(obj(tuple(keys), **keys))}
+
+
+PAGED = {"cursor": CURSOR}
+SETTINGS_AGE = answer(settings_age=INT)
+PAUSED = answer(settings_age=INT, paused=BOOL)
+REVOKED = answer(revoked=STR)
+SHARD_QUEUE = answer(shard=STR, queue=STR)
+
+# projects and settings
+PROJECTS = answer(projects=STRINGS)
+CREATE_PROJECT_BODY = closed_obj(("project",), project=text(64), settings=mapping(SETTING_VALUE), shards=INT)
+CREATED = answer(created=STR)
+GROW_BODY = closed_obj(("shards",), shards=INT)
+PROJECT = answer(project=STR, settings=ANY_OBJECT)
+DELETED = answer(deleted=STR)
+SETTINGS_BODY = mapping(SETTING_VALUE)
+UPLOAD_TARGET_BODY = closed_obj(("url",), url=text(2000), state=text(10))
+UPLOAD_TARGET = answer(url=STR, state=STR)
+HQ_BODY = mapping(STR)
+HQ = answer(hq=ANY_OBJECT)
+
+# queues, claims and items
+PROJECT_STATUS = answer(
+    project=STR, queues=ANY_OBJECT, todo_total=INT, out=INT, dead=INT, done=INT, counters=ANY_OBJECT
+)
+COUNT = answer(queue=STR, count=INT)
+ITEMS_BODY = closed_obj(("items",), items=STRINGS)
+ADDED = answer(added=INT, duplicates=INT)
+SAMPLE_QUERY = {"count": query_int(1, checks.MAX_SAMPLE)}
+SAMPLE = answer(items=STRINGS)
+CLEARED = answer(dropped=INT)
+MOVE_BODY = closed_obj(("to",), to=text(100), pattern=PATTERN, cursor=CURSOR, limit=PAGE)
+MOVED = answer(moved=INT, **PAGED)
+CLAIMS_QUERY = {"cursor": STR, "count": query_int(1, checks.MAX_PAGE), "pattern": PATTERN}
+CLAIMS = answer(claims=array(ANY_OBJECT), **PAGED)
+RELEASE_BODY = closed_obj(
+    (), downloader=text(64), older_than_s=INT, pattern=PATTERN, cursor=CURSOR, limit=PAGE
+)
+RELEASED = answer(released=INT, **PAGED)
+DEAD_QUERY = {"cursor": STR, "count": query_int(1, checks.MAX_PAGE)}
+DEAD = answer(dead=array(ANY_OBJECT), **PAGED)
+REQUEUE_BODY = closed_obj((), items=ITEM_NAMES, all=BOOL, queue=text(100), cursor=CURSOR, limit=PAGE)
+REQUEUED = answer(requeued=INT)
+REDO_BODY = closed_obj(
+    (),
+    items=ITEM_NAMES,
+    pattern=PATTERN,
+    queue=text(100),
+    cursor=CURSOR,
+    limit=PAGE,
+    even_if_offloaded=BOOL,
+)
+STORY_QUERY = {"name": text(checks.MAX_ITEM_CHARS)}
+STORY = answer(item=STR)
+SEGMENTS = answer(segments=ANY_OBJECT)
+LOG_QUERY = {
+    "kind": text(20),
+    "since": text(40),
+    "downloader": text(64),
+    "item": text(checks.MAX_ITEM_CHARS),
+    "cursor": text(41),
+    "limit": query_int(1, log_reader.PAGE_MAX),
+}
+LOG_PAGE = answer(cursor=NULLABLE_STR)
+
+# limits and blocks
+LIMITS = answer(limits=array(ANY_OBJECT))
+LIMIT_BODY = closed_obj(
+    ("name", "pattern", "rate"),
+    name=text(64),
+    pattern=PATTERN,
+    rate={"type": ["string", "number"]},
+    reclassify=BOOL,
+)
+HELD = answer(held=INT)
+BLOCK_BODY = closed_obj(("entry",), entry=text(200), remove=BOOL)
+BLOCKED = answer(entry=STR, blocked=BOOL)
+
+# backfeed secrets and shards
+SECRETS = answer(secrets=array(ANY_OBJECT))
+SECRET = answer(id=STR, secret=STR, path=STR)
+SHARD_MAP_QUERY = {"cursor": query_int(0, checks.MAX_CURSOR), "count": query_int(1, checks.MAX_PAGE)}
+SHARD_MAP = answer(map=ANY_OBJECT, items=ANY_OBJECT, **PAGED)
+MAP_SHARD_BODY = closed_obj(("queue",), queue=text(100))
+
+# tokens, audit, warriors
+TOKENS = answer(tokens=array(ANY_OBJECT))
+TOKEN_BODY = closed_obj(
+    (),
+    scope={"type": ["string", "array"], "items": STR},  # "*", "p1,p2" or ["p1", "p2"]
+    note=text(tokens.MAX_NOTE, 0),
+    read_only=BOOL,
+    expires=text(40, 0),  # 30d, 12h, 90m, 60s or an ISO date
+)
+TOKEN = answer(token=STR, token_id=STR)
+AUDIT_QUERY = {"count": query_int(1, audit.MAX_PAGE), "before": text(41)}
+AUDIT_PAGE = answer(entries=array(ANY_OBJECT), next=NULLABLE_STR)
+WARRIORS_QUERY = {"offset": query_int(0, 10**9), "count": query_int(1, 1000)}
+WARRIORS = answer(warriors=array(ANY_OBJECT))
+
+# webhooks (tracker_core.admin.webhook_verbs)
+HOOK = {"hook_id": STR, "url": STR, "project": NULLABLE_STR, "events": STRINGS, "created_ms": INT}
+WEBHOOKS = answer(webhooks=array(obj(tuple(HOOK), **HOOK)))
+WEBHOOK_FIELDS = {"url": text(hooks.MAX_URL_CHARS), "events": {"type": ["array", "null"], "items": STR}}
+GLOBAL_WEBHOOK_BODY = closed_obj(("url",), **WEBHOOK_FIELDS, project=NULLABLE_STR)
+PROJECT_WEBHOOK_BODY = closed_obj(("url",), **WEBHOOK_FIELDS)
+WEBHOOK = answer(**HOOK, secret=STR)
+REMOVED = answer(removed=STR)
