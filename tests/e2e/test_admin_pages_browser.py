@@ -25,7 +25,19 @@ from tracker_core.admin import hq_verbs, item_verbs, limit_verbs, project_verbs
 from tracker_core.keyspace import ProjectKeys
 
 P = "demo"
-VIEWS = ("", "/settings", "/queues", "/claims", "/dead", "/backfeed", "/segments", "/audit", "/log", "/item")
+VIEWS = (
+    "",
+    "/settings",
+    "/queues",
+    "/claims",
+    "/dead",
+    "/backfeed",
+    "/filter",
+    "/segments",
+    "/audit",
+    "/log",
+    "/item",
+)
 GLOBAL_VIEWS = (
     "/admin",
     "/admin/-/tokens",
