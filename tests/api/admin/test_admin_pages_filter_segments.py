@@ -214,6 +214,12 @@ def test_bad_segment_files_are_refused_in_one_line_and_change_nothing(app, r, to
 
 
 def test_the_unpacked_size_is_bounded_at_and_past_its_limit(app, r, tok, monkeypatch):
+    limit = segment_pages.MAX_SEGMENT_TEXT_BYTES
+    for said in (True, False):  # at the bound, with and without the size in the frame
+        segment_pages.checked_segment(bomb(limit, said))
+        with pytest.raises(BadInput, match="may unpack to"):
+            segment_pages.checked_segment(bomb(limit + 1, said))
+    # Through the form, at and past a bound lowered to the size of two URL names.
     names = [URLS[0], URLS[1]]
     size = len("\0".join(names).encode())
     monkeypatch.setattr(segment_pages, "MAX_SEGMENT_TEXT_BYTES", size)
