@@ -3,7 +3,8 @@
 Each request must be answered below 500, in time, and a refused one (4xx) must change nothing but
 the refusal counters. The state is a digest of every key (DEBUG DIGEST-VALUE) taken after each
 request, so the snapshot after one request is the one before the next. Counter keys (stats
-hashes, per-minute counters, unique-count HyperLogLogs) may only grow on a refusal.
+hashes, per-minute counters, unique-count HyperLogLogs) and the tokens' last uses may only grow
+on a refusal.
 
 Both servers trust one proxy in front (``--trust-forwarded``), and every request carries an
 X-Forwarded-For from a stream of its own: mostly an address, sometimes what a proxy never hands
@@ -34,6 +35,7 @@ from support.processes import start_live_server, stop_live_server
 from tracker_api.admin.api_routes import ADMIN_ROUTES
 from tracker_api.app import create_app
 from tracker_api.web.config import AppConfig
+from tracker_core import keyspace
 from tracker_core.access import backfeed_secrets, tokens
 from tracker_core.admin import census_verbs, item_verbs, limit_verbs, project_verbs
 from tracker_core.admin.context import AdminContext
@@ -53,6 +55,7 @@ RESULTS = ROOT / "benchmarks" / "results" / "fuzz.json"
 P = "fz"
 COUNTER_KEY_RE = re.compile(rb"\{[a-z0-9_-]+\}:(stats|minute:[0-9]+|uniq:[a-z]+:[0-9]+)\Z")
 K = ProjectKeys(P)
+COUNTING_KEYS = {keyspace.GLOBAL_STATS.encode(), keyspace.ADMIN_TOKENS_USED.encode()}
 
 
 def url_name(rng, n):
@@ -70,8 +73,9 @@ def url_name(rng, n):
 
 
 def is_counter(key: bytes) -> bool:
-    """Keys a refusal is allowed to count in: stats hashes, minute counters, unique counts."""
-    return key == b"tracker:stats" or COUNTER_KEY_RE.match(key) is not None
+    """Keys a refusal is allowed to count in: stats hashes, minute counters, unique counts; and
+    the tokens' last uses (a request refused for its input used its token), which only grow."""
+    return key in COUNTING_KEYS or COUNTER_KEY_RE.match(key) is not None
 
 
 def snapshot(r) -> tuple[dict, dict]:
