@@ -65,6 +65,7 @@ def test_filter_segments_and_reindex_forms_in_chromium(redis_url, admin, setup, 
         desktop.navigate(f"{base}/{P}/filter")
         assert desktop.evaluate("document.querySelector('.filter-items').innerText") == "20"
         assert desktop.evaluate("document.querySelectorAll('table.layers tbody tr').length") == 1
+        desktop.screenshot(ARTIFACTS / "admin-filter-desktop.png")
         desktop.run("document.querySelector('select[name=kind]').value = 'wide';")
         text = submit(desktop, "filter")
         assert "already holds items" in text
