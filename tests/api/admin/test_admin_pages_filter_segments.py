@@ -335,3 +335,20 @@ def test_a_token_for_another_project_is_refused(app, r, admin, tok, segdir, meth
         assert post(app, f"/admin/{P}{path}", fields, tok[OTHER]).status_code == 403
         assert post(app, f"/admin/{P}{path}", {**fields, "csrf": "0" * 64}, tok[P]).status_code == 403
     assert snapshot(r) == before
+
+
+def test_a_read_only_token_reads_these_pages_and_changes_nothing(app, r, admin, tok, segdir):
+    listed = offloaded(r, admin, segdir)
+    watcher = tokens.create(admin.conn, P, read_only=True)[0]
+    everywhere = tokens.create(admin.conn, "*", read_only=True)[0]
+    for view in ("filter", "segments", "item?" + urllib.parse.urlencode({"name": URLS[0]})):
+        assert get(app, f"/admin/{P}/{view}", watcher).status_code == 200, view
+    before = snapshot(r)
+    for action, fields in (
+        ("filter", {"kind": "wide", "capacity": "100", "fp_rate": "0.01"}),
+        ("segment-export", {"segment": min(listed)}),
+        ("segment-import", {"file": "x"}),
+    ):
+        assert post(app, f"/admin/{P}/{action}", fields, watcher).status_code == 403, action
+    assert post(app, "/admin/-/blocks-reindex", {}, everywhere).status_code == 403
+    assert snapshot(r) == before
