@@ -46,6 +46,14 @@ STATUS_REASONS = {
     503: "storage unavailable or refusing the change, retry later",
 }
 BEARER = "bearerToken"
+# Each face's refusal body (web.errors.REFUSAL_SCHEMAS), once in the document's components.
+REFUSAL_NAMES = {
+    "backfeed": "BackfeedRefusal",
+    "admin_api": "AdminError",
+    "admin_page": "PageRefusal",
+    "text": "TextRefusal",
+}
+REFUSAL_REFS = {shape: f"#/components/schemas/{name}" for shape, name in REFUSAL_NAMES.items()}
 TOKEN_NEEDS = {
     "any": "any valid admin token",
     "global": "a global admin token",
@@ -87,12 +95,12 @@ def _responses(path: str, operation: Operation | None, refuses: set[int]) -> dic
         if answer.content:
             entry["content"] = _media(answer.content)
         responses[str(status)] = entry
-    media, schema = REFUSAL_SCHEMAS[refusal_shape(path)]
-    media = media.split(";")[0]
+    shape = refusal_shape(path)
+    media = REFUSAL_SCHEMAS[shape][0].split(";")[0]
     for status in sorted(refuses):
         entry = responses.setdefault(str(status), {"description": STATUS_REASONS.get(status, "refused")})
-        entry.setdefault("content", {}).setdefault(media, {"schema": schema})
-    return responses
+        entry.setdefault("content", {}).setdefault(media, {"schema": {"$ref": REFUSAL_REFS[shape]}})
+    return dict(sorted(responses.items()))
 
 
 def _operation(template: str, method: str, responder) -> tuple[str, dict]:
@@ -167,7 +175,10 @@ def document(app: falcon.App, skip: tuple[str, ...] = ()) -> dict:
         },
         "paths": paths,
         "components": {
-            "securitySchemes": {BEARER: {"type": "http", "scheme": "bearer", "description": "an admin token"}}
+            "schemas": {REFUSAL_NAMES[shape]: schema for shape, (_, schema) in REFUSAL_SCHEMAS.items()},
+            "securitySchemes": {
+                BEARER: {"type": "http", "scheme": "bearer", "description": "an admin token"}
+            },
         },
     }
 

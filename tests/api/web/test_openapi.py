@@ -58,7 +58,8 @@ def test_every_admin_route_is_there_with_its_token(document):
         assert entry["x-token"] == needs, path
         assert {"401", "403", "503"} <= set(entry["responses"]), path
         error = entry["responses"]["401"]["content"]["application/json"]["schema"]
-        assert error["required"] == ["error"]
+        assert error == {"$ref": "#/components/schemas/AdminError"}
+    assert document["components"]["schemas"]["AdminError"]["required"] == ["error"]
 
 
 def test_the_warrior_protocol_is_there_anonymous_and_the_pages_are_not(document):
