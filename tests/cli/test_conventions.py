@@ -53,6 +53,7 @@ def test_the_tree_has_every_command_it_had():
         "log export", "log status",
         "admin audit", "admin warriors", "admin hq",
         "admin token create", "admin token list", "admin token revoke",
+        "webhook add", "webhook list", "webhook remove",
     }  # fmt: skip
 
 
@@ -218,6 +219,7 @@ def _json_cases(tmp_path):
         ("admin", "warriors"),
         ("admin", "hq", "broadcast_message=hi"),
         ("admin", "token", "list"),
+        ("webhook", "list"),
         ("queue", "clear", P, "secondary", "--yes"),
         ("project", "delete", "conv-other", "--yes"),
         ("segments", "export", P, "1", str(segment)),  # refused (no segment 1): a failure, no JSON
@@ -266,7 +268,13 @@ def test_every_printing_command_prints_json_with_json(cli, seeded, engine, tmp_p
     assert json.loads(cli("admin", "token", "revoke", token["token_id"], "--json").output) == {
         "revoked": token["token_id"]
     }
+    hook = json.loads(cli("webhook", "add", "https://example.com/hook?x=1", "--json").output)
+    assert json.loads(cli("webhook", "remove", hook["hook_id"], "--json").output) == {
+        "removed": hook["hook_id"]
+    }
     covered |= {
+        ("webhook", "add"),
+        ("webhook", "remove"),
         ("log", "export"),
         ("items", "add"),
         ("backfeed", "secret", "create"),
