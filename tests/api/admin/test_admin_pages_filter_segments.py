@@ -260,8 +260,8 @@ def test_segments_of_a_sharded_project_move_or_show_the_verbs_reason(app, r, adm
     project_verbs.create(admin, SHARDED, OFFLOAD, shards=2)
     listed = offloaded(r, admin, segdir, SHARDED, [f"{url}/{n}" for url in URLS for n in range(3)])
     page = get(app, f"/admin/{SHARDED}/segments", tok["global"]).text
-    for number in listed:
-        assert re.match(r"\d:\d+\Z", number) and f"<tr><td>{number}</td>" in page
+    for number, row in listed.items():  # as the verb names them
+        assert f"<tr><td>{number}</td><td>{row['items']}</td>" in page
     try:  # whether the verb moves a sharded project's segments (a missing one: NotFound)
         segment_verbs.export_file(admin, SHARDED, segdir, "1:999999", segdir / "probe.zst")
     except BadInput as exc:  # it refuses them: the page says the same in one line
@@ -269,10 +269,12 @@ def test_segments_of_a_sharded_project_move_or_show_the_verbs_reason(app, r, adm
     except NotFound:
         refused = None
     number = min(listed)
+    before = snapshot(r)
     res = post(app, f"/admin/{SHARDED}/segment-export", {"segment": number}, tok["global"])
     if refused:
-        assert res.status_code == 400 and one_error(res) == refused
+        assert res.status_code == 400 and one_error(res) == refused and snapshot(r) == before
         return
+    assert all(re.match(r"\d:\d+\Z", n) for n in listed)  # SHARD:NUMBER
     assert res.status_code == 200 and res.headers["content-type"] == "application/zstd"
     res = upload(app, f"/admin/{SHARDED}/segment-import", res.content, tok["global"])
     shard = number.split(":")[0]  # back on the shard it left, under a new number
