@@ -1,0 +1,56 @@
+"""What the detector reads of a real project (tracker_core.notify.detect): every shard summed,
+refills stalled while segments wait, offloading stuck past offload_high, and the events those
+raise over time."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from tracker_core.admin import item_verbs, project_verbs
+from tracker_core.maintainer.maintenance import maintain_project
+from tracker_core.notify.detect import Detector, read_project
+from tracker_core.notify.events import Thresholds
+
+NAMES = [f"https://example.com/item/{i}?a=b" for i in range(300)]
+OFFLOAD = {"offload_high": "100", "offload_low": "50", "offload_segment_items": "50"}
+
+
+def test_a_sharded_project_is_summed_over_its_shards(admin):
+    project_verbs.create(admin, "sharded", shards=3)
+    item_verbs.add(admin, "sharded", NAMES)
+    seen = read_project(admin.conn, "sharded")
+    assert (seen.queued, seen.out, seen.done, seen.paused, seen.stalled, seen.stuck) == (
+        300,
+        0,
+        0,
+        False,
+        (),
+        (),
+    )
+    assert read_project(admin.conn, "never-made") is None
+
+
+def test_refills_stalled_and_offloading_stuck(admin, tmp_path: Path):
+    project_verbs.create(admin, "off", OFFLOAD)
+    item_verbs.add(admin, "off", NAMES)
+    assert maintain_project(admin.conn, "off", tmp_path)["offloaded"] == 200
+    seen = read_project(admin.conn, "off")
+    assert (seen.queued, seen.stalled, seen.stuck) == (300, (), ())
+    item_verbs.clear(admin, "off", "todo")  # claims took the queue; no maintainer refills it
+    assert read_project(admin.conn, "off").stalled == ("todo",)
+    detector = Detector(admin.conn, Thresholds(stall_s=0.2))
+    assert detector.check() == []
+    time.sleep(0.25)
+    assert [e["event"] for e in detector.check()] == ["refill.stalled"]
+    assert detector.check() == []  # once
+    item_verbs.add(admin, "off", [f"https://example.com/more/{i}" for i in range(150)])
+    assert read_project(admin.conn, "off").stuck == ()  # at offload_high + a segment: a pass's work
+    item_verbs.add(admin, "off", ["https://example.com/one-more"])
+    assert read_project(admin.conn, "off").stuck == ("todo",)
+    assert detector.check() == []  # refills re-armed; stuck only starts
+    time.sleep(0.25)
+    fired = detector.check()
+    assert [(e["event"], e["project"], e["data"]["queues"]) for e in fired] == [
+        ("offload.stuck", "off", ["todo"])
+    ]
