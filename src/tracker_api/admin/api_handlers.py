@@ -217,7 +217,7 @@ def list_tokens(c: Call):
 
 @declare("Create an admin token (shown once)", body=api_shapes.TOKEN_BODY, answers=api_shapes.TOKEN)
 def create_token(c: Call):
-    body = c.body(("scope", "note", "read_only", "expires"))
+    body = c.body()
     scope = body.get("scope")
     if type(scope) is list:  # ["p1", "p2"] as well as "p1,p2"
         if not scope or len(scope) > MAX_SCOPE_PROJECTS or any(type(n) is not str for n in scope):

@@ -1,9 +1,10 @@
 """What an admin API handler reads from its request: the Call, query parameters, typed body fields.
 
 Input the verbs cannot see is checked here: a body is a JSON object with only the fields its
-handler names (``Call.body``), query parameters are only those a handler declares (``@query``),
-and JSON values have the types the verbs take; a refusal is a BadInput (400) or, for a body that
-is not JSON or too large, a Refused. admin_handlers.py uses it, as do the admin pages' forms.
+handler declares (``Call.body``; the declaration is web.api_spec's ``@declare``, whose query
+parameters are the only ones api_routes lets through), and JSON values have the types the verbs
+take; a refusal is a BadInput (400) or, for a body that is not JSON or too large, a Refused.
+admin_handlers.py uses it, as do the admin pages' forms.
 """
 
 from __future__ import annotations
@@ -105,16 +106,6 @@ class Call:
 def read_limited(req, limit: int, project) -> bytes:
     """The body, refused (413, counted) past LIMIT bytes."""
     return read_bounded(req, limit, "admin_too_large", project)
-
-
-def query(*names: str):
-    """Declare the query parameters a GET handler reads; the responder refuses any other."""
-
-    def mark(handler):
-        handler.query = frozenset(names)
-        return handler
-
-    return mark
 
 
 def required(body: dict, name: str):

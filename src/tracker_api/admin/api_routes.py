@@ -7,9 +7,10 @@ its docstring) and returns the verb's answer as JSON; the verb validates, acts a
 with the token's id as the actor. Nothing here audits or changes Redis itself.
 
 Input the verbs cannot see is checked by the handlers (admin_handlers.py) as they read it
-(admin_request.py); this module refuses query parameters a handler did not declare. Every
-refusal is one error map (tracker_api.web.errors.admin_refusal: BadInput 400, NotFound 404, Conflict
-409; Redis unreachable 503), answered as JSON ``{"error": "..."}`` and counted, never a 500.
+(admin_request.py), as their declarations say (web.api_spec: the same declaration is their part
+of GET /api/openapi.json); this module refuses query parameters a handler did not declare.
+Every refusal is one error map (tracker_api.web.errors.admin_refusal: BadInput 400, NotFound
+404, Conflict 409; Redis unreachable 503), answered as JSON ``{"error": "..."}`` and counted, never a 500.
 """
 
 from __future__ import annotations
@@ -95,7 +96,7 @@ class AdminApi:
 
     def responder(self, needs: str, handler):
         operation = declared(handler)
-        accepted = frozenset(operation.query if operation else getattr(handler, "query", ()))
+        accepted = frozenset(operation.query if operation else ())
         fields = operation.fields if operation else None
 
         def respond(resource, req, resp, **params):

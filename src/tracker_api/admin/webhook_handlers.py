@@ -9,8 +9,6 @@ from tracker_api.admin.api_request import Call
 from tracker_api.web.api_spec import declare
 from tracker_core.admin import webhook_verbs
 
-BODY = ("url", "events", "project")
-
 
 @declare("Every webhook, with delivery figures and the outbox's", answers=api_shapes.WEBHOOKS)
 def list_global(c: Call):
@@ -21,7 +19,7 @@ def list_global(c: Call):
     "Add a webhook (its secret shown once)", body=api_shapes.GLOBAL_WEBHOOK_BODY, answers=api_shapes.WEBHOOK
 )
 def add_global(c: Call):
-    body = c.body(BODY)
+    body = c.body()
     return webhook_verbs.add(c.ctx, body.get("url"), body.get("project"), body.get("events"))
 
 
@@ -42,7 +40,7 @@ def list_project(c: Call):
     answers=api_shapes.WEBHOOK,
 )
 def add_project(c: Call):
-    body = c.body(BODY[:2])
+    body = c.body()
     return webhook_verbs.add(c.ctx, body.get("url"), c.project_name, body.get("events"))
 
 
