@@ -137,6 +137,8 @@ def backup(
     partial = manifest.partial_of(directory)
     work = Path(tempfile.mkdtemp(prefix=".load-", dir=directory.parent))
     loaded = None
+    leased_s: float | None = None  # when the first leases were all held (since the start)
+    held_s = 0.0
     try:
         shutil.rmtree(partial, ignore_errors=True)  # a backup cut short (the hold is ours now)
         partial.mkdir(parents=True)
@@ -144,8 +146,9 @@ def backup(
         found = layouts(client)
         for round_ in range(ROUNDS):
             hold.take(k for layout in found.values() for k in layout.keys)
-            leased_s = time.monotonic() - clock
-            log(f"holding the offload leases of {len(hold.leases)} shards ({leased_s:.1f}s)")
+            if leased_s is None:
+                leased_s = time.monotonic() - clock
+            log(f"holding the offload leases of {len(hold.leases)} shards after {leased_s:.1f}s")
             shutil.rmtree(partial / "redis", ignore_errors=True)
             (partial / "redis").mkdir()
             nodes, files = [], {}
@@ -155,20 +158,24 @@ def backup(
                 nodes.append({"node": label, "file": name})
                 node.close()
             hold.check()
-            if loaded is not None:
-                loaded.stop()
-            shutil.rmtree(work, ignore_errors=True)
-            loaded = Loaded([partial / n["file"] for n in nodes], work, db)
-            found = layouts(connect(loaded.url))
+            # Every project (and shard) in the snapshot is listed now: one created (or grown)
+            # since the listing has its leases taken and the snapshot taken again.
+            found = layouts(client)
             if all(k.tag in hold.leases for layout in found.values() for k in layout.keys):
                 break
             if round_ == ROUNDS - 1:
                 raise BackupError("projects kept being created during the backup: run it again")
-        assert loaded is not None  # ROUNDS > 0
         log(f"snapshot of {len(nodes)} Redis primaries taken; copying segment files")
         copied = copy_segments(segments_dir, partial / "segments")
         hold.check()
-        missing = missing_files(connect(loaded.url), found, partial / "segments")
+        hold.release()
+        held_s = time.monotonic() - clock - (leased_s or 0.0)
+        loaded = Loaded([partial / n["file"] for n in nodes], work, db)
+        snap = connect(loaded.url)
+        try:
+            missing = missing_files(snap, layouts(snap), partial / "segments")
+        finally:
+            snap.close()
         if missing:
             raise BackupError(
                 f"{len(missing)} segments the snapshot registers have no file in {segments_dir}, "
@@ -190,6 +197,7 @@ def backup(
         "started_at": started,
         "finished_at": now_text(),
         "took_s": round(time.monotonic() - clock, 3),
+        "leases_held_s": round(held_s, 3),
         "holder": hold.holder,
         "host": os.uname().nodename,
         "redis": {"kind": parse_topology_url(url)["kind"], "db": db, "nodes": nodes},
