@@ -9,8 +9,9 @@ from openapi_spec_validator import validate
 
 from tracker_api.admin.api_routes import ADMIN_ROUTES
 from tracker_api.app import create_app
+from tracker_api.warrior_api.warrior_routes import RequestResource
 from tracker_api.web import openapi
-from tracker_api.web.api_spec import declared
+from tracker_api.web.api_spec import declare, declared
 from tracker_core.access import tokens
 from tracker_core.admin import item_verbs, project_verbs
 
@@ -116,3 +117,31 @@ def test_a_declared_body_is_what_the_handler_takes(web, admin, method, path, fie
     )
     assert answer.status_code == 400, answer.text
     assert answer.json["error"] == f"unknown field 'zz_not_a_field' (known: {', '.join(fields)})"
+
+
+class _Undeclared:
+    def on_get(self, req, resp):
+        resp.media = {}
+
+
+def test_a_route_without_a_declaration_still_appears(engine):
+    """Generic, and marked: test_every_route_is_declared then names it."""
+    app = create_app(engine)
+    app.falcon_app.add_route("/api/admin/projects/{project}/new-thing", _Undeclared())
+    entry = openapi.document(app.falcon_app)["paths"]["/api/admin/projects/{project}/new-thing"]["get"]
+    assert entry["x-undeclared"] is True
+    assert entry["parameters"][0]["name"] == "project"
+    assert set(entry["responses"]) == {"404", "503"}
+    validate(openapi.document(app.falcon_app))
+
+
+def test_a_declaration_costs_a_call_nothing():
+    """@declare sets an attribute and hands back the function itself: the warriors' hot path
+    (warrior_api.hot_path) calls the very responder it called before."""
+
+    def responder(req, resp):
+        pass
+
+    assert declare("x")(responder) is responder
+    assert RequestResource.on_post.__qualname__ == "RequestResource.on_post"
+    assert declared(RequestResource.on_post).summary == "Claim items"
