@@ -12,7 +12,7 @@ import redis
 from support.census import places_with_segments
 from support.projects import new_project
 from tracker_core import keyspace
-from tracker_core.backup import restoring, taking
+from tracker_core.backup import restoring, snapshot, taking
 from tracker_core.backup.hold import BackupError, BackupHold
 from tracker_core.infra.embedded import EmbeddedRedis, free_port
 from tracker_core.items.engine import Engine
@@ -92,3 +92,28 @@ def test_a_pass_between_the_snapshot_and_the_file_copy_moves_nothing(
         restored = redis.Redis.from_url(target.url, decode_responses=True)
         found = places_with_segments(restored, K, tmp_path / "restored-segments")
         assert set(found) == set(NAMES) and set(found.values()) == {1}
+
+
+def test_a_project_created_during_the_snapshot_has_its_lease_taken_and_is_snapshotted_again(
+    admin, redis_url, tmp_path, monkeypatch
+):
+    new_project(admin, P, NAMES[:300], SMALL)
+    stream, take = snapshot.stream_rdb, BackupHold.take
+    streamed, taken = [], []
+
+    def create_then_stream(client, path, *args, **kwargs):
+        if not streamed:  # between the listing of projects and the first snapshot
+            new_project(admin, "born-mid-backup", NAMES[300:400], SMALL)
+        streamed.append(path.name)
+        return stream(client, path, *args, **kwargs)
+
+    def recorded_take(self, shards):
+        tags = take(self, shards)
+        taken.append(tags)
+        return tags
+
+    monkeypatch.setattr(snapshot, "stream_rdb", create_then_stream)
+    monkeypatch.setattr(BackupHold, "take", recorded_take)
+    manifest = taking.backup(redis_url, tmp_path / "segments", tmp_path / "backup", {"version": "test"})
+    assert taken == [[K.tag], ["{born-mid-backup}"]] and streamed == ["0.rdb", "0.rdb"]
+    assert manifest["census"]["born-mid-backup"]["todo_total"] == 100
