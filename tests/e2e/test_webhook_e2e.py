@@ -78,7 +78,8 @@ def test_drained_reaches_the_receiver_within_seconds_of_the_last_done(
     last_done = time.monotonic()
     assert wait_for(lambda: receiver.events("project.drained"), 10)
     (drained,) = receiver.events("project.drained")
-    assert receiver.arrivals("project.drained")[0] - last_done < DRAINED_WITHIN_S
+    latency = receiver.arrivals("project.drained")[0] - last_done
+    assert latency < DRAINED_WITHIN_S, latency  # 0.15-0.17 s at load average 9-12
     assert (drained["project"], drained["data"]["done"]) == (P, len(ITEMS))
     assert receiver.all_signed(hook["secret"])
     assert cli("project", "pause", P).exit_code == 0

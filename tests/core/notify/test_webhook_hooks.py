@@ -14,7 +14,7 @@ URL = "https://hooks.example.com/tracker?channel=archive"
 
 def test_the_secret_is_shown_once_and_the_change_audited(admin):
     added = webhook_verbs.add(admin, URL)
-    assert added["secret"].startswith("whsec_") and len(added["secret"]) > 40
+    assert added["secret"].startswith("whsec_") and len(added["secret"]) == len("whsec_") + 43
     assert added["events"] == list(hooks.EVENTS) and added["project"] is None
     listed = webhook_verbs.list_hooks(admin)
     assert "secret" not in str(listed) and added["secret"] not in str(listed)
