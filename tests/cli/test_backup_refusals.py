@@ -143,7 +143,7 @@ def test_backup_refuses_an_existing_directory_and_a_lease_it_cannot_take(tmp_pat
         assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".load-")] == []
 
 
-def test_restore_into_the_embedded_redis_of_a_data_directory(backup, tmp_path):
+def test_restore_into_and_backup_of_the_embedded_redis_of_a_data_directory(backup, tmp_path):
     data = tmp_path / "var"
     result = tracker("--data-dir", data, "restore", backup[0])
     assert result.returncode == 0 and "the census equals the backup's" in result.stdout, result.stderr
@@ -153,6 +153,10 @@ def test_restore_into_the_embedded_redis_of_a_data_directory(backup, tmp_path):
     with EmbeddedRedis(data / "redis") as embedded:  # as `tracker run` starts it: from its AOF
         assert census_verbs.status(AdminContext.from_url(embedded.url), P) == backup[1][P]
         refused(tracker("--data-dir", data, "restore", backup[0]), "is running: stop `tracker run` first")
+        # And backed up again through it, as beside a running `tracker run`.
+        again = tracker("--data-dir", data, "--json", "backup", tmp_path / "again")
+        assert again.returncode == 0, again.stderr
+        assert json.loads(again.stdout)["census"] == backup[1]
 
 
 def test_a_restore_census_that_differs_exits_1(backup, target, tmp_path):
