@@ -12,5 +12,6 @@ tests/core/test_layers.py holds the code to it, with no circle between modules o
 - figures: the census, statistics and charts; items: the request hot path (claims, dones,
   intake, backfeed, the Bloom filter, item status);
 - donelog: the done log and its archive; maintainer: `tracker maintain`'s passes;
+- notify: webhooks (their hooks, events, outbox and delivery, run by `tracker maintain`);
 - admin: every admin verb, the one layer the CLI, the admin API and the pages adapt.
 """

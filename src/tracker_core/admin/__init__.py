@@ -64,6 +64,9 @@ segments.import_file(ctx, project, directory: Path, source: Path, queue="todo") 
 tokens.create(ctx, scope="*", note="", read_only=False, expires=None) -> {"token" (shown once), "token_id", "scope", "read_only", "expires_ms"}; BadInput (scope: '*' or 1 to 20 project names; expires: 30d, 12h, 90m, 60s or an ISO date, at most 3650 days) [token.create, with scope, read_only, expires_ms, note]
 tokens.list_tokens(ctx) -> {"tokens": [{"token_id", "scope", "note", "created_ms", "read_only", "expires_ms", "last_used_ms"}]}; -
 tokens.revoke(ctx, token_id) -> {"revoked": token_id}; BadInput (malformed id), NotFound [token.revoke]
+webhooks.add(ctx, url, project=None, events=None) -> {"hook_id", "url", "project", "events", "created_ms", "secret" (shown once)}; BadInput (url, events, 100 hooks), NotFound [webhook.add: id, host, events]
+webhooks.list_hooks(ctx, project=None) -> {"webhooks": [{..., "delivered", "failures", "dropped", "last_status", "last_ms"}], "outbox" (without PROJECT)}; NotFound
+webhooks.remove(ctx, hook_id, project=None) -> {"removed": id}; BadInput (malformed id), NotFound (none, or not PROJECT's) [webhook.remove]
 hq.set_fields(ctx, values: {field: str}) -> {"hq": values}; BadInput [hq.set]
 hq.show_fields(ctx) -> {"hq": {field: value}} (defaults for unset fields; the front-page banner too)
 hq.warriors(ctx, offset=0, count=100) -> {"warriors": [...], "online", ...} (tracker_core.warriors.hq.registry); BadInput
