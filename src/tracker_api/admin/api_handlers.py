@@ -64,7 +64,7 @@ def create_project(c: Call):
     return project_verbs.create(c.ctx, name, setting_values(values or {}), shards=body.get("shards", 1))
 
 
-@declare("Add shards to a project", body=api_shapes.GROW_BODY, refuses=(409,))
+@declare("Add shards to a project", body=api_shapes.GROW_BODY, answers=api_shapes.GROWN, refuses=(409,))
 def grow_project(c: Call):
     body = c.body()
     return project_verbs.grow(c.ctx, c.project_name, required(body, "shards"))
@@ -256,7 +256,7 @@ def list_limits(c: Call):
     return {"limits": limit_verbs.list_limits(c.ctx, c.project_name)}
 
 
-@declare("Add a limit", body=api_shapes.LIMIT_BODY, answers=api_shapes.SETTINGS_AGE)
+@declare("Add a limit", body=api_shapes.LIMIT_BODY, answers=api_shapes.LIMIT_ADDED)
 def add_limit(c: Call):
     body = c.body()
     return limit_verbs.add(
@@ -269,7 +269,7 @@ def add_limit(c: Call):
     )
 
 
-@declare("Remove a limit", answers=api_shapes.SETTINGS_AGE)
+@declare("Remove a limit", answers=api_shapes.LIMIT_REMOVED)
 def remove_limit(c: Call):
     return _bodiless(c, limit_verbs.remove, "name")
 

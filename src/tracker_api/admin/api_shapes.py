@@ -13,7 +13,9 @@ from tracker_api.web.api_spec import (
     INT,
     INT_OR_STR,
     JSON,
+    NULLABLE_INT,
     NULLABLE_STR,
+    NUM,
     STR,
     STRINGS,
     TEXT_PLAIN,
@@ -36,6 +38,7 @@ CURSOR = INT_OR_STR  # an int on a one-shard project, "SHARD:CURSOR" text on a s
 PAGE = integer(1, checks.MAX_PAGE)
 PATTERN = text(checks.MAX_PATTERN_CHARS)
 ITEM_NAMES = array(text(checks.MAX_ITEM_CHARS))
+ANY: Schema = {}  # any JSON value
 SETTING_VALUE: Schema = {"type": ["string", "number", "boolean"]}
 JSON_OR_TEXT = (JSON, TEXT_PLAIN)
 
@@ -59,9 +62,10 @@ SHARD_QUEUE = answer(shard=STR, queue=STR)
 # projects and settings
 PROJECTS = answer(projects=STRINGS)
 CREATE_PROJECT_BODY = closed_obj(("project",), project=text(64), settings=mapping(SETTING_VALUE), shards=INT)
-CREATED = answer(created=STR)
+CREATED = answer(created=STR, shards=INT)
+GROWN = answer(project=STR, shards=INT, before=INT)
 GROW_BODY = closed_obj(("shards",), shards=INT)
-PROJECT = answer(project=STR, settings=ANY_OBJECT)
+PROJECT = answer(project=STR, settings=mapping(STR), upload_targets=ANY, blocked=ANY, blocked_global=ANY)
 DELETED = answer(deleted=STR)
 SETTINGS_BODY = mapping(SETTING_VALUE)
 UPLOAD_TARGET_BODY = closed_obj(("url",), url=text(2000), state=text(10))
@@ -82,13 +86,14 @@ CLEARED = answer(dropped=INT)
 MOVE_BODY = closed_obj(("to",), to=text(100), pattern=PATTERN, cursor=CURSOR, limit=PAGE)
 MOVED = answer(moved=INT, **PAGED)
 CLAIMS_QUERY = {"cursor": STR, "count": query_int(1, checks.MAX_PAGE), "pattern": PATTERN}
-CLAIMS = answer(claims=array(ANY_OBJECT), **PAGED)
+CLAIM = {"item": STR, "downloader": STR, "ip": STR, "times_claimed": INT, "claimed_at_ms": INT}
+CLAIMS = answer(claims=array(obj(tuple(CLAIM), **CLAIM)), **PAGED)
 RELEASE_BODY = closed_obj(
     (), downloader=text(64), older_than_s=INT, pattern=PATTERN, cursor=CURSOR, limit=PAGE
 )
 RELEASED = answer(released=INT, **PAGED)
 DEAD_QUERY = {"cursor": STR, "count": query_int(1, checks.MAX_PAGE)}
-DEAD = answer(dead=array(ANY_OBJECT), **PAGED)
+DEAD = answer(dead=array(obj(("item",), item=STR)), **PAGED)
 REQUEUE_BODY = closed_obj((), items=ITEM_NAMES, all=BOOL, queue=text(100), cursor=CURSOR, limit=PAGE)
 REQUEUED = answer(requeued=INT)
 REDO_BODY = closed_obj(
@@ -101,8 +106,16 @@ REDO_BODY = closed_obj(
     even_if_offloaded=BOOL,
 )
 STORY_QUERY = {"name": text(checks.MAX_ITEM_CHARS)}
-STORY = answer(item=STR)
-SEGMENTS = answer(segments=ANY_OBJECT)
+# The public item status (docs/protocol.md, "Item status") and the story's keys beside it.
+STORY = answer(
+    item=STR,
+    status=NULLABLE_STR,
+    ip=NULLABLE_STR,
+    rounds=array(ANY_OBJECT),
+    done=array(ANY_OBJECT),
+    unread=ANY,
+)
+SEGMENTS = answer(segments=ANY_OBJECT, offloading=INT)
 LOG_QUERY = {
     "kind": text(20),
     "since": text(40),
@@ -111,10 +124,13 @@ LOG_QUERY = {
     "cursor": text(41),
     "limit": query_int(1, log_reader.PAGE_MAX),
 }
-LOG_PAGE = answer(cursor=NULLABLE_STR)
+LOG_PAGE = answer(entries=array(ANY_OBJECT), cursor=NULLABLE_STR)
 
 # limits and blocks
-LIMITS = answer(limits=array(ANY_OBJECT))
+LIMIT = {"name": STR, "pattern": STR, "rate": STR, "rate_per_s": NUM, "seq": INT}
+LIMITS = answer(limits=array(obj(tuple(LIMIT), **LIMIT)))
+LIMIT_ADDED = answer(limit=STR, settings_age=INT)
+LIMIT_REMOVED = answer(removed=STR, settings_age=INT)
 LIMIT_BODY = closed_obj(
     ("name", "pattern", "rate"),
     name=text(64),
@@ -127,14 +143,23 @@ BLOCK_BODY = closed_obj(("entry",), entry=text(200), remove=BOOL)
 BLOCKED = answer(entry=STR, blocked=BOOL)
 
 # backfeed secrets and shards
-SECRETS = answer(secrets=array(ANY_OBJECT))
+SECRETS = answer(secrets=array(obj(("id", "created"), id=STR, created=INT)))
 SECRET = answer(id=STR, secret=STR, path=STR)
 SHARD_MAP_QUERY = {"cursor": query_int(0, checks.MAX_CURSOR), "count": query_int(1, checks.MAX_PAGE)}
 SHARD_MAP = answer(map=ANY_OBJECT, items=ANY_OBJECT, **PAGED)
 MAP_SHARD_BODY = closed_obj(("queue",), queue=text(100))
 
 # tokens, audit, warriors
-TOKENS = answer(tokens=array(ANY_OBJECT))
+TOKEN_RECORD = {
+    "token_id": STR,
+    "scope": STR,
+    "note": STR,
+    "created_ms": INT,
+    "read_only": BOOL,
+    "expires_ms": NULLABLE_INT,
+    "last_used_ms": NULLABLE_INT,
+}
+TOKENS = answer(tokens=array(obj(("token_id", "scope"), **TOKEN_RECORD)))
 TOKEN_BODY = closed_obj(
     (),
     scope={"type": ["string", "array"], "items": STR},  # "*", "p1,p2" or ["p1", "p2"]
@@ -144,9 +169,10 @@ TOKEN_BODY = closed_obj(
 )
 TOKEN = answer(token=STR, token_id=STR)
 AUDIT_QUERY = {"count": query_int(1, audit.MAX_PAGE), "before": text(41)}
-AUDIT_PAGE = answer(entries=array(ANY_OBJECT), next=NULLABLE_STR)
+AUDIT_ENTRY = obj(("id", "actor", "action"), id=STR, actor=STR, action=STR, project=NULLABLE_STR, detail=ANY)
+AUDIT_PAGE = answer(entries=array(AUDIT_ENTRY), next=NULLABLE_STR)
 WARRIORS_QUERY = {"offset": query_int(0, 10**9), "count": query_int(1, 1000)}
-WARRIORS = answer(warriors=array(ANY_OBJECT))
+WARRIORS = answer(warriors=array(ANY_OBJECT), online=INT)
 
 # webhooks (tracker_core.admin.webhook_verbs)
 HOOK = {"hook_id": STR, "url": STR, "project": NULLABLE_STR, "events": STRINGS, "created_ms": INT}
