@@ -103,7 +103,10 @@ class Detector:
 
     def check(self) -> list[dict]:
         """Check once; the events queued (empty when another maintainer wrote first: the next
-        check reads what it wrote)."""
+        check reads what it wrote; and while no hook exists, when nothing is read)."""
+        every_hook = hooks.every_hook(self.client)
+        if not every_hook:  # nobody listens: no reads (what changes meanwhile fires once one does)
+            return []
         now_ms = int(self.clock.now(self.client, checked=False) * 1000)
         stored = self.client.hgetall(keyspace.NOTIFY_STATE)
         changes: dict[str, list] = {}
@@ -131,7 +134,7 @@ class Detector:
         note(REDIS_FIELD, *events.failover(_loads(stored.get(REDIS_FIELD)), primaries(self.client)))
         if not changes:
             return []
-        rows = outbox.deliveries(found, hooks.every_hook(self.client) if found else [], now_ms)
+        rows = outbox.deliveries(found, every_hook, now_ms)
         reply = scripts.notify_emit(
             self.client,
             now_ms=now_ms,

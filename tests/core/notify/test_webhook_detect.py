@@ -7,7 +7,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from tracker_core.admin import item_verbs, project_verbs
+from tracker_core import keyspace
+from tracker_core.admin import item_verbs, project_verbs, webhook_verbs
 from tracker_core.maintainer.maintenance import maintain_project
 from tracker_core.notify.detect import Detector, read_project
 from tracker_core.notify.events import Thresholds
@@ -40,6 +41,8 @@ def test_refills_stalled_and_offloading_stuck(admin, tmp_path: Path):
     item_verbs.clear(admin, "off", "todo")  # claims took the queue; no maintainer refills it
     assert read_project(admin.conn, "off").stalled == ("todo",)
     detector = Detector(admin.conn, Thresholds(stall_s=0.2))
+    assert detector.check() == [] and not admin.conn.exists(keyspace.NOTIFY_STATE)  # no hook: not read
+    webhook_verbs.add(admin, "http://127.0.0.1:9/hook", project="off")
     assert detector.check() == []
     time.sleep(0.25)
     assert [e["event"] for e in detector.check()] == ["refill.stalled"]
