@@ -23,6 +23,7 @@ from tracker_api.web.api_spec import (
     Schema,
     array,
     closed_obj,
+    example,
     integer,
     json_answer,
     mapping,
@@ -61,14 +62,23 @@ SHARD_QUEUE = answer(shard=STR, queue=STR)
 
 # projects and settings
 PROJECTS = answer(projects=STRINGS)
-CREATE_PROJECT_BODY = closed_obj(("project",), project=text(64), settings=mapping(SETTING_VALUE), shards=INT)
+CREATE_PROJECT_BODY = example(
+    closed_obj(("project",), project=text(64), settings=mapping(SETTING_VALUE), shards=INT),
+    {"project": "new-project", "settings": {"rate_limit": 600}},
+)
 CREATED = answer(created=STR, shards=INT)
 GROWN = answer(project=STR, shards=INT, before=INT)
 GROW_BODY = closed_obj(("shards",), shards=INT)
 PROJECT = answer(project=STR, settings=mapping(STR), upload_targets=ANY, blocked=ANY, blocked_global=ANY)
 DELETED = answer(deleted=STR)
-SETTINGS_BODY = mapping(SETTING_VALUE)
-UPLOAD_TARGET_BODY = closed_obj(("url",), url=text(2000), state=text(10))
+SETTINGS_BODY = example(
+    mapping(SETTING_VALUE),
+    {"rate_limit": 600, "paused": False},
+)
+UPLOAD_TARGET_BODY = example(
+    closed_obj(("url",), url=text(2000), state=text(10)),
+    {"url": "rsync://target.example/p/:downloader/", "state": "active"},
+)
 UPLOAD_TARGET = answer(url=STR, state=STR)
 HQ_BODY = mapping(STR)
 HQ = answer(hq=ANY_OBJECT)
@@ -78,32 +88,52 @@ PROJECT_STATUS = answer(
     project=STR, queues=ANY_OBJECT, todo_total=INT, out=INT, dead=INT, done=INT, counters=ANY_OBJECT
 )
 COUNT = answer(queue=STR, count=INT)
-ITEMS_BODY = closed_obj(("items",), items=STRINGS)
+ITEMS_BODY = example(
+    closed_obj(("items",), items=STRINGS),
+    {"items": ["https://example.com/new?page=1", "https://example.com/a b#c"]},
+)
 ADDED = answer(added=INT, duplicates=INT)
 SAMPLE_QUERY = {"count": query_int(1, checks.MAX_SAMPLE)}
 SAMPLE = answer(items=STRINGS)
 CLEARED = answer(dropped=INT)
-MOVE_BODY = closed_obj(("to",), to=text(100), pattern=PATTERN, cursor=CURSOR, limit=PAGE)
+MOVE_BODY = example(
+    closed_obj(("to",), to=text(100), pattern=PATTERN, cursor=CURSOR, limit=PAGE),
+    {"to": "secondary", "pattern": "https://example.com/*"},
+)
 MOVED = answer(moved=INT, **PAGED)
 CLAIMS_QUERY = {"cursor": STR, "count": query_int(1, checks.MAX_PAGE), "pattern": PATTERN}
 CLAIM = {"item": STR, "downloader": STR, "ip": STR, "times_claimed": INT, "claimed_at_ms": INT}
 CLAIMS = answer(claims=array(obj(tuple(CLAIM), **CLAIM)), **PAGED)
-RELEASE_BODY = closed_obj(
-    (), downloader=text(64), older_than_s=INT, pattern=PATTERN, cursor=CURSOR, limit=PAGE
+RELEASE_BODY = example(
+    closed_obj(
+        (),
+        downloader=text(64),
+        older_than_s=INT,
+        pattern=PATTERN,
+        cursor=CURSOR,
+        limit=PAGE,
+    ),
+    {"older_than_s": 0},
 )
 RELEASED = answer(released=INT, **PAGED)
 DEAD_QUERY = {"cursor": STR, "count": query_int(1, checks.MAX_PAGE)}
 DEAD = answer(dead=array(obj(("item",), item=STR)), **PAGED)
-REQUEUE_BODY = closed_obj((), items=ITEM_NAMES, all=BOOL, queue=text(100), cursor=CURSOR, limit=PAGE)
+REQUEUE_BODY = example(
+    closed_obj((), items=ITEM_NAMES, all=BOOL, queue=text(100), cursor=CURSOR, limit=PAGE),
+    {"all": True},
+)
 REQUEUED = answer(requeued=INT)
-REDO_BODY = closed_obj(
-    (),
-    items=ITEM_NAMES,
-    pattern=PATTERN,
-    queue=text(100),
-    cursor=CURSOR,
-    limit=PAGE,
-    even_if_offloaded=BOOL,
+REDO_BODY = example(
+    closed_obj(
+        (),
+        items=ITEM_NAMES,
+        pattern=PATTERN,
+        queue=text(100),
+        cursor=CURSOR,
+        limit=PAGE,
+        even_if_offloaded=BOOL,
+    ),
+    {"pattern": "https://example.com/*", "queue": "todo"},
 )
 STORY_QUERY = {"name": text(checks.MAX_ITEM_CHARS)}
 # The public item status (docs/protocol.md, "Item status") and the story's keys beside it.
@@ -131,15 +161,21 @@ LIMIT = {"name": STR, "pattern": STR, "rate": STR, "rate_per_s": NUM, "seq": INT
 LIMITS = answer(limits=array(obj(tuple(LIMIT), **LIMIT)))
 LIMIT_ADDED = answer(limit=STR, settings_age=INT)
 LIMIT_REMOVED = answer(removed=STR, settings_age=INT)
-LIMIT_BODY = closed_obj(
-    ("name", "pattern", "rate"),
-    name=text(64),
-    pattern=PATTERN,
-    rate={"type": ["string", "number"]},
-    reclassify=BOOL,
+LIMIT_BODY = example(
+    closed_obj(
+        ("name", "pattern", "rate"),
+        name=text(64),
+        pattern=PATTERN,
+        rate={"type": ["string", "number"]},
+        reclassify=BOOL,
+    ),
+    {"name": "pages", "pattern": "prefix:https://example.com/page/", "rate": "30/m"},
 )
 HELD = answer(held=INT)
-BLOCK_BODY = closed_obj(("entry",), entry=text(200), remove=BOOL)
+BLOCK_BODY = example(
+    closed_obj(("entry",), entry=text(200), remove=BOOL),
+    {"entry": "name:mallory"},
+)
 BLOCKED = answer(entry=STR, blocked=BOOL)
 
 # backfeed secrets and shards
@@ -147,8 +183,10 @@ SECRETS = answer(secrets=array(obj(("id", "created"), id=STR, created=INT)))
 SECRET = answer(id=STR, secret=STR, path=STR)
 SHARD_MAP_QUERY = {"cursor": query_int(0, checks.MAX_CURSOR), "count": query_int(1, checks.MAX_PAGE)}
 SHARD_MAP = answer(map=ANY_OBJECT, items=ANY_OBJECT, **PAGED)
-MAP_SHARD_BODY = closed_obj(("queue",), queue=text(100))
-
+MAP_SHARD_BODY = example(
+    closed_obj(("queue",), queue=text(100)),
+    {"queue": "secondary"},
+)
 # tokens, audit, warriors
 TOKEN_RECORD = {
     "token_id": STR,

@@ -17,6 +17,7 @@ from tracker_api.web.api_spec import (
     STR,
     TEXT_PLAIN,
     Answer,
+    example,
     integer,
     json_answer,
     mapping,
@@ -29,11 +30,14 @@ from tracker_core.compiled import protocol
 DOWNLOADER = {"type": "string", "pattern": "^[-_a-zA-Z0-9]{3,30}$"}
 VERSION = text(64, 0)
 ITEMS = {"type": "string", "description": "one name, or several joined by NUL"}
-CLAIM_BODY = obj(
-    ("downloader",),
-    downloader=DOWNLOADER,
-    api_version={"type": "string", "description": '"2": a JSON answer; anything else: bare text'},
-    version=VERSION,
+CLAIM_BODY = example(
+    obj(
+        ("downloader",),
+        downloader=DOWNLOADER,
+        api_version={"type": "string", "description": '"2": a JSON answer; anything else: bare text'},
+        version=VERSION,
+    ),
+    {"downloader": "alice", "api_version": "2", "version": "20240101.01"},
 )
 DONE_FIELDS = {
     "downloader": DOWNLOADER,
@@ -42,10 +46,32 @@ DONE_FIELDS = {
     "bytes": mapping(integer(0)),
     "id": {"description": "anything the client wants logged with the done"},
 }
-DONE_BODY = obj(("downloader", "item"), **DONE_FIELDS)
-DONE_REQUEST_BODY = obj(("downloader",), **DONE_FIELDS, api_version=STR)
-RELEASE_BODY = obj(("item",), item=ITEMS, downloader=DOWNLOADER)
-UPLOAD_BODY = obj(("downloader",), downloader=DOWNLOADER, item_name=STR, version=VERSION)
+DONE_BODY = example(
+    obj(("downloader", "item"), **DONE_FIELDS),
+    {
+        "downloader": "alice",
+        "item": "https://example.com/page/1?q=a%20b#frag",
+        "bytes": {"data": 1234},
+        "version": "20240101.01",
+    },
+)
+DONE_REQUEST_BODY = example(
+    obj(("downloader",), **DONE_FIELDS, api_version=STR),
+    {
+        "downloader": "alice",
+        "api_version": "2",
+        "item": "https://example.com/page/2?q=a%20b#frag",
+        "bytes": {"data": 1},
+    },
+)
+RELEASE_BODY = example(
+    obj(("item",), item=ITEMS, downloader=DOWNLOADER),
+    {"item": "https://example.com/page/3?q=a%20b#frag", "downloader": "alice"},
+)
+UPLOAD_BODY = example(
+    obj(("downloader",), downloader=DOWNLOADER, item_name=STR, version=VERSION),
+    {"downloader": "alice", "item_name": "https://example.com/page/1?q=a%20b#frag"},
+)
 UPLOADED_BODY = obj(
     ("uploader", "item"), uploader=DOWNLOADER, item=text(protocol.MAX_ITEM_CHARS), server=text(512, 0)
 )

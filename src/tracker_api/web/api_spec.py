@@ -64,6 +64,12 @@ def closed_obj(required: tuple[str, ...] = (), /, **properties: Schema) -> Schem
     return {**obj(required, **properties), "additionalProperties": False}
 
 
+def example(schema: Schema, *values: Any) -> Schema:
+    """SCHEMA with VALUES as its examples: what a client would send (schemathesis sends them
+    first, tests/e2e/test_openapi_contract.py)."""
+    return {**schema, "examples": list(values)}
+
+
 def mapping(values: Schema) -> Schema:
     """An object whose every value is VALUES (names chosen by the caller: settings, shards)."""
     return {"type": "object", "additionalProperties": values}

@@ -33,6 +33,7 @@ CONVERTER_SCHEMAS = {"int": {"type": "integer"}, "path": {"type": "string"}}
 # verbs name it (a warrior route answers 404 for any other name).
 PATH_SCHEMAS = {
     "project": {"type": "string", "pattern": "^" + PROJECT_NAME_RE.pattern.replace("\\Z", "$")},
+    "queue": {"type": "string", "examples": ["todo", "backfeed", "secondary", "redo", "downloader:alice"]},
 }
 STATUS_REASONS = {
     400: "bad input (one line saying why); nothing changed",
