@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tracker_core import keyspace, scripts
+from tracker_core.admin import checks
 from tracker_core.items import intake
 from tracker_core.offload.segment_file import (
     UNREADABLE,
@@ -83,6 +84,12 @@ def import_segment(
         items = read_segment(Path(source))
     except UNREADABLE as exc:
         raise OffloadError(f"cannot read segment {source}: {exc}".splitlines()[0]) from None
+    # A longer name could be claimed but never reported done (checks.item); nothing is imported.
+    too_long = next((n for n, name in enumerate(items, 1) if len(name) > checks.MAX_ITEM_CHARS), None)
+    if too_long is not None:
+        raise OffloadError(
+            f"item {too_long} of {source} is longer than {checks.MAX_ITEM_CHARS} characters: nothing imported"
+        )
     if not client.exists(k.settings):
         raise OffloadError(f"unknown project {k.project!r}")
     if queue not in QUEUES:

@@ -522,6 +522,23 @@ def test_a_foreign_segment_is_deduplicated_through_the_bloom_filter(project, adm
         segment_transfer.import_segment(r, ProjectKeys("nope"), tmp_path, foreign)
 
 
+def test_an_imported_name_may_be_as_long_as_a_done_takes_and_no_longer(project, admin, r, tmp_path):
+    longest = "https://example.com/" + "a%20b/" * 600
+    longest = longest + "x" * (4096 - len(longest))
+    assert len(longest) == 4096
+    at_limit, past = tmp_path / "at.zst", tmp_path / "past.zst"
+    segment_file.write_segment(at_limit, ["https://example.com/ok?q=1#f", longest])
+    segment_file.write_segment(past, ["https://example.com/fine", longest + "y"])
+    before = r.scard(K.todo)
+    with pytest.raises(
+        segment_registry.OffloadError, match="item 2 of .* longer than 4096 characters: nothing"
+    ):
+        segment_transfer.import_segment(r, K, tmp_path, past)
+    assert r.scard(K.todo) == before and not r.sismember(K.todo, "https://example.com/fine")
+    assert segment_transfer.import_segment(r, K, tmp_path, at_limit)["items"] == 2
+    assert r.sismember(K.todo, longest)
+
+
 def test_deleting_a_project_removes_its_segment_files(project, admin, r, tmp_path):
     project_verbs.set_settings(
         admin, P, {"offload_high": "500", "offload_low": "250", "offload_segment_items": "250"}
