@@ -25,9 +25,9 @@ SMALL = {"offload_high": "200", "offload_low": "100", "offload_segment_items": "
 ENV = {k: v for k, v in os.environ.items() if not k.startswith("TRACKER_")}
 
 
-def tracker(*args) -> subprocess.CompletedProcess:
+def tracker(*args, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [TRACKER_BIN, *map(str, args)], capture_output=True, text=True, timeout=120, env=ENV
+        [TRACKER_BIN, *map(str, args)], capture_output=True, text=True, timeout=120, env=env or ENV
     )
 
 
@@ -132,15 +132,20 @@ def test_backup_refuses_an_existing_directory_and_a_lease_it_cannot_take(tmp_pat
         (tmp_path / "taken").mkdir()
         base = ("--redis-url", source.url, "backup")
         refused(tracker(*base, tmp_path / "taken"), "exists: give a new directory")
+        (tmp_path / "a-file").write_text("")
+        refused(tracker(*base, tmp_path / "a-file" / "b"), "File exists")
         r = redis.Redis.from_url(source.url, decode_responses=True)
         r.set(keyspace.ProjectKeys(P).maintain_lease, "node-of-an-older-release", px=60_000)
+        (tmp_path / "tmp").mkdir()
         refused(
-            tracker(*base, tmp_path / "b", "--lease-wait", "0.5"),
+            tracker(
+                *base, tmp_path / "b", "--lease-wait", "0.5", env=dict(ENV, TMPDIR=str(tmp_path / "tmp"))
+            ),
             f"the offload lease of {P} ({{{P}}}) is still held by node-of-an-older-release after 0.5s",
         )
         assert not (tmp_path / "b").exists() and not (tmp_path / "b.partial").exists()
         assert not r.exists(keyspace.BACKUP_HOLD)
-        assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".load-")] == []
+        assert list((tmp_path / "tmp").iterdir()) == []  # its private server's folder is gone
 
 
 def test_restore_into_and_backup_of_the_embedded_redis_of_a_data_directory(backup, tmp_path):

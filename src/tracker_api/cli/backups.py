@@ -69,7 +69,7 @@ def backup_command(directory, segments_dir, lease_wait):
             log=log,
             wait_s=lease_wait,
         )
-    except BackupError as exc:
+    except (BackupError, OSError) as exc:  # OSError: the directory cannot be written, a full disk
         raise errors.Failure(str(exc)) from None
     size = sum(f["bytes"] for f in result["files"].values())
     lines = [
@@ -106,7 +106,7 @@ def restore_command(directory, segments_dir, force):
             embedded = restoring.embedded_target(Path(g.data_dir))
             url = embedded.url
         result = restoring.restore(Path(directory), url, g.segments_dir(segments_dir), force, log=log)
-    except BackupError as exc:
+    except (BackupError, OSError) as exc:
         raise errors.Failure(str(exc)) from None
     finally:
         if embedded is not None:

@@ -3,7 +3,6 @@ census of every project of a Redis."""
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -22,10 +21,9 @@ def load_rdb(rdb: Path, work: Path) -> EmbeddedRedis:
     """A private redis-server (loopback, no persistence) started on a copy of the snapshot RDB
     under WORK; BackupError when it cannot load it."""
     work.mkdir(parents=True, exist_ok=True)
-    try:  # the private server never writes it (no save points, no AOF): a link will do
-        (work / "dump.rdb").hardlink_to(rdb)
-    except OSError:
-        shutil.copyfile(rdb, work / "dump.rdb")
+    # A link will do: the private server never writes it (no save points, no AOF), and the
+    # backup may be on a read-only mount.
+    (work / "dump.rdb").symlink_to(Path(rdb).resolve())
     server = EmbeddedRedis(work, port=free_port(), extra=["--appendonly", "no", "--save", ""])
     try:
         server.start(timeout_s=600)

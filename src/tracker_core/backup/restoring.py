@@ -105,7 +105,7 @@ def restore(
     check_segments(segments_dir, force)
     target = topology.admin_client(url, decode_responses=False)
     keys = 0
-    work = Path(tempfile.mkdtemp(prefix=".restore-", dir=directory.parent))
+    work = Path(tempfile.mkdtemp(prefix="tracker-restore-"))
     try:
         for i, node in enumerate(m["redis"]["nodes"]):
             server = loading.load_rdb(directory / node["file"], work / str(i))

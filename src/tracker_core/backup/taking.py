@@ -132,10 +132,15 @@ def backup(
     if directory.exists():
         raise BackupError(f"{directory} exists: give a new directory")
     started, clock = now_text(), time.monotonic()
-    client = connect(url)
-    hold = BackupHold(client, wait_s=wait_s).start()
     partial = manifest.partial_of(directory)
-    work = Path(tempfile.mkdtemp(prefix=".load-", dir=directory.parent))
+    work = Path(tempfile.mkdtemp(prefix="tracker-backup-"))
+    client = connect(url)
+    try:
+        directory.parent.mkdir(parents=True, exist_ok=True)
+        hold = BackupHold(client, wait_s=wait_s).start()
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
     loaded = None
     leased_s: float | None = None  # when the first leases were all held (since the start)
     held_s = 0.0
