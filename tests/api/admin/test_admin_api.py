@@ -70,6 +70,7 @@ def route_path(path, project=P, **given):
         name="users",
         secret_id="0123456789ab",
         shard="s1",
+        hook_id="0123456789ab",
     )
     return path.format(**dict(values, **given))
 
@@ -89,6 +90,8 @@ BODIES = {
     "map_shard": {"queue": "secondary"},
     "requeue_dead": {"all": True},
     "redo_items": {"pattern": "*"},
+    "add_global": {"url": "https://example.com/hook"},
+    "add_project": {"url": "https://example.com/hook"},
 }
 
 
@@ -754,6 +757,23 @@ MALFORMED = {
         dict(body={"pattern": "*", "even_if_offloaded": "yes"}),
         dict(path={"project": "nope"}, body={"pattern": "*"}),
     ],
+    "list_global": [],
+    "add_global": [
+        dict(body={"url": "ftp://example.com/"}),
+        dict(body={"url": 5}),
+        dict(body={}),
+        dict(body={"url": "https://example.com/h", "events": ["project.vanished"]}),
+        dict(body={"url": "https://example.com/h", "project": "nope"}),
+        dict(body={"url": "https://example.com/" + "a" * 2000}),
+    ],
+    "remove_global": [dict(path={"hook_id": "nothex"}), dict()],
+    "list_project": [dict(path={"project": "nope"})],
+    "add_project": [
+        dict(body={"url": "https://example.com/h", "events": ["clock.off"]}),
+        dict(body={"url": "gopher://example.com/"}),
+        dict(path={"project": "nope"}, body={"url": "https://example.com/h"}),
+    ],
+    "remove_project": [dict(path={"hook_id": "zz"}), dict(), dict(path={"project": "nope"})],
 }
 
 
