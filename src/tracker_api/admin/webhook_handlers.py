@@ -16,7 +16,10 @@ def list_global(c: Call):
 
 
 @declare(
-    "Add a webhook (its secret shown once)", body=api_shapes.GLOBAL_WEBHOOK_BODY, answers=api_shapes.WEBHOOK
+    "Add a webhook (its secret shown once)",
+    body=api_shapes.GLOBAL_WEBHOOK_BODY,
+    answers=api_shapes.WEBHOOK,
+    refuses=(404,),  # the project named is unknown
 )
 def add_global(c: Call):
     body = c.body()
