@@ -110,6 +110,12 @@ class CallerKey(_Computed):
     """A key picked by the caller's keywords: FUNCTION([k,] keyword...) names it."""
 
 
+def global_key(label: str, name: str) -> CallerKey:
+    """The global key NAME (outside any project: the warrior registry's, the webhooks'), which
+    the script's header calls LABEL."""
+    return CallerKey(label, lambda: name)
+
+
 class Given:
     """A key the caller passes as it is, as keyword NAME (a queue it chose, as ProjectKeys
     named it)."""

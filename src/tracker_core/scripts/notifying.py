@@ -7,22 +7,16 @@ from __future__ import annotations
 from enum import IntEnum
 
 from tracker_core import keyspace
-from tracker_core.scripts.binding import CallerKey, Derived, Many, RawBinding
+from tracker_core.scripts.binding import Derived, Many, RawBinding, global_key
 
-
-def _global(label: str, name: str) -> CallerKey:
-    """The global key NAME, which the header calls LABEL."""
-    return CallerKey(label, lambda: name)
-
-
-HOOKS = _global("hooks", keyspace.NOTIFY_HOOKS)
-HOOK_STATS = _global("hook_stats", keyspace.NOTIFY_HOOK_STATS)
-STATE = _global("state", keyspace.NOTIFY_STATE)
-DELIVERIES = _global("deliveries", keyspace.NOTIFY_DELIVERIES)
-DUE = _global("due", keyspace.NOTIFY_DUE)
-CLAIMED = _global("claimed", keyspace.NOTIFY_CLAIMED)
-CLAIMS = _global("claims", keyspace.NOTIFY_CLAIMS)
-STATS = _global("stats", keyspace.NOTIFY_STATS)
+HOOKS = global_key("hooks", keyspace.NOTIFY_HOOKS)
+HOOK_STATS = global_key("hook_stats", keyspace.NOTIFY_HOOK_STATS)
+STATE = global_key("state", keyspace.NOTIFY_STATE)
+DELIVERIES = global_key("deliveries", keyspace.NOTIFY_DELIVERIES)
+DUE = global_key("due", keyspace.NOTIFY_DUE)
+CLAIMED = global_key("claimed", keyspace.NOTIFY_CLAIMED)
+CLAIMS = global_key("claims", keyspace.NOTIFY_CLAIMS)
+STATS = global_key("stats", keyspace.NOTIFY_STATS)
 NOT_HOLDER = -4
 
 

@@ -6,16 +6,10 @@ from __future__ import annotations
 from enum import IntEnum
 
 from tracker_core import keyspace
-from tracker_core.scripts.binding import CallerKey, RawBinding
+from tracker_core.scripts.binding import CallerKey, RawBinding, global_key
 
-
-def _global(label: str, name: str) -> CallerKey:
-    """The global key NAME, which the header calls LABEL."""
-    return CallerKey(label, lambda: name)
-
-
-WARRIORS = _global("warriors", keyspace.WARRIORS)
-WARRIORS_SEEN = _global("warriors:seen", keyspace.WARRIORS_SEEN)
+WARRIORS = global_key("warriors", keyspace.WARRIORS)
+WARRIORS_SEEN = global_key("warriors:seen", keyspace.WARRIORS_SEEN)
 
 
 class RegisterWarriorCodes(IntEnum):
