@@ -1,4 +1,4 @@
-"""A backup of a sharded project on a 3-primary Redis Cluster while `tracker maintain` runs
+"""Backups of the other topologies. A sharded project on a 3-primary Redis Cluster while `tracker maintain` runs
 (one lease per shard, files under SEGMENTS_DIR/P.I/), restored into a new cluster: every
 primary's snapshot comes back, each key on the primary that owns its slot there, and the census
 and every item's place are those of the backup."""
@@ -14,10 +14,11 @@ import redis
 
 from chaos import census
 from support.paths import TRACKER_BIN
-from support.redis_topologies import Cluster
+from support.redis_topologies import Cluster, SentinelGroup
 from tracker_core.admin import census_verbs, item_verbs, project_verbs
 from tracker_core.admin.context import AdminContext
 from tracker_core.infra import processes
+from tracker_core.infra.embedded import EmbeddedRedis, free_port
 from tracker_core.items.engine import Engine
 from tracker_core.offload import segment_file
 
@@ -100,3 +101,29 @@ def test_a_sharded_project_on_a_cluster_comes_back_whole(tmp_path):
         admin.conn.close()
     finally:
         second.stop()
+
+
+def test_a_backup_through_sentinel_is_of_the_current_primary(tmp_path):
+    """A redis+sentinel:// URL backs up the primary Sentinel names (its replica would do as
+    well, but is not asked); restored into a single Redis, the census is the same."""
+    group = SentinelGroup(tmp_path / "sentinel").start()
+    try:
+        admin = AdminContext.from_url(group.url())
+        project_verbs.create(admin, P, SMALL)
+        item_verbs.add(admin, P, NAMES[:400])
+        tracker(group.url(), "maintain", "--once", "--segments-dir", tmp_path / "segments")
+        manifest = json.loads(
+            tracker(
+                group.url(), "--json", "backup", tmp_path / "b", "--segments-dir", tmp_path / "segments"
+            ).stdout
+        )
+        assert [n["node"] for n in manifest["redis"]["nodes"]] == [
+            f"127.0.0.1:{group.current_primary_port()}"
+        ]
+        assert manifest["census"][P]["offloaded"] == 200
+        admin.conn.close()
+    finally:
+        group.stop()
+    with EmbeddedRedis(tmp_path / "single", port=free_port()) as single:
+        restored = tracker(single.url, "restore", tmp_path / "b", "--segments-dir", tmp_path / "restored")
+        assert "the census equals the backup's" in restored.stdout
