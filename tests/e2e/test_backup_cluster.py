@@ -1,7 +1,7 @@
-"""Backups of the other topologies. A sharded project on a 3-primary Redis Cluster while `tracker maintain` runs
-(one lease per shard, files under SEGMENTS_DIR/P.I/), restored into a new cluster: every
-primary's snapshot comes back, each key on the primary that owns its slot there, and the census
-and every item's place are those of the backup."""
+"""Backups of the other topologies: a sharded project on a 3-primary Redis Cluster while
+`tracker maintain` runs (one lease per shard, files under SEGMENTS_DIR/P.I/), restored into a
+new cluster (every primary's snapshot comes back, each key on the primary that owns its slot
+there, the census and every item's place those of the backup); and a Sentinel group's primary."""
 
 from __future__ import annotations
 
