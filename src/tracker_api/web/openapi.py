@@ -22,16 +22,16 @@ from typing import Any
 import falcon
 import orjson
 
-from tracker_api.web.api_spec import JSON, Operation, declare, declared, json_answer, obj
+from tracker_api.web.api_spec import JSON, Operation, Schema, declare, declared, json_answer, obj
 from tracker_api.web.errors import REFUSAL_SCHEMAS, refusal_shape
 from tracker_core.keyspace import PROJECT_NAME_RE
 
 OPENAPI_PATH = "/api/openapi.json"
 FIELD_RE = re.compile(r"{(\w+)(?::(\w+)(?:\([^)]*\))?)?}")
-CONVERTER_SCHEMAS = {"int": {"type": "integer"}, "path": {"type": "string"}}
+CONVERTER_SCHEMAS: dict[str, Schema] = {"int": {"type": "integer"}, "path": {"type": "string"}}
 # Names of path parameters with the same meaning everywhere: a project is named as the admin
 # verbs name it (a warrior route answers 404 for any other name).
-PATH_SCHEMAS = {
+PATH_SCHEMAS: dict[str, Schema] = {
     "project": {"type": "string", "pattern": "^" + PROJECT_NAME_RE.pattern.replace("\\Z", "$")},
     "queue": {"type": "string", "examples": ["todo", "backfeed", "secondary", "redo", "downloader:alice"]},
 }
