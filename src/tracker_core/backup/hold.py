@@ -69,8 +69,16 @@ class BackupHold:
         return taken
 
     def check(self) -> None:
+        """BackupError unless every lease taken is still this backup's (read from Redis)."""
         if self.lost:
             raise BackupError(self.lost)
+        with self._lock:
+            leases = list(self.leases.values())
+        for lease in leases:
+            if self.client.get(lease.key) != self.holder:
+                raise BackupError(
+                    f"the offload lease of {lease.k.tag} was lost during the backup: run it again"
+                )
 
     def _renew(self) -> None:
         while not self._stop.wait(RENEW_EVERY_S):

@@ -102,12 +102,16 @@ class Loaded:
         self.server = EmbeddedRedis(work / "all", port=free_port(), extra=["--appendonly", "no"]).start()
         self.servers.append(self.server)
         target = loading.client_of(self.server)
-        for i, rdb in enumerate(rdbs):
-            part = loading.load_rdb(rdb, work / str(i))
-            try:
-                loading.replay(loading.client_of(part), target)
-            finally:
-                part.stop()
+        try:
+            for i, rdb in enumerate(rdbs):
+                part = loading.load_rdb(rdb, work / str(i))
+                try:
+                    loading.replay(loading.client_of(part), target)
+                finally:
+                    part.stop()
+        except BaseException:
+            self.stop()
+            raise
 
     @property
     def url(self) -> str:

@@ -57,6 +57,17 @@ def test_a_lease_holder_that_ignores_the_hold_stops_the_backup_in_one_line(r):
     assert not r.exists(keyspace.BACKUP_HOLD) and r.get(K.maintain_lease) == "node-of-an-older-release"
 
 
+def test_a_lease_lost_during_the_backup_is_found_by_check(r):
+    hold = BackupHold(r).start()
+    hold.take([K])
+    hold.check()
+    r.set(K.maintain_lease, "node-1", px=30_000)  # as if it had expired and been taken
+    with pytest.raises(BackupError, match=r"lease of \{held-for-backup\} was lost during the backup"):
+        hold.check()
+    hold.release()
+    assert r.get(K.maintain_lease) == "node-1" and not r.exists(keyspace.BACKUP_HOLD)
+
+
 def test_one_backup_at_a_time(r):
     first = BackupHold(r).start()
     with pytest.raises(BackupError, match="another backup is running"):
