@@ -7,7 +7,7 @@ import click
 from tracker_api.cli import output
 from tracker_api.cli.root import context, main, show, slug_command
 from tracker_core.admin import backfeed_verbs, checks
-from tracker_core.items import bloom
+from tracker_core.items import bloom, bloom_geometry
 
 
 @main.group()
@@ -77,9 +77,10 @@ def backfeed_shard_map(slug, shard, queue, remove):
 @click.argument("slug")
 @click.option(
     "--capacity",
-    type=click.IntRange(1),
+    type=click.IntRange(1, bloom_geometry.MAX_CAPACITY),
     default=None,
-    help="Items the first layer holds at the target rate (set while empty).",
+    help="Items the first layer holds at the target rate (set while empty; at most a billion, and "
+    "a first layer of at most 4 GiB). A sharded project's is shared out over its shards.",
 )
 @click.option(
     "--fp-rate",

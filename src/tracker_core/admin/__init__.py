@@ -57,9 +57,9 @@ backfeed.revoke_secret(ctx, project, secret_id) -> {"revoked": id}; BadInput (ma
 backfeed.shard_map(ctx, project, cursor=0, count=1000) -> {"map": {shard: queue}, "items": {shard: n}, "cursor"}; BadInput, NotFound
 backfeed.map_shard(ctx, project, shard, queue) -> {"shard", "queue"}; BadInput, NotFound [backfeed_shard.map]
 backfeed.unmap_shard(ctx, project, shard) -> {"shard", "queue": "backfeed"}; BadInput, NotFound (project, or shard not mapped) [backfeed_shard.unmap]
-backfeed.bloom_filter(ctx, project, capacity=None, fp_rate=None, kind=None) -> {"kind", "capacity", "fp_rate", "layers": [...], "items", "bits_per_item_at_capacity"}; BadInput, NotFound, Conflict (geometry given but the filter holds items) [backfeed.filter, only when a geometry is given]
-segments.list_segments(ctx, project) -> {"segments": {"N": {"items", "source"}}, "offloading"}; NotFound
-segments.export_file(ctx, project, directory: Path, number, destination: Path) -> {"segment", "items", "destination"}; BadInput, NotFound (project, segment) [segments.export]
+backfeed.bloom_filter(ctx, project, capacity=None, fp_rate=None, kind=None) -> {"kind", "capacity", "fp_rate", "layers": [...], "items", "bits_per_item_at_capacity"} (+ "shards": N, each figure added over them); BadInput (capacity past 1e9, a first layer past 4 GiB), NotFound, Conflict (geometry given but the filter holds items) [backfeed.filter, only when a geometry is given]
+segments.list_segments(ctx, project) -> {"segments": {"N" or "SHARD:N": {"items", "source"}}, "offloading"}; NotFound
+segments.export_file(ctx, project, directory: Path, number (int, or "SHARD:N" on a sharded project), destination: Path) -> {"segment", "items", "destination"}; BadInput, NotFound (project, segment) [segments.export]
 segments.import_file(ctx, project, directory: Path, source: Path, queue="todo") -> {"segment" (None: through the filter), "items", "duplicates"[, "refused_not_utf8"]}; BadInput, NotFound [segments.import]
 tokens.create(ctx, scope="*", note="", read_only=False, expires=None) -> {"token" (shown once), "token_id", "scope", "read_only", "expires_ms"}; BadInput (scope: '*' or 1 to 20 project names; expires: 30d, 12h, 90m, 60s or an ISO date, at most 3650 days) [token.create, with scope, read_only, expires_ms, note]
 tokens.list_tokens(ctx) -> {"tokens": [{"token_id", "scope", "note", "created_ms", "read_only", "expires_ms", "last_used_ms"}]}; -

@@ -85,73 +85,95 @@ def bloom_filter(
 ) -> dict:
     """The project's Bloom filter (kind, layers, items, memory); with CAPACITY, FP_RATE or KIND
     ('layered', 'wide' or 'fingerprint', see tracker_core.items.bloom), set its geometry first, which
-    only an empty filter allows."""
-    k = ctx.keys(project)
-    wanted = None
-    if capacity is not None or fp_rate is not None or kind is not None:
-        if capacity is not None and (type(capacity) is not int or capacity < 1):
-            raise BadInput("'capacity' must be an integer of 1 or more")
-        if fp_rate is not None and (type(fp_rate) not in (int, float) or not 1e-15 <= fp_rate <= 0.5):
-            raise BadInput("'fp_rate' must be a number from 1e-15 to 0.5")
-        if kind is not None and kind not in bloom.KINDS:
-            raise BadInput(f"'kind' must be one of {', '.join(bloom.KINDS)}")
-        wanted = bloom.Geometry(
-            capacity=capacity or bloom_geometry.DEFAULT_CAPACITY,
-            fp_rate=fp_rate or bloom_geometry.DEFAULT_FP_RATE,
-            kind=kind or bloom.DEFAULT_KIND,
-        )
-    shards = ctx.shards(project)
-    if wanted is not None and len(shards) > 1:
-        # Each shard filters its own items: the capacity is shared out, the rate kept.
-        per_shard = -(-wanted.capacity // len(shards))
-        wanted = bloom.Geometry(capacity=per_shard, fp_rate=wanted.fp_rate, kind=wanted.kind)
-        for other in shards[:-1]:
-            if (
-                bloom.configure(ctx.conn, other, wanted, replace=True)
-                == scripts.bloom_configure.codes.NOT_EMPTY
-            ):
-                raise Conflict(f"{project}'s filter already holds items; its geometry can't change")
-    geometry = bloom.configure(ctx.conn, k, wanted, replace=wanted is not None)
-    if isinstance(geometry, int):  # one of bloom_configure's codes
-        if geometry == scripts.bloom_configure.codes.UNKNOWN_PROJECT:
-            raise NotFound(f"unknown project {project!r}")
-        if geometry == scripts.bloom_configure.codes.NOT_A_NUMBER:
-            raise Conflict(f"{project}'s filter settings are damaged (not a number)")
-        raise Conflict(f"{project}'s filter already holds items; its geometry can't change")
-    counts = ctx.conn.hgetall(k.bloom)
-    layers = geometry.all_layers()
-    # A fingerprint layer's stash: names both of whose buckets were full (a crowded filter shows here).
-    stashed = {}
-    if geometry.kind == bloom.FINGERPRINT:
-        pipe = ctx.conn.pipeline(transaction=False)
-        for layer in layers:
-            pipe.scard(k.bloom_stash(layer.index))
-        stashed = dict(zip((layer.index for layer in layers), pipe.execute()))
+    only an empty filter allows. A sharded project's figures are its shards' added up, layer by
+    layer (each shard filters its own items at the same rate). Showing stores nothing: a filter
+    never configured is shown with the geometry its first item will give it."""
+    layout = ctx.layout(project)
+    wanted = _wanted_geometry(capacity, fp_rate, kind, len(layout.keys))
     if wanted is not None:
-        ctx.audit(
-            "backfeed.filter",
-            project,
-            capacity=geometry.capacity,
-            fp_rate=geometry.fp_rate,
-            kind=geometry.kind,
+        for k in ctx.shards(project):  # the first shard last
+            geometry = bloom.configure(ctx.conn, k, wanted, replace=True)
+            if geometry == scripts.bloom_configure.codes.UNKNOWN_PROJECT:
+                raise NotFound(f"unknown project {project!r}")
+            if geometry == scripts.bloom_configure.codes.NOT_A_NUMBER:
+                raise Conflict(f"{project}'s filter settings are damaged (not a number)")
+            if isinstance(geometry, int):
+                raise Conflict(f"{project}'s filter already holds items; its geometry can't change")
+        total = wanted.capacity * len(layout.keys)
+        ctx.audit("backfeed.filter", project, capacity=total, fp_rate=wanted.fp_rate, kind=wanted.kind)
+    return _shown(ctx.conn, layout.keys)
+
+
+def _wanted_geometry(capacity, fp_rate, kind, shards: int) -> bloom.Geometry | None:
+    """The geometry each of SHARDS shards gets (the capacity shared out, the rate kept), or None
+    when nothing is asked; BadInput past a bound, before anything is written."""
+    if capacity is None and fp_rate is None and kind is None:
+        return None
+    if capacity is not None and (
+        type(capacity) is not int or not 1 <= capacity <= bloom_geometry.MAX_CAPACITY
+    ):
+        raise BadInput(f"'capacity' must be an integer from 1 to {bloom_geometry.MAX_CAPACITY:,}")
+    if fp_rate is not None and (type(fp_rate) not in (int, float) or not 1e-15 <= fp_rate <= 0.5):
+        raise BadInput("'fp_rate' must be a number from 1e-15 to 0.5")
+    if kind is not None and kind not in bloom.KINDS:
+        raise BadInput(f"'kind' must be one of {', '.join(bloom.KINDS)}")
+    wanted = bloom.Geometry(
+        capacity=-(-(capacity or bloom_geometry.DEFAULT_CAPACITY) // shards),
+        fp_rate=fp_rate or bloom_geometry.DEFAULT_FP_RATE,
+        kind=kind or bloom.DEFAULT_KIND,
+    )
+    first_layer = wanted.layer(0).bits // 8 * shards
+    if first_layer > bloom_geometry.MAX_FIRST_LAYER_BYTES:
+        raise BadInput(
+            f"that filter's first layer would take {first_layer / 2**30:.1f} GiB of Redis memory, "
+            f"more than {bloom_geometry.MAX_FIRST_LAYER_BYTES // 2**30} GiB: ask a lower capacity "
+            "or a higher fp_rate"
         )
-    return {
-        "kind": geometry.kind,
-        "capacity": geometry.capacity,
-        "fp_rate": geometry.fp_rate,
-        "layers": [
-            {
-                "capacity": layer.capacity,
-                "fp_rate": layer.fp_rate,
-                "k": layer.k,
-                "fingerprint_bytes": layer.slot_bytes,
-                "chunks": layer.chunks,
-                "bytes": layer.bits // 8,
-                "items": int(counts.get(f"n:{layer.index}", 0)),
-                **({"stashed": stashed[layer.index]} if stashed else {}),
-            }
-            for layer in layers
-        ],
-        "items": int(counts.get("items", 0)),
-        "bits_per_item_at_capacity": geometry.layer(0).bits / geometry.capacity,
+    return wanted
+
+
+def _shown(conn, shards) -> dict:
+    """The filters of SHARDS (every shard's keys, in order) as one: layer I of each added up."""
+    pipe = conn.pipeline(transaction=False)
+    for k in shards:
+        pipe.hgetall(k.bloom)
+    stored = pipe.execute()
+    geometries = [bloom.Geometry.from_redis(f) if "capacity" in f else bloom.Geometry() for f in stored]
+    first = geometries[0]
+    # A fingerprint layer's stash: names both of whose buckets were full (a crowded filter shows here).
+    stashes = []
+    if first.kind == bloom.FINGERPRINT:
+        stashes = [(i, layer.index) for i, g in enumerate(geometries) for layer in g.all_layers()]
+        for i, index in stashes:
+            pipe.scard(shards[i].bloom_stash(index))
+    stashed = dict(zip(stashes, pipe.execute())) if stashes else {}
+    layers: dict[int, dict] = {}
+    for i, (g, counts) in enumerate(zip(geometries, stored)):
+        for layer in g.all_layers():
+            row = layers.setdefault(layer.index, _layer_row(layer, bool(stashes)))
+            row["capacity"] += layer.capacity
+            row["chunks"] += layer.chunks
+            row["bytes"] += layer.bits // 8
+            row["items"] += int(counts.get(f"n:{layer.index}", 0))
+            if stashes:
+                row["stashed"] += stashed[(i, layer.index)]
+    shown = {
+        "kind": first.kind,
+        "capacity": sum(g.capacity for g in geometries),
+        "fp_rate": first.fp_rate,
+        "layers": [layers[index] for index in sorted(layers)],
+        "items": sum(int(counts.get("items", 0)) for counts in stored),
+        "bits_per_item_at_capacity": first.layer(0).bits / first.capacity,
     }
+    if len(shards) > 1:
+        shown["shards"] = len(shards)
+    return shown
+
+
+def _layer_row(layer, stash: bool) -> dict:
+    """A layer's row before the shards' figures are added in (its rate and hashing are every shard's)."""
+    row = {"capacity": 0, "fp_rate": layer.fp_rate, "k": layer.k, "fingerprint_bytes": layer.slot_bytes}
+    row.update(chunks=0, bytes=0, items=0)
+    if stash:
+        row["stashed"] = 0
+    return row

@@ -12,6 +12,11 @@ import re
 from dataclasses import dataclass, field
 
 DEFAULT_CAPACITY = 1_000_000
+# What an admin may ask of a filter (tracker_core.admin.backfeed_verbs.bloom_filter): a capacity of
+# at most a billion names, and a first layer of at most 4 GiB of Redis memory over all shards
+# (a capacity of 10**30 was taken, and the first name added made Redis allocate gigabytes).
+MAX_CAPACITY = 1_000_000_000
+MAX_FIRST_LAYER_BYTES = 4 * 2**30
 DEFAULT_FP_RATE = 1e-6
 DEFAULT_GROWTH = 2
 DEFAULT_TIGHTENING = 0.1

@@ -74,3 +74,32 @@ def test_the_rate_at_a_layers_fill_meets_its_target_at_capacity_and_grows_past_i
     assert rate(0) == 0.0
     assert layer.fp_rate / 2 < rate(layer.capacity) <= layer.fp_rate * 1.001
     assert rate(layer.capacity // 2) < rate(layer.capacity) < rate(2 * layer.capacity)
+
+
+def test_the_capacity_and_the_first_layer_s_memory_are_bounded_before_anything_is_written(admin, r):
+    project_verbs.create(admin, P)
+    k = ProjectKeys(P)
+    for capacity in (0, bloom_geometry.MAX_CAPACITY + 1, 10**30, "5"):
+        with pytest.raises(BadInput, match="'capacity' must be an integer from 1 to 1,000,000,000"):
+            backfeed_verbs.bloom_filter(admin, P, capacity=capacity)
+    # A billion names at 1e-6 is 3.4 GiB of layered first layer: taken; at 1e-9, 5 GiB: refused.
+    with pytest.raises(BadInput, match=r"would take 5\.\d GiB of Redis memory, more than 4 GiB"):
+        backfeed_verbs.bloom_filter(admin, P, capacity=bloom_geometry.MAX_CAPACITY, fp_rate=1e-9)
+    assert not r.exists(k.bloom)
+    shown = backfeed_verbs.bloom_filter(admin, P, capacity=bloom_geometry.MAX_CAPACITY, fp_rate=1e-6)
+    assert shown["capacity"] == bloom_geometry.MAX_CAPACITY
+    assert shown["layers"][0]["bytes"] <= bloom_geometry.MAX_FIRST_LAYER_BYTES
+    assert r.memory_usage(k.bloom) < 10_000  # the geometry is stored, no bit of it allocated yet
+
+
+def test_a_sharded_project_s_filter_is_shown_whole(admin, r):
+    project_verbs.create(admin, "bfshards", shards=3)
+    layout = admin.layout("bfshards")
+    shown = backfeed_verbs.bloom_filter(admin, "bfshards", capacity=3000, kind="fingerprint")
+    assert shown["capacity"] == 3000 and shown["shards"] == 3
+    assert [r.hget(k.bloom, "capacity") for k in layout.keys] == ["1000"] * 3
+    intake.add(admin.conn, layout.keys[0], NAMES, layout=layout).__next__()
+    shown = backfeed_verbs.bloom_filter(admin, "bfshards")
+    assert shown["items"] == 50 == sum(layer["items"] for layer in shown["layers"])
+    assert {layout.shard_of(n) for n in NAMES} == {0, 1, 2}  # every shard counted, not the first
+    assert shown["layers"][0]["capacity"] == 3000 and "stashed" in shown["layers"][0]

@@ -90,7 +90,9 @@ def test_a_geometry_stored_without_a_salt_keeps_its_positions(admin, redis_url, 
 def test_a_new_filter_gets_a_salt_and_only_replacing_an_empty_one_renews_it(admin, redis_url, r):
     project_verbs.create(admin, P)
     k = ProjectKeys(P)
-    backfeed_verbs.bloom_filter(admin, P)
+    assert backfeed_verbs.bloom_filter(admin, P)["items"] == 0  # shown: nothing stored
+    assert not r.exists(k.bloom)
+    bloom.configure(admin.conn, k)  # what the first name added does
     salt = r.hget(k.bloom, "salt")
     assert bloom_geometry.SALT_RE.match(salt) and len(salt) == 32
     backfeed_verbs.bloom_filter(admin, P)  # shown, not changed
@@ -100,7 +102,7 @@ def test_a_new_filter_gets_a_salt_and_only_replacing_an_empty_one_renews_it(admi
     assert renewed != salt and len(renewed) == 32
     other = "proj-two"
     project_verbs.create(admin, other)
-    backfeed_verbs.bloom_filter(admin, other)
+    bloom.configure(admin.conn, ProjectKeys(other))
     assert r.hget(ProjectKeys(other).bloom, "salt") not in (salt, renewed)
 
 
