@@ -31,7 +31,7 @@ pytestmark = pytest.mark.slow
 PROJECT = "contract"
 NAMES = [f"https://example.com/page/{n}?q=a%20b#frag" for n in range(50)]
 # Two calls each (as drawn, and on the real project): ~700 calls, ~15 s. A longer hunt:
-# TRACKER_CONTRACT_EXAMPLES=100 (about 4 minutes).
+# TRACKER_CONTRACT_EXAMPLES=100 (about 2 minutes).
 EXAMPLES_PER_OPERATION = int(os.environ.get("TRACKER_CONTRACT_EXAMPLES", "5"))
 
 
