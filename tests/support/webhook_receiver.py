@@ -48,6 +48,13 @@ class Receiver:
         bodies = [json.loads(raw) for _, _, raw in self.received]
         return [b for b in bodies if name is None or b["event"] == name]
 
+    def has(self, count: int, timeout_s: float = 10.0) -> bool:
+        """Whether COUNT POSTs came within TIMEOUT_S."""
+        deadline = time.monotonic() + timeout_s
+        while len(self.received) < count and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return len(self.received) >= count
+
     def arrivals(self, name: str) -> list[float]:
         return [at for at, _, raw in self.received if json.loads(raw)["event"] == name]
 
