@@ -98,7 +98,7 @@ def test_an_event_in_the_outbox_when_its_maintainer_is_killed_is_delivered_after
     try:
         project_verbs.create(admin, P)
         add_hook(cli, receiver.url, "--events", "project.paused")
-        first = maintainers("--webhook-retry-base-s", "2")
+        first = maintainers("--webhook-retry-base-s", "5")  # killed well before its retry
         assert seen(r)
         assert cli("project", "pause", P).exit_code == 0
         assert wait_for(lambda: receiver.received, 10)  # a first attempt, refused
