@@ -20,12 +20,10 @@ from pathlib import Path
 import redis
 
 from tracker_core import keyspace
-from tracker_core.backup import loading, manifest, snapshot
+from tracker_core.backup import loading, manifest, snapshot, taking
 from tracker_core.backup.hold import BackupError
 from tracker_core.infra import topology
 from tracker_core.infra.embedded import EmbeddedRedis
-
-LEASE_SUFFIX = b":maintain_lease"
 
 
 def check_target(url: str, force: bool) -> None:
@@ -57,12 +55,13 @@ def check_segments(directory: Path, force: bool) -> None:
 
 
 def drop_own_leases(client: redis.Redis, holder: str) -> None:
-    """Delete the backup hold and the leases the backup held from a loaded snapshot: restored,
-    they would keep every maintainer waiting until they expired."""
+    """Delete the backup hold and the leases the backup held from a loaded snapshot (CLIENT
+    decodes): restored, they would keep every maintainer waiting until they expired."""
     client.delete(keyspace.BACKUP_HOLD)
-    for key in client.scan_iter(match="*:maintain_lease", count=1000):
-        if client.get(key) == holder.encode("utf-8", "surrogateescape"):
-            client.delete(key)
+    for layout in taking.layouts(client).values():
+        for k in layout.keys:
+            if client.get(k.maintain_lease) == holder:
+                client.delete(k.maintain_lease)
 
 
 def put_segments(backup: Path, directory: Path) -> int:
@@ -110,8 +109,9 @@ def restore(
         for i, node in enumerate(m["redis"]["nodes"]):
             server = loading.load_rdb(directory / node["file"], work / str(i))
             try:
-                source = loading.client_of(server, db=int(m["redis"].get("db") or 0))
-                drop_own_leases(source, m["holder"])
+                db = int(m["redis"].get("db") or 0)
+                drop_own_leases(loading.client_of(server, db=db, decode=True), m["holder"])
+                source = loading.client_of(server, db=db)
                 keys += loading.replay(source, target, replace=force)
             finally:
                 server.stop()

@@ -103,6 +103,8 @@ def test_a_pass_between_the_snapshot_and_the_file_copy_moves_nothing(
         restored = redis.Redis.from_url(target.url, decode_responses=True)
         found = places_with_segments(restored, K, tmp_path / "restored-segments")
         assert set(found) == set(NAMES) and set(found.values()) == {1}
+        # The backup's own hold and leases stay behind: a maintainer takes the lease at once.
+        assert not restored.exists(keyspace.BACKUP_HOLD) and not restored.exists(K.maintain_lease)
 
 
 def test_a_project_created_during_the_snapshot_has_its_lease_taken_and_is_snapshotted_again(
