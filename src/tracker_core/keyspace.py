@@ -36,8 +36,8 @@ BACKUP_HOLD = "tracker:backup_hold"
 # Webhooks (tracker_core.notify), one hash tag so each of their scripts stays in one Cluster slot:
 # the hooks (id -> JSON record with its secret) and their delivery figures, what the detector
 # last saw (field per project or node -> JSON), the outbox (delivery id -> JSON record; due:
-# id -> when next tried, ms; claimed: id -> when its claim expires, ms; claims: id -> holder)
-# and its counters.
+# id -> when next tried, ms; claimed: id -> when its claim expires, ms; claims: id -> holder),
+# its counters, and the lease of the one detector that reads the projects.
 NOTIFY_HOOKS = "tracker:{notify}:hooks"
 NOTIFY_HOOK_STATS = "tracker:{notify}:hook_stats"
 NOTIFY_STATE = "tracker:{notify}:state"
@@ -46,6 +46,7 @@ NOTIFY_DUE = "tracker:{notify}:due"
 NOTIFY_CLAIMED = "tracker:{notify}:claimed"
 NOTIFY_CLAIMS = "tracker:{notify}:claims"
 NOTIFY_STATS = "tracker:{notify}:stats"
+NOTIFY_LEASE = "tracker:{notify}:lease"
 
 # The queues a claim visits after the downloader's own queue, in serve order.
 SHARED_QUEUES = ("todo", "backfeed", "secondary", "redo")

@@ -137,7 +137,7 @@ class Notifier:
         log=None,
         detector: Detector | None = None,
     ):
-        self.detector = detector or Detector(client, thresholds)
+        self.detector = detector or Detector(client, thresholds, holder=holder)
         self.deliverer = Deliverer(client, holder, policy)
         self.interval_s = interval_s
         self.log = log or logging.getLogger("tracker.notify").warning
@@ -163,6 +163,10 @@ class Notifier:
         self.wake.set()
         for thread in self.threads:
             thread.join(timeout_s)
+        try:  # another maintainer's detector takes over at once, not when the lease expires
+            self.detector.release()
+        except Exception:  # noqa: BLE001 - Redis may be gone; the lease expires
+            pass
 
     def _detect(self) -> None:
         if self.detector.check():

@@ -6,12 +6,16 @@ summed over its shards), this node's clock offset and the primaries serving Redi
 into events with the rules of events.py, and writes the new state with the events' deliveries
 in one notify_emit call that applies only if nobody wrote that state since it was read: with a
 maintainer on every node, each event is queued once (the others read the new state next time).
+Only the detector holding a short lease (LEASE_MS, through maintain_lease-1.lua on its own key)
+reads the projects and the primaries; every node's checks its own clock.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import socket
+import uuid
 
 from tracker_core import keyspace, scripts
 from tracker_core.figures import census
@@ -25,6 +29,15 @@ from tracker_core.scripts.derived_counters import with_derived
 PROJECT_FIELD = "project:"
 NODE_FIELD = "node:"
 REDIS_FIELD = "redis:primaries"
+LEASE_MS = 5_000  # a detector that stops renewing it is replaced within this
+
+
+class _LeaseKeys:
+    """What the maintain_lease binding reads of a project's keys, for the detector's lease."""
+
+    maintain_lease = keyspace.NOTIFY_LEASE
+
+
 _FIRST = ("paused", SHARD_TAGS_FIELD)
 
 
@@ -94,12 +107,26 @@ class Detector:
         clock: RedisClock | None = None,
         node: str | None = None,
         max_queued: int = outbox.MAX_QUEUED,
+        holder: str | None = None,
+        lease_ms: int = LEASE_MS,
     ):
         self.client = client
         self.thresholds = thresholds
         self.clock = clock or RedisClock(max_offset_s=0)
         self.node = node or socket.gethostname()
         self.max_queued = max_queued
+        self.holder = holder or f"{self.node}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.lease_ms = lease_ms
+
+    def leads(self) -> bool:
+        """Take or renew the detectors' lease: whether this one reads the projects now."""
+        reply = scripts.maintain_lease(self.client, _LeaseKeys, holder=self.holder, lease_ms=self.lease_ms)
+        return reply == scripts.maintain_lease.codes.HELD
+
+    def release(self) -> None:
+        scripts.maintain_lease(
+            self.client, _LeaseKeys, holder=self.holder, lease_ms=self.lease_ms, release=True
+        )
 
     def check(self) -> list[dict]:
         """Check once; the events queued (empty when another maintainer wrote first: the next
@@ -118,20 +145,20 @@ class Detector:
                 changes[field] = [stored.get(field, False), text]
             found.extend(outbox.new_event(name, project, data, now_ms) for name, data in fired)
 
-        projects = sorted(self.client.smembers(keyspace.PROJECTS))
-        for project in projects:
-            seen = read_project(self.client, project)
-            if seen is not None:
-                field = PROJECT_FIELD + project
-                note(
-                    field, *events.project(_loads(stored.get(field)), seen, now_ms, self.thresholds), project
-                )
-        for field in stored:
-            if field.startswith(PROJECT_FIELD) and field[len(PROJECT_FIELD) :] not in projects:
-                changes[field] = [stored[field], False]  # a deleted project's
+        if self.leads():
+            projects = sorted(self.client.smembers(keyspace.PROJECTS))
+            for project in projects:
+                seen = read_project(self.client, project)
+                if seen is not None:
+                    field = PROJECT_FIELD + project
+                    old = _loads(stored.get(field))
+                    note(field, *events.project(old, seen, now_ms, self.thresholds), project)
+            for field in stored:
+                if field.startswith(PROJECT_FIELD) and field[len(PROJECT_FIELD) :] not in projects:
+                    changes[field] = [stored[field], False]  # a deleted project's
+            note(REDIS_FIELD, *events.failover(_loads(stored.get(REDIS_FIELD)), primaries(self.client)))
         field = NODE_FIELD + self.node
         note(field, *events.clock(_loads(stored.get(field)), self.clock.offset_s, self.node, self.thresholds))
-        note(REDIS_FIELD, *events.failover(_loads(stored.get(REDIS_FIELD)), primaries(self.client)))
         if not changes:
             return []
         rows = outbox.deliveries(found, every_hook, now_ms)

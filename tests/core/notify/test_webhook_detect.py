@@ -57,3 +57,27 @@ def test_refills_stalled_and_offloading_stuck(admin, tmp_path: Path):
     assert [(e["event"], e["project"], e["data"]["queues"]) for e in fired] == [
         ("offload.stuck", "off", ["todo"])
     ]
+
+
+def test_one_detector_reads_the_projects_and_another_takes_over_when_it_stops(admin):
+    project_verbs.create(admin, "p")
+    webhook_verbs.add(admin, "http://127.0.0.1:9/hook")
+    first = Detector(admin.conn, node="node-a", lease_ms=400)
+    second = Detector(admin.conn, node="node-b", lease_ms=400)
+    assert first.check() == [] and second.check() == []
+    project_verbs.pause(admin, "p")
+    assert second.check() == []  # not its turn: it checked its own clock only
+    assert [e["event"] for e in first.check()] == ["project.paused"]
+    project_verbs.resume(admin, "p")
+    time.sleep(0.5)  # the first stopped renewing its lease
+    assert [e["event"] for e in second.check()] == ["project.resumed"]
+    assert first.check() == []
+    second.release()
+    project_verbs.pause(admin, "p")
+    assert [e["event"] for e in first.check()] == ["project.paused"]  # at once
+    assert set(admin.conn.hkeys(keyspace.NOTIFY_STATE)) == {
+        "project:p",
+        "redis:primaries",
+        "node:node-a",
+        "node:node-b",
+    }
