@@ -1,4 +1,4 @@
-"""The event detector: what `tracker maintain` checks every --webhook-interval (0.5 s by
+"""The event detector: what `tracker maintain` checks every --webhook-interval-s (0.5 s by
 default) on a thread of its own, beside its passes.
 
 A check reads every project (its queues, out, the done counter, paused, the segments waiting,
@@ -7,7 +7,7 @@ into events with the rules of events.py, and writes the new state with the event
 in one notify_emit call that applies only if nobody wrote that state since it was read: with a
 maintainer on every node, each event is queued once (the others read the new state next time).
 Only the detector holding a short lease (LEASE_MS, through maintain_lease-1.lua on its own key)
-reads the projects and the primaries; every node's checks its own clock.
+reads the projects and the primaries; every node checks its own clock.
 """
 
 from __future__ import annotations
@@ -77,13 +77,15 @@ def read_project(client, project: str) -> events.ProjectSeen | None:
             {f: int(v) for f, v in replies[census.N_COMMANDS + 1].items() if v.isdigit()}
         ).get("items_done", 0)
         rules = settings_schema.offload_rules(dict(zip(settings_schema.OFFLOAD_FIELDS, replies[-1])))
-        waiting = census.offloaded_by_source(replies[6] or {}, replies[7] or {}, 0)  # staged: not waiting
+        # census.commands' 7th to 9th: the segments, their sources and the staged set's size.
+        segments, sources, staged = replies[6] or {}, replies[7] or {}, int(replies[8] or 0)
+        waiting = census.offloaded_by_source(segments, sources, 0)  # the staged set waits for no refill
         for queue in QUEUES:
             if sizes[queue] == 0 and waiting[queue] > 0:
                 stalled.add(queue)
             if rules.high > 0 and sizes[queue] > rules.high + rules.per_segment:
                 stuck.add(queue)
-        if int(replies[8] or 0) > 0:
+        if staged > 0:
             stuck.add("offloading")
     return events.ProjectSeen(
         queued=queued,
