@@ -81,3 +81,18 @@ def test_one_detector_reads_the_projects_and_another_takes_over_when_it_stops(ad
         "node:node-a",
         "node:node-b",
     }
+
+
+def test_backlog_growing_from_real_queues_at_its_threshold(admin):
+    project_verbs.create(admin, "grows")
+    webhook_verbs.add(admin, "http://127.0.0.1:9/hook", project="grows")
+    detector = Detector(admin.conn, Thresholds(backlog_growth=100, backlog_window_s=600))
+    item_verbs.add(admin, "grows", NAMES[:50])
+    assert detector.check() == []  # first sight: 50 queued
+    item_verbs.add(admin, "grows", NAMES[50:149], queue="backfeed")
+    assert detector.check() == []  # 99 more
+    item_verbs.add(admin, "grows", NAMES[149:150], queue="secondary")
+    fired = detector.check()
+    assert [(e["event"], e["data"]["from"], e["data"]["to"]) for e in fired] == [("backlog.growing", 50, 150)]
+    item_verbs.add(admin, "grows", NAMES[150:])
+    assert detector.check() == []  # still the same growth: once
