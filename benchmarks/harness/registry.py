@@ -19,6 +19,7 @@ CASE_MODULES = (
     "cpu_bench",
     "server_bench",
     "cases.offload",
+    "cases.backup",
     "cases.cluster_failover",
     "cases.shard_scale",
 )
