@@ -328,6 +328,7 @@ class Corpus:
             "secret_id": self.pick("abcdef", "zz"),
             "shard": self.pick("s1", "bad shard", "x" * 70),
             "token_id": self.pick("0" * 12, "zz", "abcdefabcdef"),
+            "hook_id": self.pick("0" * 12, "zz", "abcdefabcdef", "A" * 13),
         }
         if method == "DELETE" and path == "/api/admin/projects/{project}":
             params["project"] = self.pick("nope", "fzdel")  # never the project under test

@@ -15,8 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tracker_api.app import create_app
 from tracker_api.public.live import LiveFeed, ProjectWatcher
-from tracker_core.admin import item_verbs, log_verbs, project_verbs, segment_verbs
-from tracker_core.admin.errors import BadInput
+from tracker_core.admin import item_verbs, log_verbs, project_verbs
 from tracker_core.figures import stats, stats_shards
 from tracker_core.figures.stats import StatsReader
 from tracker_core.maintainer import shard_passes
@@ -248,11 +247,6 @@ def test_the_running_maintainer_refills_a_shard_whose_claims_ask(admin, engine, 
         stop.set()
         runner.join(timeout=15)
     assert not runner.is_alive()
-
-
-def test_segment_import_is_refused_on_a_sharded_project(admin, layout, tmp_path):
-    with pytest.raises(BadInput, match="sharded"):
-        segment_verbs.import_file(admin, P, tmp_path, tmp_path / "1.zst")
 
 
 def test_a_deleted_project_s_shard_folders_go_with_it(admin, engine, clock, layout, r, tmp_path):
