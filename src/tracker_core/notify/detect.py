@@ -1,8 +1,9 @@
 """The event detector: what `tracker maintain` checks every --webhook-interval-s (0.5 s by
 default) on a thread of its own, beside its passes.
 
-A check reads every project (its queues, out, the done counter, paused, the segments waiting,
-summed over its shards), this node's clock offset and the primaries serving Redis, turns them
+A check reads every project a hook watches (every project once a hook without a project gets
+project events): its queues, out, the done counter, paused, the segments waiting, summed over
+its shards. It also reads this node's clock offset and the primaries serving Redis, turns them
 into events with the rules of events.py, and writes the new state with the events' deliveries
 in one notify_emit call that applies only if nobody wrote that state since it was read: with a
 maintainer on every node, each event is queued once (the others read the new state next time).
@@ -149,7 +150,8 @@ class Detector:
 
         if self.leads():
             projects = sorted(self.client.smembers(keyspace.PROJECTS))
-            for project in projects:
+            watched = watched_projects(every_hook)
+            for project in projects if watched is None else [p for p in projects if p in watched]:
                 seen = read_project(self.client, project)
                 if seen is not None:
                     field = PROJECT_FIELD + project
@@ -172,6 +174,19 @@ class Detector:
             deliveries=rows,
         )
         return found if reply != scripts.notify_emit.codes.CHANGED else []
+
+
+def watched_projects(every_hook: list) -> set[str] | None:
+    """The projects some hook gets a project's event of; None when a hook without a project
+    does (every project is read then). A project no hook watches costs no read: its state stays
+    as last read, and a change meanwhile fires once a hook watches it."""
+    watched: set[str] = set()
+    for hook in every_hook:
+        if set(hook.events) - hooks.GLOBAL_EVENTS:
+            if hook.project is None:
+                return None
+            watched.add(hook.project)
+    return watched
 
 
 def _loads(text: str | None) -> dict | None:

@@ -96,3 +96,21 @@ def test_backlog_growing_from_real_queues_at_its_threshold(admin):
     assert [(e["event"], e["data"]["from"], e["data"]["to"]) for e in fired] == [("backlog.growing", 50, 150)]
     item_verbs.add(admin, "grows", NAMES[150:])
     assert detector.check() == []  # still the same growth: once
+
+
+def test_only_the_projects_a_hook_watches_are_read(admin):
+    for project in ("watched", "unwatched"):
+        project_verbs.create(admin, project)
+        item_verbs.add(admin, project, NAMES[:10])
+    detector = Detector(admin.conn)
+
+    def read() -> set[str]:
+        detector.check()
+        return {f for f in admin.conn.hkeys(keyspace.NOTIFY_STATE) if f.startswith("project:")}
+
+    webhook_verbs.add(admin, "http://127.0.0.1:9/a", project="watched")
+    assert read() == {"project:watched"}
+    webhook_verbs.add(admin, "http://127.0.0.1:9/b", events=["redis.failover", "clock.off"])
+    assert read() == {"project:watched"}  # a deployment's events need no project read
+    webhook_verbs.add(admin, "http://127.0.0.1:9/c", events=["project.drained"])
+    assert read() == {"project:watched", "project:unwatched"}  # a hook for every project
