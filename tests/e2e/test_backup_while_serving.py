@@ -1,5 +1,5 @@
-"""`tracker backup` while a real `tracker serve` and `tracker maintain` work (warriors claiming
-and finishing over HTTP, queue tails offloaded, done items offloaded, the done log archived),
+"""`tracker backup` while a real `tracker serve` and `tracker maintain` work (seesaw-kit warriors
+claiming and finishing, queue tails offloaded, done items offloaded, the done log archived),
 then every process killed (Redis too), its data and the segments wiped, `tracker restore`, and
 the census equal to the one at the backup: every item in exactly one place, and claims work."""
 
@@ -10,17 +10,17 @@ import os
 import shutil
 import signal
 import subprocess
-import threading
 import time
 from collections import Counter
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import redis
 
 from support import census as census_support
-from support.http_warrior import post_once
 from support.paths import TRACKER_BIN
+from support.seesaw_runner import start_warrior
 from tracker_core import keyspace
 from tracker_core.admin import census_verbs, item_verbs, project_verbs
 from tracker_core.admin.context import AdminContext
@@ -101,56 +101,39 @@ class Deployment:
         ]
         processes.wait_for_port(self.port, self.processes[1])
 
-    def kill_all(self) -> None:
-        for process in [*self.processes, self.redis.process]:
+    def kill_all(self, keep_redis: bool = False) -> None:
+        for process in [*self.processes, *([] if keep_redis else [self.redis.process])]:
             if process is not None and process.poll() is None:
                 os.kill(process.pid, signal.SIGKILL)
                 process.wait(timeout=10)
         self.processes = []
 
 
-class Warriors:
-    """Warriors claiming multi=10 over HTTP and reporting 8 of each 10 done (the rest stay out),
-    until stopped, or with FINISHED until a 404 finds FINISHED() true (a 404 while the backup
-    holds the refills back, or before a refill, is retried); each answer's time and status kept."""
-
-    def __init__(self, port: int, threads: int = 2, finished=None):
-        self.port = port
-        self.finished = finished
-        self.answers: list[tuple[float, str, int]] = []
-        self.stopped = threading.Event()
-        self.threads = [threading.Thread(target=self.run, args=(f"bk-warrior-{i}",)) for i in range(threads)]
-
-    def start(self) -> Warriors:
-        for thread in self.threads:
-            thread.start()
-        return self
-
-    def run(self, downloader: str) -> None:
-        body = {"downloader": downloader, "api_version": "2", "version": "1"}
-        while not self.stopped.is_set():
-            status, reply = post_once(self.port, f"/{P}/multi=10/request", body)
-            self.answers.append((time.monotonic(), "request", status))
-            if status == 404 and self.finished is not None and self.finished():
-                return
-            if status != 200:
-                time.sleep(0.05)
-                continue
-            items = json.loads(reply)["item_name"].split("\0")[:8]
-            done = {"downloader": downloader, "version": "1", "item": "\0".join(items), "bytes": {"d": 1}}
-            status, _ = post_once(self.port, f"/{P}/done", done)
-            self.answers.append((time.monotonic(), "done", status))
-            time.sleep(0.02)
-
-    def stop(self) -> None:
-        self.stopped.set()
-        for thread in self.threads:
-            thread.join(timeout=30)
-
-    def ok_between(self, start: float, end: float, kind: str) -> int:
-        return sum(
-            1 for at, what, status in self.answers if start <= at <= end and what == kind and status == 200
+def seesaw_warriors(d: Deployment, tmp_path: Path, label: str, count: int, hold_s: float) -> list:
+    """COUNT seesaw-kit warriors (the real pipeline: claim multi=10, a download taking HOLD_S,
+    done) on D's server, each making claims until it is killed."""
+    server = SimpleNamespace(base=f"http://127.0.0.1:{d.port}")
+    return [
+        start_warrior(
+            server,
+            tmp_path,
+            100_000,
+            project=P,
+            multi=10,
+            concurrent=4,
+            downloader=f"bk-{label}-{i}",
+            hold_s=hold_s,
+            log=tmp_path / f"warrior-{label}-{i}.log",
         )
+        for i in range(count)
+    ]
+
+
+def stop_warriors(warriors: list) -> None:
+    for warrior in warriors:
+        if warrior.poll() is None:
+            warrior.kill()
+        warrior.wait(timeout=30)
 
 
 def where_items_are(url: str, segments: Path) -> Counter:
@@ -170,32 +153,33 @@ def test_backup_while_serving_then_restore_after_losing_everything(tmp_path):
     admin.conn.close()
     backup_dir = tmp_path / "backups" / "nightly"
     backup_dir.parent.mkdir()
-    warriors = None
+    warriors: list = []
     try:
         d.start_tracker()
         r = redis.Redis.from_url(d.url, decode_responses=True)
         assert processes.wait_for(lambda: segment_registry.offloaded_count(r, K) > 0, 30), "nothing offloaded"
-        warriors = Warriors(d.port).start()
+        warriors = seesaw_warriors(d, tmp_path, "before", 2, hold_s=0.05)
         assert processes.wait_for(lambda: r.hlen(K.log_segments) > 0 and r.scard(K.done) > 0, 60)
 
-        started = time.monotonic()
+        status = AdminContext(r)
+        before = census_verbs.status(status, P)
         result = tracker(d.url, "--json", "backup", backup_dir, "--segments-dir", d.segments)
-        ended = time.monotonic()
+        after = census_verbs.status(status, P)
         manifest = json.loads(result.stdout)
         at_backup = manifest["census"][P]
-        # Warriors claimed and finished while the backup ran; maintainers take their leases back.
-        assert warriors.ok_between(started, ended, "request") > 0
-        assert warriors.ok_between(started, ended, "done") > 0
+        # Warriors claimed and finished while the backup ran (the counters around it moved, the
+        # backup's census between them); maintainers take their leases back.
+        assert before["counters"]["items_claimed"] < after["counters"]["items_claimed"]
+        assert before["done"] < at_backup["done"] or at_backup["done"] < after["done"]
         assert processes.wait_for(
             lambda: (r.get(K.maintain_lease) or "backup:").split(":")[0] != "backup", 10
         )
         assert not r.exists(keyspace.BACKUP_HOLD)
         time.sleep(1.5)  # serving goes on after the backup
-        assert warriors.ok_between(ended, time.monotonic(), "done") > 0
+        assert census_verbs.status(status, P)["done"] > after["done"]
         r.close()
     finally:
-        if warriors is not None:
-            warriors.stop()
+        stop_warriors(warriors)
         d.kill_all()
 
     # The backup: whole, with segments of queues and of done and archived done log files.
@@ -219,22 +203,23 @@ def test_backup_while_serving_then_restore_after_losing_everything(tmp_path):
         assert log_archive.segment_path(d.segments, P, number).is_file()
 
     # Started again: claims work, and every item not out at the backup gets done.
+    def finished() -> bool:
+        status = census_verbs.status(admin, P)
+        return status["todo_total"] == 0 and status["offloaded_queues"]["todo"] == 0
+
     try:
         d.start_tracker()
-
-        def finished() -> bool:
-            status = census_verbs.status(admin, P)
-            return status["todo_total"] == 0 and status["offloaded_queues"]["todo"] == 0
-
-        warriors = Warriors(d.port, threads=3, finished=finished).start()
-        for thread in warriors.threads:
-            thread.join(timeout=120)
-        assert warriors.ok_between(0, time.monotonic(), "request") > 0
+        warriors = seesaw_warriors(d, tmp_path, "after", 3, hold_s=0)
+        assert processes.wait_for(finished, 120), census_verbs.status(admin, P)
+        # Stopped before the places are read: a maintainer offloading done items between the
+        # read of the done set and that of the segment files would show an item in both.
+        stop_warriors(warriors)
+        d.kill_all(keep_redis=True)
         status = census_verbs.status(admin, P)
-        assert status["todo_total"] == 0 and status["offloaded_queues"]["todo"] == 0
+        assert status["done"] > at_backup["done"]
         assert status["done_kept"] + status["done_offloaded"] + status["out"] == len(NAMES)
         found = where_items_are(d.url, d.segments)
         assert set(found) == set(NAMES) and set(found.values()) == {1}
     finally:
-        warriors.stop()
+        stop_warriors(warriors)
         d.kill_all()

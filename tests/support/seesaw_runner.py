@@ -23,7 +23,12 @@ def start_warrior(
     upload=False,
     version="20240101.01",
     downloader="e2e-warrior",
+    hold_s=0.0,
+    log=None,
 ):
+    """The driver started; its output piped (read by finish_warrior), or written to the file
+    LOG for a warrior that runs long: a pipe nobody reads fills (64 KB of seesaw's item log) and
+    blocks the warrior in its next write."""
     work_dir = tmp_path / f"warrior-{project}-{downloader}"
     work_dir.mkdir(exist_ok=True)
     command = [
@@ -48,11 +53,13 @@ def start_warrior(
     ]
     if upload:
         command.append("--upload")
+    if hold_s:
+        command += ["--hold-s", str(hold_s)]
     return subprocess.Popen(
         command,
         cwd=work_dir,
         stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
+        stdout=subprocess.PIPE if log is None else open(log, "w"),  # noqa: SIM115 - the child's
         stderr=subprocess.STDOUT,
         text=True,
     )

@@ -12,6 +12,7 @@ import collections
 import collections.abc
 import json
 import os
+import time
 
 # seesaw 0.10.3 subclasses collections.MutableMapping, which Python 3.10 removed.
 collections.MutableMapping = collections.abc.MutableMapping
@@ -42,11 +43,14 @@ def shorten_back_off(seconds: float) -> None:
 class WriteItemData(SimpleTask):
     """Stand in for the download: write the claimed names to a file in the item's directory."""
 
-    def __init__(self, work_dir: str):
+    def __init__(self, work_dir: str, hold_s: float = 0.0):
         SimpleTask.__init__(self, "WriteItemData")
         self.work_dir = work_dir
+        self.hold_s = hold_s  # a download's time: the items stay out (claimed) that long
 
     def process(self, item):
+        if self.hold_s:
+            time.sleep(self.hold_s)
         item_dir = os.path.join(self.work_dir, item.item_id)
         os.makedirs(item_dir, exist_ok=True)
         item["item_dir"] = item_dir
@@ -61,7 +65,7 @@ def build_pipeline(args) -> Pipeline:
     request_base = f"{base}/multi={args.multi}/" if args.multi > 1 else base
     tasks = [
         GetItemFromTracker(request_base, args.downloader, args.version),
-        WriteItemData(args.work_dir),
+        WriteItemData(args.work_dir, args.hold_s),
         PrepareStatsForTracker(
             defaults={"downloader": args.downloader, "version": args.version},
             file_groups={"data": [ItemInterpolation("%(data_file)s")]},
@@ -96,6 +100,7 @@ def main() -> None:
     parser.add_argument("--upload", action="store_true")
     parser.add_argument("--work-dir", required=True)
     parser.add_argument("--retry-delay", type=float, default=0.3)
+    parser.add_argument("--hold-s", type=float, default=0.0, help="seconds each download takes")
     args = parser.parse_args()
 
     shorten_back_off(args.retry_delay)
