@@ -12,9 +12,9 @@ import time
 
 import pytest
 
-from support.http_warrior import complete_over_http
 from support.paths import TRACKER_BIN
 from support.processes import start, stop, wait_for
+from support.seesaw_runner import run_warrior
 from support.webhook_receiver import Receiver
 from tracker_core import keyspace
 from tracker_core.admin import item_verbs, project_verbs
@@ -66,16 +66,17 @@ def add_hook(cli, url: str, *options: str) -> dict:
 
 
 def test_drained_reaches_the_receiver_within_seconds_of_the_last_done(
-    admin, cli, r, live_server, maintainers, receiver
+    admin, cli, r, live_server, maintainers, receiver, tmp_path
 ):
     project_verbs.create(admin, P)
     item_verbs.add(admin, P, ITEMS)
     hook = add_hook(cli, receiver.url, "--project", P)
     maintainers()
     assert seen(r)  # busy
-    for n in range(3):
-        complete_over_http(live_server.base, P, f"warrior{n}", 10, 1000)
-    last_done = time.monotonic()
+    # A seesaw-kit warrior's three claims of 10, each reported done by its pipeline.
+    result, _ = run_warrior(live_server, tmp_path, 3, project=P, multi=10, downloader="hookwatch")
+    assert sorted(result["names"]) == sorted(ITEMS)
+    last_done = time.monotonic()  # after the warrior's exit: the latency below is an upper bound
     assert wait_for(lambda: receiver.events("project.drained"), 10)
     (drained,) = receiver.events("project.drained")
     latency = receiver.arrivals("project.drained")[0] - last_done
@@ -116,7 +117,7 @@ def test_an_event_in_the_outbox_when_its_maintainer_is_killed_is_delivered_after
     assert r.hget(keyspace.NOTIFY_STATS, "delivered") == "1"
 
 
-def test_two_maintainers_deliver_each_event_once(admin, cli, r, live_server, maintainers, receiver):
+def test_two_maintainers_deliver_each_event_once(admin, cli, r, live_server, maintainers, receiver, tmp_path):
     project_verbs.create(admin, P)
     item_verbs.add(admin, P, ITEMS[:4])
     add_hook(cli, receiver.url)
@@ -129,7 +130,7 @@ def test_two_maintainers_deliver_each_event_once(admin, cli, r, live_server, mai
         assert receiver.has(2 * n + 1)
         assert cli("project", "resume", P).exit_code == 0
         assert receiver.has(2 * n + 2)
-    complete_over_http(live_server.base, P, "warrior", 4, 10)
+    run_warrior(live_server, tmp_path, 1, project=P, multi=4, downloader="hookwatch")
     assert wait_for(lambda: len(receiver.received) >= 7, 15)
     time.sleep(1.5)  # anything twice would be in by now
     names = [b["event"] for b in receiver.events()]
