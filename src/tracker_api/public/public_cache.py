@@ -50,6 +50,7 @@ import urllib.parse
 
 from tracker_api.public.public_renderer import RENDERING_ENV
 from tracker_api.public.rendered_files import DEFAULT_MAX_AGE_S, MAX_KEY_CHARS, STALE_S, Entry, Store
+from tracker_api.web.token_bucket import TokenBucket
 from tracker_core import keyspace
 
 FRESH_WAIT_S = 0.01  # for a new render of a file past max_age_s (it is served if none comes)
@@ -145,22 +146,11 @@ class ColdBudget:
         self.spent_s += seconds
 
 
-class ByteBudget:
-    """A token bucket: RATE a second, up to BURST saved (bytes of rendered answers one worker
-    may send; renders it may make itself)."""
+class ByteBudget(TokenBucket):
+    """Bytes of rendered answers one worker may send a second (or renders it may make itself)."""
 
     def __init__(self, rate: float = BYTES_PER_S, burst: float = BYTES_PER_S, clock=time.monotonic):
-        self.rate, self.burst, self.clock = rate, burst, clock
-        self.tokens, self.at = burst, clock()
-
-    def take(self, size: int) -> bool:
-        now = self.clock()
-        self.tokens = min(self.burst, self.tokens + (now - self.at) * self.rate)
-        self.at = now
-        if size > self.tokens:
-            return False
-        self.tokens -= size
-        return True
+        super().__init__(rate, burst, clock)
 
 
 class PublicCache:

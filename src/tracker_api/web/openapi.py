@@ -24,6 +24,7 @@ import orjson
 
 from tracker_api.web.api_spec import JSON, Operation, Schema, declare, declared, json_answer, obj
 from tracker_api.web.errors import REFUSAL_SCHEMAS, refusal_shape
+from tracker_api.web.token_bucket import TokenBucket
 from tracker_core.keyspace import PROJECT_NAME_RE
 
 OPENAPI_PATH = "/api/openapi.json"
@@ -191,17 +192,33 @@ def _version() -> str:
         return "0"
 
 
+# Anyone may ask for the document (about 100 KB): a worker sends at most this many bytes of it
+# a second (tracker_api.web.token_bucket), 40 documents, and answers 429 past it. A client reads
+# it once; a flood would otherwise keep the cores copying it.
+BYTES_PER_S = 4 << 20
+
+
 class OpenApiDocument:
     """``GET /api/openapi.json``: the document of APP, built once (SKIP: page prefixes)."""
 
-    def __init__(self, app: falcon.App, skip: tuple[str, ...] = ()):
+    def __init__(self, app: falcon.App, skip: tuple[str, ...] = (), bytes_per_s: float = BYTES_PER_S):
         self.app = app
         self.skip = skip
         self._body: bytes | None = None
+        self.budget = TokenBucket(bytes_per_s, bytes_per_s)
 
-    @declare("The OpenAPI document of this API", answers={200: json_answer(obj(("openapi", "paths")))})
+    @declare(
+        "The OpenAPI document of this API",
+        answers={200: json_answer(obj(("openapi", "paths")))},
+        refuses=(429,),
+    )
     def on_get(self, req, resp):
         if self._body is None:
             self._body = orjson.dumps(document(self.app, self.skip))
+        if not self.budget.take(len(self._body)):
+            raise falcon.HTTPTooManyRequests(
+                title="the API's description was sent too often this second; ask again",
+                headers={"Retry-After": "1"},
+            )
         resp.content_type = falcon.MEDIA_JSON
         resp.data = self._body

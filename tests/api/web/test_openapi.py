@@ -4,6 +4,7 @@ its handler takes."""
 
 from collections import defaultdict
 
+import falcon
 import orjson
 import pytest
 from falcon import testing
@@ -145,3 +146,18 @@ def test_a_declaration_costs_a_call_nothing():
     assert declare("x")(responder) is responder
     assert RequestResource.on_post.__qualname__ == "RequestResource.on_post"
     assert declared(RequestResource.on_post).summary == "Claim items"
+
+
+def test_a_worker_sends_the_document_within_its_byte_budget(document):
+    assert 50_000 < len(orjson.dumps(document)) < openapi.BYTES_PER_S / 20  # 40 a second or more
+
+    def served(bytes_per_s: float) -> testing.TestClient:
+        app = falcon.App()
+        app.add_route(openapi.OPENAPI_PATH, openapi.OpenApiDocument(app, bytes_per_s=bytes_per_s))
+        return testing.TestClient(app)
+
+    size = len(served(openapi.BYTES_PER_S).simulate_get(openapi.OPENAPI_PATH).content)
+    client = served(2.5 * size)  # two documents' worth and a half
+    answers = [client.simulate_get(openapi.OPENAPI_PATH) for _ in range(3)]
+    assert [a.status_code for a in answers] == [200, 200, 429]
+    assert answers[2].headers["retry-after"] == "1" and "too often" in answers[2].text
