@@ -4,7 +4,6 @@ changed; and a restore into the embedded Redis of a data directory (`tracker run
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -12,8 +11,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from support.paths import TRACKER_BIN
 from support.projects import new_project
+from support.tracker_runs import CLEAN_ENV, run_tracker
 from tracker_core import keyspace
 from tracker_core.admin import census_verbs
 from tracker_core.admin.context import AdminContext
@@ -22,13 +21,10 @@ from tracker_core.infra.embedded import EmbeddedRedis, free_port
 P = "refusals"
 NAMES = [f"https://example.com/refused/{i}?q=%25" for i in range(500)]
 SMALL = {"offload_high": "200", "offload_low": "100", "offload_segment_items": "50"}
-ENV = {k: v for k, v in os.environ.items() if not k.startswith("TRACKER_")}
 
 
 def tracker(*args, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [TRACKER_BIN, *map(str, args)], capture_output=True, text=True, timeout=120, env=env or ENV
-    )
+    return run_tracker(*args, timeout=120, env=env)
 
 
 def refused(result: subprocess.CompletedProcess, reason: str) -> None:
@@ -139,7 +135,11 @@ def test_backup_refuses_an_existing_directory_and_a_lease_it_cannot_take(tmp_pat
         (tmp_path / "tmp").mkdir()
         refused(
             tracker(
-                *base, tmp_path / "b", "--lease-wait", "0.5", env=dict(ENV, TMPDIR=str(tmp_path / "tmp"))
+                *base,
+                tmp_path / "b",
+                "--lease-wait",
+                "0.5",
+                env=dict(CLEAN_ENV, TMPDIR=str(tmp_path / "tmp")),
             ),
             f"the offload lease of {P} ({{{P}}}) is still held by node-of-an-older-release after 0.5s",
         )

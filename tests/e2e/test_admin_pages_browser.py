@@ -20,24 +20,14 @@ from support import browser as support_browser
 from support.browser import PHONE_WIDTH, Browser, needs_chromium
 from support.paths import ARTIFACTS, ROOT
 from support.processes import start_live_server, stop_live_server
+from tracker_api.admin.pages.project_pages import ProjectPages
 from tracker_core.access import tokens
 from tracker_core.admin import hq_verbs, item_verbs, limit_verbs, project_verbs
 from tracker_core.keyspace import ProjectKeys
 
 P = "demo"
-VIEWS = (
-    "",
-    "/settings",
-    "/queues",
-    "/claims",
-    "/dead",
-    "/backfeed",
-    "/filter",
-    "/segments",
-    "/audit",
-    "/log",
-    "/item",
-)
+# Every project page the app has (a page added there is checked here too).
+VIEWS = tuple("" if view == "overview" else f"/{view}" for view in ProjectPages.VIEWS)
 GLOBAL_VIEWS = (
     "/admin",
     "/admin/-/tokens",

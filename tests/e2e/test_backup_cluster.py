@@ -6,7 +6,6 @@ there, the census and every item's place those of the backup); and a Sentinel gr
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 
 import pytest
@@ -15,6 +14,7 @@ import redis
 from chaos import census
 from support.paths import TRACKER_BIN
 from support.redis_topologies import Cluster, SentinelGroup
+from support.tracker_runs import CLEAN_ENV, run_tracker
 from tracker_core.admin import census_verbs, item_verbs, project_verbs
 from tracker_core.admin.context import AdminContext
 from tracker_core.infra import processes
@@ -27,19 +27,10 @@ pytestmark = pytest.mark.slow
 P = "sharded-keep"
 NAMES = [f"https://shard.example.com/a b/{i}?x=%2F{i}" for i in range(1500)]
 SMALL = {"offload_high": "200", "offload_low": "100", "offload_segment_items": "50"}
-ENV = {k: v for k, v in os.environ.items() if not k.startswith("TRACKER_")}
 
 
 def tracker(url, *args) -> subprocess.CompletedProcess:
-    result = subprocess.run(
-        [TRACKER_BIN, "--redis-url", url, *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=ENV,
-    )
-    assert result.returncode == 0, result.stderr
-    return result
+    return run_tracker("--redis-url", url, *args, check=True)
 
 
 def every_item(cluster: Cluster, admin: AdminContext, segments) -> dict[str, int]:
@@ -69,7 +60,7 @@ def test_a_sharded_project_on_a_cluster_comes_back_whole(tmp_path):
         Engine(first.url).claim(P, "bk-warrior", "192.0.2.9", 120)
         maintain = processes.start(
             [TRACKER_BIN, "maintain", "--segments-dir", segments, "--interval", "0.2"],
-            env=dict(ENV, TRACKER_REDIS_URL=first.url),
+            env=dict(CLEAN_ENV, TRACKER_REDIS_URL=first.url),
             output=tmp_path / "maintain.log",
         )
         # The maintainer holds every shard's lease: the backup takes them from it.

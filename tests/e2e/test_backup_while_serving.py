@@ -21,6 +21,7 @@ import redis
 from support import census as census_support
 from support.paths import TRACKER_BIN
 from support.seesaw_runner import start_warrior
+from support.tracker_runs import run_tracker
 from tracker_core import keyspace
 from tracker_core.admin import census_verbs, item_verbs, project_verbs
 from tracker_core.admin.context import AdminContext
@@ -44,17 +45,8 @@ SETTINGS = {
 }
 
 
-def tracker(url: str, *args, check: bool = True) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != "TRACKER_REDIS_URL"}
-    result = subprocess.run(
-        [TRACKER_BIN, "--redis-url", url, *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        env=env,
-    )
-    assert not check or result.returncode == 0, result.stderr
-    return result
+def tracker(url: str, *args) -> subprocess.CompletedProcess:
+    return run_tracker("--redis-url", url, *args, check=True, timeout=180)
 
 
 class Deployment:

@@ -17,3 +17,15 @@ def test_due_deliveries_go_to_one_holder_and_come_back_when_its_claim_expires(co
     assert r.zscore(keyspace.NOTIFY_DUE, "orphan") is None
     assert claim(conn, "two", now_ms=200, count=1) == [1, "a", "ra"]  # one's claims expired
     assert r.zscore(keyspace.NOTIFY_DUE, "b") == 200 and r.hget(keyspace.NOTIFY_CLAIMS, "a") == "two"
+
+
+def test_expired_claims_come_back_at_most_100_a_call(conn, r):
+    ids = [f"d{i:03d}" for i in range(101)]
+    r.hset(keyspace.NOTIFY_DELIVERIES, mapping={i: "r" for i in ids})
+    r.zadd(keyspace.NOTIFY_CLAIMED, {i: 50 for i in ids})  # every claim expired at 50
+    r.hset(keyspace.NOTIFY_CLAIMS, mapping={i: "gone" for i in ids})
+    assert claim(conn, "one", now_ms=100, count=0) == [1]
+    assert r.zcard(keyspace.NOTIFY_DUE) == 100 and r.zcard(keyspace.NOTIFY_CLAIMED) == 1
+    claim(conn, "one", now_ms=100, count=0)
+    assert r.zcard(keyspace.NOTIFY_DUE) == 101 and r.zcard(keyspace.NOTIFY_CLAIMED) == 0
+    assert r.hlen(keyspace.NOTIFY_CLAIMS) == 0

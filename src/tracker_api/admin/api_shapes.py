@@ -44,11 +44,6 @@ SETTING_VALUE: Schema = {"type": ["string", "number", "boolean"]}
 JSON_OR_TEXT = (JSON, TEXT_PLAIN)
 
 
-def query_int(low: int, high: int) -> Schema:
-    """A query parameter read by Call.int_param: digits from LOW to HIGH."""
-    return {"type": "integer", "minimum": low, "maximum": high}
-
-
 def answer(**keys: Schema) -> dict[int, Answer]:
     """A 200 with a JSON object that always holds KEYS."""
     return {200: json_answer(obj(tuple(keys), **keys))}
@@ -93,7 +88,7 @@ ITEMS_BODY = example(
     {"items": ["https://example.com/new?page=1", "https://example.com/a b#c"]},
 )
 ADDED = answer(added=INT, duplicates=INT)
-SAMPLE_QUERY = {"count": query_int(1, checks.MAX_SAMPLE)}
+SAMPLE_QUERY = {"count": integer(1, checks.MAX_SAMPLE)}
 SAMPLE = answer(items=STRINGS)
 CLEARED = answer(dropped=INT)
 MOVE_BODY = example(
@@ -101,7 +96,7 @@ MOVE_BODY = example(
     {"to": "secondary", "pattern": "https://example.com/*"},
 )
 MOVED = answer(moved=INT, **PAGED)
-CLAIMS_QUERY = {"cursor": STR, "count": query_int(1, checks.MAX_PAGE), "pattern": PATTERN}
+CLAIMS_QUERY = {"cursor": STR, "count": integer(1, checks.MAX_PAGE), "pattern": PATTERN}
 CLAIM = {"item": STR, "downloader": STR, "ip": STR, "times_claimed": INT, "claimed_at_ms": INT}
 CLAIMS = answer(claims=array(obj(tuple(CLAIM), **CLAIM)), **PAGED)
 RELEASE_BODY = example(
@@ -116,7 +111,7 @@ RELEASE_BODY = example(
     {"older_than_s": 0},
 )
 RELEASED = answer(released=INT, **PAGED)
-DEAD_QUERY = {"cursor": STR, "count": query_int(1, checks.MAX_PAGE)}
+DEAD_QUERY = {"cursor": STR, "count": integer(1, checks.MAX_PAGE)}
 DEAD = answer(dead=array(obj(("item",), item=STR)), **PAGED)
 REQUEUE_BODY = example(
     closed_obj((), items=ITEM_NAMES, all=BOOL, queue=text(100), cursor=CURSOR, limit=PAGE),
@@ -152,7 +147,7 @@ LOG_QUERY = {
     "downloader": text(64),
     "item": text(checks.MAX_ITEM_CHARS),
     "cursor": text(41),
-    "limit": query_int(1, log_reader.PAGE_MAX),
+    "limit": integer(1, log_reader.PAGE_MAX),
 }
 LOG_PAGE = answer(entries=array(ANY_OBJECT), cursor=NULLABLE_STR)
 
@@ -181,7 +176,7 @@ BLOCKED = answer(entry=STR, blocked=BOOL)
 # backfeed secrets and shards
 SECRETS = answer(secrets=array(obj(("id", "created"), id=STR, created=INT)))
 SECRET = answer(id=STR, secret=STR, path=STR)
-SHARD_MAP_QUERY = {"cursor": query_int(0, checks.MAX_CURSOR), "count": query_int(1, checks.MAX_PAGE)}
+SHARD_MAP_QUERY = {"cursor": integer(0, checks.MAX_CURSOR), "count": integer(1, checks.MAX_PAGE)}
 SHARD_MAP = answer(map=ANY_OBJECT, items=ANY_OBJECT, **PAGED)
 MAP_SHARD_BODY = example(
     closed_obj(("queue",), queue=text(100)),
@@ -206,10 +201,10 @@ TOKEN_BODY = closed_obj(
     expires=text(40, 0),  # 30d, 12h, 90m, 60s or an ISO date
 )
 TOKEN = answer(token=STR, token_id=STR)
-AUDIT_QUERY = {"count": query_int(1, audit.MAX_PAGE), "before": text(41)}
+AUDIT_QUERY = {"count": integer(1, audit.MAX_PAGE), "before": text(41)}
 AUDIT_ENTRY = obj(("id", "actor", "action"), id=STR, actor=STR, action=STR, project=NULLABLE_STR, detail=ANY)
 AUDIT_PAGE = answer(entries=array(AUDIT_ENTRY), next=NULLABLE_STR)
-WARRIORS_QUERY = {"offset": query_int(0, 10**9), "count": query_int(1, 1000)}
+WARRIORS_QUERY = {"offset": integer(0, 10**9), "count": integer(1, 1000)}
 WARRIORS = answer(warriors=array(ANY_OBJECT), online=INT)
 
 # webhooks (tracker_core.admin.webhook_verbs)

@@ -25,9 +25,10 @@ from tracker_api.web.api_spec import (
     text,
     text_answer,
 )
+from tracker_core import keyspace
 from tracker_core.compiled import protocol
 
-DOWNLOADER = {"type": "string", "pattern": "^[-_a-zA-Z0-9]{3,30}$"}
+DOWNLOADER = {"type": "string", "pattern": "^" + keyspace.DOWNLOADER_RE.pattern.replace("\\Z", "$")}
 VERSION = text(64, 0)
 ITEMS = {"type": "string", "description": "one name, or several joined by NUL"}
 CLAIM_BODY = example(
@@ -113,9 +114,5 @@ BACKFEED_QUERY = {
 BACKFEED_ANSWERS = {
     200: json_answer(obj(("status_code", "data"), status_code=INT, data=STR), "queued for deduplication")
 }
-STATS_QUERY = {"top": integer(1, 10000), "range": STR, "downloader": text(200)}
-# Falcon's own answer to a "top" that is not an integer in range.
-FALCON_ERROR = obj(("title",), title=STR, description=STR)
-STATS = {200: json_answer(ANY_OBJECT), 400: Answer("a bad query parameter", {JSON: FALCON_ERROR})}
 WARRIOR_ID = {200: json_answer(obj(("warrior_id",), warrior_id=STR))}
 PROJECTS_DOCUMENT = {200: json_answer(ANY_OBJECT, "the projects document (seesaw's projects.json)")}

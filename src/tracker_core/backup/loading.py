@@ -3,7 +3,6 @@ census of every project of a Redis."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import redis
@@ -42,11 +41,10 @@ def replay(
     source: redis.Redis,
     target,
     replace: bool = False,
-    skip: Callable[[bytes], bool] = lambda key: False,
 ) -> int:
     """Copy every key of SOURCE (a plain client) into TARGET (redis-py, a Cluster's too) with
     DUMP and RESTORE, each key's time to live kept; the keys copied. REPLACE overwrites keys
-    TARGET holds (else such a key is an error); SKIP(key) leaves a key out."""
+    TARGET holds (else such a key is an error)."""
     copied = 0
     batch: list[bytes] = []
 
@@ -67,8 +65,7 @@ def replay(
         batch.clear()
 
     for key in source.scan_iter(count=1000):
-        if not skip(key):
-            batch.append(key)
+        batch.append(key)
         if len(batch) >= REPLAY_BATCH:
             flush()
     if batch:

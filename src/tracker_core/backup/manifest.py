@@ -7,8 +7,10 @@ import hashlib
 import json
 import os
 from pathlib import Path
+from typing import BinaryIO
 
 from tracker_core.backup.hold import BackupError
+from tracker_core.infra.durable import fsync_dir
 
 FORMAT = "tracker-backup 1"
 MANIFEST = "manifest.json"
@@ -20,35 +22,30 @@ def partial_of(directory: Path) -> Path:
     return directory.with_name(directory.name + PARTIAL_SUFFIX)
 
 
-def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+def _read(source: Path, sink: BinaryIO | None = None) -> dict:
+    """{"bytes", "sha256"} of SOURCE, read in chunks (each written to SINK too, when given)."""
+    digest, size = hashlib.sha256(), 0
+    with open(source, "rb") as src:
+        while chunk := src.read(CHUNK):
+            if sink is not None:
+                sink.write(chunk)
+            digest.update(chunk)
+            size += len(chunk)
+    return {"bytes": size, "sha256": digest.hexdigest()}
 
 
 def copy_file(source: Path, target: Path) -> dict:
     """Copy SOURCE to TARGET (fsynced); {"bytes", "sha256"} of what was copied."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    digest, size = hashlib.sha256(), 0
-    with open(source, "rb") as src, open(target, "wb") as dst:
-        while chunk := src.read(CHUNK):
-            dst.write(chunk)
-            digest.update(chunk)
-            size += len(chunk)
+    with open(target, "wb") as dst:
+        copied = _read(source, dst)
         dst.flush()
         os.fsync(dst.fileno())
-    return {"bytes": size, "sha256": digest.hexdigest()}
+    return copied
 
 
 def checksum(path: Path) -> dict:
-    digest, size = hashlib.sha256(), 0
-    with open(path, "rb") as f:
-        while chunk := f.read(CHUNK):
-            digest.update(chunk)
-            size += len(chunk)
-    return {"bytes": size, "sha256": digest.hexdigest()}
+    return _read(path)
 
 
 def finish(partial: Path, final: Path, manifest: dict) -> None:

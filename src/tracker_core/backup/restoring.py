@@ -12,7 +12,6 @@ to be forged for it. It costs a private redis-server with the memory of one snap
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -22,7 +21,7 @@ import redis
 from tracker_core import keyspace
 from tracker_core.backup import loading, manifest, snapshot, taking
 from tracker_core.backup.hold import BackupError
-from tracker_core.infra import topology
+from tracker_core.infra import durable, topology
 from tracker_core.infra.embedded import EmbeddedRedis
 
 
@@ -70,13 +69,11 @@ def put_segments(backup: Path, directory: Path) -> int:
     count = 0
     for path in sorted(source.rglob("*")) if source.is_dir() else []:
         if path.is_file():
-            target = directory / path.relative_to(source)
-            temp = target.with_name(target.name + ".restore.part")
-            manifest.copy_file(path, temp)
-            os.replace(temp, target)
+            with open(path, "rb") as src:  # each file whole or absent, fsynced with its folder
+                durable.write_file(directory / path.relative_to(source), lambda f: shutil.copyfileobj(src, f))
             count += 1
     for folder in sorted((p for p in directory.rglob("*") if p.is_dir()), reverse=True):
-        manifest.fsync_dir(folder)
+        durable.fsync_dir(folder)  # the folders made on the way
     return count
 
 

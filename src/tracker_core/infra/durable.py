@@ -27,7 +27,12 @@ def write_file(path: Path, write: Callable[[BinaryIO], object]) -> None:
     except BaseException:
         temp.unlink(missing_ok=True)
         raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
+    fsync_dir(path.parent)
+
+
+def fsync_dir(path: Path) -> None:
+    """Make the entries of folder PATH (a file created or renamed in it) durable."""
+    dir_fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(dir_fd)
     finally:

@@ -14,14 +14,13 @@ reads the projects and the primaries; every node checks its own clock.
 from __future__ import annotations
 
 import json
-import os
 import socket
-import uuid
 
 from tracker_core import keyspace, scripts
 from tracker_core.figures import census
 from tracker_core.infra.redis_clock import RedisClock
 from tracker_core.notify import events, hooks, outbox
+from tracker_core.offload.lease import default_holder
 from tracker_core.offload.segment_registry import QUEUES
 from tracker_core.project import settings_schema
 from tracker_core.project.shard_layout import SHARD_TAGS_FIELD, ShardLayout
@@ -118,7 +117,7 @@ class Detector:
         self.clock = clock or RedisClock(max_offset_s=0)
         self.node = node or socket.gethostname()
         self.max_queued = max_queued
-        self.holder = holder or f"{self.node}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.holder = holder or default_holder()
         self.lease_ms = lease_ms
 
     def leads(self) -> bool:

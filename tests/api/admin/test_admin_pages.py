@@ -12,6 +12,7 @@ import pytest
 
 from support.state import snapshot
 from tracker_api.admin.pages import csrf_for
+from tracker_api.admin.pages.project_pages import ProjectPages
 from tracker_core.access import tokens
 from tracker_core.admin import backfeed_verbs, hq_verbs, item_verbs, limit_verbs, project_verbs
 from tracker_core.keyspace import HQ as HQ_KEY
@@ -64,18 +65,8 @@ VIEW_OF = {
     "filter": "/filter",
     "segment-import": "/segments",
 }
-VIEWS = (
-    "",
-    "/settings",
-    "/queues",
-    "/claims",
-    "/dead",
-    "/backfeed",
-    "/filter",
-    "/segments",
-    "/audit",
-    "/log",
-)
+# Every project page the app has (a page added there is checked here too).
+VIEWS = tuple("" if view == "overview" else f"/{view}" for view in ProjectPages.VIEWS)
 GLOBAL_VIEWS = {
     "tokens": "token-create",
     "blocks": "block",

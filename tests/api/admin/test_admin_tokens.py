@@ -91,6 +91,9 @@ def test_a_token_for_two_projects_reaches_both_and_no_third(web, r, tok, admin):
         ({"scope": ",".join(f"p{i:02d}" for i in range(tokens.MAX_SCOPE_PROJECTS))}, 200),
         ({"scope": [f"p{i:02d}" for i in range(tokens.MAX_SCOPE_PROJECTS)]}, 200),
         ({"scope": ",".join(f"p{i:02d}" for i in range(tokens.MAX_SCOPE_PROJECTS + 1))}, 400),
+        # The longest names, with a space after each comma: the text's bound takes them all.
+        ({"scope": ", ".join(f"{i:02d}" + "n" * 62 for i in range(tokens.MAX_SCOPE_PROJECTS))}, 200),
+        ({"scope": ", ".join(f"{i:02d}" + "n" * 62 for i in range(tokens.MAX_SCOPE_PROJECTS + 1))}, 400),
         ({"scope": [f"p{i:02d}" for i in range(tokens.MAX_SCOPE_PROJECTS + 1)]}, 400),
         ({"scope": [A, "No Way"]}, 400),
         ({"scope": []}, 400),

@@ -144,7 +144,6 @@ def test_a_declaration_costs_a_call_nothing():
         pass
 
     assert declare("x")(responder) is responder
-    assert RequestResource.on_post.__qualname__ == "RequestResource.on_post"
     assert declared(RequestResource.on_post).summary == "Claim items"
 
 
